@@ -1,0 +1,1 @@
+"""GroundedPlanBench-style episodes, scoring (TSR/ARR), batch runner and reports."""

@@ -1,0 +1,1 @@
+"""The `grounded-planner` command line."""

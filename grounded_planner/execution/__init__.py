@@ -1,0 +1,1 @@
+"""Primitive executor, safety envelope and robot backends."""

@@ -1,0 +1,1 @@
+"""Camera models, back-projection, extrinsics, grasp/place point estimation and hand-eye calibration."""

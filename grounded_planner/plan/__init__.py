@@ -1,0 +1,27 @@
+"""The canonical grounded-plan data model (pixels of the original image), validation and JSON I/O."""
+
+from grounded_planner.plan.model import (
+    ACTION_TYPES,
+    BOX_TYPES,
+    GroundedAction,
+    GroundedPlan,
+    PlanError,
+    iter_pairs,
+    load_plan,
+    save_plan,
+    validate_action,
+    validate_plan,
+)
+
+__all__ = [
+    "ACTION_TYPES",
+    "BOX_TYPES",
+    "GroundedAction",
+    "GroundedPlan",
+    "PlanError",
+    "iter_pairs",
+    "load_plan",
+    "save_plan",
+    "validate_action",
+    "validate_plan",
+]

@@ -1,0 +1,1 @@
+"""Rollout records, rosbag writing/reading and replay."""

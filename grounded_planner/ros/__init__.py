@@ -1,0 +1,1 @@
+"""Conversions between the plan model and ROS messages, and the rclpy nodes (the only layer that imports rclpy)."""

@@ -1,0 +1,1 @@
+"""V2GP: robot demonstrations to grounded-plan training data, and fine-tuning."""

@@ -1,0 +1,31 @@
+# The ROS 2 wheels on PyPI were built in a manylinux container; some exported targets
+# name include folders of that machine (/opt/python/cp3XX-cp3XX/include/python3.X).
+# Rewrite such folders of every imported target that no longer exist here: a Python
+# include folder becomes this interpreter's, anything else missing is dropped.
+# On a ROS install every folder exists and nothing changes.
+function(gp_fix_wheel_include_dirs)
+  find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module)
+  get_property(_targets DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}" PROPERTY IMPORTED_TARGETS)
+  foreach(_target IN LISTS _targets)
+    get_target_property(_dirs ${_target} INTERFACE_INCLUDE_DIRECTORIES)
+    if(NOT _dirs)
+      continue()
+    endif()
+    set(_fixed "")
+    set(_changed FALSE)
+    foreach(_dir IN LISTS _dirs)
+      if(_dir MATCHES "^\\$<" OR EXISTS "${_dir}")
+        list(APPEND _fixed "${_dir}")
+      elseif(_dir MATCHES "/include/python3\\.[0-9]+$")
+        list(APPEND _fixed ${Python3_INCLUDE_DIRS})
+        set(_changed TRUE)
+      else()
+        set(_changed TRUE)
+      endif()
+    endforeach()
+    if(_changed)
+      list(REMOVE_DUPLICATES _fixed)
+      set_target_properties(${_target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_fixed}")
+    endif()
+  endforeach()
+endfunction()

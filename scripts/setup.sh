@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Idempotent, incremental setup: system packages, .venv, ROS 2 Kilted wheels, our interfaces, the project.
+# Each stage reruns only when its inputs changed (stamps under .venv/.gp-stamps).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+VENV="${GP_VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3}"
+STAMPS="$VENV/.gp-stamps"
+BUILD="$ROOT/build/grounded_planner_interfaces"
+
+log() { printf '[setup] %s\n' "$*"; }
+digest() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+stamp_ok() { [ -f "$STAMPS/$1" ] && [ "$(cat "$STAMPS/$1")" = "$2" ]; }
+stamp_set() { mkdir -p "$STAMPS"; printf '%s' "$2" > "$STAMPS/$1"; }
+
+# 1. System packages ---------------------------------------------------------------------------
+mapfile -t APT_PKGS < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' scripts/apt-packages.txt | grep -v '^$')
+missing=()
+for pkg in "${APT_PKGS[@]}"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "installing system packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    log "missing system packages: ${missing[*]}"
+    log "install them first, e.g.: sudo apt-get install ${missing[*]}"
+    exit 1
+  fi
+fi
+
+# 2. The virtual environment -------------------------------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV with $($PYTHON --version)"
+  "$PYTHON" -m venv "$VENV"
+fi
+VPY="$VENV/bin/python"
+
+# 3. ROS 2 wheels and the project (editable) with its dev extras ---------------------------------
+deps=$(digest setup.py)
+if ! stamp_ok deps "$deps"; then
+  log "installing the project and its dependencies into $VENV (ROS 2 Kilted wheels included)"
+  # (this machine's pip config may name local indexes that do not exist: drop those warnings)
+  "$VPY" -m pip install -q --disable-pip-version-check -e ".[dev]" 2> >(grep -v "is ignored: it is neither" >&2)
+  stamp_set deps "$deps"
+fi
+
+# 4. grounded_planner_interfaces, built with CMake into the venv prefix ---------------------------
+ifaces=$(digest grounded_planner_interfaces/CMakeLists.txt grounded_planner_interfaces/package.xml \
+  grounded_planner_interfaces/cmake/*.cmake grounded_planner_interfaces/msg/* grounded_planner_interfaces/srv/* \
+  grounded_planner_interfaces/action/*; echo "$VENV")
+if ! stamp_ok interfaces "$ifaces" || ! "$VPY" -c "import grounded_planner_interfaces.srv" 2>/dev/null; then
+  log "building grounded_planner_interfaces into $VENV"
+  rm -rf "$BUILD"
+  mkdir -p "$BUILD"
+  export AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV"
+  cmake -S grounded_planner_interfaces -B "$BUILD" -DCMAKE_INSTALL_PREFIX="$VENV" \
+    -DPython3_EXECUTABLE="$VPY" -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=Release >"$BUILD.log" 2>&1 \
+    || { tail -40 "$BUILD.log"; exit 1; }
+  cmake --build "$BUILD" --target install -j"$(nproc)" >>"$BUILD.log" 2>&1 || { tail -40 "$BUILD.log"; exit 1; }
+  stamp_set interfaces "$ifaces"
+fi
+
+"$VPY" -c "import rclpy, grounded_planner, grounded_planner_interfaces.srv" \
+  || { log "the venv does not import rclpy/grounded_planner/grounded_planner_interfaces"; exit 1; }
+log "ready: $VENV"

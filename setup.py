@@ -1,0 +1,66 @@
+"""grounded_planner: an ament_python package that also installs with pip into a plain venv."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "grounded_planner"
+
+# ROS 2 Kilted from the PyPI wheels, for machines with no ROS install (`make setup`).
+# On a ROS install these come from the distribution instead (package.xml / rosdep).
+ROS_WHEELS = [
+    "ros-kilted-rclpy",
+    "ros-kilted-rmw-fastrtps-cpp",
+    "ros-kilted-std-msgs",
+    "ros-kilted-std-srvs",
+    "ros-kilted-sensor-msgs",
+    "ros-kilted-geometry-msgs",
+    "ros-kilted-visualization-msgs",
+    "ros-kilted-lifecycle-msgs",
+    "ros-kilted-action-msgs",
+    "ros-kilted-rosidl-default-runtime",
+    # needed to build grounded_planner_interfaces with CMake into the venv
+    "ros-kilted-rosidl-default-generators",
+    "ros-kilted-rosidl-core-generators",
+    "ros-kilted-ament-cmake",
+    "ros-kilted-ament-cmake-include-directories",
+    "ros-kilted-ament-cmake-ros",
+    "ros-kilted-ament-cmake-ros-core",
+    "ros-kilted-ament-package",
+    "catkin-pkg",
+]
+
+# Every optional dependency lives here. `dev` (what `make setup` installs) is the union of the
+# extras CI needs; heavy hardware SDKs stay out of it unless their tests need them.
+EXTRAS = {
+    "ros": ROS_WHEELS,
+    "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"],
+}
+DEV_EXTRAS = ["ros", "test"]
+EXTRAS["dev"] = sorted({req for name in DEV_EXTRAS for req in EXTRAS[name]})
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
+        ("share/" + PACKAGE, ["package.xml"]),
+        ("share/" + PACKAGE + "/launch", glob("launch/*.py")),
+        ("share/" + PACKAGE + "/config", glob("config/*.yaml")),
+        ("share/" + PACKAGE + "/calibration", glob("calibration/*.yaml")),
+    ],
+    install_requires=["numpy>=1.24", "pyyaml>=6", "pillow>=10", "setuptools"],
+    extras_require=EXTRAS,
+    python_requires=">=3.10",
+    zip_safe=True,
+    maintainer="grounded_planner maintainers",
+    maintainer_email="maintainers@grounded-planner.org",
+    description="Execution stack for spatially grounded plans from vision-language models.",
+    license="Apache-2.0",
+    entry_points={
+        "console_scripts": [
+            "grounded-planner = grounded_planner.cli.main:main",
+        ],
+    },
+)
