@@ -35,8 +35,20 @@ ROS_WHEELS = [
 EXTRAS = {
     "ros": ROS_WHEELS,
     "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"],
+    # one line per layer; keep each layer's optional dependencies on its own line
+    "vlm": [],
+    "ml": [],  # in-process transformers backend and fine-tuning (CPU torch from this machine's disk)
+    "geometry": [],
+    "bench": [],
+    "execution": [],
+    "sim": [],
+    "rollout": [],
+    "v2gp": [],
+    "nodes": [],
 }
-DEV_EXTRAS = ["ros", "test"]
+# What `make setup` installs (CI included): every extra above unless listed in HEAVY_EXTRAS.
+HEAVY_EXTRAS: list[str] = []
+DEV_EXTRAS = [name for name in EXTRAS if name not in HEAVY_EXTRAS]
 EXTRAS["dev"] = sorted({req for name in DEV_EXTRAS for req in EXTRAS[name]})
 
 setup(
