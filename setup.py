@@ -42,7 +42,7 @@ EXTRAS = {
     "bench": [],
     "execution": [],
     "sim": [],
-    "rollout": [],
+    "rollout": ["rosbags>=0.10", "matplotlib>=3.7"],  # bags without rclpy; summary plots
     "v2gp": [],
     "nodes": [],
 }
