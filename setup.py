@@ -38,7 +38,7 @@ EXTRAS = {
     # one line per layer; keep each layer's optional dependencies on its own line
     "vlm": [],
     "ml": [],  # in-process transformers backend and fine-tuning (CPU torch from this machine's disk)
-    "geometry": [],
+    "geometry": ["opencv-python-headless>=4.10,<5", "pyrealsense2>=2.55"],  # ChArUco/hand-eye; RealSense reference deprojection (bench, tests)
     "bench": [],
     "execution": [],
     "sim": [],
