@@ -1,0 +1,149 @@
+"""The robot backend base class every arm driver implements, and the typed errors backends raise."""
+
+from __future__ import annotations
+
+import abc
+import logging
+import math
+from types import TracebackType
+from typing import Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+class BackendError(Exception):
+    """Base class of every error a robot backend raises."""
+
+
+class BackendFault(BackendError):
+    """The robot or its driver failed (controller reflex, lost connection, SDK exception): outcome ``fault``."""
+
+
+class NotConnectedError(BackendFault):
+    """A command was sent to a backend that is not connected (call ``connect()`` or use ``with backend:``)."""
+
+
+class UnreachableError(BackendError):
+    """The pose has no IK solution or no motion plan: outcome ``unreachable``. Nothing was moved."""
+
+
+class MotionTimeoutError(BackendError):
+    """A motion or gripper command did not finish within its limit: outcome ``timeout``. The arm was stopped."""
+
+
+class MotionStoppedError(BackendError):
+    """A motion ended early because ``stop()`` was called (e.g. on cancel): outcome ``cancelled``."""
+
+
+def check_pose_args(position_xyz: Sequence[float], yaw_rad: float, speed_scale: float) -> np.ndarray:
+    """Validate ``move_to_pose`` arguments; return the position as a float (3,) array in metres.
+
+    Raises ``ValueError`` naming the bad argument (a caller bug, not a robot fault).
+    """
+    position = np.asarray(position_xyz, dtype=float).reshape(-1)
+    if position.shape != (3,) or not np.all(np.isfinite(position)):
+        raise ValueError(f"position_xyz must be 3 finite numbers in metres (base frame), got {position_xyz!r}")
+    if not math.isfinite(float(yaw_rad)):
+        raise ValueError(f"yaw_rad must be a finite angle in radians, got {yaw_rad!r}")
+    if not (0.0 < float(speed_scale) <= 1.0):
+        raise ValueError(f"speed_scale must be in (0, 1] (fraction of the configured maximum), got {speed_scale!r}")
+    return position
+
+
+class RobotBackend(abc.ABC):
+    """An arm with a parallel gripper, commanded by Cartesian end-effector poses in the robot base frame.
+
+    Poses are top-down grasps: the tool points straight down (-z of the base frame) and ``yaw_rad`` is the
+    rotation of the gripper's closing axis about the base z axis (0 = fingers close along base y).
+    ``position_xyz`` is the tool centre point (between the fingertips) in metres.
+
+    Contract every implementation keeps:
+    - ``move_to_pose`` blocks until the motion finished; it raises :class:`UnreachableError` before moving
+      when there is no solution, :class:`MotionTimeoutError`, :class:`MotionStoppedError` after ``stop()``,
+      and :class:`BackendFault` for anything the robot reports.
+    - ``stop()`` may be called from any thread while another thread is inside a command; it returns within
+      ``stop_timeout_s`` and leaves the arm standing still where it is and the gripper as it was.
+    - Commands on a backend that is not connected raise :class:`NotConnectedError`.
+    """
+
+    #: short name used by ``make_backend`` and in logs
+    name: str = "base"
+    #: how long ``stop()`` may take before the arm is guaranteed still, seconds
+    stop_timeout_s: float = 1.0
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def connect(self) -> None:
+        """Open the connection to the robot (idempotent). Raises :class:`BackendFault` if it cannot."""
+
+    @property
+    @abc.abstractmethod
+    def is_connected(self) -> bool:
+        """True between a successful ``connect()`` and ``disconnect()``."""
+
+    @abc.abstractmethod
+    def disconnect(self) -> None:
+        """Release the robot (idempotent); a moving arm is stopped first."""
+
+    # -- motion ------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def move_to_pose(self, position_xyz: Sequence[float], yaw_rad: float, speed_scale: float) -> None:
+        """Move the tool centre point to ``position_xyz`` (m, base frame) with the gripper yaw ``yaw_rad`` (rad).
+
+        ``speed_scale`` in (0, 1] scales the backend's configured maximum velocity and acceleration.
+        """
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stop any motion now (thread-safe, bounded by ``stop_timeout_s``); an in-flight command raises
+        :class:`MotionStoppedError`."""
+
+    # -- gripper -----------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def gripper_open(self, width_m: float | None = None) -> None:
+        """Open the gripper to ``width_m`` (metres between the fingers), fully when None."""
+
+    @abc.abstractmethod
+    def gripper_close(self, force_n: float | None = None) -> float:
+        """Close the gripper with ``force_n`` (newtons, backend default when None); return the width after (m)."""
+
+    @abc.abstractmethod
+    def gripper_width(self) -> float:
+        """Current distance between the fingers, metres."""
+
+    # -- optional ---------------------------------------------------------------------------------
+    def current_pose(self) -> tuple[np.ndarray, float] | None:
+        """Measured tool position (3,) in m and yaw in rad, or None when the backend cannot tell.
+
+        The executor uses it to retreat straight up from wherever the arm stopped.
+        """
+        return None
+
+    def check_reachable(self, position_xyz: Sequence[float], yaw_rad: float) -> str | None:
+        """Dry-run reachability check: None when the pose can be reached, else the reason.
+
+        The default cannot tell and answers None; backends with IK override it.
+        """
+        return None
+
+    def require_connected(self) -> None:
+        """Raise :class:`NotConnectedError` unless connected (call at the top of every command)."""
+        if not self.is_connected:
+            raise NotConnectedError(f"{self.name} backend is not connected: call connect() or use 'with backend:'")
+
+    # -- context manager ---------------------------------------------------------------------------
+    def __enter__(self) -> "RobotBackend":
+        self.connect()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            if self.is_connected:
+                self.stop()
+        except BackendError as err:  # still disconnect; the original exception (if any) matters more
+            log.warning("%s: stop() on exit failed: %s", self.name, err)
+        finally:
+            self.disconnect()
