@@ -44,7 +44,7 @@ EXTRAS = {
     "sim": [],
     "rollout": ["rosbags>=0.10", "matplotlib>=3.7"],  # bags without rclpy; summary plots
     "v2gp": [],
-    "nodes": [],
+    "nodes": ["pyrealsense2>=2.55", "rosbags>=0.10"],  # camera_node (software_device in tests), bag_player_node
 }
 # What `make setup` installs (CI included): every extra above unless listed in HEAVY_EXTRAS.
 HEAVY_EXTRAS: list[str] = []
