@@ -34,7 +34,8 @@ ROS_WHEELS = [
 # extras CI needs; heavy hardware SDKs stay out of it unless their tests need them.
 EXTRAS = {
     "ros": ROS_WHEELS,
-    "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3"],
+    "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3",
+             "colcon-common-extensions"],  # the ROS-install path (colcon build) is checked by a test
     # one line per layer; keep each layer's optional dependencies on its own line
     "vlm": [],
     "ml": [],  # in-process transformers backend and fine-tuning (CPU torch from this machine's disk)
