@@ -43,7 +43,7 @@ EXTRAS = {
     "bench": [],
     "execution": [],
     "sim": [],
-    "rollout": ["rosbags>=0.10", "matplotlib>=3.7"],  # bags without rclpy; summary plots
+    "rollout": ["rosbags>=0.10", "matplotlib>=3.7", "mcap>=1.1"],  # bags without rclpy; plots; mcap: reference reader in tests
     "v2gp": [],
     "nodes": ["pyrealsense2>=2.55", "rosbags>=0.10"],  # camera_node (software_device in tests), bag_player_node
 }
@@ -74,6 +74,7 @@ setup(
     entry_points={
         "console_scripts": [
             "grounded-planner = grounded_planner.cli.main:main",
+            "camera_node = grounded_planner.ros.camera_node:main",
         ],
     },
 )

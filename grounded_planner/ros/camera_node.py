@@ -1,0 +1,184 @@
+"""camera_node: a RealSense (or a RealSense recording) as a lifecycle node on the realsense-ros default topics."""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import QoSProfile
+from rclpy.time import Time
+from sensor_msgs.msg import CameraInfo, Image
+
+from grounded_planner.ros.convert import numpy_to_image
+from grounded_planner.ros.params import Param, declare_all, non_empty, positive, values
+from grounded_planner.ros.realsense import AlignedFrames, CameraError, Intrinsics, RealSenseSource, parse_profile
+
+
+def _profile_check(value: str) -> str | None:
+    try:
+        parse_profile(value, "profile")
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+PARAMS = [
+    Param("serial", "", "serial number of the RealSense to open; empty: the first one found", read_only=True),
+    Param("color_profile", "1280x720", "colour stream WIDTHxHEIGHT", _profile_check, read_only=True),
+    Param("depth_profile", "848x480", "depth stream WIDTHxHEIGHT (aligned to colour before publishing)", _profile_check, read_only=True),
+    Param("fps", 30, "frame rate of both streams, frames/s", positive, read_only=True),
+    Param("playback_file", "", "a RealSense .bag recording to play instead of a camera; empty: live camera", read_only=True),
+    Param("loop_playback", True, "restart playback_file at its end", read_only=True),
+    Param("camera_namespace", "/camera/camera", "topic prefix (realsense-ros default: /camera/camera)", non_empty, read_only=True),
+    Param("frame_id", "camera_color_optical_frame", "frame id of colour, aligned depth and camera_info (x right, y down, z forward)", non_empty),
+    Param("autostart", True, "configure and activate at startup; false: wait for lifecycle transitions", read_only=True),
+    Param("read_timeout_s", 1.0, "how long to wait for a frame before logging that none came, seconds", positive),
+]
+
+
+def camera_info_msg(intr: Intrinsics, header) -> CameraInfo:
+    """CameraInfo for the colour stream (aligned depth shares it)."""
+    msg = CameraInfo()
+    msg.header = header
+    msg.width, msg.height = intr.width, intr.height
+    msg.distortion_model = intr.distortion_model
+    msg.d = list(intr.coeffs)
+    msg.k = intr.K
+    msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    msg.p = [intr.fx, 0.0, intr.ppx, 0.0, 0.0, intr.fy, intr.ppy, 0.0, 0.0, 0.0, 1.0, 0.0]
+    return msg
+
+
+class CameraNode(LifecycleNode):
+    """Publishes colour, depth aligned to colour (16UC1, mm) and camera_info while active.
+
+    configure opens the device (or recording) and creates the publishers; activate starts the frame
+    thread; deactivate stops it; cleanup/shutdown release the device. ``source_factory`` replaces the
+    pyrealsense2 pipeline (tests feed a software device through it).
+    """
+
+    def __init__(self, node_name: str = "camera", source_factory: Callable[[dict], RealSenseSource] | None = None, **kwargs):
+        super().__init__(node_name, **kwargs)
+        declare_all(self, PARAMS)
+        self._source_factory = source_factory or self._open_realsense
+        self._source: RealSenseSource | None = None
+        self._thread: threading.Thread | None = None
+        self._running = threading.Event()
+        self._pubs: dict = {}
+        self.frames_published = 0
+
+    @staticmethod
+    def _open_realsense(p: dict) -> RealSenseSource:
+        return RealSenseSource.open(p["serial"], p["color_profile"], p["depth_profile"], p["fps"],
+                                    p["playback_file"], p["loop_playback"])
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        p = values(self, PARAMS)
+        try:
+            self._source = self._source_factory(p)
+        except (CameraError, ValueError, RuntimeError) as exc:
+            self.get_logger().error(f"configure failed: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        ns = p["camera_namespace"].rstrip("/")
+        # reliable like realsense-ros's default (SYSTEM_DEFAULT): both reliable and best-effort subscribers match
+        qos = QoSProfile(depth=5)
+        self._pubs = {
+            "color": self.create_lifecycle_publisher(Image, f"{ns}/color/image_raw", qos),
+            "color_info": self.create_lifecycle_publisher(CameraInfo, f"{ns}/color/camera_info", qos),
+            "depth": self.create_lifecycle_publisher(Image, f"{ns}/aligned_depth_to_color/image_raw", qos),
+            "depth_info": self.create_lifecycle_publisher(CameraInfo, f"{ns}/aligned_depth_to_color/camera_info", qos),
+        }
+        where = f"recording {p['playback_file']}" if p["playback_file"] else f"camera {p['serial'] or '(first found)'}"
+        self.get_logger().info(f"configured: {where}, publishing under {ns}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._running.set()
+        self._thread = threading.Thread(target=self._publish_loop, name="camera_frames", daemon=True)
+        self._thread.start()
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_thread()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    # -- frames ------------------------------------------------------------------------------------
+    def _stop_thread(self) -> None:
+        self._running.clear()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+
+    def _release(self) -> None:
+        self._stop_thread()
+        for pub in self._pubs.values():
+            self.destroy_lifecycle_publisher(pub)
+        self._pubs = {}
+        if self._source is not None:
+            self._source.close()
+            self._source = None
+
+    def _publish_loop(self) -> None:
+        missed = 0
+        while self._running.is_set() and self._source is not None:
+            timeout_s = self.get_parameter("read_timeout_s").value
+            try:
+                frames = self._source.read(timeout_s)
+            except CameraError as exc:
+                self.get_logger().error(f"camera read failed: {exc}", throttle_duration_sec=5.0)
+                continue
+            if frames is None:
+                missed += 1
+                if missed * timeout_s >= 5.0:
+                    self.get_logger().warning(f"no aligned frames for {missed * timeout_s:.0f} s")
+                    missed = 0
+                continue
+            missed = 0
+            self.publish(frames)
+
+    def publish(self, frames: AlignedFrames) -> None:
+        """Publish one aligned set; all four messages carry the same stamp and frame id."""
+        header = Time(nanoseconds=self.get_clock().now().nanoseconds).to_msg()
+        frame_id = self.get_parameter("frame_id").value
+        color = numpy_to_image(frames.color_rgb, "rgb8")
+        depth = numpy_to_image(frames.depth_mm, "16UC1")
+        for msg in (color, depth):
+            msg.header.stamp = header
+            msg.header.frame_id = frame_id
+        info = camera_info_msg(frames.intrinsics, color.header)
+        self._pubs["color"].publish(color)
+        self._pubs["color_info"].publish(info)
+        self._pubs["depth"].publish(depth)
+        self._pubs["depth_info"].publish(info)
+        self.frames_published += 1
+
+
+def main(args=None) -> None:
+    try:
+        with rclpy.init(args=args):
+            node = CameraNode()
+            if node.get_parameter("autostart").value and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+                node.trigger_activate()
+            rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Waiting on conditions in a ROS graph (never on fixed sleeps): spin until a predicate holds or a deadline passes."""
+
+import time
+from typing import Callable
+
+
+def spin_until(executor, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Spin ``executor`` until ``predicate()`` is true; AssertionError naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        executor.spin_once(timeout_sec=0.05)
+
+
+def call(executor, client, request, timeout_s: float, what: str):
+    """Call a service and spin until the response arrives; AssertionError naming ``what`` on timeout."""
+    assert client.wait_for_service(timeout_sec=timeout_s), f"service for {what} never appeared"
+    future = client.call_async(request)
+    spin_until(executor, future.done, timeout_s, what)
+    return future.result()
+
+
+def stop_process(proc, timeout_s: float = 10.0) -> str:
+    """Terminate a child process (SIGINT first, like Ctrl-C) and return its output."""
+    import signal
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=timeout_s)
+        except Exception:
+            proc.kill()
+            proc.wait(timeout=timeout_s)
+    return proc.stdout.read() if proc.stdout else ""
