@@ -41,7 +41,11 @@ EXTRAS = {
     "ml": [],  # in-process transformers backend and fine-tuning (CPU torch from this machine's disk)
     "geometry": ["opencv-python-headless>=4.10,<5", "pyrealsense2>=2.55"],  # ChArUco/hand-eye; RealSense reference deprojection (bench, tests)
     "bench": [],
-    "execution": [],
+    # franky: FR3/Panda over libfranka (tested against franky-sim on localhost); placo: SO-101 IK (what
+    # LeRobot's RobotKinematics wraps); pyserial + feetech-servo-sdk: the SO-101 Feetech bus. LeRobot itself
+    # is installed --no-deps by scripts/setup.sh (its normal resolution pulls a multi-GB CUDA torch).
+    "execution": ["franky-control>=2.0", "franky-sim>=1.0.4", "placo>=0.9.6", "pyserial>=3.5",
+                  "feetech-servo-sdk>=1.0"],
     "sim": [],
     "rollout": ["rosbags>=0.10", "matplotlib>=3.7", "mcap>=1.1"],  # bags without rclpy; plots; mcap: reference reader in tests
     "v2gp": [],

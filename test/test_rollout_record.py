@@ -1,0 +1,252 @@
+"""Rollout recording: crash safety under SIGKILL, bag round trips, compatibility with other bag readers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rosbags")
+
+from grounded_planner.plan import GroundedAction, GroundedPlan  # noqa: E402
+from grounded_planner.rollout import bag as B  # noqa: E402
+from grounded_planner.rollout.record import (  # noqa: E402
+    RolloutError, RolloutRecorder, RolloutTopics, find_rollouts, load_rollout, recover_rollout)
+
+REPO = Path(__file__).resolve().parents[1]
+K = [500.0, 0.0, 32.0, 0.0, 500.0, 24.0, 0.0, 0.0, 1.0]
+
+
+def _frame(i: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(i)
+    rgb = rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    depth_m = np.round(rng.uniform(0.3, 1.5, (48, 64)), 3).astype(np.float32)
+    return rgb, depth_m
+
+
+def _plan() -> GroundedPlan:
+    return GroundedPlan("put the spoon on the plate", (64, 48), [
+        GroundedAction("grasp", "spoon", bbox=(1.5, 2.0, 10.0, 12.25)),
+        GroundedAction("place", "spoon", "plate", point=(30.5, 20.0))])
+
+
+# The child writes a known sequence and reports each message on stdout; the parent kills it with SIGKILL.
+CHILD = textwrap.dedent("""
+    import sys, numpy as np
+    sys.path.insert(0, {test_dir!r})
+    from test_rollout_record import _frame, _plan, K
+    from grounded_planner.rollout.record import RolloutRecorder
+    rec = RolloutRecorder({episode!r}, instruction="put the spoon on the plate", task="placement",
+                          condition="original", scene_id="s1", fsync_every_s=None)
+    rec.log_camera_info(K, 64, 48, stamp_ns=1)
+    rec.log_plan(_plan(), stamp_ns=2)
+    print("ready", flush=True)
+    i = 0
+    while True:
+        rgb, depth = _frame(i)
+        rec.log_frame(rgb, depth, stamp_ns=1000 + i)
+        print(i, flush=True)
+        i += 1
+        if i == {stop_after}:
+            sys.stdin.readline()  # wait here to be killed
+""")
+
+
+def _spawn_writer(episode: Path, stop_after: int) -> subprocess.Popen:
+    code = CHILD.format(test_dir=str(Path(__file__).parent), episode=str(episode), stop_after=stop_after)
+    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _read_frames_back(episode: Path) -> list[int]:
+    """Indices of the color frames in the bag; asserts each frame and its depth are intact."""
+    topics = RolloutTopics()
+    msgs = list(B.read_bag(episode))
+    colors = [m for m in msgs if m.topic == topics.color]
+    depths = [m for m in msgs if m.topic == topics.depth]
+    indices = []
+    for m in colors:
+        i = B.stamp_to_ns(m.msg.header.stamp) - 1000
+        rgb, depth_m = _frame(i)
+        np.testing.assert_array_equal(B.image_to_rgb(m.msg), rgb)
+        indices.append(i)
+    for m in depths:
+        i = B.stamp_to_ns(m.msg.header.stamp) - 1000
+        np.testing.assert_allclose(B.depth_to_m(m.msg), _frame(i)[1], atol=5e-4)
+    assert len(depths) in (len(colors), len(colors) - 1)  # the kill may fall between color and depth
+    return indices
+
+
+def test_sigkill_at_known_point_keeps_every_message_and_marks_record_cut_short(tmp_path):
+    episode = tmp_path / "ep_kill"
+    proc = _spawn_writer(episode, stop_after=7)
+    try:
+        lines = [proc.stdout.readline().strip() for _ in range(8)]
+        assert lines[0] == "ready", proc.stderr.read()
+        assert lines[-1] == "6"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+
+    assert _read_frames_back(episode) == list(range(7))
+    record = load_rollout(episode)
+    assert record.cut_short and record.status == "in_progress"
+    assert not record.writer_alive()
+    assert record.data["plan"]["actions"][1]["point"] == [30.5, 20.0]  # written before the kill
+    plan_msgs = [m for m in B.read_bag(episode) if m.topic == RolloutTopics().plan]
+    assert B.plan_from_bag_msg(plan_msgs[0].msg).to_dict()["actions"] == _plan().to_dict()["actions"]
+
+    # recovery: the bag gets its summary and footer, so rosbags' own reader and the mcap library open it
+    recovered = recover_rollout(episode)
+    assert recovered.status == "cut_short" and recovered.cut_short
+    assert load_rollout(episode).status == "cut_short"
+    from rosbags.highlevel import AnyReader
+
+    with AnyReader([episode / "rollout.mcap"]) as reader:
+        assert reader.message_count == 3 + 7 * 2  # instruction, camera info, plan, then color + depth per frame
+    mcap = pytest.importorskip("mcap.reader")
+    with open(episode / "rollout.mcap", "rb") as f:
+        assert mcap.make_reader(f).get_summary().statistics.message_count == 17
+
+
+def test_sigkill_while_writing_loses_at_most_the_message_in_flight(tmp_path):
+    episode = tmp_path / "ep_busy"
+    proc = _spawn_writer(episode, stop_after=10**9)
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        last = -1
+        while last < 40:
+            last = int(proc.stdout.readline())
+        os.kill(proc.pid, signal.SIGKILL)  # the child keeps writing until the signal lands
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    indices = _read_frames_back(episode)
+    assert indices == list(range(len(indices)))  # a gap-free prefix
+    assert len(indices) >= last + 1              # nothing the writer had reported is lost
+    assert load_rollout(episode).cut_short
+
+
+def test_torn_last_record_is_dropped_and_file_recovered(tmp_path):
+    path = tmp_path / "torn.mcap"
+    with B.McapBagWriter(path) as writer:
+        for i in range(5):
+            writer.write("/chatter", B.string_msg(f"message {i}"), log_time_ns=100 + i)
+    full = path.read_bytes()
+    scan_full = B.scan_mcap(path)
+    assert scan_full.complete and len(scan_full.messages) == 5
+    # cut inside the 5th message record, as a crash during write() would
+    cut = scan_full.data_end_pos - 7
+    path.write_bytes(full[:cut])
+    scan = B.scan_mcap(path)
+    assert not scan.complete and scan.truncated_bytes > 0
+    assert [m.msg.data for m in scan.messages] == [f"message {i}" for i in range(4)]
+    assert [m.msg.data for m in B.read_bag(path)] == [f"message {i}" for i in range(4)]
+    B.recover_mcap(path)
+    from rosbags.rosbag2 import Reader
+
+    with Reader(path) as reader:
+        assert reader.message_count == 4
+
+
+def test_recorder_closes_with_auto_labels_and_rejects_reuse(tmp_path):
+    from grounded_planner.rollout.bag import typestore
+
+    episode = tmp_path / "ep1"
+    with RolloutRecorder(episode, instruction="put the spoon on the plate", task="placement",
+                         config={"backend": "openai", "model": "m"}) as rec:
+        rgb, depth = _frame(0)
+        rec.log_frame(rgb, depth, stamp_ns=5)
+        rec.log_plan(_plan(), planning_time_s=1.25)
+        rec.log_targets({"frame": "base", "targets": [], "warnings": []})
+        rec.log_feedback(0, "moving")
+        rec.log_result({"success": False, "message": "grasp failed",
+                        "steps": [{"index": 0, "type": "grasp", "outcome": "grasp_failed", "message": "empty"}]})
+        rec.log_joint_state(["j1", "j2"], [0.1, 0.2])
+    data = load_rollout(episode).data
+    assert data["status"] == "complete" and data["ended_at"]
+    assert (data["success"], data["failure_mode"], data["label_source"]) == (False, "grasp_failure", "auto")
+    assert data["timings_s"]["plan"] == 1.25 and len(data["config_hash"]) == 16
+    assert data["steps"][0]["outcome"] == "grasp_failed"
+    assert data["bag"]["messages"] == 8  # instruction, color, depth, plan, targets, feedback, result, joints
+    topics = [m.topic for m in B.read_bag(episode)]
+    assert topics.count(RolloutTopics().feedback) == 1 and RolloutTopics().joint_states in topics
+    assert typestore() is typestore()
+
+    with pytest.raises(RolloutError, match="already holds a rollout"):
+        RolloutRecorder(episode)
+    with pytest.raises(RolloutError, match="closed"):
+        rec.log_instruction("again")
+
+
+def test_exception_in_episode_closes_record_as_aborted(tmp_path):
+    with pytest.raises(RuntimeError):
+        with RolloutRecorder(tmp_path / "ep", instruction="x") as rec:
+            rec.log_color(_frame(0)[0])
+            raise RuntimeError("camera unplugged")
+    data = json.loads((tmp_path / "ep" / "rollout.json").read_text())
+    assert data["status"] == "aborted" and "camera unplugged" in data["error"]
+    assert len(list(B.read_bag(tmp_path / "ep"))) == 2  # instruction + frame, bag closed properly
+    assert [r.episode_id for r in find_rollouts([tmp_path])] == ["ep"]
+
+
+def test_empty_plan_in_no_action_trial_is_auto_success(tmp_path):
+    empty = GroundedPlan("put the third cup away", (64, 48), [], reason="there is no third cup")
+    with RolloutRecorder(tmp_path / "a", expects_action=False) as rec:
+        rec.log_plan(empty)
+    with RolloutRecorder(tmp_path / "b", expects_action=True) as rec:
+        rec.log_plan(empty)
+    assert load_rollout(tmp_path / "a").success is True
+    assert (load_rollout(tmp_path / "b").success, load_rollout(tmp_path / "b").failure_mode) == (False, "no_action")
+
+
+def test_bad_inputs_get_named_errors(tmp_path):
+    with RolloutRecorder(tmp_path / "ep") as rec:
+        with pytest.raises(B.BagError, match=r"\(H, W, 3\) uint8"):
+            rec.log_color(np.zeros((4, 4), np.uint8))
+        with pytest.raises(B.BagError, match="does not fit 16UC1"):
+            rec.log_depth(np.full((4, 4), 100.0))
+        with pytest.raises(ValueError, match="unknown failure mode"):
+            rec.set_label(False, "dropped_it")
+    writer = B.McapBagWriter(tmp_path / "order.mcap")
+    writer.write("/a", B.string_msg("x"), log_time_ns=10)
+    with pytest.raises(B.BagError, match="time order"):
+        writer.write("/a", B.string_msg("y"), log_time_ns=5)
+    writer.close()
+    with pytest.raises(B.BagError, match="not an MCAP file"):
+        (tmp_path / "junk.mcap").write_bytes(b"hello")
+        list(B.read_bag(tmp_path / "junk.mcap"))
+
+
+def test_bag_messages_deserialize_with_rclpy(tmp_path):
+    """Our CDR is rclpy's: the real rclpy deserializer reads the image and plan back."""
+    serialization = pytest.importorskip("rclpy.serialization")
+    msgs_mod = pytest.importorskip("grounded_planner_interfaces.msg")
+    from sensor_msgs.msg import Image
+
+    mcap = pytest.importorskip("mcap.reader")
+    path = tmp_path / "x.mcap"
+    rgb, _ = _frame(3)
+    with B.McapBagWriter(path) as writer:
+        writer.write("/c", B.image_msg(rgb, 7))
+        writer.write("/p", B.plan_msg(_plan(), 7, positions_m=[(0.1, 0.2, 0.3), None], target_frame="base"))
+    with open(path, "rb") as f:
+        raw = [m.data for _, _, m in mcap.make_reader(f).iter_messages()]
+    image = serialization.deserialize_message(raw[0], Image)
+    assert (image.width, image.height, image.encoding) == (64, 48, "rgb8")
+    np.testing.assert_array_equal(np.asarray(image.data, dtype=np.uint8).reshape(48, 64, 3), rgb)
+    plan = serialization.deserialize_message(raw[1], msgs_mod.GroundedPlan)
+    assert plan.instruction == "put the spoon on the plate"
+    assert plan.actions[0].pose.header.frame_id == "base" and plan.actions[0].pose.pose.position.z == pytest.approx(0.3)
+    assert plan.actions[1].pose.header.frame_id == ""
