@@ -79,6 +79,7 @@ setup(
         "console_scripts": [
             "grounded-planner = grounded_planner.cli.main:main",
             "camera_node = grounded_planner.ros.camera_node:main",
+            "bag_player_node = grounded_planner.ros.bag_player_node:main",
         ],
     },
 )
