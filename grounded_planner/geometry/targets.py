@@ -1,0 +1,528 @@
+"""3D targets from a grounded plan: grasp points with yaw and width, place points, handle points with normals.
+
+Pixel convention: plan coordinates are continuous image coordinates (the image spans [0, W] x [0, H]), so the
+plan point (x, y) is the camera-model pixel (x - 0.5, y - 0.5), whose centres sit at integers (ROS/OpenCV).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from grounded_planner.geometry.camera import CameraModel
+from grounded_planner.geometry.errors import (
+    DepthImageError,
+    ExtrinsicsError,
+    GeometryError,
+    NoValidDepthError,
+    OutsideImageError,
+    RayPlaneError,
+)
+from grounded_planner.geometry.extrinsics import Extrinsics
+from grounded_planner.geometry.plane import Plane, fit_plane_ransac
+
+# Frame name used when neither extrinsics nor the camera model name the optical frame.
+DEFAULT_OPTICAL_FRAME = "camera_optical_frame"
+# Methods a target can record (``Target.method``).
+METHODS = (
+    "top_surface",        # grasp: centre of the visible top surface above the fitted support plane
+    "nearest_surface",    # grasp: no support plane / nothing above it; nearest depth band in the bbox
+    "depth",              # place: median depth around the place pixel
+    "ray_plane",          # place: depth hole; pixel ray intersected with the fitted support plane
+    "ray_surface_plane",  # open/close: bbox-centre ray intersected with the plane fitted in the bbox
+    "bbox_median",        # open/close: no plane fits; median depth around the bbox centre
+)
+
+
+@dataclass
+class TargetConfig:
+    """Tuning of :func:`compute_targets`. Defaults suit a RealSense D4xx at 0.3-1.5 m."""
+
+    min_depth_m: float = 0.1          # depth below this is a hole (RealSense min-Z is ~0.1-0.3 m)
+    max_depth_m: float = 10.0         # depth above this is a hole (far-range noise)
+    plane_threshold_m: float = 0.006  # RANSAC inlier distance for support and surface planes
+    ransac_iterations: int = 256      # plane hypotheses per fit
+    support_points: int = 20000       # the support plane is fitted on a grid subsample of about this many pixels
+    min_support_fraction: float = 0.05  # a support plane must hold at least this fraction of the valid subsample
+    up: tuple[float, float, float] = (0.0, 0.0, 1.0)  # gravity "up" in the extrinsics' parent frame
+    max_support_tilt_deg: float = 30.0  # with extrinsics, the support plane's normal is within this of `up`
+    support_margin_m: float = 0.008   # object points must be higher than this above the support plane
+    top_band_m: float = 0.005         # the top surface is the points within this of the object's top
+    top_percentile: float = 98.0      # the object's top height is this percentile (ignores flying pixels)
+    min_object_points: int = 30       # fewer points above the support than this: fall back to nearest_surface
+    round_ratio: float = 1.5          # footprint axis ratio below which the grasp yaw is reported as ambiguous
+    place_window_px: int = 5          # side of the window whose median depth is the place depth (odd)
+    handle_window_px: int = 9         # side of the window around the bbox centre for the bbox_median fallback
+    min_window_valid: float = 0.5     # fraction of valid pixels a window needs to trust its median depth
+    min_ray_angle_deg: float = 2.0    # a ray closer than this to parallel with a plane is refused
+    seed: int = 0                     # RANSAC seed: the same input gives the same targets
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_depth_m < self.max_depth_m:
+            raise ValueError(f"need 0 < min_depth_m < max_depth_m, got {self.min_depth_m}, {self.max_depth_m}")
+        for name in ("plane_threshold_m", "support_margin_m", "top_band_m"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 metres, got {getattr(self, name)}")
+        if self.ransac_iterations < 1 or self.support_points < 100 or self.min_object_points < 3:
+            raise ValueError("ransac_iterations >= 1, support_points >= 100 and min_object_points >= 3 are required")
+        if not 0 < self.min_support_fraction < 1 or not 0 < self.min_window_valid <= 1:
+            raise ValueError("min_support_fraction must be in (0, 1) and min_window_valid in (0, 1]")
+        if not 0 < self.max_support_tilt_deg < 90 or not 0 <= self.min_ray_angle_deg < 90:
+            raise ValueError("max_support_tilt_deg must be in (0, 90) and min_ray_angle_deg in [0, 90)")
+        if not 50 <= self.top_percentile <= 100 or self.round_ratio < 1:
+            raise ValueError("top_percentile must be in [50, 100] and round_ratio >= 1")
+        for name in ("place_window_px", "handle_window_px"):
+            value = getattr(self, name)
+            if value < 1 or value % 2 == 0:
+                raise ValueError(f"{name} must be a positive odd number of pixels, got {value}")
+        up = np.asarray(self.up, dtype=float)
+        if up.shape != (3,) or not np.all(np.isfinite(up)) or np.linalg.norm(up) == 0:
+            raise ValueError(f"up must be a non-zero 3-vector, got {self.up!r}")
+
+
+@dataclass(eq=False)
+class Target:
+    """The 3D target of one plan action, in :attr:`TargetSet.frame`.
+
+    Attributes
+    ----------
+    index : int
+        Index of the action in ``plan.actions``.
+    type : str
+        ``grasp``, ``place``, ``open`` or ``close``.
+    object : str
+        The action's object name.
+    position : ndarray, shape (3,)
+        Metres. grasp: centre of the visible top surface; place: the point on the surface; open/close: the
+        handle point (bbox centre on the surface).
+    yaw : float or None
+        grasp only: radians in (-pi/2, pi/2], the direction along which a parallel gripper should close (the
+        object's minor footprint axis) measured about the frame's z axis from its x axis.
+    width : float or None
+        grasp only: extent of the object along that closing direction, metres (no clearance added).
+    normal : ndarray, shape (3,) or None
+        Unit vector. grasp/place: the support surface's normal (up, the approach direction reversed);
+        open/close: the surface normal pointing out of the surface towards the camera (pull along +normal,
+        push along -normal).
+    method : str
+        How the target was computed, one of :data:`METHODS`.
+    confidence : float
+        0..1: the fraction of the pixels used that held valid depth, lowered for fallbacks and weak fits.
+    """
+
+    index: int
+    type: str
+    object: str
+    position: np.ndarray
+    yaw: float | None = None
+    width: float | None = None
+    normal: np.ndarray | None = None
+    method: str = ""
+    confidence: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": int(self.index),
+            "type": self.type,
+            "object": self.object,
+            "position": [float(v) for v in self.position],
+            "yaw": None if self.yaw is None else float(self.yaw),
+            "width": None if self.width is None else float(self.width),
+            "normal": None if self.normal is None else [float(v) for v in self.normal],
+            "method": self.method,
+            "confidence": float(self.confidence),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Target":
+        try:
+            position = np.asarray(data["position"], dtype=float).reshape(3)
+            normal = data.get("normal")
+            return cls(
+                index=int(data["index"]),
+                type=str(data["type"]),
+                object=str(data.get("object") or ""),
+                position=position,
+                yaw=None if data.get("yaw") is None else float(data["yaw"]),
+                width=None if data.get("width") is None else float(data["width"]),
+                normal=None if normal is None else np.asarray(normal, dtype=float).reshape(3),
+                method=str(data.get("method") or ""),
+                confidence=float(data.get("confidence", 0.0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise GeometryError(f"invalid target {dict(data)!r}: {exc}", rule="target_format") from exc
+
+
+@dataclass(eq=False)
+class TargetSet:
+    """The targets of a whole plan, one per action, all in ``frame``."""
+
+    frame: str
+    targets: list[Target] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly the ``grounded-planner backproject`` JSON object."""
+        return {"frame": self.frame, "targets": [t.to_dict() for t in self.targets], "warnings": list(self.warnings)}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TargetSet":
+        if not isinstance(data, Mapping) or "frame" not in data:
+            raise GeometryError("a target set must be a JSON object with 'frame', 'targets', 'warnings'", rule="target_format")
+        return cls(
+            frame=str(data["frame"]),
+            targets=[Target.from_dict(t) for t in data.get("targets") or []],
+            warnings=[str(w) for w in data.get("warnings") or []],
+        )
+
+    def for_index(self, index: int) -> Target:
+        """The target of plan action ``index`` (KeyError when there is none)."""
+        for target in self.targets:
+            if target.index == index:
+                return target
+        raise KeyError(f"no target for action {index}")
+
+
+def compute_targets(plan: Any, depth_m: np.ndarray, camera: CameraModel, extrinsics: Extrinsics | None = None,
+                    config: TargetConfig | None = None) -> TargetSet:
+    """Turn every action of a grounded plan into a 3D target.
+
+    Parameters
+    ----------
+    plan : GroundedPlan
+        Actions in pixels of an image of ``plan.image_size``; rescaled to the depth image when sizes differ.
+    depth_m : ndarray, shape (H, W)
+        Depth (Z along the optical axis) in metres, aligned to the camera model; 0 or NaN are holes.
+    camera : CameraModel
+        Intrinsics of the (colour-aligned) depth image, ``camera.width x camera.height == W x H``.
+    extrinsics : Extrinsics, optional
+        Camera optical frame -> output frame (``child_frame`` must be the camera's frame when that is known).
+        Without it, targets stay in the optical frame.
+    config : TargetConfig, optional
+
+    Returns
+    -------
+    TargetSet
+        One target per action, at the action's index, in ``extrinsics.parent_frame`` (or the optical frame).
+
+    Raises
+    ------
+    GeometryError
+        ``DepthImageError`` for a depth image that does not fit the camera; ``ExtrinsicsError`` when frames
+        disagree; per action (naming its index and type): ``OutsideImageError``, ``NoValidDepthError``,
+        ``RayPlaneError``.
+    """
+    config = config or TargetConfig()
+    solver = _TargetSolver(plan, depth_m, camera, extrinsics, config)
+    return solver.run()
+
+
+class _TargetSolver:
+    """State of one :func:`compute_targets` call: the validated depth, the lazily fitted support plane."""
+
+    def __init__(self, plan: Any, depth_m: np.ndarray, camera: CameraModel, extrinsics: Extrinsics | None,
+                 config: TargetConfig):
+        depth = np.asarray(depth_m)
+        if depth.ndim != 2 or not np.issubdtype(depth.dtype, np.number):
+            raise DepthImageError(f"depth image must be a 2-D numeric array (H, W) in metres, got shape {depth.shape} "
+                                  f"dtype {depth.dtype}")
+        if depth.shape != (camera.height, camera.width):
+            raise DepthImageError(f"depth image is {depth.shape[1]}x{depth.shape[0]} but the camera model is "
+                                  f"{camera.width}x{camera.height}")
+        self.depth = depth.astype(float, copy=False)
+        with np.errstate(invalid="ignore"):
+            self.valid = np.isfinite(self.depth) & (self.depth >= config.min_depth_m) & (self.depth <= config.max_depth_m)
+        if extrinsics is not None and camera.frame_id and extrinsics.child_frame != camera.frame_id:
+            raise ExtrinsicsError(f"extrinsics locate frame {extrinsics.child_frame!r} but the camera's frame is "
+                                  f"{camera.frame_id!r}", rule="frame_mismatch")
+        self.plan = plan
+        self.camera = camera
+        self.extrinsics = extrinsics
+        self.config = config
+        self.rng = np.random.default_rng(config.seed)
+        self.warnings: list[str] = []
+        self.frame = extrinsics.parent_frame if extrinsics is not None else (camera.frame_id or DEFAULT_OPTICAL_FRAME)
+        plan_w, plan_h = (int(v) for v in plan.image_size)
+        self.sx, self.sy = camera.width / plan_w, camera.height / plan_h
+        if (plan_w, plan_h) != (camera.width, camera.height):
+            self.warnings.append(f"plan image is {plan_w}x{plan_h}, depth is {camera.width}x{camera.height}: "
+                                 "plan pixels rescaled")
+        # Up in the optical frame, known only through extrinsics.
+        self.up_cam: np.ndarray | None = None
+        if extrinsics is not None:
+            up = np.asarray(config.up, dtype=float)
+            self.up_cam = extrinsics.rotation_matrix.T @ (up / np.linalg.norm(up))
+        self._support: Plane | None = None
+        self._support_done = False
+
+    # -- whole plan ---------------------------------------------------------------------------
+    def run(self) -> TargetSet:
+        targets = []
+        handlers = {"grasp": self._grasp, "place": self._place, "open": self._handle, "close": self._handle}
+        for index, action in enumerate(self.plan.actions):
+            handler = handlers.get(action.type)
+            if handler is None:
+                raise GeometryError(f"unknown action type {action.type!r}", index=index, action=str(action.type),
+                                    rule="action_type")
+            target, closing_axis_cam = handler(index, action)
+            targets.append(self._to_output(target, closing_axis_cam))
+        return TargetSet(frame=self.frame, targets=targets, warnings=self.warnings)
+
+    def _to_output(self, target: Target, closing_axis_cam: np.ndarray | None) -> Target:
+        """Move a target from the optical frame into the output frame; the grasp yaw is measured there."""
+        if self.extrinsics is not None:
+            target.position = self.extrinsics.transform_points(target.position)[0]
+            if target.normal is not None:
+                target.normal = self.extrinsics.transform_vectors(target.normal)[0]
+        if closing_axis_cam is not None:
+            axis = closing_axis_cam
+            if self.extrinsics is not None:
+                axis = self.extrinsics.transform_vectors(axis)[0]
+            yaw = math.atan2(axis[1], axis[0])
+            # A parallel gripper is symmetric: fold into (-pi/2, pi/2].
+            if yaw <= -math.pi / 2:
+                yaw += math.pi
+            elif yaw > math.pi / 2:
+                yaw -= math.pi
+            target.yaw = yaw
+        return target
+
+    # -- shared pieces ------------------------------------------------------------------------
+    def support_plane(self) -> Plane | None:
+        """The dominant plane of the scene (the table), fitted once on a grid subsample; None if none fits."""
+        if self._support_done:
+            return self._support
+        self._support_done = True
+        cfg = self.config
+        h, w = self.depth.shape
+        stride = max(1, int(math.sqrt(h * w / cfg.support_points)))
+        v, u = np.mgrid[0:h:stride, 0:w:stride]
+        ok = self.valid[v, u]
+        if ok.sum() < 100:
+            self.warnings.append("too few valid depth pixels to fit a support plane")
+            return None
+        points = self.camera.deproject(u[ok], v[ok], self.depth[v[ok], u[ok]])
+        plane = fit_plane_ransac(points, cfg.plane_threshold_m, self.rng, iterations=cfg.ransac_iterations,
+                                 up=self.up_cam, max_tilt_deg=cfg.max_support_tilt_deg,
+                                 min_inliers=int(cfg.min_support_fraction * len(points)))
+        if plane is None:
+            self.warnings.append("no support plane found" + (" within "f"{cfg.max_support_tilt_deg:g} deg of up"
+                                                             if self.up_cam is not None else ""))
+        self._support = plane
+        return plane
+
+    def _bbox_pixels(self, index: int, action: Any) -> tuple[slice, slice, tuple[float, ...]]:
+        """Rows and columns of the depth pixels whose centres lie inside the action's bbox."""
+        if action.bbox is None:
+            raise GeometryError(f"a {action.type} needs a bbox", index=index, action=action.type, rule="bbox_required")
+        x1, y1, x2, y2 = (float(action.bbox[0]) * self.sx, float(action.bbox[1]) * self.sy,
+                          float(action.bbox[2]) * self.sx, float(action.bbox[3]) * self.sy)
+        w, h = self.camera.width, self.camera.height
+        tol = 1e-6
+        if not (x1 < x2 and y1 < y2) or x1 < -tol or y1 < -tol or x2 > w + tol or y2 > h + tol:
+            raise OutsideImageError(f"bbox {list(action.bbox)} is not a box inside the {w}x{h} depth image",
+                                    index=index, action=action.type)
+        c0, c1 = max(0, math.ceil(x1 - 0.5)), min(w - 1, math.floor(x2 - 0.5))
+        r0, r1 = max(0, math.ceil(y1 - 0.5)), min(h - 1, math.floor(y2 - 0.5))
+        if c1 < c0 or r1 < r0:
+            raise NoValidDepthError(f"bbox {list(action.bbox)} covers no pixel centre", index=index, action=action.type)
+        return slice(r0, r1 + 1), slice(c0, c1 + 1), (x1, y1, x2, y2)
+
+    def _pixel(self, index: int, action: Any, x: float, y: float) -> tuple[float, float]:
+        """Plan point (continuous coordinates) -> camera pixel (centres at integers), checked inside the image."""
+        xs, ys = x * self.sx, y * self.sy
+        if not (0 <= xs <= self.camera.width and 0 <= ys <= self.camera.height and math.isfinite(xs + ys)):
+            raise OutsideImageError(f"point {[x, y]} lies outside the {self.camera.width}x{self.camera.height} "
+                                    "depth image", index=index, action=action.type)
+        return xs - 0.5, ys - 0.5
+
+    def _window_depth(self, u: float, v: float, size: int) -> tuple[float | None, float]:
+        """Median valid depth in a size x size window centred on pixel (u, v), and the window's valid fraction."""
+        r = size // 2
+        cu, cv = int(round(u)), int(round(v))
+        rows = slice(max(0, cv - r), min(self.camera.height, cv + r + 1))
+        cols = slice(max(0, cu - r), min(self.camera.width, cu + r + 1))
+        ok = self.valid[rows, cols]
+        fraction = float(ok.mean()) if ok.size else 0.0
+        if fraction < self.config.min_window_valid:
+            return None, fraction
+        return float(np.median(self.depth[rows, cols][ok])), fraction
+
+    def _ray(self, u: float, v: float) -> np.ndarray:
+        x, y = self.camera.normalized(np.array([u]), np.array([v]))
+        return np.array([x[0], y[0], 1.0])
+
+    def _intersect(self, index: int, action: Any, plane: Plane, ray: np.ndarray, what: str) -> np.ndarray:
+        t, angle_deg = plane.ray_parameter(ray)
+        if angle_deg < self.config.min_ray_angle_deg or not math.isfinite(t):
+            raise RayPlaneError(f"the pixel ray is parallel to the {what} ({angle_deg:.2f} deg, need >= "
+                                f"{self.config.min_ray_angle_deg:g} deg)", index=index, action=action.type,
+                                rule="ray_parallel")
+        if t <= 0:
+            raise RayPlaneError(f"the {what} lies behind the camera along the pixel ray", index=index,
+                                action=action.type, rule="plane_behind_camera")
+        return ray * t
+
+    def _bbox_points(self, index: int, action: Any) -> tuple[np.ndarray, np.ndarray, float, tuple[slice, slice]]:
+        """Valid points (N, 3) inside the bbox, their (row, col) pixel indices (N, 2) and the valid fraction."""
+        rows, cols, _ = self._bbox_pixels(index, action)
+        ok = self.valid[rows, cols]
+        if not ok.any():
+            raise NoValidDepthError(f"no valid depth in bbox {list(action.bbox)} ({ok.size} pixels, all holes or "
+                                    f"outside {self.config.min_depth_m:g}-{self.config.max_depth_m:g} m)",
+                                    index=index, action=action.type)
+        rr, cc = np.nonzero(ok)
+        rr, cc = rr + rows.start, cc + cols.start
+        points = self.camera.deproject(cc, rr, self.depth[rr, cc])
+        return points, np.stack([rr, cc], axis=1), float(ok.mean()), (rows, cols)
+
+    # -- primitives ---------------------------------------------------------------------------
+    def _grasp(self, index: int, action: Any) -> tuple[Target, np.ndarray | None]:
+        cfg = self.config
+        points, pix, valid_fraction, (rows, cols) = self._bbox_points(index, action)
+        plane = self.support_plane()
+        height = plane.signed_distance(points) if plane is not None else None
+        above = height > cfg.support_margin_m if height is not None else None
+        if plane is None or int(above.sum()) < cfg.min_object_points:
+            return self._grasp_nearest(index, action, points, valid_fraction, plane)
+        keep = _largest_component(pix[above] - [rows.start, cols.start], (rows.stop - rows.start, cols.stop - cols.start))
+        obj = points[above][keep]
+        obj_h = height[above][keep]
+        top_h = float(np.percentile(obj_h, cfg.top_percentile))
+        top = obj_h >= top_h - cfg.top_band_m
+        top_pts = obj[top]
+        # Each pixel sees a patch of area ~ z^3 / |n . p| on a surface with normal n: weight by it so
+        # the near side of the top face (more pixels) does not pull the centre towards the camera.
+        weights = top_pts[:, 2] ** 3 / np.maximum(np.abs(top_pts @ plane.normal), 1e-9)
+        position = (weights[:, None] * top_pts).sum(axis=0) / weights.sum()
+        major, minor, ratio = _footprint_axes(top_pts, weights, plane.normal)
+        width = _extent(obj, minor)
+        if ratio < cfg.round_ratio:
+            self.warnings.append(f"action {index} (grasp {action.object!r}): footprint is nearly round "
+                                 f"(axis ratio {ratio:.2f}); yaw is arbitrary")
+        n_obj = len(obj)
+        confidence = valid_fraction * min(1.0, n_obj / (4.0 * cfg.min_object_points))
+        target = Target(index, "grasp", action.object, position, None, width, plane.normal.copy(), "top_surface",
+                        round(confidence, 3))
+        return target, minor
+
+    def _grasp_nearest(self, index: int, action: Any, points: np.ndarray, valid_fraction: float,
+                       plane: Plane | None) -> tuple[Target, np.ndarray | None]:
+        """Fallback without a support plane (or a flat object): the nearest depth band inside the bbox."""
+        cfg = self.config
+        if len(points) < 3:
+            raise NoValidDepthError(f"only {len(points)} valid depth pixels in bbox {list(action.bbox)}",
+                                    index=index, action="grasp")
+        z = points[:, 2]
+        near = z <= np.percentile(z, 100 - cfg.top_percentile) + cfg.top_band_m
+        pts = points[near]
+        position = pts.mean(axis=0)
+        view = -position / np.linalg.norm(position)  # approach along the viewing ray when up is unknown
+        normal = plane.normal.copy() if plane is not None else (self.up_cam.copy() if self.up_cam is not None else view)
+        major, minor, _ = _footprint_axes(points, np.ones(len(points)), normal)
+        width = _extent(points, minor)
+        reason = "no support plane" if plane is None else "fewer than {} points above the support plane".format(
+            cfg.min_object_points)
+        self.warnings.append(f"action {index} (grasp {action.object!r}): {reason}; used the nearest surface in the bbox")
+        target = Target(index, "grasp", action.object, position, None, width, normal, "nearest_surface",
+                        round(0.5 * valid_fraction, 3))
+        return target, minor
+
+    def _place(self, index: int, action: Any) -> tuple[Target, np.ndarray | None]:
+        cfg = self.config
+        if action.point is None:
+            raise GeometryError("a place needs a point", index=index, action="place", rule="point_required")
+        u, v = self._pixel(index, action, float(action.point[0]), float(action.point[1]))
+        ray = self._ray(u, v)
+        depth, fraction = self._window_depth(u, v, cfg.place_window_px)
+        plane = self.support_plane()
+        normal = None if plane is None else plane.normal.copy()
+        if depth is not None:
+            return Target(index, "place", action.object, ray * depth, None, None, normal, "depth", round(fraction, 3)), None
+        if plane is None:
+            raise NoValidDepthError(f"no valid depth at place point {list(action.point)} and no support plane to "
+                                    "intersect its ray with", index=index, action="place")
+        position = self._intersect(index, action, plane, ray, "support plane")
+        self.warnings.append(f"action {index} (place): depth missing at {list(action.point)}; used the support plane")
+        return Target(index, "place", action.object, position, None, None, normal, "ray_plane",
+                      round(plane.inlier_fraction, 3)), None
+
+    def _handle(self, index: int, action: Any) -> tuple[Target, np.ndarray | None]:
+        cfg = self.config
+        points, _, valid_fraction, _ = self._bbox_points(index, action)
+        _, _, (x1, y1, x2, y2) = self._bbox_pixels(index, action)
+        u, v = (x1 + x2) / 2 - 0.5, (y1 + y2) / 2 - 0.5
+        ray = self._ray(u, v)
+        plane = fit_plane_ransac(points, cfg.plane_threshold_m, self.rng, iterations=cfg.ransac_iterations,
+                                 min_inliers=max(10, int(0.3 * len(points))))
+        if plane is not None:
+            position = self._intersect(index, action, plane, ray, "surface in the bbox")
+            return Target(index, action.type, action.object, position, None, None, plane.normal.copy(),
+                          "ray_surface_plane", round(valid_fraction * plane.inlier_fraction, 3)), None
+        depth, fraction = self._window_depth(u, v, cfg.handle_window_px)
+        if depth is None:
+            depth = float(np.median(points[:, 2]))
+        self.warnings.append(f"action {index} ({action.type}): no plane fits the bbox; normal is the viewing ray")
+        normal = -ray / np.linalg.norm(ray)
+        return Target(index, action.type, action.object, ray * depth, None, None, normal, "bbox_median",
+                      round(0.5 * valid_fraction, 3)), None
+
+
+def _footprint_axes(points: np.ndarray, weights: np.ndarray, normal: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Principal axes of points projected onto the plane with ``normal``.
+
+    Returns
+    -------
+    major, minor : ndarray, shape (3,)
+        Unit in-plane directions of the largest and smallest spread.
+    ratio : float
+        sqrt(var_major / var_minor), >= 1 (inf for a line).
+    """
+    n = normal / np.linalg.norm(normal)
+    # An in-plane orthonormal basis (e1, e2).
+    helper = np.array([1.0, 0.0, 0.0]) if abs(n[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    e1 = np.cross(n, helper)
+    e1 /= np.linalg.norm(e1)
+    e2 = np.cross(n, e1)
+    q = np.stack([points @ e1, points @ e2], axis=1)
+    w = weights / weights.sum()
+    mean = w @ q
+    d = q - mean
+    cov = (d * w[:, None]).T @ d
+    evals, evecs = np.linalg.eigh(cov)  # ascending
+    minor2, major2 = evecs[:, 0], evecs[:, 1]
+    major = major2[0] * e1 + major2[1] * e2
+    minor = minor2[0] * e1 + minor2[1] * e2
+    ratio = math.sqrt(evals[1] / evals[0]) if evals[0] > 0 else math.inf
+    return major, minor, ratio
+
+
+def _extent(points: np.ndarray, axis: np.ndarray, lo: float = 1.0, hi: float = 99.0) -> float:
+    """Robust extent (percentile range) of points along an in-plane axis, metres."""
+    s = points @ axis
+    return float(np.percentile(s, hi) - np.percentile(s, lo))
+
+
+def _largest_component(pix: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Mask (N,) of the pixels that belong to the largest 8-connected blob of the given (row, col) pixels.
+
+    Keeps a neighbouring object that pokes into the bbox from being taken for the target's top.
+    """
+    mask = np.zeros(shape, dtype=np.uint8)
+    mask[pix[:, 0], pix[:, 1]] = 1
+    try:
+        import cv2
+    except ImportError:  # the geometry extra brings OpenCV; without it every point above the plane counts
+        return np.ones(len(pix), dtype=bool)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
+    if n <= 2:
+        return np.ones(len(pix), dtype=bool)
+    biggest = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+    return labels[pix[:, 0], pix[:, 1]] == biggest
