@@ -21,6 +21,11 @@ def table_cells(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return cells
 
 
+def episode_counts(result: dict[str, Any]) -> list[str]:
+    """Episode count under each of the 12 Table I columns (the 6 groups, once for TSR and once for ARR)."""
+    return [str(result["groups"].get(f"{t}/{h}", {}).get("episodes", 0)) for t in TYPES for h in HORIZONS] * 2
+
+
 def format_table(result: dict[str, Any], label: str = "predictions") -> str:
     """Table I layout: one row of 12 numbers (TSR then ARR; explicit, implicit; short, medium, long),
     a row of episode counts, and an overall line with the Wilson 95% interval on TSR."""
@@ -32,7 +37,7 @@ def format_table(result: dict[str, Any], label: str = "predictions") -> str:
         " " * label_w + "".join(h.rjust(CELL) for h in HORIZONS * 4),
         label.ljust(label_w) + "".join(v.rjust(CELL) for _, _, _, v in table_cells(result)),
     ]
-    counts = [str(result["groups"].get(f"{t}/{h}", {}).get("episodes", 0)) for t in TYPES for h in HORIZONS] * 2
+    counts = episode_counts(result)
     lines.append("episodes".ljust(label_w) + "".join(c.rjust(CELL) for c in counts))
     o = result["overall"]
     lo, hi = o["tsr_ci95"]

@@ -88,4 +88,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    raise CliError("bench report is not available yet", 3)
+    from pathlib import Path
+
+    from grounded_planner.bench.report import write_report
+
+    episodes, predictions = _load(args)
+    try:
+        out = write_report(episodes, predictions, args.out, title=args.title or f"GroundedPlanBench: {Path(args.predictions).name}")
+    except OSError as exc:
+        raise CliError(f"cannot write report {args.out}: {exc.strerror}") from None
+    print(out)
+    return 0
