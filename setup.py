@@ -37,8 +37,8 @@ EXTRAS = {
     "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3",
              "colcon-common-extensions"],  # the ROS-install path (colcon build) is checked by a test
     # one line per layer; keep each layer's optional dependencies on its own line
-    "vlm": [],
-    "ml": [],  # in-process transformers backend and fine-tuning (CPU torch from this machine's disk)
+    "vlm": ["httpx>=0.27", "google-genai>=1.0"],  # OpenAI-compatible HTTP backend; Gemini SDK
+    "ml": ["torch==2.13.0", "transformers>=4.57", "peft>=0.17"],  # in-process Qwen3-VL (+LoRA); CPU torch from local disk
     "geometry": ["opencv-python-headless>=4.10,<5", "pyrealsense2>=2.55"],  # ChArUco/hand-eye; RealSense reference deprojection (bench, tests)
     "bench": [],
     # franky: FR3/Panda over libfranka (tested against franky-sim on localhost); placo: SO-101 IK (what

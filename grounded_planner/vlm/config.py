@@ -1,0 +1,137 @@
+"""Planner configuration: which backend and model, how to reach it, how hard to try, how to read answers."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from grounded_planner.vlm.conventions import PARSE_CONVENTIONS
+
+BACKENDS = ("openai", "gemini", "transformers", "replay", "decoupled")
+PROMPT_FAMILIES = ("auto", "qwen3", "gemini", "pixel")
+GROUNDERS = ("vlm", "embodied-r1", "sam3")
+# Environment variables read by PlannerConfig.from_env (explicit arguments win).
+ENV_VARS = {
+    "backend": "GP_VLM_BACKEND",
+    "model": "GP_VLM_MODEL",
+    "base_url": "GP_VLM_BASE_URL",
+    "api_key_env": "GP_VLM_API_KEY_ENV",
+    "timeout_s": "GP_VLM_TIMEOUT_S",
+    "cache_dir": "GP_VLM_CACHE_DIR",
+}
+DEFAULT_API_KEY_ENV = {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"}
+
+
+def prompt_family_for(model: str) -> str:
+    """Coordinate convention a model family answers in best, guessed from its name."""
+    name = model.lower().replace("_", "-")
+    if "qwen3" in name:
+        return "qwen3"  # Qwen3-VL: relative 0-1000 bbox_2d / point_2d
+    if "gemini" in name or "gemma" in name or "robotics-er" in name:
+        return "gemini"
+    return "pixel"  # Qwen2.5-VL, GPT, Claude, InternVL asked for pixels: absolute pixels of the image sent
+
+
+@dataclass
+class PlannerConfig:
+    """Everything needed to build a planner (``make_planner``); checked on construction."""
+
+    backend: str = "openai"  # openai | gemini | transformers | replay | decoupled
+    model: str = ""  # model name on the server, Gemini model id, or local path/hub id for transformers
+    base_url: str = ""  # OpenAI-compatible server root incl. /v1 (vLLM http://localhost:8000/v1); Gemini endpoint override
+    api_key_env: str = ""  # name of the environment variable holding the API key ("" = OPENAI_API_KEY / GEMINI_API_KEY)
+    timeout_s: float = 60.0  # wall-clock limit of one request, whole response included
+    max_retries: int = 2  # extra tries on 429/5xx/connection errors, with exponential backoff
+    retry_backoff_s: float = 0.5  # first backoff; doubles per retry, Retry-After honoured up to 4x this cap
+    repair_attempts: int = 1  # re-prompts quoting the parse/validation error before giving up
+    max_image_side: int = 1280  # longest image side sent to the model, in pixels (0 = send as is)
+    image_format: str = "png"  # png (lossless) | jpeg (smaller requests)
+    jpeg_quality: int = 90  # 1-95, used when image_format is jpeg
+    prompt_family: str = "auto"  # qwen3 | gemini | pixel | auto (guessed from the model name)
+    convention: str = "auto"  # how answers are parsed: auto = the prompt family's convention
+    temperature: float = 0.0  # sampling temperature; 0 for repeatable plans
+    max_tokens: int = 1024  # longest answer requested
+    cache_dir: str = ""  # on-disk response cache folder ("" = no cache)
+    replay_file: str = ""  # JSONL of recorded plans (replay backend) ...
+    record_file: str = ""  # ... and where any planner appends the plans it returns ("" = no recording)
+    adapter_path: str = ""  # PEFT LoRA adapter folder for the transformers backend ("" = none)
+    device: str = "auto"  # transformers backend: auto | cpu | cuda | cuda:N | mps
+    # decoupled mode: a language planner (backend below, same model/base_url) writes steps, a grounder localizes each
+    language_backend: str = "openai"  # openai | gemini | transformers: the decoupled mode's language planner
+    grounder: str = "vlm"  # vlm | embodied-r1 | sam3
+    grounder_model: str = ""  # grounder's model name ("" = same as model)
+    grounder_base_url: str = ""  # grounder's server ("" = same as base_url)
+    grounder_family: str = "auto"  # prompt family of the vlm grounder
+    point_box_px: float = 24.0  # side of the box made around a grounder's point when a grasp needs a box
+    extra_headers: dict[str, str] = field(default_factory=dict)  # additional HTTP headers (OpenAI-compatible servers)
+
+    def __post_init__(self) -> None:
+        self.backend = str(self.backend).strip().lower()
+        if self.backend not in BACKENDS:
+            raise ValueError(f"PlannerConfig.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.prompt_family not in PROMPT_FAMILIES:
+            raise ValueError(f"PlannerConfig.prompt_family must be one of {', '.join(PROMPT_FAMILIES)}, got {self.prompt_family!r}")
+        if self.grounder_family not in PROMPT_FAMILIES:
+            raise ValueError(f"PlannerConfig.grounder_family must be one of {', '.join(PROMPT_FAMILIES)}, got {self.grounder_family!r}")
+        if self.convention not in PARSE_CONVENTIONS:
+            raise ValueError(f"PlannerConfig.convention must be one of {', '.join(PARSE_CONVENTIONS)}, got {self.convention!r}")
+        if self.language_backend not in ("openai", "gemini", "transformers"):
+            raise ValueError(f"PlannerConfig.language_backend must be openai, gemini or transformers, got {self.language_backend!r}")
+        if self.grounder not in GROUNDERS:
+            raise ValueError(f"PlannerConfig.grounder must be one of {', '.join(GROUNDERS)}, got {self.grounder!r}")
+        if self.image_format not in ("png", "jpeg"):
+            raise ValueError(f"PlannerConfig.image_format must be png or jpeg, got {self.image_format!r}")
+        if not (self.timeout_s > 0):
+            raise ValueError(f"PlannerConfig.timeout_s must be > 0 seconds, got {self.timeout_s!r}")
+        for name in ("max_retries", "repair_attempts", "max_image_side", "max_tokens"):
+            if int(getattr(self, name)) < 0:
+                raise ValueError(f"PlannerConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.max_image_side and self.max_image_side < 28:
+            raise ValueError(f"PlannerConfig.max_image_side must be 0 (no resize) or >= 28 px, got {self.max_image_side}")
+        if self.retry_backoff_s < 0:
+            raise ValueError(f"PlannerConfig.retry_backoff_s must be >= 0 s, got {self.retry_backoff_s}")
+        if not (1 <= self.jpeg_quality <= 95):
+            raise ValueError(f"PlannerConfig.jpeg_quality must be in 1..95, got {self.jpeg_quality}")
+        if self.point_box_px <= 0:
+            raise ValueError(f"PlannerConfig.point_box_px must be > 0 px, got {self.point_box_px}")
+        if self.backend == "replay" and not self.replay_file:
+            raise ValueError("PlannerConfig.replay_file is required for the replay backend (a JSONL of recorded plans)")
+
+    # -- derived ------------------------------------------------------------------------------------
+    @property
+    def family(self) -> str:
+        """The prompt family actually used (``auto`` resolved from the model name)."""
+        return prompt_family_for(self.model) if self.prompt_family == "auto" else self.prompt_family
+
+    @property
+    def parse_convention(self) -> str:
+        """The convention answers are parsed in: the one the prompt asked for, unless overridden."""
+        return self.family if self.convention == "auto" else self.convention
+
+    def api_key(self) -> str:
+        """The API key from the configured environment variable ("" when unset: local servers need none)."""
+        name = self.api_key_env or DEFAULT_API_KEY_ENV.get(self.backend, "OPENAI_API_KEY")
+        key = os.environ.get(name, "")
+        if not key and self.backend == "gemini" and not self.api_key_env:
+            key = os.environ.get("GOOGLE_API_KEY", "")
+        return key
+
+    def replace(self, **changes: Any) -> "PlannerConfig":
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> "PlannerConfig":
+        """Config from ``GP_VLM_*`` environment variables; keyword arguments that are not None win."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name, var in ENV_VARS.items():
+            if env.get(var):
+                values[name] = float(env[var]) if name == "timeout_s" else env[var]
+        known = {f.name for f in fields(cls)}
+        for name, value in overrides.items():
+            if name not in known:
+                raise ValueError(f"PlannerConfig has no field {name!r}")
+            if value is not None:
+                values[name] = value
+        return cls(**values)

@@ -1,0 +1,57 @@
+"""Typed errors of the VLM layer: unreachable servers, answers that stay invalid, bad requests."""
+
+from __future__ import annotations
+
+
+class VLMError(RuntimeError):
+    """Base class of every failure of a VLM backend or planner."""
+
+
+class VLMUnavailableError(VLMError):
+    """The model cannot be reached: connection refused, DNS failure, timeout, or 429/5xx after all retries."""
+
+
+class VLMTimeoutError(VLMUnavailableError):
+    """The request did not finish within ``timeout_s`` (counted over the whole response, not per read)."""
+
+
+class VLMRequestError(VLMError):
+    """The server rejected the request (4xx other than 429): wrong model name, bad key, payload too large.
+
+    Attributes
+    ----------
+    status : int or None
+        HTTP status code (None when the backend is not HTTP).
+    """
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class VLMResponseError(VLMError):
+    """The model answered, but no valid plan could be read even after the repair re-prompts.
+
+    Attributes
+    ----------
+    reason : str
+        The last parse or validation error, one line.
+    raw_response : str
+        The last raw answer of the model.
+    attempts : int
+        How many answers were tried (1 + repair attempts used).
+    """
+
+    def __init__(self, reason: str, raw_response: str = "", attempts: int = 1):
+        super().__init__(f"no valid plan after {attempts} answer(s): {reason}")
+        self.reason = reason
+        self.raw_response = raw_response
+        self.attempts = attempts
+
+
+class VLMConfigError(VLMError, ValueError):
+    """The planner configuration cannot work (unknown backend, missing base URL, missing optional package)."""
+
+
+class VLMProtocolError(VLMError):
+    """The server answered, but not in the API's format (body not JSON, no choices, no candidates)."""

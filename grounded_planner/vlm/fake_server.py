@@ -1,0 +1,328 @@
+"""A stand-in VLM server on 127.0.0.1 for tests, demos and benchmarks: real HTTP, no model.
+
+It speaks the OpenAI chat-completions API (``POST /v1/chat/completions``) and Gemini's REST API
+(``POST /v1beta/models/{model}:generateContent``). It "sees" by colour: a scene maps object names to RGB
+colours, and the server finds each object as the pixels of its colour in the image it received. It answers
+in the style of the model family named in the request (``qwen3`` in the model name: relative 0-1000
+``bbox_2d`` after a ``<think>`` block; ``gemini``: ``box_2d`` [ymin, xmin, ymax, xmax] in a fence;
+anything else: GPT-like prose around pixel JSON), so the whole planner path (resize, convention, parse,
+scale back) is exercised against what real models write. Scripted replies (broken answers, 429/5xx,
+slow or hanging answers) are served first, in order.
+
+Run a demo server: ``python -m grounded_planner.vlm.fake_server --port 8011``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+# Colours of the demo scene (see make_demo_scene); tests pass their own.
+DEMO_SCENE = {"red block": (220, 30, 30), "blue plate": (30, 60, 220), "green drawer handle": (30, 200, 60)}
+
+
+@dataclass
+class Reply:
+    """A scripted reply: served instead of the computed answer, once, in order."""
+
+    content: str | None = None  # assistant text (None: the computed answer)
+    status: int = 200  # HTTP status
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0  # wait before answering (a slow or hanging server)
+    raw_body: bytes | None = None  # sent as is instead of a JSON body
+
+
+def find_color(image_rgb: np.ndarray, color: tuple[int, int, int], tol: int = 40) -> tuple[float, float, float, float] | None:
+    """(x1, y1, x2, y2) in pixels around the pixels within ``tol`` of ``color``, or None if there are none."""
+    diff = np.abs(image_rgb.astype(np.int16) - np.asarray(color, dtype=np.int16)).max(axis=2)
+    ys, xs = np.nonzero(diff <= tol)
+    if len(xs) == 0:
+        return None
+    return float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)
+
+
+def make_demo_scene(width: int = 640, height: int = 480) -> np.ndarray:
+    """A table image with a red block, a blue plate and a green drawer handle (the DEMO_SCENE colours)."""
+    img = np.full((height, width, 3), (185, 160, 120), dtype=np.uint8)  # wooden table
+    def rect(fx1, fy1, fx2, fy2, color):
+        img[int(fy1 * height):int(fy2 * height), int(fx1 * width):int(fx2 * width)] = color
+    rect(0.15, 0.45, 0.25, 0.60, DEMO_SCENE["red block"])
+    rect(0.55, 0.40, 0.85, 0.70, DEMO_SCENE["blue plate"])
+    rect(0.40, 0.08, 0.60, 0.14, DEMO_SCENE["green drawer handle"])
+    return img
+
+
+def _family(model: str) -> str:
+    name = model.lower()
+    if "qwen3" in name:
+        return "qwen3"
+    if "gemini" in name:
+        return "gemini"
+    return "gpt"
+
+
+class FakeVLMServer:
+    """Threaded HTTP server; ``start()`` returns it, ``base_url`` is the OpenAI root (``.../v1``).
+
+    Attributes
+    ----------
+    requests : list of dict
+        Every request body received (JSON), in order, with ``_path`` added.
+    script : list of Reply
+        Replies served before computed answers.
+    """
+
+    def __init__(self, scene: dict[str, tuple[int, int, int]] | None = None, port: int = 0):
+        self.scene = dict(DEMO_SCENE if scene is None else scene)
+        self.script: list[Reply] = []
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                server._handle(self, body)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "FakeVLMServer":
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()  # wakes replies that are waiting out a delay
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- request handling ---------------------------------------------------------------------------
+    def _handle(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        try:
+            payload = json.loads(body or b"{}")
+        except ValueError:
+            payload = {}
+        payload["_path"] = handler.path
+        with self._lock:
+            self.requests.append(payload)
+            reply = self.script.pop(0) if self.script else None
+        gemini = ":generateContent" in handler.path
+        if reply is not None and reply.delay_s:
+            self._stop.wait(reply.delay_s)
+        if reply is not None and (reply.status != 200 or reply.raw_body is not None):
+            self._send(handler, reply.status, reply.raw_body or json.dumps(
+                {"error": {"message": f"scripted HTTP {reply.status}", "code": reply.status}}).encode(), reply.headers)
+            return
+        if gemini:
+            model = handler.path.split("/models/")[-1].split(":")[0]
+            text_parts, image = self._gemini_inputs(payload)
+        else:
+            model = str(payload.get("model", ""))
+            text_parts, image = self._openai_inputs(payload)
+        content = reply.content if reply is not None and reply.content is not None else self.answer(model, text_parts, image)
+        if gemini:
+            out = {"candidates": [{"content": {"role": "model", "parts": [{"text": content}]}, "finishReason": "STOP"}],
+                   "modelVersion": model}
+        else:
+            out = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": model,
+                   "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]}
+        self._send(handler, 200, json.dumps(out).encode(), reply.headers if reply else {})
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, data: bytes, headers: dict[str, str]) -> None:
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            for k, v in headers.items():
+                handler.send_header(k, v)
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout test)
+
+    @staticmethod
+    def _decode(b64: str) -> np.ndarray:
+        from PIL import Image
+
+        return np.asarray(Image.open(io.BytesIO(base64.b64decode(b64))).convert("RGB"))
+
+    def _openai_inputs(self, payload: dict) -> tuple[list[str], np.ndarray | None]:
+        texts, image = [], None
+        for message in payload.get("messages", []):
+            content = message.get("content")
+            if isinstance(content, str):
+                texts.append(f"{message.get('role')}: {content}")
+                continue
+            for part in content or []:
+                if part.get("type") == "text":
+                    texts.append(f"{message.get('role')}: {part['text']}")
+                elif part.get("type") == "image_url":
+                    url = part["image_url"]["url"]
+                    image = self._decode(url.split(",", 1)[1])
+        return texts, image
+
+    def _gemini_inputs(self, payload: dict) -> tuple[list[str], np.ndarray | None]:
+        texts, image = [], None
+        system = payload.get("systemInstruction") or payload.get("system_instruction")
+        if system:
+            texts += [f"system: {p.get('text', '')}" for p in system.get("parts", [])]
+        for content in payload.get("contents", []):
+            for part in content.get("parts", []):
+                if "text" in part:
+                    texts.append(f"{content.get('role', 'user')}: {part['text']}")
+                blob = part.get("inlineData") or part.get("inline_data")
+                if blob:
+                    image = self._decode(blob["data"])
+        return texts, image
+
+    # -- the "model" --------------------------------------------------------------------------------
+    def _find(self, name: str, image: np.ndarray) -> tuple[float, float, float, float] | None:
+        name = name.lower().strip()
+        for obj, color in self.scene.items():
+            if obj in name or name in obj:
+                return find_color(image, color)
+        return None
+
+    def answer(self, model: str, texts: list[str], image: np.ndarray | None) -> str:
+        """What the stand-in model says to this conversation (last user turn decides the task)."""
+        family = _family(model)
+        user = [t[len("user: "):] for t in texts if t.startswith("user: ")]
+        system = " ".join(t for t in texts if t.startswith("system: "))
+        last = user[-1] if user else ""
+        if image is None:
+            return "I need an image to answer."
+        h, w = image.shape[:2]
+        m = re.search(r"(?:Locate|Point to|point out(?: a free spot on)?)(?: the)? (.+?)(?: in the image)?\.", last, re.I)
+        if m:
+            box = self._find(m.group(1), image)
+            if box is None:
+                return "I cannot find it."
+            if "<point>" in last:  # Embodied-R1 style
+                cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+                return f"<think>The {m.group(1)} is there.</think><point>[[{cx:.0f}, {cy:.0f}]]</point>"
+            return self._render_locate(family, last.startswith("Locate"), box, w, h, m.group(1))
+        instr = re.search(r"Instruction: (.+)", last)
+        instruction = instr.group(1) if instr else last
+        steps = self._steps(instruction, image)
+        if steps is None:
+            return json.dumps({"actions": [], "reason": f"No valid target for '{instruction}' is visible."})
+        if "no coordinates" in system or "Name each object precisely" in system:  # decoupled language planner
+            return json.dumps({"actions": [{k: v for k, v in s.items() if k in ("type", "object", "target")} for s in steps]})
+        return self._render_plan(family, steps, w, h)
+
+    def _steps(self, instruction: str, image: np.ndarray) -> list[dict] | None:
+        text = instruction.lower().strip().rstrip(".")
+        m = re.match(r"(?:put|place|move) (?:the )?(.+?) (?:on|onto|in|into|to) (?:the )?(.+)$", text)
+        if m:
+            obj, target = m.group(1), m.group(2)
+            box, dest = self._find(obj, image), self._find(target, image)
+            if box is None or dest is None:
+                return None
+            point = ((dest[0] + dest[2]) / 2, (dest[1] + dest[3]) / 2)
+            return [{"type": "grasp", "object": obj, "bbox": box},
+                    {"type": "place", "object": obj, "target": target, "point": point}]
+        m = re.match(r"(open|close) (?:the )?(.+)$", text)
+        if m:
+            box = self._find(m.group(2), image)
+            return None if box is None else [{"type": m.group(1), "object": m.group(2), "bbox": box}]
+        return None
+
+    @staticmethod
+    def _render_locate(family: str, want_box: bool, box, w: int, h: int, label: str) -> str:
+        x1, y1, x2, y2 = box
+        if family == "qwen3":
+            if want_box:
+                return json.dumps({"bbox_2d": [round(x1 / w * 1000), round(y1 / h * 1000), round(x2 / w * 1000), round(y2 / h * 1000)], "label": label})
+            return json.dumps({"point_2d": [round((x1 + x2) / 2 / w * 1000), round((y1 + y2) / 2 / h * 1000)], "label": label})
+        if family == "gemini":
+            if want_box:
+                return json.dumps({"box_2d": [round(y1 / h * 1000), round(x1 / w * 1000), round(y2 / h * 1000), round(x2 / w * 1000)], "label": label})
+            return json.dumps({"point": [round((y1 + y2) / 2 / h * 1000), round((x1 + x2) / 2 / w * 1000)], "label": label})
+        if want_box:
+            return json.dumps({"bbox": [round(x1), round(y1), round(x2), round(y2)], "label": label})
+        return json.dumps({"point": [round((x1 + x2) / 2), round((y1 + y2) / 2)], "label": label})
+
+    @staticmethod
+    def _render_plan(family: str, steps: list[dict], w: int, h: int) -> str:
+        items = []
+        for s in steps:
+            item = {k: s[k] for k in ("type", "object", "target") if k in s}
+            if "bbox" in s:
+                x1, y1, x2, y2 = s["bbox"]
+                if family == "qwen3":
+                    item["bbox_2d"] = [round(x1 / w * 1000), round(y1 / h * 1000), round(x2 / w * 1000), round(y2 / h * 1000)]
+                elif family == "gemini":
+                    item["box_2d"] = [round(y1 / h * 1000), round(x1 / w * 1000), round(y2 / h * 1000), round(x2 / w * 1000)]
+                else:
+                    item["bbox"] = [round(x1), round(y1), round(x2), round(y2)]
+            if "point" in s:
+                x, y = s["point"]
+                if family == "qwen3":
+                    item["point_2d"] = [round(x / w * 1000), round(y / h * 1000)]
+                elif family == "gemini":
+                    item["point"] = [round(y / h * 1000), round(x / w * 1000)]
+                else:
+                    item["point"] = [round(x), round(y)]
+            items.append(item)
+        if family == "qwen3":
+            return "<think>\nI need to find the objects first.\n</think>\n```json\n" + json.dumps(items, indent=2) + "\n```"
+        if family == "gemini":
+            return "```json\n" + json.dumps(items, indent=2) + "\n```"
+        return ("Here is the plan for the robot:\n\n```json\n" + json.dumps({"actions": items}, indent=2)
+                + "\n```\n\nEach grasp is followed by a place.")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8011)
+    args = parser.parse_args(argv)
+    server = FakeVLMServer(port=args.port).start()
+    print(f"stand-in VLM server at {server.base_url} (scene: {', '.join(server.scene)})", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

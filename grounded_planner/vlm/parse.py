@@ -1,0 +1,693 @@
+"""Robust parsing of raw VLM answers into canonical grounded plans (pixels of the original image).
+
+Survives what real models emit: ``<think>`` blocks, markdown fences, prose around the JSON, a top-level
+list or an object holding ``actions``/``plan``/``steps``, keys ``type``/``action``/``primitive`` in any case,
+pick->grasp and put->place, function-call lines (``1. grasp(spoon, [120, 200, 180, 260])``), trailing
+commas, single quotes, numbers written as strings. Coordinates are read in the convention passed
+(``auto`` decides by the keys present; function-call lines are read as pixels unless a convention is given).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from grounded_planner.plan import GroundedAction, GroundedPlan, PlanError
+from grounded_planner.vlm.conventions import PARSE_CONVENTIONS, box_to_px, check_convention, point_to_px
+
+# Longest answer we read; real plans are a few kB, this bounds the work on pathological input.
+MAX_TEXT_CHARS = 200_000
+# A point this close outside the image (fraction of the side) is clipped with a warning; farther is an error.
+POINT_CLIP_MARGIN = 0.02
+
+TYPE_SYNONYMS = {
+    "grasp": "grasp", "grab": "grasp", "pick": "grasp", "pick_up": "grasp", "pickup": "grasp",
+    "take": "grasp", "grip": "grasp", "pick_and_hold": "grasp",
+    "place": "place", "put": "place", "put_down": "place", "putdown": "place", "place_on": "place",
+    "put_on": "place", "drop": "place", "release": "place", "place_at": "place",
+    "open": "open", "close": "close", "shut": "close",
+}
+_TYPE_KEYS = ("type", "action", "primitive", "action_type", "actiontype", "skill", "op", "verb", "function", "name", "command")
+_OBJECT_KEYS = ("object", "obj", "object_name", "item", "label", "target_object", "what", "name", "entity")
+_TARGET_KEYS = ("target", "destination", "receptacle", "place_on", "on", "to", "target_name", "where", "location",
+                "surface", "goal", "target_location")
+_BOX_KEYS = ("bbox_2d", "box_2d", "bbox", "bbox_px", "box", "bounding_box", "boundingbox", "bounding_box_2d", "rect")
+_POINT_KEYS = ("point_2d", "point", "point_px", "place_point", "target_point", "point_xy", "xy", "location",
+               "position", "target_location", "target", "coordinates", "coords", "pos")
+_ARG_KEYS = ("args", "arguments", "parameters", "params", "parameter", "argument", "inputs")
+_CONTAINER_KEYS = ("actions", "plan", "steps", "action_plan", "grounded_plan", "primitives", "sequence",
+                   "action_sequence", "subactions", "sub_actions", "task_plan")
+_REASON_KEYS = ("reason", "explanation", "rationale", "note", "notes", "comment", "message", "why")
+
+_VERB_PATTERN = "|".join(sorted((re.escape(k).replace("_", "[ _-]?") for k in TYPE_SYNONYMS), key=len, reverse=True))
+_CALL_RE = re.compile(rf"(?<![A-Za-z_])({_VERB_PATTERN})\s*\(", re.IGNORECASE)
+_NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+class ParseError(ValueError):
+    """No valid plan can be read from a model answer.
+
+    Attributes
+    ----------
+    reason : str
+        One line saying what is wrong (no plan found, unknown type, box outside the image, ...).
+    index : int or None
+        Index of the offending action, or None for answer-level problems.
+    rule : str
+        Short machine-readable name of the problem (``no_plan``, ``type``, ``bbox_outside``, ...).
+    """
+
+    def __init__(self, reason: str, *, index: int | None = None, rule: str = "parse"):
+        reason = " ".join(str(reason).split())  # always one line: the CLI prints it on stderr as is
+        self.reason = reason
+        self.index = index
+        self.rule = rule
+        super().__init__(reason)
+
+
+# ------------------------------------------------------------------------------------------------
+# text -> candidate values
+# ------------------------------------------------------------------------------------------------
+_THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.IGNORECASE | re.DOTALL)
+_THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.IGNORECASE)
+
+
+def strip_thinking(text: str) -> tuple[str, list[str]]:
+    """Remove reasoning blocks; return the answer text and warnings.
+
+    A lone ``</think>`` means the opening tag was part of the chat template: everything before it is
+    reasoning. An unclosed ``<think>`` (answer cut off inside its reasoning) keeps the text after the tag,
+    with a warning, because some servers drop the closing tag.
+    """
+    warnings: list[str] = []
+    body = _THINK_BLOCK.sub(" ", text)
+    closes = list(_THINK_CLOSE.finditer(body))
+    if closes:
+        body = body[closes[-1].end():]
+    opened = _THINK_OPEN.search(body)
+    if opened:
+        warnings.append("the answer has an unclosed <think> block; read the text after it")
+        body = body[:opened.start()] + " " + body[opened.end():]
+    return body, warnings
+
+
+def _match_brackets(text: str) -> dict[int, int]:
+    """Map the index of every balanced opening ``[``/``{`` to its closing index, in one pass.
+
+    Double-quoted strings count only inside brackets, so apostrophes and quotes in prose do not
+    derail the matching.
+    """
+    pairs: dict[int, int] = {}
+    stack: list[tuple[int, str]] = []
+    closing = {"]": "[", "}": "{"}
+    in_string = False
+    escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            elif ch == "\n" and len(stack) == 0:
+                in_string = False
+            continue
+        if ch in "[{":
+            stack.append((i, ch))
+        elif ch in "]}":
+            if stack and stack[-1][1] == closing[ch]:
+                start, _ = stack.pop()
+                pairs[start] = i
+            else:
+                stack.clear()  # mismatched: nothing open so far can be a valid value
+        elif ch == '"' and stack:
+            in_string = True
+    return pairs
+
+
+_TRAILING_COMMA = re.compile(r",\s*([\]}])")
+_BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_ ]*?)\s*:")
+_SMART_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
+_FAIL = object()
+
+
+def _loads_lenient(chunk: str) -> Any:
+    """Decode JSON, or JSON with trailing commas / single quotes / bare keys / Python literals."""
+    try:
+        return json.loads(chunk)
+    except (ValueError, RecursionError):
+        pass
+    fixed = _TRAILING_COMMA.sub(r"\1", chunk.translate(_SMART_QUOTES))
+    try:
+        return json.loads(fixed)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        py = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", fixed)))
+        value = ast.literal_eval(py)
+        if isinstance(value, (list, dict, tuple)):
+            return list(value) if isinstance(value, tuple) else value
+    except Exception:  # literal_eval raises many kinds (SyntaxError, ValueError, MemoryError, RecursionError)
+        pass
+    try:
+        return json.loads(_BARE_KEY.sub(lambda m: f'{m.group(1)}"{m.group(2).strip()}":', fixed))
+    except (ValueError, RecursionError):
+        return _FAIL
+
+
+def _json_values(text: str) -> Iterator[tuple[int, int, Any]]:
+    """Yield (start, end, value) of decodable top-level JSON-ish values, outermost first, left to right."""
+    pairs = _match_brackets(text)
+    covered_until = -1
+    for start in sorted(pairs):
+        if start <= covered_until:
+            continue
+        end = pairs[start]
+        value = _loads_lenient(text[start:end + 1])
+        if value is _FAIL:
+            continue  # look inside it: prose in brackets may hold a value
+        covered_until = end
+        yield start, end, value
+
+
+# ------------------------------------------------------------------------------------------------
+# values -> raw action items
+# ------------------------------------------------------------------------------------------------
+def _lower_keys(d: dict) -> dict:
+    return {str(k).strip().lower().replace("-", "_"): v for k, v in d.items()}
+
+
+def norm_type(value: Any) -> str | None:
+    """Canonical action type of a model's verb (any case, pick->grasp, put->place), or None if unknown."""
+    if not isinstance(value, str):
+        return None
+    key = re.sub(r"[\s\-]+", "_", value.strip().lower()).strip("_()")
+    return TYPE_SYNONYMS.get(key)
+
+
+def _type_of(item: dict) -> tuple[str | None, str | None]:
+    """(raw type string, key it came from) of a lower-cased action dict."""
+    for key in _TYPE_KEYS:
+        value = item.get(key)
+        if isinstance(value, str) and value.strip():
+            if key in ("name", "function", "command") and norm_type(value) is None:
+                continue  # "name" is often the object's name
+            return value, key
+    return None, None
+
+
+def _looks_like_action(value: Any) -> bool:
+    if isinstance(value, str):
+        return bool(_CALL_RE.search(value))
+    if not isinstance(value, dict):
+        return False
+    low = _lower_keys(value)
+    if _type_of(low)[0] is not None:
+        return True
+    if len(low) == 1 and norm_type(next(iter(low))) is not None:
+        return True
+    return any(k in low for k in _BOX_KEYS + ("point_2d", "point"))
+
+
+def _container_items(value: Any, depth: int = 0) -> tuple[list | None, str]:
+    """(action items, reason) of a plan-like value, or (None, "") when it holds no plan."""
+    if depth > 3:
+        return None, ""
+    if isinstance(value, list):
+        if not value:
+            return [], ""
+        if any(_looks_like_action(v) for v in value):
+            return value, ""
+        if len(value) == 1:  # [{"actions": [...]}]
+            return _container_items(value[0], depth + 1)
+        return None, ""
+    if isinstance(value, dict):
+        low = _lower_keys(value)
+        reason = next((str(low[k]) for k in _REASON_KEYS if isinstance(low.get(k), str)), "")
+        for key in _CONTAINER_KEYS:
+            if key not in low:
+                continue
+            inner = low[key]
+            if isinstance(inner, str):
+                calls = list(_call_items(inner))
+                if calls or not inner.strip():
+                    return calls, reason
+                continue
+            if inner is None:
+                return [], reason
+            items, inner_reason = _container_items(inner, depth + 1)
+            if items is not None:
+                return items, reason or inner_reason
+        if _looks_like_action(value):
+            return [value], reason
+    return None, ""
+
+
+def _split_args(text: str) -> list[str]:
+    """Split call arguments on commas outside brackets and quotes."""
+    args, depth, quote, current = [], 0, "", []
+    for ch in text:
+        if quote:
+            current.append(ch)
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "\"'" and not "".join(current).strip().endswith(tuple("abcdefghijklmnopqrstuvwxyz")):
+            quote = ch
+        elif ch in "[({":
+            depth += 1
+        elif ch in "])}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    if "".join(current).strip():
+        args.append("".join(current).strip())
+    return args
+
+
+def _call_items(text: str) -> Iterator[dict]:
+    """Function-call actions in text: ``grasp(spoon, [x1, y1, x2, y2])``, ``place(spoon, plate, [x, y])``."""
+    pos = 0
+    while True:
+        m = _CALL_RE.search(text, pos)
+        if not m:
+            return
+        open_at = m.end() - 1
+        depth, end = 0, -1
+        for j in range(open_at, min(len(text), open_at + 2000)):
+            if text[j] in "([{":
+                depth += 1
+            elif text[j] in ")]}":
+                depth -= 1
+                if depth == 0:
+                    end = j
+                    break
+        if end < 0:
+            pos = m.end()
+            continue
+        pos = end + 1
+        args = _split_args(text[open_at + 1:end])
+        if not args:
+            continue
+        item: dict[str, Any] = {"type": m.group(1), "_call": True}
+        names: list[str] = []
+        coords: list[Any] = []
+        for arg in args:
+            kw = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(.+)$", arg, re.DOTALL)
+            key, val = (kw.group(1).lower(), kw.group(2).strip()) if kw else (None, arg)
+            if val[:1] in "[(":
+                numbers = _NUMBER_RE.findall(val)
+                if key in ("bbox", "bbox_2d", "box_2d", "box", "bounding_box"):
+                    item["_box"] = numbers
+                elif key in ("point", "point_2d", "xy", "location", "position"):
+                    item["_point"] = numbers
+                else:
+                    coords.extend(numbers)
+            elif _NUMBER_RE.fullmatch(val):
+                coords.append(val)
+            else:
+                name = val.strip().strip("\"'").strip()
+                if key in ("target", "destination", "to", "on", "location", "receptacle"):
+                    item["target"] = name
+                elif key in ("object", "obj", "item", "name", "label"):
+                    item["object"] = name
+                elif name:
+                    names.append(name)
+        if coords:
+            item["_coords"] = coords
+        if names and norm_type(item["type"]) == "place" and len(names) == 1 and "target" not in item:
+            item["target"] = names.pop(0)  # place(plate, [x, y]): the one name is where it goes
+        if names:
+            if "object" not in item:
+                item["object"] = names.pop(0)
+            if names and "target" not in item:
+                item["target"] = names.pop(0)
+        yield item
+
+
+@dataclass
+class _Found:
+    items: list
+    reason: str
+    prose: str
+
+
+def _find_plan(body: str) -> _Found | None:
+    """The plan-like value of an answer: first JSON plan, else function-call lines, else None."""
+    empties: list[_Found] = []
+    singles: list[tuple[int, int, dict]] = []
+    prose_parts: list[str] = []
+    last = 0
+    for start, end, value in _json_values(body):
+        items, reason = _container_items(value)
+        prose_parts.append(body[last:start])
+        last = end + 1
+        if items is None:
+            continue
+        if len(items) == 1 and isinstance(value, dict) and items[0] is value:
+            singles.append((start, end, value))  # one action object: maybe one of several JSON lines
+            continue
+        if items:
+            return _Found(items, reason, _prose(body[:start] + " " + body[end + 1:]))
+        empties.append(_Found([], reason, _prose(body[:start] + " " + body[end + 1:])))
+    prose_parts.append(body[last:])
+    if singles:
+        return _Found([v for _, _, v in singles], "", _prose(" ".join(prose_parts)))
+    calls = list(_call_items(body))
+    if calls:
+        return _Found(calls, "", "")
+    if empties:
+        return empties[0]
+    return None
+
+
+def _prose(text: str) -> str:
+    text = re.sub(r"```[A-Za-z]*", " ", text)
+    text = " ".join(text.split()).strip(" :.-")
+    return text[:300]
+
+
+# ------------------------------------------------------------------------------------------------
+# raw items -> canonical actions
+# ------------------------------------------------------------------------------------------------
+def _number(value: Any, what: str, index: int) -> float:
+    if isinstance(value, bool):
+        raise ParseError(f"action {index}: {what} holds a boolean {value!r}, expected a number", index=index, rule=f"{what}_numbers")
+    if isinstance(value, (int, float)):
+        out = float(value)
+    elif isinstance(value, str) and _NUMBER_RE.search(value):
+        out = float(_NUMBER_RE.search(value).group(0))
+    else:
+        raise ParseError(f"action {index}: {what} holds {value!r}, expected a number", index=index, rule=f"{what}_numbers")
+    if not math.isfinite(out):
+        raise ParseError(f"action {index}: {what} holds a non-finite number {value!r}", index=index, rule=f"{what}_finite")
+    return out
+
+
+def _numbers(value: Any, n: int, what: str, index: int) -> list[float]:
+    """``n`` numbers from a list, nested list ([[x1, y1], [x2, y2]]), string or x/y dict."""
+    if isinstance(value, dict):
+        low = _lower_keys(value)
+        names = (("x1", "y1", "x2", "y2"), ("xmin", "ymin", "xmax", "ymax"), ("left", "top", "right", "bottom")) if n == 4 else (("x", "y"),)
+        for keys in names:
+            if all(k in low for k in keys):
+                return [_number(low[k], what, index) for k in keys]
+        raise ParseError(f"action {index}: {what} as an object must have keys {', '.join(names[0])}, got {sorted(low)}",
+                         index=index, rule=f"{what}_numbers")
+    if isinstance(value, str):
+        flat: list[Any] = _NUMBER_RE.findall(value)
+    elif isinstance(value, (list, tuple)):
+        flat = []
+        for v in value:
+            if isinstance(v, (list, tuple)):
+                flat.extend(v)
+            else:
+                flat.append(v)
+    else:
+        raise ParseError(f"action {index}: {what} must be a list of {n} numbers, got {value!r}", index=index, rule=f"{what}_numbers")
+    if len(flat) != n:
+        raise ParseError(f"action {index}: {what} must have {n} numbers, got {len(flat)}: {value!r}", index=index, rule=f"{what}_length")
+    return [_number(v, what, index) for v in flat]
+
+
+def _plan_convention(items: list, convention: str) -> str:
+    """Convention for generic keys (``bbox``, ``point``) under ``auto``: by the distinctive keys present."""
+    if convention != "auto":
+        return convention
+    keys: set[str] = set()
+    for item in items:
+        if isinstance(item, dict):
+            low = _lower_keys(item)
+            keys.update(low)
+            for arg_key in _ARG_KEYS:
+                if isinstance(low.get(arg_key), dict):
+                    keys.update(_lower_keys(low[arg_key]))
+    if "box_2d" in keys:
+        return "gemini"
+    if "bbox_2d" in keys or "point_2d" in keys:
+        return "qwen3"
+    return "pixel"
+
+
+def _key_convention(key: str, convention: str, plan_convention: str) -> str:
+    if convention != "auto":
+        return convention
+    if key in ("bbox_2d", "point_2d"):
+        return "qwen3"
+    if key == "box_2d":
+        return "gemini"
+    if key in ("bbox_px", "point_px"):
+        return "pixel"
+    return plan_convention
+
+
+def _flatten_item(raw: Any, index: int) -> dict:
+    """A raw item as a lower-cased dict with argument sub-objects merged in."""
+    if isinstance(raw, str):
+        calls = list(_call_items(raw))
+        if len(calls) != 1:
+            raise ParseError(f"action {index}: cannot read {raw[:80]!r} as one action like 'grasp(object, [x1, y1, x2, y2])'",
+                             index=index, rule="action_text")
+        return calls[0]
+    if not isinstance(raw, dict):
+        raise ParseError(f"action {index}: expected an object with a type, got {type(raw).__name__} {str(raw)[:60]!r}",
+                         index=index, rule="action_object")
+    low = _lower_keys(raw)
+    if len(low) == 1 and norm_type(next(iter(low))) is not None:  # {"grasp": {...}} or {"grasp": [..]}
+        verb, val = next(iter(low.items()))
+        low = {"type": verb}
+        if isinstance(val, dict):
+            low.update(_lower_keys(val))
+        elif isinstance(val, (list, str)):
+            low["_coords"] = val
+    if isinstance(low.get("action"), dict):  # {"action": {"type": ...}}
+        inner = _lower_keys(low.pop("action"))
+        low = {**inner, **low}
+    for key in _ARG_KEYS:
+        if isinstance(low.get(key), dict):
+            for k, v in _lower_keys(low.pop(key)).items():
+                low.setdefault(k, v)
+    return low
+
+
+def _name(value: Any) -> str:
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, dict):
+        low = _lower_keys(value)
+        for k in ("name", "label", "object"):
+            if isinstance(low.get(k), str):
+                return " ".join(low[k].split())
+    return ""
+
+
+def _to_action(raw: Any, index: int, convention: str, plan_convention: str, model_size: tuple[int, int],
+               image_size: tuple[int, int], warnings: list[str]) -> GroundedAction:
+    item = _flatten_item(raw, index)
+    raw_type, type_key = _type_of(item)
+    if raw_type is None:
+        raise ParseError(f"action {index}: no action type (expected a 'type' of grasp, place, open or close), got keys {sorted(k for k in item if not k.startswith('_'))}",
+                         index=index, rule="type")
+    kind = norm_type(raw_type)
+    if kind is None:
+        raise ParseError(f"action {index}: unknown action type {raw_type!r} (expected grasp, place, open or close; pick and put are read as grasp and place)",
+                         index=index, rule="type")
+
+    obj = ""
+    for key in _OBJECT_KEYS:
+        if key != type_key and key in item and _name(item[key]):
+            obj = _name(item[key])
+            break
+    target = ""
+    for key in _TARGET_KEYS:
+        if key in item and isinstance(item[key], (str, dict)) and _name(item[key]):
+            target = _name(item[key])
+            break
+
+    is_call = bool(item.get("_call"))
+    call_conv = convention if convention != "auto" else "pixel"
+    box_raw, box_conv, point_raw, point_conv = None, call_conv, None, call_conv
+    if is_call:
+        coords = item.get("_coords")
+        box_raw = item.get("_box")
+        point_raw = item.get("_point")
+        if coords is not None:
+            if len(coords) == 4 and box_raw is None:
+                box_raw = coords
+            elif len(coords) == 2 and point_raw is None:
+                point_raw = coords
+            else:
+                raise ParseError(f"action {index}: {kind}(...) has {len(coords)} coordinates, expected 4 (box) or 2 (point)",
+                                 index=index, rule="coords_length")
+    else:
+        for key in _BOX_KEYS:
+            if key in item and item[key] is not None and item[key] != []:
+                box_raw, box_conv = item[key], _key_convention(key, convention, plan_convention)
+                break
+        for key in _POINT_KEYS:
+            value = item.get(key)
+            if value is None or value == [] or (key in _TARGET_KEYS and isinstance(value, str)):
+                continue
+            if key in ("location", "position", "target", "target_location") and isinstance(value, dict) and not _has_xy(value):
+                continue
+            point_raw, point_conv = value, _key_convention(key, convention, plan_convention)
+            break
+        if box_raw is None and point_raw is None and "_coords" in item:
+            coords = item["_coords"]
+            n = len(_NUMBER_RE.findall(coords)) if isinstance(coords, str) else len(coords)
+            if n == 4:
+                box_raw, box_conv = coords, plan_convention
+            else:
+                point_raw, point_conv = coords, plan_convention
+
+    mw, mh = model_size
+    sx, sy = image_size[0] / mw, image_size[1] / mh
+    bbox = point = None
+    label = f"action {index} ({kind}{' ' + obj if obj else ''})"
+    if box_raw is not None:
+        x1, y1, x2, y2 = box_to_px(_numbers(box_raw, 4, "bbox", index), box_conv, model_size)
+        bbox = _checked_box((x1 * sx, y1 * sy, x2 * sx, y2 * sy), index, label, image_size, warnings)
+    if point_raw is not None:
+        x, y = point_to_px(_numbers(point_raw, 2, "point", index), point_conv, model_size)
+        point = _checked_point((x * sx, y * sy), index, label, image_size, warnings)
+
+    if kind == "place":
+        if point is None and bbox is not None:
+            point = ((bbox[0] + bbox[2]) / 2.0, (bbox[1] + bbox[3]) / 2.0)
+            warnings.append(f"{label}: place had a box but no point; used the box centre {_fmt(point)}")
+        bbox = None
+    else:
+        point = None  # a grasp/open/close is grounded by its box; a stray point carries no meaning here
+    return GroundedAction(type=kind, object=obj, target=target, bbox=bbox, point=point)
+
+
+def _has_xy(d: dict) -> bool:
+    low = _lower_keys(d)
+    return "x" in low and "y" in low
+
+
+def _fmt(values: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{v:.1f}" for v in values) + "]"
+
+
+def _checked_box(box: Sequence[float], index: int, label: str, image_size: tuple[int, int],
+                 warnings: list[str]) -> tuple[float, float, float, float]:
+    x1, y1, x2, y2 = box
+    if x1 > x2 or y1 > y2:
+        warnings.append(f"{label}: bbox corners were given in reverse order {_fmt(box)}; swapped")
+        x1, x2 = min(x1, x2), max(x1, x2)
+        y1, y2 = min(y1, y2), max(y1, y2)
+    if x1 == x2 or y1 == y2:
+        raise ParseError(f"{label}: degenerate bbox {_fmt(box)} px (zero width or height)", index=index, rule="bbox_degenerate")
+    w, h = image_size
+    if x2 <= 0 or y2 <= 0 or x1 >= w or y1 >= h:
+        raise ParseError(f"{label}: bbox {_fmt(box)} px lies wholly outside the {w}x{h} image", index=index, rule="bbox_outside")
+    clipped = (max(0.0, x1), max(0.0, y1), min(float(w), x2), min(float(h), y2))
+    if clipped != (x1, y1, x2, y2):
+        warnings.append(f"{label}: bbox {_fmt((x1, y1, x2, y2))} px extends outside the {w}x{h} image; clipped to {_fmt(clipped)}")
+    return clipped
+
+
+def _checked_point(point: Sequence[float], index: int, label: str, image_size: tuple[int, int],
+                   warnings: list[str]) -> tuple[float, float]:
+    x, y = point
+    w, h = image_size
+    if 0 <= x <= w and 0 <= y <= h:
+        return (x, y)
+    mx, my = POINT_CLIP_MARGIN * w, POINT_CLIP_MARGIN * h
+    if -mx <= x <= w + mx and -my <= y <= h + my:
+        clipped = (min(max(x, 0.0), float(w)), min(max(y, 0.0), float(h)))
+        warnings.append(f"{label}: point {_fmt(point)} px is just outside the {w}x{h} image; clipped to {_fmt(clipped)}")
+        return clipped
+    raise ParseError(f"{label}: point {_fmt(point)} px lies outside the {w}x{h} image", index=index, rule="point_outside")
+
+
+# ------------------------------------------------------------------------------------------------
+# public API
+# ------------------------------------------------------------------------------------------------
+def _check_size(size: Any, what: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in size)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} must be (width, height) in pixels, got {size!r}") from exc
+    if w <= 0 or h <= 0:
+        raise ValueError(f"{what} must be positive, got {size!r}")
+    return w, h
+
+
+def parse_plan(text: str, image_size: Sequence[int], convention: str = "auto", instruction: str = "", *,
+               model_image_size: Sequence[int] | None = None, validate: bool = True, model: str = "") -> GroundedPlan:
+    """Read a raw VLM answer into a canonical plan in pixels of the original image.
+
+    Parameters
+    ----------
+    text : str
+        The model's raw answer.
+    image_size : (width, height)
+        Size in pixels of the original image; the plan's coordinates refer to it.
+    convention : {"auto", "qwen3", "gemini", "pixel"}
+        How to read coordinates. ``auto`` decides by keys: ``box_2d`` -> gemini, ``bbox_2d``/``point_2d`` ->
+        qwen3, otherwise pixels; function-call lines are read as pixels under ``auto``.
+    instruction : str
+        Copied into the plan.
+    model_image_size : (width, height), optional
+        Size of the image the model saw, when it was resized before sending: pixel coordinates refer to it
+        and are scaled back to ``image_size``. Defaults to ``image_size``.
+    validate : bool
+        Check the plan model's rules (grasp->place order, ...) and raise ParseError when broken.
+    model : str
+        Copied into the plan.
+
+    Returns
+    -------
+    GroundedPlan
+        With ``raw_response`` = ``text`` and a warning for every box or point that was clipped or fixed.
+
+    Raises
+    ------
+    ParseError
+        No plan in the text, an unknown type, a box wholly outside the image or degenerate, ... (one line).
+    """
+    if not isinstance(text, str):
+        raise ParseError(f"model answer must be text, got {type(text).__name__}", rule="text")
+    size = _check_size(image_size, "image_size")
+    model_size = _check_size(model_image_size, "model_image_size") if model_image_size is not None else size
+    convention = check_convention(convention, PARSE_CONVENTIONS)
+    if not text.strip():
+        raise ParseError("the model's answer is empty", rule="empty_answer")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ParseError(f"the model's answer is {len(text)} characters long (more than {MAX_TEXT_CHARS}); not a plan",
+                         rule="too_long")
+    body, warnings = strip_thinking(text)
+    found = _find_plan(body)
+    if found is None:
+        snippet = " ".join(body.split())[:80]
+        raise ParseError("no plan found in the model's answer: expected a JSON list of actions (or an object with "
+                         f"'actions') or lines like 'grasp(object, [x1, y1, x2, y2])'; the answer starts {snippet!r}",
+                         rule="no_plan")
+    plan_conv = _plan_convention(found.items, convention)
+    actions = [_to_action(raw, i, convention, plan_conv, model_size, size, warnings) for i, raw in enumerate(found.items)]
+    # A place that names no object carries what the grasp before it picked up.
+    for i, action in enumerate(actions):
+        if action.type == "place" and not action.object and i > 0 and actions[i - 1].type == "grasp":
+            action.object = actions[i - 1].object
+    reason = " ".join(found.reason.split())
+    if not actions and not reason:
+        reason = found.prose or "the model returned an empty plan without a reason"
+    plan = GroundedPlan(instruction=instruction, image_size=size, actions=actions, reason=reason,
+                        warnings=warnings, model=model, raw_response=text)
+    if validate:
+        try:
+            plan.validate()
+        except PlanError as exc:
+            raise ParseError(str(exc), index=exc.index, rule=exc.rule) from exc
+    return plan

@@ -1,0 +1,283 @@
+"""The grounded planner: image + instruction -> prompt -> VLM -> parse -> validate (-> repair) -> GroundedPlan."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from grounded_planner.plan import GroundedPlan, PlanError
+from grounded_planner.vlm import prompts
+from grounded_planner.vlm.backends.base import VLMBackend, VLMRequest
+from grounded_planner.vlm.cache import ResponseCache, cache_key
+from grounded_planner.vlm.config import PlannerConfig
+from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError
+from grounded_planner.vlm.image import EncodedImage, check_image, encode_image, image_sha256
+from grounded_planner.vlm.parse import ParseError, parse_plan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PlannerStats:
+    """Counters a caller can log or assert on (requests actually sent, cache hits, repair re-prompts)."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    repairs: int = 0
+    last_latency_s: float = 0.0
+
+
+def _check_instruction(instruction: Any) -> str:
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise ValueError(f"instruction must be a non-empty string, got {instruction!r}")
+    return instruction.strip()
+
+
+class PlanRecorder:
+    """Appends every returned plan to a JSONL file keyed by instruction and image hash (for ``replay``)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def record(self, instruction: str, image_hash: str, plan: GroundedPlan | None = None, *,
+               prompt: str | None = None, response: str | None = None) -> None:
+        entry: dict[str, Any] = {"instruction": instruction, "image_sha256": image_hash}
+        if plan is not None:
+            entry["plan"] = plan.to_dict()
+        if prompt is not None:
+            entry["prompt"] = prompt
+            entry["response"] = response
+        line = json.dumps(entry, ensure_ascii=False)
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(line + "\n")
+
+
+class Planner:
+    """Grounded planning with one VLM backend.
+
+    ``plan`` sends the image (resized to ``max_image_side``) with the prompt of the configured family, parses
+    the answer in that family's convention, validates it with the plan model and, when that fails, re-prompts
+    up to ``repair_attempts`` times quoting the error. Coordinates come back in pixels of the caller's image.
+    """
+
+    def __init__(self, config: PlannerConfig, backend: VLMBackend | None):
+        self.config = config
+        self.backend = backend
+        self.cache = ResponseCache(config.cache_dir) if config.cache_dir else None
+        self.recorder = PlanRecorder(config.record_file) if config.record_file else None
+        self.stats = PlannerStats()
+
+    @property
+    def model_name(self) -> str:
+        return self.config.model or (self.backend.model if self.backend is not None else "")
+
+    # -- public API ----------------------------------------------------------------------------------
+    def plan(self, image_rgb: np.ndarray, instruction: str) -> GroundedPlan:
+        """A validated grounded plan for ``instruction`` on ``image_rgb`` (H, W, 3) uint8.
+
+        An empty plan with a reason is a valid result. Raises VLMResponseError when the answers stay
+        invalid after the repair re-prompts, VLMUnavailableError when the model cannot be reached.
+        """
+        image_rgb = check_image(image_rgb)
+        instruction = _check_instruction(instruction)
+        encoded = self.encode(image_rgb)
+        family = self.config.family
+        messages = [
+            {"role": "system", "content": prompts.planning_system_prompt(family, *encoded.size)},
+            {"role": "user", "content": prompts.planning_user_prompt(instruction)},
+        ]
+        plan = self.complete_plan(messages, encoded, instruction, self.config.parse_convention)
+        if self.recorder is not None:
+            self.recorder.record(instruction, image_sha256(image_rgb), plan)
+        return plan
+
+    def ask(self, image_rgb: np.ndarray, prompt: str, system: str = "") -> str:
+        """One raw request with the image and ``prompt`` (no parsing); cached like plan requests."""
+        image_rgb = check_image(image_rgb)
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(f"prompt must be a non-empty string, got {prompt!r}")
+        encoded = self.encode(image_rgb)
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+        answer = self.complete(messages, encoded)
+        if self.recorder is not None:
+            self.recorder.record("", image_sha256(image_rgb), prompt=prompt, response=answer)
+        return answer
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- building blocks (used by the decoupled planner and the benchmark) ---------------------------
+    def encode(self, image_rgb: np.ndarray) -> EncodedImage:
+        return encode_image(image_rgb, self.config.max_image_side, self.config.image_format, self.config.jpeg_quality)
+
+    def complete_plan(self, messages: list[dict[str, str]], encoded: EncodedImage, instruction: str,
+                      convention: str, validate: bool = True) -> GroundedPlan:
+        """Request, parse, and re-prompt with the error until the answer is a valid plan."""
+        messages = list(messages)
+        reason, raw, first_reason = "", "", ""
+        attempts = self.config.repair_attempts + 1
+        for attempt in range(attempts):
+            raw = self.complete(messages, encoded)
+            try:
+                plan = parse_plan(raw, encoded.original_size, convention, instruction,
+                                  model_image_size=encoded.size, validate=validate, model=self.model_name)
+            except ParseError as exc:
+                reason = exc.reason
+                first_reason = first_reason or reason
+                log.info("answer %d/%d is not a valid plan: %s", attempt + 1, attempts, reason)
+                if attempt + 1 < attempts:
+                    self.stats.repairs += 1
+                    messages += [{"role": "assistant", "content": raw},
+                                 {"role": "user", "content": prompts.repair_prompt(reason)}]
+                continue
+            if attempt:
+                plan.warnings.append(f"valid after {attempt} repair re-prompt(s); first error: {first_reason}")
+            return plan
+        raise VLMResponseError(reason, raw, attempts)
+
+    def complete(self, messages: list[dict[str, str]], encoded: EncodedImage | None) -> str:
+        """One backend request through the response cache."""
+        if self.backend is None:
+            raise VLMConfigError(f"the {self.config.backend} planner has no model backend for raw requests")
+        request = VLMRequest(messages=messages, image=encoded, max_tokens=self.config.max_tokens,
+                             temperature=self.config.temperature)
+        key = None
+        if self.cache is not None:
+            key = cache_key(backend=self.backend.name, model=self.backend.model, messages=messages,
+                            image=encoded.sha256 if encoded else None, max_tokens=request.max_tokens,
+                            temperature=request.temperature, adapter=self.config.adapter_path)
+            cached = self.cache.get(key)
+            if cached is not None:
+                self.stats.cache_hits += 1
+                return cached
+        start = time.monotonic()
+        answer = self.backend.generate(request)
+        self.stats.last_latency_s = time.monotonic() - start
+        self.stats.requests += 1
+        if self.cache is not None and key is not None:
+            self.cache.put(key, answer, {"backend": self.backend.name, "model": self.backend.model})
+        return answer
+
+
+class ReplayPlanner(Planner):
+    """Plans recorded in a JSONL file (by ``record_file`` or by hand), looked up by instruction and image hash.
+
+    A line is ``{"instruction": ..., "image_sha256": ..., "plan": {canonical plan}}`` for ``plan`` or
+    ``{"image_sha256": ..., "prompt": ..., "response": ...}`` for ``ask``. ``"image_sha256": "*"`` matches
+    any image (demos with live cameras).
+    """
+
+    def __init__(self, config: PlannerConfig):
+        super().__init__(config, backend=None)
+        self.plans: dict[tuple[str, str], dict] = {}
+        self.answers: dict[tuple[str, str], str] = {}
+        path = Path(config.replay_file)
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise VLMConfigError(f"cannot read replay file {path}: {exc.strerror}") from exc
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                image_hash = str(entry.get("image_sha256") or "*")
+                if "plan" in entry:
+                    GroundedPlan.from_dict(entry["plan"])  # fail at load time, not mid-demo
+                    self.plans[(str(entry.get("instruction", "")).strip(), image_hash)] = entry["plan"]
+                elif "prompt" in entry:
+                    self.answers[(str(entry["prompt"]), image_hash)] = str(entry.get("response", ""))
+                else:
+                    raise ValueError("a record needs 'plan' or 'prompt'/'response'")
+            except (ValueError, AttributeError, PlanError) as exc:
+                raise VLMConfigError(f"{path}:{number}: not a replay record: {exc}") from exc
+
+    @property
+    def model_name(self) -> str:
+        return self.config.model or "replay"
+
+    def _lookup(self, table: dict, key: str, image_rgb: np.ndarray, what: str):
+        image_hash = image_sha256(image_rgb)
+        for candidate in ((key, image_hash), (key, "*")):
+            if candidate in table:
+                return table[candidate]
+        raise VLMResponseError(f"{self.config.replay_file} has no recorded {what} for {key!r} on image "
+                               f"sha256 {image_hash[:12]}... ({len(table)} records)")
+
+    def plan(self, image_rgb: np.ndarray, instruction: str) -> GroundedPlan:
+        image_rgb = check_image(image_rgb)
+        instruction = _check_instruction(instruction)
+        plan = GroundedPlan.from_dict(self._lookup(self.plans, instruction, image_rgb, "plan"))
+        height, width = image_rgb.shape[:2]
+        if tuple(plan.image_size) != (width, height):
+            raise VLMResponseError(f"recorded plan for {instruction!r} is for a {plan.image_size[0]}x{plan.image_size[1]} "
+                                   f"image, got {width}x{height}")
+        return plan
+
+    def ask(self, image_rgb: np.ndarray, prompt: str, system: str = "") -> str:
+        image_rgb = check_image(image_rgb)
+        return self._lookup(self.answers, prompt, image_rgb, "answer")
+
+
+def make_backend(config: PlannerConfig, *, backend: str | None = None, model: str | None = None,
+                 base_url: str | None = None) -> VLMBackend:
+    """The model backend a config names (``backend`` overrides it; optional SDKs are imported only here)."""
+    name = backend or (config.language_backend if config.backend == "decoupled" else config.backend)
+    model = config.model if model is None else model
+    base_url = config.base_url if base_url is None else base_url
+    try:
+        if name == "openai":
+            from grounded_planner.vlm.backends.openai import OpenAIBackend
+
+            if not model:
+                raise VLMConfigError("the openai backend needs a model name (--model or GP_VLM_MODEL)")
+            return OpenAIBackend(model, base_url, api_key=config.api_key(), timeout_s=config.timeout_s,
+                                 max_retries=config.max_retries, retry_backoff_s=config.retry_backoff_s,
+                                 extra_headers=config.extra_headers)
+        if name == "gemini":
+            from grounded_planner.vlm.backends.gemini import GeminiBackend
+
+            return GeminiBackend(model or "gemini-2.5-flash", api_key=config.api_key(), base_url=base_url,
+                                 timeout_s=config.timeout_s, max_retries=config.max_retries,
+                                 retry_backoff_s=config.retry_backoff_s)
+        if name == "transformers":
+            from grounded_planner.vlm.backends.transformers import TransformersBackend
+
+            if not model:
+                raise VLMConfigError("the transformers backend needs a model folder or hub id (--model)")
+            return TransformersBackend(model, adapter_path=config.adapter_path, device=config.device)
+    except ImportError as exc:
+        raise VLMConfigError(f"the {name} backend needs an optional package: {exc} "
+                             "(pip install 'grounded_planner[vlm,ml]')") from exc
+    raise VLMConfigError(f"no model backend named {name!r}")
+
+
+def make_planner(config: PlannerConfig) -> Planner:
+    """Build the planner a config describes: ``openai``/``gemini``/``transformers``, ``replay`` or ``decoupled``."""
+    if not isinstance(config, PlannerConfig):
+        raise TypeError(f"make_planner needs a PlannerConfig, got {type(config).__name__}")
+    if config.backend == "replay":
+        return ReplayPlanner(config)
+    if config.backend == "decoupled":
+        from grounded_planner.vlm.decoupled import make_decoupled_planner
+
+        return make_decoupled_planner(config)
+    return Planner(config, make_backend(config))
