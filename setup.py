@@ -46,7 +46,7 @@ EXTRAS = {
     # is installed --no-deps by scripts/setup.sh (its normal resolution pulls a multi-GB CUDA torch).
     "execution": ["franky-control>=2.0", "franky-sim>=1.0.4", "placo>=0.9.6", "pyserial>=3.5",
                   "feetech-servo-sdk>=1.0"],
-    "sim": [],
+    "sim": ["mujoco>=3.2,<5"],  # physics + headless EGL rendering of the simulated workcell
     "rollout": ["rosbags>=0.10", "matplotlib>=3.7", "mcap>=1.1"],  # bags without rclpy; plots; mcap: reference reader in tests
     "v2gp": [],
     "nodes": ["pyrealsense2>=2.55", "rosbags>=0.10"],  # camera_node (software_device in tests), bag_player_node
@@ -65,6 +65,7 @@ setup(
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", glob("launch/*.py")),
         ("share/" + PACKAGE + "/config", glob("config/*.yaml")),
+        ("share/" + PACKAGE + "/config/scenarios", glob("config/scenarios/*.yaml")),
         ("share/" + PACKAGE + "/calibration", glob("calibration/*.yaml")),
     ],
     install_requires=["numpy>=1.24", "pyyaml>=6", "pillow>=10", "setuptools"],
@@ -80,6 +81,7 @@ setup(
             "grounded-planner = grounded_planner.cli.main:main",
             "camera_node = grounded_planner.ros.camera_node:main",
             "bag_player_node = grounded_planner.ros.bag_player_node:main",
+            "planner_node = grounded_planner.ros.planner_node:main",
         ],
     },
 )

@@ -178,6 +178,8 @@ def main(args=None) -> None:
             rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except ValueError as exc:  # a parameter given at startup failed its check: one line, not a traceback
+        raise SystemExit(f"camera_node: {exc}")
 
 
 if __name__ == "__main__":

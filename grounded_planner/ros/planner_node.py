@@ -1,0 +1,178 @@
+"""planner_node: the `/grounded_planner/plan` service — a VLM turns an image and an instruction into a grounded plan."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from sensor_msgs.msg import Image
+from visualization_msgs.msg import MarkerArray
+
+from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+from grounded_planner_interfaces.srv import GetGroundedPlan
+
+from grounded_planner.ros.convert import image_to_numpy, numpy_to_image, plan_to_msg
+from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
+from grounded_planner.ros.params import Param, declare_all, non_empty, non_negative, one_of, positive, values
+from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
+
+SERVICE = "/grounded_planner/plan"
+BACKENDS = ("openai", "gemini", "transformers", "replay", "decoupled")
+
+PARAMS = [
+    Param("backend", "openai", "VLM backend: openai (any OpenAI-compatible server) | gemini | transformers | replay | decoupled",
+          one_of(*BACKENDS)),
+    Param("model", "", "model name on the server, Gemini model id, or local path for transformers"),
+    Param("base_url", "", "OpenAI-compatible server root including /v1, e.g. http://localhost:8000/v1"),
+    Param("api_key_env", "", "environment variable holding the API key ('' = OPENAI_API_KEY / GEMINI_API_KEY)"),
+    Param("timeout_s", 60.0, "wall-clock limit of one VLM request, seconds", positive),
+    Param("max_retries", 1, "extra VLM tries on connection errors / 429 / 5xx", non_negative),
+    Param("prompt_family", "auto", "prompt and coordinate convention: auto | qwen3 | gemini | pixel", one_of("auto", "qwen3", "gemini", "pixel")),
+    Param("replay_file", "", "JSONL of recorded plans for backend replay"),
+    Param("record_file", "", "append every returned plan to this JSONL ('' = off; replayable later)"),
+    Param("color_topic", "/camera/camera/color/image_raw", "colour image used when a request's image is empty", non_empty),
+    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw", "depth aligned to colour (16UC1 mm or 32FC1 m)", non_empty),
+    Param("camera_info_topic", "/camera/camera/color/camera_info", "intrinsics of the colour camera", non_empty),
+    Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame"),
+    Param("frame_wait_s", 5.0, "how long a request waits for a first camera frame, seconds", non_negative),
+]
+# Parameters that change which planner is built: a change rebuilds it on the next request.
+PLANNER_PARAMS = {"backend", "model", "base_url", "api_key_env", "timeout_s", "max_retries", "prompt_family",
+                  "replay_file", "record_file"}
+
+
+class PlannerNode(Node):
+    """Serves ``/grounded_planner/plan``; publishes the last plan, its RViz markers and an overlay image.
+
+    Requests run in a reentrant callback group on a multi-threaded executor, so a slow or dead VLM blocks
+    only the thread serving that request: camera subscriptions and other requests keep being served.
+    """
+
+    def __init__(self, node_name: str = "planner", **kwargs):
+        super().__init__(node_name, **kwargs)
+        self._planner = None
+        self._planner_lock = threading.Lock()
+        self._extrinsics = None
+        declare_all(self, PARAMS, on_change=self._on_params_changed)
+        p = values(self, PARAMS)
+        self._frames = LatestFrames(self, p["color_topic"], p["depth_topic"], p["camera_info_topic"],
+                                    callback_group=MutuallyExclusiveCallbackGroup())
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self._plan_pub = self.create_publisher(GroundedPlanMsg, "/grounded_planner/last_plan", latched)
+        self._markers_pub = self.create_publisher(MarkerArray, "/grounded_planner/plan_markers", latched)
+        self._overlay_pub = self.create_publisher(Image, "/grounded_planner/overlay", latched)
+        self.create_service(GetGroundedPlan, SERVICE, self._on_request, callback_group=ReentrantCallbackGroup())
+        self.requests_served = 0
+        self.last_overlay_rgb = None  # the newest overlay, for in-process callers (demo, bringup)
+        self.get_logger().info(f"serving {SERVICE} with backend {p['backend']} {p['model'] or ''}".rstrip())
+
+    def _on_params_changed(self, changed: dict) -> None:
+        if PLANNER_PARAMS & set(changed):
+            with self._planner_lock:
+                if self._planner is not None:
+                    self._planner.close()
+                self._planner = None
+        if "extrinsics_file" in changed:
+            self._extrinsics = None
+
+    # -- building blocks ---------------------------------------------------------------------------
+    def planner(self):
+        """The planner for the current parameters (built on first use; VLMError/ValueError when it cannot be)."""
+        from grounded_planner.vlm.config import PlannerConfig
+        from grounded_planner.vlm.planner import make_planner
+
+        with self._planner_lock:
+            if self._planner is None:
+                p = values(self, PARAMS)
+                config = PlannerConfig(backend=p["backend"], model=p["model"], base_url=p["base_url"],
+                                       api_key_env=p["api_key_env"], timeout_s=p["timeout_s"],
+                                       max_retries=p["max_retries"], prompt_family=p["prompt_family"],
+                                       replay_file=p["replay_file"], record_file=p["record_file"])
+                self._planner = make_planner(config)
+            return self._planner
+
+    def extrinsics(self):
+        path = self.get_parameter("extrinsics_file").value
+        if not path:
+            return None
+        if self._extrinsics is None:
+            from grounded_planner.geometry.extrinsics import Extrinsics
+
+            self._extrinsics = Extrinsics.load(path)
+        return self._extrinsics
+
+    # -- the service -------------------------------------------------------------------------------
+    def _on_request(self, request: GetGroundedPlan.Request, response: GetGroundedPlan.Response):
+        started = time.monotonic()
+        self.requests_served += 1
+        try:
+            plan, header, image_rgb, poses, note = self.plan(request)
+        except Exception as exc:  # every failure becomes success:false with its reason; the node keeps serving
+            response.success = False
+            response.message = f"{type(exc).__name__}: {exc}"
+            self.get_logger().warning(f"plan request {request.instruction!r} failed after "
+                                      f"{time.monotonic() - started:.2f} s: {response.message}")
+            return response
+        response.plan = plan_to_msg(plan, header=header, poses=poses)
+        response.success = poses is not None or not request.backproject
+        response.message = "; ".join(m for m in (plan.reason, note) if m)
+        self._publish(response.plan, plan, image_rgb, poses or [None] * len(plan.actions), header)
+        self.get_logger().info(f"plan for {request.instruction!r}: {len(plan.actions)} action(s) from {plan.model or 'model'} "
+                               f"in {time.monotonic() - started:.2f} s{' — ' + note if note else ''}")
+        return response
+
+    def plan(self, request: GetGroundedPlan.Request):
+        """(plan, header, image_rgb, poses or None, note) for a request; raises on any failure before a plan exists."""
+        wait_s = self.get_parameter("frame_wait_s").value
+        if request.image.width and request.image.height:
+            image_msg = request.image
+        else:
+            image_msg = self._frames.wait_for(("color",), wait_s).color
+        image_rgb = image_to_numpy(image_msg)
+        if image_rgb.ndim == 2:
+            raise ValueError(f"request image must be colour (rgb8/bgr8), got {image_msg.encoding}")
+        image_rgb = image_rgb[..., :3]
+        plan = self.planner().plan(image_rgb, request.instruction)
+        header = image_msg.header
+        if not header.frame_id:
+            header.frame_id = "camera_color_optical_frame"
+        if not request.backproject or not plan.actions:
+            return plan, header, image_rgb, [None] * len(plan.actions), ""
+        try:
+            snap = self._frames.wait_for(("depth", "camera_info"), wait_s)
+            extrinsics = self.extrinsics()
+            _targets, poses = backproject(plan, snap.depth, snap.camera_info, extrinsics, stamp=header.stamp)
+        except (NoFrameError, ValueError) as exc:  # GeometryError is a ValueError
+            return plan, header, image_rgb, None, f"back-projection failed: {exc}"
+        note = "" if extrinsics is not None else "no extrinsics_file: poses are in the camera optical frame"
+        return plan, header, image_rgb, poses, note
+
+    def _publish(self, plan_msg, plan, image_rgb, poses, header) -> None:
+        self._plan_pub.publish(plan_msg)
+        self._markers_pub.publish(plan_markers(plan, poses, stamp=header.stamp))
+        overlay = draw_plan_overlay(image_rgb, plan)
+        self.last_overlay_rgb = overlay
+        self._overlay_pub.publish(numpy_to_image(overlay, "rgb8", header=header))
+
+
+def main(args=None) -> None:
+    try:
+        with rclpy.init(args=args):
+            node = PlannerNode()
+            # at least 4 threads: one per concurrent plan request plus the camera subscriptions
+            executor = MultiThreadedExecutor(num_threads=4)
+            executor.add_node(node)
+            executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except ValueError as exc:  # a parameter given at startup failed its check: one line, not a traceback
+        raise SystemExit(f"planner_node: {exc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""planner_node in a child process against a local OpenAI-compatible server the test runs: plans, back-projection,
+a dead and a slow VLM (real HTTP, real DDS between processes)."""
+
+import time
+
+import numpy as np
+import pytest
+
+from conftest import requires_ros, spawn_python
+from helpers.openai_server import OpenAIServer
+from helpers.ros_wait import call, spin_until, stop_process
+
+pytestmark = [requires_ros, pytest.mark.ros]
+pytest.importorskip("httpx")
+
+W, H, F = 320, 240, 300.0  # image size and focal length (pixels)
+TABLE_M, CUBE_M = 1.0, 0.95  # depth of the table and of the cube's top (camera 1 m above, looking down)
+EXTRINSICS = """parent_frame: fr3_link0
+child_frame: camera_color_optical_frame
+translation: [0.5, 0.0, 1.0]
+rotation: [1.0, 0.0, 0.0, 0.0]   # 180 deg about x: optical z points down
+"""
+
+
+def scene_messages():
+    from sensor_msgs.msg import CameraInfo
+
+    from grounded_planner.ros.convert import numpy_to_image
+
+    rgb = np.full((H, W, 3), 200, np.uint8)
+    rgb[95:145, 85:115] = (220, 30, 30)
+    depth_mm = np.full((H, W), int(TABLE_M * 1000), np.uint16)
+    depth_mm[95:145, 85:115] = int(CUBE_M * 1000)
+    color, depth = numpy_to_image(rgb, "rgb8"), numpy_to_image(depth_mm, "16UC1")
+    info = CameraInfo(width=W, height=H, distortion_model="plumb_bob", d=[0.0] * 5,
+                      k=[F, 0.0, W / 2, 0.0, F, H / 2, 0.0, 0.0, 1.0])
+    for msg in (color, depth, info):
+        msg.header.frame_id = "camera_color_optical_frame"
+    return color, depth, info
+
+
+class Graph:
+    """The test's side of the graph: a camera stand-in publishing the scene, and a plan client."""
+
+    def __init__(self, context):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import QoSProfile
+        from rcl_interfaces.srv import GetParameters
+        from sensor_msgs.msg import CameraInfo, Image
+
+        from grounded_planner_interfaces.srv import GetGroundedPlan
+
+        self.node = rclpy.create_node("planner_probe", context=context)
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.color, self.depth, self.info = scene_messages()
+        qos = QoSProfile(depth=2)
+        pubs = [(self.node.create_publisher(Image, "/camera/camera/color/image_raw", qos), self.color),
+                (self.node.create_publisher(Image, "/camera/camera/aligned_depth_to_color/image_raw", qos), self.depth),
+                (self.node.create_publisher(CameraInfo, "/camera/camera/color/camera_info", qos), self.info)]
+
+        def publish():
+            stamp = self.node.get_clock().now().to_msg()
+            for pub, msg in pubs:
+                msg.header.stamp = stamp
+                pub.publish(msg)
+
+        self.node.create_timer(0.1, publish)  # a 10 Hz camera
+        self.client = self.node.create_client(GetGroundedPlan, "/grounded_planner/plan")
+        self.params = self.node.create_client(GetParameters, "/planner/get_parameters")
+        self.Request = GetGroundedPlan.Request
+
+    def plan(self, instruction="put the red cube on the right", image=True, backproject=False, timeout_s=30.0):
+        request = self.Request(instruction=instruction, backproject=backproject)
+        if image:
+            request.image = self.color
+        return call(self.executor, self.client, request, timeout_s, "/grounded_planner/plan")
+
+    def close(self):
+        self.node.destroy_node()
+
+
+@pytest.fixture
+def vlm():
+    server = OpenAIServer().start()
+    yield server
+    server.stop()
+
+
+def start_planner(vlm, tmp_path, *extra):
+    (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
+    return spawn_python(["-m", "grounded_planner.ros.planner_node", "--ros-args", "-p", "backend:=openai",
+                         "-p", f"base_url:={vlm.url}", "-p", "model:=qwen3-vl-test", "-p", "max_retries:=0",
+                         "-p", f"extrinsics_file:={tmp_path / 'extrinsics.yaml'}", *extra])
+
+
+def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_context):
+    from grounded_planner.ros.convert import plan_from_msg, poses_from_msg
+
+    child = start_planner(vlm, tmp_path)
+    graph = Graph(rclpy_context)
+    try:
+        response = graph.plan()
+        assert response.success, response.message
+        plan = plan_from_msg(response.plan)  # validates: grasp then place, boxes inside the image
+        assert [a.type for a in plan.actions] == ["grasp", "place"]
+        assert plan.actions[0].bbox == (80.0, 90.0, 120.0, 150.0)  # 0-1000 relative -> pixels of 320x240
+        assert plan.actions[1].point == (240.0, 120.0)
+        assert plan.model == "qwen3-vl-test" and vlm.requests == 1
+        assert all(p is None for p in poses_from_msg(response.plan)), "poses filled without backproject"
+        user = next(m for m in vlm.last_body["messages"] if m["role"] == "user")
+        assert any(part.get("type") == "image_url" for part in user["content"]), "the image never reached the VLM"
+
+        response = graph.plan(image=False, backproject=True)  # latest camera frame, poses from depth
+        assert response.success, response.message
+        poses = poses_from_msg(response.plan)
+        assert all(p is not None and p.header.frame_id == "fr3_link0" for p in poses)
+        grasp, place = (np.array([p.pose.position.x, p.pose.position.y, p.pose.position.z]) for p in poses)
+        # the cube's top is 5 cm above the table, centred on pixel (100, 120); the place point is on the table
+        assert grasp == pytest.approx([0.5 + (100 - 160) / F * CUBE_M, 0.0, 1.0 - CUBE_M], abs=0.01)
+        assert place == pytest.approx([0.5 + (239.5 - 160) / F * TABLE_M, 0.5 / F, 0.0], abs=0.01)
+    finally:
+        graph.close()
+        out = stop_process(child)
+    assert "Traceback" not in out, out
+
+
+def test_dead_vlm_fails_fast_and_node_recovers(vlm, tmp_path, rclpy_context):
+    timeout_s = 5.0
+    child = start_planner(vlm, tmp_path, "-p", f"timeout_s:={timeout_s}")
+    graph = Graph(rclpy_context)
+    try:
+        assert graph.plan().success
+        vlm.stop()
+        started = time.monotonic()
+        response = graph.plan()
+        elapsed = time.monotonic() - started
+        assert not response.success
+        assert "VLMUnavailableError" in response.message, response.message
+        assert elapsed < timeout_s, f"a dead server took {elapsed:.1f} s to report"
+        vlm.start()  # same port
+        response = graph.plan()
+        assert response.success, response.message
+    finally:
+        graph.close()
+        out = stop_process(child)
+    assert "Traceback" not in out, out
+
+
+def test_slow_vlm_times_out_without_blocking_other_callbacks(vlm, tmp_path, rclpy_context):
+    from rcl_interfaces.srv import GetParameters
+
+    timeout_s = 2.0
+    vlm.delay_s = 30.0  # answers far too late
+    child = start_planner(vlm, tmp_path, "-p", f"timeout_s:={timeout_s}")
+    graph = Graph(rclpy_context)
+    try:
+        assert graph.client.wait_for_service(timeout_sec=30.0)
+        started = time.monotonic()
+        pending = graph.client.call_async(graph.Request(instruction="put the red cube on the right", image=graph.color))
+        spin_until(graph.executor, lambda: vlm.requests >= 1, 30.0, "the request to reach the slow VLM")
+        # while the plan request hangs in the VLM, the node still answers its parameter service
+        params = call(graph.executor, graph.params, GetParameters.Request(names=["backend"]), 10.0, "get_parameters")
+        assert not pending.done(), "the slow VLM answered?"
+        assert params.values[0].string_value == "openai"
+        spin_until(graph.executor, pending.done, timeout_s + 20.0, "the slow plan request to fail")
+        elapsed = time.monotonic() - started
+        response = pending.result()
+        assert not response.success and "Timeout" in response.message, response.message
+        assert elapsed < timeout_s + 5.0, f"timed out only after {elapsed:.1f} s (timeout_s {timeout_s})"
+    finally:
+        graph.close()
+        vlm.stop()
+        out = stop_process(child)
+    assert "Traceback" not in out, out
+
+
+def test_bad_parameter_values_are_refused(tmp_path, ros_domain):
+    child = spawn_python(["-m", "grounded_planner.ros.planner_node", "--ros-args", "-p", "backend:=chatgpt"])
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode != 0 and "parameter 'backend' must be one of openai" in out, out
+    assert "Traceback" not in out, out
