@@ -120,6 +120,24 @@ def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_c
         # the cube's top is 5 cm above the table, centred on pixel (100, 120); the place point is on the table
         assert grasp == pytest.approx([0.5 + (100 - 160) / F * CUBE_M, 0.0, 1.0 - CUBE_M], abs=0.01)
         assert place == pytest.approx([0.5 + (239.5 - 160) / F * TABLE_M, 0.5 / F, 0.0], abs=0.01)
+
+        # the last plan is shown: an overlay image of the frame and one sphere marker per pose (latched topics)
+        from rclpy.qos import DurabilityPolicy, QoSProfile
+        from sensor_msgs.msg import Image
+        from visualization_msgs.msg import Marker, MarkerArray
+
+        from grounded_planner.ros.convert import image_to_numpy
+
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        shown = {}
+        graph.node.create_subscription(Image, "/grounded_planner/overlay", lambda m: shown.__setitem__("overlay", m), latched)
+        graph.node.create_subscription(MarkerArray, "/grounded_planner/plan_markers", lambda m: shown.__setitem__("markers", m), latched)
+        spin_until(graph.executor, lambda: len(shown) == 2, 30.0, "overlay image and plan markers")
+        overlay = image_to_numpy(shown["overlay"])
+        assert overlay.shape == (H, W, 3) and not np.array_equal(overlay, image_to_numpy(graph.color)), "nothing drawn"
+        spheres = [m for m in shown["markers"].markers if m.type == Marker.SPHERE]
+        assert len(spheres) == 2 and spheres[0].header.frame_id == "fr3_link0"
+        assert spheres[0].pose.position.z == pytest.approx(grasp[2])
     finally:
         graph.close()
         out = stop_process(child)

@@ -1,4 +1,4 @@
-"""What the nodes show of a plan: an overlay image (boxes, points, step numbers), RViz markers, target poses."""
+"""What the nodes show of a plan: an overlay image, RViz markers, target poses."""
 
 from __future__ import annotations
 
@@ -12,54 +12,15 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from grounded_planner.ros.convert import pose_stamped
 
-# RGB per primitive, shared by the overlay and the markers so the two views match.
+# RGB per primitive for the markers.
 ACTION_COLORS = {"grasp": (230, 60, 60), "place": (40, 170, 60), "open": (40, 110, 230), "close": (220, 160, 20)}
 
 
 def draw_plan_overlay(image_rgb: np.ndarray, plan: Any) -> np.ndarray:
-    """Draw each action's box or point with its step number and type onto a copy of ``image_rgb``.
+    """(H, W, 3) uint8 copy of ``image_rgb`` with the plan drawn by the vlm layer's ``draw_plan``."""
+    from grounded_planner.vlm.draw import draw_plan
 
-    Parameters
-    ----------
-    image_rgb : ndarray, shape (H, W, 3), uint8
-    plan : GroundedPlan
-        In pixels of an image of ``plan.image_size``; rescaled when ``image_rgb`` has another size.
-
-    Returns
-    -------
-    ndarray, shape (H, W, 3), uint8
-    """
-    from PIL import Image, ImageDraw
-
-    image = np.asarray(image_rgb)
-    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-        raise ValueError(f"image_rgb must be (H, W, 3) uint8, got shape {image.shape} dtype {image.dtype}")
-    height, width = image.shape[:2]
-    sx = width / plan.image_size[0] if plan.image_size[0] else 1.0
-    sy = height / plan.image_size[1] if plan.image_size[1] else 1.0
-    canvas = Image.fromarray(image.copy())
-    draw = ImageDraw.Draw(canvas)
-    line = max(2, round(min(width, height) / 240))
-    for i, action in enumerate(plan.actions):
-        color = ACTION_COLORS.get(action.type, (255, 255, 255))
-        label = f"{i + 1} {action.type} {action.object}".strip()
-        if action.bbox is not None:
-            x1, y1, x2, y2 = action.bbox
-            draw.rectangle([x1 * sx, y1 * sy, x2 * sx, y2 * sy], outline=color, width=line)
-            anchor = (x1 * sx + line, y1 * sy + line)
-        elif action.point is not None:
-            x, y = action.point[0] * sx, action.point[1] * sy
-            r = 3 * line
-            draw.ellipse([x - r, y - r, x + r, y + r], outline=color, width=line)
-            draw.line([x - 2 * r, y, x + 2 * r, y], fill=color, width=1)
-            draw.line([x, y - 2 * r, x, y + 2 * r], fill=color, width=1)
-            anchor = (x + r + 2, y - r - 12)
-        else:
-            continue
-        bbox = draw.textbbox(anchor, label)
-        draw.rectangle(bbox, fill=(0, 0, 0))
-        draw.text(anchor, label, fill=color)
-    return np.asarray(canvas)
+    return np.asarray(draw_plan(image_rgb, plan))
 
 
 def yaw_quaternion(yaw_rad: float | None) -> tuple[float, float, float, float]:
