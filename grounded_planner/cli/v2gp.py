@@ -1,0 +1,134 @@
+"""`grounded-planner v2gp ...` (demonstrations to grounded-plan training data) and `grounded-planner finetune`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(subparsers) -> None:
+    v2gp = subparsers.add_parser("v2gp", help="V2GP: robot demonstrations -> grounded plans -> training JSONL")
+    sub = v2gp.add_subparsers(dest="v2gp_command", metavar="V2GP_COMMAND")
+    v2gp.set_defaults(func=lambda args: (v2gp.print_help(), 2)[1])
+
+    seg = sub.add_parser("segment", help="stage 1 only: close-open gripper cycles of a frame,gripper CSV",
+                         description="Print {\"segments\": [[start, end], ...]}: start = frame where the gripper "
+                                     "starts closing, end = frame where it is fully open again (0 = open, 1 = closed).")
+    seg.add_argument("--gripper", required=True, metavar="SIGNAL.csv", help="CSV with columns frame,gripper")
+    seg.add_argument("--robot", default="default", help="robot profile for defaults (default, droid, franka_width, so101)")
+    seg.add_argument("--close-threshold", type=float, default=None, help="level at/above which the gripper is closed")
+    seg.add_argument("--open-threshold", type=float, default=None, help="level at/below which it is released")
+    seg.add_argument("--min-frames", type=int, default=None, help="shortest grasp (and longest bridged dropout), frames")
+    seg.set_defaults(func=_segment)
+
+    run = sub.add_parser("run", help="all stages over a dataset: segments, objects, grounding, plans, training JSONL")
+    run.add_argument("--dataset", required=True, help="LeRobot v2.x/v3 dataset folder or a folder of rollouts")
+    run.add_argument("--out", required=True, metavar="DIR", help="output folder (caches live here; reruns resume)")
+    run.add_argument("--config", default=None, help="V2GP YAML config (see config/v2gp.yaml)")
+    run.add_argument("--vlm", default=None, metavar="BASE_URL|replay:FILE",
+                     help="VLM for object naming (stage 2), the vlm grounder and rewrites: an OpenAI-compatible base URL")
+    run.add_argument("--model", default=None, help="model name sent to the VLM server")
+    run.add_argument("--grounder", default=None, choices=["oracle", "vlm", "sam3"], help="stage 3 grounder")
+    run.add_argument("--workers", type=int, default=None, help="episodes processed in parallel (threads)")
+    run.add_argument("--executor", default=None, choices=["local", "ray"], help="ray: spread episodes over a Ray cluster")
+    run.add_argument("--episodes", default=None, help="only these episode indices, e.g. 0,3,5-9")
+    run.add_argument("--no-implicit", action="store_true", help="skip the implicit-instruction rewrite")
+    run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    run.set_defaults(func=_run)
+
+    synth = sub.add_parser("synth", help="write a synthetic demonstration dataset (LeRobot layout, known object boxes)")
+    synth.add_argument("--out", required=True, metavar="DIR")
+    synth.add_argument("--episodes", type=int, default=4)
+    synth.add_argument("--format", default="v2.1", choices=["v2.1", "v3.0"])
+    synth.add_argument("--video", action="store_true", help="store frames as MP4 videos instead of images in parquet")
+    synth.add_argument("--seed", type=int, default=0)
+    synth.set_defaults(func=_synth)
+
+    ft = subparsers.add_parser("finetune", help="LoRA fine-tuning of a Qwen3-VL planner on V2GP training JSONL")
+    ft.add_argument("--data", required=True, metavar="TRAIN.jsonl")
+    ft.add_argument("--base-model", required=True, metavar="PATH", help="local Hugging Face model folder")
+    ft.add_argument("--out", required=True, metavar="ADAPTER_DIR")
+    ft.add_argument("--epochs", type=float, default=None)
+    ft.add_argument("--max-steps", type=int, default=None)
+    ft.add_argument("--lr", type=float, default=None, help="learning rate")
+    ft.add_argument("--rank", type=int, default=None, help="LoRA rank")
+    ft.add_argument("--batch-size", type=int, default=None)
+    ft.add_argument("--max-image-side", type=int, default=None, help="resize images so the longer side is at most this")
+    ft.add_argument("--device", default=None, help="cpu, cuda, cuda:0 (default: cuda if available)")
+    ft.add_argument("--seed", type=int, default=None)
+    ft.set_defaults(func=_finetune)
+
+
+def _segment(args: argparse.Namespace) -> int:
+    from grounded_planner.cli.main import CliError
+    from grounded_planner.v2gp.segment import SignalError, config_for_robot, load_gripper_csv, segment_signal
+
+    try:
+        config = config_for_robot(args.robot, close_threshold=args.close_threshold,
+                                  open_threshold=args.open_threshold, min_frames=args.min_frames)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from exc
+    try:
+        frames, values = load_gripper_csv(args.gripper)
+        result = segment_signal(values, frames, config)
+    except SignalError as exc:
+        raise CliError(str(exc), 2) from exc
+    for frame, reason in result.dropped:
+        if reason == "not_reopened":
+            print(f"warning: the gripper closes at frame {frame} and is not open again by the last frame; "
+                  "no segment reported", file=sys.stderr)
+    print(json.dumps(result.to_dict()))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from grounded_planner.cli.main import CliError
+    from grounded_planner.v2gp.config import V2GPConfig, parse_episode_list
+    from grounded_planner.v2gp.errors import V2GPError
+    from grounded_planner.v2gp.pipeline import run_pipeline
+
+    try:
+        config = V2GPConfig.load(args.config) if args.config else V2GPConfig()
+        config = config.with_overrides(vlm=args.vlm, model=args.model, grounder=args.grounder, workers=args.workers,
+                                       executor=args.executor, implicit=False if args.no_implicit else None)
+        episodes = parse_episode_list(args.episodes) if args.episodes else None
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from exc
+    try:
+        summary = run_pipeline(args.dataset, args.out, config, episodes=episodes,
+                               progress=None if args.quiet else sys.stderr)
+    except V2GPError as exc:
+        raise CliError(str(exc), 1) from exc
+    print(json.dumps(summary.to_dict(), indent=2))
+    return 0
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from grounded_planner.cli.main import CliError
+    from grounded_planner.v2gp.synthetic import SyntheticConfig, write_synthetic_dataset
+
+    try:
+        cfg = SyntheticConfig(episodes=args.episodes, seed=args.seed, video=args.video)
+        path = write_synthetic_dataset(args.out, cfg, version=args.format)
+    except (ValueError, OSError) as exc:
+        raise CliError(str(exc), 2) from exc
+    print(path)
+    return 0
+
+
+def _finetune(args: argparse.Namespace) -> int:
+    from grounded_planner.cli.main import CliError
+    from grounded_planner.v2gp.errors import V2GPError
+    from grounded_planner.v2gp.finetune import FinetuneConfig, finetune
+
+    overrides = {"epochs": args.epochs, "max_steps": args.max_steps, "learning_rate": args.lr, "lora_rank": args.rank,
+                 "batch_size": args.batch_size, "max_image_side": args.max_image_side, "device": args.device,
+                 "seed": args.seed}
+    try:
+        config = FinetuneConfig(**{k: v for k, v in overrides.items() if v is not None})
+        report = finetune(args.data, args.base_model, args.out, config, progress=sys.stderr)
+    except (ValueError, V2GPError) as exc:
+        raise CliError(str(exc), 2) from exc
+    print(json.dumps(report, indent=2))
+    return 0

@@ -1,0 +1,376 @@
+"""V2GP stage 1: split a demonstration into close-open gripper cycles (manipulation segments).
+
+Definition (the one ``grounded-planner v2gp segment`` prints):
+
+* The signal is normalised so that 0 is fully open and 1 fully closed (``open_value``/``closed_value``
+  map raw units such as a Franka finger width in metres).
+* Detection uses hysteresis: the gripper counts as *closed* from the first frame at or above
+  ``close_threshold`` until the first frame at or below ``open_threshold``. A closed spell shorter than
+  ``min_frames`` is a glitch and is ignored; an open spell shorter than ``min_frames`` inside a grasp
+  is a sensor dropout and is bridged. Missing samples (empty/NaN cells, skipped frame numbers) are
+  interpolated for detection only.
+* **start** is the frame where the gripper *starts closing*: we walk back from the close-threshold
+  crossing to where the rise left the open level. The open level is the median of the open frames and
+  the noise band ``open_level + tol`` with ``tol = 4 sigma`` (sigma from the median absolute frame-to-frame
+  difference of the open frames), so noise on the open gripper is never mistaken for closing. The rising
+  frames above the band are fitted with a line and extrapolated back to the open level; the start is the
+  frame nearest to that instant (for a linear ramp that is the last frame still at the open level, where
+  the rise begins). An instantaneous step has no rising frames to fit: its start is the first closed frame.
+* **end** is the frame where the gripper is *fully open again*: the same construction on the falling
+  edge, i.e. the frame nearest to the instant the fall reaches the open level (for a ramp that is the
+  first frame back at the open level; for a step, the first open frame).
+* A gripper already closed at the first frame gives a segment starting there (``truncated_start``); a
+  gripper still closed at the last frame has no "fully open again" frame, so that cycle is reported
+  in :attr:`SegmentResult.dropped` (reason ``not_reopened``) and not as a segment.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+
+class SignalError(ValueError):
+    """A gripper signal that cannot be segmented (bad file, bad column, bad values)."""
+
+
+@dataclass
+class SegmentConfig:
+    """Per-robot segmentation settings (see the module docstring for the exact definition)."""
+
+    # normalised level at/above which the gripper counts as closed (0 = open, 1 = closed)
+    close_threshold: float = 0.5
+    # normalised level at/below which a closed gripper counts as released; must be < close_threshold
+    open_threshold: float = 0.2
+    # a closed spell must last this many frames to be a grasp; shorter open spells inside a grasp are dropouts
+    min_frames: int = 3
+    # raw signal value of the fully open gripper (e.g. 0.08 for a Franka finger width in m)
+    open_value: float = 0.0
+    # raw signal value of the fully closed gripper (e.g. 0.0 for a Franka finger width in m)
+    closed_value: float = 1.0
+    # normalised closed level at/above which the fingers met nothing: an empty grasp (used by the filters)
+    empty_grasp_level: float = 0.97
+
+    def __post_init__(self) -> None:
+        for name in ("close_threshold", "open_threshold", "open_value", "closed_value", "empty_grasp_level"):
+            if not math.isfinite(float(getattr(self, name))):
+                raise ValueError(f"SegmentConfig.{name} must be finite, got {getattr(self, name)!r}")
+        if not 0.0 < self.close_threshold <= 1.0:
+            raise ValueError(f"close_threshold must be in (0, 1], got {self.close_threshold}")
+        if not 0.0 <= self.open_threshold < self.close_threshold:
+            raise ValueError(
+                f"open_threshold must be in [0, close_threshold={self.close_threshold}), got {self.open_threshold}")
+        if int(self.min_frames) != self.min_frames or self.min_frames < 1:
+            raise ValueError(f"min_frames must be an integer >= 1, got {self.min_frames!r}")
+        self.min_frames = int(self.min_frames)
+        if self.open_value == self.closed_value:
+            raise ValueError(f"open_value and closed_value must differ, both are {self.open_value}")
+
+
+# Settings per robot (the `--robot` option and `segment.robot` in the V2GP config).
+ROBOT_PROFILES: dict[str, dict[str, float]] = {
+    "default": {},
+    # DROID's Robotiq 2F-85 `gripper_position`: 0 open, 1 closed; thick objects stop it near 0.4
+    "droid": {"close_threshold": 0.3, "open_threshold": 0.1, "min_frames": 4},
+    # Franka Hand finger width in metres: 0.08 open, 0 closed
+    "franka_width": {"open_value": 0.08, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15},
+    # SO-101 gripper joint in LeRobot's 0..100 range, 100 fully open
+    "so101": {"open_value": 100.0, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15},
+}
+
+
+def config_for_robot(robot: str, **overrides) -> SegmentConfig:
+    """The :class:`SegmentConfig` of a named robot profile, with keyword overrides (None values ignored)."""
+    if robot not in ROBOT_PROFILES:
+        raise ValueError(f"unknown robot profile {robot!r} (expected one of {', '.join(sorted(ROBOT_PROFILES))})")
+    values = dict(ROBOT_PROFILES[robot])
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return SegmentConfig(**values)
+
+
+@dataclass
+class Segment:
+    """One close-open cycle, in the signal's frame numbers (both ends inclusive)."""
+
+    start: int  # frame where the gripper starts closing
+    end: int  # frame where the gripper is fully open again
+    close_frame: int  # first frame at/above close_threshold
+    release_frame: int  # first frame at/below open_threshold after the grasp
+    closed_level: float  # median normalised level while closed (about 1 for an empty grasp)
+    truncated_start: bool = False  # already closed at the first frame: the real start is earlier
+    dropped_mid_grasp: bool = False  # the fingers closed fully during the hold: the object slipped out
+
+    def to_list(self) -> list[int]:
+        return [int(self.start), int(self.end)]
+
+
+@dataclass
+class SegmentResult:
+    """Segments plus what was left out and why (nothing is silently dropped)."""
+
+    segments: list[Segment] = field(default_factory=list)
+    # (close_frame, reason) of closed spells that are not segments: "not_reopened", "too_short"
+    dropped: list[tuple[int, str]] = field(default_factory=list)
+    open_level: float = 0.0
+    noise_sigma: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"segments": [s.to_list() for s in self.segments]}
+
+
+def normalise(raw: np.ndarray, config: SegmentConfig) -> np.ndarray:
+    """Map raw gripper readings to 0 = open, 1 = closed (NaN stays NaN)."""
+    return (np.asarray(raw, dtype=float) - config.open_value) / (config.closed_value - config.open_value)
+
+
+def _fill_missing(values: np.ndarray) -> np.ndarray:
+    """Linear interpolation over NaN samples, edges held (for detection only)."""
+    good = np.isfinite(values)
+    if good.all():
+        return values
+    idx = np.arange(values.size)
+    return np.interp(idx, idx[good], values[good])
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) index ranges where ``mask`` is True."""
+    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
+    diff = np.diff(padded)
+    return list(zip(np.flatnonzero(diff == 1).tolist(), np.flatnonzero(diff == -1).tolist()))
+
+
+def _hysteresis(values: np.ndarray, close_threshold: float, open_threshold: float) -> np.ndarray:
+    closed = np.zeros(values.size, dtype=bool)
+    state = False
+    for i, v in enumerate(values):
+        if not state and v >= close_threshold:
+            state = True
+        elif state and v <= open_threshold:
+            state = False
+        closed[i] = state
+    return closed
+
+
+def _ramp_knee(t: np.ndarray, vals: np.ndarray, level: float, closed: float, knees: np.ndarray,
+               rising: bool, sigma: float) -> int:
+    """Least-squares fit of a linear ramp between the open ``level`` and the ``closed`` level.
+
+    The model is ``level`` up to the knee ``k``, a straight ramp of length ``L`` frames, then ``closed``
+    (mirrored when not ``rising``: ``closed`` until ``k - L``, ramp, ``level`` from ``k``). Every sample of
+    the window counts, the flat ones included, which makes the knee far less noise-sensitive than a
+    threshold crossing. Ties (a step leaves the knee anywhere between two frames) go to the knee that is
+    The knees whose squared error is insignificantly above the best form the tied range [lo, hi]; the
+    answer is the frame nearest its centre, kept inside the range's integer frames when it has any: a step
+    between two samples ties every knee between them, giving the last open frame before a rise and the
+    first open frame after a fall, also when the frames in between were not measured.
+
+    Parameters
+    ----------
+    t, vals : ndarray, shape (M,)
+        Frame indices and normalised values of the measured samples in the window.
+    knees : ndarray, shape (K,)
+        Candidate knee instants (fractional frame indices), ascending.
+    sigma : float
+        Noise standard deviation; knees whose squared error is within a quarter of its square of the
+        best count as tied.
+
+    Returns
+    -------
+    int
+        The knee frame: where the rise leaves (or the fall reaches) the open level.
+    """
+    span = float(t.max() - t.min()) + 1.0
+    lengths = np.linspace(0.05, span, max(2, min(200, int(span * 10))))
+    k = knees[:, None, None]
+    length = lengths[None, :, None]
+    if rising:
+        frac = np.clip((t[None, None, :] - k) / length, 0.0, 1.0)
+    else:
+        frac = np.clip((k - t[None, None, :]) / length, 0.0, 1.0)
+    model = level + (closed - level) * frac
+    sse = ((model - vals[None, None, :]) ** 2).sum(axis=2).min(axis=1)  # best length per knee
+    best = sse.min()
+    tied = knees[sse <= best + 0.25 * max(sigma, 0.01) ** 2]
+    lo, hi = float(tied.min()), float(tied.max())
+    frame = math.floor((lo + hi) / 2 + 0.5) if rising else math.ceil((lo + hi) / 2 - 0.5)
+    if math.ceil(lo - 1e-6) <= math.floor(hi + 1e-6):
+        frame = min(max(frame, math.ceil(lo - 1e-6)), math.floor(hi + 1e-6))
+    return int(frame)
+
+
+def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
+                   config: SegmentConfig | None = None) -> SegmentResult:
+    """Find close-open cycles in a gripper signal.
+
+    Parameters
+    ----------
+    values : sequence of float, shape (N,)
+        Raw gripper readings (NaN = missing sample), mapped to 0 = open / 1 = closed with the config.
+    frames : sequence of int, shape (N,), optional
+        Strictly increasing frame numbers of the samples (gaps are missing samples). Default 0..N-1.
+    config : SegmentConfig, optional
+
+    Returns
+    -------
+    SegmentResult
+        Segments with ``start``/``end`` in the given frame numbers (see the module docstring).
+    """
+    config = config or SegmentConfig()
+    raw = np.asarray(values, dtype=float).reshape(-1)
+    if frames is None:
+        frames_arr = np.arange(raw.size)
+    else:
+        frames_arr = np.asarray(frames).reshape(-1)
+        if frames_arr.size != raw.size:
+            raise SignalError(f"{frames_arr.size} frame numbers for {raw.size} gripper values")
+        if frames_arr.size and np.any(np.diff(frames_arr) <= 0):
+            bad = int(np.flatnonzero(np.diff(frames_arr) <= 0)[0]) + 1
+            raise SignalError(f"frame numbers must be strictly increasing; row {bad} has frame {frames_arr[bad]} "
+                              f"after {frames_arr[bad - 1]}")
+    if raw.size == 0 or not np.isfinite(raw).any():
+        return SegmentResult()
+    first_frame = int(frames_arr[0])
+    # dense grid over the frame range: skipped frame numbers become missing samples
+    dense = np.full(int(frames_arr[-1]) - first_frame + 1, np.nan)
+    dense[frames_arr.astype(np.int64) - first_frame] = normalise(raw, config)
+    sig = _fill_missing(dense)
+    n = sig.size
+
+    closed = _hysteresis(sig, config.close_threshold, config.open_threshold)
+    # bridge short open spells inside a grasp (dropouts), then forget short closed spells (glitches)
+    for a, b in _runs(~closed):
+        if a > 0 and b < n and b - a < config.min_frames:
+            closed[a:b] = True
+    result = SegmentResult()
+    spells = []
+    for a, b in _runs(closed):
+        if b - a < config.min_frames and b < n:
+            result.dropped.append((a + first_frame, "too_short"))
+            closed[a:b] = False
+        else:
+            spells.append((a, b))
+
+    valid = np.isfinite(dense)
+    open_mask = ~closed & valid & (sig <= config.open_threshold)
+    result.open_level = level = float(np.median(sig[open_mask])) if open_mask.any() else 0.0
+    both_open = (~closed[1:]) & (~closed[:-1]) & valid[1:] & valid[:-1]
+    diffs = np.diff(sig)[both_open]
+    sigma = 1.4826 * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2) if diffs.size else 0.0
+    result.noise_sigma = sigma
+    # noise band of the open gripper: 4 sigma, kept below the close threshold so a grasp always leaves it
+    tol = min(max(4.0 * sigma, 1e-3), 0.5 * max(config.close_threshold - level, 1e-3))
+    floor = level + tol
+    above = sig > floor
+
+    prev_end = 0
+    for k, (a, b) in enumerate(spells):
+        if b >= n:
+            result.dropped.append((a + first_frame, "not_reopened"))
+            continue
+        closed_level = float(np.median(sig[a:b][valid[a:b]])) if valid[a:b].any() else float(np.median(sig[a:b]))
+        plateau = closed_level - max(tol, 0.05 * closed_level)
+        next_start = spells[k + 1][0] if k + 1 < len(spells) else n
+
+        # -- start: walk back from the crossing to the last measured frame inside the open band
+        t_open = a - 1
+        while t_open >= prev_end and not (valid[t_open] and not above[t_open]):
+            t_open -= 1
+        truncated = t_open < 0
+        t0 = t_open + 1  # first frame above the band
+        top = a
+        while top < b - 1 and sig[top] < plateau:
+            top += 1  # first frame of the closed plateau
+        if truncated:
+            start = 0
+        else:
+            rise = top - t0 + 1
+            lo = max(prev_end, t0 - 2 * rise - 2)
+            window = np.arange(lo, min(b, top + rise + 2))
+            window = window[valid[window]]
+            t_meas = t0
+            while t_meas < a and not valid[t_meas]:
+                t_meas += 1  # first measured frame above the band: the rise left the open level before it
+            knees = np.arange(lo, t_meas - 0.05 + 1e-9, 0.05)
+            knee = _ramp_knee(window, sig[window], level, closed_level, knees, rising=True, sigma=sigma)
+            start = int(min(t_meas - 1, max(lo, knee))) if knees.size else t0
+
+        # -- end: first measured frame back inside the open band after release, refined on the falling edge
+        e0 = b
+        while e0 < next_start - 1 and not (valid[e0] and not above[e0]):
+            e0 += 1
+        e_last_above = e0 - 1
+        while e_last_above > a and not (valid[e_last_above] and above[e_last_above]):
+            e_last_above -= 1
+        last_top = b - 1
+        while last_top > a and sig[last_top] < plateau:
+            last_top -= 1  # last frame of the closed plateau
+        fall = e0 - last_top
+        hi = min(next_start - 1, n - 1, e0 + 2 * fall + 2)
+        window = np.arange(max(a, last_top - fall - 2), hi + 1)
+        window = window[valid[window]]
+        knees = np.arange(e_last_above + 0.05, hi + 1e-9, 0.05)
+        if knees.size and window.size:
+            knee = _ramp_knee(window, sig[window], level, closed_level, knees, rising=False, sigma=sigma)
+            end = int(max(e_last_above + 1, min(hi, knee)))
+        else:
+            end = e0
+
+        empty = sig[a:b] >= config.empty_grasp_level
+        dropped_mid = bool(closed_level < config.empty_grasp_level and empty[len(empty) // 2:].any()
+                           and not empty[: max(1, len(empty) // 4)].any())
+        result.segments.append(Segment(
+            start=start + first_frame, end=end + first_frame, close_frame=a + first_frame,
+            release_frame=b + first_frame, closed_level=closed_level, truncated_start=truncated,
+            dropped_mid_grasp=dropped_mid))
+        prev_end = end
+    return result
+
+
+def load_gripper_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read a ``frame,gripper`` CSV; empty or ``nan`` gripper cells are missing samples.
+
+    Returns
+    -------
+    frames : ndarray of int64, shape (N,)
+    values : ndarray of float, shape (N,)
+    """
+    path = Path(path)
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise SignalError(f"cannot read gripper signal {path}: {exc.strerror}") from exc
+    frames: list[int] = []
+    values: list[float] = []
+    with handle:
+        reader = csv.DictReader(handle)
+        fields = [f.strip() for f in (reader.fieldnames or [])]
+        if "frame" not in fields or "gripper" not in fields:
+            raise SignalError(f"{path}: expected CSV columns 'frame,gripper', got {','.join(fields) or 'no header'}")
+        for line, row in enumerate(reader, start=2):
+            row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
+            try:
+                frames.append(int(float(row["frame"])))
+            except ValueError as exc:
+                raise SignalError(f"{path}:{line}: frame must be an integer, got {row['frame']!r}") from exc
+            cell = row["gripper"]
+            if cell == "" or cell.lower() in ("nan", "none", "null", "na"):
+                values.append(float("nan"))
+                continue
+            try:
+                value = float(cell)
+            except ValueError as exc:
+                raise SignalError(f"{path}:{line}: gripper must be a number, got {cell!r}") from exc
+            if math.isinf(value):
+                raise SignalError(f"{path}:{line}: gripper must be finite, got {cell!r}")
+            values.append(value)
+    frames_arr = np.asarray(frames, dtype=np.int64)
+    if frames_arr.size > 1 and np.any(np.diff(frames_arr) <= 0):
+        bad = int(np.flatnonzero(np.diff(frames_arr) <= 0)[0]) + 1
+        raise SignalError(f"{path}: frame numbers must be strictly increasing; row {bad + 2} has frame "
+                          f"{frames_arr[bad]} after {frames_arr[bad - 1]}")
+    return frames_arr, np.asarray(values, dtype=float)

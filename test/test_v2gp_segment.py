@@ -1,0 +1,136 @@
+"""V2GP stage 1: gripper close-open cycles on noisy synthetic signals with known segments, and its CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grounded_planner.v2gp.segment import SegmentConfig, SignalError, config_for_robot, load_gripper_csv, segment_signal
+
+
+def cycle_signal(n: int, cycles: list[tuple[int, int]], ramp: int, closed_level: float = 1.0) -> np.ndarray:
+    """Clean signal with linear ramps: frame ``s`` is the last open frame before the rise, ``e`` the first
+    fully open frame after the fall (the segment definition), ``ramp`` frames of motion on each edge."""
+    sig = np.zeros(n)
+    for s, e in cycles:
+        sig[s:s + ramp + 1] = np.linspace(0.0, closed_level, ramp + 1)
+        sig[s + ramp:e - ramp + 1] = closed_level
+        sig[e - ramp:e + 1] = np.linspace(closed_level, 0.0, ramp + 1)
+    return sig
+
+
+@pytest.mark.parametrize("ramp", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("sigma", [0.0, 0.01, 0.02])
+def test_noisy_signals_give_the_known_segments(ramp, sigma):
+    rng = np.random.default_rng(ramp * 100 + int(sigma * 1000))
+    truth = [(15, 60), (90, 131), (170, 240)]
+    for trial in range(10):
+        clean = cycle_signal(260, truth, ramp, closed_level=rng.uniform(0.55, 0.95))
+        sig = clean + rng.normal(0.0, sigma, clean.size)
+        # dropouts away from the edges: missing samples in open and closed spells, and 1-2 frame reads
+        # of "open" while the object is held
+        for idx in (5, 40, 41, 100, 200, 201, 250):
+            sig[idx] = np.nan
+        sig[110:112] = 0.0
+        sig[220] = 0.02
+        got = segment_signal(sig, config=SegmentConfig(close_threshold=0.4, open_threshold=0.15, min_frames=4))
+        assert got.to_dict() == {"segments": [list(c) for c in truth]}, (trial, got.to_dict())
+
+
+def test_step_signal_boundaries_are_the_last_and_first_open_frames():
+    sig = np.array([0, 0, 0, 1, 1, 1, 1, 0, 0, 0], dtype=float)
+    assert segment_signal(sig).to_dict() == {"segments": [[2, 7]]}
+
+
+def test_glitches_shorter_than_min_frames_are_not_segments():
+    sig = cycle_signal(120, [(20, 60)], 3)
+    sig[80:82] = 1.0  # a 2-frame spike of "closed" on an open gripper
+    sig[100] = 1.0
+    result = segment_signal(sig, config=SegmentConfig(min_frames=3))
+    assert result.to_dict() == {"segments": [[20, 60]]}
+    assert [reason for _, reason in result.dropped] == ["too_short", "too_short"]
+    # with min_frames 2 the two-frame spike is a (very short) grasp
+    assert len(segment_signal(sig, config=SegmentConfig(min_frames=2)).segments) == 2
+
+
+def test_missing_rows_and_frame_offsets_keep_the_csv_frame_numbers():
+    frames = np.arange(1000, 1100)
+    sig = cycle_signal(100, [(10, 50)], 4)
+    keep = np.ones(100, dtype=bool)
+    keep[[30, 31, 32, 70, 71]] = False  # rows missing from the file
+    got = segment_signal(sig[keep], frames[keep])
+    assert got.to_dict() == {"segments": [[1010, 1050]]}
+
+
+def test_gripper_closed_at_both_ends():
+    sig = np.concatenate([np.ones(10), np.linspace(1, 0, 4), np.zeros(20), np.linspace(0, 1, 4), np.ones(10)])
+    result = segment_signal(sig)
+    assert result.to_dict() == {"segments": [[0, 13]]}
+    assert result.segments[0].truncated_start
+    assert [reason for _, reason in result.dropped] == ["not_reopened"]
+
+
+def test_empty_grasp_and_drop_flags():
+    thick = cycle_signal(100, [(10, 60)], 3, closed_level=0.6)
+    thick[40:59] = np.maximum(thick[40:59], 1.0)  # fingers close fully half way: the object slipped out
+    thick[59:61] = [0.66, 0.33]
+    seg = segment_signal(thick).segments[0]
+    assert seg.dropped_mid_grasp
+    empty = segment_signal(cycle_signal(100, [(10, 60)], 3, closed_level=1.0)).segments[0]
+    assert empty.closed_level >= SegmentConfig().empty_grasp_level and not empty.dropped_mid_grasp
+
+
+def test_franka_width_profile_maps_metres():
+    width_m = 0.08 - 0.08 * cycle_signal(80, [(10, 50)], 3, closed_level=0.7)  # 0.08 m open
+    assert segment_signal(width_m, config=config_for_robot("franka_width")).to_dict() == {"segments": [[10, 50]]}
+
+
+def test_bad_config_and_bad_csv_are_named(tmp_path):
+    with pytest.raises(ValueError, match="open_threshold"):
+        SegmentConfig(close_threshold=0.3, open_threshold=0.5)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("frame,width\n0,1\n")
+    with pytest.raises(SignalError, match="frame,gripper"):
+        load_gripper_csv(bad)
+    bad.write_text("frame,gripper\n0,0.1\n1,abc\n")
+    with pytest.raises(SignalError, match=r"bad.csv:3: gripper must be a number"):
+        load_gripper_csv(bad)
+    bad.write_text("frame,gripper\n0,0.1\n2,0.2\n1,0.3\n")
+    with pytest.raises(SignalError, match="strictly increasing"):
+        load_gripper_csv(bad)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).with_name("grounded-planner")  # the installed console script
+    return subprocess.run([str(exe), "v2gp", "segment", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_prints_exactly_the_segments_json(tmp_path):
+    rng = np.random.default_rng(7)
+    sig = cycle_signal(150, [(12, 50), (80, 120)], 4, closed_level=0.8) + rng.normal(0, 0.015, 150)
+    lines = ["frame,gripper"] + [f"{i},{v:.4f}" for i, v in enumerate(sig)]
+    lines[30] = "29,"  # an empty cell: a dropout
+    path = tmp_path / "signal.csv"
+    path.write_text("\n".join(lines) + "\n")
+    out = _cli("--gripper", str(path))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"segments": [[12, 50], [80, 120]]}
+    assert out.stdout.strip() == '{"segments": [[12, 50], [80, 120]]}'
+    # thresholds and min duration from the command line: a high close threshold misses the grasps
+    out = _cli("--gripper", str(path), "--close-threshold", "0.95", "--open-threshold", "0.2", "--min-frames", "3")
+    assert json.loads(out.stdout) == {"segments": []}
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    out = _cli("--gripper", str(tmp_path / "missing.csv"))
+    assert out.returncode == 2
+    assert "missing.csv" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    path = tmp_path / "s.csv"
+    path.write_text("frame,gripper\n0,0\n")
+    out = _cli("--gripper", str(path), "--close-threshold", "0.2", "--open-threshold", "0.3")
+    assert out.returncode == 2 and "open_threshold" in out.stderr
