@@ -1,0 +1,111 @@
+"""`grounded-planner replay BAG...`: the planner offline on recorded frames; bench-format predictions, scored if GT exists."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from grounded_planner.cli.main import CliError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "replay", help="run the planner on frames+instructions recorded in bags; write (and score) predictions",
+        description="Offline evaluation on old rollouts: each plan (or instruction) in a bag is planned again "
+                    "on the color frame it was made on. Predictions are JSONL lines {id, plan, error} as "
+                    "`bench score` reads them; with --episodes they are scored against that ground truth.")
+    p.add_argument("bags", nargs="*", metavar="BAG",
+                   help="rollout folders, rosbag2 folders or .mcap/.db3 files (a cut-short MCAP is read up to its end)")
+    p.add_argument("--episodes", metavar="E.jsonl",
+                   help="bench ground truth: scores the ids it shares with the bags; an episode whose image is "
+                        "a bag is replayed from it")
+    p.add_argument("--out", required=True, metavar="P.jsonl", help="predictions file to write")
+    p.add_argument("--score-out", metavar="S.json", help="also write the score JSON here")
+    p.add_argument("--instruction", default="", help="instruction for bags that recorded none")
+    p.add_argument("--color-topic", default=None, help="color image topic [/camera/camera/color/image_raw]")
+    p.add_argument("--plan-topic", default=None, help="GroundedPlan topic [/grounded_planner/plan]")
+    p.add_argument("--instruction-topic", default=None, help="instruction topic [/grounded_planner/instruction]")
+    # the planner (same names as `grounded-planner plan`)
+    p.add_argument("--backend", choices=["openai", "gemini", "transformers", "replay", "decoupled"], default=None)
+    p.add_argument("--model", default=None, help="model name on the server / Gemini id / local path")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server root incl. /v1")
+    p.add_argument("--api-key-env", default=None, help="name of the environment variable holding the API key")
+    p.add_argument("--prompt-family", choices=["auto", "qwen3", "gemini", "pixel"], default="auto")
+    p.add_argument("--timeout", type=float, default=None, dest="timeout_s", help="seconds per request [60]")
+    p.add_argument("--max-image-side", type=int, default=None, help="longest image side sent, px [1280]")
+    p.add_argument("--repair-attempts", type=int, default=None, help="re-prompts after an invalid answer [1]")
+    p.add_argument("--cache-dir", default=None, help="on-disk response cache folder")
+    p.add_argument("--replay-file", default=None, help="JSONL of recorded plans (replay backend)")
+    p.set_defaults(func=_replay)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from grounded_planner.rollout.bag import BagError
+    from grounded_planner.rollout.record import RolloutTopics
+    from grounded_planner.rollout.replay import episodes_for_replay, replay_episodes
+    from grounded_planner.vlm.config import PlannerConfig
+    from grounded_planner.vlm.errors import VLMError, VLMUnavailableError
+    from grounded_planner.vlm.planner import make_planner
+
+    if not args.bags and not args.episodes:
+        raise CliError("name at least one BAG or an --episodes file whose images are bags")
+    gt = []
+    if args.episodes:
+        from grounded_planner.bench.episodes import EpisodeError, load_episodes
+
+        try:
+            gt = load_episodes(args.episodes)
+        except (EpisodeError, OSError) as exc:
+            raise CliError(str(exc)) from exc
+    topics = RolloutTopics()
+    changes = {k: v for k, v in (("color", args.color_topic), ("plan", args.plan_topic),
+                                 ("instruction", args.instruction_topic)) if v}
+    topics = replace(topics, **changes)
+    try:
+        episodes = episodes_for_replay(args.bags, gt, topics, args.instruction)
+    except BagError as exc:
+        raise CliError(str(exc)) from exc
+    if not episodes:
+        raise CliError("the bags hold no planner inputs", 1)
+    try:
+        config = PlannerConfig.from_env(
+            backend=args.backend, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
+            prompt_family=args.prompt_family, timeout_s=args.timeout_s, max_image_side=args.max_image_side,
+            repair_attempts=args.repair_attempts, cache_dir=args.cache_dir, replay_file=args.replay_file)
+        planner = make_planner(config)
+    except (ValueError, VLMError) as exc:
+        raise CliError(str(exc)) from exc
+
+    def plan_fn(image, instruction):
+        try:
+            return planner.plan(image, instruction)
+        except VLMUnavailableError as exc:  # a dead server fails every episode: stop, say so once
+            raise CliError(f"model unavailable: {exc}", 3) from exc
+
+    try:
+        records = replay_episodes(episodes, plan_fn, args.out, error_types=(VLMError,))
+    finally:
+        planner.close()
+    errors = sum(1 for r in records if r["error"])
+    print(f"replayed {len(records)} episode(s) from {len({str(e.bag) for e in episodes})} bag(s) -> {args.out}"
+          f"{f'; {errors} planner error(s)' if errors else ''}", file=sys.stderr)
+
+    scored_ids = {r["id"] for r in records} & {ep.id for ep in gt}
+    if gt:
+        from grounded_planner.bench.episodes import Prediction
+        from grounded_planner.bench.scoring import score
+
+        if not scored_ids:
+            raise CliError(f"no replayed episode id is in {args.episodes} (ids: "
+                           f"{', '.join(sorted(r['id'] for r in records)[:5])}...)", 1)
+        result = score([ep for ep in gt if ep.id in scored_ids],
+                       [Prediction(r["id"], r["plan"], r["error"]) for r in records if r["id"] in scored_ids])
+        text = json.dumps(result, indent=2)
+        if args.score_out:
+            with open(args.score_out, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
+        print(text)
+    return 0
