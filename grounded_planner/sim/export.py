@@ -1,0 +1,128 @@
+"""Ground truth from the simulator: exact grounded plans (boxes from the renderer's segmentation) and bench episodes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from grounded_planner.plan.model import GroundedAction, GroundedPlan
+from grounded_planner.sim.scenario import ScenarioError
+
+# An object covering fewer pixels than this is too occluded or too small to carry a ground-truth box.
+MIN_VISIBLE_PX = 40
+
+
+def mask_bbox(mask: np.ndarray) -> tuple[float, float, float, float] | None:
+    """Tight box [x1, y1, x2, y2] in pixels around a (H, W) bool mask (pixel edges: x2 = last column + 1)."""
+    ys, xs = np.nonzero(mask)
+    if xs.size == 0:
+        return None
+    return float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)
+
+
+def place_point_base(workcell, target_id: str) -> np.ndarray:
+    """The 3D point (base frame, m) a place on ``target_id`` aims at: the inner bottom centre of a container,
+    the top centre of a plate, box or cabinet."""
+    spec = workcell.scenario.object(target_id)
+    lo, hi = workcell.body_aabb(f"obj:{target_id}")
+    centre = 0.5 * (lo + hi)
+    if spec.kind in ("bowl", "cup"):
+        return np.array([centre[0], centre[1], lo[2] + 0.006])
+    return np.array([centre[0], centre[1], hi[2]])
+
+
+def gt_plan(workcell, segmentation: np.ndarray | None = None) -> GroundedPlan:
+    """The scenario's plan grounded in the current camera view.
+
+    Grasp/open/close boxes are the visible pixels of the object (a drawer's own parts for open/close); a place
+    carries the target's box as its region and, as its point, the projection of :func:`place_point_base`.
+    Raises :class:`ScenarioError` when an object of the plan is not visible enough to be boxed.
+    """
+    scenario = workcell.scenario
+    masks = workcell.object_masks(segmentation)
+    cam = scenario.camera
+
+    def box_of(key: str, what: str) -> tuple[float, float, float, float]:
+        mask = masks.get(key)
+        count = int(mask.sum()) if mask is not None else 0
+        if count < MIN_VISIBLE_PX:
+            raise ScenarioError(f"{scenario.source or scenario.name}: {what} {key!r} shows only {count} pixels "
+                                f"from the camera (need {MIN_VISIBLE_PX}); move the object or the camera")
+        return mask_bbox(mask)  # type: ignore[return-value]
+
+    actions = []
+    for i, step in enumerate(scenario.plan):
+        if step.type == "grasp":
+            actions.append(GroundedAction("grasp", object=scenario.object(step.object).name,
+                                          bbox=box_of(step.object, f"plan[{i}] object")))
+        elif step.type == "place":
+            bbox = box_of(step.target, f"plan[{i}] target")
+            # plan coordinates are continuous (the image spans [0, W]): camera pixel centres sit at +0.5
+            u, v = workcell.project(place_point_base(workcell, step.target)[None])[0] + 0.5
+            if not (bbox[0] <= u <= bbox[2] and bbox[1] <= v <= bbox[3]):
+                raise ScenarioError(f"{scenario.source or scenario.name}: plan[{i}]: the place point of "
+                                    f"{step.target!r} is hidden from the camera (projects to {u:.0f}, {v:.0f})")
+            actions.append(GroundedAction("place", target=scenario.object(step.target).name, bbox=bbox,
+                                          point=(float(u), float(v))))
+        else:
+            actions.append(GroundedAction(step.type, object=scenario.object(step.object).name,
+                                          bbox=box_of(f"{step.object}:drawer", f"plan[{i}] drawer of")))
+    return GroundedPlan(instruction=scenario.instruction, image_size=(cam.width, cam.height), actions=actions,
+                        model="sim-ground-truth").validate()
+
+
+def episode_record(workcell, episode_id: str, image_rel: str, plan: GroundedPlan) -> dict:
+    """A bench episode (see ``grounded_planner.bench.episodes``) for a GT plan; places carry their target box."""
+    actions = []
+    for a in plan.actions:
+        d: dict = {"type": a.type}
+        if a.type == "place":
+            d["target"] = a.target
+        else:
+            d["object"] = a.object
+        d["bbox"] = [round(float(v), 2) for v in a.bbox]  # type: ignore[union-attr]
+        actions.append(d)
+    s = workcell.scenario
+    return {"id": episode_id, "image": image_rel, "instruction": s.instruction, "instruction_type": s.instruction_type,
+            "actions": actions, "unordered": [list(b) for b in s.unordered],
+            # not part of the bench format (readers ignore it): where the frame came from and the plan with points
+            "sim": {"scenario": s.name, "seed": workcell.seed, "plan": plan.to_dict()}}
+
+
+def export_episodes(scenario_paths: Iterable[str | Path], out_dir: str | Path, seeds: Iterable[int] = (0,),
+                    write_depth: bool = True) -> list[dict]:
+    """Render the first frame of every scenario x seed and write ``out_dir/episodes.jsonl`` with
+    ``images/<id>.png`` (and ``depth/<id>.png``, uint16 mm, plus the true ``calibration/<id>/`` files).
+
+    Returns the episode records in the order written.
+    """
+    from PIL import Image
+
+    from grounded_planner.sim.workcell import SimWorkcell
+
+    out = Path(out_dir)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    records = []
+    seeds = list(seeds)
+    for path in scenario_paths:
+        for seed in seeds:
+            with SimWorkcell.from_scenario(path, seed=seed) as workcell:
+                episode_id = f"{workcell.scenario.name}-s{seed:03d}"
+                rgb, depth_m = workcell.render()
+                plan = gt_plan(workcell)
+                Image.fromarray(rgb).save(out / "images" / f"{episode_id}.png")
+                record = episode_record(workcell, episode_id, f"images/{episode_id}.png", plan)
+                if write_depth:
+                    (out / "depth").mkdir(exist_ok=True)
+                    Image.fromarray(np.round(depth_m * 1000).astype(np.uint16)).save(out / "depth" / f"{episode_id}.png")
+                    ext, info = workcell.write_calibration(out / "calibration" / episode_id)
+                    record["sim"].update({"depth": f"depth/{episode_id}.png", "extrinsics": ext.relative_to(out).as_posix(),
+                                          "camera_info": info.relative_to(out).as_posix()})
+                records.append(record)
+    tmp = out / "episodes.jsonl.tmp"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    tmp.replace(out / "episodes.jsonl")
+    return records

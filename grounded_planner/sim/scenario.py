@@ -1,0 +1,362 @@
+"""Scenario files for the simulated workcell: YAML -> checked dataclasses, seeded randomisation of poses/colours.
+
+Plain Python (no MuJoCo): the scene builder, the success predicates and the episode export read these.
+Coordinates are in the robot base frame (x forward, y left, z up, metres); the table top is z = 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+import re
+from typing import Any
+
+import numpy as np
+import yaml
+
+
+class ScenarioError(ValueError):
+    """A scenario file (or dict) that breaks the format; the message names the file, the field and what was expected."""
+
+
+OBJECT_KINDS = ("box", "cylinder", "cup", "bowl", "plate", "cabinet")
+# Kinds the top-down gripper can hold (the others are targets or fixtures).
+GRASPABLE_KINDS = ("box", "cylinder", "cup")
+# Containers and supports: a place target's region.
+PREDICATE_TYPES = ("inside", "on", "drawer_open", "drawer_closed")
+
+NAMED_COLORS: dict[str, tuple[float, float, float]] = {
+    "red": (0.85, 0.12, 0.10), "green": (0.15, 0.65, 0.20), "blue": (0.12, 0.30, 0.85),
+    "yellow": (0.95, 0.85, 0.15), "orange": (0.95, 0.50, 0.10), "purple": (0.55, 0.20, 0.70),
+    "white": (0.93, 0.93, 0.93), "black": (0.08, 0.08, 0.08), "gray": (0.50, 0.50, 0.50),
+    "brown": (0.55, 0.35, 0.18), "pink": (0.95, 0.55, 0.70), "cyan": (0.15, 0.75, 0.80),
+    "wood": (0.72, 0.55, 0.36),
+}
+
+
+def _where(source: str, path: str) -> str:
+    return f"{source}: {path}" if source else path
+
+
+def parse_color(value: Any, where: str) -> tuple[float, float, float]:
+    """A colour name from :data:`NAMED_COLORS` or [r, g, b] in 0..1 -> (r, g, b)."""
+    if isinstance(value, str):
+        if value not in NAMED_COLORS:
+            raise ScenarioError(f"{where}: unknown colour {value!r} (expected one of {', '.join(NAMED_COLORS)} or [r, g, b])")
+        return NAMED_COLORS[value]
+    try:
+        rgb = tuple(float(v) for v in value)
+    except TypeError as exc:
+        raise ScenarioError(f"{where}: colour must be a name or [r, g, b] in 0..1, got {value!r}") from exc
+    if len(rgb) != 3 or not all(0.0 <= c <= 1.0 for c in rgb):
+        raise ScenarioError(f"{where}: colour must be [r, g, b] with components in 0..1, got {value!r}")
+    return rgb  # type: ignore[return-value]
+
+
+def _floats(value: Any, n: int, where: str, positive: bool = False) -> tuple[float, ...]:
+    try:
+        out = tuple(float(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"{where}: expected {n} number(s), got {value!r}") from exc
+    if len(out) != n or not all(math.isfinite(v) for v in out):
+        raise ScenarioError(f"{where}: expected {n} finite number(s), got {value!r}")
+    if positive and not all(v > 0 for v in out):
+        raise ScenarioError(f"{where}: expected positive number(s), got {value!r}")
+    return out
+
+
+@dataclass
+class Randomize:
+    """Seeded per-object variation applied by :meth:`Scenario.sample`."""
+
+    xy_m: float = 0.0  # uniform jitter of x and y, +- metres
+    yaw_deg: float = 0.0  # uniform jitter of the yaw, +- degrees
+    colors: list[str] = field(default_factory=list)  # colour names to draw from (empty: keep the colour)
+
+    def __post_init__(self) -> None:
+        if self.xy_m < 0 or self.yaw_deg < 0:
+            raise ScenarioError(f"randomize: xy_m and yaw_deg must be >= 0, got {self.xy_m}, {self.yaw_deg}")
+        for c in self.colors:
+            parse_color(c, "randomize.colors")
+
+
+@dataclass
+class ObjectSpec:
+    """One object on the table.
+
+    ``size_m`` depends on the kind: box (x, y, z) full extents; cylinder/cup/bowl/plate (radius, height);
+    cabinet (depth x, width y, height z) — its drawer opens towards the cabinet's local -x.
+    """
+
+    id: str  # unique key used by the plan and the predicates
+    kind: str  # one of OBJECT_KINDS
+    name: str  # noun phrase the instruction and the exported plan use ("red box")
+    size_m: tuple[float, ...]  # see the class docstring
+    position_m: tuple[float, float]  # (x, y) of the object's centre on the table, base frame
+    yaw_deg: float = 0.0  # rotation about z, degrees
+    color: tuple[float, float, float] = NAMED_COLORS["gray"]  # RGB in 0..1
+    mass_kg: float = 0.1  # free objects only
+    drawer_travel_m: float = 0.18  # cabinet only: how far the drawer slides out
+    randomize: Randomize = field(default_factory=Randomize)
+
+    @property
+    def graspable(self) -> bool:
+        return self.kind in GRASPABLE_KINDS
+
+    @property
+    def footprint_radius_m(self) -> float:
+        """Radius of a circle that covers the object's footprint (for overlap checks)."""
+        if self.kind in ("box", "cabinet"):
+            return 0.5 * math.hypot(self.size_m[0], self.size_m[1])
+        return self.size_m[0]
+
+    @property
+    def height_m(self) -> float:
+        return self.size_m[2] if self.kind in ("box", "cabinet") else self.size_m[1]
+
+
+@dataclass
+class PredicateSpec:
+    """A success condition: ``inside``/``on`` (object, target) or ``drawer_open``/``drawer_closed`` (object, distance_m)."""
+
+    type: str  # one of PREDICATE_TYPES
+    object: str  # object id (the cabinet for drawer predicates)
+    target: str = ""  # target object id (inside/on)
+    distance_m: float = 0.10  # drawer_open: at least this far out; drawer_closed: at most this far
+
+
+@dataclass
+class PlanStepSpec:
+    """One GT action: grasp/open/close name ``object``; place names ``target`` (ids of scenario objects)."""
+
+    type: str
+    object: str = ""
+    target: str = ""
+
+
+@dataclass
+class CameraSpec:
+    """The simulated D435 colour camera (depth is rendered aligned to it)."""
+
+    position_m: tuple[float, float, float] = (0.95, 0.0, 0.75)  # optical centre, base frame
+    look_at_m: tuple[float, float, float] = (0.45, 0.0, 0.0)  # point on the optical axis
+    width: int = 640  # pixels
+    height: int = 480  # pixels
+    fy_px: float = 615.0  # focal length in pixels (fx = fy: square pixels); ~D435 colour at 640x480
+    depth_noise: bool = False  # add D435-like depth noise (sigma grows with z^2) and 1 mm quantisation
+    depth_hole_fraction: float = 0.0  # fraction of valid depth pixels dropped to 0 (speckle holes)
+    depth_min_m: float = 0.1  # closer than this reads 0 (invalid), like the real sensor
+    depth_max_m: float = 4.0  # farther than this reads 0
+
+    def __post_init__(self) -> None:
+        if self.width <= 0 or self.height <= 0:
+            raise ScenarioError(f"camera: width/height must be positive, got {self.width}x{self.height}")
+        if self.fy_px <= 0:
+            raise ScenarioError(f"camera.fy_px must be > 0, got {self.fy_px}")
+        if not 0.0 <= self.depth_hole_fraction < 1.0:
+            raise ScenarioError(f"camera.depth_hole_fraction must be in [0, 1), got {self.depth_hole_fraction}")
+        if not 0 <= self.depth_min_m < self.depth_max_m:
+            raise ScenarioError(f"camera: need 0 <= depth_min_m < depth_max_m, got {self.depth_min_m}, {self.depth_max_m}")
+        if np.allclose(self.position_m, self.look_at_m):
+            raise ScenarioError("camera: position_m and look_at_m must differ")
+
+
+@dataclass
+class Scenario:
+    """A workcell scene, its instruction, its GT plan and its success predicates."""
+
+    name: str
+    instruction: str
+    instruction_type: str  # explicit | implicit (bench episode field)
+    objects: list[ObjectSpec]
+    plan: list[PlanStepSpec]
+    success: list[PredicateSpec]
+    unordered: list[list[int]] = field(default_factory=list)  # bench: blocks of step indices in any order
+    camera: CameraSpec = field(default_factory=CameraSpec)
+    source: str = ""  # file the scenario came from (for messages)
+
+    def object(self, object_id: str) -> ObjectSpec:
+        for obj in self.objects:
+            if obj.id == object_id:
+                return obj
+        raise ScenarioError(f"{_where(self.source, 'objects')}: no object with id {object_id!r} "
+                            f"(have {', '.join(o.id for o in self.objects)})")
+
+    def sample(self, seed: int | None) -> "Scenario":
+        """A copy with each object's pose/colour drawn from its ``randomize`` ranges (``None``: nominal).
+
+        Redraws up to 200 times until no two footprints overlap; raises :class:`ScenarioError` otherwise.
+        """
+        if seed is None:
+            return self
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            objects = []
+            for obj in self.objects:
+                r = obj.randomize
+                dx, dy = rng.uniform(-r.xy_m, r.xy_m, size=2) if r.xy_m > 0 else (0.0, 0.0)
+                dyaw = float(rng.uniform(-r.yaw_deg, r.yaw_deg)) if r.yaw_deg > 0 else 0.0
+                color = NAMED_COLORS[r.colors[int(rng.integers(len(r.colors)))]] if r.colors else obj.color
+                objects.append(ObjectSpec(**{**obj.__dict__, "position_m": (obj.position_m[0] + float(dx),
+                                                                              obj.position_m[1] + float(dy)),
+                                             "yaw_deg": obj.yaw_deg + dyaw, "color": color}))
+            if not _overlaps(objects):
+                return Scenario(**{**self.__dict__, "objects": objects})
+        raise ScenarioError(f"{_where(self.source, 'randomize')}: no non-overlapping layout in 200 draws "
+                            f"with seed {seed}; reduce xy_m or space the objects out")
+
+
+def _overlaps(objects: list[ObjectSpec]) -> bool:
+    for i, a in enumerate(objects):
+        for b in objects[i + 1:]:
+            # objects placed inside/on another on purpose are not in the list twice; keep a 5 mm gap
+            if math.dist(a.position_m, b.position_m) < a.footprint_radius_m + b.footprint_radius_m + 0.005:
+                return True
+    return False
+
+
+# -- loading ---------------------------------------------------------------------------------------
+_SIZE_LEN = {"box": 3, "cabinet": 3, "cylinder": 2, "cup": 2, "bowl": 2, "plate": 2}
+_DEFAULT_MASS = {"box": 0.08, "cylinder": 0.08, "cup": 0.06, "bowl": 0.15, "plate": 0.15, "cabinet": 0.0}
+
+
+def _require(data: dict, key: str, where: str) -> Any:
+    if key not in data:
+        raise ScenarioError(f"{where}: missing required field {key!r}")
+    return data[key]
+
+
+def _object_from_dict(data: Any, where: str) -> ObjectSpec:
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{where}: an object must be a mapping, got {type(data).__name__}")
+    kind = str(_require(data, "kind", where))
+    if kind not in OBJECT_KINDS:
+        raise ScenarioError(f"{where}.kind: unknown kind {kind!r} (expected one of {', '.join(OBJECT_KINDS)})")
+    object_id = str(_require(data, "id", where))
+    rand = data.get("randomize") or {}
+    if not isinstance(rand, dict):
+        raise ScenarioError(f"{where}.randomize: expected a mapping (xy_m, yaw_deg, colors), got {rand!r}")
+    unknown = set(rand) - {"xy_m", "yaw_deg", "colors"}
+    if unknown:
+        raise ScenarioError(f"{where}.randomize: unknown field(s) {sorted(unknown)} (expected xy_m, yaw_deg, colors)")
+    try:
+        randomize = Randomize(xy_m=float(rand.get("xy_m", 0.0)), yaw_deg=float(rand.get("yaw_deg", 0.0)),
+                              colors=[str(c) for c in rand.get("colors", [])])
+    except ScenarioError as exc:
+        raise ScenarioError(f"{where}.{exc}") from exc
+    mass = float(data.get("mass_kg", _DEFAULT_MASS[kind]))
+    if kind != "cabinet" and mass <= 0:
+        raise ScenarioError(f"{where}.mass_kg: must be > 0, got {mass}")
+    travel = float(data.get("drawer_travel_m", 0.18))
+    if kind == "cabinet" and not 0.02 <= travel <= 0.9 * _floats(_require(data, "size_m", where), 3, f"{where}.size_m")[0]:
+        raise ScenarioError(f"{where}.drawer_travel_m: must be between 0.02 m and 90% of the cabinet depth, got {travel}")
+    return ObjectSpec(
+        id=object_id, kind=kind, name=str(data.get("name") or object_id.replace("_", " ")),
+        size_m=_floats(_require(data, "size_m", where), _SIZE_LEN[kind], f"{where}.size_m", positive=True),
+        position_m=_floats(_require(data, "position_m", where), 2, f"{where}.position_m"),  # type: ignore[arg-type]
+        yaw_deg=float(data.get("yaw_deg", 0.0)),
+        color=parse_color(data.get("color", "gray"), f"{where}.color"),
+        mass_kg=mass, drawer_travel_m=travel, randomize=randomize)
+
+
+def scenario_from_dict(data: Any, source: str = "") -> Scenario:
+    """Build and check a :class:`Scenario` from parsed YAML; ``source`` names the file in messages."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source or 'scenario'}: expected a mapping at the top level, got {type(data).__name__}")
+    w = (lambda p: _where(source, p))
+    objects_raw = _require(data, "objects", w("scenario"))
+    if not isinstance(objects_raw, list) or not objects_raw:
+        raise ScenarioError(f"{w('objects')}: expected a non-empty list of objects")
+    objects = [_object_from_dict(o, w(f"objects[{i}]")) for i, o in enumerate(objects_raw)]
+    ids = [o.id for o in objects]
+    if len(set(ids)) != len(ids):
+        raise ScenarioError(f"{w('objects')}: object ids must be unique, got {ids}")
+    by_id = {o.id: o for o in objects}
+
+    def ref(obj_id: Any, where: str, kinds: tuple[str, ...] | None = None) -> str:
+        if str(obj_id) not in by_id:
+            raise ScenarioError(f"{where}: no object with id {obj_id!r} (have {', '.join(ids)})")
+        if kinds is not None and by_id[str(obj_id)].kind not in kinds:
+            raise ScenarioError(f"{where}: object {obj_id!r} is a {by_id[str(obj_id)].kind}, expected one of {', '.join(kinds)}")
+        return str(obj_id)
+
+    plan = []
+    for i, step in enumerate(_require(data, "plan", w("scenario")) or []):
+        where = w(f"plan[{i}]")
+        if not isinstance(step, dict) or step.get("type") not in ("grasp", "place", "open", "close"):
+            raise ScenarioError(f"{where}: expected {{type: grasp|place|open|close, ...}}, got {step!r}")
+        if step["type"] == "place":
+            plan.append(PlanStepSpec("place", target=ref(_require(step, "target", where), f"{where}.target")))
+        elif step["type"] == "grasp":
+            plan.append(PlanStepSpec("grasp", object=ref(_require(step, "object", where), f"{where}.object", GRASPABLE_KINDS)))
+        else:
+            plan.append(PlanStepSpec(step["type"], object=ref(_require(step, "object", where), f"{where}.object", ("cabinet",))))
+    for i, step in enumerate(plan):  # the plan model's pairing rule, checked here so export never writes a bad plan
+        if step.type == "grasp" and (i + 1 >= len(plan) or plan[i + 1].type != "place"):
+            raise ScenarioError(f"{w(f'plan[{i}]')}: a grasp must be followed by a place")
+        if step.type == "place" and (i == 0 or plan[i - 1].type != "grasp"):
+            raise ScenarioError(f"{w(f'plan[{i}]')}: a place must follow a grasp")
+
+    success = []
+    for i, pred in enumerate(data.get("success") or []):
+        where = w(f"success[{i}]")
+        if not isinstance(pred, dict) or pred.get("type") not in PREDICATE_TYPES:
+            raise ScenarioError(f"{where}: expected {{type: {'|'.join(PREDICATE_TYPES)}, ...}}, got {pred!r}")
+        if pred["type"] in ("inside", "on"):
+            success.append(PredicateSpec(pred["type"], ref(_require(pred, "object", where), f"{where}.object"),
+                                         ref(_require(pred, "target", where), f"{where}.target")))
+        else:
+            success.append(PredicateSpec(pred["type"], ref(_require(pred, "object", where), f"{where}.object", ("cabinet",)),
+                                         distance_m=float(pred.get("distance_m", 0.10))))
+    if not success:
+        raise ScenarioError(f"{w('success')}: at least one success predicate is required")
+
+    unordered = data.get("unordered") or []
+    if not isinstance(unordered, list) or not all(isinstance(b, list) and all(isinstance(k, int) for k in b) for b in unordered):
+        raise ScenarioError(f"{w('unordered')}: expected a list of lists of step indices, got {unordered!r}")
+    itype = str(data.get("instruction_type", "explicit"))
+    if itype not in ("explicit", "implicit"):
+        raise ScenarioError(f"{w('instruction_type')}: expected explicit or implicit, got {itype!r}")
+    cam_raw = data.get("camera") or {}
+    if not isinstance(cam_raw, dict):
+        raise ScenarioError(f"{w('camera')}: expected a mapping, got {cam_raw!r}")
+    unknown = set(cam_raw) - set(CameraSpec.__dataclass_fields__)
+    if unknown:
+        raise ScenarioError(f"{w('camera')}: unknown field(s) {sorted(unknown)} (expected {', '.join(CameraSpec.__dataclass_fields__)})")
+    cam_kwargs = dict(cam_raw)
+    for key in ("position_m", "look_at_m"):
+        if key in cam_kwargs:
+            cam_kwargs[key] = _floats(cam_kwargs[key], 3, w(f"camera.{key}"))
+    try:
+        camera = CameraSpec(**cam_kwargs)
+    except (TypeError, ScenarioError) as exc:
+        raise ScenarioError(f"{w('camera')}: {exc}") from exc
+    return Scenario(name=str(data.get("name") or Path(source).stem or "scenario"),
+                    instruction=str(_require(data, "instruction", w("scenario"))), instruction_type=itype,
+                    objects=objects, plan=plan, success=success, unordered=[list(b) for b in unordered],
+                    camera=camera, source=source)
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 booleans: only true/false are booleans, so ``type: on`` stays the string "on"."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                    list("tTfF"))
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and check a scenario YAML file; raises :class:`ScenarioError` naming the file and the field."""
+    path = Path(path)
+    if not path.is_file():
+        raise ScenarioError(f"{path}: scenario file not found")
+    try:
+        data = yaml.load(path.read_text(), Loader=_Yaml12Loader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
+    return scenario_from_dict(data, source=str(path))

@@ -1,0 +1,597 @@
+"""The simulated workcell: a MuJoCo model of a scenario, stepped physics, the gp5 arm's IK and motions,
+the gripper with its weld-on-contact grasp, the RGB-D camera and the scenario's success predicates."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from grounded_planner.sim.scenario import PredicateSpec, Scenario, ScenarioError, load_scenario
+from grounded_planner.sim.scene import (ARM, ARM_JOINTS, ARM_LIMITS, FINGER_JOINTS, HOME_TCP_M, camera_axes,
+                                        cabinet_handle_local, scene_mjcf)
+
+log = logging.getLogger(__name__)
+
+BASE_FRAME = "base_link"
+CAMERA_FRAME = "camera_color_optical_frame"
+CONTROL_DT_S = 0.02  # the arm/gripper set-points are updated at 50 Hz (every 10 physics steps)
+
+
+class SimError(RuntimeError):
+    """The simulation cannot do what was asked (no GL for rendering, an unknown object id, ...)."""
+
+
+class IKError(ValueError):
+    """No joint solution for a tool pose (out of reach or beyond a joint limit); the message says which."""
+
+
+class SimStopped(RuntimeError):
+    """A motion ended early because :meth:`SimWorkcell.request_stop` was called."""
+
+
+class SimMotionTimeout(RuntimeError):
+    """The arm did not settle at its goal within the time limit (blocked by contact, e.g. a drawer at its stop)."""
+
+
+def _wrap_pi(a: float) -> float:
+    return (a + math.pi) % (2 * math.pi) - math.pi
+
+
+def _import_mujoco():
+    # Headless rendering needs a GL backend chosen before the first import; EGL works on CPU-only machines
+    # with Mesa (libegl1 + libgl1-mesa-dri); set MUJOCO_GL=osmesa where EGL is missing.
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    try:
+        import mujoco
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise SimError("the simulated workcell needs MuJoCo: pip install 'grounded_planner[sim]'") from exc
+    return mujoco
+
+
+@dataclass(frozen=True)
+class PredicateResult:
+    """One success predicate evaluated on the current state."""
+
+    predicate: PredicateSpec
+    ok: bool
+    detail: str  # the measured quantity, for the rollout record
+
+    def to_dict(self) -> dict:
+        p = self.predicate
+        return {"type": p.type, "object": p.object, "target": p.target, "ok": self.ok, "detail": self.detail}
+
+
+class SimWorkcell:
+    """A scenario loaded into MuJoCo: physics, arm, gripper, camera and success checks.
+
+    Thread-safety: every access to the MuJoCo state goes through ``self.lock`` in short slices, so a camera
+    thread can :meth:`render` while the executor's thread is inside a motion.
+    """
+
+    def __init__(self, scenario: Scenario, seed: int | None = None, settle_s: float = 0.3):
+        self.mujoco = _import_mujoco()
+        mj = self.mujoco
+        self.scenario = scenario.sample(seed)
+        self.seed = seed
+        self.xml, self.holdable_bodies = scene_mjcf(self.scenario)
+        try:
+            self.model = mj.MjModel.from_xml_string(self.xml)
+        except ValueError as exc:
+            raise ScenarioError(f"{scenario.source or scenario.name}: MuJoCo rejected the generated scene: {exc}") from exc
+        self.data = mj.MjData(self.model)
+        self.lock = threading.RLock()
+        self._stop = threading.Event()
+        self._renderers = threading.local()
+        self._all_renderers: list = []
+        #: called after every control tick with the sim time (s); used to record videos / publish state
+        self.tick_listeners: list[Callable[[float], None]] = []
+        #: 0 runs as fast as the CPU allows; 1.0 paces the simulation to the wall clock (live demos)
+        self.realtime_factor = 0.0
+        self._rng = np.random.default_rng(seed if seed is not None else 0)
+        self._id = lambda kind, name: mj.mj_name2id(self.model, kind, name)
+        self._arm_qadr = np.array([self.model.jnt_qposadr[self._id(mj.mjtObj.mjOBJ_JOINT, j)] for j in ARM_JOINTS])
+        self._arm_dadr = np.array([self.model.jnt_dofadr[self._id(mj.mjtObj.mjOBJ_JOINT, j)] for j in ARM_JOINTS])
+        self._finger_qadr = np.array([self.model.jnt_qposadr[self._id(mj.mjtObj.mjOBJ_JOINT, j)] for j in FINGER_JOINTS])
+        self._finger_dadr = np.array([self.model.jnt_dofadr[self._id(mj.mjtObj.mjOBJ_JOINT, j)] for j in FINGER_JOINTS])
+        self._arm_act = np.arange(len(ARM_JOINTS))
+        self._finger_act = np.arange(len(ARM_JOINTS), len(ARM_JOINTS) + 2)
+        self._tcp_site = self._id(mj.mjtObj.mjOBJ_SITE, "tcp")
+        self._hand_body = self._id(mj.mjtObj.mjOBJ_BODY, "hand")
+        self._finger_geoms = (self._id(mj.mjtObj.mjOBJ_GEOM, "finger_left"), self._id(mj.mjtObj.mjOBJ_GEOM, "finger_right"))
+        self._holdable_ids = {self._id(mj.mjtObj.mjOBJ_BODY, b): b for b in self.holdable_bodies}
+        self._weld_ids = {b: self._id(mj.mjtObj.mjOBJ_EQUALITY, f"grasp:{b}") for b in self.holdable_bodies}
+        self._camera_id = self._id(mj.mjtObj.mjOBJ_CAMERA, "rgbd")
+        self.held_body: str | None = None
+        # start at home with the gripper open, objects resting on the table
+        q_home = self.solve_ik(HOME_TCP_M, 0.0)
+        self.data.qpos[self._arm_qadr] = q_home
+        self.data.ctrl[self._arm_act] = q_home
+        self.data.qpos[self._finger_qadr] = ARM.finger_travel_m
+        self.data.ctrl[self._finger_act] = ARM.finger_travel_m
+        mj.mj_forward(self.model, self.data)
+        self.step(int(round(settle_s / self.model.opt.timestep)))
+
+    @classmethod
+    def from_scenario(cls, path: str | Path, seed: int | None = None, **kwargs) -> "SimWorkcell":
+        """Load a scenario YAML (see config/scenarios/) with its randomisation drawn from ``seed``."""
+        return cls(load_scenario(path), seed=seed, **kwargs)
+
+    # -- physics ------------------------------------------------------------------------------------
+    @property
+    def time_s(self) -> float:
+        return float(self.data.time)
+
+    def step(self, n: int = 1) -> None:
+        """Advance the physics ``n`` steps of ``model.opt.timestep`` (2 ms)."""
+        with self.lock:
+            self.mujoco.mj_step(self.model, self.data, nstep=max(int(n), 1)) if n > 0 else None
+
+    def _tick(self, wall_start: float, sim_start: float) -> None:
+        """One control period of physics, then the listeners; paces to the wall clock when asked."""
+        self.step(int(round(CONTROL_DT_S / self.model.opt.timestep)))
+        for listener in list(self.tick_listeners):
+            listener(self.time_s)
+        if self.realtime_factor > 0:
+            ahead = (self.time_s - sim_start) / self.realtime_factor - (time.monotonic() - wall_start)
+            if ahead > 0:
+                time.sleep(ahead)
+
+    def request_stop(self) -> None:
+        """Make the motion in progress (if any) end at its next control tick with :class:`SimStopped`."""
+        self._stop.set()
+
+    def clear_stop(self) -> None:
+        self._stop.clear()
+
+    # -- kinematics ---------------------------------------------------------------------------------
+    @staticmethod
+    def solve_ik(tcp_xyz: Sequence[float], yaw_rad: float, roll_hint: float | None = None) -> np.ndarray:
+        """Analytic IK of the gp5 arm for a top-down tool pose.
+
+        Parameters
+        ----------
+        tcp_xyz : (3,) tool centre point in the base frame, metres.
+        yaw_rad : rotation of the fingers' closing axis about base z (0 = closing along base y). The gripper is
+            symmetric, so yaw and yaw + pi are the same grasp; the solution nearest ``roll_hint`` is taken.
+
+        Returns
+        -------
+        q : (5,) joint angles in ``ARM_JOINTS`` order, radians (elbow-up branch).
+
+        Raises :class:`IKError` when the point is out of reach or a joint limit is exceeded.
+        """
+        x, y, z = (float(v) for v in tcp_xyz)
+        a = ARM
+        psi = math.atan2(y, x) if math.hypot(x, y) > 1e-9 else 0.0
+        r = math.hypot(x, y)
+        h = z + a.tool_m - a.base_height_m  # wrist pitch axis height above the shoulder axis
+        l1, l2 = a.upper_arm_m, a.forearm_m
+        c2 = (r * r + h * h - l1 * l1 - l2 * l2) / (2 * l1 * l2)
+        if abs(c2) > 1.0:
+            raise IKError(f"tool point {np.round([x, y, z], 3).tolist()} m is out of the arm's reach "
+                          f"(wrist at {math.hypot(r, h):.3f} m from the shoulder, reach {l1 + l2:.2f} m)")
+        best = None
+        for q2 in (math.acos(c2), -math.acos(c2)):
+            alpha1 = math.atan2(h, r) - math.atan2(l2 * math.sin(q2), l1 + l2 * math.cos(q2))
+            elbow_z = l1 * math.sin(alpha1)
+            if best is None or elbow_z > best[0]:
+                best = (elbow_z, alpha1, q2)
+        _, alpha1, q2 = best
+        theta1 = math.pi / 2 - alpha1  # link angles are measured from +z towards the arm's reach direction
+        theta2 = -q2
+        theta3 = math.pi - theta1 - theta2  # tool axis straight down
+        # the hand's y axis (closing axis) sits at base yaw psi; rolling about the downward tool axis by rho
+        # turns it to psi - rho
+        rho = _wrap_pi(psi - yaw_rad)
+        candidates = [rho, rho - math.pi, rho + math.pi]
+        lo, hi = ARM_LIMITS[4]
+        candidates = [c for c in candidates if lo <= c <= hi]
+        hint = 0.0 if roll_hint is None else roll_hint
+        rho = min(candidates, key=lambda c: abs(c - hint))
+        q = np.array([psi, theta1, theta2, _wrap_pi(theta3), rho])
+        for i, (lo, hi) in enumerate(ARM_LIMITS):
+            if not lo - 1e-9 <= q[i] <= hi + 1e-9:
+                raise IKError(f"tool point {np.round([x, y, z], 3).tolist()} m needs {ARM_JOINTS[i]} = "
+                              f"{q[i]:.2f} rad, beyond its limit [{lo}, {hi}]")
+        return q
+
+    def tcp_pose(self) -> tuple[np.ndarray, float]:
+        """Measured tool centre point (3,) in m (base frame) and gripper yaw in rad, wrapped to (-pi/2, pi/2]."""
+        with self.lock:
+            pos = self.data.site_xpos[self._tcp_site].copy()
+            closing_axis = self.data.site_xmat[self._tcp_site].reshape(3, 3)[:, 1]
+        yaw = math.atan2(-closing_axis[0], closing_axis[1])  # yaw 0 = closing axis along base +y
+        if yaw <= -math.pi / 2:
+            yaw += math.pi
+        elif yaw > math.pi / 2:
+            yaw -= math.pi
+        return pos, yaw
+
+    def arm_q(self) -> np.ndarray:
+        with self.lock:
+            return self.data.qpos[self._arm_qadr].copy()
+
+    def move_tcp(self, tcp_xyz: Sequence[float], yaw_rad: float, speed_mps: float = 0.4,
+                 settle_timeout_s: float = 2.0, tolerance_m: float = 0.003) -> None:
+        """Move the TCP along a straight line to a top-down pose (blocking; sim time).
+
+        The whole path is solved first (raises :class:`IKError` before moving). Then the joint set-points follow
+        a minimum-jerk profile at ``speed_mps`` and the arm is given ``settle_timeout_s`` to arrive within
+        ``tolerance_m``; otherwise :class:`SimMotionTimeout`. :meth:`request_stop` ends it with :class:`SimStopped`.
+        """
+        goal = np.asarray(tcp_xyz, dtype=float)
+        start, _ = self.tcp_pose()
+        q_start = self.arm_q()
+        distance = float(np.linalg.norm(goal - start))
+        goal_q = self.solve_ik(goal, yaw_rad, roll_hint=q_start[4])
+        rot = abs(goal_q[4] - q_start[4])
+        duration = max(distance / speed_mps, rot / (2.0 * speed_mps / 0.4), 0.1)
+        n = max(int(math.ceil(duration / CONTROL_DT_S)), 1)
+        path = []
+        for k in range(1, n + 1):
+            s = k / n
+            s = 10 * s**3 - 15 * s**4 + 6 * s**5  # min-jerk: no velocity jumps at either end
+            q = self.solve_ik(start + s * (goal - start), yaw_rad, roll_hint=goal_q[4])
+            q[4] = q_start[4] + s * (goal_q[4] - q_start[4])
+            path.append(q)
+        wall0, sim0 = time.monotonic(), self.time_s
+        for q in path:
+            self._check_stop()
+            with self.lock:
+                self.data.ctrl[self._arm_act] = q
+            self._tick(wall0, sim0)
+        deadline = self.time_s + settle_timeout_s
+        while True:
+            self._check_stop()
+            pos, _ = self.tcp_pose()
+            with self.lock:
+                qvel = np.abs(self.data.qvel[self._arm_dadr]).max()
+            if np.linalg.norm(pos - goal) <= tolerance_m and qvel < 0.05:
+                return
+            if self.time_s >= deadline:
+                raise SimMotionTimeout(f"the arm stopped {np.linalg.norm(pos - goal) * 1000:.1f} mm from its goal "
+                                       f"{np.round(goal, 3).tolist()} after {settle_timeout_s:.1f} s (blocked?)")
+            self._tick(wall0, sim0)
+
+    def _check_stop(self) -> None:
+        if self._stop.is_set():
+            with self.lock:  # hold position where the arm is now
+                self.data.ctrl[self._arm_act] = self.data.qpos[self._arm_qadr]
+            raise SimStopped("motion stopped on request")
+
+    # -- gripper ------------------------------------------------------------------------------------
+    def gripper_width(self) -> float:
+        """Distance between the fingers' inner faces, metres."""
+        with self.lock:
+            return float(self.data.qpos[self._finger_qadr].sum())
+
+    def set_gripper_force(self, force_n: float) -> None:
+        with self.lock:
+            self.model.actuator_forcerange[self._finger_act] = [-force_n, force_n]
+
+    def open_gripper(self, width_m: float | None = None, timeout_s: float = 1.0) -> float:
+        """Release whatever is held and open to ``width_m`` (fully when None); returns the width reached."""
+        full = 2 * ARM.finger_travel_m
+        width = full if width_m is None else float(width_m)
+        if not 0.0 <= width <= full + 1e-9:
+            raise ValueError(f"width_m must be in [0, {full:.3f}] m (the gripper's full opening), got {width_m!r}")
+        self.release()
+        with self.lock:
+            self.data.ctrl[self._finger_act] = width / 2
+        self._run_gripper(timeout_s)
+        return self.gripper_width()
+
+    def close_gripper(self, force_n: float = 20.0, timeout_s: float = 1.0, min_hold_width_m: float = 0.004) -> float:
+        """Close with ``force_n`` per finger until the fingers stop; returns the width after (m).
+
+        When both fingers touch the same holdable body (a free object, a drawer) and the width is above
+        ``min_hold_width_m``, the body is welded to the hand — the grasp holds it as friction would on a
+        real gripper. Closing on nothing engages nothing and ends near width 0.
+        """
+        if force_n <= 0:
+            raise ValueError(f"force_n must be > 0 newtons, got {force_n!r}")
+        self.set_gripper_force(force_n)
+        with self.lock:
+            self.data.ctrl[self._finger_act] = 0.0
+        self._run_gripper(timeout_s)
+        width = self.gripper_width()
+        touched = self.finger_contacts()
+        common = touched[0] & touched[1]
+        if width > min_hold_width_m and common:
+            self.attach(sorted(common)[0])
+        return width
+
+    def _run_gripper(self, timeout_s: float) -> None:
+        wall0, sim0 = time.monotonic(), self.time_s
+        end = self.time_s + timeout_s
+        min_end = self.time_s + 0.1
+        while self.time_s < end:
+            self._check_stop()
+            self._tick(wall0, sim0)
+            with self.lock:
+                moving = np.abs(self.data.qvel[self._finger_dadr]).max() > 1e-3
+            if not moving and self.time_s >= min_end:
+                return
+
+    def finger_contacts(self) -> tuple[set[str], set[str]]:
+        """Holdable bodies each finger (left, right) is touching now."""
+        out: tuple[set[str], set[str]] = (set(), set())
+        with self.lock:
+            for i in range(self.data.ncon):
+                c = self.data.contact[i]
+                for side, finger in enumerate(self._finger_geoms):
+                    if finger in (c.geom1, c.geom2):
+                        other = c.geom2 if c.geom1 == finger else c.geom1
+                        body = int(self.model.geom_bodyid[other])
+                        if body in self._holdable_ids:
+                            out[side].add(self._holdable_ids[body])
+        return out
+
+    def attach(self, body_name: str) -> None:
+        """Weld ``body_name`` to the hand at their current relative pose."""
+        mj = self.mujoco
+        with self.lock:
+            eq = self._weld_ids[body_name]
+            b = self._id(mj.mjtObj.mjOBJ_BODY, body_name)
+            hand_pos, hand_quat = self.data.xpos[self._hand_body], self.data.xquat[self._hand_body]
+            obj_pos, obj_quat = self.data.xpos[b], self.data.xquat[b]
+            inv = np.zeros(4)
+            mj.mju_negQuat(inv, hand_quat)
+            rel_pos = np.zeros(3)
+            mj.mju_rotVecQuat(rel_pos, obj_pos - hand_pos, inv)
+            rel_quat = np.zeros(4)
+            mj.mju_mulQuat(rel_quat, inv, obj_quat)
+            # weld data: anchor (3), body2 pose in body1's frame (pos 3, quat 4), torque scale
+            self.model.eq_data[eq, 0:3] = 0.0
+            self.model.eq_data[eq, 3:6] = rel_pos
+            self.model.eq_data[eq, 6:10] = rel_quat
+            self.model.eq_data[eq, 10] = 1.0
+            self.data.eq_active[eq] = 1
+            self.held_body = body_name
+        log.debug("grasp: welded %s to the hand", body_name)
+
+    def release(self) -> None:
+        with self.lock:
+            for eq in self._weld_ids.values():
+                self.data.eq_active[eq] = 0
+            self.held_body = None
+
+    # -- objects and success ------------------------------------------------------------------------
+    def body_aabb(self, body_name: str) -> tuple[np.ndarray, np.ndarray]:
+        """World axis-aligned box (lo (3,), hi (3,)) around every geom of a body and its children."""
+        mj = self.mujoco
+        root = self._id(mj.mjtObj.mjOBJ_BODY, body_name)
+        if root < 0:
+            raise SimError(f"no body named {body_name!r} in the scene")
+        with self.lock:
+            bodies = {root} | {b for b in range(self.model.nbody) if self._is_descendant(b, root)}
+            corners = []
+            signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
+            for g in range(self.model.ngeom):
+                if int(self.model.geom_bodyid[g]) not in bodies:
+                    continue
+                center, half = self.model.geom_aabb[g, :3], self.model.geom_aabb[g, 3:]
+                local = center + signs * half
+                corners.append(local @ self.data.geom_xmat[g].reshape(3, 3).T + self.data.geom_xpos[g])
+        pts = np.vstack(corners)
+        return pts.min(axis=0), pts.max(axis=0)
+
+    def _is_descendant(self, body: int, root: int) -> bool:
+        while body > 0:
+            if body == root:
+                return True
+            body = int(self.model.body_parentid[body])
+        return False
+
+    def object_pose(self, object_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """Position (3,) and 3x3 rotation of an object's body in the base frame."""
+        self.scenario.object(object_id)  # names the bad id
+        b = self._id(self.mujoco.mjtObj.mjOBJ_BODY, f"obj:{object_id}")
+        with self.lock:
+            return self.data.xpos[b].copy(), self.data.xmat[b].reshape(3, 3).copy()
+
+    def drawer_opening_m(self, cabinet_id: str) -> float:
+        """How far a cabinet's drawer is pulled out, metres."""
+        spec = self.scenario.object(cabinet_id)
+        if spec.kind != "cabinet":
+            raise SimError(f"object {cabinet_id!r} is a {spec.kind}, not a cabinet")
+        j = self._id(self.mujoco.mjtObj.mjOBJ_JOINT, f"obj:{cabinet_id}:drawer_slide")
+        with self.lock:
+            return float(self.data.qpos[self.model.jnt_qposadr[j]])
+
+    def evaluate(self) -> list[PredicateResult]:
+        """Every success predicate of the scenario on the current state."""
+        return [self._evaluate(p) for p in self.scenario.success]
+
+    def success(self) -> bool:
+        """True when every success predicate holds (nothing held in the gripper counts as 'placed')."""
+        return all(r.ok for r in self.evaluate())
+
+    def _evaluate(self, p: PredicateSpec) -> PredicateResult:
+        if p.type in ("drawer_open", "drawer_closed"):
+            opening = self.drawer_opening_m(p.object)
+            ok = opening >= p.distance_m if p.type == "drawer_open" else opening <= p.distance_m
+            return PredicateResult(p, ok, f"drawer out {opening * 1000:.0f} mm (threshold {p.distance_m * 1000:.0f} mm)")
+        held = self.held_body == f"obj:{p.object}"
+        lo, hi = self.body_aabb(f"obj:{p.object}")
+        center = 0.5 * (lo + hi)
+        target = self.scenario.object(p.target)
+        t_pos, t_rot = self.object_pose(p.target)
+        local = t_rot.T @ (center - t_pos)
+        t_lo, t_hi = self.body_aabb(f"obj:{p.target}")
+        if target.kind in ("box", "cabinet"):
+            half = np.array(target.size_m[:2]) / 2
+            horizontal_ok = bool(np.all(np.abs(local[:2]) <= half))
+            horizontal = f"offset {np.round(local[:2] * 1000).astype(int).tolist()} mm (half size {np.round(half * 1000).astype(int).tolist()})"
+        else:
+            radius = target.size_m[0]
+            dist = float(np.hypot(*local[:2]))
+            horizontal_ok = dist <= radius - 0.01
+            horizontal = f"{dist * 1000:.0f} mm from the centre (radius {radius * 1000:.0f} mm)"
+        if p.type == "inside":
+            vertical_ok = t_lo[2] - 0.005 <= lo[2] <= t_lo[2] + 0.03 and center[2] < t_hi[2] + 0.05
+        else:  # on: resting on the top surface
+            vertical_ok = t_hi[2] - 0.02 <= lo[2] <= t_hi[2] + 0.02
+        ok = horizontal_ok and vertical_ok and not held
+        detail = f"{horizontal}; bottom z {lo[2] * 1000:.0f} mm, target z {t_lo[2] * 1000:.0f}..{t_hi[2] * 1000:.0f} mm"
+        return PredicateResult(p, ok, detail + ("; still held" if held else ""))
+
+    # -- camera ---------------------------------------------------------------------------------------
+    @property
+    def camera_model(self):
+        """The colour camera's intrinsics as a geometry-layer ``CameraModel`` (depth is aligned to it)."""
+        from grounded_planner.geometry.camera import CameraModel
+
+        cam = self.scenario.camera
+        # OpenGL's principal point is the image centre; in pixel-centre coordinates that is (w-1)/2, (h-1)/2
+        K = [[cam.fy_px, 0.0, (cam.width - 1) / 2], [0.0, cam.fy_px, (cam.height - 1) / 2], [0.0, 0.0, 1.0]]
+        return CameraModel.from_camera_info(K, [0.0] * 5, cam.width, cam.height, "plumb_bob", CAMERA_FRAME)
+
+    @property
+    def cam2base(self) -> np.ndarray:
+        """4x4 transform from the camera optical frame to the robot base frame (the true extrinsics)."""
+        cam = self.scenario.camera
+        x_opt, y_opt, z_opt = camera_axes(cam.position_m, cam.look_at_m)
+        T = np.eye(4)
+        T[:3, :3] = np.column_stack([x_opt, y_opt, z_opt])
+        T[:3, 3] = cam.position_m
+        return T
+
+    @property
+    def extrinsics(self):
+        """The true camera extrinsics as a geometry-layer ``Extrinsics`` (child: optical frame, parent: base)."""
+        from grounded_planner.geometry.extrinsics import Extrinsics
+
+        return Extrinsics.from_matrix(self.cam2base, BASE_FRAME, CAMERA_FRAME,
+                                      metadata={"method": "simulation ground truth", "scenario": self.scenario.name})
+
+    def write_calibration(self, directory: str | Path) -> tuple[Path, Path]:
+        """Write ``extrinsics.yaml`` and ``camera_info.yaml`` (geometry-layer formats) into ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        ext_path, info_path = directory / "extrinsics.yaml", directory / "camera_info.yaml"
+        self.extrinsics.save(ext_path, header=f"true camera pose of the simulated workcell '{self.scenario.name}'")
+        self.camera_model.save_yaml(info_path)
+        return ext_path, info_path
+
+    def project(self, points_base: np.ndarray) -> np.ndarray:
+        """Base-frame points (N, 3) to pixel coordinates (N, 2) of the colour image."""
+        T = np.linalg.inv(self.cam2base)
+        P = np.asarray(points_base, float).reshape(-1, 3) @ T[:3, :3].T + T[:3, 3]
+        K = self.camera_model.K
+        return np.column_stack([K[0, 0] * P[:, 0] / P[:, 2] + K[0, 2], K[1, 1] * P[:, 1] / P[:, 2] + K[1, 2]])
+
+    def _renderer(self):
+        r = getattr(self._renderers, "r", None)
+        if r is None:
+            cam = self.scenario.camera
+            try:
+                r = self.mujoco.Renderer(self.model, cam.height, cam.width)
+            except Exception as exc:  # GL errors come as several types depending on the backend
+                raise SimError(f"cannot create an offscreen renderer with MUJOCO_GL={os.environ.get('MUJOCO_GL')}: "
+                               f"{exc} (install libegl1 and libgl1-mesa-dri, or libosmesa6 and set MUJOCO_GL=osmesa)") from exc
+            self._renderers.r = r
+            self._all_renderers.append(r)
+        return r
+
+    def render(self, noise: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Colour image and aligned depth from the RGB-D camera.
+
+        Returns
+        -------
+        rgb : (H, W, 3) uint8.
+        depth_m : (H, W) float32, metres along the optical axis; 0 where invalid (out of range, holes).
+            With ``noise`` (default: the scenario's ``camera.depth_noise``) D435-like noise and 1 mm steps.
+        """
+        r = self._renderer()
+        with self.lock:
+            r.disable_depth_rendering()
+            r.disable_segmentation_rendering()
+            r.update_scene(self.data, camera=self._camera_id)
+            rgb = r.render().copy()
+            r.enable_depth_rendering()
+            r.update_scene(self.data, camera=self._camera_id)
+            depth = r.render().astype(np.float32)
+            r.disable_depth_rendering()
+        return rgb, self._sensor_depth(depth, self.scenario.camera.depth_noise if noise is None else noise)
+
+    def render_depth_mm(self, noise: bool | None = None) -> np.ndarray:
+        """Depth as the real camera publishes it: (H, W) uint16 millimetres, 0 = invalid."""
+        _, depth_m = self.render(noise)
+        return np.round(depth_m * 1000.0).astype(np.uint16)
+
+    def render_segmentation(self) -> np.ndarray:
+        """(H, W) int32 geom id seen at each pixel, -1 for background."""
+        r = self._renderer()
+        with self.lock:
+            r.enable_segmentation_rendering()
+            r.update_scene(self.data, camera=self._camera_id)
+            seg = r.render().copy()
+            r.disable_segmentation_rendering()
+        geom_type = int(self.mujoco.mjtObj.mjOBJ_GEOM)
+        return np.where(seg[..., 1] == geom_type, seg[..., 0], -1).astype(np.int32)
+
+    def _sensor_depth(self, depth_m: np.ndarray, noise: bool) -> np.ndarray:
+        cam = self.scenario.camera
+        out = depth_m.copy()
+        if noise:
+            # stereo depth error grows with z^2: sigma = z^2 * subpixel / (f * baseline), D435: 0.08 px, 50 mm
+            sigma = out**2 * 0.08 / (cam.fy_px * 0.05)
+            out = out + self._rng.standard_normal(out.shape).astype(np.float32) * sigma
+            out = np.round(out * 1000.0) / 1000.0
+        out[(out < cam.depth_min_m) | (out > cam.depth_max_m)] = 0.0
+        if cam.depth_hole_fraction > 0:
+            out[self._rng.random(out.shape) < cam.depth_hole_fraction] = 0.0
+        return out.astype(np.float32)
+
+    def object_masks(self, segmentation: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Pixel masks (H, W) bool per scenario object, and per cabinet ``<id>:drawer`` for its drawer."""
+        seg = self.render_segmentation() if segmentation is None else segmentation
+        mj = self.mujoco
+        lut: dict[int, str] = {}
+        for g in range(self.model.ngeom):
+            name = mj.mj_id2name(self.model, mj.mjtObj.mjOBJ_GEOM, g) or ""
+            if name.startswith("obj:"):
+                _, obj_id, part = name.split(":", 2)
+                lut[g] = f"{obj_id}:drawer" if part.startswith("drawer") else obj_id
+        masks: dict[str, np.ndarray] = {}
+        for key in sorted(set(lut.values())):
+            ids = [g for g, k in lut.items() if k == key]
+            masks[key] = np.isin(seg, ids)
+        return masks
+
+    def grasp_point(self, object_id: str) -> np.ndarray:
+        """Where the TCP should go to hold an object (base frame, m): its centre for free objects,
+        the handle for a cabinet's drawer."""
+        spec = self.scenario.object(object_id)
+        if spec.kind == "cabinet":
+            pos, rot = self.object_pose(object_id)
+            return pos + rot @ (cabinet_handle_local(spec) + np.array([-self.drawer_opening_m(object_id), 0, 0]))
+        lo, hi = self.body_aabb(f"obj:{object_id}")
+        center = 0.5 * (lo + hi)
+        # the TCP sits 1 cm above the fingertips: keep the tips >= 8 mm above the table
+        return np.array([center[0], center[1], max(center[2], 0.018)])
+
+    def close(self) -> None:
+        """Free the GL contexts of every renderer this workcell created."""
+        for r in self._all_renderers:
+            try:
+                r.close()
+            except Exception:  # already gone with its thread's context
+                pass
+        self._all_renderers.clear()
+        self._renderers = threading.local()
+
+    def __enter__(self) -> "SimWorkcell":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
