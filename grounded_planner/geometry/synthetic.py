@@ -194,6 +194,33 @@ def to_depth_units(depth_m: np.ndarray, rng: np.random.Generator | None = None, 
     return np.clip(np.round(d / depth_scale), 0, 65535).astype(np.uint16) * (depth_m > 0)
 
 
+def render_board_view(board_image: np.ndarray, square_length_m: float, px_per_square: int, camera: CameraModel,
+                      target2cam: np.ndarray, background: int = 140) -> np.ndarray:
+    """A pinhole (undistorted) camera image of a flat printed board at a known pose, by a homography warp.
+
+    Parameters
+    ----------
+    board_image : ndarray, shape (h, w) uint8
+        The board as generated (no margin), ``px_per_square`` pixels per square of ``square_length_m``.
+    target2cam : ndarray, shape (4, 4)
+        Board frame (x right, y down along the image, z into the board) in the optical frame.
+
+    Returns
+    -------
+    image : ndarray, shape (camera.height, camera.width) uint8
+    """
+    import cv2
+
+    s = square_length_m / px_per_square
+    # Board pixel (centre convention) -> board metres -> camera pixel.
+    A = np.array([[s, 0, 0.5 * s], [0, s, 0.5 * s], [0, 0, 1.0]])
+    H = camera.K @ np.column_stack([target2cam[:3, 0], target2cam[:3, 1], target2cam[:3, 3]]) @ A
+    # Pre-blur so the warp (bilinear, no area filter) does not alias when it shrinks the board.
+    src = cv2.GaussianBlur(board_image, (0, 0), 0.6)
+    return cv2.warpPerspective(src, H, (camera.width, camera.height), flags=cv2.INTER_LINEAR,
+                               borderMode=cv2.BORDER_CONSTANT, borderValue=int(background))
+
+
 def _fold(yaw: float) -> float:
     while yaw <= -math.pi / 2:
         yaw += math.pi

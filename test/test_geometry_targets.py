@@ -1,0 +1,217 @@
+"""compute_targets on ray-cast RGB-D scenes of known geometry (oblique cameras, depth holes, 1 mm noise)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from helpers.geometry_scenes import BASE, tabletop
+
+from grounded_planner.geometry import (
+    Extrinsics,
+    ExtrinsicsError,
+    GeometryError,
+    NoValidDepthError,
+    OutsideImageError,
+    RayPlaneError,
+    TargetSet,
+    compute_targets,
+)
+from grounded_planner.geometry.synthetic import Box, Cylinder, Panel, Scene, look_at, realsense_camera
+from grounded_planner.plan import GroundedAction, GroundedPlan
+
+PLACE_WORLD = np.array([0.0, 0.02, 0.0])  # between the objects' cells, on the table
+
+
+def _pick_and_place_plan(rendered, place_xy_px):
+    acts = []
+    for k, obj in enumerate(rendered.scene.objects):
+        acts.append(GroundedAction("grasp", obj.name, bbox=rendered.scene.bbox_of(k, rendered.labels)))
+        acts.append(GroundedAction("place", obj.name, target="table", point=place_xy_px))
+    cam = rendered.camera
+    return GroundedPlan("tidy up", (cam.width, cam.height), acts).validate()
+
+
+def _angle_diff_deg(a: float, b: float) -> float:
+    """Difference of two gripper yaws, which are the same modulo 180 deg."""
+    d = math.degrees(a - b) % 180.0
+    return min(d, 180.0 - d)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_grasp_points_lie_on_the_true_top_face_centres(seed):
+    rendered = tabletop(seed)
+    plan = _pick_and_place_plan(rendered, rendered.scene.pixel_of(PLACE_WORLD))
+    targets = compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base)
+    assert targets.frame == BASE
+    for k, obj in enumerate(rendered.scene.objects):
+        grasp = targets.for_index(2 * k)
+        assert grasp.type == "grasp" and grasp.object == obj.name and grasp.method == "top_surface"
+        err_m = np.linalg.norm(grasp.position - obj.top_center(0.0))
+        assert err_m < 0.01, f"seed {seed} {obj.name}: grasp point {grasp.position} is {err_m * 1000:.1f} mm off"
+        assert np.dot(grasp.normal, [0, 0, 1]) > 0.999  # the table's normal, in the base frame
+        assert 0.5 < grasp.confidence <= 1.0
+        if isinstance(obj, Cylinder):
+            assert grasp.width == pytest.approx(2 * obj.radius, abs=0.01)
+        else:
+            assert grasp.width == pytest.approx(min(obj.size[:2]), abs=0.01)
+
+
+@pytest.mark.parametrize("seed", [10, 11, 12])
+def test_grasp_yaw_follows_the_short_side_of_elongated_objects(seed):
+    rendered = tabletop(seed, elongated_only=True)
+    plan = _pick_and_place_plan(rendered, rendered.scene.pixel_of(PLACE_WORLD))
+    targets = compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base)
+    for k, obj in enumerate(rendered.scene.objects):
+        assert obj.size[0] / obj.size[1] > 1.7
+        yaw = targets.for_index(2 * k).yaw
+        assert -math.pi / 2 < yaw <= math.pi / 2
+        assert _angle_diff_deg(yaw, obj.closing_yaw()) < 5.0, f"{obj.name}: yaw {math.degrees(yaw):.1f} deg"
+
+
+def test_place_uses_depth_and_falls_back_to_the_support_plane_in_a_hole():
+    rendered = tabletop(4, n_holes=0)
+    x, y = rendered.scene.pixel_of(PLACE_WORLD)
+    # The true target: the place pixel's ray meets the table plane z = 0.
+    o = rendered.cam2base.translation
+    ray = rendered.scene.ray_world(x, y)
+    truth = o + ray * (-o[2] / ray[2])
+    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "box0", bbox=rendered.scene.bbox_of(0, rendered.labels)),
+                                          GroundedAction("place", "box0", point=(x, y))])
+    with_depth = compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base).for_index(1)
+    assert with_depth.method == "depth"
+    assert np.linalg.norm(with_depth.position - truth) < 0.005
+
+    holed = rendered.depth_m.copy()
+    u, v = int(x), int(y)
+    holed[v - 15:v + 16, u - 15:u + 16] = 0.0  # no depth anywhere near the place pixel
+    result = compute_targets(plan, holed, rendered.camera, rendered.cam2base)
+    place = result.for_index(1)
+    assert place.method == "ray_plane"
+    assert np.linalg.norm(place.position - truth) < 0.005, f"{np.linalg.norm(place.position - truth) * 1000:.2f} mm"
+    assert place.yaw is None and place.width is None
+    assert any("action 1 (place)" in w for w in result.warnings)
+
+
+def test_distorted_high_resolution_camera_still_hits_the_targets():
+    # Rays of the renderer come from OpenCV's undistortion, the targets from CameraModel's own.
+    rendered = tabletop(5, width=1280, height=720, D=(-0.06, 0.09, 0.0012, -0.0008, -0.03))
+    x, y = rendered.scene.pixel_of(PLACE_WORLD)
+    plan = _pick_and_place_plan(rendered, (x, y))
+    targets = compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base)
+    for k, obj in enumerate(rendered.scene.objects):
+        assert np.linalg.norm(targets.for_index(2 * k).position - obj.top_center(0.0)) < 0.01
+    # pixel_of ignores distortion, so compare with where the depth-derived place point really lies: on the table.
+    assert abs(targets.for_index(1).position[2]) < 0.003
+
+
+def test_plan_in_a_smaller_image_is_rescaled_to_the_depth_image():
+    rendered = tabletop(6)
+    plan = _pick_and_place_plan(rendered, rendered.scene.pixel_of(PLACE_WORLD))
+    half = GroundedPlan("x", (320, 240), [
+        GroundedAction(a.type, a.object, bbox=None if a.bbox is None else tuple(v / 2 for v in a.bbox),
+                       point=None if a.point is None else tuple(v / 2 for v in a.point)) for a in plan.actions])
+    full = compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base)
+    scaled = compute_targets(half, rendered.depth_m, rendered.camera, rendered.cam2base)
+    assert any("rescaled" in w for w in scaled.warnings)
+    for a, b in zip(full.targets, scaled.targets):
+        assert np.linalg.norm(a.position - b.position) < 1e-9
+
+
+def test_without_extrinsics_targets_are_in_the_optical_frame():
+    rendered = tabletop(7)
+    plan = _pick_and_place_plan(rendered, rendered.scene.pixel_of(PLACE_WORLD))
+    in_base = compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base)
+    in_cam = compute_targets(plan, rendered.depth_m, rendered.camera)
+    assert in_cam.frame == "camera_color_optical_frame"
+    for a, b in zip(in_base.targets, in_cam.targets):
+        # Without "up" from extrinsics the support plane is the dominant plane: the same table.
+        assert np.linalg.norm(rendered.cam2base.transform_points(b.position)[0] - a.position) < 0.003
+        assert b.position[2] > 0.3  # in front of the camera
+
+
+def test_open_and_close_give_the_handle_point_and_the_outward_normal():
+    camera = realsense_camera(640, 480)
+    cam2base = look_at([0.0, -0.1, 0.55], [0.7, 0.05, 0.25], parent_frame=BASE)
+    drawer = Panel("drawer", (0.7, 0.0, 0.2), (-1.0, 0.15), 0.4, 0.2)  # front faces the camera, slightly turned
+    scene = Scene(camera, cam2base, [drawer], table_extent=(-0.5, 1.5, -1.0, 1.0))
+    depth, labels = scene.render()
+    bbox = scene.bbox_of(0, labels, pad_px=-8)  # a box inside the front
+    plan = GroundedPlan("open the drawer", (640, 480), [GroundedAction("open", "drawer", bbox=bbox),
+                                                        GroundedAction("close", "drawer", bbox=bbox)])
+    targets = compute_targets(plan, depth, camera, cam2base)
+    cx, cy = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2
+    o, ray = cam2base.translation, scene.ray_world(cx, cy)
+    truth = o + ray * (((np.asarray(drawer.center) - o) @ drawer.normal) / (ray @ drawer.normal))
+    for index in (0, 1):
+        t = targets.for_index(index)
+        assert t.method == "ray_surface_plane"
+        assert np.linalg.norm(t.position - truth) < 0.005
+        assert math.degrees(math.acos(min(1.0, t.normal @ drawer.normal))) < 2.0  # outward: pull along +normal
+
+
+def test_target_set_json_round_trip_is_the_backproject_schema():
+    rendered = tabletop(8)
+    plan = _pick_and_place_plan(rendered, rendered.scene.pixel_of(PLACE_WORLD))
+    targets = compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base)
+    data = targets.to_dict()
+    assert list(data) == ["frame", "targets", "warnings"]
+    assert [t["index"] for t in data["targets"]] == list(range(len(plan.actions)))
+    for t in data["targets"]:
+        assert list(t) == ["index", "type", "object", "position", "yaw", "width", "normal", "method", "confidence"]
+    back = TargetSet.from_dict(data)
+    assert back.to_dict() == data
+    # Same input, same output (RANSAC is seeded).
+    assert compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base).to_dict() == data
+
+
+# -- typed errors ---------------------------------------------------------------------------------
+
+def test_no_valid_depth_in_the_box_names_the_action():
+    rendered = tabletop(9)
+    plan = _pick_and_place_plan(rendered, rendered.scene.pixel_of(PLACE_WORLD))
+    depth = rendered.depth_m.copy()
+    x1, y1, x2, y2 = (int(v) for v in plan.actions[2].bbox)
+    depth[y1:y2 + 1, x1:x2 + 1] = 0.0
+    with pytest.raises(NoValidDepthError) as info:
+        compute_targets(plan, depth, rendered.camera, rendered.cam2base)
+    assert info.value.index == 2 and info.value.action == "grasp" and info.value.rule == "no_valid_depth"
+    assert str(info.value).startswith("action 2 (grasp): no valid depth in bbox")
+
+
+def test_place_ray_parallel_to_the_table_is_refused():
+    camera = realsense_camera(640, 480)
+    cam2base = look_at([0.0, 0.0, 0.4], [1.0, 0.0, 0.4], parent_frame=BASE)  # level camera: horizon mid-image
+    scene = Scene(camera, cam2base, [Box("box", (0.8, 0.0), (0.1, 0.05, 0.05))], table_extent=(0.2, 3.0, -2.0, 2.0))
+    depth, labels = scene.render()
+    horizon = (camera.cx + 0.5, camera.cy + 0.5)
+    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "box", bbox=scene.bbox_of(0, labels)),
+                                          GroundedAction("place", "box", point=horizon)])
+    with pytest.raises(RayPlaneError) as info:
+        compute_targets(plan, depth, camera, cam2base)
+    assert info.value.index == 1 and info.value.action == "place" and info.value.rule == "ray_parallel"
+    above = GroundedPlan("x", (640, 480), [plan.actions[0], GroundedAction("place", "box", point=(320.0, 60.0))])
+    with pytest.raises(RayPlaneError) as info:
+        compute_targets(above, depth, camera, cam2base)
+    assert info.value.rule == "plane_behind_camera"
+
+
+def test_box_outside_the_image_is_refused():
+    rendered = tabletop(9)
+    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "box", bbox=(600.0, 400.0, 700.0, 470.0)),
+                                          GroundedAction("place", "box", point=(100.0, 100.0))])
+    with pytest.raises(OutsideImageError) as info:
+        compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base)
+    assert info.value.index == 0 and info.value.action == "grasp" and info.value.rule == "outside_image"
+    assert "640x480" in str(info.value)
+
+
+def test_depth_image_and_frames_must_match_the_camera():
+    rendered = tabletop(9)
+    plan = _pick_and_place_plan(rendered, rendered.scene.pixel_of(PLACE_WORLD))
+    with pytest.raises(GeometryError, match="depth image is 320x240 but the camera model is 640x480"):
+        compute_targets(plan, rendered.depth_m[::2, ::2], rendered.camera, rendered.cam2base)
+    wrong = Extrinsics(BASE, "other_camera_frame", [0, 0, 1], [0, 0, 0, 1])
+    with pytest.raises(ExtrinsicsError, match="other_camera_frame"):
+        compute_targets(plan, rendered.depth_m, rendered.camera, wrong)
