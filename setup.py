@@ -82,6 +82,7 @@ setup(
             "camera_node = grounded_planner.ros.camera_node:main",
             "bag_player_node = grounded_planner.ros.bag_player_node:main",
             "planner_node = grounded_planner.ros.planner_node:main",
+            "backprojection_node = grounded_planner.ros.backprojection_node:main",
         ],
     },
 )

@@ -13,30 +13,7 @@ from helpers.ros_wait import call, spin_until, stop_process
 pytestmark = [requires_ros, pytest.mark.ros]
 pytest.importorskip("httpx")
 
-W, H, F = 320, 240, 300.0  # image size and focal length (pixels)
-TABLE_M, CUBE_M = 1.0, 0.95  # depth of the table and of the cube's top (camera 1 m above, looking down)
-EXTRINSICS = """parent_frame: fr3_link0
-child_frame: camera_color_optical_frame
-translation: [0.5, 0.0, 1.0]
-rotation: [1.0, 0.0, 0.0, 0.0]   # 180 deg about x: optical z points down
-"""
-
-
-def scene_messages():
-    from sensor_msgs.msg import CameraInfo
-
-    from grounded_planner.ros.convert import numpy_to_image
-
-    rgb = np.full((H, W, 3), 200, np.uint8)
-    rgb[95:145, 85:115] = (220, 30, 30)
-    depth_mm = np.full((H, W), int(TABLE_M * 1000), np.uint16)
-    depth_mm[95:145, 85:115] = int(CUBE_M * 1000)
-    color, depth = numpy_to_image(rgb, "rgb8"), numpy_to_image(depth_mm, "16UC1")
-    info = CameraInfo(width=W, height=H, distortion_model="plumb_bob", d=[0.0] * 5,
-                      k=[F, 0.0, W / 2, 0.0, F, H / 2, 0.0, 0.0, 1.0])
-    for msg in (color, depth, info):
-        msg.header.frame_id = "camera_color_optical_frame"
-    return color, depth, info
+from helpers.tabletop import CUBE_M, EXTRINSICS, TABLE_M, base_point, scene_messages
 
 
 class Graph:
@@ -118,8 +95,8 @@ def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_c
         assert all(p is not None and p.header.frame_id == "fr3_link0" for p in poses)
         grasp, place = (np.array([p.pose.position.x, p.pose.position.y, p.pose.position.z]) for p in poses)
         # the cube's top is 5 cm above the table, centred on pixel (100, 120); the place point is on the table
-        assert grasp == pytest.approx([0.5 + (100 - 160) / F * CUBE_M, 0.0, 1.0 - CUBE_M], abs=0.01)
-        assert place == pytest.approx([0.5 + (239.5 - 160) / F * TABLE_M, 0.5 / F, 0.0], abs=0.01)
+        assert grasp == pytest.approx(base_point(100.5, 120.5, CUBE_M), abs=0.01)
+        assert place == pytest.approx(base_point(240.0, 120.0, TABLE_M), abs=0.01)
 
         # the last plan is shown: an overlay image of the frame and one sphere marker per pose (latched topics)
         from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -134,7 +111,7 @@ def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_c
         graph.node.create_subscription(MarkerArray, "/grounded_planner/plan_markers", lambda m: shown.__setitem__("markers", m), latched)
         spin_until(graph.executor, lambda: len(shown) == 2, 30.0, "overlay image and plan markers")
         overlay = image_to_numpy(shown["overlay"])
-        assert overlay.shape == (H, W, 3) and not np.array_equal(overlay, image_to_numpy(graph.color)), "nothing drawn"
+        assert overlay.shape == (240, 320, 3) and not np.array_equal(overlay, image_to_numpy(graph.color)), "nothing drawn"
         spheres = [m for m in shown["markers"].markers if m.type == Marker.SPHERE]
         assert len(spheres) == 2 and spheres[0].header.frame_id == "fr3_link0"
         assert spheres[0].pose.position.z == pytest.approx(grasp[2])

@@ -50,7 +50,10 @@ def camera_model(info: CameraInfo, frame_id: str = ""):
 
 
 class LatestFrames:
-    """Subscribes to colour, aligned depth and camera_info and keeps the newest of each (thread-safe)."""
+    """Subscribes to colour, aligned depth and camera_info and keeps the newest of each (thread-safe).
+
+    An empty topic name leaves that stream out.
+    """
 
     def __init__(self, node: Node, color_topic: str, depth_topic: str, camera_info_topic: str, callback_group=None):
         self.topics = {"color": color_topic, "depth": depth_topic, "camera_info": camera_info_topic}
@@ -59,6 +62,8 @@ class LatestFrames:
         self._arrived = threading.Condition(self._lock)
         qos = QoSProfile(depth=2)
         for key, msg_type in (("color", Image), ("depth", Image), ("camera_info", CameraInfo)):
+            if not self.topics[key]:
+                continue  # "" = the caller does not need this stream
             node.create_subscription(msg_type, self.topics[key], self._keeper(key), qos, callback_group=callback_group)
 
     def _keeper(self, key: str):

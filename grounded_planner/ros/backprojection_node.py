@@ -1,0 +1,102 @@
+"""backprojection_node: pixel GroundedPlan in (topic), the same plan with 3D poses out, plus target markers."""
+
+from __future__ import annotations
+
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from std_msgs.msg import String
+from visualization_msgs.msg import MarkerArray
+
+from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+
+from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
+from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
+from grounded_planner.ros.params import Param, declare_all, non_empty, non_negative, values
+from grounded_planner.ros.visualize import plan_markers
+
+PARAMS = [
+    Param("input_topic", "/grounded_planner/plan_pixels", "GroundedPlan in pixels to back-project", non_empty, read_only=True),
+    Param("output_topic", "/grounded_planner/plan_3d", "the same plan with every action's pose filled", non_empty, read_only=True),
+    Param("targets_topic", "/grounded_planner/targets", "std_msgs/String: the TargetSet JSON (method, yaw, width, warnings)",
+          non_empty, read_only=True),
+    Param("markers_topic", "/grounded_planner/target_markers", "visualization_msgs/MarkerArray of the 3D targets", non_empty, read_only=True),
+    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw", "depth aligned to colour (16UC1 mm or 32FC1 m)", non_empty, read_only=True),
+    Param("camera_info_topic", "/camera/camera/color/camera_info", "intrinsics of the colour camera", non_empty, read_only=True),
+    Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame"),
+    Param("frame_wait_s", 5.0, "how long a plan waits for a first depth image and camera_info, seconds", non_negative),
+]
+
+
+class BackprojectionNode(Node):
+    """For every plan on ``input_topic``: poses from the latest depth + camera_info + extrinsics on ``output_topic``.
+
+    A plan that cannot be back-projected (no depth yet, a target without valid depth) is logged with the
+    reason and republished nowhere: downstream nodes never receive a plan with missing poses.
+    """
+
+    def __init__(self, node_name: str = "backprojection", **kwargs):
+        super().__init__(node_name, **kwargs)
+        self._extrinsics = None
+        declare_all(self, PARAMS, on_change=lambda changed: setattr(self, "_extrinsics", None) if "extrinsics_file" in changed else None)
+        p = values(self, PARAMS)
+        self._frames = LatestFrames(self, "", p["depth_topic"], p["camera_info_topic"],
+                                    callback_group=MutuallyExclusiveCallbackGroup())
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self._out = self.create_publisher(GroundedPlanMsg, p["output_topic"], latched)
+        self._targets_out = self.create_publisher(String, p["targets_topic"], latched)
+        self._markers_out = self.create_publisher(MarkerArray, p["markers_topic"], latched)
+        # its own group: waiting for depth must not hold up the depth subscription itself
+        self.create_subscription(GroundedPlanMsg, p["input_topic"], self._on_plan, QoSProfile(depth=5),
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self.plans_done = 0
+        self.last_error = ""
+
+    def extrinsics(self):
+        path = self.get_parameter("extrinsics_file").value
+        if path and self._extrinsics is None:
+            from grounded_planner.geometry.extrinsics import Extrinsics
+
+            self._extrinsics = Extrinsics.load(path)
+        return self._extrinsics if path else None
+
+    def _on_plan(self, msg: GroundedPlanMsg) -> None:
+        try:
+            out, targets = self.process(msg)
+        except (NoFrameError, ValueError) as exc:  # GeometryError / PlanError are ValueErrors
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.get_logger().error(f"cannot back-project plan {msg.instruction!r}: {self.last_error}")
+            return
+        self._out.publish(out)
+        self._targets_out.publish(String(data=targets.to_json(indent=None)))
+        plan = plan_from_msg(out, validate=False)
+        self._markers_out.publish(plan_markers(plan, [a.pose for a in out.actions], namespace="targets",
+                                               stamp=out.header.stamp))
+        self.plans_done += 1
+        for warning in targets.warnings:
+            self.get_logger().warning(f"plan {msg.instruction!r}: {warning}")
+
+    def process(self, msg: GroundedPlanMsg):
+        """(plan message with poses, TargetSet) for a pixel plan message; raises NoFrameError/GeometryError."""
+        plan = plan_from_msg(msg)
+        snap = self._frames.wait_for(("depth", "camera_info"), self.get_parameter("frame_wait_s").value)
+        targets, poses = backproject(plan, snap.depth, snap.camera_info, self.extrinsics(), stamp=msg.header.stamp)
+        return plan_to_msg(plan, header=msg.header, poses=poses), targets
+
+
+def main(args=None) -> None:
+    try:
+        with rclpy.init(args=args):
+            executor = MultiThreadedExecutor(num_threads=3)
+            executor.add_node(BackprojectionNode())
+            executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except ValueError as exc:
+        raise SystemExit(f"backprojection_node: {exc}")
+
+
+if __name__ == "__main__":
+    main()

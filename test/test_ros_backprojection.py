@@ -1,0 +1,65 @@
+"""backprojection_node in a child process: a pixel plan on a topic comes back with poses in the base frame."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import requires_ros, spawn_python
+from helpers.ros_wait import spin_until, stop_process
+from helpers.tabletop import CUBE_M, EXTRINSICS, TABLE_M, base_point, scene_messages
+
+pytestmark = [requires_ros, pytest.mark.ros]
+
+
+def test_pixel_plan_comes_back_with_base_frame_poses(tmp_path, rclpy_context):
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from sensor_msgs.msg import CameraInfo, Image
+    from std_msgs.msg import String
+
+    from grounded_planner.plan import GroundedAction, GroundedPlan
+    from grounded_planner.ros.convert import plan_from_msg, plan_to_msg, poses_from_msg
+    from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+
+    (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
+    child = spawn_python(["-m", "grounded_planner.ros.backprojection_node", "--ros-args",
+                          "-p", f"extrinsics_file:={tmp_path / 'extrinsics.yaml'}"])
+    node = rclpy.create_node("backprojection_probe", context=rclpy_context)
+    try:
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(node)
+        _color, depth, info = scene_messages()
+        qos = QoSProfile(depth=2)
+        depth_pub = node.create_publisher(Image, "/camera/camera/aligned_depth_to_color/image_raw", qos)
+        info_pub = node.create_publisher(CameraInfo, "/camera/camera/color/camera_info", qos)
+        node.create_timer(0.1, lambda: (depth_pub.publish(depth), info_pub.publish(info)))
+        plan_pub = node.create_publisher(GroundedPlanMsg, "/grounded_planner/plan_pixels", QoSProfile(depth=5))
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        got = {}
+        node.create_subscription(GroundedPlanMsg, "/grounded_planner/plan_3d", lambda m: got.__setitem__("plan", m), latched)
+        node.create_subscription(String, "/grounded_planner/targets", lambda m: got.__setitem__("targets", m), latched)
+
+        plan = GroundedPlan("put the red cube on the right", (320, 240), [
+            GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
+            GroundedAction("place", "red cube", "table", point=(240.0, 120.0))])
+        msg = plan_to_msg(plan)
+        msg.header.frame_id = "camera_color_optical_frame"
+        spin_until(executor, lambda: plan_pub.get_subscription_count() > 0, 30.0, "backprojection_node to subscribe")
+        plan_pub.publish(msg)
+        spin_until(executor, lambda: "plan" in got and "targets" in got, 30.0, "the back-projected plan")
+        assert plan_from_msg(got["plan"]) == plan
+        poses = poses_from_msg(got["plan"])
+        assert [p.header.frame_id for p in poses] == ["fr3_link0", "fr3_link0"]
+        grasp = [poses[0].pose.position.x, poses[0].pose.position.y, poses[0].pose.position.z]
+        place = [poses[1].pose.position.x, poses[1].pose.position.y, poses[1].pose.position.z]
+        assert grasp == pytest.approx(base_point(100.5, 120.5, CUBE_M), abs=0.01)
+        assert place == pytest.approx(base_point(240.0, 120.0, TABLE_M), abs=0.01)
+        targets = json.loads(got["targets"].data)
+        assert targets["frame"] == "fr3_link0" and [t["type"] for t in targets["targets"]] == ["grasp", "place"]
+        assert np.isfinite(targets["targets"][0]["width"]) and targets["targets"][0]["width"] == pytest.approx(30 / 300 * CUBE_M, abs=0.01)  # 30 px wide
+    finally:
+        node.destroy_node()
+        out = stop_process(child)
+    assert "Traceback" not in out, out
