@@ -22,19 +22,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     score.add_argument("--json", action="store_true", help="print exactly one JSON object instead of the table")
     score.set_defaults(func=_score)
 
-    run = sub.add_parser("run", help="run the planner on every episode and append predictions (resumable)")
+    run = sub.add_parser("run", help="run the planner on every episode and append predictions (resumable)",
+                         description="Plan every episode with the VLM planner and append {id, plan, error} lines to "
+                                     "--out. Ids already there are skipped, so an interrupted run resumes; with a "
+                                     "--cache-dir a repeated run sends no requests. Planner defaults come from the "
+                                     "GP_VLM_* environment variables, then --config, then the flags.")
     run.add_argument("--episodes", required=True, help="ground-truth episodes JSONL")
     run.add_argument("--out", required=True, help="predictions JSONL to append to; ids already there are skipped")
-    run.add_argument("--config", help="planner config YAML (the vlm layer's PlannerConfig fields); flags override it")
-    run.add_argument("--backend", help="planner backend (e.g. openai, replay)")
-    run.add_argument("--model", help="model name sent to the backend")
-    run.add_argument("--base-url", help="base URL of an OpenAI-compatible server")
+    run.add_argument("--config", help="YAML mapping of PlannerConfig fields (backend, model, base_url, ...)")
+    run.add_argument("--backend", choices=["openai", "gemini", "transformers", "replay", "decoupled"], default=None)
+    run.add_argument("--model", help="model name on the server / Gemini id / local path for transformers")
+    run.add_argument("--base-url", help="OpenAI-compatible server root incl. /v1, e.g. http://localhost:8000/v1")
+    run.add_argument("--api-key-env", help="name of the environment variable holding the API key")
+    run.add_argument("--prompt-family", choices=["auto", "qwen3", "gemini", "pixel"], default=None,
+                     help="coordinate convention asked for (auto: from the model name)")
+    run.add_argument("--replay-file", help="JSONL of recorded plans (replay backend)")
     run.add_argument("--mode", choices=("grounded", "decoupled"), default=None,
-                     help="grounded: the VLM answers boxes and points; decoupled: it plans in words, a grounder adds them")
+                     help="grounded: the VLM answers boxes and points; decoupled: it plans in words and a grounder "
+                          "(--grounder) localizes each step; --backend then names the language planner's backend")
+    run.add_argument("--grounder", choices=["vlm", "embodied-r1", "sam3"], default=None, help="decoupled mode's grounder")
+    run.add_argument("--timeout", type=float, dest="timeout_s", default=None, help="seconds per request (default 60)")
     run.add_argument("--cache-dir", help="response cache folder (a re-run with the same requests is free)")
-    run.add_argument("--concurrency", type=int, default=4, help="requests in flight at once (default 4)")
-    run.add_argument("--retry-errors", action="store_true", help="also re-run episodes whose earlier record is an error")
-    run.add_argument("--limit", type=int, default=None, help="run at most this many new episodes")
+    run.add_argument("--concurrency", type=int, default=4, help="episodes in flight at once (default 4)")
+    run.add_argument("--retry-errors", action="store_true", help="also re-run episodes whose last record is an error")
+    run.add_argument("--limit", type=int, default=None, help="plan at most this many new episodes")
     run.set_defaults(func=_run)
 
     report = sub.add_parser("report", help="write a self-contained HTML report (table, overlays, failure reasons)")
@@ -83,8 +94,72 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _planner_config(args: argparse.Namespace):
+    from grounded_planner.vlm.config import PlannerConfig
+
+    values: dict = {}
+    if args.config:
+        import yaml
+
+        try:
+            with open(args.config, encoding="utf-8") as f:
+                loaded = yaml.safe_load(f) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise CliError(f"cannot read planner config {args.config}: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise CliError(f"planner config {args.config} must be a YAML mapping of PlannerConfig fields")
+        values.update(loaded)
+    for name in ("backend", "model", "base_url", "api_key_env", "prompt_family", "replay_file", "grounder",
+                 "timeout_s", "cache_dir"):
+        if getattr(args, name) is not None:
+            values[name] = getattr(args, name)
+    if args.mode == "decoupled":
+        if values.get("backend") not in (None, "decoupled"):
+            values["language_backend"] = values["backend"]
+        values["backend"] = "decoupled"
+    elif args.mode == "grounded" and values.get("backend") == "decoupled":
+        raise CliError("--mode grounded contradicts backend 'decoupled'; pick one")
+    try:
+        return PlannerConfig.from_env(**values)
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"planner config: {exc}") from None
+
+
 def _run(args: argparse.Namespace) -> int:
-    raise CliError("bench run is not available yet", 3)
+    from grounded_planner.bench.episodes import EpisodeError, load_episodes
+    from grounded_planner.bench.runner import run_bench
+    from grounded_planner.vlm.errors import VLMError
+    from grounded_planner.vlm.planner import make_planner
+
+    if args.concurrency < 1:
+        raise CliError(f"--concurrency must be >= 1, got {args.concurrency}")
+    if args.limit is not None and args.limit < 0:
+        raise CliError(f"--limit must be >= 0, got {args.limit}")
+    try:
+        episodes = load_episodes(args.episodes)
+    except EpisodeError as exc:
+        raise CliError(str(exc)) from None
+    config = _planner_config(args)
+    try:
+        planner = make_planner(config)
+    except (VLMError, ValueError) as exc:
+        raise CliError(f"cannot build the planner: {exc}") from None
+    first_error: list[str] = []
+
+    def remember(record: dict) -> None:
+        if record["error"] and not first_error:
+            first_error.append(record["error"])
+
+    try:
+        with planner:
+            summary = run_bench(episodes, planner, args.out, concurrency=args.concurrency,
+                                retry_errors=args.retry_errors, limit=args.limit, on_record=remember)
+    except EpisodeError as exc:
+        raise CliError(str(exc)) from None
+    print(json.dumps({"out": str(args.out), **summary.to_dict()}))
+    if summary.failed and not summary.done:
+        raise CliError(f"all {summary.failed} episode(s) failed; first error: {first_error[0]}", 3)
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:
