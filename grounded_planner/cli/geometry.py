@@ -120,11 +120,11 @@ def _calibrate(args: argparse.Namespace) -> int:
         if image is None:
             raise CliError(f"cannot read image {sample.image_path}")
         try:
-            observations.append(detect_board(image, camera, spec, sample.name))
+            observations.append(detect_board(image, camera, spec, sample.image_path.name))
             used.append(sample)
         except GeometryError as exc:
             skipped.append(sample.name)
-            print(f"skipped {sample.name}: {exc.detail}", file=sys.stderr)
+            print(f"skipped {exc.detail}", file=sys.stderr)
     camera_frame = args.camera_frame or camera.frame_id or "camera_color_optical_frame"
     try:
         result = calibrate_hand_eye(
