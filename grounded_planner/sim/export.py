@@ -74,6 +74,49 @@ def gt_plan(workcell, segmentation: np.ndarray | None = None) -> GroundedPlan:
                         model="sim-ground-truth").validate()
 
 
+def gt_targets(workcell, plan: GroundedPlan | None = None):
+    """Exact 3D targets of the scenario's plan from the simulator state, as a geometry-layer ``TargetSet``
+    in the base frame (what ``compute_targets`` estimates from depth; conventions as in ``geometry.targets``).
+
+    grasp: centre of the object's top face, ``yaw`` the closing direction (the footprint's minor axis, angle
+    from base x), ``width`` the extent along it; place: :func:`place_point_base`; open/close: the drawer
+    handle's centre with ``normal`` the direction the drawer slides out (pull along +normal).
+    """
+    import math
+
+    from grounded_planner.geometry.targets import Target, TargetSet
+    from grounded_planner.sim.workcell import BASE_FRAME
+
+    scenario = workcell.scenario
+    plan = plan or gt_plan(workcell)
+    up = np.array([0.0, 0.0, 1.0])
+    targets = []
+    for i, (step, action) in enumerate(zip(scenario.plan, plan.actions)):
+        name = action.object or action.target
+        if step.type == "grasp":
+            spec = scenario.object(step.object)
+            lo, hi = workcell.body_aabb(f"obj:{step.object}")
+            _, rot = workcell.object_pose(step.object)
+            yaw = math.atan2(rot[1, 0], rot[0, 0])  # the object's local x axis
+            if spec.kind == "box":
+                width = min(spec.size_m[0], spec.size_m[1])
+                if spec.size_m[1] < spec.size_m[0]:
+                    yaw += math.pi / 2  # close along the shorter side
+            else:  # round: any direction, the diameter
+                width = 2 * spec.size_m[0]
+            yaw = (yaw + math.pi / 2) % math.pi - math.pi / 2
+            position = np.array([(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, hi[2]])
+            targets.append(Target(i, "grasp", name, position, yaw, float(width), up.copy(), "sim_ground_truth", 1.0))
+        elif step.type == "place":
+            targets.append(Target(i, "place", name, place_point_base(workcell, step.target), None, None, up.copy(),
+                                  "sim_ground_truth", 1.0))
+        else:
+            _, rot = workcell.object_pose(step.object)
+            targets.append(Target(i, step.type, name, workcell.grasp_point(step.object), None, None,
+                                  -rot[:, 0].copy(), "sim_ground_truth", 1.0))
+    return TargetSet(BASE_FRAME, targets, [])
+
+
 def episode_record(workcell, episode_id: str, image_rel: str, plan: GroundedPlan) -> dict:
     """A bench episode (see ``grounded_planner.bench.episodes``) for a GT plan; places carry their target box."""
     actions = []
