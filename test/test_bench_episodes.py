@@ -30,6 +30,11 @@ def test_loads_episode_with_paths_relative_to_the_file(tmp_path):
     assert ep.unordered == [[0, 1]] and ep.group == "explicit/short"
 
 
+def test_instruction_type_is_case_insensitive(tmp_path):
+    eps = load_episodes(write_jsonl(tmp_path / "e.jsonl", [GOOD | {"instruction_type": "Implicit"}]))
+    assert eps[0].group == "implicit/short"
+
+
 def with_changes(**changes):
     record = json.loads(json.dumps(GOOD))
     record.update(changes)

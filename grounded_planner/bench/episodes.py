@@ -107,6 +107,8 @@ def parse_episode(data: Any, where: str, base_dir: Path) -> Episode:
     ep_id = str(data["id"])
     where = f"{where} (episode {ep_id})"
     itype = data["instruction_type"]
+    if isinstance(itype, str):
+        itype = itype.strip().lower()  # "Explicit" and "explicit" name the same Table I column
     if itype not in INSTRUCTION_TYPES:
         raise EpisodeError(f"{where}: 'instruction_type' must be one of {', '.join(INSTRUCTION_TYPES)}, got {itype!r}")
     raw_actions = data["actions"]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from grounded_planner.bench.episodes import Episode, Prediction
+from grounded_planner.rollout.stats import wilson_interval  # the project's one Wilson interval (fractions)
 
 IOU_THRESHOLD = 0.5
 HORIZONS = ("short", "medium", "long")
@@ -210,17 +211,6 @@ def score_episode(episode: Episode, prediction: Prediction | None, steps_gt: lis
     matched = sum(gt[j][3] for j in range(len(gt)) if match[j] >= 0)
     success = task_success(pred, gt, episode.unordered, ok)
     return EpisodeScore(episode.id, episode.group, success, n_gt, len(actions), matched, False)
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion, as fractions (0, 0) when ``n`` is 0."""
-    if n <= 0:
-        return (0.0, 0.0)
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def aggregate(scores: list[EpisodeScore]) -> dict[str, Any]:
