@@ -77,7 +77,7 @@ class FakeVLMServer:
     Attributes
     ----------
     requests : list of dict
-        Every request body received (JSON), in order, with ``_path`` added.
+        Every request body received (JSON), in order, with ``_path`` and ``_headers`` (lower-case) added.
     script : list of Reply
         Replies served before computed answers.
     """
@@ -141,6 +141,7 @@ class FakeVLMServer:
         except ValueError:
             payload = {}
         payload["_path"] = handler.path
+        payload["_headers"] = {k.lower(): v for k, v in handler.headers.items()}
         with self._lock:
             self.requests.append(payload)
             reply = self.script.pop(0) if self.script else None
@@ -240,7 +241,7 @@ class FakeVLMServer:
                 cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
                 return f"<think>The {m.group(1)} is there.</think><point>[[{cx:.0f}, {cy:.0f}]]</point>"
             return self._render_locate(family, last.startswith("Locate"), box, w, h, m.group(1))
-        instr = re.search(r"Instruction: (.+)", last)
+        instr = next((m for m in (re.search(r"Instruction: (.+)", u) for u in reversed(user)) if m), None)
         instruction = instr.group(1) if instr else last
         steps = self._steps(instruction, image)
         if steps is None:

@@ -23,6 +23,8 @@ from grounded_planner.vlm.conventions import PARSE_CONVENTIONS, box_to_px, check
 MAX_TEXT_CHARS = 200_000
 # A point this close outside the image (fraction of the side) is clipped with a warning; farther is an error.
 POINT_CLIP_MARGIN = 0.02
+# Clipping by less than this (float noise of scaling) is not worth a warning.
+CLIP_SILENT_PX = 1e-6
 
 TYPE_SYNONYMS = {
     "grasp": "grasp", "grab": "grasp", "pick": "grasp", "pick_up": "grasp", "pickup": "grasp",
@@ -258,8 +260,8 @@ def _split_args(text: str) -> list[str]:
             if ch == quote:
                 quote = ""
             continue
-        if ch in "\"'" and not "".join(current).strip().endswith(tuple("abcdefghijklmnopqrstuvwxyz")):
-            quote = ch
+        if ch in "\"'" and (not "".join(current).strip() or "".join(current).rstrip().endswith(("=", ":"))):
+            quote = ch  # a quote opens a string only at the start of an argument (kid's cup is a name)
         elif ch in "[({":
             depth += 1
         elif ch in "])}":
@@ -272,6 +274,17 @@ def _split_args(text: str) -> list[str]:
     if "".join(current).strip():
         args.append("".join(current).strip())
     return args
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        if value[0] == '"':
+            try:
+                return " ".join(str(json.loads(value)).split())
+            except ValueError:
+                pass
+        return " ".join(value[1:-1].split())
+    return " ".join(value.split())
 
 
 def _call_items(text: str) -> Iterator[dict]:
@@ -315,7 +328,7 @@ def _call_items(text: str) -> Iterator[dict]:
             elif _NUMBER_RE.fullmatch(val):
                 coords.append(val)
             else:
-                name = val.strip().strip("\"'").strip()
+                name = _unquote(val.strip())
                 if key in ("target", "destination", "to", "on", "location", "receptacle"):
                     item["target"] = name
                 elif key in ("object", "obj", "item", "name", "label"):
@@ -342,27 +355,31 @@ class _Found:
 
 
 def _find_plan(body: str) -> _Found | None:
-    """The plan-like value of an answer: first JSON plan, else function-call lines, else None."""
+    """The plan-like value of an answer: first JSON plan, else function-call lines, else None.
+
+    Function-call lines are looked for only outside JSON plans, so a reason that quotes
+    ``grasp(object, [...])`` is not read as an action.
+    """
     empties: list[_Found] = []
     singles: list[tuple[int, int, dict]] = []
-    prose_parts: list[str] = []
+    outside: list[str] = []  # the text with plan-like JSON values cut out
     last = 0
     for start, end, value in _json_values(body):
         items, reason = _container_items(value)
-        prose_parts.append(body[last:start])
-        last = end + 1
         if items is None:
             continue
+        outside.append(body[last:start])
+        last = end + 1
         if len(items) == 1 and isinstance(value, dict) and items[0] is value:
             singles.append((start, end, value))  # one action object: maybe one of several JSON lines
             continue
         if items:
             return _Found(items, reason, _prose(body[:start] + " " + body[end + 1:]))
         empties.append(_Found([], reason, _prose(body[:start] + " " + body[end + 1:])))
-    prose_parts.append(body[last:])
+    outside.append(body[last:])
     if singles:
-        return _Found([v for _, _, v in singles], "", _prose(" ".join(prose_parts)))
-    calls = list(_call_items(body))
+        return _Found([v for _, _, v in singles], "", _prose(" ".join(outside)))
+    calls = list(_call_items(" ".join(outside)))
     if calls:
         return _Found(calls, "", "")
     if empties:
@@ -553,12 +570,22 @@ def _to_action(raw: Any, index: int, convention: str, plan_convention: str, mode
     sx, sy = image_size[0] / mw, image_size[1] / mh
     bbox = point = None
     label = f"action {index} ({kind}{' ' + obj if obj else ''})"
+    # Relative conventions map straight to the original image; pixels refer to the image the model saw.
     if box_raw is not None:
-        x1, y1, x2, y2 = box_to_px(_numbers(box_raw, 4, "bbox", index), box_conv, model_size)
-        bbox = _checked_box((x1 * sx, y1 * sy, x2 * sx, y2 * sy), index, label, image_size, warnings)
+        numbers = _numbers(box_raw, 4, "bbox", index)
+        if box_conv == "pixel":
+            x1, y1, x2, y2 = numbers
+            box = (x1 * sx, y1 * sy, x2 * sx, y2 * sy)
+        else:
+            box = box_to_px(numbers, box_conv, image_size)
+        bbox = _checked_box(box, index, label, image_size, warnings)
     if point_raw is not None:
-        x, y = point_to_px(_numbers(point_raw, 2, "point", index), point_conv, model_size)
-        point = _checked_point((x * sx, y * sy), index, label, image_size, warnings)
+        numbers = _numbers(point_raw, 2, "point", index)
+        if point_conv == "pixel":
+            pt = (numbers[0] * sx, numbers[1] * sy)
+        else:
+            pt = point_to_px(numbers, point_conv, image_size)
+        point = _checked_point(pt, index, label, image_size, warnings)
 
     if kind == "place":
         if point is None and bbox is not None:
@@ -592,7 +619,7 @@ def _checked_box(box: Sequence[float], index: int, label: str, image_size: tuple
     if x2 <= 0 or y2 <= 0 or x1 >= w or y1 >= h:
         raise ParseError(f"{label}: bbox {_fmt(box)} px lies wholly outside the {w}x{h} image", index=index, rule="bbox_outside")
     clipped = (max(0.0, x1), max(0.0, y1), min(float(w), x2), min(float(h), y2))
-    if clipped != (x1, y1, x2, y2):
+    if max(abs(a - b) for a, b in zip(clipped, (x1, y1, x2, y2))) > CLIP_SILENT_PX:
         warnings.append(f"{label}: bbox {_fmt((x1, y1, x2, y2))} px extends outside the {w}x{h} image; clipped to {_fmt(clipped)}")
     return clipped
 
@@ -603,6 +630,8 @@ def _checked_point(point: Sequence[float], index: int, label: str, image_size: t
     w, h = image_size
     if 0 <= x <= w and 0 <= y <= h:
         return (x, y)
+    if -CLIP_SILENT_PX <= x <= w + CLIP_SILENT_PX and -CLIP_SILENT_PX <= y <= h + CLIP_SILENT_PX:
+        return (min(max(x, 0.0), float(w)), min(max(y, 0.0), float(h)))  # float noise of the scaling
     mx, my = POINT_CLIP_MARGIN * w, POINT_CLIP_MARGIN * h
     if -mx <= x <= w + mx and -my <= y <= h + my:
         clipped = (min(max(x, 0.0), float(w)), min(max(y, 0.0), float(h)))
