@@ -96,6 +96,7 @@ def test_report_is_self_contained_html_with_overlays_and_reasons(sample, tmp_pat
     rects = ep3.findall("{http://www.w3.org/2000/svg}rect")
     assert len(rects) == 2 + 1 + 2  # GT open + GT grasp + GT place target; predicted pair and open boxes
     assert len(ep3.findall("{http://www.w3.org/2000/svg}path")) == 1  # the predicted place point
+    assert ">p1?</text>" in svgs[9]  # ep-10's lone grasp is drawn and marked as an invalid step
 
 
 def test_report_survives_a_missing_image(sample, tmp_path):

@@ -140,12 +140,14 @@ def _image_data(episode: Episode) -> tuple[str | None, tuple[int, int] | None]:
     return f"data:{mime};base64,{base64.b64encode(raw).decode('ascii')}", size
 
 
-def _rect(box, colour: str, label: str, dashed: bool = False) -> str:
+def _rect(box, colour: str, label: str, dashed: bool = False, label_below: bool = False) -> str:
     x1, y1, x2, y2 = box
     dash = ' stroke-dasharray="5,3"' if dashed else ""
+    # GT labels sit inside the top edge, predicted ones under the bottom edge, so they never cover each other
+    label_y = y2 + 11 if label_below else y1 + 11
     return (f'<rect x="{x1:.1f}" y="{y1:.1f}" width="{max(x2 - x1, 0):.1f}" height="{max(y2 - y1, 0):.1f}" '
             f'fill="none" stroke="{colour}" stroke-width="2"{dash}/>'
-            f'<text x="{x1 + 2:.1f}" y="{y1 + 11:.1f}" font-size="11" fill="{colour}">{html.escape(label)}</text>')
+            f'<text x="{x1 + 2:.1f}" y="{label_y:.1f}" font-size="11" fill="{colour}">{html.escape(label)}</text>')
 
 
 def _cross(point, colour: str, label: str) -> str:
@@ -172,7 +174,7 @@ def _overlay_svg(episode: Episode, prediction: Prediction | None) -> str:
     actions = predicted_actions(prediction.plan) if prediction is not None else None
     for k, step in enumerate(segment_steps(actions or []), start=1):
         if step[1] is not None:
-            parts.append(_rect(step[1], PRED_RGB, f"p{k}" if step[0] != "invalid" else f"p{k}?"))
+            parts.append(_rect(step[1], PRED_RGB, f"p{k}" if step[0] != "invalid" else f"p{k}?", label_below=True))
         if step[0] == "pair" and step[2] is not None:
             parts.append(_cross(step[2], PRED_RGB, f"p{k}"))
     parts.append("</svg>")

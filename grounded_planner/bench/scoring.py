@@ -78,7 +78,7 @@ def segment_steps(actions: list[tuple[str, Any, Any]]) -> list[Step]:
         if atype == "open" or atype == "close":
             steps.append((atype, box, None, 1, i))
         else:
-            steps.append(("invalid", None, None, 1, i))
+            steps.append(("invalid", box, None, 1, i))  # box kept for drawing; an invalid step never matches
         i += 1
     return steps
 
