@@ -83,6 +83,7 @@ setup(
             "bag_player_node = grounded_planner.ros.bag_player_node:main",
             "planner_node = grounded_planner.ros.planner_node:main",
             "backprojection_node = grounded_planner.ros.backprojection_node:main",
+            "rollout_logger_node = grounded_planner.ros.rollout_logger_node:main",
         ],
     },
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -11,6 +12,7 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import Image
+from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
@@ -66,6 +68,9 @@ class PlannerNode(Node):
         self._plan_pub = self.create_publisher(GroundedPlanMsg, "/grounded_planner/last_plan", latched)
         self._markers_pub = self.create_publisher(MarkerArray, "/grounded_planner/plan_markers", latched)
         self._overlay_pub = self.create_publisher(Image, "/grounded_planner/overlay", latched)
+        # for the rollout logger: every request's outcome, and the 3D targets of back-projected plans
+        self._status_pub = self.create_publisher(String, "/grounded_planner/planner_status", QoSProfile(depth=10))
+        self._targets_pub = self.create_publisher(String, "/grounded_planner/targets", QoSProfile(depth=10))
         self.create_service(GetGroundedPlan, SERVICE, self._on_request, callback_group=ReentrantCallbackGroup())
         self.requests_served = 0
         self.last_overlay_rgb = None  # the newest overlay, for in-process callers (demo, bringup)
@@ -111,23 +116,31 @@ class PlannerNode(Node):
         started = time.monotonic()
         self.requests_served += 1
         try:
-            plan, header, image_rgb, poses, note = self.plan(request)
+            plan, header, image_rgb, targets, poses, note = self.plan(request)
         except Exception as exc:  # every failure becomes success:false with its reason; the node keeps serving
             response.success = False
             response.message = f"{type(exc).__name__}: {exc}"
             self.get_logger().warning(f"plan request {request.instruction!r} failed after "
                                       f"{time.monotonic() - started:.2f} s: {response.message}")
+            self._publish_status(request.instruction, False, response.message)
             return response
         response.plan = plan_to_msg(plan, header=header, poses=poses)
         response.success = poses is not None or not request.backproject
         response.message = "; ".join(m for m in (plan.reason, note) if m)
+        # the plan first, then its targets: the rollout logger opens an episode on the plan
         self._publish(response.plan, plan, image_rgb, poses or [None] * len(plan.actions), header)
+        if targets is not None:
+            self._targets_pub.publish(String(data=targets.to_json(indent=None)))
+        self._publish_status(request.instruction, response.success, response.message)
         self.get_logger().info(f"plan for {request.instruction!r}: {len(plan.actions)} action(s) from {plan.model or 'model'} "
                                f"in {time.monotonic() - started:.2f} s{' — ' + note if note else ''}")
         return response
 
     def plan(self, request: GetGroundedPlan.Request):
-        """(plan, header, image_rgb, poses or None, note) for a request; raises on any failure before a plan exists."""
+        """(plan, header, image_rgb, TargetSet | None, poses | None, note) for a request.
+
+        Raises on any failure before a plan exists; a failed back-projection gives poses None and the reason in note.
+        """
         wait_s = self.get_parameter("frame_wait_s").value
         if request.image.width and request.image.height:
             image_msg = request.image
@@ -142,15 +155,18 @@ class PlannerNode(Node):
         if not header.frame_id:
             header.frame_id = "camera_color_optical_frame"
         if not request.backproject or not plan.actions:
-            return plan, header, image_rgb, [None] * len(plan.actions), ""
+            return plan, header, image_rgb, None, [None] * len(plan.actions), ""
         try:
             snap = self._frames.wait_for(("depth", "camera_info"), wait_s)
             extrinsics = self.extrinsics()
-            _targets, poses = backproject(plan, snap.depth, snap.camera_info, extrinsics, stamp=header.stamp)
+            targets, poses = backproject(plan, snap.depth, snap.camera_info, extrinsics, stamp=header.stamp)
         except (NoFrameError, ValueError) as exc:  # GeometryError is a ValueError
-            return plan, header, image_rgb, None, f"back-projection failed: {exc}"
+            return plan, header, image_rgb, None, None, f"back-projection failed: {exc}"
         note = "" if extrinsics is not None else "no extrinsics_file: poses are in the camera optical frame"
-        return plan, header, image_rgb, poses, note
+        return plan, header, image_rgb, targets, poses, note
+
+    def _publish_status(self, instruction: str, success: bool, message: str) -> None:
+        self._status_pub.publish(String(data=json.dumps({"instruction": instruction, "success": success, "message": message})))
 
     def _publish(self, plan_msg, plan, image_rgb, poses, header) -> None:
         self._plan_pub.publish(plan_msg)

@@ -1,0 +1,257 @@
+"""rollout_logger_node: records each episode (frames, plan, targets, executor feedback, result) as a rollout folder."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import String
+
+from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+
+from grounded_planner.ros.convert import image_to_numpy, plan_from_msg
+from grounded_planner.ros.params import Param, declare_all, non_empty, non_negative, values
+
+# Topics the other nodes publish for the logger (and for anyone else watching).
+PLAN_TOPIC = "/grounded_planner/last_plan"  # planner_node: every plan it returned
+PLANNER_STATUS_TOPIC = "/grounded_planner/planner_status"  # planner_node: JSON {instruction, success, message}
+TARGETS_TOPIC = "/grounded_planner/targets"  # planner_node / backprojection_node: TargetSet JSON
+FEEDBACK_TOPIC = "/grounded_planner/execution/feedback"  # executor_node: JSON per step state
+RESULT_TOPIC = "/grounded_planner/execution/result"  # executor_node: ExecutionResult JSON
+ROLLOUT_CLOSED_TOPIC = "/grounded_planner/rollout/closed"  # this node: the folder of each finished rollout
+PENDING_S = 5.0  # events older than this when an episode opens belong to no episode (logged and dropped)
+
+PARAMS = [
+    Param("log_dir", "rollouts", "folder that receives one sub-folder per rollout", non_empty, read_only=True),
+    Param("condition", "", "experimental condition written into every rollout (e.g. the model variant)"),
+    Param("task", "", "task name written into every rollout ('' = the instruction)"),
+    Param("scene_id", "", "scene identifier written into every rollout (pairs rollouts across conditions)"),
+    Param("frame_rate_hz", 2.0, "camera frames logged per second during an episode (0 = only the frame at plan time)", non_negative),
+    Param("close_delay_s", 0.5, "after the execution result, keep the rollout open this long for feedback still in flight, s",
+          non_negative),
+    Param("color_topic", "/camera/camera/color/image_raw", "colour image to log", non_empty, read_only=True),
+    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw", "aligned depth to log", non_empty, read_only=True),
+    Param("camera_info_topic", "/camera/camera/color/camera_info", "camera_info to log", non_empty, read_only=True),
+]
+
+
+class RolloutLoggerNode(Node):
+    """One rollout per episode: it opens on a plan (or a planner failure) and closes on the execution result.
+
+    A new plan before a result closes the open rollout as ``aborted`` (the plan was never executed, or the
+    executor died); shutting down does the same. Each closed folder is announced on ``/grounded_planner/rollout/closed``.
+    """
+
+    def __init__(self, node_name: str = "rollout_logger", **kwargs):
+        super().__init__(node_name, **kwargs)
+        declare_all(self, PARAMS)
+        p = values(self, PARAMS)
+        self.log_dir = Path(p["log_dir"])
+        self._lock = threading.Lock()
+        self._recorder = None
+        self._has_result = False
+        self._close_timer = None
+        # Topics are not ordered against each other: targets, feedback or a result may be delivered before the plan that
+        # opens their episode. They wait here (newest 100, at most PENDING_S old) for the next episode to open.
+        self._pending: deque = deque(maxlen=100)
+        self._started = 0.0
+        self._frame: dict[str, object] = {}
+        self._last_frame_logged = 0.0
+        self.closed_rollouts: list[Path] = []
+        self._count = 0
+        sensor_qos = QoSProfile(depth=2)
+        events_qos = QoSProfile(depth=20)
+        self.create_subscription(Image, p["color_topic"], lambda m: self._on_sensor("color", m), sensor_qos)
+        self.create_subscription(Image, p["depth_topic"], lambda m: self._on_sensor("depth", m), sensor_qos)
+        self.create_subscription(CameraInfo, p["camera_info_topic"], lambda m: self._on_sensor("camera_info", m), sensor_qos)
+        self.create_subscription(GroundedPlanMsg, PLAN_TOPIC, self._on_plan, events_qos)
+        self.create_subscription(String, PLANNER_STATUS_TOPIC, self._on_planner_status, events_qos)
+        self.create_subscription(String, TARGETS_TOPIC, self._on_targets, events_qos)
+        self.create_subscription(String, FEEDBACK_TOPIC, self._on_feedback, events_qos)
+        self.create_subscription(String, RESULT_TOPIC, self._on_result, events_qos)
+        latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self._closed_pub = self.create_publisher(String, ROLLOUT_CLOSED_TOPIC, latched)
+        self.get_logger().info(f"logging rollouts under {self.log_dir.resolve()}")
+
+    # -- episode boundaries ------------------------------------------------------------------------
+    def _open(self, instruction: str, model: str = ""):
+        from grounded_planner.rollout.record import RolloutRecorder
+
+        if self._has_result:
+            self._close("complete")
+        else:
+            self._close("aborted", "a new plan arrived before this one's execution result")
+        self._count += 1
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        folder = self.log_dir / f"{stamp}_{self._count:03d}"
+        p = values(self, PARAMS)
+        self._recorder = RolloutRecorder(folder, instruction=instruction, task=p["task"] or instruction,
+                                         condition=p["condition"], scene_id=p["scene_id"], model=model)
+        self._started = time.monotonic()
+        self._recorder.log_instruction(instruction)
+        self._log_frame()  # the frame the plan was (most likely) made on
+        return self._recorder
+
+    def _replay_pending(self) -> None:
+        now = time.monotonic()
+        pending, self._pending = list(self._pending), deque(maxlen=self._pending.maxlen)
+        for received, kind, payload in pending:
+            if now - received > PENDING_S:
+                self.get_logger().warning(f"dropping a {kind} event that belongs to no episode")
+            else:
+                self._log_event(kind, payload)
+
+    def _log_event(self, kind: str, payload: dict) -> None:
+        """Log targets/feedback/result into the open rollout, or keep them for the next one."""
+        if self._recorder is None:
+            self._pending.append((time.monotonic(), kind, payload))
+        elif kind == "result":
+            self._log_result(payload)
+        elif kind == "targets":
+            self._recorder.log_targets(payload)
+        else:
+            step = int(payload.get("step", 0))
+            self._recorder.log_feedback(step, str(payload.get("state", "")), payload.get("action"),
+                                        str(payload.get("message", "")))
+
+    def _close(self, status: str = "complete", error: str = "") -> Path | None:
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+            self.destroy_timer(self._close_timer)
+            self._close_timer = None
+        recorder, self._recorder = self._recorder, None
+        self._has_result = False
+        if recorder is None:
+            return None
+        recorder.close(status=status, error=error if status != "complete" else "")
+        self.closed_rollouts.append(recorder.directory)
+        self._closed_pub.publish(String(data=str(recorder.directory)))
+        self.get_logger().info(f"rollout {status}: {recorder.directory}")
+        return recorder.directory
+
+    # -- callbacks ---------------------------------------------------------------------------------
+    def _on_sensor(self, key: str, msg) -> None:
+        with self._lock:
+            self._frame[key] = msg
+            rate = self.get_parameter("frame_rate_hz").value
+            if self._recorder is not None and key == "color" and rate > 0 and \
+                    time.monotonic() - self._last_frame_logged >= 1.0 / rate:
+                self._log_frame()
+
+    def _log_frame(self) -> None:
+        color, depth, info = (self._frame.get(k) for k in ("color", "depth", "camera_info"))
+        if self._recorder is None or color is None:
+            return
+        from grounded_planner.ros.frames import camera_model
+
+        rgb = image_to_numpy(color)
+        if rgb.ndim != 3:
+            self.get_logger().warning(f"not logging a {color.encoding} colour image", throttle_duration_sec=10.0)
+            return
+        stamp_ns = color.header.stamp.sec * 1_000_000_000 + color.header.stamp.nanosec or None
+        depth_arr = image_to_numpy(depth) if depth is not None and depth.encoding == "16UC1" else None
+        if depth_arr is not None and depth_arr.shape != rgb.shape[:2]:
+            depth_arr = None  # not aligned to colour: a rollout only keeps aligned depth
+        camera = camera_model(info) if info is not None else None
+        self._recorder.log_frame(rgb[..., :3], depth_arr, camera, stamp_ns=stamp_ns)
+        self._last_frame_logged = time.monotonic()
+
+    def _on_plan(self, msg: GroundedPlanMsg) -> None:
+        with self._lock:
+            plan = plan_from_msg(msg, validate=False)
+            recorder = self._open(msg.instruction, msg.model)
+            recorder.log_plan(plan)
+            self._replay_pending()
+            if not plan.actions:  # nothing to execute: the episode ends here
+                self._close("complete")
+
+    def _on_planner_status(self, msg: String) -> None:
+        status = _json(msg, self)
+        if status is None or status.get("success", True):
+            return
+        with self._lock:
+            recorder = self._open(str(status.get("instruction", "")))
+            recorder.log_planner_error(str(status.get("message", "")))
+            self._close("complete")  # a finished episode: it failed at planning
+
+    def _on_targets(self, msg: String) -> None:
+        targets = _json(msg, self)
+        if targets is not None:
+            with self._lock:
+                self._log_event("targets", targets)
+
+    def _on_feedback(self, msg: String) -> None:
+        event = _json(msg, self)
+        if event is not None:
+            with self._lock:
+                self._log_event("feedback", event)
+
+    def _on_result(self, msg: String) -> None:
+        result = _json(msg, self)
+        if result is not None:
+            with self._lock:
+                self._log_event("result", result)
+
+    def _log_result(self, result: dict) -> None:
+        self._log_frame()  # how the scene looks after execution
+        self._recorder.log_result(result, execution_time_s=time.monotonic() - self._started)
+        if isinstance(result.get("scene_success"), bool):  # a simulator knows whether the task succeeded
+            self._recorder.set_label(result["scene_success"], source="simulator")
+        self._has_result = True
+        delay_s = self.get_parameter("close_delay_s").value
+        if delay_s <= 0:
+            self._close("complete")
+        elif self._close_timer is None:
+            self._close_timer = self.create_timer(delay_s, self._close_after_result)
+
+    def _close_after_result(self) -> None:
+        with self._lock:
+            if self._has_result:
+                self._close("complete")
+
+    def destroy_node(self) -> None:
+        with self._lock:
+            if self._has_result:
+                self._close("complete")
+            else:
+                self._close("aborted", "the logger shut down before the execution result")
+        super().destroy_node()
+
+
+def _json(msg: String, node: Node):
+    try:
+        value = json.loads(msg.data)
+    except json.JSONDecodeError as exc:
+        node.get_logger().error(f"ignoring a message that is not JSON ({exc}): {msg.data[:120]!r}")
+        return None
+    if not isinstance(value, dict):
+        node.get_logger().error(f"ignoring a JSON message that is not an object: {msg.data[:120]!r}")
+        return None
+    return value
+
+
+def main(args=None) -> None:
+    try:
+        with rclpy.init(args=args):
+            node = RolloutLoggerNode()
+            try:
+                rclpy.spin(node)
+            finally:
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except ValueError as exc:
+        raise SystemExit(f"rollout_logger_node: {exc}")
+
+
+if __name__ == "__main__":
+    main()

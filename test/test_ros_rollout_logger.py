@@ -1,0 +1,95 @@
+"""rollout_logger_node in a child process records an episode from the topics the other nodes publish."""
+
+import json
+
+import pytest
+
+from conftest import requires_ros, spawn_python
+from helpers.ros_wait import spin_until, stop_process
+from helpers.tabletop import scene_messages
+
+pytestmark = [requires_ros, pytest.mark.ros]
+
+
+def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context):
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from sensor_msgs.msg import CameraInfo, Image
+    from std_msgs.msg import String
+
+    from grounded_planner.plan import GroundedAction, GroundedPlan
+    from grounded_planner.rollout.bag import read_bag
+    from grounded_planner.rollout.record import load_rollout
+    from grounded_planner.ros.convert import plan_to_msg
+    from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+
+    child = spawn_python(["-m", "grounded_planner.ros.rollout_logger_node", "--ros-args",
+                          "-p", f"log_dir:={tmp_path / 'rollouts'}", "-p", "condition:=test", "-p", "frame_rate_hz:=20.0"])
+    node = rclpy.create_node("logger_probe", context=rclpy_context)
+    try:
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(node)
+        color, depth, info = scene_messages()
+        qos = QoSProfile(depth=10)
+        pubs = {name: node.create_publisher(t, topic, qos) for name, t, topic in [
+            ("color", Image, "/camera/camera/color/image_raw"),
+            ("depth", Image, "/camera/camera/aligned_depth_to_color/image_raw"),
+            ("info", CameraInfo, "/camera/camera/color/camera_info"),
+            ("plan", GroundedPlanMsg, "/grounded_planner/last_plan"),
+            ("status", String, "/grounded_planner/planner_status"),
+            ("targets", String, "/grounded_planner/targets"),
+            ("feedback", String, "/grounded_planner/execution/feedback"),
+            ("result", String, "/grounded_planner/execution/result")]}
+
+        def camera():
+            stamp = node.get_clock().now().to_msg()
+            for name, msg in (("color", color), ("depth", depth), ("info", info)):
+                msg.header.stamp = stamp
+                pubs[name].publish(msg)
+
+        node.create_timer(0.05, camera)
+        closed = []
+        node.create_subscription(String, "/grounded_planner/rollout/closed", lambda m: closed.append(m.data),
+                                 QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        spin_until(executor, lambda: all(p.get_subscription_count() > 0 for p in pubs.values()), 30.0,
+                   "the logger to subscribe to every topic")
+
+        plan = GroundedPlan("put the red cube on the right", (320, 240), [
+            GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
+            GroundedAction("place", "red cube", "table", point=(240.0, 120.0))], model="qwen3-vl-test")
+        pubs["plan"].publish(plan_to_msg(plan))
+        targets = {"frame": "fr3_link0", "warnings": [], "targets": [
+            {"index": 0, "type": "grasp", "object": "red cube", "position": [0.3, 0.0, 0.05], "method": "top_surface"},
+            {"index": 1, "type": "place", "object": "red cube", "position": [0.76, 0.0, 0.0], "method": "depth"}]}
+        pubs["targets"].publish(String(data=json.dumps(targets)))
+        for step, state in ((0, "approach"), (0, "grasp"), (1, "place")):
+            pubs["feedback"].publish(String(data=json.dumps({"step": step, "state": state})))
+        result = {"success": True, "message": "", "steps": [{"index": 0, "type": "grasp", "outcome": "ok", "message": ""},
+                                                            {"index": 1, "type": "place", "outcome": "ok", "message": ""}]}
+        pubs["result"].publish(String(data=json.dumps(result)))
+        spin_until(executor, lambda: len(closed) == 1, 30.0, "the rollout to close on the execution result")
+
+        pubs["status"].publish(String(data=json.dumps({"instruction": "tidy up", "success": False,
+                                                       "message": "VLMUnavailableError: connection refused"})))
+        spin_until(executor, lambda: len(closed) == 2, 30.0, "a rollout for the planner failure")
+    finally:
+        node.destroy_node()
+        out = stop_process(child)
+    assert "Traceback" not in out, out
+
+    record = load_rollout(closed[0]).data
+    assert record["status"] == "complete" and record["instruction"] == "put the red cube on the right"
+    assert record["condition"] == "test" and record["model"] == "qwen3-vl-test"
+    assert [a["type"] for a in record["plan"]["actions"]] == ["grasp", "place"]
+    assert record["targets"]["frame"] == "fr3_link0"
+    assert [s["outcome"] for s in record["steps"]] == ["ok", "ok"] and record["execution"]["success"] is True
+    topics = [m.topic for m in read_bag(closed[0])]
+    for topic in ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
+                  "/camera/camera/color/camera_info", "/grounded_planner/plan", "/grounded_planner/targets",
+                  "/grounded_planner/execution/feedback", "/grounded_planner/execution/result"):
+        assert topic in topics, f"{topic} missing from the rollout bag"
+    assert topics.count("/grounded_planner/execution/feedback") == 3
+
+    failed = load_rollout(closed[1]).data
+    assert failed["instruction"] == "tidy up" and "connection refused" in failed["planner_error"]
