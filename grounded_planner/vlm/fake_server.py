@@ -152,12 +152,16 @@ class FakeVLMServer:
             self._send(handler, reply.status, reply.raw_body or json.dumps(
                 {"error": {"message": f"scripted HTTP {reply.status}", "code": reply.status}}).encode(), reply.headers)
             return
-        if gemini:
-            model = handler.path.split("/models/")[-1].split(":")[0]
-            text_parts, image = self._gemini_inputs(payload)
-        else:
-            model = str(payload.get("model", ""))
-            text_parts, image = self._openai_inputs(payload)
+        try:
+            if gemini:
+                model = handler.path.split("/models/")[-1].split(":")[0]
+                text_parts, image = self._gemini_inputs(payload)
+            else:
+                model = str(payload.get("model", ""))
+                text_parts, image = self._openai_inputs(payload)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # what a real server answers
+            self._send(handler, 400, json.dumps({"error": {"message": f"bad request: {exc}", "code": 400}}).encode(), {})
+            return
         content = reply.content if reply is not None and reply.content is not None else self.answer(model, text_parts, image)
         if gemini:
             out = {"candidates": [{"content": {"role": "model", "parts": [{"text": content}]}, "finishReason": "STOP"}],
@@ -184,7 +188,8 @@ class FakeVLMServer:
     def _decode(b64: str) -> np.ndarray:
         from PIL import Image
 
-        return np.asarray(Image.open(io.BytesIO(base64.b64decode(b64))).convert("RGB"))
+        data = base64.b64decode(b64 + "=" * (-len(b64) % 4), altchars=b"-_" if ("-" in b64 or "_" in b64) else None)
+        return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
 
     def _openai_inputs(self, payload: dict) -> tuple[list[str], np.ndarray | None]:
         texts, image = [], None
