@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -320,3 +321,37 @@ def test_reference_agrees_with_brute_force_arr_on_tiny_plans():
                         best = max(best, sum(gt[g]["size"] for g in gsel))
         _, arr, _ = reference_episode(raw_ep["actions"], raw_ep["unordered"], raw_pred["plan"])
         assert arr == pytest.approx(best / len(raw_ep["actions"]))
+
+
+def test_matching_agrees_with_reference_when_boxes_crowd_together():
+    """Boxes from a pool of three heavily overlapping ones, so most predicted steps match several GT
+    steps and the matchings (TSR inside blocks, ARR) must search, not pick greedily."""
+    rng = random.Random(5)
+    grasp_pool = [[0, 0, 100, 100], [0, 0, 100, 60], [0, 0, 100, 140], [20, 0, 120, 100]]
+    region_pool = [[200, 200, 300, 300], [250, 200, 350, 300]]
+    points = [[260, 250], [220, 250], [320, 250], [250, 250]]
+    for trial in range(300):
+        gt_actions = []
+        for _ in range(rng.randint(1, 7)):
+            if rng.random() < 0.75:
+                gt_actions += gt_pair(rng.choice(grasp_pool), rng.choice(region_pool))
+            else:
+                gt_actions += gt_single(rng.choice(["open", "close"]), rng.choice(grasp_pool))
+        n_steps = sum(1 for a in gt_actions if a["type"] != "place")
+        blocks, i = [], 0
+        while i < n_steps - 1:
+            size = rng.randint(1, 4)
+            if size > 1 and i + size <= n_steps:
+                blocks.append(list(range(i, i + size)))
+            i += size
+        pred_steps = []
+        for _ in range(max(0, n_steps + rng.choice([-1, 0, 0, 0, 1]))):
+            if rng.random() < 0.75:
+                pred_steps.append(pair(rng.choice(grasp_pool), rng.choice(points)))
+            else:
+                pred_steps.append(single(rng.choice(["open", "close"]), rng.choice(grasp_pool)))
+        ep = episode(gt_actions, unordered=blocks)
+        predicted = plan(*pred_steps)
+        got = run(ep, predicted)
+        success, arr, precision = reference_episode(gt_actions, blocks, predicted)
+        assert got == (success, pytest.approx(arr), pytest.approx(precision)), (trial, gt_actions, blocks, pred_steps)
