@@ -142,7 +142,7 @@ def _run(args: argparse.Namespace) -> int:
     config = _planner_config(args)
     try:
         planner = make_planner(config)
-    except (VLMError, ValueError) as exc:
+    except (VLMError, ValueError, ImportError) as exc:
         raise CliError(f"cannot build the planner: {exc}") from None
     first_error: list[str] = []
 
