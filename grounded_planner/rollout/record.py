@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -123,13 +123,15 @@ class RolloutRecorder:
         Defaults to the folder name.
     fsync_every_s : float or None
         Also fsync the bag at most this often (power-loss safety; SIGKILL safety needs no fsync).
+    clock_ns : callable, optional
+        Log-time source in ns (bag order); default the wall clock, kept non-decreasing. Must not go back.
     """
 
     def __init__(self, directory: str | Path, *, instruction: str = "", task: str = "", condition: str = "",
                  scene_id: str = "", trial: int = 0, expects_action: bool = True, model: str = "",
                  config: Any = None, episode_id: str | None = None, notes: str = "",
                  topics: RolloutTopics | None = None, fsync_every_s: float | None = 1.0,
-                 extra: Mapping[str, Any] | None = None):
+                 extra: Mapping[str, Any] | None = None, clock_ns: Callable[[], int] | None = None):
         from grounded_planner.rollout.bag import McapBagWriter
 
         self.directory = Path(directory)
@@ -139,6 +141,7 @@ class RolloutRecorder:
             raise RolloutError(f"trial must be a non-negative integer, got {trial!r}")
         self.directory.mkdir(parents=True, exist_ok=True)
         self.topics = topics or RolloutTopics()
+        self._clock_ns = clock_ns
         self._lock = threading.RLock()
         self._t0 = time.monotonic()
         self._data: dict[str, Any] = {
@@ -200,11 +203,12 @@ class RolloutRecorder:
     def _write(self, topic: str, msg: Any) -> int:
         with self._lock:
             self._check_open()
-            return self._bag.write(topic, msg)
+            return self._bag.write(topic, msg, log_time_ns=self._clock_ns() if self._clock_ns else None)
 
-    @staticmethod
-    def _stamp(stamp_ns: int | None) -> int:
-        return time.time_ns() if stamp_ns is None else int(stamp_ns)
+    def _stamp(self, stamp_ns: int | None) -> int:
+        if stamp_ns is not None:
+            return int(stamp_ns)
+        return self._clock_ns() if self._clock_ns else time.time_ns()
 
     # -- sensors -----------------------------------------------------------------------------------
     def log_color(self, rgb: np.ndarray, stamp_ns: int | None = None,
