@@ -250,3 +250,36 @@ def test_bag_messages_deserialize_with_rclpy(tmp_path):
     assert plan.instruction == "put the spoon on the plate"
     assert plan.actions[0].pose.header.frame_id == "base" and plan.actions[0].pose.pose.position.z == pytest.approx(0.3)
     assert plan.actions[1].pose.header.frame_id == ""
+
+
+def test_recover_cli_refuses_live_recording_and_finalises_dead_one(tmp_path, capsys):
+    from grounded_planner.cli.main import main
+    from grounded_planner.rollout.record import write_json_atomic
+
+    rec = RolloutRecorder(tmp_path / "live", instruction="x")
+    rec.log_color(_frame(0)[0])
+    assert main(["rollouts", "recover", str(tmp_path)]) == 1
+    assert "still being recorded" in capsys.readouterr().err
+    # the same record as if its writer had died: a pid that no longer runs
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    data = load_rollout(tmp_path / "live").data
+    data["writer"]["pid"] = int(dead.stdout)
+    write_json_atomic(tmp_path / "live" / "rollout.json", data)
+    assert main(["rollouts", "recover", str(tmp_path)]) == 0
+    assert "recovered 2 bag messages" in capsys.readouterr().out
+    assert load_rollout(tmp_path / "live").status == "cut_short"
+    assert B.scan_mcap(tmp_path / "live" / "rollout.mcap").complete
+
+
+def test_reads_sqlite3_rosbag2_written_by_rosbags(tmp_path):
+    """Bags from other recorders (ros2 bag's default sqlite3 storage) are read through rosbags."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    store = B.typestore()
+    rgb, _ = _frame(5)
+    with Writer(tmp_path / "db_bag", version=8, storage_plugin=StoragePlugin.SQLITE3) as writer:
+        conn = writer.add_connection("/camera/camera/color/image_raw", "sensor_msgs/msg/Image", typestore=store)
+        writer.write(conn, 42, store.serialize_cdr(B.image_msg(rgb, 42), "sensor_msgs/msg/Image"))
+    (msg,) = list(B.read_bag(tmp_path / "db_bag"))
+    assert msg.log_time_ns == 42
+    np.testing.assert_array_equal(B.image_to_rgb(msg.msg), rgb)

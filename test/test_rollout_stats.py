@@ -171,3 +171,24 @@ def test_labelling_stops_cleanly_at_end_of_input(tmp_path):
     assert (load_rollout(tmp_path / "ep0").success, load_rollout(tmp_path / "ep0").failure_mode) == (
         False, "incorrect_spatial_outcome")
     assert load_rollout(tmp_path / "ep1").success is None
+
+
+def test_hand_written_records_are_read_and_bad_ones_named(tmp_path, capsys):
+    """A checker may write rollout.json by hand: only the fields the summary uses are needed."""
+    for i, (success, mode) in enumerate([(True, None), (False, "wrong_object"), (False, "wrong_object")]):
+        (tmp_path / "ok" / f"r{i}").mkdir(parents=True)
+        (tmp_path / "ok" / f"r{i}" / "rollout.json").write_text(json.dumps(
+            {"task": "t", "condition": "c", "success": success, "failure_mode": mode}))
+    assert main(["rollouts", "summary", str(tmp_path / "ok"), "--json"]) == 0
+    g = json.loads(capsys.readouterr().out)["groups"][0]
+    assert (g["successes"], g["n"], g["failure_modes"]) == (1, 3, {"wrong_object": 2})
+    bad = tmp_path / "bad" / "r"
+    bad.mkdir(parents=True)
+    for content, message in [({"success": "yes"}, "'success' must be true, false or null"),
+                             ({"success": False, "failure_mode": "oops"}, "unknown failure mode 'oops'"),
+                             ({"format": "other/1"}, "is not a rollout record"),
+                             ({"status": "weird"}, "unknown status")]:
+        (bad / "rollout.json").write_text(json.dumps(content))
+        assert main(["rollouts", "summary", str(tmp_path / "bad")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and str(bad / "rollout.json") in err and err.count("\n") == 1

@@ -470,10 +470,20 @@ def load_rollout(directory: str | Path) -> RolloutRecord:
         raise RolloutError(f"{directory} is not a rollout folder (no {JSON_NAME})") from exc
     except (OSError, json.JSONDecodeError) as exc:
         raise RolloutError(f"cannot read {path}: {exc}") from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise RolloutError(f"{path} is not a rollout record (expected \"format\": \"{FORMAT}\")")
-    if data.get("status") not in STATUSES:
-        raise RolloutError(f"{path}: unknown status {data.get('status')!r} (expected one of {', '.join(STATUSES)})")
+    if not isinstance(data, dict) or data.get("format", FORMAT) != FORMAT:
+        raise RolloutError(f"{path} is not a rollout record (expected a JSON object with \"format\": \"{FORMAT}\")")
+    # Hand-written records (no format/status) are read as finished episodes; what they do say is checked.
+    data.setdefault("status", COMPLETE)
+    if data["status"] not in STATUSES:
+        raise RolloutError(f"{path}: unknown status {data['status']!r} (expected one of {', '.join(STATUSES)})")
+    if data.get("success") not in (None, True, False):
+        raise RolloutError(f"{path}: 'success' must be true, false or null, got {data['success']!r}")
+    try:
+        check_failure_mode(data.get("failure_mode"))
+    except ValueError as exc:
+        raise RolloutError(f"{path}: {exc}") from exc
+    if data.get("success") is True and data.get("failure_mode"):
+        raise RolloutError(f"{path}: a successful rollout has no failure mode (got {data['failure_mode']!r})")
     return RolloutRecord(directory, data)
 
 
