@@ -70,3 +70,31 @@ def test_report_writes_one_html_file(tmp_path):
     html = (tmp_path / "r.html").read_text()
     assert "ep-12" in html and "data:image/png;base64," in html
     assert list(tmp_path.iterdir()) == [tmp_path / "r.html"]
+
+
+def perfect_predictions(path):
+    """Predictions equal to the GT (place point at the centre of the GT place box)."""
+    lines = []
+    for line in EPISODES.read_text().splitlines():
+        ep = json.loads(line)
+        actions = [dict(a, point=[(a["bbox"][0] + a["bbox"][2]) / 2, (a["bbox"][1] + a["bbox"][3]) / 2])
+                   if a["type"] == "place" else a for a in ep["actions"]]
+        for a in actions:
+            if a["type"] == "place":
+                del a["bbox"]
+        lines.append(json.dumps({"id": ep["id"], "plan": {"image_size": [320, 240], "actions": actions}}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_several_prediction_files_give_one_row_each_and_a_paired_test(tmp_path):
+    perfect = perfect_predictions(tmp_path / "oracle.jsonl")
+    out = gp("bench", "score", "--episodes", EPISODES, "--predictions", PREDICTIONS, perfect)
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()[3:5]}
+    assert rows["oracle"] == ["100.0"] * 12
+    assert rows["predictions"][2] == "100.0" and len(rows["predictions"]) == 12
+    # 3 sample predictions succeed, all 12 oracle ones do: 9 discordant, all one way -> p = 2 / 2**9
+    assert "differs in 9 (predictions only 0, oracle only 9); exact McNemar p = 0.00391" in out.stdout
+    refused = gp("bench", "score", "--episodes", EPISODES, "--predictions", PREDICTIONS, perfect, "--json")
+    assert refused.returncode == 2 and "one predictions file" in refused.stderr

@@ -1,4 +1,4 @@
-"""Text rendering of a score result in the layout of the paper's Table I (TSR and ARR, explicit/implicit x horizon)."""
+"""Text rendering of score results in the layout of the paper's Table I (TSR and ARR, explicit/implicit x horizon)."""
 
 from __future__ import annotations
 
@@ -26,27 +26,39 @@ def episode_counts(result: dict[str, Any]) -> list[str]:
     return [str(result["groups"].get(f"{t}/{h}", {}).get("episodes", 0)) for t in TYPES for h in HORIZONS] * 2
 
 
-def format_table(result: dict[str, Any], label: str = "predictions") -> str:
-    """Table I layout: one row of 12 numbers (TSR then ARR; explicit, implicit; short, medium, long),
-    a row of episode counts, and an overall line with the Wilson 95% interval on TSR."""
-    label_w = max(len(label), len("episodes"), 8) + 2
+def overall_line(label: str, result: dict[str, Any]) -> list[str]:
+    """The overall figures of one result (with the Wilson 95% interval on TSR) and notes on missing data."""
+    o = result["overall"]
+    lo, hi = o["tsr_ci95"]
+    lines = [f"{label}: {o['episodes']} episodes, TSR {o['tsr']:.1f}% (95% CI {lo:.1f}-{hi:.1f}), "
+             f"ARR {o['arr']:.1f}%, action precision {o['precision']:.1f}%, "
+             f"{o['null_plans']} null/unparseable plan(s)"]
+    if o.get("missing_predictions"):
+        lines.append(f"  note: {o['missing_predictions']} episode(s) had no prediction and scored as null plans")
+    if o.get("unknown_predictions"):
+        lines.append(f"  note: {o['unknown_predictions']} prediction(s) name no episode and were not scored")
+    return lines
+
+
+def format_tables(rows: list[tuple[str, dict[str, Any]]]) -> str:
+    """Table I layout for one or more prediction sets on the same episodes: a row of 12 numbers per set
+    (TSR then ARR; explicit, implicit; short, medium, long), a row of episode counts, then overall lines."""
+    label_w = max([len(label) for label, _ in rows] + [len("episodes")]) + 2
     half = 6 * CELL
     lines = [
         " " * label_w + "Task Success Rate (TSR) %".center(half) + "Action Recall Rate (ARR) %".center(half),
         " " * label_w + "".join(t.capitalize().center(3 * CELL) for t in TYPES * 2),
         " " * label_w + "".join(h.rjust(CELL) for h in HORIZONS * 4),
-        label.ljust(label_w) + "".join(v.rjust(CELL) for _, _, _, v in table_cells(result)),
     ]
-    counts = episode_counts(result)
-    lines.append("episodes".ljust(label_w) + "".join(c.rjust(CELL) for c in counts))
-    o = result["overall"]
-    lo, hi = o["tsr_ci95"]
+    for label, result in rows:
+        lines.append(label.ljust(label_w) + "".join(v.rjust(CELL) for _, _, _, v in table_cells(result)))
+    lines.append("episodes".ljust(label_w) + "".join(c.rjust(CELL) for c in episode_counts(rows[0][1])))
     lines.append("")
-    lines.append(f"overall: {o['episodes']} episodes, TSR {o['tsr']:.1f}% (95% CI {lo:.1f}-{hi:.1f}), "
-                 f"ARR {o['arr']:.1f}%, action precision {o['precision']:.1f}%, "
-                 f"{o['null_plans']} null/unparseable plan(s)")
-    if o.get("missing_predictions"):
-        lines.append(f"note: {o['missing_predictions']} episode(s) had no prediction and scored as null plans")
-    if o.get("unknown_predictions"):
-        lines.append(f"note: {o['unknown_predictions']} prediction(s) name no episode and were not scored")
+    for label, result in rows:
+        lines += overall_line("overall" if len(rows) == 1 else label, result)
     return "\n".join(lines)
+
+
+def format_table(result: dict[str, Any], label: str = "predictions") -> str:
+    """:func:`format_tables` for a single prediction set."""
+    return format_tables([(label, result)])

@@ -18,8 +18,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     score = sub.add_parser("score", help="score predictions against ground-truth episodes")
     score.add_argument("--episodes", required=True, help="ground-truth episodes JSONL")
-    score.add_argument("--predictions", required=True, help="predictions JSONL ({id, plan, error} a line)")
-    score.add_argument("--json", action="store_true", help="print exactly one JSON object instead of the table")
+    score.add_argument("--predictions", required=True, nargs="+", metavar="PREDICTIONS",
+                       help="predictions JSONL ({id, plan, error} a line); several files give one table row each "
+                            "and a paired test (exact McNemar on TSR) of the first against each other")
+    score.add_argument("--json", action="store_true",
+                       help="print exactly one JSON object instead of the table (one predictions file)")
     score.set_defaults(func=_score)
 
     run = sub.add_parser("run", help="run the planner on every episode and append predictions (resumable)",
@@ -61,36 +64,58 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def _load(args: argparse.Namespace):
+def _load(episodes_path: str, predictions_path: str):
     from grounded_planner.bench.episodes import EpisodeError, load_episodes, load_predictions
 
     try:
-        episodes = load_episodes(args.episodes)
-        predictions = load_predictions(args.predictions)
+        return load_episodes(episodes_path), load_predictions(predictions_path)
     except EpisodeError as exc:
         raise CliError(str(exc)) from None
-    return episodes, predictions
 
 
 def _score(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from grounded_planner.bench.scoring import score
-    from grounded_planner.bench.table import format_table
+    from grounded_planner.bench.episodes import EpisodeError, load_episodes, load_predictions
+    from grounded_planner.bench.scoring import score, score_episodes
+    from grounded_planner.bench.table import format_tables
+    from grounded_planner.rollout.stats import mcnemar_exact
 
-    episodes, predictions = _load(args)
-    result = score(episodes, predictions)
-    overall = result["overall"]
-    if overall["missing_predictions"]:
-        print(f"warning: {overall['missing_predictions']} episode(s) have no prediction; scored as null plans",
-              file=sys.stderr)
-    if overall["unknown_predictions"]:
-        print(f"warning: {overall['unknown_predictions']} prediction id(s) name no episode in {args.episodes}; ignored",
-              file=sys.stderr)
+    if args.json and len(args.predictions) != 1:
+        raise CliError(f"--json scores one predictions file, got {len(args.predictions)}")
+    labels = [Path(p).stem for p in args.predictions]
+    if len(set(labels)) != len(labels):
+        labels = [str(p) for p in args.predictions]
+    try:
+        episodes = load_episodes(args.episodes)
+        prediction_sets = [load_predictions(p) for p in args.predictions]
+    except EpisodeError as exc:
+        raise CliError(str(exc)) from None
+    results = []
+    for label, predictions in zip(labels, prediction_sets):
+        result = score(episodes, predictions)
+        overall = result["overall"]
+        if overall["missing_predictions"]:
+            print(f"warning: {label}: {overall['missing_predictions']} episode(s) have no prediction; scored as "
+                  "null plans", file=sys.stderr)
+        if overall["unknown_predictions"]:
+            print(f"warning: {label}: {overall['unknown_predictions']} prediction id(s) name no episode in "
+                  f"{args.episodes}; ignored", file=sys.stderr)
+        results.append((label, result))
     if args.json:
-        print(json.dumps(result))
-    else:
-        print(format_table(result, label=Path(args.predictions).stem))
+        print(json.dumps(results[0][1]))
+        return 0
+    print(format_tables(results))
+    if len(prediction_sets) > 1:
+        base = [s.success for s in score_episodes(episodes, prediction_sets[0])]
+        print("")
+        for label, predictions in zip(labels[1:], prediction_sets[1:]):
+            other = [s.success for s in score_episodes(episodes, predictions)]
+            a_only = sum(1 for a, b in zip(base, other) if a and not b)
+            b_only = sum(1 for a, b in zip(base, other) if b and not a)
+            print(f"{labels[0]} vs {label}: task success on the same {len(episodes)} episodes differs in "
+                  f"{a_only + b_only} ({labels[0]} only {a_only}, {label} only {b_only}); "
+                  f"exact McNemar p = {mcnemar_exact(a_only, b_only):.3g}")
     return 0
 
 
@@ -167,7 +192,7 @@ def _report(args: argparse.Namespace) -> int:
 
     from grounded_planner.bench.report import write_report
 
-    episodes, predictions = _load(args)
+    episodes, predictions = _load(args.episodes, args.predictions)
     try:
         out = write_report(episodes, predictions, args.out, title=args.title or f"GroundedPlanBench: {Path(args.predictions).name}")
     except OSError as exc:
