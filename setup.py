@@ -84,6 +84,7 @@ setup(
             "planner_node = grounded_planner.ros.planner_node:main",
             "backprojection_node = grounded_planner.ros.backprojection_node:main",
             "rollout_logger_node = grounded_planner.ros.rollout_logger_node:main",
+            "executor_node = grounded_planner.ros.executor_node:main",
         ],
     },
 )

@@ -14,7 +14,7 @@ from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
 from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
-from grounded_planner.ros.params import Param, declare_all, non_empty, non_negative, values
+from grounded_planner.ros.params import Param, declare_all, resolve_data_path, non_empty, non_negative, values
 from grounded_planner.ros.visualize import plan_markers
 
 PARAMS = [
@@ -59,7 +59,7 @@ class BackprojectionNode(Node):
         if path and self._extrinsics is None:
             from grounded_planner.geometry.extrinsics import Extrinsics
 
-            self._extrinsics = Extrinsics.load(path)
+            self._extrinsics = Extrinsics.load(resolve_data_path(path))
         return self._extrinsics if path else None
 
     def _on_plan(self, msg: GroundedPlanMsg) -> None:

@@ -11,7 +11,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
 from grounded_planner.ros.bags import BagFileError, bag_topics, message_class, read_bag_raw
-from grounded_planner.ros.params import Param, declare_all, positive, values
+from grounded_planner.ros.params import Param, declare_all, positive, resolve_data_path, values
 
 PARAMS = [
     Param("bag", "", "rosbag2 directory, .mcap or .db3 file to play (required)", read_only=True),
@@ -35,7 +35,7 @@ class BagPlayerNode(Node):
         p = values(self, PARAMS)
         if not p["bag"]:
             raise BagFileError("parameter 'bag' is empty: pass -p bag:=PATH (a rosbag2 directory, .mcap or .db3)")
-        self.bag_path = p["bag"]
+        self.bag_path = resolve_data_path(p["bag"])
         wanted = [t for t in p["topics"] if t]
         types = bag_topics(self.bag_path)
         missing = [t for t in wanted if t not in types]

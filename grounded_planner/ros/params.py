@@ -75,3 +75,27 @@ def declare_all(node: Node, params: list[Param], on_change: Callable[[dict[str, 
 def values(node: Node, params: list[Param]) -> dict[str, Any]:
     """The current value of each parameter in ``params``, by name."""
     return {p.name: node.get_parameter(p.name).value for p in params}
+
+
+def resolve_data_path(path: str) -> str:
+    """A relative config/calibration/bag path as given, or found under the package's data folders.
+
+    YAML profiles name files relative to the project (``calibration/x.yaml``); that must work from the source
+    tree, from another working directory, and from a colcon install (``share/grounded_planner``).
+    Returns ``path`` unchanged when nothing matches, so the caller's error names what the user wrote.
+    """
+    from pathlib import Path
+
+    if not path or Path(path).is_absolute() or Path(path).exists():
+        return path
+    roots = [Path(__file__).resolve().parents[2]]  # the source tree (editable install)
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+        roots.append(Path(get_package_share_directory("grounded_planner")))
+    except (ImportError, PackageNotFoundError, ValueError, KeyError):
+        pass
+    for root in roots:
+        if (root / path).exists():
+            return str(root / path)
+    return path

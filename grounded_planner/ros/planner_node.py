@@ -20,7 +20,7 @@ from grounded_planner_interfaces.srv import GetGroundedPlan
 
 from grounded_planner.ros.convert import image_to_numpy, numpy_to_image, plan_to_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
-from grounded_planner.ros.params import Param, declare_all, non_empty, non_negative, one_of, positive, values
+from grounded_planner.ros.params import Param, declare_all, resolve_data_path, non_empty, non_negative, one_of, positive, values
 from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
 
 SERVICE = "/grounded_planner/plan"
@@ -97,7 +97,7 @@ class PlannerNode(Node):
                 config = PlannerConfig(backend=p["backend"], model=p["model"], base_url=p["base_url"],
                                        api_key_env=p["api_key_env"], timeout_s=p["timeout_s"],
                                        max_retries=p["max_retries"], prompt_family=p["prompt_family"],
-                                       replay_file=p["replay_file"], record_file=p["record_file"])
+                                       replay_file=resolve_data_path(p["replay_file"]), record_file=p["record_file"])
                 self._planner = make_planner(config)
             return self._planner
 
@@ -108,7 +108,7 @@ class PlannerNode(Node):
         if self._extrinsics is None:
             from grounded_planner.geometry.extrinsics import Extrinsics
 
-            self._extrinsics = Extrinsics.load(path)
+            self._extrinsics = Extrinsics.load(resolve_data_path(path))
         return self._extrinsics
 
     # -- the service -------------------------------------------------------------------------------

@@ -1,0 +1,31 @@
+"""`grounded-planner bringup`: the nodes of a config profile in one process (no ROS install or launch needed)."""
+
+from __future__ import annotations
+
+import argparse
+
+from grounded_planner.cli.main import CliError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bringup", help="run the nodes of a config profile in one process (multi-threaded executor)",
+        description="Start every node a profile (a ROS 2 parameters file: config/real.yaml, config/replay.yaml) "
+                    "names, in this process, until Ctrl-C. Nodes: camera, bag_player, planner, backprojection, "
+                    "executor, rollout_logger.")
+    parser.add_argument("--config", required=True, help="profile YAML, e.g. config/replay.yaml")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NODE.PARAM=VALUE",
+                        help="override a parameter (repeatable), e.g. --set planner.backend=openai")
+    parser.set_defaults(func=_bringup)
+
+
+def _bringup(args: argparse.Namespace) -> int:
+    from grounded_planner.ros.bags import BagFileError
+    from grounded_planner.ros.bringup import ProfileError, run
+
+    try:
+        return run(args.config, args.overrides)
+    except (ProfileError, BagFileError) as exc:
+        raise CliError(str(exc), 2) from exc
+    except ValueError as exc:  # a parameter value a node refused
+        raise CliError(str(exc), 2) from exc

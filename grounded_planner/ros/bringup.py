@@ -1,0 +1,200 @@
+"""In-process bringup: the nodes a YAML profile names, in one process on one multi-threaded executor."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+# Node name in a profile (the section key, as in a ROS 2 parameters file) -> "module:Class".
+NODE_TYPES = {
+    "camera": "grounded_planner.ros.camera_node:CameraNode",
+    "bag_player": "grounded_planner.ros.bag_player_node:BagPlayerNode",
+    "planner": "grounded_planner.ros.planner_node:PlannerNode",
+    "backprojection": "grounded_planner.ros.backprojection_node:BackprojectionNode",
+    "executor": "grounded_planner.ros.executor_node:ExecutorNode",
+    "rollout_logger": "grounded_planner.ros.rollout_logger_node:RolloutLoggerNode",
+}
+# Start order: sources before consumers, so that nothing a node waits for comes up after it.
+START_ORDER = ("rollout_logger", "camera", "bag_player", "planner", "backprojection", "executor")
+
+
+class ProfileError(ValueError):
+    """A bringup profile that cannot be used (missing file, unknown node, malformed section or override)."""
+
+
+@dataclass
+class Profile:
+    """A ROS 2 parameters file whose top-level keys are node names: ``planner: {ros__parameters: {...}}``."""
+
+    path: Path | None
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)  # node name -> parameter values
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Profile":
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except OSError as exc:
+            raise ProfileError(f"cannot read profile {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ProfileError(f"profile {path} is not valid YAML: {exc}") from exc
+        return cls.from_dict(data, str(path), path)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "profile", path: Path | None = None) -> "Profile":
+        if not isinstance(data, dict):
+            raise ProfileError(f"{source}: expected a mapping of node names, got {type(data).__name__}")
+        params: dict[str, dict[str, Any]] = {}
+        for name, section in data.items():
+            name = str(name).lstrip("/")
+            if name not in NODE_TYPES:
+                raise ProfileError(f"{source}: unknown node {name!r} (known: {', '.join(NODE_TYPES)})")
+            section = section or {}
+            values = section.get("ros__parameters", {}) if isinstance(section, dict) else None
+            if not isinstance(values, dict):
+                raise ProfileError(f"{source}: section {name!r} must be {{ros__parameters: {{name: value}}}}")
+            params[name] = dict(values)
+        return cls(path, params)
+
+    def set(self, assignment: str) -> None:
+        """Apply ``node.param=value`` (value parsed as YAML: 2.0, true, [a, b]); adds the node when missing."""
+        key, sep, raw = assignment.partition("=")
+        node, dot, param = key.strip().partition(".")
+        if not sep or not dot or not param:
+            raise ProfileError(f"override {assignment!r} must look like node.param=value (e.g. planner.backend=openai)")
+        if node not in NODE_TYPES:
+            raise ProfileError(f"override {assignment!r}: unknown node {node!r} (known: {', '.join(NODE_TYPES)})")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            raise ProfileError(f"override {assignment!r}: value is not valid YAML: {exc}") from exc
+        self.params.setdefault(node, {})[param] = "" if value is None else value
+
+
+def _node_module(name: str):
+    import importlib
+
+    return importlib.import_module(NODE_TYPES[name].split(":")[0])
+
+
+def _node_class(name: str):
+    return getattr(_node_module(name), NODE_TYPES[name].split(":")[1])
+
+
+def parameter_overrides(name: str, values: dict[str, Any]) -> list:
+    """rclpy Parameters for node ``name``; ints become floats where the parameter is a float (YAML ``5`` for 5.0).
+
+    Raises ProfileError for a parameter the node does not have (a typo must not silently fall back to a default).
+    """
+    from rclpy.parameter import Parameter
+
+    table = {p.name: p for p in getattr(_node_module(name), "PARAMS", [])}
+    out = []
+    for key, value in values.items():
+        if key not in table:
+            raise ProfileError(f"node {name!r} has no parameter {key!r} (it has {', '.join(sorted(table))})")
+        default = table[key].default
+        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(default, list) and not value:
+            value = list(default)
+        out.append(Parameter(key, value=value))
+    return out
+
+
+class Bringup:
+    """Creates the profile's nodes in a private rclpy context and spins them on a MultiThreadedExecutor.
+
+    ``factories`` maps a node name to extra constructor keyword arguments (the demo hands the executor
+    node its simulator backend). Lifecycle nodes with ``autostart`` are configured and activated.
+    """
+
+    def __init__(self, profile: Profile, factories: dict[str, dict[str, Any]] | None = None,
+                 domain_id: int | None = None, num_threads: int = 8):
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import MultiThreadedExecutor
+
+        self.profile = profile
+        self.context = Context()
+        rclpy.init(context=self.context, domain_id=domain_id)
+        self.nodes: dict[str, Any] = {}
+        self.executor = MultiThreadedExecutor(num_threads=num_threads, context=self.context)
+        self._thread: threading.Thread | None = None
+        try:
+            for name in START_ORDER:
+                if name in profile.params:
+                    self.nodes[name] = self._create(name, (factories or {}).get(name, {}))
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _create(self, name: str, extra: dict[str, Any]):
+        from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+
+        overrides = parameter_overrides(name, self.profile.params[name])
+        node = _node_class(name)(node_name=name, context=self.context, parameter_overrides=overrides,
+                                 use_global_arguments=False, **extra)
+        self.executor.add_node(node)
+        if isinstance(node, LifecycleNode) and node.get_parameter("autostart").value:
+            if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+                raise ProfileError(f"node {name!r} failed to configure (its log says why)")
+            node.trigger_activate()
+        return node
+
+    def start(self) -> "Bringup":
+        """Spin in a background thread (for callers that drive the graph themselves, like the demo)."""
+        self._thread = threading.Thread(target=self.spin, name="bringup", daemon=True)
+        self._thread.start()
+        return self
+
+    def spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        try:
+            self.executor.spin()
+        except ExternalShutdownException:
+            pass
+
+    def shutdown(self) -> None:
+        import rclpy
+
+        for node in reversed(list(self.nodes.values())):
+            try:
+                node.destroy_node()
+            except Exception:  # a node that fails to clean up must not keep the others alive
+                pass
+        self.nodes = {}
+        if self.context.ok():
+            rclpy.shutdown(context=self.context)
+        self.executor.shutdown(timeout_sec=5.0)
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+
+    def __enter__(self) -> "Bringup":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+
+def run(config: str | Path, overrides: list[str] = (), on_ready: Callable[[Bringup], None] | None = None) -> int:
+    """Bring up ``config`` with ``overrides`` and spin until Ctrl-C; returns an exit code."""
+    profile = Profile.load(config)
+    for assignment in overrides:
+        profile.set(assignment)
+    if not profile.params:
+        raise ProfileError(f"profile {config} names no node")
+    with Bringup(profile) as bringup:
+        print(f"bringup: {', '.join(bringup.nodes)} running from {config} (Ctrl-C to stop)", flush=True)
+        if on_ready is not None:
+            on_ready(bringup)
+        try:
+            bringup.spin()
+        except KeyboardInterrupt:
+            pass
+    return 0

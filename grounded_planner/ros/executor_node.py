@@ -1,0 +1,258 @@
+"""executor_node: the `/grounded_planner/execute` action server — a back-projected plan run on a robot backend."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import threading
+import time
+from typing import Callable
+
+import rclpy
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import QoSProfile
+from std_msgs.msg import String
+
+from grounded_planner_interfaces.action import ExecutePlan
+
+from grounded_planner.ros.convert import action_to_msg, plan_from_msg, poses_from_msg
+from grounded_planner.ros.params import Param, declare_all, one_of, resolve_data_path, values
+
+ACTION = "/grounded_planner/execute"
+FEEDBACK_TOPIC = "/grounded_planner/execution/feedback"
+RESULT_TOPIC = "/grounded_planner/execution/result"
+# Targets published by the planner / back-projection within this distance of a pose are the same target.
+SAME_TARGET_M = 1e-3
+
+PARAMS = [
+    Param("backend", "sim", "robot backend: sim | franky | lerobot | moveit", one_of("sim", "franky", "lerobot", "moveit"), read_only=True),
+    Param("config_file", "", "executor YAML (safety envelope, speeds, backend options); '' = built-in defaults", read_only=True),
+    Param("dry_run", False, "check every target and report the motions without moving, whatever the goal asks"),
+    Param("base_frame", "", "frame every pose must be in (the robot base); '' = accept the frame of the first pose"),
+    Param("autostart", True, "configure and activate at startup; false: wait for lifecycle transitions", read_only=True),
+]
+
+
+def _yaw_of(q) -> float:
+    return math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+
+
+class ExecutorNode(LifecycleNode):
+    """Runs one plan at a time on the configured backend; per-step feedback, cancel, dry run.
+
+    configure builds and connects the backend; activate opens the action server to goals (an inactive node
+    rejects them); cleanup/shutdown disconnect. ``backend_factory(name, config)`` replaces
+    ``execution.backends.make_backend`` (the demo passes the simulator it renders from).
+    """
+
+    def __init__(self, node_name: str = "executor", backend_factory: Callable | None = None, **kwargs):
+        super().__init__(node_name, **kwargs)
+        declare_all(self, PARAMS)
+        self._backend_factory = backend_factory
+        self._backend = None
+        self._executor = None
+        self._active = False
+        self._busy = threading.Lock()
+        self._action_server: ActionServer | None = None
+        self._latest_targets: dict | None = None
+        qos = QoSProfile(depth=10)
+        self._feedback_pub = self.create_publisher(String, FEEDBACK_TOPIC, qos)
+        self._result_pub = self.create_publisher(String, RESULT_TOPIC, qos)
+        self.create_subscription(String, "/grounded_planner/targets", self._on_targets, qos,
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self.last_result: dict | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        from grounded_planner.execution.config import ExecutorConfig
+        from grounded_planner.execution.executor import Executor
+
+        p = values(self, PARAMS)
+        try:
+            config = ExecutorConfig.load(resolve_data_path(p["config_file"])) if p["config_file"] else ExecutorConfig(backend=p["backend"])
+            if config.backend != p["backend"]:  # the node's parameter names the backend; the file the rest
+                config = dataclasses.replace(config, backend=p["backend"])
+            if self._backend_factory is not None:
+                backend = self._backend_factory(p["backend"], config)
+            else:
+                from grounded_planner.execution.backends import make_backend
+
+                backend = make_backend(p["backend"], config)
+            backend.connect()
+        except Exception as exc:  # a missing SDK, an unreachable robot, a bad config file: configure fails
+            self.get_logger().error(f"configure failed: {type(exc).__name__}: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        self._backend = backend
+        self._executor = Executor(backend, config)
+        self._action_server = ActionServer(
+            self, ExecutePlan, ACTION, execute_callback=self._execute, goal_callback=self._on_goal,
+            cancel_callback=lambda goal: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
+        self.get_logger().info(f"configured: backend {p['backend']}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = True
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _release(self) -> None:
+        self._active = False
+        if self._action_server is not None:
+            self._action_server.destroy()
+            self._action_server = None
+        if self._backend is not None:
+            try:
+                self._backend.stop()
+                self._backend.disconnect()
+            except Exception as exc:  # disconnecting must not keep the node from shutting down
+                self.get_logger().error(f"backend disconnect failed: {exc}")
+            self._backend = None
+        self._executor = None
+
+    # -- goals -------------------------------------------------------------------------------------
+    def _on_targets(self, msg: String) -> None:
+        try:
+            self._latest_targets = json.loads(msg.data)
+        except json.JSONDecodeError:
+            self.get_logger().error("ignoring /grounded_planner/targets message that is not JSON")
+
+    def _on_goal(self, goal: ExecutePlan.Goal) -> GoalResponse:
+        if not self._active:
+            self.get_logger().warning("goal rejected: executor is not active (lifecycle state)")
+            return GoalResponse.REJECT
+        if self._busy.locked():
+            self.get_logger().warning("goal rejected: a plan is already executing")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def targets_for(self, goal_plan_msg):
+        """The goal's plan model and a geometry TargetSet built from its poses.
+
+        Width, normal and method come from the latest ``/grounded_planner/targets`` when it holds the same
+        positions; otherwise only position and yaw (from the pose orientation) are known.
+        Raises ValueError when an action has no pose or the frames disagree.
+        """
+        from grounded_planner.geometry.targets import Target, TargetSet
+
+        plan = plan_from_msg(goal_plan_msg)
+        poses = poses_from_msg(goal_plan_msg)
+        missing = [i for i, pose in enumerate(poses) if pose is None]
+        if missing:
+            raise ValueError(f"action(s) {missing} have no pose: back-project the plan first (planner backproject:=true)")
+        frames = {pose.header.frame_id for pose in poses}
+        base = self.get_parameter("base_frame").value
+        if len(frames) > 1 or (base and frames and frames != {base}):
+            raise ValueError(f"poses are in {sorted(frames)}, expected all in {base or 'one frame'}")
+        frame = frames.pop() if frames else base
+        known = self._latest_targets
+        if known and known.get("frame") == frame and len(known.get("targets", [])) == len(poses):
+            candidate = TargetSet.from_dict(known)
+            if all(math.dist(t.position, (p.pose.position.x, p.pose.position.y, p.pose.position.z)) < SAME_TARGET_M
+                   for t, p in zip(candidate.targets, poses)):
+                return plan, candidate
+        targets = [Target(index=i, type=a.type, object=a.object,
+                          position=[p.pose.position.x, p.pose.position.y, p.pose.position.z],
+                          yaw=_yaw_of(p.pose.orientation) if a.type == "grasp" else None, method="pose")
+                   for i, (a, p) in enumerate(zip(plan.actions, poses))]
+        return plan, TargetSet(frame=frame, targets=targets)
+
+    def _execute(self, goal_handle) -> ExecutePlan.Result:
+        result = ExecutePlan.Result()
+        with self._busy:
+            try:
+                plan, targets = self.targets_for(goal_handle.request.plan)
+            except ValueError as exc:
+                result.success, result.message = False, f"invalid goal: {exc}"
+                self._publish_result({"success": False, "message": result.message, "steps": []})
+                goal_handle.abort()
+                return result
+            cancel = threading.Event()
+            dry_run = goal_handle.request.dry_run or self.get_parameter("dry_run").value
+            started = time.monotonic()
+
+            def on_feedback(step_index: int, state: str, action=None) -> None:
+                if goal_handle.is_cancel_requested:
+                    cancel.set()
+                feedback = ExecutePlan.Feedback(step=int(step_index), state=str(state))
+                if action is not None:
+                    feedback.current = action_to_msg(action)
+                goal_handle.publish_feedback(feedback)
+                event = {"step": int(step_index), "state": str(state)}
+                if action is not None:
+                    event["action"] = action.to_dict()
+                self._feedback_pub.publish(String(data=json.dumps(event)))
+
+            watcher = threading.Thread(target=self._watch_cancel, args=(goal_handle, cancel), daemon=True)
+            watcher.start()
+            try:
+                outcome = self._executor.execute(plan, targets, dry_run=dry_run, cancel=cancel, on_feedback=on_feedback)
+            finally:
+                cancel.set()  # also ends the watcher
+            data = outcome.to_dict()
+            data["dry_run"] = bool(dry_run)
+            workcell = getattr(self._backend, "workcell", None)
+            if workcell is not None and not dry_run and hasattr(workcell, "success"):
+                data["scene_success"] = bool(workcell.success())  # the simulator knows whether the task is done
+            self._publish_result(data)
+            result.success = bool(outcome.success)
+            result.message = str(outcome.message)
+            result.step_outcomes = [str(step.outcome) for step in outcome.steps]
+            result.steps_completed = sum(1 for step in outcome.steps if str(step.outcome) == "ok")
+            self.get_logger().info(f"plan {plan.instruction!r}: {'ok' if outcome.success else outcome.message} "
+                                   f"({time.monotonic() - started:.1f} s{', dry run' if dry_run else ''})")
+            if goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            elif outcome.success:
+                goal_handle.succeed()
+            else:
+                goal_handle.abort()
+            return result
+
+    @staticmethod
+    def _watch_cancel(goal_handle, cancel: threading.Event) -> None:
+        # a cancel request must reach the executor even while a long motion gives no feedback
+        while not cancel.wait(0.02):
+            if goal_handle.is_cancel_requested:
+                cancel.set()
+
+    def _publish_result(self, data: dict) -> None:
+        self.last_result = data
+        self._result_pub.publish(String(data=json.dumps(data, default=str)))
+
+
+def main(args=None) -> None:
+    try:
+        with rclpy.init(args=args):
+            node = ExecutorNode()
+            if node.get_parameter("autostart").value and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+                node.trigger_activate()
+            executor = MultiThreadedExecutor(num_threads=4)
+            executor.add_node(node)
+            executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except ValueError as exc:
+        raise SystemExit(f"executor_node: {exc}")
+
+
+if __name__ == "__main__":
+    main()

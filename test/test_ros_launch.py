@@ -1,0 +1,105 @@
+"""Static checks of the launch files and config profiles (launch/launch_ros are not installable as wheels here):
+every executable, config and calibration file they name exists, and every parameter they set is one the node has."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, requires_ros
+
+LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
+PROFILES = sorted((REPO / "config").glob("*.yaml"))
+
+
+def console_scripts() -> dict[str, str]:
+    text = (REPO / "setup.py").read_text()
+    return dict(re.findall(r'"([\w-]+) = ([\w.]+:\w+)"', text))
+
+
+def launch_facts(path: Path):
+    """(executables, node names, share files, per-node override keys) named in a launch file."""
+    tree = ast.parse(path.read_text(), str(path))
+    executables, names, files, overrides = [], [], [], {}
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        func = ast.unparse(call.func)
+        if func == "os.path.join" and len(call.args) == 3 and ast.unparse(call.args[0]) == "SHARE":
+            files.append("/".join(ast.literal_eval(a) for a in call.args[1:]))
+        if func == "Node":
+            kw = {k.arg: k.value for k in call.keywords}
+            executables.append(ast.literal_eval(kw["executable"]))
+            name = ast.literal_eval(kw["name"])
+            names.append(name)
+            params = kw.get("parameters")
+            keys = set()
+            for element in getattr(params, "elts", []):
+                if isinstance(element, ast.Dict):
+                    keys |= {ast.literal_eval(k) for k in element.keys}
+            overrides[name] = keys
+    return executables, names, files, overrides
+
+
+def test_there_are_real_and_replay_launch_files_and_profiles():
+    assert {p.name for p in LAUNCH_FILES} >= {"real.launch.py", "replay.launch.py"}
+    assert {p.name for p in PROFILES} >= {"real.yaml", "replay.yaml"}
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_file_names_only_things_that_exist(path):
+    scripts = console_scripts()
+    executables, names, files, _ = launch_facts(path)
+    assert executables, f"{path.name} starts no node"
+    for exe in executables:
+        assert exe in scripts, f"{path.name}: executable {exe!r} is not a console script in setup.py"
+        module, func = scripts[exe].split(":")
+        source = REPO / (module.replace(".", "/") + ".py")
+        assert source.is_file() and f"def {func}(" in source.read_text(), f"{exe}: {scripts[exe]} does not exist"
+    for rel in files:
+        assert (REPO / rel).is_file(), f"{path.name} names {rel}, which is not in the repository"
+        top = rel.split("/")[0]
+        assert top in ("config", "calibration"), f"{rel}: setup.py installs only config/ and calibration/ data"
+
+
+@requires_ros
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_overrides_are_parameters_the_nodes_have(path):
+    from grounded_planner.ros.bringup import NODE_TYPES, _node_module
+
+    _, names, _, overrides = launch_facts(path)
+    for name in names:
+        assert name in NODE_TYPES, f"{path.name}: node name {name!r} has no section type (profile sections key on it)"
+        have = {p.name for p in _node_module(name).PARAMS}
+        assert overrides[name] <= have, f"{path.name}: {name} gets unknown parameter(s) {overrides[name] - have}"
+
+
+@requires_ros
+@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name)
+def test_profile_parameters_and_files_exist(path):
+    from grounded_planner.ros.bringup import Profile, parameter_overrides
+    from grounded_planner.ros.params import resolve_data_path
+
+    profile = Profile.load(path)
+    assert profile.params, f"{path.name} names no node"
+    for node, values in profile.params.items():
+        parameter_overrides(node, values)  # raises for a parameter the node does not have
+        for key, value in values.items():
+            if key.endswith("_file") and value:
+                assert Path(resolve_data_path(value)).is_file(), f"{path.name}: {node}.{key} = {value} does not exist"
+
+
+@requires_ros
+def test_profile_errors_name_the_problem(tmp_path):
+    from grounded_planner.ros.bringup import Profile, ProfileError, parameter_overrides
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("planer:\n  ros__parameters: {backend: openai}\n")
+    with pytest.raises(ProfileError, match="unknown node 'planer'"):
+        Profile.load(bad)
+    profile = Profile.load(REPO / "config" / "replay.yaml")
+    with pytest.raises(ProfileError, match="must look like node.param=value"):
+        profile.set("planner=openai")
+    profile.set("planner.timeout_s=5")
+    assert parameter_overrides("planner", profile.params["planner"])  # 5 becomes 5.0 for a float parameter
+    with pytest.raises(ProfileError, match="node 'planner' has no parameter 'modle'"):
+        parameter_overrides("planner", {"modle": "x"})
