@@ -111,3 +111,33 @@ def test_report_handles_all_null_predictions(sample):
     episodes, _ = sample
     text = render_report(episodes, {ep.id: Prediction(ep.id, None, "server down") for ep in episodes})
     assert text.count("server down") == len(episodes)
+
+
+def test_large_images_are_shrunk_but_overlays_keep_original_coordinates(sample, tmp_path):
+    episodes, predictions = sample
+    ep = episodes[0]
+    big = tmp_path / "big.png"
+    Image.open(ep.image).resize((IMAGE_SIZE[0] * 4, IMAGE_SIZE[1] * 4)).save(big)
+    scale = 4.0
+    actions = [type(a)(a.type, a.object, a.target, tuple(v * scale for v in a.bbox)) for a in ep.actions]
+    big_ep = type(ep)(ep.id, big, ep.instruction, ep.instruction_type, actions, ep.unordered)
+    text = render_report([big_ep], {}, image_max_side_px=640)
+    svg = ET.fromstring(re.search(r"<svg .*?</svg>", text, flags=re.S).group(0))
+    assert svg.get("viewBox") == f"0 0 {IMAGE_SIZE[0] * 4} {IMAGE_SIZE[1] * 4}"
+    image = svg.find("{http://www.w3.org/2000/svg}image")
+    assert image.get("href").startswith("data:image/jpeg;base64,")
+    import base64
+    import io
+    shrunk = Image.open(io.BytesIO(base64.b64decode(image.get("href").split(",", 1)[1])))
+    assert max(shrunk.size) == 640
+    full = render_report([big_ep], {}, image_max_side_px=0)
+    assert "data:image/png;base64," in full and len(full) > len(text)
+
+
+def test_failures_only_leaves_successful_cards_out_but_keeps_the_table(sample):
+    episodes, predictions = sample
+    text = render_report(episodes, predictions, failures_only=True)
+    for ep_id in ("ep-01", "ep-02", "ep-08"):
+        assert f'id="{ep_id}"' not in text
+    assert 'id="ep-03"' in text and text.count("<svg ") == 9
+    assert "12 episodes" in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,17 +127,28 @@ table.t1 th{background:#f1f1f1;text-align:center}
 """
 
 
-def _image_data(episode: Episode) -> tuple[str | None, tuple[int, int] | None]:
-    """(data URI, (width, height)) of the episode image, or (None, None) when it cannot be read."""
+def _image_data(episode: Episode, max_side_px: int) -> tuple[str | None, tuple[int, int] | None]:
+    """(data URI, original (width, height)) of the episode image, or (None, None) when it cannot be read.
+
+    Images whose longest side exceeds ``max_side_px`` are embedded shrunk (JPEG) to keep the report small;
+    the overlay still uses original pixel coordinates because the SVG stretches the image to full size.
+    """
+    from PIL import Image
+
     try:
         raw = episode.image.read_bytes()
-        from PIL import Image
-
-        with Image.open(episode.image) as img:
+        with Image.open(io.BytesIO(raw)) as img:
             size = img.size
+            if max_side_px and max(size) > max_side_px:
+                scale = max_side_px / max(size)
+                small = img.convert("RGB").resize((max(1, round(size[0] * scale)), max(1, round(size[1] * scale))))
+                buf = io.BytesIO()
+                small.save(buf, format="JPEG", quality=85)
+                return f"data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode('ascii')}", size
+            fmt = (img.format or "PNG").lower()
     except (OSError, ValueError):
         return None, None
-    mime = "image/jpeg" if episode.image.suffix.lower() in (".jpg", ".jpeg") else "image/png"
+    mime = {"jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "webp": "image/webp"}.get(fmt, "image/png")
     return f"data:{mime};base64,{base64.b64encode(raw).decode('ascii')}", size
 
 
@@ -157,13 +169,13 @@ def _cross(point, colour: str, label: str) -> str:
             f'<text x="{x + 7:.1f}" y="{y - 4:.1f}" font-size="11" fill="{colour}">{html.escape(label)}</text>')
 
 
-def _overlay_svg(episode: Episode, prediction: Prediction | None) -> str:
-    uri, size = _image_data(episode)
+def _overlay_svg(episode: Episode, prediction: Prediction | None, max_side_px: int) -> str:
+    uri, size = _image_data(episode, max_side_px)
     boxes = [a.bbox for a in episode.actions if a.bbox is not None]
     width, height = size or (int(max(b[2] for b in boxes)) + 20, int(max(b[3] for b in boxes)) + 20)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{max(width, 480)}">']
     if uri:
-        parts.append(f'<image href="{uri}" x="0" y="0" width="{width}" height="{height}"/>')
+        parts.append(f'<image href="{uri}" x="0" y="0" width="{width}" height="{height}" preserveAspectRatio="none"/>')
     else:
         parts.append(f'<rect width="{width}" height="{height}" fill="#eee"/><text x="8" y="16" font-size="12">'
                      f'image not found: {html.escape(str(episode.image))}</text>')
@@ -221,20 +233,29 @@ def _table_html(result: dict[str, Any]) -> str:
     return f'<table class="t1">{head1}{head2}{head3}{row}{nrow}</table>{overall}'
 
 
-def render_report(episodes: list[Episode], predictions: Mapping[str, Prediction], title: str = "GroundedPlanBench report") -> str:
-    """The whole report as one HTML string (images embedded as base64 data URIs; no external files)."""
+def render_report(episodes: list[Episode], predictions: Mapping[str, Prediction], title: str = "GroundedPlanBench report",
+                  *, image_max_side_px: int = 640, failures_only: bool = False) -> str:
+    """The whole report as one HTML string (images embedded as base64 data URIs; no external files).
+
+    The table and the failure tally always cover every episode; ``failures_only`` leaves the successful
+    episodes' cards out, ``image_max_side_px`` (0 = as is) shrinks large images embedded in the cards.
+    """
+    if image_max_side_px < 0:
+        raise ValueError(f"image_max_side_px must be >= 0 (0 = original size), got {image_max_side_px}")
     result = score(episodes, predictions)
     diagnoses = [diagnose(ep, predictions.get(ep.id)) for ep in episodes]
     tally = Counter(c for d in diagnoses for c in d.categories)
     tally_html = "".join(f"<li>{html.escape(c)}: {tally[c]} episode(s)</li>" for c in CATEGORIES if tally[c])
     cards = []
     for ep, d in zip(episodes, diagnoses):
+        if failures_only and d.score.success:
+            continue
         pred = predictions.get(ep.id)
         status = '<span class="ok">success</span>' if d.score.success else "failed"
         reasons = "".join(f'<li class="reason"><b>{html.escape(c)}</b>: {html.escape(t)}</li>' for c, t in d.reasons)
         cards.append(
             f'<div class="ep {"pass" if d.score.success else "fail"}" id="{html.escape(ep.id)}">'
-            f"{_overlay_svg(ep, pred)}<div class=\"info\"><h3>{html.escape(ep.id)} &middot; {html.escape(ep.group)} "
+            f"{_overlay_svg(ep, pred, image_max_side_px)}<div class=\"info\"><h3>{html.escape(ep.id)} &middot; {html.escape(ep.group)} "
             f"&middot; {status}</h3><p>&ldquo;{html.escape(ep.instruction)}&rdquo;</p>"
             f"<p>ARR {100 * d.score.arr:.1f}% &middot; precision {100 * d.score.precision:.1f}% &middot; "
             f"{d.score.gt_actions} GT actions, {d.score.pred_actions} predicted</p>"
@@ -249,11 +270,11 @@ def render_report(episodes: list[Episode], predictions: Mapping[str, Prediction]
 
 
 def write_report(episodes: list[Episode], predictions: Mapping[str, Prediction], out: str | Path,
-                 title: str = "GroundedPlanBench report") -> Path:
-    """Write :func:`render_report` to ``out`` (atomically) and return the path."""
+                 title: str = "GroundedPlanBench report", **options: Any) -> Path:
+    """Write :func:`render_report` (``options`` are its keyword options) to ``out`` atomically; returns the path."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(render_report(episodes, predictions, title), encoding="utf-8")
+    tmp.write_text(render_report(episodes, predictions, title, **options), encoding="utf-8")
     tmp.replace(out)
     return out

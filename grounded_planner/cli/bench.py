@@ -56,6 +56,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--predictions", required=True, help="predictions JSONL")
     report.add_argument("--out", required=True, help="HTML file to write")
     report.add_argument("--title", default=None, help="report title (default: the predictions file name)")
+    report.add_argument("--failures-only", action="store_true", help="leave successful episodes' cards out")
+    report.add_argument("--image-max-side", type=int, default=640,
+                        help="shrink larger images to this many pixels (JPEG) in the report; 0 = embed as is")
     report.set_defaults(func=_report)
 
 
@@ -192,9 +195,12 @@ def _report(args: argparse.Namespace) -> int:
 
     from grounded_planner.bench.report import write_report
 
+    if args.image_max_side < 0:
+        raise CliError(f"--image-max-side must be >= 0 pixels (0 = embed as is), got {args.image_max_side}")
     episodes, predictions = _load(args.episodes, args.predictions)
     try:
-        out = write_report(episodes, predictions, args.out, title=args.title or f"GroundedPlanBench: {Path(args.predictions).name}")
+        out = write_report(episodes, predictions, args.out, title=args.title or f"GroundedPlanBench: {Path(args.predictions).name}",
+                           image_max_side_px=args.image_max_side, failures_only=args.failures_only)
     except OSError as exc:
         raise CliError(f"cannot write report {args.out}: {exc.strerror}") from None
     print(out)
