@@ -192,3 +192,20 @@ def test_hand_written_records_are_read_and_bad_ones_named(tmp_path, capsys):
         assert main(["rollouts", "summary", str(tmp_path / "bad")]) == 2
         err = capsys.readouterr().err
         assert message in err and str(bad / "rollout.json") in err and err.count("\n") == 1
+
+
+def test_failure_without_mode_counts_as_unlabelled_for_the_labeller(tmp_path):
+    """A simulator's bare 'failed' still needs a person to say how it failed."""
+    with RolloutRecorder(tmp_path / "sim_fail", instruction="x") as rec:
+        rec.set_label(False, source="simulator")
+    with RolloutRecorder(tmp_path / "sim_fail_grasp", instruction="x") as rec:
+        rec.log_result({"success": False, "steps": [{"index": 0, "type": "grasp", "outcome": "grasp_failed"}]})
+        rec.set_label(False, source="simulator")
+    assert load_rollout(tmp_path / "sim_fail_grasp").failure_mode == "grasp_failure"  # the executor knew why
+    assert load_rollout(tmp_path / "sim_fail_grasp").labelled
+    out = io.StringIO()
+    counts = label_rollouts(find_rollouts([tmp_path]), io.StringIO("n\n6\ndropped near the bowl\n"), out)
+    assert (counts.labelled, counts.already) == (1, 1)
+    assert "label so far (simulator): failure" in out.getvalue()
+    record = load_rollout(tmp_path / "sim_fail")
+    assert (record.failure_mode, record.data["notes"]) == ("premature_release", "dropped near the bowl")

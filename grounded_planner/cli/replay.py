@@ -26,17 +26,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--color-topic", default=None, help="color image topic [/camera/camera/color/image_raw]")
     p.add_argument("--plan-topic", default=None, help="GroundedPlan topic [/grounded_planner/plan]")
     p.add_argument("--instruction-topic", default=None, help="instruction topic [/grounded_planner/instruction]")
-    # the planner (same names as `grounded-planner plan`)
+    # the planner: the settings `bench run` takes (GP_VLM_* variables, then --config, then these flags)
+    p.add_argument("--config", help="YAML mapping of PlannerConfig fields (backend, model, base_url, ...)")
     p.add_argument("--backend", choices=["openai", "gemini", "transformers", "replay", "decoupled"], default=None)
-    p.add_argument("--model", default=None, help="model name on the server / Gemini id / local path")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible server root incl. /v1")
-    p.add_argument("--api-key-env", default=None, help="name of the environment variable holding the API key")
-    p.add_argument("--prompt-family", choices=["auto", "qwen3", "gemini", "pixel"], default="auto")
-    p.add_argument("--timeout", type=float, default=None, dest="timeout_s", help="seconds per request [60]")
-    p.add_argument("--max-image-side", type=int, default=None, help="longest image side sent, px [1280]")
-    p.add_argument("--repair-attempts", type=int, default=None, help="re-prompts after an invalid answer [1]")
-    p.add_argument("--cache-dir", default=None, help="on-disk response cache folder")
-    p.add_argument("--replay-file", default=None, help="JSONL of recorded plans (replay backend)")
+    p.add_argument("--model", help="model name on the server / Gemini id / local path for transformers")
+    p.add_argument("--base-url", help="OpenAI-compatible server root incl. /v1")
+    p.add_argument("--api-key-env", help="name of the environment variable holding the API key")
+    p.add_argument("--prompt-family", choices=["auto", "qwen3", "gemini", "pixel"], default=None)
+    p.add_argument("--replay-file", help="JSONL of recorded plans (replay backend)")
+    p.add_argument("--mode", choices=("grounded", "decoupled"), default=None, help="as in bench run")
+    p.add_argument("--grounder", choices=["vlm", "embodied-r1", "sam3"], default=None, help="decoupled mode's grounder")
+    p.add_argument("--timeout", type=float, dest="timeout_s", default=None, help="seconds per request [60]")
+    p.add_argument("--cache-dir", help="response cache folder (a repeated replay sends no requests)")
     p.set_defaults(func=_replay)
 
 
@@ -46,7 +47,6 @@ def _replay(args: argparse.Namespace) -> int:
     from grounded_planner.rollout.bag import BagError
     from grounded_planner.rollout.record import RolloutTopics
     from grounded_planner.rollout.replay import episodes_for_replay, replay_episodes
-    from grounded_planner.vlm.config import PlannerConfig
     from grounded_planner.vlm.errors import VLMError, VLMUnavailableError
     from grounded_planner.vlm.planner import make_planner
 
@@ -70,14 +70,12 @@ def _replay(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     if not episodes:
         raise CliError("the bags hold no planner inputs", 1)
+    from grounded_planner.cli.bench import _planner_config  # one reading of planner flags for bench and replay
+
     try:
-        config = PlannerConfig.from_env(
-            backend=args.backend, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
-            prompt_family=args.prompt_family, timeout_s=args.timeout_s, max_image_side=args.max_image_side,
-            repair_attempts=args.repair_attempts, cache_dir=args.cache_dir, replay_file=args.replay_file)
-        planner = make_planner(config)
-    except (ValueError, VLMError) as exc:
-        raise CliError(str(exc)) from exc
+        planner = make_planner(_planner_config(args))
+    except (ValueError, ImportError, VLMError) as exc:
+        raise CliError(f"cannot build the planner: {exc}") from exc
 
     def plan_fn(image, instruction):
         try:

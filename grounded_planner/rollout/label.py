@@ -87,10 +87,10 @@ def label_rollouts(records: Sequence[RolloutRecord], stdin: TextIO, stdout: Text
             counts.skipped += 1
             continue
         stdout.write("\n".join(_describe(record)) + "\n")
-        suggestion = record.failure_mode if record.data.get("label_source") == "auto" else None
-        if record.data.get("label_source") == "auto":
-            stdout.write(f"  automatic label: {'success' if record.success else 'failure'}"
-                         f"{' (' + suggestion + ')' if suggestion else ''}\n")
+        suggestion = record.failure_mode
+        if record.success is not None:
+            stdout.write(f"  label so far ({record.data.get('label_source') or 'unknown source'}): "
+                         f"{'success' if record.success else 'failure'}{' (' + suggestion + ')' if suggestion else ''}\n")
         while True:
             answer = _ask("  success? [y]es / [n]o / [s]kip / [q]uit: ", stdin, stdout)
             if answer is None or answer.lower() in ("q", "quit"):

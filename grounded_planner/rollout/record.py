@@ -372,12 +372,14 @@ class RolloutRecorder:
             self._data["error"] = error
             self._data["ended_at"] = _now_iso()
             self._data["timings_s"]["total"] = round(time.monotonic() - self._t0, 6)
-            if self._data["success"] is None:
-                success, mode = auto_failure_mode(self._data["execution"], self._data["plan"],
-                                                  self._data["planner_error"], self._data["expects_action"])
-                if success is not None:
-                    self._data["success"], self._data["failure_mode"] = success, mode
-                    self._data["label_source"] = "auto"
+            success, mode = auto_failure_mode(self._data["execution"], self._data["plan"],
+                                              self._data["planner_error"], self._data["expects_action"])
+            if self._data["success"] is None and success is not None:
+                self._data["success"], self._data["failure_mode"] = success, mode
+                self._data["label_source"] = "auto"
+            elif self._data["success"] is False and not self._data["failure_mode"] and mode:
+                # e.g. a simulator said "failed" and the executor knows why
+                self._data["failure_mode"] = mode
             self._flush_json()
             return self.data
 
@@ -430,7 +432,8 @@ class RolloutRecord:
 
     @property
     def labelled(self) -> bool:
-        return self.success is not None
+        """Success known, and for a failure its failure mode too."""
+        return self.success is True or (self.success is False and bool(self.failure_mode))
 
     def writer_alive(self) -> bool:
         """Is the process that wrote this record still running (same host only; False elsewhere)?"""
