@@ -48,7 +48,7 @@ EXTRAS = {
                   "feetech-servo-sdk>=1.0"],
     "sim": ["mujoco>=3.2,<5"],  # physics + headless EGL rendering of the simulated workcell
     "rollout": ["rosbags>=0.10", "matplotlib>=3.7", "mcap>=1.1"],  # bags without rclpy; plots; mcap: reference reader in tests
-    "v2gp": [],
+    "v2gp": ["pyarrow>=15", "av>=12"],  # LeRobot parquet + MP4 frames (PyAV); fine-tuning uses the ml extra
     "nodes": ["pyrealsense2>=2.55", "rosbags>=0.10"],  # camera_node (software_device in tests), bag_player_node
 }
 # What `make setup` installs (CI included): every extra above unless listed in HEAVY_EXTRAS.

@@ -1,0 +1,154 @@
+"""V2GP configuration: dataset columns, segmentation per robot, VLM, grounder, filters, export, executor."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from grounded_planner.v2gp.segment import ROBOT_PROFILES, SegmentConfig, config_for_robot
+
+GROUNDERS = ("oracle", "vlm", "sam3")
+IDENTIFIERS = ("vlm", "oracle")
+EXECUTORS = ("local", "ray")
+
+
+@dataclass
+class V2GPConfig:
+    """Every knob of ``grounded-planner v2gp run`` (YAML keys have the same names)."""
+
+    # -- inputs
+    gripper: str = "observation.state[-1]"  # gripper column: NAME, NAME[INDEX] or NAME[ELEMENT_NAME]
+    camera: str = ""  # image/video feature of the third-person camera ("" = the first one)
+    # -- stage 1: segmentation (robot profile, then the explicit values that are not None)
+    robot: str = "default"  # profile in segment.ROBOT_PROFILES (default, droid, franka_width, so101)
+    close_threshold: float | None = None  # normalised level at/above which the gripper is closed
+    open_threshold: float | None = None  # normalised level at/below which it is released
+    min_frames: int | None = None  # shortest grasp, frames
+    # -- stages 2-4: models
+    identifier: str = "vlm"  # who names the manipulated object: vlm | oracle (simulated data with known objects)
+    grounder: str = "vlm"  # stage 3: oracle (known boxes) | vlm (ask the VLM) | sam3 (needs the sam3 package)
+    vlm_backend: str = "openai"  # PlannerConfig.backend of the VLM (openai | gemini | transformers | replay)
+    vlm_base_url: str = ""  # OpenAI-compatible server root incl. /v1
+    vlm_model: str = ""  # model name on the server (decides the prompt family: qwen3, gemini, pixel)
+    vlm_api_key_env: str = ""  # environment variable with the API key ("" = the backend's default)
+    vlm_timeout_s: float = 120.0  # one VLM request, seconds
+    implicit: bool = True  # write an implicit variant of each instruction with an LLM rewrite
+    keyframes: int = 3  # frames of a segment shown to the VLM side by side (start, hold..., end)
+    # -- filters
+    min_box_px: float = 4.0  # grasp/open/close boxes narrower or lower than this are empty groundings
+    min_motion_px: float = 3.0  # a picked object must move at least this far (oracle) or the grasp was empty
+    max_implicit_chars: int = 200  # longer rewrites are rejected
+    # -- export (training JSONL: the planner's prompt)
+    max_image_side: int = 1280  # image stored for training is resized like the planner sends it (0 = as is)
+    # -- execution
+    workers: int = 1  # episodes in flight at once (threads; VLM requests are I/O bound)
+    executor: str = "local"  # local (threads) | ray (episodes as Ray tasks; needs `pip install ray`)
+
+    def __post_init__(self) -> None:
+        if self.robot not in ROBOT_PROFILES:
+            raise ValueError(f"V2GPConfig.robot must be one of {', '.join(sorted(ROBOT_PROFILES))}, got {self.robot!r}")
+        if self.grounder not in GROUNDERS:
+            raise ValueError(f"V2GPConfig.grounder must be one of {', '.join(GROUNDERS)}, got {self.grounder!r}")
+        if self.identifier not in IDENTIFIERS:
+            raise ValueError(f"V2GPConfig.identifier must be one of {', '.join(IDENTIFIERS)}, got {self.identifier!r}")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"V2GPConfig.executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+        if int(self.workers) < 1:
+            raise ValueError(f"V2GPConfig.workers must be >= 1, got {self.workers}")
+        if int(self.keyframes) < 2:
+            raise ValueError(f"V2GPConfig.keyframes must be >= 2 (start and end), got {self.keyframes}")
+        if self.min_box_px < 0 or self.min_motion_px < 0:
+            raise ValueError("V2GPConfig.min_box_px and min_motion_px must be >= 0 px")
+        if self.vlm_timeout_s <= 0:
+            raise ValueError(f"V2GPConfig.vlm_timeout_s must be > 0 s, got {self.vlm_timeout_s}")
+        self.segment_config()  # thresholds checked here, naming the bad value
+
+    # -- derived ------------------------------------------------------------------------------------------
+    def segment_config(self) -> SegmentConfig:
+        return config_for_robot(self.robot, close_threshold=self.close_threshold,
+                                open_threshold=self.open_threshold, min_frames=self.min_frames)
+
+    @property
+    def needs_vlm(self) -> bool:
+        return self.identifier == "vlm" or self.grounder == "vlm" or self.implicit
+
+    def planner_config(self, cache_dir: str = ""):
+        """The vlm layer's PlannerConfig for object naming, grounding requests and rewrites."""
+        from grounded_planner.vlm.config import PlannerConfig
+
+        return PlannerConfig(backend=self.vlm_backend, model=self.vlm_model, base_url=self.vlm_base_url,
+                             api_key_env=self.vlm_api_key_env, timeout_s=self.vlm_timeout_s, cache_dir=cache_dir)
+
+    def stage_key(self, stage: str) -> dict[str, Any]:
+        """The settings a stage's cached output depends on (a change invalidates that cache)."""
+        seg = dataclasses.asdict(self.segment_config())
+        keys: dict[str, Any] = {"gripper": self.gripper, "camera": self.camera, "segment": seg}
+        if stage == "segments":
+            return keys
+        keys.update({"identifier": self.identifier, "vlm_model": self.vlm_model, "keyframes": self.keyframes})
+        if stage == "objects":
+            return keys
+        keys.update({"grounder": self.grounder})
+        if stage == "grounding":
+            return keys
+        keys.update({"implicit": self.implicit, "min_box_px": self.min_box_px, "min_motion_px": self.min_motion_px,
+                     "max_image_side": self.max_image_side})
+        return keys
+
+    # -- construction -------------------------------------------------------------------------------------
+    def with_overrides(self, *, vlm: str | None = None, model: str | None = None, grounder: str | None = None,
+                       workers: int | None = None, executor: str | None = None,
+                       implicit: bool | None = None) -> "V2GPConfig":
+        """A copy with command-line values that are not None (``vlm`` is a base URL)."""
+        changes: dict[str, Any] = {}
+        if vlm is not None:
+            changes["vlm_base_url"] = vlm
+        for name, value in (("vlm_model", model), ("grounder", grounder), ("workers", workers),
+                            ("executor", executor), ("implicit", implicit)):
+            if value is not None:
+                changes[name] = value
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "V2GP config") -> "V2GPConfig":
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{where}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "V2GPConfig":
+        """Read a YAML file; a top-level ``v2gp:`` key is unwrapped."""
+        import yaml
+
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except OSError as exc:
+            raise ValueError(f"cannot read V2GP config {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ValueError(f"V2GP config {path} is not valid YAML: {exc}") from exc
+        if isinstance(data, dict) and set(data) == {"v2gp"}:
+            data = data["v2gp"]
+        return cls.from_dict(data, str(path))
+
+
+def parse_episode_list(text: str) -> list[int]:
+    """``"0,3,5-9"`` -> [0, 3, 5, 6, 7, 8, 9]."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise ValueError(f"episode list {text!r}: expected numbers and ranges like 0,3,5-9, got {part!r}")
+        a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+        if b < a:
+            raise ValueError(f"episode list {text!r}: range {part} runs backwards")
+        out.extend(range(a, b + 1))
+    return sorted(set(out))

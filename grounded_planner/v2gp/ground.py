@@ -1,0 +1,174 @@
+"""V2GP stage 3: grasp box in the episode's first frame and place point (where the object ends up).
+
+Grounders:
+
+* ``oracle`` — simulated data with known per-frame boxes (``meta/v2gp_objects.jsonl``): the identified
+  object is matched to a known one by name; its first-frame box is the grasp (or handle) box and the centre
+  of its box at the segment's end is the place point. It also checks identity (the named object is the
+  one that moved) and motion (a picked object that did not move was an empty grasp).
+* ``vlm`` — asks the VLM (``Planner.ask`` with the vlm layer's grounding prompt) for the object's box in
+  the first frame and a point on it in the segment's last frame.
+* ``sam3`` — needs the ``sam3`` package (not installable from PyPI here); a clear error otherwise.
+
+The place point is measured in the segment's end frame and used as is in the first frame: this assumes a
+static third-person camera (the DROID exterior cameras, a fixed workcell camera). Wrist cameras need a
+homography per frame, which is not done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from grounded_planner.v2gp.dataset import DemoEpisode, ObjectTrack
+from grounded_planner.v2gp.errors import MissingDependencyError
+from grounded_planner.v2gp.identify import ObjectIdentity, moved_object, name_similarity
+from grounded_planner.v2gp.segment import Segment
+
+
+@dataclass
+class Grounding:
+    """Where a segment acts, in pixels of the episode's first frame."""
+
+    bbox_px: list[float] | None = None  # x1, y1, x2, y2 of the object (or handle) in the first frame
+    point_px: list[float] | None = None  # x, y where a picked object ends up (None for open/close)
+    target: str = ""  # name of what it was put on, when known
+    moved_px: float | None = None  # how far the object moved during the segment (None: unknown)
+    identity: str = "unknown"  # consistent | mismatch | unknown (the named object is the one that moved)
+    source: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Grounding":
+        return cls(**data)
+
+
+def _rows(episode: DemoEpisode, segment: Segment) -> tuple[int, int]:
+    rows = {int(f): r for r, f in enumerate(episode.frame_indices)}
+    return rows.get(segment.start, 0), rows.get(segment.end, episode.length - 1)
+
+
+def _center(box) -> list[float]:
+    return [float((box[0] + box[2]) / 2.0), float((box[1] + box[3]) / 2.0)]
+
+
+def _contains(box, point) -> bool:
+    return box[0] <= point[0] <= box[2] and box[1] <= point[1] <= box[3]
+
+
+class OracleGrounder:
+    """Known boxes of simulated data (see the module docstring)."""
+
+    name = "oracle"
+
+    def ground(self, episode: DemoEpisode, segment: Segment, identity: ObjectIdentity) -> Grounding:
+        if not episode.objects:
+            return Grounding(source=self.name, notes=["no known objects in this episode (meta/v2gp_objects.jsonl)"])
+        a, b = _rows(episode, segment)
+        moved, moved_dist = moved_object(episode.objects, segment, episode.frame_indices)
+        track = self._match(episode.objects, identity)
+        out = Grounding(source=self.name)
+        if track is None:
+            out.notes.append(f"no known object matches {identity.object!r}")
+            out.identity = "mismatch" if moved is not None and moved_dist >= 1.0 else "unknown"
+            return out
+        out.bbox_px = [float(v) for v in track.boxes_px[0]]
+        out.moved_px = float(np.linalg.norm(np.subtract(_center(track.boxes_px[b]), _center(track.boxes_px[a]))))
+        if moved is not None and moved_dist >= 1.0:
+            out.identity = "consistent" if moved.name == track.name else "mismatch"
+            if out.identity == "mismatch":
+                out.notes.append(f"{identity.object!r} matched {track.name!r} but {moved.name!r} moved")
+        if identity.interaction == "pick_place":
+            out.point_px = _center(track.boxes_px[b])
+            fixtures = [t for t in episode.objects if t.kind == "fixture" and _contains(t.boxes_px[b], out.point_px)]
+            out.target = fixtures[0].name if fixtures else identity.target
+        return out
+
+    @staticmethod
+    def _match(objects: list[ObjectTrack], identity: ObjectIdentity) -> ObjectTrack | None:
+        if not identity.object:
+            return None
+        scored = [(name_similarity(identity.object, t.name) + 0.25 * (identity.category.lower() == t.category.lower()), t)
+                  for t in objects if t.kind != "fixture"]
+        scored = [s for s in scored if s[0] > 0.3]
+        return max(scored, key=lambda s: s[0])[1] if scored else None
+
+
+class VLMGrounder:
+    """Ask the VLM for the box in the first frame and the point in the segment's last frame."""
+
+    name = "vlm"
+
+    def __init__(self, planner):
+        self.planner = planner
+
+    def _ask(self, image: np.ndarray, kind: str, description: str):
+        from grounded_planner.vlm import prompts
+        from grounded_planner.vlm.conventions import BOX_KEY, POINT_KEY, box_to_px, point_to_px
+        from grounded_planner.v2gp.identify import _first_json_object
+        from grounded_planner.vlm.image import resized_size
+        from grounded_planner.vlm.parse import strip_thinking
+
+        family = self.planner.config.family
+        h, w = image.shape[:2]
+        sent = resized_size(w, h, self.planner.config.max_image_side)
+        answer = self.planner.ask(image, prompts.grounding_prompt(family, kind, description, *sent))
+        data = _first_json_object(strip_thinking(answer)[0]) or {}
+        key = BOX_KEY[family] if kind == "box" else POINT_KEY[family]
+        values = data.get(key)
+        n = 4 if kind == "box" else 2
+        if not isinstance(values, list) or len(values) != n:
+            return None, answer
+        scale = (w / sent[0], h / sent[1])
+        if kind == "box":
+            x1, y1, x2, y2 = box_to_px(values, family, sent)
+            return [x1 * scale[0], y1 * scale[1], x2 * scale[0], y2 * scale[1]], answer
+        x, y = point_to_px(values, family, sent)
+        return [x * scale[0], y * scale[1]], answer
+
+    def ground(self, episode: DemoEpisode, segment: Segment, identity: ObjectIdentity) -> Grounding:
+        out = Grounding(source=self.name)
+        if not identity.object:
+            out.notes.append("stage 2 named no object")
+            return out
+        first = episode.frame(0)
+        box, answer = self._ask(first, "box", identity.object)
+        if box is None:
+            out.notes.append(f"no box in the answer: {answer[:120]!r}")
+            return out
+        out.bbox_px = [float(v) for v in box]
+        if identity.interaction == "pick_place":
+            _, b = _rows(episode, segment)
+            point, answer = self._ask(episode.frame(b), "point", identity.object)
+            if point is None:
+                out.notes.append(f"no point in the answer: {answer[:120]!r}")
+            else:
+                out.point_px = [float(v) for v in point]
+                out.moved_px = float(np.linalg.norm(np.subtract(out.point_px, _center(out.bbox_px))))
+            out.target = identity.target
+        return out
+
+
+def make_grounder(name: str, planner=None):
+    """The stage-3 grounder ``name`` (``vlm`` needs a planner)."""
+    if name == "oracle":
+        return OracleGrounder()
+    if name == "vlm":
+        if planner is None:
+            raise ValueError("the vlm grounder needs a VLM: give --vlm BASE_URL (or vlm_base_url in the config)")
+        return VLMGrounder(planner)
+    if name == "sam3":
+        try:
+            import sam3  # noqa: F401
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "the sam3 grounder needs the 'sam3' package and its weights (not on PyPI); "
+                "use --grounder vlm or --grounder oracle") from exc
+        raise MissingDependencyError("the sam3 grounder is not wired to the installed sam3 package yet; "
+                                     "use --grounder vlm or --grounder oracle")
+    raise ValueError(f"unknown grounder {name!r} (expected oracle, vlm or sam3)")

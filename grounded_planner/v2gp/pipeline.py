@@ -1,0 +1,321 @@
+"""`v2gp run`: every episode through stages 1-4 with per-stage caches (resume), progress, threads or Ray.
+
+Output folder::
+
+    OUT/cache/episode_XXXXXX/{segments,objects,grounding,plan}.json   per-stage results + the settings they used
+    OUT/cache/vlm/                                                    VLM answers (the vlm layer's response cache)
+    OUT/plans/episode_XXXXXX.json                                     canonical plans (grounded_planner.plan)
+    OUT/images/episode_XXXXXX.png                                     first frames, as the planner would send them
+    OUT/train.jsonl                                                   Qwen3-VL chat samples (explicit + implicit)
+    OUT/report.json                                                   counts, drops by reason, timings
+
+A stage is recomputed only when its cache is missing or was made with other settings, so an interrupted run
+resumes where it stopped and a changed grounder re-runs stages 3-4 only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from grounded_planner.plan import save_plan
+from grounded_planner.v2gp.config import V2GPConfig
+from grounded_planner.v2gp.dataset import DemoEpisode, open_dataset
+from grounded_planner.v2gp.errors import DatasetError, V2GPError, require
+from grounded_planner.v2gp.ground import Grounding, make_grounder
+from grounded_planner.v2gp.identify import (IdentifyError, ObjectIdentity, identify_with_oracle,
+                                            identify_with_vlm)
+from grounded_planner.v2gp.plans import (EpisodePlan, build_episode_plan, clean_implicit, implicit_prompt,
+                                         training_messages)
+from grounded_planner.v2gp.segment import Segment, segment_signal
+
+STAGES = ("segments", "objects", "grounding", "plan")
+
+
+@dataclass
+class RunSummary:
+    """What a run produced (printed as JSON by the CLI, written to report.json)."""
+
+    dataset: str
+    out: str
+    episodes: int = 0
+    episodes_with_plan: int = 0
+    segments: int = 0
+    segments_kept: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> count
+    samples_explicit: int = 0
+    samples_implicit: int = 0
+    implicit_rejected: int = 0
+    revised_instructions: int = 0
+    cache_hits: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STAGES})
+    failed_episodes: dict[str, str] = field(default_factory=dict)  # episode -> error
+    seconds: float = 0.0
+    train_jsonl: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _Cache:
+    """JSON files per episode and stage, each holding the settings it was made with."""
+
+    def __init__(self, root: Path, episode: int):
+        self.dir = root / "cache" / f"episode_{episode:06d}"
+
+    def get(self, stage: str, key: dict[str, Any]) -> Any | None:
+        path = self.dir / f"{stage}.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return None
+        return data.get("value") if data.get("key") == key else None
+
+    def put(self, stage: str, key: dict[str, Any], value: Any) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / f"{stage}.json"
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "value": value}, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(path)  # atomic: a crash never leaves half a cache file
+
+
+def _key(config: V2GPConfig, stage: str, episode: DemoEpisode) -> dict[str, Any]:
+    return {**config.stage_key(stage), "source": episode.source, "length": episode.length}
+
+
+def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner=None) -> dict[str, Any]:
+    """Stages 1-4 for one episode; returns a JSON-able result (plan, drops, cache hits, implicit variant)."""
+    cache = _Cache(out, episode.index)
+    hits: list[str] = []
+    seg_config = config.segment_config()
+
+    key = _key(config, "segments", episode)
+    cached = cache.get("segments", key)
+    if cached is None:
+        result = segment_signal(episode.gripper, episode.frame_indices, seg_config)
+        cached = {"segments": [dataclasses.asdict(s) for s in result.segments],
+                  "dropped": [{"segment": [f, None], "reason": r, "detail": "closed spell at this frame"}
+                              for f, r in result.dropped if r == "not_reopened"]}
+        cache.put("segments", key, cached)
+    else:
+        hits.append("segments")
+    segments = [Segment(**s) for s in cached["segments"]]
+    incomplete = cached["dropped"]
+
+    key = _key(config, "objects", episode)
+    cached = cache.get("objects", key)
+    if cached is None:
+        identities = []
+        for seg in segments:
+            if config.identifier == "oracle":
+                identities.append(identify_with_oracle(episode, seg))
+                continue
+            try:
+                identities.append(identify_with_vlm(planner, episode, seg, config.keyframes))
+            except IdentifyError as exc:
+                identities.append(ObjectIdentity(object="", category="", interaction="pick_place", source="vlm",
+                                                 raw_response=str(exc)))
+        cached = [i.to_dict() for i in identities]
+        cache.put("objects", key, cached)
+    else:
+        hits.append("objects")
+    identities = [ObjectIdentity.from_dict(d) for d in cached]
+
+    key = _key(config, "grounding", episode)
+    cached = cache.get("grounding", key)
+    if cached is None:
+        grounder = make_grounder(config.grounder, planner)
+        cached = [grounder.ground(episode, seg, ident).to_dict() for seg, ident in zip(segments, identities)]
+        cache.put("grounding", key, cached)
+    else:
+        hits.append("grounding")
+    groundings = [Grounding.from_dict(d) for d in cached]
+
+    first = episode.frame(0)
+    image_size = (int(first.shape[1]), int(first.shape[0]))
+    key = _key(config, "plan", episode)
+    cached = cache.get("plan", key)
+    implicit_reject = ""
+    if cached is None:
+        result = build_episode_plan(episode.instruction, image_size, segments, identities, groundings, seg_config,
+                                    config.min_box_px, config.min_motion_px)
+        result.dropped = incomplete + result.dropped
+        if result.plan is not None and config.implicit and planner is not None:
+            answer = planner.ask(first, implicit_prompt(result.plan.instruction))
+            result.implicit, implicit_reject = clean_implicit(answer, result.plan.instruction, config.max_implicit_chars)
+        cached = {"episode_plan": result.to_dict(), "implicit_rejected": implicit_reject}
+        cache.put("plan", key, cached)
+    else:
+        hits.append("plan")
+    episode_plan = EpisodePlan.from_dict(cached["episode_plan"])
+    return {"index": episode.index, "segments": len(segments), "episode_plan": episode_plan, "hits": hits,
+            "implicit_rejected": cached["implicit_rejected"], "image_size": image_size}
+
+
+def _save_image(episode: DemoEpisode, out: Path, max_side: int) -> tuple[str, tuple[int, int]]:
+    """First frame resized like the planner sends it; returns (path relative to out, sent size)."""
+    from PIL import Image
+
+    from grounded_planner.vlm.image import resized_size
+
+    first = episode.frame(0)
+    size = resized_size(first.shape[1], first.shape[0], max_side)
+    rel = f"images/episode_{episode.index:06d}.png"
+    path = out / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image = Image.fromarray(first)
+    if size != image.size:
+        image = image.resize(size, Image.Resampling.BOX)
+    image.save(path)
+    return rel, size
+
+
+def _ray_episode(dataset: str, out: str, config_dict: dict[str, Any], index: int) -> dict[str, Any]:
+    """Worker side of the Ray executor: opens the dataset and its own VLM client, runs one episode."""
+    config = V2GPConfig(**config_dict)
+    ds = open_dataset(dataset, gripper=config.gripper, camera=config.camera or None)
+    planner = _make_planner(config, Path(out)) if config.needs_vlm and config.vlm_base_url else None
+    result = process_episode(ds.episode(index), Path(out), config, planner)
+    result["episode_plan"] = result["episode_plan"].to_dict()
+    return result
+
+
+def _make_planner(config: V2GPConfig, out: Path):
+    from grounded_planner.vlm.planner import make_planner
+
+    return make_planner(config.planner_config(cache_dir=str(out / "cache" / "vlm")))
+
+
+def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None = None,
+                 episodes: list[int] | None = None, progress: TextIO | None = None) -> RunSummary:
+    """Run V2GP over ``dataset`` into ``out`` (see the module docstring); resumes from the caches in ``out``."""
+    config = config or V2GPConfig()
+    t0 = time.monotonic()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ds = open_dataset(dataset, gripper=config.gripper, camera=config.camera or None)
+    indices = ds.episode_indices if episodes is None else episodes
+    missing = sorted(set(indices) - set(ds.episode_indices))
+    if missing:
+        raise DatasetError(f"{dataset}: no episode(s) {missing} (the dataset has {len(ds.episode_indices)})")
+    planner = None
+    if config.needs_vlm:
+        if not config.vlm_base_url and config.vlm_backend == "openai":
+            if config.identifier == "vlm" or config.grounder == "vlm":
+                raise V2GPError("stage 2/3 need a VLM: give --vlm BASE_URL (an OpenAI-compatible server), "
+                                "or use identifier: oracle and --grounder oracle for simulated data")
+            config = dataclasses.replace(config, implicit=False)  # no LLM for the rewrite: say so in the report
+            if progress:
+                print("v2gp: no VLM given, implicit rewrites are skipped", file=progress, flush=True)
+        else:
+            planner = _make_planner(config, out)
+    summary = RunSummary(dataset=str(dataset), out=str(out))
+    results: dict[int, dict[str, Any]] = {}
+    lock = threading.Lock()
+
+    def report(result: dict[str, Any] | None, index: int, error: str = "") -> None:
+        with lock:
+            done = len(results) + len(summary.failed_episodes)
+            if progress:
+                if error:
+                    line = f"[{done}/{len(indices)}] episode {index}: FAILED {error}"
+                else:
+                    ep: EpisodePlan = result["episode_plan"]  # type: ignore[index]
+                    n_actions = len(ep.plan.actions) if ep.plan else 0
+                    cached = f", cached: {'+'.join(result['hits'])}" if result["hits"] else ""  # type: ignore[index]
+                    line = (f"[{done}/{len(indices)}] episode {index}: {result['segments']} segments, "  # type: ignore[index]
+                            f"{n_actions} actions, {len(ep.dropped)} dropped{cached} "
+                            f"({time.monotonic() - t0:.1f} s)")
+                print(line, file=progress, flush=True)
+
+    def run_one(index: int) -> None:
+        try:
+            result = process_episode(ds.episode(index), out, config, planner)
+        except (V2GPError, ValueError, OSError, RuntimeError) as exc:
+            with lock:
+                summary.failed_episodes[str(index)] = f"{type(exc).__name__}: {exc}"
+            report(None, index, str(exc))
+            return
+        with lock:
+            results[index] = result
+        report(result, index)
+
+    if config.executor == "ray":
+        ray = require("ray", "v2gp", "the ray executor")
+        ray.init(ignore_reinit_error=True, include_dashboard=False)
+        remote = ray.remote(_ray_episode)
+        pending = {remote.remote(str(dataset), str(out), dataclasses.asdict(config), i): i for i in indices}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            index = pending.pop(ready[0])
+            try:
+                result = ray.get(ready[0])
+            except Exception as exc:  # a task error arrives wrapped by Ray; record it, keep going
+                with lock:
+                    summary.failed_episodes[str(index)] = f"{type(exc).__name__}: {exc}"
+                report(None, index, str(exc))
+                continue
+            result["episode_plan"] = EpisodePlan.from_dict(result["episode_plan"])
+            with lock:
+                results[index] = result
+            report(result, index)
+    elif config.workers > 1:
+        with ThreadPoolExecutor(max_workers=config.workers) as pool:
+            for future in as_completed([pool.submit(run_one, i) for i in indices]):
+                future.result()
+    else:
+        for i in indices:
+            run_one(i)
+
+    # outputs, in episode order (deterministic whatever the executor)
+    (out / "plans").mkdir(exist_ok=True)
+    samples: list[dict[str, Any]] = []
+    drops: list[dict[str, Any]] = []
+    for index in sorted(results):
+        result = results[index]
+        ep: EpisodePlan = result["episode_plan"]
+        summary.episodes += 1
+        summary.segments += result["segments"]
+        for hit in result["hits"]:
+            summary.cache_hits[hit] += 1
+        for d in ep.dropped:
+            summary.dropped[d["reason"]] = summary.dropped.get(d["reason"], 0) + 1
+            drops.append({"episode": index, **d})
+        if ep.plan is None:
+            continue
+        summary.episodes_with_plan += 1
+        summary.segments_kept += sum(1 for a in ep.plan.actions if a.type != "place")
+        summary.revised_instructions += int(ep.revised)
+        save_plan(ep.plan, out / "plans" / f"episode_{index:06d}.json")
+        image_rel, sent = _save_image(ds.episode(index), out, config.max_image_side)
+        variants = [("explicit", ep.plan.instruction)]
+        if ep.implicit:
+            variants.append(("implicit", ep.implicit))
+        elif result["implicit_rejected"]:
+            summary.implicit_rejected += 1
+        for variant, instruction in variants:
+            samples.append({"id": f"episode_{index:06d}_{variant}", "episode": index, "variant": variant,
+                            "source_instruction": ep.instruction, "image_size": list(result["image_size"]),
+                            "messages": training_messages(image_rel, sent, instruction, ep.plan)})
+            if variant == "explicit":
+                summary.samples_explicit += 1
+            else:
+                summary.samples_implicit += 1
+    train = out / "train.jsonl"
+    tmp = train.with_name("train.jsonl.tmp")
+    tmp.write_text("".join(json.dumps(s, ensure_ascii=False) + "\n" for s in samples), encoding="utf-8")
+    tmp.replace(train)
+    summary.train_jsonl = str(train)
+    summary.seconds = round(time.monotonic() - t0, 3)
+    report_data = summary.to_dict()
+    report_data["dropped_segments"] = drops
+    (out / "report.json").write_text(json.dumps(report_data, indent=2, ensure_ascii=False), encoding="utf-8")
+    if planner is not None:
+        planner.close()
+    return summary
