@@ -7,6 +7,8 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grounded_planner.bench.episodes import Prediction, parse_episode
 from grounded_planner.bench.reference import reference_episode, reference_score
@@ -355,3 +357,66 @@ def test_matching_agrees_with_reference_when_boxes_crowd_together():
         got = run(ep, predicted)
         success, arr, precision = reference_episode(gt_actions, blocks, predicted)
         assert got == (success, pytest.approx(arr), pytest.approx(precision)), (trial, gt_actions, blocks, pred_steps)
+
+
+# -- properties (hypothesis) -------------------------------------------------------------------------
+
+POOL = [CUP, SPOON, FORK, [10, 10, 50, 30], [0, 0, 60, 60]]
+REGIONS = [BIN, PLATE, TRAY]
+
+
+@st.composite
+def episode_and_plan(draw):
+    n_steps = draw(st.integers(1, 6))
+    gt_actions = []
+    for _ in range(n_steps):
+        if draw(st.booleans()):
+            gt_actions += gt_pair(draw(st.sampled_from(POOL)), draw(st.sampled_from(REGIONS)))
+        else:
+            gt_actions += gt_single(draw(st.sampled_from(["open", "close"])), draw(st.sampled_from(POOL)))
+    pred_steps = []
+    for _ in range(draw(st.integers(0, 7))):
+        kind = draw(st.sampled_from(["pair", "open", "close", "grasp", "place"]))
+        box = draw(st.sampled_from(POOL))
+        if kind == "pair":
+            pred_steps.append(pair(box, centre(draw(st.sampled_from(REGIONS)))))
+        elif kind in ("grasp", "place"):
+            pred_steps.append([{"type": kind, "bbox": box, "point": centre(BIN)}])
+        else:
+            pred_steps.append(single(kind, box))
+    return gt_actions, pred_steps
+
+
+@settings(max_examples=150, deadline=None)
+@given(episode_and_plan(), st.randoms(use_true_random=False))
+def test_arr_and_precision_ignore_order_and_success_implies_full_marks(case, rnd):
+    gt_actions, pred_steps = case
+    ep = episode(gt_actions)
+    success, arr, precision = run(ep, plan(*pred_steps))
+    shuffled = list(pred_steps)
+    rnd.shuffle(shuffled)
+    # shuffling whole steps keeps them steps unless a lone grasp lands before a lone place; skip those
+    if not any(s[0]["type"] == "grasp" and len(s) == 1 for s in pred_steps):
+        _, arr2, precision2 = run(ep, plan(*shuffled))
+        assert (arr2, precision2) == (pytest.approx(arr), pytest.approx(precision))
+    if success:
+        assert arr == 1.0 and precision == 1.0
+    assert 0.0 <= arr <= 1.0 and 0.0 <= precision <= 1.0
+    # declaring every step unordered can only help TSR, never changes ARR
+    loose = episode(gt_actions, unordered=[list(range(len([a for a in gt_actions if a["type"] != "place"])))])
+    success_loose, arr_loose, _ = run(loose, plan(*pred_steps))
+    assert success_loose >= success and arr_loose == pytest.approx(arr)
+
+
+@settings(max_examples=100, deadline=None)
+@given(episode_and_plan())
+def test_an_extra_step_never_raises_arr_nor_precision_and_never_passes(case):
+    gt_actions, pred_steps = case
+    ep = episode(gt_actions)
+    _, arr, precision = run(ep, plan(*pred_steps))
+    success_more, arr_more, precision_more = run(ep, plan(*pred_steps, single("open", [600, 400, 640, 480])))
+    assert arr_more == pytest.approx(arr)
+    assert precision_more <= precision + 1e-12
+    n_gt_steps = len([a for a in gt_actions if a["type"] != "place"])
+    if len(pred_steps) == n_gt_steps:
+        assert not success_more
