@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample_bench"
 EPISODES, PREDICTIONS = SAMPLE / "episodes.jsonl", SAMPLE / "predictions.jsonl"
 
@@ -98,3 +100,16 @@ def test_several_prediction_files_give_one_row_each_and_a_paired_test(tmp_path):
     assert "differs in 9 (predictions only 0, oracle only 9); exact McNemar p = 0.00391" in out.stdout
     refused = gp("bench", "score", "--episodes", EPISODES, "--predictions", PREDICTIONS, perfect, "--json")
     assert refused.returncode == 2 and "one predictions file" in refused.stderr
+
+
+def test_per_episode_file_lists_success_arr_and_failure_reasons(tmp_path):
+    per = tmp_path / "per.jsonl"
+    out = gp("bench", "score", "--episodes", EPISODES, "--predictions", PREDICTIONS, "--json", "--per-episode", per)
+    assert out.returncode == 0, out.stderr
+    rows = {r["id"]: r for r in map(json.loads, per.read_text().splitlines())}
+    assert len(rows) == 12
+    assert rows["ep-01"]["success"] is True and rows["ep-01"]["failures"] == []
+    assert rows["ep-05"]["failures"] == ["place outside target"] and rows["ep-05"]["arr"] == pytest.approx(400 / 6)
+    # the per-episode means are the overall figures
+    overall = json.loads(out.stdout)["overall"]
+    assert sum(r["arr"] for r in rows.values()) / 12 == pytest.approx(overall["arr"])

@@ -23,6 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "and a paired test (exact McNemar on TSR) of the first against each other")
     score.add_argument("--json", action="store_true",
                        help="print exactly one JSON object instead of the table (one predictions file)")
+    score.add_argument("--per-episode", metavar="PATH",
+                       help="also write one JSON line per episode (success, ARR, precision, failure reasons) for the "
+                            "first predictions file")
     score.set_defaults(func=_score)
 
     run = sub.add_parser("run", help="run the planner on every episode and append predictions (resumable)",
@@ -105,6 +108,8 @@ def _score(args: argparse.Namespace) -> int:
             print(f"warning: {label}: {overall['unknown_predictions']} prediction id(s) name no episode in "
                   f"{args.episodes}; ignored", file=sys.stderr)
         results.append((label, result))
+    if args.per_episode:
+        _write_per_episode(args.per_episode, episodes, prediction_sets[0])
     if args.json:
         print(json.dumps(results[0][1]))
         return 0
@@ -120,6 +125,24 @@ def _score(args: argparse.Namespace) -> int:
                   f"{a_only + b_only} ({labels[0]} only {a_only}, {label} only {b_only}); "
                   f"exact McNemar p = {mcnemar_exact(a_only, b_only):.3g}")
     return 0
+
+
+def _write_per_episode(path: str, episodes, predictions) -> None:
+    from grounded_planner.bench.report import diagnose
+
+    lines = []
+    for episode in episodes:
+        d = diagnose(episode, predictions.get(episode.id))
+        lines.append(json.dumps({"id": episode.id, "group": episode.group, "success": d.score.success,
+                                 "arr": 100.0 * d.score.arr, "precision": 100.0 * d.score.precision,
+                                 "gt_actions": d.score.gt_actions, "pred_actions": d.score.pred_actions,
+                                 "matched_actions": d.score.matched_actions, "failures": d.categories,
+                                 "reasons": [text for _, text in d.reasons]}, ensure_ascii=False))
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def _planner_config(args: argparse.Namespace):
