@@ -167,3 +167,34 @@ def test_bad_config_is_a_one_line_error(episodes_file, tmp_path):
     proc = gp("bench", "run", "--episodes", episodes_file, "--out", tmp_path / "p.jsonl", "--backend", "decoupled",
               "--mode", "grounded")
     assert proc.returncode == 2 and "contradicts" in proc.stderr
+
+
+def test_replay_backend_reproduces_recorded_plans_without_a_server(tmp_path):
+    """Recorded plans (the vlm layer's replay format) for the sample episodes whose sample plan is valid;
+    the others have no record, so their episodes record the replay planner's error and the run goes on."""
+    from grounded_planner.plan import GroundedPlan, PlanError
+
+    records, recorded = [], set()
+    episodes = {e.id: e for e in load_episodes(SAMPLE / "episodes.jsonl")}
+    for pid, pred in load_predictions(SAMPLE / "predictions.jsonl").items():
+        try:
+            GroundedPlan.from_dict(pred.plan)
+        except (PlanError, TypeError, AttributeError):
+            continue
+        records.append(json.dumps({"instruction": episodes[pid].instruction, "image_sha256": "*", "plan": pred.plan}))
+        recorded.add(pid)
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("\n".join(records) + "\n")
+    out = tmp_path / "pred.jsonl"
+    proc = gp("bench", "run", "--episodes", SAMPLE / "episodes.jsonl", "--out", out, "--backend", "replay",
+              "--replay-file", replay)
+    assert proc.returncode == 0, proc.stderr
+    got = load_predictions(out)
+    assert {i for i, p in got.items() if p.plan is not None} == recorded
+    assert all("no recorded plan" in got[i].error for i in set(episodes) - recorded)
+    sample = load_predictions(SAMPLE / "predictions.jsonl")
+    for i in recorded:
+        assert got[i].plan["actions"] == sample[i].plan["actions"]
+    # the replayed run scores like the sample predictions on the recorded episodes
+    mine = score(list(episodes.values()), got)["overall"]["successes"]
+    assert mine == score(list(episodes.values()), sample)["overall"]["successes"] == 3
