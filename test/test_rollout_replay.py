@@ -194,7 +194,8 @@ def test_replay_backend_finds_recorded_plans_by_exact_frame_hash(bags, tmp_path)
                     "actions": [{"type": "open", "object": f"drawer {k}", "bbox": [k, k, k + 10, k + 10]}]}
             f.write(json.dumps({"instruction": instruction, "image_sha256": image_sha256(frame), "plan": plan}) + "\n")
     out = tmp_path / "p.jsonl"
-    assert main(["replay", *map(str, paths), "--out", str(out), "--backend", "replay",
+    # the folder holding all three recordings stands for each of them
+    assert main(["replay", str(paths[0].parent), "--out", str(out), "--backend", "replay",
                  "--replay-file", str(replay_file)]) == 0
     got = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     for k, (ep_id, _, _) in enumerate(expected):

@@ -141,6 +141,21 @@ def replay_episodes(episodes: Iterable[ReplayEpisode], plan_fn: Callable[[np.nda
     return records
 
 
+def expand_bag_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """Bags as named; a folder that is no bag itself stands for every rollout/rosbag2 folder below it."""
+    out: list[Path] = []
+    for path in map(Path, paths):
+        is_bag = path.is_file() or (path / "rollout.mcap").is_file() or (path / "metadata.yaml").is_file()
+        if is_bag or not path.is_dir() or len(list(path.glob("*.mcap"))) == 1:
+            out.append(path)  # resolve_bag_path names what is wrong with it, if anything
+            continue
+        below = sorted({p.parent for pattern in ("rollout.mcap", "metadata.yaml") for p in path.rglob(pattern)})
+        if not below:
+            raise BagError(f"{path} holds no bag (no rollout.mcap, metadata.yaml or .mcap file below it)")
+        out.extend(below)
+    return out
+
+
 def episodes_for_replay(bags: Sequence[str | Path], gt_episodes: Sequence[Any] = (),
                         topics: RolloutTopics | None = None, instruction: str = "") -> list[ReplayEpisode]:
     """Episodes from the bags, plus those a bench episodes file names by a bag ``image`` (episode id kept).
@@ -149,7 +164,7 @@ def episodes_for_replay(bags: Sequence[str | Path], gt_episodes: Sequence[Any] =
     (the ground truth refers to that wording).
     """
     found: dict[str, ReplayEpisode] = {}
-    for bag in bags:
+    for bag in expand_bag_paths(bags):
         for ep in episodes_from_bag(bag, topics, instruction):
             if ep.id in found:
                 raise BagError(f"episode id {ep.id!r} occurs in {found[ep.id].bag} and {ep.bag}")
