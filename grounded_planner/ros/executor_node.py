@@ -79,9 +79,7 @@ class ExecutorNode(LifecycleNode):
             if self._backend_factory is not None:
                 backend = self._backend_factory(p["backend"], config)
             else:
-                from grounded_planner.execution.backends import make_backend
-
-                backend = make_backend(p["backend"], config)
+                backend = _make_backend(p["backend"], config)
             backend.connect()
         except Exception as exc:  # a missing SDK, an unreachable robot, a bad config file: configure fails
             self.get_logger().error(f"configure failed: {type(exc).__name__}: {exc}")
@@ -208,6 +206,7 @@ class ExecutorNode(LifecycleNode):
             finally:
                 cancel.set()  # also ends the watcher
             data = outcome.to_dict()
+            data["message"] = str(outcome.message)
             data["dry_run"] = bool(dry_run)
             workcell = getattr(self._backend, "workcell", None)
             if workcell is not None and not dry_run and hasattr(workcell, "success"):
@@ -237,6 +236,18 @@ class ExecutorNode(LifecycleNode):
     def _publish_result(self, data: dict) -> None:
         self.last_result = data
         self._result_pub.publish(String(data=json.dumps(data, default=str)))
+
+
+def _make_backend(name: str, config):
+    try:
+        from grounded_planner.execution.backends import make_backend
+    except ImportError:
+        if name != "sim":
+            raise
+        from grounded_planner.sim.backend import SimBackend, SimBackendConfig  # the simulator needs no robot SDK
+
+        return SimBackend(config=SimBackendConfig(**config.backend_options("sim")))
+    return make_backend(name, config)
 
 
 def main(args=None) -> None:

@@ -1,0 +1,120 @@
+"""executor_node in a child process on the MuJoCo simulator: the ExecutePlan action with feedback, dry run,
+cancel, and goals without poses refused (real DDS between processes)."""
+
+import importlib.util
+
+import pytest
+
+from conftest import REPO, requires_ros, spawn_python
+from helpers.ros_wait import call, spin_until, stop_process
+
+# find_spec, not importorskip: importing mujoco before the sim layer sets MUJOCO_GL breaks headless rendering
+pytestmark = [requires_ros, pytest.mark.ros,
+              pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")]
+
+SCENARIO = REPO / "config" / "scenarios" / "box_in_bowl.yaml"
+
+
+def sim_plan_msg():
+    """The box_in_bowl ground-truth plan (seed 0) with poses back-projected from the simulated RGB-D frame."""
+    from grounded_planner.geometry.targets import compute_targets
+    from grounded_planner.ros.convert import plan_to_msg
+    from grounded_planner.ros.visualize import target_poses
+    from grounded_planner.sim.export import gt_plan
+    from grounded_planner.sim.workcell import SimWorkcell
+
+    with SimWorkcell.from_scenario(SCENARIO, seed=0) as cell:
+        _rgb, depth_m = cell.render()
+        plan = gt_plan(cell)
+        targets = compute_targets(plan, depth_m, cell.camera_model, cell.extrinsics)
+    return plan, plan_to_msg(plan, poses=target_poses(targets, len(plan.actions)))
+
+
+class ActionClientSide:
+    def __init__(self, context):
+        import rclpy
+        from rclpy.action import ActionClient
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import QoSProfile
+        from std_msgs.msg import String
+
+        from grounded_planner_interfaces.action import ExecutePlan
+
+        self.node = rclpy.create_node("executor_probe", context=context)
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.client = ActionClient(self.node, ExecutePlan, "/grounded_planner/execute")
+        self.Goal = ExecutePlan.Goal
+        self.results = []
+        self.node.create_subscription(String, "/grounded_planner/execution/result", self.results.append, QoSProfile(depth=10))
+
+    def send(self, goal, feedback=None, timeout_s=60.0):
+        assert self.client.wait_for_server(timeout_sec=timeout_s), "/grounded_planner/execute never appeared"
+        future = self.client.send_goal_async(goal, feedback_callback=feedback)
+        spin_until(self.executor, future.done, timeout_s, "the goal to be accepted or rejected")
+        return future.result()
+
+    def result(self, handle, timeout_s=120.0):
+        future = handle.get_result_async()
+        spin_until(self.executor, future.done, timeout_s, "the action result")
+        return future.result()
+
+
+@pytest.fixture
+def executor_child(ros_domain, tmp_path, request):
+    # realtime 1.0 paces the simulator to the wall clock, so that a cancel after the first feedback lands mid-plan
+    realtime = getattr(request, "param", 0.0)
+    (tmp_path / "executor.yaml").write_text(f"executor: {{backend: sim}}\nbackends: {{sim: {{realtime_factor: {realtime}}}}}\n")
+    child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
+                          "-p", "base_frame:=base_link", "-p", f"config_file:={tmp_path / 'executor.yaml'}"])
+    yield child
+    out = stop_process(child)
+    assert "Traceback" not in out, out
+
+
+def test_plan_runs_on_the_simulator_with_feedback_per_step(executor_child, rclpy_context):
+    from action_msgs.msg import GoalStatus
+
+    plan, msg = sim_plan_msg()
+    side = ActionClientSide(rclpy_context)
+    feedback = []
+    handle = side.send(side.Goal(plan=msg, dry_run=True))
+    assert handle.accepted
+    dry = side.result(handle)
+    assert dry.status == GoalStatus.STATUS_SUCCEEDED and dry.result.success
+    assert list(dry.result.step_outcomes) == ["ok", "ok"] and "dry run" in dry.result.message
+
+    handle = side.send(side.Goal(plan=msg), feedback=lambda f: feedback.append(f.feedback))
+    done = side.result(handle)
+    assert done.status == GoalStatus.STATUS_SUCCEEDED, done.result.message
+    assert done.result.success and done.result.steps_completed == 2
+    assert [f.step for f in feedback][0] == 0 and {f.step for f in feedback} == {0, 1}
+    assert "close_gripper" in [f.state for f in feedback] and feedback[0].current.type == "grasp"
+    spin_until(side.executor, lambda: len(side.results) >= 2, 30.0, "result JSON on the result topic")
+    import json
+
+    real = json.loads(side.results[-1].data)
+    assert real["scene_success"] is True, "the box did not end up in the bowl"
+    side.node.destroy_node()
+
+
+@pytest.mark.parametrize("executor_child", [1.0], indirect=True)
+def test_cancel_stops_the_plan_and_goals_without_poses_are_refused(executor_child, rclpy_context):
+    from action_msgs.msg import GoalStatus
+
+    from grounded_planner.ros.convert import plan_to_msg
+
+    plan, msg = sim_plan_msg()
+    side = ActionClientSide(rclpy_context)
+    no_poses = side.result(side.send(side.Goal(plan=plan_to_msg(plan))))
+    assert no_poses.status == GoalStatus.STATUS_ABORTED and "have no pose" in no_poses.result.message
+
+    feedback = []
+    handle = side.send(side.Goal(plan=msg), feedback=lambda f: feedback.append(f.feedback))
+    spin_until(side.executor, lambda: len(feedback) >= 1, 60.0, "the first feedback")
+    cancel = handle.cancel_goal_async()
+    spin_until(side.executor, cancel.done, 30.0, "the cancel response")
+    outcome = side.result(handle)
+    assert outcome.status == GoalStatus.STATUS_CANCELED
+    assert not outcome.result.success and "cancelled" in list(outcome.result.step_outcomes)
+    side.node.destroy_node()
