@@ -309,7 +309,16 @@ class McapBagWriter:
             lib = f"{library}+rosbags-{version('rosbags')}"
         except Exception:  # rosbags installed without metadata: the library name is informational only
             lib = library
-        self._file.write(MCAP_MAGIC + _record(_OP_HEADER, _str(PROFILE) + _str(lib)))
+        self._write_all(MCAP_MAGIC + _record(_OP_HEADER, _str(PROFILE) + _str(lib)))
+
+    def _write_all(self, data: bytes) -> None:
+        # an unbuffered write may be short (signal, full disk): finish it or fail loudly
+        view = memoryview(data)
+        while view:
+            n = self._file.write(view)
+            if not n:
+                raise BagError(f"cannot write to bag {self.path} (disk full?)")
+            view = view[n:]
 
     # connections -------------------------------------------------------------------------------
     def add_topic(self, topic: str, msgtype: str) -> None:
@@ -327,14 +336,14 @@ class McapBagWriter:
             rec = _record(_OP_SCHEMA, _u16(sid) + _str(msgtype) + _str("ros2msg") + _u32(len(msgdef.encode()))
                           + msgdef.encode())
             self._schemas[msgtype] = (sid, rec)
-            self._file.write(rec)
+            self._write_all(rec)
         cid = len(self._channels) + 1
         chan = _Channel(cid, self._schemas[msgtype][0], topic, msgtype)
         rec = _record(_OP_CHANNEL, _u16(cid) + _u16(chan.schema_id) + _str(topic) + _str("cdr")
                       + _map({"offered_qos_profiles": ""}))
         self._channels[topic] = chan
         self._channel_records.append(rec)
-        self._file.write(rec)
+        self._write_all(rec)
 
     # messages ----------------------------------------------------------------------------------
     def write(self, topic: str, msg: Any, msgtype: str | None = None, log_time_ns: int | None = None) -> int:
@@ -360,7 +369,7 @@ class McapBagWriter:
                            f"({self._last_log_time_ns} ns); an unindexed bag must be written in time order")
         chan.count += 1
         body = _u16(chan.id) + _u32(chan.count) + _u64(log_time_ns) + _u64(log_time_ns) + cdr
-        self._file.write(_record(_OP_MESSAGE, body))  # unbuffered: in the kernel once this returns
+        self._write_all(_record(_OP_MESSAGE, body))  # unbuffered: in the kernel once this returns
         self._last_log_time_ns = log_time_ns
         if self._first_log_time_ns is None:
             self._first_log_time_ns = log_time_ns
