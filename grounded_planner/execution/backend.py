@@ -56,7 +56,9 @@ class RobotBackend(abc.ABC):
     """An arm with a parallel gripper, commanded by Cartesian end-effector poses in the robot base frame.
 
     Poses are top-down grasps: the tool points straight down (-z of the base frame) and ``yaw_rad`` is the
-    rotation of the gripper's closing axis about the base z axis (0 = fingers close along base y).
+    rotation of the gripper's closing axis about the base z axis (0 = fingers close along base y). A parallel
+    gripper is symmetric, so ``yaw_rad`` and ``yaw_rad + pi`` are the same grasp. (Geometry targets measure
+    their ``yaw`` from base x; the executor converts: backend yaw = target yaw - pi/2.)
     ``position_xyz`` is the tool centre point (between the fingertips) in metres.
 
     Contract every implementation keeps:

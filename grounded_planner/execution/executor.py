@@ -1,0 +1,430 @@
+"""The primitive executor: turns a grounded plan and its 3D targets into checked motions and step outcomes."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from grounded_planner.execution.backend import (BackendError, BackendFault, MotionStoppedError, MotionTimeoutError,
+                                                RobotBackend, UnreachableError)
+from grounded_planner.execution.config import ExecutorConfig
+from grounded_planner.execution.outcomes import Outcome
+
+log = logging.getLogger(__name__)
+
+UP = np.array([0.0, 0.0, 1.0])
+FeedbackFn = Callable[[int, str, Any], None]
+
+
+class ExecutionInputError(ValueError):
+    """The plan and the targets do not fit together (a missing target, a type mismatch); nothing was moved."""
+
+
+@dataclass
+class Motion:
+    """One command of a primitive: a Cartesian move or a gripper action.
+
+    ``position_m`` (3,) is the tool centre point in the base frame (moves only); ``yaw_rad`` is the backend
+    yaw (closing axis about base z, 0 = along base y).
+    """
+
+    kind: str  # "move" | "open" | "close"
+    label: str  # what the motion is for: pre_grasp, descend, close_gripper, lift, ...
+    position_m: np.ndarray | None = None
+    yaw_rad: float = 0.0
+    speed_scale: float = 0.1
+    width_m: float | None = None  # open: finger opening, m (None = fully)
+    force_n: float | None = None  # close: gripping force, N
+    check_grasp: bool = False  # close: the closed width must show that something is held
+
+    def describe(self) -> str:
+        if self.kind == "move":
+            x, y, z = (float(v) for v in self.position_m)  # type: ignore[union-attr]
+            return f"{self.label} ({x:.3f}, {y:.3f}, {z:.3f}) m yaw {math.degrees(self.yaw_rad):.0f} deg"
+        if self.kind == "open":
+            return f"{self.label} ({'full' if self.width_m is None else f'{self.width_m * 1000:.0f} mm'})"
+        return f"{self.label} ({'default force' if self.force_n is None else f'{self.force_n:.0f} N'})"
+
+
+@dataclass
+class StepResult:
+    """How one plan step ended. ``motions`` are the commands it planned (all of them in a dry run)."""
+
+    index: int
+    type: str
+    outcome: Outcome
+    message: str
+    motions: list[Motion] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": int(self.index), "type": self.type, "outcome": self.outcome.value, "message": self.message}
+
+
+@dataclass
+class ExecutionResult:
+    """The outcome of a whole plan: ``success`` is True only when every step ended ``ok``."""
+
+    success: bool
+    message: str
+    steps: list[StepResult] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly the ``grounded-planner execute`` JSON object."""
+        return {"success": bool(self.success), "steps": [s.to_dict() for s in self.steps]}
+
+
+class _StepFailure(Exception):
+    """Internal: a step ends with ``outcome`` and ``message``."""
+
+    def __init__(self, outcome: Outcome, message: str):
+        super().__init__(message)
+        self.outcome = outcome
+        self.message = message
+
+
+def _backend_yaw(target_yaw: float | None) -> float:
+    """Geometry yaw (closing direction from base x) -> backend yaw (closing axis from base y), wrapped to (-pi/2, pi/2]."""
+    if target_yaw is None:
+        return 0.0
+    yaw = float(target_yaw) - math.pi / 2
+    yaw = (yaw + math.pi / 2) % math.pi - math.pi / 2  # a parallel gripper is symmetric under +-pi
+    return math.pi / 2 if yaw <= -math.pi / 2 + 1e-12 else yaw
+
+
+def _unit_horizontal(vector: Any) -> np.ndarray | None:
+    v = np.asarray(vector, dtype=float).reshape(3).copy()
+    v[2] = 0.0
+    n = float(np.linalg.norm(v))
+    return None if n < 1e-6 else v / n
+
+
+class Executor:
+    """Runs grounded plans on a :class:`RobotBackend` inside the configured safety envelope.
+
+    Every step is planned into motions first; all of a plan's motions are checked against the envelope (and
+    the backend's reachability check) before the first one is sent, so a plan with a target outside the
+    workspace moves nothing. A failed step aborts the plan: the arm stops and, unless the backend faulted or
+    the caller cancelled, rises by ``abort_retreat_height_m`` (an open gripper after ``grasp_failed``).
+    """
+
+    def __init__(self, backend: RobotBackend | None, config: ExecutorConfig | None = None):
+        self.backend = backend
+        self.config = config or ExecutorConfig()
+        self._stop_reason: str | None = None
+        self._deadline: float | None = None
+        self._guard = threading.Lock()
+
+    # -- planning ----------------------------------------------------------------------------------
+    def plan_step(self, action: Any, target: Any, held_yaw: float | None = None) -> tuple[list[Motion], list[str]]:
+        """The motions of one primitive and notes about adjustments (e.g. a height raised to the floor).
+
+        Raises :class:`_StepFailure` (``outside_workspace``) when a target or waypoint leaves the envelope.
+        """
+        cfg, safety = self.config, self.config.safety
+        kind = str(action.type)
+        position = np.asarray(target.position, dtype=float).reshape(3)
+        if not np.all(np.isfinite(position)):
+            raise _StepFailure(Outcome.OUTSIDE_WORKSPACE, f"target position {position.tolist()} is not finite")
+        problem = safety.violation(position) if kind != "place" else self._box_violation(position)
+        if problem:
+            raise _StepFailure(Outcome.OUTSIDE_WORKSPACE, f"{kind} target {_fmt(position)}: {problem}; nothing moved")
+        notes: list[str] = []
+        travel, fine = cfg.speed(cfg.travel_speed_scale), cfg.speed(cfg.fine_speed_scale)
+        open_width = cfg.gripper_open_width_m
+
+        def low(z: float, what: str) -> float:
+            if z < safety.floor_z_m:
+                notes.append(f"{what} height {z:.3f} m raised to the floor {safety.floor_z_m:.3f} m")
+                return safety.floor_z_m
+            return z
+
+        def at(p: np.ndarray, dz: float) -> np.ndarray:
+            return p + UP * dz
+
+        if kind == "grasp":
+            yaw = _backend_yaw(target.yaw)
+            if target.width is not None and open_width is not None and target.width + 0.01 > open_width:
+                notes.append(f"object width {target.width * 1000:.0f} mm + 10 mm exceeds gripper_open_width_m; "
+                             "opening fully")
+                open_width = None
+            grasp_z = low(float(position[2]) + cfg.grasp_height_offset_m, "grasp")
+            grasp_p = np.array([position[0], position[1], grasp_z])
+            motions = [
+                Motion("move", "pre_grasp", at(position, cfg.approach_height_m), yaw, travel),
+                Motion("open", "open_gripper", width_m=open_width),
+                Motion("move", "descend", grasp_p, yaw, fine),
+                Motion("close", "close_gripper", force_n=cfg.grasp_force_n, check_grasp=True),
+                Motion("move", "lift", at(position, cfg.retreat_height_m), yaw, fine),
+            ]
+        elif kind == "place":
+            yaw = held_yaw if held_yaw is not None else _backend_yaw(target.yaw)
+            release_z = low(float(position[2]) + cfg.place_clearance_m, "release")
+            motions = [
+                Motion("move", "pre_place", at(position, cfg.approach_height_m), yaw, travel),
+                Motion("move", "descend", np.array([position[0], position[1], release_z]), yaw, fine),
+                Motion("open", "release", width_m=cfg.gripper_open_width_m),
+                Motion("move", "retreat", at(position, cfg.retreat_height_m), yaw, fine),
+            ]
+        elif kind in ("open", "close"):
+            normal = None if target.normal is None else _unit_horizontal(target.normal)
+            if normal is None:
+                # no usable surface normal: assume the front faces the robot base (pull towards the base)
+                normal = _unit_horizontal(-position)
+                if normal is None:
+                    raise _StepFailure(Outcome.UNREACHABLE, f"{kind} target {_fmt(position)} has no usable surface "
+                                                            "normal and sits above the base")
+                notes.append("no horizontal surface normal: pulling towards the robot base")
+            # the tool stays vertical (top-down contract): the fingers straddle the handle from above, closing
+            # along the normal; the approach, the pull/push and the retreat run along the normal
+            yaw = _backend_yaw(math.atan2(normal[1], normal[0]))
+            handle_z = low(float(position[2]) + cfg.grasp_height_offset_m, "handle grasp")
+            handle = np.array([position[0], position[1], handle_z])
+            standoff = handle + normal * cfg.handle_approach_distance_m
+            stroke = cfg.open_pull_distance_m if kind == "open" else -cfg.close_push_distance_m
+            moved = handle + normal * stroke
+            motions = [
+                Motion("move", "pre_handle", at(standoff, cfg.approach_height_m), yaw, travel),
+                Motion("move", "above_handle", at(handle, cfg.approach_height_m), yaw, fine),
+                Motion("open", "open_gripper", width_m=cfg.gripper_open_width_m),
+                Motion("move", "descend", handle, yaw, fine),
+                Motion("close", "close_gripper", force_n=cfg.grasp_force_n, check_grasp=True),
+                Motion("move", "pull" if kind == "open" else "push", moved, yaw, fine),
+                Motion("open", "release", width_m=cfg.gripper_open_width_m),
+                Motion("move", "back_off", moved + normal * cfg.handle_approach_distance_m, yaw, fine),
+                Motion("move", "retreat", at(moved + normal * cfg.handle_approach_distance_m, cfg.retreat_height_m),
+                       yaw, fine),
+            ]
+        else:
+            raise ExecutionInputError(f"action {action!r}: unknown primitive type {kind!r}")
+        for motion in motions:
+            if motion.kind == "move":
+                problem = safety.violation(motion.position_m)
+                if problem:
+                    raise _StepFailure(Outcome.OUTSIDE_WORKSPACE,
+                                       f"{kind} waypoint {motion.label} {_fmt(motion.position_m)}: {problem}; "
+                                       "nothing moved")
+        return motions, notes
+
+    def _box_violation(self, position: np.ndarray) -> str | None:
+        # a place point lies on the surface, usually at or below the floor: only the box applies to it; the
+        # release height derived from it is checked against the floor like every waypoint
+        safety = self.config.safety
+        for axis, v, lo, hi in zip("xyz", position, safety.workspace_min_m, safety.workspace_max_m):
+            if not lo <= v <= hi:
+                return f"{axis}={v:.3f} m is outside the workspace [{lo:.3f}, {hi:.3f}] m"
+        return None
+
+    def _pair(self, plan: Any, targets: Any) -> list[tuple[int, Any, Any]]:
+        actions = list(getattr(plan, "actions", []))
+        by_index: dict[int, Any] = {}
+        for target in getattr(targets, "targets", []):
+            if int(target.index) in by_index:
+                raise ExecutionInputError(f"targets: two targets for action {target.index}")
+            by_index[int(target.index)] = target
+        pairs = []
+        for index, action in enumerate(actions):
+            target = by_index.pop(index, None)
+            if target is None:
+                raise ExecutionInputError(f"action {index} ({action.type}) has no target in the target set "
+                                          f"(targets for actions {sorted(t.index for t in targets.targets)})")
+            if str(target.type) != str(action.type):
+                raise ExecutionInputError(f"action {index} is a {action.type} but its target is a {target.type}")
+            pairs.append((index, action, target))
+        if by_index:
+            raise ExecutionInputError(f"targets for actions {sorted(by_index)} that the plan ({len(actions)} "
+                                      "actions) does not have")
+        return pairs
+
+    def _plan_all(self, pairs: list[tuple[int, Any, Any]], dry_run: bool) -> list[StepResult]:
+        """Plan and check every step (envelope, then the backend's reachability); outcome ``ok`` when it passes."""
+        checked: list[StepResult] = []
+        held_yaw: float | None = None
+        for index, action, target in pairs:
+            start = time.perf_counter()
+            try:
+                motions, notes = self.plan_step(action, target, held_yaw)
+                for motion in motions:
+                    if motion.kind == "move" and self.backend is not None:
+                        reason = self.backend.check_reachable(motion.position_m, motion.yaw_rad)
+                        if reason:
+                            raise _StepFailure(Outcome.UNREACHABLE, f"{action.type} waypoint {motion.label} "
+                                                                    f"{_fmt(motion.position_m)}: {reason}")
+            except _StepFailure as failure:
+                checked.append(StepResult(index, action.type, failure.outcome, failure.message,
+                                          duration_s=time.perf_counter() - start))
+                continue
+            if action.type == "grasp":
+                held_yaw = motions[0].yaw_rad
+            elif action.type == "place":
+                held_yaw = None
+            verb = "would run" if dry_run else "planned"
+            summary = f"{verb} {len(motions)} motions: " + "; ".join(m.describe() for m in motions)
+            if notes:
+                summary += " [" + "; ".join(notes) + "]"
+            checked.append(StepResult(index, action.type, Outcome.OK, summary, motions,
+                                      duration_s=time.perf_counter() - start))
+        return checked
+
+    # -- running -----------------------------------------------------------------------------------
+    def execute(self, plan: Any, targets: Any, dry_run: bool = False, cancel: threading.Event | None = None,
+                on_feedback: FeedbackFn | None = None) -> ExecutionResult:
+        """Run (or with ``dry_run`` only check) ``plan`` with ``targets`` (a geometry ``TargetSet``).
+
+        Raises :class:`ExecutionInputError` when plan and targets do not match; every robot-side problem
+        becomes a step outcome instead.
+        """
+        pairs = self._pair(plan, targets)
+        if not pairs:
+            return ExecutionResult(True, "empty plan: nothing to do", [])
+        checked = self._plan_all(pairs, dry_run)
+        refused = [s for s in checked if not s.outcome.is_ok]
+        if dry_run:
+            ok = not refused
+            message = "dry run: every step passes the checks" if ok else \
+                f"dry run: {len(refused)} of {len(checked)} steps would be refused"
+            return ExecutionResult(ok, message, checked)
+        if refused:
+            first = refused[0]
+            first.message = f"plan refused before any motion: {first.message}"
+            return ExecutionResult(False, first.message, [first])
+        if self.backend is None:
+            raise ValueError("Executor.execute needs a backend unless dry_run=True")
+        self.backend.require_connected()
+        return self._run(pairs, checked, cancel or threading.Event(), on_feedback)
+
+    def _run(self, pairs: list[tuple[int, Any, Any]], checked: list[StepResult], cancel: threading.Event,
+             on_feedback: FeedbackFn | None) -> ExecutionResult:
+        backend = self.backend
+        assert backend is not None
+        self._stop_reason, self._deadline = None, None
+        done = threading.Event()
+        watcher = threading.Thread(target=self._watch, args=(cancel, done), name="executor-watch", daemon=True)
+        watcher.start()
+        results: list[StepResult] = []
+        try:
+            for (index, action, _target), plan in zip(pairs, checked):
+                start = time.perf_counter()
+                outcome, message = self._run_step(index, action, plan.motions, cancel, on_feedback)
+                results.append(StepResult(index, action.type, outcome, message, plan.motions,
+                                          duration_s=time.perf_counter() - start))
+                if on_feedback is not None:
+                    on_feedback(index, outcome.value, action)
+                if not outcome.is_ok:
+                    results[-1].message += self._abort(outcome)
+                    return ExecutionResult(False, f"step {index} ({action.type}): {outcome.value}", results)
+        finally:
+            done.set()
+            watcher.join(timeout=1.0)
+        return ExecutionResult(True, f"all {len(results)} steps ok", results)
+
+    def _run_step(self, index: int, action: Any, motions: Sequence[Motion], cancel: threading.Event,
+                  on_feedback: FeedbackFn | None) -> tuple[Outcome, str]:
+        backend = self.backend
+        assert backend is not None
+        safety = self.config.safety
+        for motion in motions:
+            if cancel.is_set():
+                return Outcome.CANCELLED, f"cancelled before {motion.label}; arm stopped"
+            if on_feedback is not None:
+                on_feedback(index, motion.label, action)
+            with self._guard:
+                self._deadline = time.monotonic() + safety.motion_timeout_s
+            try:
+                if motion.kind == "move":
+                    backend.move_to_pose(motion.position_m, motion.yaw_rad, motion.speed_scale)  # type: ignore[arg-type]
+                elif motion.kind == "open":
+                    backend.gripper_open(motion.width_m)
+                else:
+                    width = backend.gripper_close(motion.force_n)
+                    if motion.check_grasp and width < self.config.min_grasp_width_m:
+                        return Outcome.GRASP_FAILED, (f"{motion.label}: gripper closed to {width * 1000:.1f} mm, "
+                                                      f"below {self.config.min_grasp_width_m * 1000:.1f} mm: "
+                                                      "nothing held")
+            except MotionStoppedError as exc:
+                if self._stop_reason == "timeout":
+                    return Outcome.TIMEOUT, f"{motion.label}: exceeded {safety.motion_timeout_s:.1f} s; arm stopped"
+                if cancel.is_set() or self._stop_reason == "cancel":
+                    return Outcome.CANCELLED, f"cancelled during {motion.label}; arm stopped ({exc})"
+                return Outcome.FAULT, f"{motion.label}: motion stopped unexpectedly: {exc}"
+            except MotionTimeoutError as exc:
+                return Outcome.TIMEOUT, f"{motion.label}: {exc}"
+            except UnreachableError as exc:
+                return Outcome.UNREACHABLE, f"{motion.label}: {exc}"
+            except BackendFault as exc:
+                return Outcome.FAULT, f"{motion.label}: {exc}"
+            except BackendError as exc:
+                return Outcome.FAULT, f"{motion.label}: {type(exc).__name__}: {exc}"
+            finally:
+                with self._guard:
+                    self._deadline = None
+            if self._stop_reason == "cancel":  # stop() landed just as the motion finished
+                return Outcome.CANCELLED, f"cancelled after {motion.label}; arm stopped"
+        return Outcome.OK, "done: " + ", ".join(m.label for m in motions)
+
+    def _watch(self, cancel: threading.Event, done: threading.Event) -> None:
+        """Stop the backend when the caller cancels or a command overruns its time limit."""
+        backend = self.backend
+        assert backend is not None
+        while not done.is_set():
+            if cancel.wait(0.01):
+                if done.is_set():
+                    return
+                self._stop_reason = "cancel"
+                self._safe_stop()
+                return
+            with self._guard:
+                deadline = self._deadline
+            if deadline is not None and time.monotonic() > deadline:
+                self._stop_reason = "timeout"
+                self._safe_stop()
+                with self._guard:
+                    self._deadline = None
+
+    def _safe_stop(self) -> None:
+        try:
+            self.backend.stop()  # type: ignore[union-attr]
+        except BackendError as exc:
+            log.error("stop() failed: %s", exc)
+
+    def _abort(self, outcome: Outcome) -> str:
+        """After a failed step: leave the arm in a known state. Returns a note for the step message."""
+        backend = self.backend
+        assert backend is not None
+        if outcome in (Outcome.CANCELLED, Outcome.FAULT):
+            # after a fault the robot needs a person to look at it; after a cancel the caller wants it still
+            if outcome is Outcome.FAULT:
+                self._safe_stop()
+            return "; rest of the plan not run"
+        self._stop_reason = None
+        notes = []
+        try:
+            if outcome is Outcome.GRASP_FAILED:
+                backend.gripper_open(self.config.gripper_open_width_m)
+                notes.append("gripper opened")
+            pose = backend.current_pose()
+            if pose is not None:
+                position, yaw = pose
+                top = self.config.safety.workspace_max_m[2]
+                up = np.array(position, dtype=float)
+                up[2] = min(up[2] + self.config.abort_retreat_height_m, top)
+                if self.config.safety.violation(up) is None:
+                    backend.move_to_pose(up, yaw, self.config.speed(self.config.fine_speed_scale))
+                    notes.append(f"retreated to z={up[2]:.3f} m")
+                else:
+                    notes.append("no retreat: the arm stopped outside the envelope")
+        except BackendError as exc:
+            notes.append(f"retreat failed: {exc}")
+            self._safe_stop()
+        return "; " + ", ".join(notes + ["rest of the plan not run"])
+
+
+def _fmt(position: Any) -> str:
+    x, y, z = (float(v) for v in position)
+    return f"({x:.3f}, {y:.3f}, {z:.3f}) m"
