@@ -84,12 +84,18 @@ def test_deprojection_agrees_with_librealsense():
     np.testing.assert_allclose(camera.deproject(u, v, depth_m), ref, atol=1e-6)
 
 
-def test_whole_image_deprojection_equals_per_pixel_deprojection():
-    camera = CameraModel.from_camera_info(K, PLUMB_BOB, 64, 48)
-    depth_m = np.random.default_rng(3).uniform(0.3, 2.0, (48, 64))
+def test_whole_image_deprojection_matches_opencv_per_pixel():
+    # 320x240 = 76800 pixels: more than one undistortion block.
+    cv2 = pytest.importorskip("cv2")
+    camera = CameraModel.from_camera_info(K, PLUMB_BOB, 320, 240)
+    depth_m = np.random.default_rng(3).uniform(0.3, 2.0, (240, 320))
     cloud = camera.deproject_image(depth_m)
-    v, u = np.mgrid[0:48, 0:64]
-    np.testing.assert_allclose(cloud.reshape(-1, 3), camera.deproject(u.ravel(), v.ravel(), depth_m.ravel()), atol=1e-12)
+    v, u = np.mgrid[0:240, 0:320]
+    criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 500, 1e-15)
+    ref = cv2.undistortPointsIter(np.stack([u.ravel(), v.ravel()], 1).astype(float).reshape(-1, 1, 2), camera.K,
+                                  camera.D, None, None, criteria).reshape(240, 320, 2)
+    np.testing.assert_allclose(cloud[..., :2], ref * depth_m[..., None], atol=1e-9)
+    np.testing.assert_allclose(cloud[..., 2], depth_m)
 
 
 @pytest.mark.parametrize("mutate, message", [

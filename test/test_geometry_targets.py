@@ -151,6 +151,27 @@ def test_open_and_close_give_the_handle_point_and_the_outward_normal():
         assert math.degrees(math.acos(min(1.0, t.normal @ drawer.normal))) < 2.0  # outward: pull along +normal
 
 
+def test_open_finds_the_handle_on_a_cabinet_front_seen_from_above():
+    # A cabinet (front facing -x, towards the camera) with a bar handle 3 cm proud of the front, in a loose bbox
+    # that also holds the cabinet's top and the table, as a VLM's box around "the drawer" would.
+    camera = realsense_camera(640, 480)
+    cam2base = look_at([-0.45, -0.2, 0.6], [0.3, 0.0, 0.08], parent_frame=BASE)
+    cabinet = Box("cabinet", (0.35, 0.0), (0.3, 0.4, 0.25))
+    front_x = 0.35 - 0.15
+    handle = Box("handle", (front_x - 0.015, 0.0), (0.03, 0.14, 0.02), base_z=0.15)
+    scene = Scene(camera, cam2base, [cabinet, handle])
+    clean, labels = scene.render()
+    rng = np.random.default_rng(0)
+    depth = np.round((clean + rng.normal(0, 0.001, clean.shape) * (clean > 0)) * 1000) / 1000
+    cab = scene.bbox_of(0, labels)
+    plan = GroundedPlan("open the drawer", (640, 480), [GroundedAction("open", "drawer", bbox=cab)])
+    target = compute_targets(plan, depth, camera, cam2base).for_index(0)
+    grip_face_centre = np.array([front_x - 0.03, 0.0, 0.16])
+    assert target.method == "handle"
+    assert np.linalg.norm(target.position - grip_face_centre) < 0.01, target.position
+    assert math.degrees(math.acos(min(1.0, target.normal @ [-1.0, 0.0, 0.0]))) < 2.0
+
+
 def test_target_set_json_round_trip_is_the_backproject_schema():
     rendered = tabletop(8)
     plan = _pick_and_place_plan(rendered, rendered.scene.pixel_of(PLACE_WORLD))

@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cal.add_argument("--mode", default="eye_to_hand", choices=["eye_to_hand", "eye_in_hand"],
                      help="eye_to_hand: camera fixed, board on the flange; eye_in_hand: camera on the arm, board fixed")
     cal.add_argument("--method", default="auto", choices=["auto", "tsai", "park", "horaud", "andreff", "daniilidis"],
-                     help="OpenCV solver; auto keeps the one with the smallest residuals")
+                     help="OpenCV solver for the initial estimate (auto keeps the one with the smallest residuals); "
+                          "it is then refined on the corners' reprojection error over all samples")
     cal.add_argument("--camera-info", default=None, metavar="CAM.yaml", help="intrinsics (default DIR/camera.yaml)")
     cal.add_argument("--board", default=None, metavar="BOARD.yaml", help="ChArUco board spec (default DIR/board.yaml)")
     cal.add_argument("--camera-frame", default=None,
@@ -131,7 +132,7 @@ def _calibrate(args: argparse.Namespace) -> int:
             [s.gripper2base.matrix for s in used], [o.target2cam for o in observations], mode=args.mode,
             method=args.method, base_frame=base_frames.pop(), gripper_frame=flange_frames.pop(),
             camera_frame=camera_frame, names=[s.name for s in used],
-            reprojection_px=[o.reprojection_px for o in observations])
+            reprojection_px=[o.reprojection_px for o in observations], camera=camera, observations=observations)
     except GeometryError as exc:
         raise CliError(str(exc), code=1) from exc
     fixed = "board in flange" if args.mode == "eye_to_hand" else "board in base"
@@ -140,7 +141,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         print(f"{r.name:<16} {obs.n_corners:>7d} {r.reprojection_px:>9.3f} {1000 * r.translation_m:>9.3f} {r.rotation_deg:>9.4f}")
     print(f"overall: {len(used)} samples ({len(skipped)} skipped), method {result.method}, RMS "
           f"{1000 * result.rms_translation_m:.3f} mm, {result.rms_rotation_deg:.4f} deg, mean reprojection "
-          f"{float(np.mean([o.reprojection_px for o in observations])):.3f} px")
+          f"{float(np.mean([o.reprojection_px for o in observations])):.3f} px per view, "
+          f"{result.reprojection_rms_px:.3f} px jointly")
     if skipped:
         result.extrinsics.metadata["calibration"]["skipped"] = skipped
     out = Path(args.out)

@@ -17,7 +17,12 @@ import numpy as np
 from grounded_planner.geometry.camera import CameraModel
 from grounded_planner.geometry.errors import CalibrationError
 from grounded_planner.geometry.extrinsics import Extrinsics
-from grounded_planner.geometry.transforms import invert_transform, make_transform, rotation_angle_deg
+from grounded_planner.geometry.transforms import (
+    invert_transform,
+    make_transform,
+    rotation_angle_deg,
+    rotation_from_vector,
+)
 
 MODES = ("eye_to_hand", "eye_in_hand")
 # OpenCV's solvers by name; "auto" runs all and keeps the one with the smallest residuals.
@@ -109,6 +114,8 @@ class BoardObservation:
     target2cam: np.ndarray       # (4, 4) board frame -> optical frame
     n_corners: int               # ChArUco corners used for the pose
     reprojection_px: float       # RMS reprojection error of those corners, pixels
+    object_points: np.ndarray | None = None  # (n, 3) the corners on the board, metres (for joint refinement)
+    image_points: np.ndarray | None = None   # (n, 2) where they were detected, pixels
 
 
 def detect_board(image: np.ndarray, camera: CameraModel, spec: CharucoBoardSpec, name: str = "image") -> BoardObservation:
@@ -159,7 +166,7 @@ def detect_board(image: np.ndarray, camera: CameraModel, spec: CharucoBoardSpec,
     proj, _ = cv2.projectPoints(obj, rvec, tvec, camera.K, camera.D)
     err = float(np.sqrt(np.mean(np.sum((proj.reshape(-1, 2) - imgp) ** 2, axis=1))))
     R, _ = cv2.Rodrigues(rvec)
-    return BoardObservation(make_transform(R, tvec.ravel()), n, err)
+    return BoardObservation(make_transform(R, tvec.ravel()), n, err, obj, imgp)
 
 
 @dataclass
@@ -180,6 +187,7 @@ class HandEyeResult:
     mode: str
     method: str
     residuals: list[SampleResidual] = field(default_factory=list)
+    reprojection_rms_px: float | None = None  # after joint refinement: RMS over every corner of every sample
 
     @property
     def rms_translation_m(self) -> float:
@@ -193,7 +201,8 @@ class HandEyeResult:
 def calibrate_hand_eye(gripper2base: Sequence[np.ndarray], target2cam: Sequence[np.ndarray], mode: str = "eye_to_hand",
                        method: str = "auto", base_frame: str = "base_link", gripper_frame: str = "flange",
                        camera_frame: str = "camera_color_optical_frame", names: Sequence[str] | None = None,
-                       reprojection_px: Sequence[float] | None = None) -> HandEyeResult:
+                       reprojection_px: Sequence[float] | None = None, camera: CameraModel | None = None,
+                       observations: Sequence[BoardObservation] | None = None) -> HandEyeResult:
     """Solve AX = XB for the camera's mounting.
 
     Parameters
@@ -207,6 +216,10 @@ def calibrate_hand_eye(gripper2base: Sequence[np.ndarray], target2cam: Sequence[
         camera->flange).
     method : str
         ``auto`` or one of :data:`METHODS`.
+    camera, observations : optional
+        The intrinsics and the detected corners of each sample. With both, the closed-form solution is refined
+        by minimising the corners' reprojection error over all samples at once (both unknown transforms
+        jointly), which removes most of the error single-view PnP depth leaves in the closed-form solvers.
 
     Returns
     -------
@@ -249,13 +262,23 @@ def calibrate_hand_eye(gripper2base: Sequence[np.ndarray], target2cam: Sequence[
     if best is None:
         raise CalibrationError("every hand-eye solver failed (are the robot poses varied in rotation?)", rule="solver")
     _, name, X, residuals = best
+    if camera is not None and observations is not None:
+        if len(observations) != len(t2c) or any(o.object_points is None for o in observations):
+            raise CalibrationError("refinement needs one observation with corner points per sample", rule="samples")
+        X, joint_rms_px = _refine(robot, t2c, X, camera, observations)
+        residuals = _residuals(robot, t2c, X, names, reproj)
+        name += "+refined"
+    else:
+        joint_rms_px = None
     parent = base_frame if mode == "eye_to_hand" else gripper_frame
-    result = HandEyeResult(Extrinsics.from_matrix(X, parent, camera_frame), mode, name, residuals)
+    result = HandEyeResult(Extrinsics.from_matrix(X, parent, camera_frame), mode, name, residuals, joint_rms_px)
     result.extrinsics.metadata["calibration"] = {
         "mode": mode, "method": name, "samples": len(g2b),
         "rms_translation_mm": round(1000 * result.rms_translation_m, 3),
         "rms_rotation_deg": round(result.rms_rotation_deg, 4),
     }
+    if joint_rms_px is not None:
+        result.extrinsics.metadata["calibration"]["reprojection_rms_px"] = round(joint_rms_px, 4)
     return result
 
 
@@ -267,12 +290,71 @@ def _residuals(robot: list[np.ndarray], t2c: list[np.ndarray], X: np.ndarray, na
     (base2gripper for eye-to-hand, gripper2base for eye-in-hand), which must be the same for every sample.
     """
     C = [Ri @ X @ Ti for Ri, Ti in zip(robot, t2c)]
-    t_mean = np.mean([c[:3, 3] for c in C], axis=0)
-    # Chordal mean rotation: the nearest rotation to the summed matrices.
-    u, _, vt = np.linalg.svd(np.sum([c[:3, :3] for c in C], axis=0))
-    R_mean = u @ np.diag([1, 1, np.linalg.det(u @ vt)]) @ vt
-    return [SampleResidual(n, float(np.linalg.norm(c[:3, 3] - t_mean)), rotation_angle_deg(R_mean.T @ c[:3, :3]), e)
+    mean = _mean_transform(C)
+    return [SampleResidual(n, float(np.linalg.norm(c[:3, 3] - mean[:3, 3])), rotation_angle_deg(mean[:3, :3].T @ c[:3, :3]), e)
             for n, c, e in zip(names, C, reproj)]
+
+
+def _refine(robot: list[np.ndarray], t2c: list[np.ndarray], X0: np.ndarray, camera: CameraModel,
+            observations: Sequence[BoardObservation], iterations: int = 30) -> tuple[np.ndarray, float]:
+    """Levenberg-Marquardt on the reprojection error of every detected corner, over X and the fixed transform C.
+
+    Model: ``target2cam_i = X^-1 @ robot_i^-1 @ C`` (see :func:`_residuals`); 12 parameters, small rotation
+    vectors and translations applied on the right of the current estimates; numeric Jacobian. Returns the
+    refined X and the final RMS reprojection error (pixels) over all corners.
+    """
+    C0 = _mean_transform([Ri @ X0 @ Ti for Ri, Ti in zip(robot, t2c)])
+    robot_inv = [invert_transform(R) for R in robot]
+    obj = [o.object_points for o in observations]
+    img = np.concatenate([o.image_points for o in observations]).ravel()
+
+    def unpack(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        X = X0 @ make_transform(rotation_from_vector(p[0:3]), p[3:6])
+        C = C0 @ make_transform(rotation_from_vector(p[6:9]), p[9:12])
+        return X, C
+
+    def residual(p: np.ndarray) -> np.ndarray:
+        X, C = unpack(p)
+        X_inv = invert_transform(X)
+        projected = []
+        for Rinv, P in zip(robot_inv, obj):
+            T = X_inv @ Rinv @ C
+            projected.append(camera.project(P @ T[:3, :3].T + T[:3, 3]))
+        return np.concatenate(projected).ravel() - img
+
+    p = np.zeros(12)
+    r = residual(p)
+    cost = float(r @ r)
+    lam = 1e-3
+    for _ in range(iterations):
+        J = np.empty((r.size, 12))
+        for k in range(12):
+            step = np.zeros(12)
+            step[k] = 1e-7
+            J[:, k] = (residual(p + step) - residual(p - step)) / 2e-7
+        A, g = J.T @ J, J.T @ r
+        while True:
+            delta = -np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-12), g)
+            r_new = residual(p + delta)
+            cost_new = float(r_new @ r_new)
+            if cost_new < cost:
+                p, r, lam = p + delta, r_new, lam * 0.3
+                break
+            lam *= 10
+            if lam > 1e8:
+                return unpack(p)[0], float(np.sqrt(cost / (r.size / 2)))
+        converged = cost - cost_new < 1e-10 * cost
+        cost = cost_new
+        if converged:
+            break
+    return unpack(p)[0], float(np.sqrt(cost / (r.size / 2)))
+
+
+def _mean_transform(Ts: list[np.ndarray]) -> np.ndarray:
+    """Average of rigid transforms: mean translation, chordal mean rotation."""
+    u, _, vt = np.linalg.svd(np.sum([T[:3, :3] for T in Ts], axis=0))
+    R = u @ np.diag([1, 1, np.linalg.det(u @ vt)]) @ vt
+    return make_transform(R, np.mean([T[:3, 3] for T in Ts], axis=0))
 
 
 @dataclass

@@ -83,6 +83,7 @@ def fit_plane_ransac(
     up: np.ndarray | None = None,
     max_tilt_deg: float = 90.0,
     min_inliers: int = 3,
+    min_tilt_deg: float = 0.0,
 ) -> Plane | None:
     """The plane with most inliers among random 3-point hypotheses, refined by least squares.
 
@@ -99,9 +100,9 @@ def fit_plane_ransac(
     max_sample : int
         Hypotheses are scored on at most this many random points; the refinement uses all.
     up : ndarray, shape (3,), optional
-        Expected normal direction (gravity "up" in this frame). Hypotheses tilted more than ``max_tilt_deg``
-        from it are rejected, and the result's normal points along it.
-    max_tilt_deg : float
+        Gravity "up" in this frame. Hypotheses whose normal is tilted from it by less than ``min_tilt_deg``
+        or more than ``max_tilt_deg`` are rejected: (0, 30) finds horizontal surfaces, (60, 90) vertical ones.
+    max_tilt_deg, min_tilt_deg : float
         See ``up``.
     min_inliers : int
         Fewer inliers than this (over all points) gives None.
@@ -109,7 +110,8 @@ def fit_plane_ransac(
     Returns
     -------
     Plane or None
-        Without ``up``, the normal points towards the camera (origin on the positive side).
+        For a horizontal-ish plane (``up`` given, ``max_tilt_deg`` < 90) the normal points up; otherwise it
+        points towards the camera (the origin on the positive side).
     """
     P = np.asarray(points, dtype=float).reshape(-1, 3)
     n = len(P)
@@ -123,9 +125,14 @@ def fit_plane_ransac(
     ok = norms > 1e-12
     normals[ok] /= norms[ok, None]
     offsets = -np.einsum("ij,ij->i", normals, a)
-    if up is not None:
-        up_unit = np.asarray(up, dtype=float) / np.linalg.norm(up)
-        ok &= np.abs(normals @ up_unit) >= math.cos(math.radians(max_tilt_deg))
+    up_unit = None if up is None else np.asarray(up, dtype=float) / np.linalg.norm(up)
+
+    def tilt_ok(n: np.ndarray) -> np.ndarray:
+        c = np.abs(n @ up_unit)
+        return (c >= math.cos(math.radians(max_tilt_deg)) - 1e-12) & (c <= math.cos(math.radians(min_tilt_deg)) + 1e-12)
+
+    if up_unit is not None:
+        ok &= tilt_ok(normals)
     if not np.any(ok):
         return None
     normals, offsets = normals[ok], offsets[ok]
@@ -141,11 +148,11 @@ def fit_plane_ransac(
         inliers = np.abs(P @ normal + offset) < threshold_m
     if inliers.sum() < min_inliers:
         return None
-    if up is not None:
+    if up_unit is not None and not tilt_ok(normal):
+        return None
+    if up_unit is not None and max_tilt_deg < 90:
         if normal @ up_unit < 0:
             normal, offset = -normal, -offset
-        if abs(normal @ up_unit) < math.cos(math.radians(max_tilt_deg)):
-            return None
     elif offset < 0:
         normal, offset = -normal, -offset
     return Plane(normal=normal, offset=offset, inlier_fraction=float(inliers.mean()))

@@ -19,15 +19,19 @@ from grounded_planner.geometry.transforms import matrix_to_quat
 
 @dataclass
 class Box:
-    """A box standing on the table: footprint centre (x, y), size (lx, ly, lz) metres, yaw about z (rad)."""
+    """A box on the table: footprint centre (x, y), size (lx, ly, lz) metres, yaw about z (rad).
+
+    ``base_z`` lifts its bottom above the table (a drawer handle, a shelf board).
+    """
 
     name: str
     center_xy: tuple[float, float]
     size: tuple[float, float, float]
     yaw: float = 0.0
+    base_z: float = 0.0
 
     def top_center(self, table_z: float) -> np.ndarray:
-        return np.array([self.center_xy[0], self.center_xy[1], table_z + self.size[2]])
+        return np.array([self.center_xy[0], self.center_xy[1], table_z + self.base_z + self.size[2]])
 
     def closing_yaw(self) -> float:
         """Yaw (rad, folded to (-pi/2, pi/2]) of the short footprint side: where a parallel gripper closes."""
@@ -232,7 +236,7 @@ def _fold(yaw: float) -> float:
 def _hit_box(o: np.ndarray, rays: np.ndarray, box: Box, table_z: float) -> np.ndarray:
     c, s = math.cos(box.yaw), math.sin(box.yaw)
     Rt = np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])  # world -> box axes
-    centre = np.array([box.center_xy[0], box.center_xy[1], table_z + box.size[2] / 2])
+    centre = np.array([box.center_xy[0], box.center_xy[1], table_z + box.base_z + box.size[2] / 2])
     ol = Rt @ (o - centre)
     rl = rays @ Rt.T
     half = np.asarray(box.size) / 2

@@ -33,7 +33,9 @@ METHODS = (
     "nearest_surface",    # grasp: no support plane / nothing above it; nearest depth band in the bbox
     "depth",              # place: median depth around the place pixel
     "ray_plane",          # place: depth hole; pixel ray intersected with the fitted support plane
-    "ray_surface_plane",  # open/close: bbox-centre ray intersected with the plane fitted in the bbox
+    "handle",             # open/close: centre of the part sticking out of the fitted front surface (the handle)
+    "ray_surface_plane",  # open/close: no handle; bbox-centre ray intersected with the surface fitted in the bbox
+    "surface_centroid",   # open/close: no handle, bbox centre off the surface; centre of the visible surface
     "bbox_median",        # open/close: no plane fits; median depth around the bbox centre
 )
 
@@ -59,6 +61,11 @@ class TargetConfig:
     handle_window_px: int = 9         # side of the window around the bbox centre for the bbox_median fallback
     min_window_valid: float = 0.5     # fraction of valid pixels a window needs to trust its median depth
     min_ray_angle_deg: float = 2.0    # a ray closer than this to parallel with a plane is refused
+    front_min_tilt_deg: float = 60.0  # with extrinsics, open/close surfaces are sought first among planes this
+                                      # far from horizontal (drawer fronts, doors), then among all
+    handle_min_m: float = 0.01        # a handle sticks out of its surface by at least this...
+    handle_max_m: float = 0.08        # ...and at most this
+    min_handle_points: int = 12       # fewer protruding pixels than this: no handle, use the surface itself
     seed: int = 0                     # RANSAC seed: the same input gives the same targets
 
     def __post_init__(self) -> None:
@@ -73,6 +80,10 @@ class TargetConfig:
             raise ValueError("min_support_fraction must be in (0, 1) and min_window_valid in (0, 1]")
         if not 0 < self.max_support_tilt_deg < 90 or not 0 <= self.min_ray_angle_deg < 90:
             raise ValueError("max_support_tilt_deg must be in (0, 90) and min_ray_angle_deg in [0, 90)")
+        if not 0 < self.handle_min_m < self.handle_max_m or self.min_handle_points < 3:
+            raise ValueError("need 0 < handle_min_m < handle_max_m and min_handle_points >= 3")
+        if not 0 <= self.front_min_tilt_deg < 90:
+            raise ValueError(f"front_min_tilt_deg must be in [0, 90), got {self.front_min_tilt_deg}")
         if not 50 <= self.top_percentile <= 100 or self.round_ratio < 1:
             raise ValueError("top_percentile must be in [50, 100] and round_ratio >= 1")
         for name in ("place_window_px", "handle_window_px"):
@@ -444,35 +455,71 @@ class _TargetSolver:
         depth, fraction = self._window_depth(u, v, cfg.place_window_px)
         plane = self.support_plane()
         normal = None if plane is None else plane.normal.copy()
+        # The object being placed: the place's own field, else the grasp before it.
+        held = action.object or (self.plan.actions[index - 1].object if index > 0 else "")
         if depth is not None:
-            return Target(index, "place", action.object, ray * depth, None, None, normal, "depth", round(fraction, 3)), None
+            return Target(index, "place", held, ray * depth, None, None, normal, "depth", round(fraction, 3)), None
         if plane is None:
             raise NoValidDepthError(f"no valid depth at place point {list(action.point)} and no support plane to "
                                     "intersect its ray with", index=index, action="place")
         position = self._intersect(index, action, plane, ray, "support plane")
         self.warnings.append(f"action {index} (place): depth missing at {list(action.point)}; used the support plane")
-        return Target(index, "place", action.object, position, None, None, normal, "ray_plane",
+        return Target(index, "place", held, position, None, None, normal, "ray_plane",
                       round(plane.inlier_fraction, 3)), None
 
     def _handle(self, index: int, action: Any) -> tuple[Target, np.ndarray | None]:
+        """open/close: the surface in the bbox (a drawer front, a door), its outward normal and the handle on it."""
         cfg = self.config
-        points, _, valid_fraction, _ = self._bbox_points(index, action)
+        points, pix, valid_fraction, (rows, cols) = self._bbox_points(index, action)
         _, _, (x1, y1, x2, y2) = self._bbox_pixels(index, action)
         u, v = (x1 + x2) / 2 - 0.5, (y1 + y2) / 2 - 0.5
         ray = self._ray(u, v)
-        plane = fit_plane_ransac(points, cfg.plane_threshold_m, self.rng, iterations=cfg.ransac_iterations,
-                                 min_inliers=max(10, int(0.3 * len(points))))
-        if plane is not None:
-            position = self._intersect(index, action, plane, ray, "surface in the bbox")
-            return Target(index, action.type, action.object, position, None, None, plane.normal.copy(),
-                          "ray_surface_plane", round(valid_fraction * plane.inlier_fraction, 3)), None
-        depth, fraction = self._window_depth(u, v, cfg.handle_window_px)
-        if depth is None:
-            depth = float(np.median(points[:, 2]))
-        self.warnings.append(f"action {index} ({action.type}): no plane fits the bbox; normal is the viewing ray")
-        normal = -ray / np.linalg.norm(ray)
-        return Target(index, action.type, action.object, ray * depth, None, None, normal, "bbox_median",
-                      round(0.5 * valid_fraction, 3)), None
+        # The table under a drawer is not its front: drop support points when there are enough others.
+        support = self.support_plane()
+        if support is not None:
+            off_support = support.signed_distance(points) > cfg.support_margin_m
+            if off_support.sum() >= 10:
+                points, pix = points[off_support], pix[off_support]
+        plane = None
+        min_inliers = max(10, int(0.2 * len(points)))
+        if self.up_cam is not None:
+            plane = fit_plane_ransac(points, cfg.plane_threshold_m, self.rng, iterations=cfg.ransac_iterations,
+                                     up=self.up_cam, min_tilt_deg=cfg.front_min_tilt_deg, min_inliers=min_inliers)
+        if plane is None:
+            plane = fit_plane_ransac(points, cfg.plane_threshold_m, self.rng, iterations=cfg.ransac_iterations,
+                                     min_inliers=min_inliers)
+        if plane is None:
+            depth, _ = self._window_depth(u, v, cfg.handle_window_px)
+            if depth is None:
+                depth = float(np.median(points[:, 2]))
+            self.warnings.append(f"action {index} ({action.type}): no plane fits the bbox; normal is the viewing ray")
+            normal = -ray / np.linalg.norm(ray)
+            return Target(index, action.type, action.object, ray * depth, None, None, normal, "bbox_median",
+                          round(0.5 * valid_fraction, 3)), None
+        confidence = round(valid_fraction * plane.inlier_fraction, 3)
+        normal = plane.normal.copy()
+        distance = plane.signed_distance(points)
+        # The handle: the blob of pixels standing out of the surface towards the camera.
+        sticking_out = (distance > cfg.handle_min_m) & (distance < cfg.handle_max_m)
+        if sticking_out.sum() >= cfg.min_handle_points:
+            keep = _largest_component(pix[sticking_out] - [rows.start, cols.start],
+                                      (rows.stop - rows.start, cols.stop - cols.start))
+            if keep.sum() >= cfg.min_handle_points:
+                handle, handle_d = points[sticking_out][keep], distance[sticking_out][keep]
+                grip = handle_d >= np.percentile(handle_d, cfg.top_percentile) - cfg.top_band_m
+                position = handle[grip].mean(axis=0)
+                return Target(index, action.type, action.object, position, None, None, normal, "handle",
+                              confidence), None
+        inliers = points[np.abs(distance) < cfg.plane_threshold_m]
+        hit = self._intersect(index, action, plane, ray, "surface in the bbox")
+        # "bbox centre on the surface" only while that point is on the visible surface, not its extension.
+        if np.min(np.linalg.norm(inliers - hit, axis=1)) < 2 * cfg.plane_threshold_m:
+            return Target(index, action.type, action.object, hit, None, None, normal, "ray_surface_plane",
+                          confidence), None
+        weights = inliers[:, 2] ** 3 / np.maximum(np.abs(inliers @ normal), 1e-9)
+        position = (weights[:, None] * inliers).sum(axis=0) / weights.sum()
+        return Target(index, action.type, action.object, position, None, None, normal, "surface_centroid",
+                      confidence), None
 
 
 def _footprint_axes(points: np.ndarray, weights: np.ndarray, normal: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -506,8 +553,8 @@ def _footprint_axes(points: np.ndarray, weights: np.ndarray, normal: np.ndarray)
 
 def _extent(points: np.ndarray, axis: np.ndarray, lo: float = 1.0, hi: float = 99.0) -> float:
     """Robust extent (percentile range) of points along an in-plane axis, metres."""
-    s = points @ axis
-    return float(np.percentile(s, hi) - np.percentile(s, lo))
+    low, high = np.percentile(points @ axis, [lo, hi])
+    return float(high - low)
 
 
 def _largest_component(pix: np.ndarray, shape: tuple[int, int]) -> np.ndarray:

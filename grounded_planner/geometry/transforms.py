@@ -87,3 +87,12 @@ def rotation_about_axis(axis: np.ndarray, angle_rad: float) -> np.ndarray:
     a = a / np.linalg.norm(a)
     K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
     return np.eye(3) + math.sin(angle_rad) * K + (1 - math.cos(angle_rad)) * (K @ K)
+
+
+def rotation_from_vector(rotvec: np.ndarray) -> np.ndarray:
+    """Rotation matrix (3, 3) of a rotation vector (3,) (axis * angle in radians); identity for a zero vector."""
+    r = np.asarray(rotvec, dtype=float).reshape(3)
+    angle = float(np.linalg.norm(r))
+    if angle < 1e-15:
+        return np.eye(3)
+    return rotation_about_axis(r / angle, angle)
