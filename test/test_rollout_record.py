@@ -38,20 +38,24 @@ def _plan() -> GroundedPlan:
 
 
 # The child writes a known sequence and reports each message on stdout; the parent kills it with SIGKILL.
+# It draws the same frames as _frame() (same seeds) and logs the same plan as _plan().
 CHILD = textwrap.dedent("""
     import sys, numpy as np
-    sys.path.insert(0, {test_dir!r})
-    from test_rollout_record import _frame, _plan, K
+    from grounded_planner.plan import GroundedAction, GroundedPlan
     from grounded_planner.rollout.record import RolloutRecorder
     rec = RolloutRecorder({episode!r}, instruction="put the spoon on the plate", task="placement",
                           condition="original", scene_id="s1", fsync_every_s=None)
-    rec.log_camera_info(K, 64, 48, stamp_ns=1)
-    rec.log_plan(_plan(), stamp_ns=2)
+    rec.log_camera_info({K!r}, 64, 48, stamp_ns=1)
+    rec.log_plan(GroundedPlan("put the spoon on the plate", (64, 48), [
+        GroundedAction("grasp", "spoon", bbox=(1.5, 2.0, 10.0, 12.25)),
+        GroundedAction("place", "spoon", "plate", point=(30.5, 20.0))]), stamp_ns=2)
     print("ready", flush=True)
     i = 0
     while True:
-        rgb, depth = _frame(i)
-        rec.log_frame(rgb, depth, stamp_ns=1000 + i)
+        rng = np.random.default_rng(i)
+        rgb = rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)
+        depth_m = np.round(rng.uniform(0.3, 1.5, (48, 64)), 3).astype(np.float32)
+        rec.log_frame(rgb, depth_m, stamp_ns=1000 + i)
         print(i, flush=True)
         i += 1
         if i == {stop_after}:
@@ -60,7 +64,7 @@ CHILD = textwrap.dedent("""
 
 
 def _spawn_writer(episode: Path, stop_after: int) -> subprocess.Popen:
-    code = CHILD.format(test_dir=str(Path(__file__).parent), episode=str(episode), stop_after=stop_after)
+    code = CHILD.format(K=K, episode=str(episode), stop_after=stop_after)
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
