@@ -111,6 +111,11 @@ def test_summary_text_and_plot(rollout_tree, tmp_path, capsys):
     assert "16/24; 66.7% (46.7–82.0)" in text      # placement over both conditions
     assert "paired comparisons" in text and "original 75.0% vs paraphrased 58.3% on 12 pairs" in text
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
+    # a recording that never finished is reported as such, not counted
+    RolloutRecorder(rollout_tree / "killed", instruction="x", task="placement", condition="original")
+    assert main(["rollouts", "summary", str(rollout_tree), "--by", "task"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("placement"))
+    assert "16/24" in row and "1 (1 cut short)" in row
 
 
 def test_summary_errors_are_one_line(tmp_path, capsys):

@@ -204,6 +204,10 @@ def format_rate(successes: int, n: int) -> str:
     return f"{successes}/{n}; {100 * successes / n:.1f}% ({100 * lo:.1f}–{100 * hi:.1f})"
 
 
+def _unlabelled(g: dict[str, Any]) -> str:
+    return f"{g['unlabelled']}" + (f" ({g['cut_short']} cut short)" if g["cut_short"] else "")
+
+
 def format_summary(summary: dict[str, Any]) -> str:
     """Plain-text tables of :func:`summarize` output."""
     lines: list[str] = []
@@ -213,11 +217,11 @@ def format_summary(summary: dict[str, Any]) -> str:
     for g in summary["groups"]:
         cell = format_rate(g["successes"], g["n"]) if g["n"] else "no labelled trials"
         modes = ", ".join(f"{m} {c}" for m, c in g["failure_modes"].items())
-        rows.append([*(str(g[f]) if g[f] != "" else "-" for f in by), cell, str(g["unlabelled"]), modes])
+        rows.append([*(str(g[f]) if g[f] != "" else "-" for f in by), cell, _unlabelled(g), modes])
     o = summary["overall"]
     if o:
         rows.append([*(["all"] + [""] * (len(by) - 1) if by else []),
-                     format_rate(o["successes"], o["n"]) if o["n"] else "no labelled trials", str(o["unlabelled"]),
+                     format_rate(o["successes"], o["n"]) if o["n"] else "no labelled trials", _unlabelled(o),
                      ", ".join(f"{m} {c}" for m, c in o["failure_modes"].items())])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
