@@ -26,6 +26,15 @@ def register(subparsers) -> None:
     ren.add_argument("--out", required=True, help="output folder: rgb.png, depth.png, extrinsics.yaml, camera_info.yaml")
     ren.add_argument("--noise", action="store_true", help="add D435-like depth noise regardless of the scenario")
     ren.set_defaults(func=_render)
+    run = sub.add_parser("run", help="run a scenario end to end: plan, targets, executor on the sim arm, success check")
+    run.add_argument("scenario", help="scenario YAML file")
+    run.add_argument("--seed", type=int, default=0, help="randomisation seed (default 0)")
+    run.add_argument("--plan", help="canonical plan JSON to execute (default: the scenario's exact GT plan)")
+    run.add_argument("--targets", choices=("depth", "gt"), default="depth",
+                     help="depth: back-project from the rendered depth and true calibration (default); gt: exact")
+    run.add_argument("--executor-config", help="ExecutorConfig YAML (default: the execution layer's defaults)")
+    run.add_argument("--gif", help="write an animated GIF of the run here")
+    run.set_defaults(func=_run)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 
@@ -77,3 +86,24 @@ def _render(args: argparse.Namespace) -> int:
     print(json.dumps({"rgb": str(out / "rgb.png"), "depth_mm": str(out / "depth.png"),
                       "extrinsics": str(out / "extrinsics.yaml"), "camera_info": str(out / "camera_info.yaml")}))
     return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from grounded_planner.execution.config import ConfigError, ExecutorConfig
+    from grounded_planner.geometry.errors import GeometryError
+    from grounded_planner.plan.model import PlanError, load_plan
+    from grounded_planner.sim.run import run_scenario
+    from grounded_planner.sim.scenario import ScenarioError
+    from grounded_planner.sim.workcell import SimError
+
+    try:
+        plan = load_plan(args.plan) if args.plan else None
+        config = ExecutorConfig.load(args.executor_config) if args.executor_config else None
+        if plan is not None and args.targets == "gt":
+            raise CliError("--targets gt needs the scenario's own GT plan: drop --plan or use --targets depth")
+        result = run_scenario(args.scenario, seed=args.seed, plan=plan, targets=args.targets,
+                              executor_config=config, gif_path=args.gif)
+    except (ScenarioError, SimError, PlanError, GeometryError, ConfigError) as exc:
+        raise CliError(str(exc)) from exc
+    print(json.dumps(result.to_dict()))
+    return 0 if result.success else 1

@@ -30,6 +30,9 @@ class SimBackendConfig:
     default_force_n: float = 20.0  # gripping force per finger when gripper_close() gets None, N
     motion_timeout_s: float = 20.0  # simulated seconds a motion may take before MotionTimeoutError
     contact_tolerance_m: float = 0.015  # a motion stalled by contact this close to its goal counts as arrived, m
+    # A downward move that the hand or the held object stops by touching down (on the table, in a bowl) ends
+    # there, like a compliant arm's guarded move, whatever the remaining height; False: such a stall is a timeout.
+    guarded_descent: bool = True
     realtime_factor: float = 0.0  # 0: as fast as the CPU allows; 1: paced to the wall clock (live demos)
 
     def __post_init__(self) -> None:
@@ -104,6 +107,12 @@ class SimBackend(RobotBackend):
                 error_m = float(np.linalg.norm(reached - position))
                 if error_m <= self.config.contact_tolerance_m:
                     log.debug("sim: motion stalled by contact %.1f mm short of its goal", error_m * 1000)
+                    return
+                horizontal_m = float(np.linalg.norm((reached - position)[:2]))
+                if (self.config.guarded_descent and position[2] < reached[2]
+                        and horizontal_m <= self.config.contact_tolerance_m and w.touching_down()):
+                    log.info("sim: downward move touched down %.0f mm above its goal; stopping there",
+                             (reached[2] - position[2]) * 1000)
                     return
                 raise MotionTimeoutError(f"sim: {exc}") from exc
             except IKError as exc:  # a waypoint on the straight line left the reachable set

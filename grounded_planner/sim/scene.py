@@ -177,7 +177,7 @@ def _cabinet_mjcf(obj: ObjectSpec, body: str, rgba: str, quat: str) -> str:
     handle_rgba = _rgba((0.75, 0.75, 0.78))
     inner_w = w / 2 - t - 0.002
     drawer_h = h - 2 * t - 0.004
-    standoff = 0.05
+    standoff = 0.065  # room for a finger of a fully open (80 mm) gripper between handle and front
     handle_z = t + 0.002 + 0.6 * drawer_h
     drawer = [
         ("drawer_front", [t / 2, w / 2 - 0.002, drawer_h / 2 + t / 2], [-d / 2 + t / 2, 0, t + 0.002 + drawer_h / 2], front_rgba),
@@ -204,7 +204,7 @@ def cabinet_handle_local(obj: ObjectSpec) -> np.ndarray:
     """Handle centre in the cabinet frame when the drawer is closed (matches :func:`_cabinet_mjcf`)."""
     d, _w, h = obj.size_m
     t = 0.012
-    return np.array([-d / 2 - 0.05, 0.0, t + 0.002 + 0.6 * (h - 2 * t - 0.004)])
+    return np.array([-d / 2 - 0.065, 0.0, t + 0.002 + 0.6 * (h - 2 * t - 0.004)])
 
 
 # -- the arm -----------------------------------------------------------------------------------------

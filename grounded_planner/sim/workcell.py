@@ -335,6 +335,21 @@ class SimWorkcell:
                             out[side].add(self._holdable_ids[body])
         return out
 
+    def touching_down(self) -> bool:
+        """True when the hand or the held object presses on something else (the table, a container)."""
+        mj = self.mujoco
+        with self.lock:
+            tool = {self._hand_body} | {int(self.model.geom_bodyid[g]) for g in self._finger_geoms}
+            if self.held_body is not None:
+                held = self._id(mj.mjtObj.mjOBJ_BODY, self.held_body)
+                tool |= {b for b in range(self.model.nbody) if self._is_descendant(b, held)}
+            for i in range(self.data.ncon):
+                c = self.data.contact[i]
+                b1, b2 = int(self.model.geom_bodyid[c.geom1]), int(self.model.geom_bodyid[c.geom2])
+                if (b1 in tool) != (b2 in tool):
+                    return True
+        return False
+
     def attach(self, body_name: str) -> None:
         """Weld ``body_name`` to the hand at their current relative pose."""
         mj = self.mujoco
