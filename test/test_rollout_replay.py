@@ -211,3 +211,20 @@ def test_replay_errors(tmp_path, capsys, vlm):
         pass
     assert main(["replay", str(tmp_path / "no_frames"), "--out", str(tmp_path / "p.jsonl"), *_planner_args(vlm)]) == 2
     assert "no color images" in capsys.readouterr().err
+
+
+def test_replay_of_a_cut_short_rollout(vlm, tmp_path):
+    """A recorder that never closed (as after SIGKILL) leaves a footerless bag; replay still reads it."""
+    frame = _frame((22, 11), 9)
+    rec = RolloutRecorder(tmp_path / "cut", instruction="put the blue block in the bowl")
+    rec.log_frame(_frame((1, 1), 8), None, stamp_ns=6)
+    rec.log_frame(frame, None, stamp_ns=7)
+    rec.log_plan(_any_plan("put the blue block in the bowl"), stamp_ns=7)
+    rec.log_frame(_frame((40, 30), 10), None, stamp_ns=8)  # after the plan: not the planner's input
+    out = tmp_path / "p.jsonl"
+    assert main(["replay", str(tmp_path / "cut"), "--out", str(out), *_planner_args(vlm)]) == 0
+    (record,) = map(json.loads, out.read_text().splitlines())
+    planner = planner_mod.make_planner(PlannerConfig(backend="openai", model="stand-in-pixel-vlm",
+                                                     base_url=vlm.url, prompt_family="pixel"))
+    assert record["frame_stamp_ns"] == 7
+    assert record["plan"]["actions"] == planner.plan(frame, "put the blue block in the bowl").to_dict()["actions"]

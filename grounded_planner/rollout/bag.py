@@ -438,62 +438,84 @@ class BagMessage:
 
 @dataclass
 class ScanResult:
-    """What :func:`scan_mcap` found: messages in file order and whether the file was cut short."""
+    """What a record-by-record read of an MCAP file found, and whether the file was cut short."""
 
-    messages: list[BagMessage] = field(default_factory=list)
+    messages: list[BagMessage] = field(default_factory=list)  # filled by scan_mcap only
     complete: bool = False          # footer present: the writer closed the file
     truncated_bytes: int = 0        # bytes after the last complete record (a record cut by the crash)
     data_end_pos: int = 0           # file offset after the last complete data record
+    message_count: int = 0
+    start_ns: int = 0               # first and last log time seen
+    end_ns: int = 0
     schema_records: list[bytes] = field(default_factory=list)
     channel_records: list[bytes] = field(default_factory=list)
     channel_counts: dict[int, int] = field(default_factory=dict)
 
 
-def _read_str(buf: memoryview, pos: int) -> tuple[str, int]:
+def _read_str(buf: memoryview | bytes, pos: int) -> tuple[str, int]:
     (n,) = struct.unpack_from("<I", buf, pos)
     return bytes(buf[pos + 4: pos + 4 + n]).decode("utf-8"), pos + 4 + n
 
 
-def scan_mcap(path: str | Path, *, decode: bool = True) -> ScanResult:
-    """Read an MCAP file record by record, tolerating a missing summary/footer and a cut last record.
+def _decompress(comp: str, data: bytes, where: Path) -> bytes:
+    if comp == "zstd":
+        try:
+            from compression import zstd  # type: ignore[import-not-found]  # Python >= 3.14
+        except ImportError:
+            from backports import zstd  # type: ignore[no-redef]  # a rosbags dependency
+        return zstd.decompress(data)
+    if comp == "lz4":
+        import lz4.frame
+
+        return lz4.frame.decompress(data)
+    if comp:
+        raise BagError(f"{where}: chunk compression {comp!r} is not supported")
+    return data
+
+
+def iter_mcap(path: str | Path, *, decode: bool = True, topics: Sequence[str] | None = None,
+              result: ScanResult | None = None) -> Iterator[BagMessage]:
+    """Stream an MCAP file's messages record by record, tolerating a missing footer and a cut last record.
 
     Handles unchunked files (ours) and chunked ones (zstd/lz4/none, as rosbags and ros2 bag write them)
-    as far as their complete chunks go. Types are built from the schemas in the file itself.
+    as far as their complete chunks go. Types are built from the schemas in the file itself. Messages
+    on other ``topics`` are counted, not decoded. ``result`` (optional) is filled as the file is read.
     """
-    from rosbags.typesys import get_types_from_msg, get_typestore, Stores
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise BagError(f"cannot read bag {path}: {exc.strerror}") from exc
-    if not raw.startswith(MCAP_MAGIC):
-        raise BagError(f"{path} is not an MCAP file (magic bytes missing)")
-    buf = memoryview(raw)
-    out = ScanResult()
+    out = result if result is not None else ScanResult()
+    wanted = set(topics) if topics is not None else None
     schemas: dict[int, tuple[str, str, str]] = {}
     channels: dict[int, tuple[str, int]] = {}
     store = get_typestore(Stores.EMPTY)
     registered: set[str] = set()
 
-    def handle(op: int, body: memoryview) -> None:
+    def handle(op: int, body: memoryview | bytes, record: bytes | None) -> BagMessage | None:
         if op == _OP_SCHEMA:
             (sid,) = struct.unpack_from("<H", body, 0)
             name, p = _read_str(body, 2)
             enc, p = _read_str(body, p)
             (n,) = struct.unpack_from("<I", body, p)
             schemas[sid] = (name, enc, bytes(body[p + 4: p + 4 + n]).decode("utf-8"))
+            out.schema_records.append(record or _record(op, bytes(body)))
         elif op == _OP_CHANNEL:
             cid, sid = struct.unpack_from("<HH", body, 0)
             topic, _ = _read_str(body, 4)
             channels[cid] = (topic, sid)
+            out.channel_records.append(record or _record(op, bytes(body)))
         elif op == _OP_MESSAGE:
             cid, _seq, log_time = struct.unpack_from("<HIQ", body, 0)
-            if cid not in channels:
+            if cid not in channels or channels[cid][1] not in schemas:
                 raise BagError(f"{path}: message on undeclared channel {cid}")
             topic, sid = channels[cid]
             msgtype, enc, definition = schemas[sid]
             out.channel_counts[cid] = out.channel_counts.get(cid, 0) + 1
+            out.start_ns = log_time if not out.message_count else min(out.start_ns, log_time)
+            out.end_ns = max(out.end_ns, log_time)
+            out.message_count += 1
+            if wanted is not None and topic not in wanted:
+                return None
             msg = None
             if decode:
                 if msgtype not in registered:
@@ -502,84 +524,82 @@ def scan_mcap(path: str | Path, *, decode: bool = True) -> ScanResult:
                     store.register(get_types_from_msg(definition, msgtype))
                     registered.add(msgtype)
                 msg = store.deserialize_cdr(bytes(body[22:]), msgtype)
-            out.messages.append(BagMessage(topic, msgtype, log_time, msg))
+            return BagMessage(topic, msgtype, log_time, msg)
+        return None
 
-    pos = len(MCAP_MAGIC)
-    end = len(buf)
-    while pos < end:
-        if pos + 9 > end:
-            break
-        op = buf[pos]
-        (length,) = struct.unpack_from("<Q", buf, pos + 1)
-        if pos + 9 + length > end:
-            break  # the record the crash interrupted
-        body = buf[pos + 9: pos + 9 + length]
-        if op == _OP_DATA_END or op == _OP_FOOTER:
-            out.data_end_pos = pos
-            out.complete = op == _OP_FOOTER or _has_footer(buf)
-            return out
-        if op == _OP_CHUNK:
-            _, _, usize, _crc = struct.unpack_from("<QQQI", body, 0)
-            comp, p = _read_str(body, 28)
-            (csize,) = struct.unpack_from("<Q", body, p)
-            data = bytes(body[p + 8: p + 8 + csize])
-            if comp == "zstd":
-                try:
-                    from compression import zstd  # type: ignore[import-not-found]
-                except ImportError:
-                    from backports import zstd  # type: ignore[no-redef]
-                data = zstd.decompress(data)
-            elif comp == "lz4":
-                import lz4.frame
-
-                data = lz4.frame.decompress(data)
-            elif comp:
-                raise BagError(f"{path}: chunk compression {comp!r} is not supported")
-            inner = memoryview(data)
-            q = 0
-            while q + 9 <= len(inner):
-                iop = inner[q]
-                (ilen,) = struct.unpack_from("<Q", inner, q + 1)
-                handle(iop, inner[q + 9: q + 9 + ilen])
-                if iop == _OP_SCHEMA:
-                    out.schema_records.append(bytes(inner[q: q + 9 + ilen]))
-                elif iop == _OP_CHANNEL:
-                    out.channel_records.append(bytes(inner[q: q + 9 + ilen]))
-                q += 9 + ilen
-        else:
-            handle(op, body)
-            if op == _OP_SCHEMA:
-                out.schema_records.append(bytes(buf[pos: pos + 9 + length]))
-            elif op == _OP_CHANNEL:
-                out.channel_records.append(bytes(buf[pos: pos + 9 + length]))
-        pos += 9 + length
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise BagError(f"cannot read bag {path}: {exc.strerror}") from exc
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if f.read(len(MCAP_MAGIC)) != MCAP_MAGIC:
+            raise BagError(f"{path} is not an MCAP file (magic bytes missing)")
+        pos = len(MCAP_MAGIC)
+        while pos + 9 <= size:
+            head = f.read(9)
+            op = head[0]
+            (length,) = struct.unpack_from("<Q", head, 1)
+            if pos + 9 + length > size:
+                break  # the record the crash interrupted (never allocate a garbage length)
+            if op in (_OP_DATA_END, _OP_FOOTER):
+                out.data_end_pos = pos
+                f.seek(max(0, size - 45))
+                tail = f.read()
+                out.complete = tail.endswith(MCAP_MAGIC) and len(tail) >= 45 and tail[-37] == _OP_FOOTER
+                return
+            body = f.read(length)
+            if op == _OP_CHUNK:
+                _, _, _usize, _crc = struct.unpack_from("<QQQI", body, 0)
+                comp, p = _read_str(body, 28)
+                (csize,) = struct.unpack_from("<Q", body, p)
+                inner = _decompress(comp, body[p + 8: p + 8 + csize], path)
+                q = 0
+                while q + 9 <= len(inner):
+                    iop = inner[q]
+                    (ilen,) = struct.unpack_from("<Q", inner, q + 1)
+                    m = handle(iop, memoryview(inner)[q + 9: q + 9 + ilen], inner[q: q + 9 + ilen])
+                    if m is not None:
+                        yield m
+                    q += 9 + ilen
+            else:
+                m = handle(op, body, head + body if op in (_OP_SCHEMA, _OP_CHANNEL) else None)
+                if m is not None:
+                    yield m
+            pos += 9 + length
     out.data_end_pos = pos
-    out.truncated_bytes = end - pos
-    return out
+    out.truncated_bytes = size - pos
 
 
-def _has_footer(buf: memoryview) -> bool:
-    return len(buf) >= 37 + 8 and bytes(buf[-8:]) == MCAP_MAGIC and buf[-37] == _OP_FOOTER
+def scan_mcap(path: str | Path, *, decode: bool = True) -> ScanResult:
+    """All of :func:`iter_mcap` at once: the messages (in file order) and what the scan found."""
+    result = ScanResult()
+    result.messages = list(iter_mcap(path, decode=decode, result=result))
+    return result
 
 
 def recover_mcap(path: str | Path) -> ScanResult:
     """Finalise an MCAP file whose writer died: drop the cut last record, append summary and footer.
 
-    A no-op on a complete file. Returns the scan of what was kept. Only unchunked files (ours) are
-    rewritten in place; a truncated chunked file raises (its partial chunk cannot be kept in place).
+    A no-op on a complete file. Complete chunks of a chunked file are kept as they are; the summary then
+    has no chunk index, so readers scan the file (as they do ours).
     """
     path = Path(path)
-    scan = scan_mcap(path, decode=False)
+    scan = ScanResult()
+    for _ in iter_mcap(path, decode=False, result=scan):
+        pass
     if scan.complete:
         return scan
-    if not scan.messages and scan.data_end_pos == 0:
-        raise BagError(f"{path}: nothing recoverable")
-    times = [m.log_time_ns for m in scan.messages]
+    if not scan.schema_records and not scan.message_count:
+        raise BagError(f"{path}: nothing recoverable (no complete record after the header)")
     with open(path, "r+b") as f:
         _append_summary(f, scan.data_end_pos, scan.schema_records, scan.channel_records, scan.channel_counts,
-                        min(times, default=0), max(times, default=0))
+                        scan.start_ns, scan.end_ns)
         os.fsync(f.fileno())
-    return scan_mcap(path, decode=False)
+    final = ScanResult()
+    for _ in iter_mcap(path, decode=False, result=final):
+        pass
+    return final
 
 
 def resolve_bag_path(path: str | Path) -> Path:
@@ -612,12 +632,10 @@ def read_bag(path: str | Path, topics: Sequence[str] | None = None) -> Iterator[
     if bag.suffix == ".mcap":
         head = _tail_bytes(bag, 45)
         if not (head.endswith(MCAP_MAGIC) and len(head) >= 45 and head[-37] == _OP_FOOTER):
-            scan = scan_mcap(bag)
+            scan = ScanResult()
+            yield from iter_mcap(bag, topics=topics, result=scan)
             log.warning("%s has no MCAP footer (writer did not close it): read %d messages up to the last "
-                        "complete record, %d trailing bytes dropped", bag, len(scan.messages), scan.truncated_bytes)
-            for m in scan.messages:
-                if wanted is None or m.topic in wanted:
-                    yield m
+                        "complete record, %d trailing bytes dropped", bag, scan.message_count, scan.truncated_bytes)
             return
     from rosbags.highlevel import AnyReader
 
@@ -642,6 +660,6 @@ def _tail_bytes(path: Path, n: int) -> bytes:
 
 __all__ = [
     "BagError", "BagMessage", "McapBagWriter", "ScanResult", "camera_info_msg", "depth_msg", "depth_to_m",
-    "image_msg", "image_to_rgb", "joint_state_msg", "plan_from_bag_msg", "plan_msg", "read_bag",
+    "image_msg", "image_to_rgb", "iter_mcap", "joint_state_msg", "plan_from_bag_msg", "plan_msg", "read_bag",
     "recover_mcap", "resolve_bag_path", "scan_mcap", "stamp_to_ns", "string_msg", "typestore",
 ]

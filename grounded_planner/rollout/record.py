@@ -517,6 +517,6 @@ def recover_rollout(directory: str | Path) -> RolloutRecord:
     record.data["ended_at"] = None
     record.data["recovered_at"] = _now_iso()
     if scan is not None:
-        record.data["bag"]["messages"] = len(scan.messages)
+        record.data["bag"]["messages"] = scan.message_count
     write_json_atomic(record.json_path, record.data)
     return record

@@ -41,6 +41,15 @@ class ReplayEpisode:
     frame_stamp_ns: int         # header stamp of the color frame used
 
 
+@dataclass
+class _FrameRef:
+    """Where a color frame is in its topic, without its pixels."""
+
+    index: int
+    log_time_ns: int
+    stamp_ns: int
+
+
 def _rollout_meta(bag: Path) -> dict[str, Any]:
     folder = bag.parent if bag.is_file() else bag
     path = folder / JSON_NAME
@@ -59,34 +68,34 @@ def episodes_from_bag(path: str | Path, topics: RolloutTopics | None = None, ins
     bag = resolve_bag_path(path)
     meta = _rollout_meta(bag)
     base_id = episode_id or str(meta.get("episode_id") or (bag.parent.name if bag.name == "rollout.mcap" else bag.stem))
-    colors: list[BagMessage] = []
+    # Pass 1 keeps plans, instructions and only the metadata of images: a 30 Hz camera bag does not fit in memory.
+    frames_by_topic: dict[str, list[_FrameRef]] = {}
     plans: list[BagMessage] = []
     instructions: list[BagMessage] = []
-    other_images: list[BagMessage] = []
     for m in read_bag(bag):
         if m.msgtype == "sensor_msgs/msg/Image":
-            if m.topic == topics.color:
-                colors.append(m)
-            elif m.msg.encoding in _COLOR_ENCODINGS:
-                other_images.append(m)
+            if m.topic == topics.color or m.msg.encoding in _COLOR_ENCODINGS:
+                refs = frames_by_topic.setdefault(m.topic, [])
+                refs.append(_FrameRef(len(refs), m.log_time_ns, stamp_to_ns(m.msg.header.stamp)))
         elif m.topic == topics.plan and m.msgtype.endswith("/GroundedPlan"):
             plans.append(m)
         elif m.topic == topics.instruction and m.msgtype == "std_msgs/msg/String":
             instructions.append(m)
-    if not colors:
-        color_topics = sorted({m.topic for m in other_images})
-        if len(color_topics) != 1:
+    color_topic = topics.color
+    if color_topic not in frames_by_topic:
+        if len(frames_by_topic) != 1:
             raise BagError(f"{bag}: no color images on {topics.color}"
-                           + (f"; several candidate topics {color_topics}, name one with --color-topic"
-                              if color_topics else ""))
-        colors = other_images
-        log.info("%s: using color topic %s", bag, color_topics[0])
+                           + (f"; several candidate topics {sorted(frames_by_topic)}, name one with --color-topic"
+                              if frames_by_topic else ""))
+        (color_topic,) = frames_by_topic
+        log.info("%s: using color topic %s", bag, color_topic)
+    colors = frames_by_topic[color_topic]
 
-    def before(t_ns: int) -> BagMessage | None:
+    def before(t_ns: int) -> _FrameRef | None:
         earlier = [c for c in colors if c.log_time_ns <= t_ns]
         return earlier[-1] if earlier else None
 
-    pairs: list[tuple[str, BagMessage]] = []
+    pairs: list[tuple[str, _FrameRef]] = []
     if plans:
         latest_instruction = ""
         for p in plans:
@@ -94,25 +103,33 @@ def episodes_from_bag(path: str | Path, topics: RolloutTopics | None = None, ins
             latest_instruction = said[-1].msg.data if said else latest_instruction
             text = p.msg.instruction or latest_instruction or instruction or meta.get("instruction", "")
             stamp = stamp_to_ns(p.msg.header.stamp)
-            frame = next((c for c in colors if stamp and stamp_to_ns(c.msg.header.stamp) == stamp), None)
-            frame = frame or before(p.log_time_ns)
+            frame = next((c for c in colors if stamp and c.stamp_ns == stamp), None) or before(p.log_time_ns)
             if frame is None:
                 raise BagError(f"{bag}: plan at {p.log_time_ns} ns has no color frame before it")
             pairs.append((text, frame))
     elif instructions:
         for i in instructions:
-            frame = before(i.log_time_ns) or next((c for c in colors if c.log_time_ns > i.log_time_ns), None)
-            pairs.append((i.msg.data, frame))  # colors is non-empty, so frame is set
+            frame = before(i.log_time_ns) or next(c for c in colors if c.log_time_ns > i.log_time_ns)
+            pairs.append((i.msg.data, frame))
     else:
         text = instruction or meta.get("instruction", "")
         if not text:
             raise BagError(f"{bag}: no instruction recorded (no plan or instruction messages, no rollout.json); "
                            "pass --instruction")
         pairs.append((text, colors[0]))
+    # Pass 2 decodes just the frames the episodes use.
+    needed = {frame.index for _, frame in pairs}
+    images: dict[int, np.ndarray] = {}
+    k = 0
+    for m in read_bag(bag, topics=[color_topic]):
+        if m.msgtype == "sensor_msgs/msg/Image":
+            if k in needed:
+                images[k] = image_to_rgb(m.msg)
+            k += 1
     out = []
-    for k, (text, frame) in enumerate(pairs):
-        ep_id = base_id if len(pairs) == 1 else f"{base_id}#{k}"
-        out.append(ReplayEpisode(ep_id, text, image_to_rgb(frame.msg), bag, stamp_to_ns(frame.msg.header.stamp)))
+    for n, (text, frame) in enumerate(pairs):
+        ep_id = base_id if len(pairs) == 1 else f"{base_id}#{n}"
+        out.append(ReplayEpisode(ep_id, text, images[frame.index], bag, frame.stamp_ns))
     return out
 
 
