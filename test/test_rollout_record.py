@@ -287,3 +287,22 @@ def test_reads_sqlite3_rosbag2_written_by_rosbags(tmp_path):
     (msg,) = list(B.read_bag(tmp_path / "db_bag"))
     assert msg.log_time_ns == 42
     np.testing.assert_array_equal(B.image_to_rgb(msg.msg), rgb)
+
+
+def test_footerless_chunked_zstd_bag_from_rosbags_writer_is_read_up_to_last_chunk(tmp_path):
+    """rosbags' own writer, never closed (as when killed): its complete zstd chunks are still read."""
+    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
+
+    store = B.typestore()
+    writer = Writer(tmp_path / "theirs", version=9, storage_plugin=StoragePlugin.MCAP)
+    writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
+    writer.open()
+    conn = writer.add_connection("/camera/camera/color/image_raw", "sensor_msgs/msg/Image", typestore=store)
+    for i in range(300):
+        writer.write(conn, 100 + i, store.serialize_cdr(B.image_msg(_frame(i % 7)[0], 100 + i), "sensor_msgs/msg/Image"))
+    writer.storage.bio.flush()  # what the kernel would hold after SIGKILL (rosbags has no per-message flush)
+    msgs = list(B.read_bag(tmp_path / "theirs"))
+    assert 100 <= len(msgs) < 300  # whole 1 MiB chunks only: the open chunk is lost
+    assert [m.log_time_ns for m in msgs] == list(range(100, 100 + len(msgs)))
+    np.testing.assert_array_equal(B.image_to_rgb(msgs[-1].msg), _frame((len(msgs) - 1) % 7)[0])
+    writer.storage.bio.close()
