@@ -172,6 +172,36 @@ def test_open_finds_the_handle_on_a_cabinet_front_seen_from_above():
     assert math.degrees(math.acos(min(1.0, target.normal @ [-1.0, 0.0, 0.0]))) < 2.0
 
 
+def test_flat_object_is_grasped_at_its_centre_on_the_table():
+    camera = realsense_camera(640, 480)
+    cam2base = look_at([-0.5, 0.1, 0.6], [0.0, 0.0, 0.0], parent_frame=BASE)
+    card = Box("card", (0.02, -0.03), (0.09, 0.055, 0.003), yaw=0.5)  # 3 mm: below the support margin
+    scene = Scene(camera, cam2base, [card])
+    depth, labels = scene.render()
+    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "card", bbox=scene.bbox_of(0, labels)),
+                                          GroundedAction("place", "card", point=(320.0, 400.0))])
+    result = compute_targets(plan, np.round(depth * 1000) / 1000, camera, cam2base)
+    grasp = result.for_index(0)
+    assert grasp.method == "flat_on_support"
+    assert np.linalg.norm(grasp.position - card.top_center(0.0)) < 0.01
+    assert grasp.confidence < 0.5 and any("used flat_on_support" in w for w in result.warnings)
+
+
+def test_without_any_plane_the_grasp_falls_back_to_the_bbox_centre():
+    camera = realsense_camera(640, 480)
+    rng = np.random.default_rng(0)
+    depth = rng.uniform(0.5, 1.5, (480, 640))  # no plane holds 5 % of these points
+    depth[200:280, 280:360] = 0.8
+    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "thing", bbox=(270.0, 190.0, 370.0, 290.0)),
+                                          GroundedAction("place", "thing", point=(100.0, 100.0))])
+    result = compute_targets(plan, depth, camera)
+    grasp = result.for_index(0)
+    assert grasp.method == "bbox_center"
+    np.testing.assert_allclose(grasp.position, camera.deproject([319.5], [239.5], [0.8])[0], atol=1e-9)
+    assert any("no support plane" in w for w in result.warnings)
+    assert result.for_index(1).method == "depth"  # the place pixel has depth; no plane is needed
+
+
 def test_target_set_json_round_trip_is_the_backproject_schema():
     rendered = tabletop(8)
     plan = _pick_and_place_plan(rendered, rendered.scene.pixel_of(PLACE_WORLD))

