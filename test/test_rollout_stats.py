@@ -89,6 +89,7 @@ def test_summary_json_over_known_outcomes(rollout_tree, capsys):
     orig, para = groups[("placement", "original")], groups[("placement", "paraphrased")]
     assert (orig["successes"], orig["n"]) == (9, 12) and (para["successes"], para["n"]) == (7, 12)
     assert orig["ci95"] == pytest.approx(wilson_interval(9, 12))
+    assert orig["cell"] == "9/12; 75.0% (46.8–91.1)"
     assert sum(orig["failure_modes"].values()) == 3 and sum(para["failure_modes"].values()) == 5
     assert sum(para["failure_mode_fractions"].values()) == pytest.approx(1.0)
     counting = groups[("counting", "original")]

@@ -77,6 +77,7 @@ class GroupStats:
             "successes": self.successes,
             "rate": self.rate,
             "ci95": list(lo_hi) if lo_hi else None,
+            "cell": format_rate(self.successes, self.n) if self.n else "",  # as real-robot papers print it
             "unlabelled": self.unlabelled,
             "cut_short": self.cut_short,
             "failures": failures,
