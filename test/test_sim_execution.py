@@ -105,11 +105,16 @@ def test_make_backend_sim_loads_the_default_scenario():
 
 
 def test_sim_run_cli_end_to_end(tmp_path, capsys):
-    gif = tmp_path / "run.gif"
-    code = main(["sim", "run", str(SCENARIOS / "box_in_bowl.yaml"), "--seed", "1", "--gif", str(gif)])
+    gif, rollout = tmp_path / "run.gif", tmp_path / "rollout"
+    code = main(["sim", "run", str(SCENARIOS / "box_in_bowl.yaml"), "--seed", "1", "--gif", str(gif),
+                 "--rollout", str(rollout)])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["success"] is True and out["execution"]["success"] is True
     assert out["predicates"][0]["ok"] and out["targets"]["frame"] == "base_link"
+    record = json.loads((rollout / "rollout.json").read_text())
+    assert record["status"] == "complete" and record["success"] is True and record["label_source"] == "sim"
+    assert record["plan"]["actions"][0]["object"] == "red box" and len(record["steps"]) == 2
+    assert "inside red_box" in record["notes"] and record["bag"]["messages"] > 20
     from PIL import Image
 
     with Image.open(gif) as im:

@@ -34,6 +34,8 @@ def register(subparsers) -> None:
                      help="depth: back-project from the rendered depth and true calibration (default); gt: exact")
     run.add_argument("--executor-config", help="ExecutorConfig YAML (default: the execution layer's defaults)")
     run.add_argument("--gif", help="write an animated GIF of the run here")
+    run.add_argument("--rollout", help="record the run into this new folder (rollout.json + rollout.mcap), "
+                                       "labelled by the scenario's success predicates")
     run.set_defaults(func=_run)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -92,6 +94,7 @@ def _run(args: argparse.Namespace) -> int:
     from grounded_planner.execution.config import ConfigError, ExecutorConfig
     from grounded_planner.geometry.errors import GeometryError
     from grounded_planner.plan.model import PlanError, load_plan
+    from grounded_planner.rollout.record import RolloutError
     from grounded_planner.sim.run import run_scenario
     from grounded_planner.sim.scenario import ScenarioError
     from grounded_planner.sim.workcell import SimError
@@ -102,8 +105,8 @@ def _run(args: argparse.Namespace) -> int:
         if plan is not None and args.targets == "gt":
             raise CliError("--targets gt needs the scenario's own GT plan: drop --plan or use --targets depth")
         result = run_scenario(args.scenario, seed=args.seed, plan=plan, targets=args.targets,
-                              executor_config=config, gif_path=args.gif)
-    except (ScenarioError, SimError, PlanError, GeometryError, ConfigError) as exc:
+                              executor_config=config, gif_path=args.gif, rollout_dir=args.rollout)
+    except (ScenarioError, SimError, PlanError, GeometryError, ConfigError, RolloutError) as exc:
         raise CliError(str(exc)) from exc
     print(json.dumps(result.to_dict()))
     return 0 if result.success else 1

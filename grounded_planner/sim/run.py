@@ -3,6 +3,7 @@ back-projected from the rendered depth) -> the executor on the sim backend -> su
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,8 @@ class SimRunResult:
 
 def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
                  planner: Callable[[Any, str], Any] | None = None, targets: str = "depth",
-                 executor_config=None, gif_path: str | Path | None = None, settle_s: float = 0.5) -> SimRunResult:
+                 executor_config=None, gif_path: str | Path | None = None, rollout_dir: str | Path | None = None,
+                 settle_s: float = 0.5) -> SimRunResult:
     """Run a scenario once.
 
     Parameters
@@ -47,42 +49,70 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
         calibration (the real pipeline); ``gt`` uses the exact targets from the sim state (GT plan only).
     executor_config : ExecutorConfig, optional (the execution layer's defaults otherwise).
     gif_path : where to write an animated GIF of the run (None: no recording).
+    rollout_dir : a new folder for a rollout record (rollout.json + rollout.mcap: first and last frame, plan,
+        targets, feedback, joint states at 10 Hz, result) labelled by the success predicates (source ``sim``).
     """
     from grounded_planner.execution.config import ExecutorConfig
     from grounded_planner.execution.executor import Executor
     from grounded_planner.geometry.targets import compute_targets
     from grounded_planner.sim.backend import SimBackend
     from grounded_planner.sim.export import gt_plan, gt_targets
+    from grounded_planner.sim.scene import ARM_JOINTS
     from grounded_planner.sim.video import FrameRecorder
     from grounded_planner.sim.workcell import SimWorkcell
 
     if targets not in TARGET_SOURCES:
         raise ValueError(f"targets must be one of {', '.join(TARGET_SOURCES)}, got {targets!r}")
+    if targets == "gt" and (plan is not None or planner is not None):
+        raise ValueError("targets='gt' needs the scenario's own GT plan; use targets='depth' for other plans")
     wall0 = time.perf_counter()
-    with SimWorkcell.from_scenario(scenario_path, seed=seed) as cell:
+    with contextlib.ExitStack() as stack:
+        cell = stack.enter_context(SimWorkcell.from_scenario(scenario_path, seed=seed))
+        config = executor_config or ExecutorConfig()
+        recorder = None
+        if rollout_dir is not None:
+            from grounded_planner.rollout.record import RolloutRecorder
+
+            recorder = stack.enter_context(RolloutRecorder(
+                rollout_dir, instruction=cell.scenario.instruction, task=cell.scenario.name,
+                scene_id=f"{cell.scenario.name}-s{seed}", model="sim-ground-truth" if plan is None and planner is None
+                else getattr(plan, "model", ""), config=config,
+                extra={"sim": {"scenario": str(scenario_path), "seed": seed, "targets": targets}}))
         rgb, depth_m = cell.render()
-        is_gt = plan is None and planner is None
+        if recorder is not None:
+            recorder.log_frame(rgb, depth_m, cell.camera_model)
+        t_plan = time.perf_counter()
         if plan is None:
             plan = planner(rgb, cell.scenario.instruction) if planner is not None else gt_plan(cell)
-        if targets == "gt":
-            if not is_gt:
-                raise ValueError("targets='gt' needs the scenario's own GT plan; use targets='depth' for other plans")
-            target_set = gt_targets(cell, plan)
-        else:
-            target_set = compute_targets(plan, depth_m, cell.camera_model, cell.extrinsics)
-        sim0 = cell.time_s
-        recorder = FrameRecorder(cell) if gif_path is not None else None
-        with SimBackend(cell) as backend:
-            executor = Executor(backend, executor_config or ExecutorConfig())
-            if recorder is not None:
-                with recorder:
-                    execution = executor.execute(plan, target_set)
-                    cell.step(int(settle_s / cell.model.opt.timestep))
-            else:
-                execution = executor.execute(plan, target_set)
-                cell.step(int(settle_s / cell.model.opt.timestep))
+        target_set = gt_targets(cell, plan) if targets == "gt" else \
+            compute_targets(plan, depth_m, cell.camera_model, cell.extrinsics)
+        if recorder is not None:
+            recorder.log_plan(plan, planning_time_s=time.perf_counter() - t_plan)
+            recorder.log_targets(target_set)
+            ticks = [0]
+
+            def log_joints(_time_s: float) -> None:
+                ticks[0] += 1
+                if ticks[0] % 5 == 0:  # every 5th 20 ms tick: 10 Hz
+                    with cell.lock:
+                        q = [*cell.arm_q(), *cell.data.qpos[cell._finger_qadr]]
+                    recorder.log_joint_state([*ARM_JOINTS, "j_finger_left", "j_finger_right"], q)
+
+            cell.tick_listeners.append(log_joints)
+        video = FrameRecorder(cell) if gif_path is not None else None
+        sim0, t_exec = cell.time_s, time.perf_counter()
+        with video or contextlib.nullcontext(), SimBackend(cell) as backend:
+            feedback = recorder.log_feedback if recorder is not None else None
+            execution = Executor(backend, config).execute(plan, target_set, on_feedback=feedback)
+            cell.step(int(settle_s / cell.model.opt.timestep))
         evaluated = cell.evaluate()
-        gif = str(recorder.save_gif(gif_path)) if recorder is not None else None
-        return SimRunResult(scenario=cell.scenario.name, seed=seed, plan=plan, targets=target_set, execution=execution,
-                            success=all(r.ok for r in evaluated), predicates=[r.to_dict() for r in evaluated],
+        success = all(r.ok for r in evaluated)
+        if recorder is not None:
+            recorder.log_result(execution, execution_time_s=time.perf_counter() - t_exec)
+            recorder.log_frame(*cell.render(), cell.camera_model)
+            recorder.set_label(success, notes="; ".join(f"{r.predicate.type} {r.predicate.object}: {r.detail}"
+                                                         for r in evaluated), source="sim")
+        gif = str(video.save_gif(gif_path)) if video is not None else None
+        return SimRunResult(scenario=cell.scenario.name, seed=seed, plan=plan, targets=target_set,
+                            execution=execution, success=success, predicates=[r.to_dict() for r in evaluated],
                             sim_time_s=cell.time_s - sim0, wall_s=time.perf_counter() - wall0, gif=gif)

@@ -11,7 +11,7 @@ class FrameRecorder:
     """Grabs a camera frame every ``period_s`` of simulated time while attached to a workcell.
 
     Use as a context manager around the motions to record; frames are downscaled by ``scale`` to keep GIFs
-    small. Rendering costs ~0.1 s a frame on a CPU, so a 10 s run at 5 frames/s adds ~5 s.
+    small. A 320x240 frame renders in ~30 ms on a CPU.
     """
 
     def __init__(self, workcell, period_s: float = 0.2, scale: float = 0.5, max_frames: int = 600):
@@ -48,13 +48,8 @@ class FrameRecorder:
         if len(self.frames) >= self.max_frames:
             self.dropped += 1
             return
-        from PIL import Image
-
-        rgb, _ = self.workcell.render(noise=False)
-        if self.scale != 1:
-            h, w = rgb.shape[:2]
-            rgb = np.asarray(Image.fromarray(rgb).resize((max(1, int(w * self.scale)), max(1, int(h * self.scale))),
-                                                         Image.BILINEAR))
+        cam = self.workcell.scenario.camera
+        rgb = self.workcell.render_rgb(max(1, int(cam.width * self.scale)), max(1, int(cam.height * self.scale)))
         self.frames.append(rgb)
 
     def save_gif(self, path: str | Path, speedup: float = 1.0) -> Path:

@@ -504,18 +504,30 @@ class SimWorkcell:
         K = self.camera_model.K
         return np.column_stack([K[0, 0] * P[:, 0] / P[:, 2] + K[0, 2], K[1, 1] * P[:, 1] / P[:, 2] + K[1, 2]])
 
-    def _renderer(self):
-        r = getattr(self._renderers, "r", None)
+    def _renderer(self, height: int | None = None, width: int | None = None):
+        """This thread's renderer for an image size (GL contexts cannot move between threads)."""
+        cam = self.scenario.camera
+        size = (height or cam.height, width or cam.width)
+        cache = getattr(self._renderers, "by_size", None)
+        if cache is None:
+            cache = self._renderers.by_size = {}
+        r = cache.get(size)
         if r is None:
-            cam = self.scenario.camera
             try:
-                r = self.mujoco.Renderer(self.model, cam.height, cam.width)
+                r = self.mujoco.Renderer(self.model, *size)
             except Exception as exc:  # GL errors come as several types depending on the backend
                 raise SimError(f"cannot create an offscreen renderer with MUJOCO_GL={os.environ.get('MUJOCO_GL')}: "
                                f"{exc} (install libegl1 and libgl1-mesa-dri, or libosmesa6 and set MUJOCO_GL=osmesa)") from exc
-            self._renderers.r = r
+            cache[size] = r
             self._all_renderers.append(r)
         return r
+
+    def render_rgb(self, width: int | None = None, height: int | None = None) -> np.ndarray:
+        """Colour only, (H, W, 3) uint8, optionally at another size (same field of view): cheap video frames."""
+        r = self._renderer(height, width)
+        with self.lock:
+            r.update_scene(self.data, camera=self._camera_id)
+            return r.render().copy()
 
     def render(self, noise: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Colour image and aligned depth from the RGB-D camera.
