@@ -62,6 +62,7 @@ class StepResult:
     message: str
     motions: list[Motion] = field(default_factory=list)
     duration_s: float = 0.0
+    notes: list[str] = field(default_factory=list)  # adjustments the planner made (heights raised, ...)
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": int(self.index), "type": self.type, "outcome": self.outcome.value, "message": self.message}
@@ -132,7 +133,9 @@ class Executor:
         position = np.asarray(target.position, dtype=float).reshape(3)
         if not np.all(np.isfinite(position)):
             raise _StepFailure(Outcome.OUTSIDE_WORKSPACE, f"target position {position.tolist()} is not finite")
-        problem = safety.violation(position) if kind != "place" else self._box_violation(position)
+        # the target point lies on an object or surface: it must be inside the box; the floor applies to the
+        # TCP waypoints derived from it (a grasp height below it is raised, with a note)
+        problem = self._box_violation(position)
         if problem:
             raise _StepFailure(Outcome.OUTSIDE_WORKSPACE, f"{kind} target {_fmt(position)}: {problem}; nothing moved")
         notes: list[str] = []
@@ -213,8 +216,6 @@ class Executor:
         return motions, notes
 
     def _box_violation(self, position: np.ndarray) -> str | None:
-        # a place point lies on the surface, usually at or below the floor: only the box applies to it; the
-        # release height derived from it is checked against the floor like every waypoint
         safety = self.config.safety
         for axis, v, lo, hi in zip("xyz", position, safety.workspace_min_m, safety.workspace_max_m):
             if not lo <= v <= hi:
@@ -269,7 +270,7 @@ class Executor:
             if notes:
                 summary += " [" + "; ".join(notes) + "]"
             checked.append(StepResult(index, action.type, Outcome.OK, summary, motions,
-                                      duration_s=time.perf_counter() - start))
+                                      duration_s=time.perf_counter() - start, notes=notes))
         return checked
 
     # -- running -----------------------------------------------------------------------------------
@@ -312,8 +313,10 @@ class Executor:
             for (index, action, _target), plan in zip(pairs, checked):
                 start = time.perf_counter()
                 outcome, message = self._run_step(index, action, plan.motions, cancel, on_feedback)
+                if plan.notes:
+                    message += " [" + "; ".join(plan.notes) + "]"
                 results.append(StepResult(index, action.type, outcome, message, plan.motions,
-                                          duration_s=time.perf_counter() - start))
+                                          duration_s=time.perf_counter() - start, notes=plan.notes))
                 if on_feedback is not None:
                     on_feedback(index, outcome.value, action)
                 if not outcome.is_ok:
@@ -383,9 +386,10 @@ class Executor:
                 deadline = self._deadline
             if deadline is not None and time.monotonic() > deadline:
                 self._stop_reason = "timeout"
-                self._safe_stop()
                 with self._guard:
-                    self._deadline = None
+                    if self._deadline == deadline:  # fire once per command
+                        self._deadline = None
+                self._safe_stop()
 
     def _safe_stop(self) -> None:
         try:
@@ -404,6 +408,8 @@ class Executor:
             return "; rest of the plan not run"
         self._stop_reason = None
         notes = []
+        with self._guard:  # the retreat is held to the same time limit as any motion
+            self._deadline = time.monotonic() + self.config.safety.motion_timeout_s
         try:
             if outcome is Outcome.GRASP_FAILED:
                 backend.gripper_open(self.config.gripper_open_width_m)
@@ -422,6 +428,9 @@ class Executor:
         except BackendError as exc:
             notes.append(f"retreat failed: {exc}")
             self._safe_stop()
+        finally:
+            with self._guard:
+                self._deadline = None
         return "; " + ", ".join(notes + ["rest of the plan not run"])
 
 

