@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from grounded_planner.geometry.errors import CameraModelError
+from grounded_planner.geometry.yamlfile import read_yaml
 
 # Number of coefficients of each supported ROS distortion model (sensor_msgs/distortion_models.hpp);
 # shorter D vectors are padded with zeros, as OpenCV does.
@@ -129,16 +130,7 @@ class CameraModel:
     @classmethod
     def from_camera_info_yaml(cls, path: str | Path) -> "CameraModel":
         """Load a ROS camera_calibration YAML file (or a YAML dump of a CameraInfo message)."""
-        import yaml
-
-        path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise CameraModelError(f"cannot read camera info file {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise CameraModelError(f"camera info file {path} is not valid YAML: {exc}") from exc
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_yaml(path, "camera info file", CameraModelError), source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         """The ROS camera_calibration YAML mapping (with our ``frame_id``)."""

@@ -11,6 +11,7 @@ import numpy as np
 
 from grounded_planner.geometry.errors import ExtrinsicsError
 from grounded_planner.geometry.transforms import invert_transform, make_transform, matrix_to_quat, quat_to_matrix
+from grounded_planner.geometry.yamlfile import read_yaml
 
 # A stored quaternion whose norm is further than this from 1 is rejected as a typo rather than renormalised:
 # YAML files written by tools carry ~1e-9 rounding, a hand-edited wrong digit shows up as >1e-3.
@@ -89,16 +90,7 @@ class Extrinsics:
     @classmethod
     def load(cls, path: str | Path) -> "Extrinsics":
         """Read a calibration/*.yaml extrinsics file."""
-        import yaml
-
-        path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ExtrinsicsError(f"cannot read extrinsics file {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise ExtrinsicsError(f"extrinsics file {path} is not valid YAML: {exc}") from exc
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_yaml(path, "extrinsics file", ExtrinsicsError), source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

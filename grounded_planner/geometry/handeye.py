@@ -23,6 +23,7 @@ from grounded_planner.geometry.transforms import (
     rotation_angle_deg,
     rotation_from_vector,
 )
+from grounded_planner.geometry.yamlfile import read_yaml
 
 MODES = ("eye_to_hand", "eye_in_hand")
 # OpenCV's solvers by name; "auto" runs all and keeps the one with the smallest residuals.
@@ -74,13 +75,7 @@ class CharucoBoardSpec:
 
     @classmethod
     def load(cls, path: str | Path) -> "CharucoBoardSpec":
-        import yaml
-
-        path = Path(path)
-        try:
-            return cls.from_dict(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
-        except OSError as exc:
-            raise CalibrationError(f"cannot read board file {path}: {exc.strerror}", rule="board_spec") from exc
+        return cls.from_dict(read_yaml(path, "board file", CalibrationError, rule="board_spec"), str(path))
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
