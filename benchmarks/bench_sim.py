@@ -1,12 +1,12 @@
 """Simulated workcell throughput on this machine (CPU, headless): physics steps/s, rendered RGB-D frames/s,
-and a whole GT pick-and-place through the sim backend. Run: .venv/bin/python benchmarks/bench_sim.py"""
+and whole scenarios through the executor (`sim run`). Run: .venv/bin/python benchmarks/bench_sim.py"""
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 import grounded_planner.sim  # noqa: E402  (chooses the headless GL backend before MuJoCo is imported)
-from grounded_planner.sim import SimBackend, SimWorkcell  # noqa: E402
+from grounded_planner.sim import SimWorkcell  # noqa: E402
 
 SCENARIOS = REPO / "config" / "scenarios"
 
@@ -51,22 +51,16 @@ def main() -> int:
             print(f"{name:12s} physics {steps_per_s:9.0f} steps/s ({steps_per_s * cell.model.opt.timestep:6.1f}x real "
                   f"time; bare mj_step {bare_per_s:9.0f} steps/s) | RGB-D 640x480 {rgbd_fps:5.1f} frames/s, "
                   f"with D435 noise {noisy_fps:5.1f}, segmentation {seg_fps:5.1f}")
-    with SimWorkcell.from_scenario(SCENARIOS / "box_in_bowl.yaml", seed=0) as cell, SimBackend(cell) as arm:
-        t0 = time.perf_counter()
-        grasp = cell.grasp_point("red_box")
-        _, rot = cell.object_pose("red_box")
-        yaw = math.atan2(rot[1, 0], rot[0, 0])
-        bowl, _ = cell.object_pose("blue_bowl")
-        arm.gripper_open()
-        for target, y, speed in ((grasp + [0, 0, 0.12], yaw, 0.3), (grasp, yaw, 0.1)):
-            arm.move_to_pose(target, y, speed)
-        arm.gripper_close()
-        for target, speed in ((grasp + [0, 0, 0.15], 0.1), (bowl + [0, 0, 0.15], 0.3), (bowl + [0, 0, 0.06], 0.1)):
-            arm.move_to_pose(target, 0.0, speed)
-        arm.gripper_open()
-        wall = time.perf_counter() - t0
-        print(f"pick-and-place (6 motions, executor-like speeds): {cell.time_s:.1f} s simulated in {wall:.2f} s wall "
-              f"({cell.time_s / wall:.0f}x real time), success={cell.success()}")
+    # the whole non-ROS demo path: render, GT plan, targets back-projected from depth, executor, success check
+    from grounded_planner.sim.run import run_scenario
+
+    for name, gif in (("box_in_bowl", False), ("tidy_table", False), ("box_in_bowl", True)):
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run_scenario(SCENARIOS / f"{name}.yaml", seed=0, gif_path=Path(tmp) / "run.gif" if gif else None)
+        steps = len(result.execution.steps)
+        print(f"sim run {name:12s}{' + GIF' if gif else '       '}: {steps} steps, {result.sim_time_s:5.1f} s simulated "
+              f"in {result.wall_s:5.2f} s wall ({result.sim_time_s / result.wall_s:4.1f}x real time), "
+              f"success={result.success}")
     return 0
 
 
