@@ -3,12 +3,18 @@
 The world frame has z up with the table top at ``table_z``; the camera is placed with :func:`look_at`. Rays are
 built from K directly (and OpenCV's undistortion when the camera has distortion), not through
 :class:`CameraModel`'s own deprojection, so tests of that deprojection are not circular.
+
+``python -m grounded_planner.geometry.synthetic --seed N --out DIR`` writes a held-out scene as the files
+``grounded-planner backproject`` reads (plan.json, depth.png, camera.yaml, extrinsics.yaml) plus truth.json.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -278,3 +284,99 @@ def _hit_panel(o: np.ndarray, rays: np.ndarray, panel: Panel) -> np.ndarray:
     p = o + t[..., None] * rays - centre
     inside = (t > 0) & (np.abs(p @ side) <= panel.width / 2) & (np.abs(p[..., 2]) <= panel.height / 2)
     return np.where(inside, t, np.inf)
+
+
+def random_camera_pose(rng: np.random.Generator, elevation_deg: tuple[float, float] = (40, 60),
+                       parent_frame: str = "panda_link0") -> Extrinsics:
+    """A camera 0.75-0.95 m from the table centre, looking down at it at 40-60 deg from a random side."""
+    azimuth = rng.uniform(0, 2 * math.pi)
+    elevation = math.radians(rng.uniform(*elevation_deg))
+    dist = rng.uniform(0.75, 0.95)
+    eye = dist * np.array([math.cos(azimuth) * math.cos(elevation), math.sin(azimuth) * math.cos(elevation),
+                           math.sin(elevation)])
+    return look_at(eye, [0.0, 0.0, 0.0], parent_frame=parent_frame)
+
+
+def random_tabletop(seed: int, width: int = 640, height: int = 480, D: tuple[float, ...] = (), n_holes: int = 25,
+                    noise_m: float = 0.001, elongated_only: bool = False) -> tuple[Scene, np.ndarray, np.ndarray]:
+    """Three boxes and a cylinder (or four boxes) on cells 0.24 m apart, an oblique camera, holes and noise.
+
+    Returns
+    -------
+    scene : Scene
+    depth_units : ndarray, shape (H, W) uint16
+        Depth in millimetres as a D4xx delivers it: noisy, quantised, with holes.
+    labels : ndarray, shape (H, W) int
+        Of the clean render (see :meth:`Scene.render`).
+    """
+    rng = np.random.default_rng(seed)
+    camera = realsense_camera(width, height, D=D)
+    cells = [(-0.12, -0.12), (-0.12, 0.12), (0.12, -0.12), (0.12, 0.12)]
+    objects: list = []
+    for k, (cx, cy) in enumerate(cells):
+        xy = (cx + rng.uniform(-0.02, 0.02), cy + rng.uniform(-0.02, 0.02))
+        if k == 3 and not elongated_only:
+            objects.append(Cylinder(f"can{k}", xy, rng.uniform(0.025, 0.04), rng.uniform(0.06, 0.12)))
+        else:
+            size = (rng.uniform(0.09, 0.14), rng.uniform(0.03, 0.05), rng.uniform(0.03, 0.09))
+            objects.append(Box(f"box{k}", xy, size, rng.uniform(-math.pi, math.pi)))
+    scene = Scene(camera, random_camera_pose(rng), objects)
+    clean, labels = scene.render()
+    return scene, to_depth_units(add_holes(clean, rng, n_holes, 6), rng, noise_m), labels
+
+
+# Where the generated plans put things down: between the objects' cells, on the table.
+PLACE_POINT_WORLD = (0.0, 0.02, 0.0)
+
+
+def write_scene_files(seed: int, out_dir: str | Path, width: int = 640, height: int = 480) -> dict:
+    """Write a random tabletop as backproject inputs plus its true targets; returns the truth mapping.
+
+    Files: ``plan.json`` (grasp each object, place it at :data:`PLACE_POINT_WORLD`), ``depth.png`` (16-bit mm),
+    ``camera.yaml``, ``extrinsics.yaml`` and ``truth.json`` (``{"frame", "targets": [{index, type, object,
+    position, yaw}]}``: grasp at the true top-face centre with the true closing yaw (None for round objects),
+    place at the place pixel's ray on the table).
+    """
+    from PIL import Image
+
+    from grounded_planner.plan import GroundedAction, GroundedPlan, save_plan
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    scene, depth_units, labels = random_tabletop(seed, width, height)
+    place_px = scene.pixel_of(np.asarray(PLACE_POINT_WORLD))
+    o = scene.cam2world.translation
+    ray = scene.ray_world(*place_px)
+    place_true = o + ray * ((scene.table_z - o[2]) / ray[2])
+    actions, truth = [], []
+    for k, obj in enumerate(scene.objects):
+        actions += [GroundedAction("grasp", obj.name, bbox=scene.bbox_of(k, labels)),
+                    GroundedAction("place", obj.name, target="table", point=place_px)]
+        yaw = obj.closing_yaw() if isinstance(obj, Box) else None
+        truth += [{"index": 2 * k, "type": "grasp", "object": obj.name,
+                   "position": obj.top_center(scene.table_z).tolist(), "yaw": yaw},
+                  {"index": 2 * k + 1, "type": "place", "object": obj.name, "position": place_true.tolist(), "yaw": None}]
+    save_plan(GroundedPlan("put everything in the middle", (width, height), actions).validate(), out / "plan.json")
+    Image.fromarray(depth_units).save(out / "depth.png")
+    scene.camera.save_yaml(out / "camera.yaml")
+    scene.cam2world.save(out / "extrinsics.yaml", header=f"true camera pose of synthetic scene {seed}")
+    data = {"frame": scene.cam2world.parent_frame, "seed": seed, "targets": truth}
+    (out / "truth.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write a synthetic RGB-D tabletop scene as backproject inputs "
+                                                 "(plan.json, depth.png, camera.yaml, extrinsics.yaml) and truth.json.")
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--out", required=True, metavar="DIR")
+    parser.add_argument("--width", type=int, default=640)
+    parser.add_argument("--height", type=int, default=480)
+    args = parser.parse_args(argv)
+    write_scene_files(args.seed, args.out, args.width, args.height)
+    print(Path(args.out) / "truth.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
