@@ -238,6 +238,9 @@ class LeRobotBackend(RobotBackend):
             while time.monotonic() < deadline:
                 if self._stop_requested.wait(self.config.control_period_s):
                     raise MotionStoppedError("lerobot: gripper stopped by stop()")
+                # LeRobot clips every command to max_relative_target from the present position: re-send the goal
+                # each period so the jaws keep closing until they arrive or stall
+                self._send({GRIPPER_KEY: pos})
                 now = self._observe()[GRIPPER_KEY]
                 if abs(now - pos) < 1.0:
                     return self._pos_to_width(now)

@@ -1,0 +1,130 @@
+"""The franky backend for real: franky-control talking the libfranka protocol to franky-sim (MuJoCo) on localhost.
+
+The server is started by the tests (test/helpers/franky_server.py): the plain `franky-sim -s mujoco` command,
+or the same server with a free 4 cm cube on the floor for the grasp->place test.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("franky")
+pytest.importorskip("franky_sim")
+
+from grounded_planner.execution.backends import make_backend  # noqa: E402
+from grounded_planner.execution.config import ExecutorConfig  # noqa: E402
+from grounded_planner.execution.executor import Executor  # noqa: E402
+from grounded_planner.execution.outcomes import Outcome  # noqa: E402
+from grounded_planner.geometry.targets import TargetSet  # noqa: E402
+from grounded_planner.plan import GroundedAction, GroundedPlan  # noqa: E402
+from helpers.franky_server import franky_sim_server  # noqa: E402
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+CUBE = (0.5, 0.1, 0.02, 0.04)  # centre x, y, z and edge, m
+PLACE = (0.55, -0.15, 0.0)
+
+
+def fast_config(host: str) -> ExecutorConfig:
+    """The shipped Franka config, with faster motions so the test stays short (franky-sim runs in real time)."""
+    cfg = ExecutorConfig.load(ROOT / "config" / "execution_franka.yaml")
+    cfg.safety.max_velocity_scale = 1.0
+    cfg.safety.max_acceleration_scale = 0.5
+    cfg.travel_speed_scale, cfg.fine_speed_scale = 1.0, 0.5
+    cfg.backends["franky"].update(hostname=host, realtime=False)
+    return cfg
+
+
+def plan_and_targets(grasp_xyz, place_xyz) -> tuple[GroundedPlan, TargetSet]:
+    plan = GroundedPlan("put the cube on the plate", (640, 480), [
+        GroundedAction("grasp", "cube", bbox=(100.0, 100.0, 140.0, 140.0)),
+        GroundedAction("place", "cube", "plate", point=(300.0, 200.0))])
+    targets = TargetSet.from_dict({"frame": "fr3_link0", "warnings": [], "targets": [
+        {"index": 0, "type": "grasp", "object": "cube", "position": list(grasp_xyz), "yaw": 0.3, "width": 0.04},
+        {"index": 1, "type": "place", "object": "cube", "position": list(place_xyz)}]})
+    return plan, targets
+
+
+@pytest.fixture(scope="module")
+def cube_sim(tmp_path_factory):
+    state = tmp_path_factory.mktemp("franky") / "state.json"
+    with franky_sim_server(cubes=[CUBE], state_path=str(state)) as host:
+        yield host, state
+
+
+def cube_centre(state: Path) -> np.ndarray:
+    time.sleep(0.3)  # the scene server rewrites its state file every 0.1 s
+    return np.array(json.loads(state.read_text())["cubes"][0])
+
+
+def test_grasp_then_place_moves_the_cube(cube_sim):
+    host, state = cube_sim
+    cfg = fast_config(host)
+    start = cube_centre(state)
+    np.testing.assert_allclose(start[:2], CUBE[:2], atol=0.005)
+    plan, targets = plan_and_targets((CUBE[0], CUBE[1], CUBE[3]), PLACE)  # grasp target: the top-face centre
+    widths = []
+    with make_backend("franky", cfg) as backend:
+        result = Executor(backend, cfg).execute(
+            plan, targets, on_feedback=lambda i, s, a: widths.append((s, backend.gripper_width())))
+        final_tcp, _ = backend.current_pose()
+    assert result.success, result.to_dict()
+    assert [s.outcome for s in result.steps] == [Outcome.OK, Outcome.OK]
+    # after closing, the fingers rested on the 4 cm cube (not on nothing)
+    held = dict(widths)["lift"]
+    assert 0.03 < held < 0.045
+    end = cube_centre(state)
+    np.testing.assert_allclose(end[:2], PLACE[:2], atol=0.01)
+    assert end[2] == pytest.approx(CUBE[3] / 2, abs=0.005)  # resting on the floor, not dropped on its side
+    np.testing.assert_allclose(final_tcp, [PLACE[0], PLACE[1], PLACE[2] + cfg.retreat_height_m], atol=0.005)
+
+
+def test_target_outside_the_workspace_moves_nothing(cube_sim):
+    host, _ = cube_sim
+    cfg = fast_config(host)
+    plan, targets = plan_and_targets((0.5, 0.0, 0.05), (0.95, 0.0, 0.0))  # place 0.95 m out: beyond the box
+    with make_backend("franky", cfg) as backend:
+        before, width_before = backend.current_pose()[0], backend.gripper_width()
+        result = Executor(backend, cfg).execute(plan, targets)
+        time.sleep(0.2)
+        after, width_after = backend.current_pose()[0], backend.gripper_width()
+    assert [s.outcome for s in result.steps] == [Outcome.OUTSIDE_WORKSPACE]
+    np.testing.assert_allclose(after, before, atol=1e-4)
+    assert width_after == pytest.approx(width_before, abs=1e-4)
+
+
+def test_cancel_mid_plan_stops_within_the_bound(cube_sim):
+    host, _ = cube_sim
+    cfg = fast_config(host)
+    cfg.safety.max_velocity_scale, cfg.travel_speed_scale = 0.2, 0.2  # a long first move to cancel
+    # a grasp far from the cube (the arm never reaches it)
+    plan, targets = plan_and_targets((0.35, -0.3, 0.05), PLACE)
+    cancel = threading.Event()
+    with make_backend("franky", cfg) as backend:
+        start_tcp = backend.current_pose()[0]
+        cancelled_at: list[float] = []
+
+        def cancel_now() -> None:
+            cancelled_at.append(time.monotonic())
+            cancel.set()
+
+        timer = threading.Timer(1.0, cancel_now)
+        timer.start()
+        result = Executor(backend, cfg).execute(plan, targets, cancel=cancel)
+        returned = time.monotonic()
+        timer.join()
+        stopped_at = backend.current_pose()[0]
+        time.sleep(0.3)
+        still_at = backend.current_pose()[0]
+    assert [s.outcome for s in result.steps] == [Outcome.CANCELLED]
+    # execute() returned within the bound after the cancel
+    assert returned - cancelled_at[0] < cfg.safety.stop_timeout_s
+    # the arm had moved, and stands still after the stop
+    assert np.linalg.norm(stopped_at - start_tcp) > 0.01
+    assert np.linalg.norm(still_at - stopped_at) < 0.002

@@ -1,0 +1,208 @@
+"""The lerobot (SO-101) backend at LeRobot's boundary, with FakeSOFollower, a test double of SOFollower.
+
+FakeSOFollower is a double named as such: LeRobot itself is not installed in CI (its normal resolution pulls a
+multi-GB CUDA torch, and its SOFollower import chain needs torch, datasets, accelerate and torchvision), and no
+simulated Feetech bus speaks to it here. The double keeps SOFollower's interface: ``connect(calibrate)``,
+``is_connected``, ``is_calibrated``, ``get_observation() -> {"<joint>.pos": deg}``, ``send_action(dict) ->
+dict sent``, ``disconnect()``, with servos that move at a finite speed and a gripper that stalls on an object.
+The IK in between is the real one on the SO-101 URDF.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("placo")
+
+from grounded_planner.execution.backend import BackendFault, MotionStoppedError, UnreachableError  # noqa: E402
+from grounded_planner.execution.backends.lerobot_backend import ARM_KEYS, LeRobotBackend, LeRobotConfig  # noqa: E402
+from grounded_planner.execution.backends.so101_kinematics import KinematicsError, default_so101_urdf  # noqa: E402
+from grounded_planner.execution.config import ExecutorConfig  # noqa: E402
+from grounded_planner.execution.executor import Executor  # noqa: E402
+from grounded_planner.execution.outcomes import Outcome  # noqa: E402
+from grounded_planner.geometry.targets import TargetSet  # noqa: E402
+from grounded_planner.plan import GroundedAction, GroundedPlan  # noqa: E402
+
+try:
+    default_so101_urdf()
+except KinematicsError as exc:  # pragma: no cover - make setup installs it
+    pytest.skip(f"SO-101 URDF not installed: {exc}", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[1]
+REST_DEG = {"shoulder_pan": 0.0, "shoulder_lift": -30.0, "elbow_flex": 40.0, "wrist_flex": 70.0,
+            "wrist_roll": 0.0, "gripper": 10.0}
+
+
+class FakeSOFollower:
+    """Test double of LeRobot's SOFollower: servos approach their goals at ``speed_deg_s``; the gripper stops at
+    ``object_pos`` (gripper units 0..100) when closing on an object, or at 0 on nothing."""
+
+    def __init__(self, config: LeRobotConfig, speed_deg_s: float = 600.0, calibrated: bool = True,
+                 object_pos: float | None = None, fail_after_sends: int | None = None):
+        self.config = config
+        self.speed_deg_s = speed_deg_s
+        self.is_calibrated = calibrated
+        self.object_pos = object_pos
+        self.fail_after_sends = fail_after_sends
+        self.present = dict(REST_DEG)
+        self.goal = dict(REST_DEG)
+        self.sent: list[dict[str, float]] = []
+        self.is_connected = False
+        self._t = time.monotonic()
+        self._lock = threading.Lock()
+
+    def connect(self, calibrate: bool = True) -> None:
+        assert calibrate is False, "the backend must never start LeRobot's interactive calibration"
+        self.is_connected = True
+
+    def disconnect(self) -> None:
+        self.is_connected = False
+
+    def _advance(self) -> None:
+        now = time.monotonic()
+        step = self.speed_deg_s * (now - self._t)
+        self._t = now
+        for k, goal in self.goal.items():
+            if k == "gripper" and self.object_pos is not None and goal < self.object_pos:
+                goal = self.object_pos  # the jaws close on the object
+            d = goal - self.present[k]
+            self.present[k] += float(np.clip(d, -step, step))
+
+    def get_observation(self) -> dict[str, float]:
+        assert self.is_connected
+        with self._lock:
+            self._advance()
+            return {f"{k}.pos": v for k, v in self.present.items()}
+
+    def send_action(self, action: dict[str, float]) -> dict[str, float]:
+        assert self.is_connected
+        if self.fail_after_sends is not None and len(self.sent) >= self.fail_after_sends:
+            raise ConnectionError("[TxRxResult] There is no status packet!")
+        with self._lock:
+            self._advance()
+            sent = {}
+            for key, value in action.items():
+                joint = key.removesuffix(".pos")
+                # LeRobot's max_relative_target clipping
+                limit = self.config.max_relative_target_deg
+                value = float(np.clip(value, self.present[joint] - limit, self.present[joint] + limit))
+                self.goal[joint] = value
+                sent[key] = value
+            self.sent.append(sent)
+            return sent
+
+
+def make(double: FakeSOFollower | None = None, **cfg_overrides) -> tuple[LeRobotBackend, FakeSOFollower, ExecutorConfig]:
+    cfg = ExecutorConfig.load(ROOT / "config" / "execution_so101.yaml")
+    options = LeRobotConfig(**{**cfg.backend_options("lerobot"), **cfg_overrides})
+    holder: dict[str, FakeSOFollower] = {}
+
+    def factory(config: LeRobotConfig) -> FakeSOFollower:
+        holder["robot"] = double or FakeSOFollower(config)
+        return holder["robot"]
+
+    backend = LeRobotBackend(options, cfg.safety, robot_factory=factory)
+    backend.connect()
+    return backend, holder["robot"], cfg
+
+
+def test_move_to_pose_reaches_the_goal_in_small_clipped_steps():
+    backend, robot, cfg = make()
+    goal = np.array([0.22, 0.05, 0.04])
+    backend.move_to_pose(goal, 0.3, 0.5)
+    position, yaw = backend.current_pose()
+    # the servos stop within arrive_tolerance_deg of the IK goal: a few mm at the tip
+    assert np.linalg.norm(position - goal) < 0.006
+    arm_steps = [s for s in robot.sent if "shoulder_pan.pos" in s]
+    assert len(arm_steps) > 3
+    # no command asked for more than LeRobot's max_relative_target of motion
+    prev = np.array([REST_DEG[k] for k in ARM_KEYS])
+    for step in arm_steps:
+        now = np.array([step[f"{k}.pos"] for k in ARM_KEYS])
+        assert np.max(np.abs(now - prev)) <= backend.config.max_relative_target_deg + 1e-9
+        prev = now
+
+
+def test_unreachable_goal_sends_no_command():
+    backend, robot, _ = make()
+    with pytest.raises(UnreachableError, match="mm from the goal"):
+        backend.move_to_pose((0.3, 0.0, 0.3), 0.0, 0.5)
+    assert robot.sent == []
+
+
+def test_stop_from_another_thread_halts_within_the_bound():
+    backend, robot, _ = make(max_joint_speed_deg_s=20.0)
+    errors: list[Exception] = []
+
+    def move() -> None:
+        try:
+            backend.move_to_pose((0.25, -0.08, 0.03), 0.0, 0.5)
+        except MotionStoppedError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=move)
+    worker.start()
+    time.sleep(0.5)
+    asked = time.monotonic()
+    backend.stop()
+    stopped_in = time.monotonic() - asked
+    worker.join(2.0)
+    assert not worker.is_alive()
+    assert errors, "the move must end with MotionStoppedError"
+    assert stopped_in < backend.stop_timeout_s
+    # the last command holds the arm where it was, and it stays there
+    held = np.array([robot.sent[-1][f"{k}.pos"] for k in ARM_KEYS])
+    time.sleep(0.2)
+    np.testing.assert_allclose(backend.joints_deg(), held, atol=1.0)
+
+
+def test_gripper_width_tells_an_object_from_nothing():
+    backend, robot, _ = make(FakeSOFollower(LeRobotConfig(), object_pos=50.0))
+    backend.gripper_open()
+    width = backend.gripper_close(20.0)
+    assert width == pytest.approx(0.5 * backend.config.gripper_max_width_m, abs=0.002)
+    empty, _, _ = make()
+    empty.gripper_open()
+    assert empty.gripper_close() < 0.002
+
+
+def test_grasp_and_place_through_the_executor():
+    backend, robot, cfg = make(FakeSOFollower(LeRobotConfig(), object_pos=40.0), max_joint_speed_deg_s=300.0)
+    plan = GroundedPlan("put it down", (640, 480), [GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0)),
+                                                    GroundedAction("place", "cube", "tray", point=(5.0, 5.0))])
+    targets = TargetSet.from_dict({"frame": "base_link", "warnings": [], "targets": [
+        {"index": 0, "type": "grasp", "object": "cube", "position": [0.22, 0.05, 0.03], "yaw": 0.2, "width": 0.025},
+        {"index": 1, "type": "place", "object": "cube", "position": [0.24, -0.08, 0.0]}]})
+    result = Executor(backend, cfg).execute(plan, targets)
+    assert result.success, result.to_dict()
+    position, _ = backend.current_pose()
+    np.testing.assert_allclose(position, [0.24, -0.08, cfg.retreat_height_m], atol=0.006)
+
+
+def test_dry_run_reports_unreachable_without_a_robot():
+    cfg = ExecutorConfig.load(ROOT / "config" / "execution_so101.yaml")
+    backend = LeRobotBackend(LeRobotConfig(**cfg.backend_options("lerobot")), cfg.safety,
+                             robot_factory=lambda c: pytest.fail("a dry run must not open the robot"))
+    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0))])
+    # inside the box, but straight above the shoulder: the arm cannot point down there
+    targets = TargetSet.from_dict({"frame": "base_link", "warnings": [], "targets": [
+        {"index": 0, "type": "grasp", "object": "cube", "position": [0.125, 0.14, 0.08], "yaw": 0.0}]})
+    result = Executor(backend, cfg).execute(plan, targets, dry_run=True)
+    assert [s.outcome for s in result.steps] == [Outcome.UNREACHABLE]
+    assert "mm from the goal" in result.steps[0].message or "tilt" in result.steps[0].message
+
+
+def test_servo_error_mid_motion_is_a_fault():
+    backend, robot, cfg = make(FakeSOFollower(LeRobotConfig(), fail_after_sends=3))
+    with pytest.raises(BackendFault, match="no status packet"):
+        backend.move_to_pose((0.22, 0.05, 0.04), 0.0, 0.5)
+
+
+def test_uncalibrated_arm_is_refused_without_prompting():
+    with pytest.raises(BackendFault, match="lerobot-calibrate"):
+        make(FakeSOFollower(LeRobotConfig(), calibrated=False))
