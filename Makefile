@@ -3,10 +3,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup test bench clean
+.PHONY: setup demo test bench clean
 
 setup:
 	@bash scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/grounded-planner demo
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
