@@ -96,6 +96,18 @@ def test_three_pairs_into_bowls_and_onto_the_plate():
         assert all(r.ok for r in cell.evaluate()), [r.to_dict() for r in cell.evaluate()]
 
 
+def test_cup_onto_plate_through_the_camera():
+    # a hollow cup held by its rim, set down on a plate: the `on` predicate and the guarded descent
+    with SimWorkcell.from_scenario(SCENARIOS / "cup_on_plate.yaml", seed=3) as cell:
+        _, depth_m = cell.render()
+        plan = gt_plan(cell)
+        result = _execute(cell, plan, compute_targets(plan, depth_m, cell.camera_model, cell.extrinsics))
+        assert result.success, result.to_dict()
+        assert cell.success(), [r.to_dict() for r in cell.evaluate()]
+        _, rot = cell.object_pose("cup")
+        assert rot[2, 2] > 0.99  # standing upright on the plate
+
+
 def test_make_backend_sim_loads_the_default_scenario():
     backend = make_backend("sim", ExecutorConfig(backends={"sim": {"seed": 2}}))
     assert isinstance(backend, SimBackend) and backend.config.seed == 2

@@ -174,6 +174,25 @@ def test_backend_opens_the_drawer():
         assert cell.success(), cell.evaluate()
 
 
+def test_backend_closes_an_open_drawer():
+    with SimWorkcell.from_scenario(REPO / "config" / "scenarios" / "close_drawer.yaml", seed=0) as cell, \
+            SimBackend(cell) as backend:
+        assert abs(cell.drawer_opening_m("cabinet") - 0.12) < 0.005 and not cell.success()
+        handle = cell.grasp_point("cabinet")  # follows the drawer: 12 cm out
+        _, rot = cell.object_pose("cabinet")
+        push = rot[:, 0]
+        yaw = math.atan2(push[1], push[0]) + math.pi / 2
+        backend.gripper_open(0.04)
+        backend.move_to_pose(handle + [0, 0, 0.1], yaw, 0.5)
+        backend.move_to_pose(handle, yaw, 0.2)
+        assert backend.gripper_close() > 0.01
+        backend.move_to_pose(handle + 0.12 * push, yaw, 0.2)
+        backend.gripper_open(0.04)
+        backend.move_to_pose(handle + 0.12 * push + [0, 0, 0.12], yaw, 0.5)  # rise clear of the handle first
+        assert cell.drawer_opening_m("cabinet") < 0.005
+        assert cell.success(), cell.evaluate()
+
+
 def test_unreachable_pose_moves_nothing():
     with SimWorkcell.from_scenario(BOX_IN_BOWL, seed=0) as cell, SimBackend(cell) as backend:
         q0 = cell.arm_q()

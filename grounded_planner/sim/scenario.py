@@ -98,6 +98,7 @@ class ObjectSpec:
     color: tuple[float, float, float] = NAMED_COLORS["gray"]  # RGB in 0..1
     mass_kg: float = 0.1  # free objects only
     drawer_travel_m: float = 0.18  # cabinet only: how far the drawer slides out
+    drawer_open_m: float = 0.0  # cabinet only: how far the drawer is out at the start (0 = closed)
     randomize: Randomize = field(default_factory=Randomize)
 
     @property
@@ -251,13 +252,16 @@ def _object_from_dict(data: Any, where: str) -> ObjectSpec:
     travel = float(data.get("drawer_travel_m", 0.18))
     if kind == "cabinet" and not 0.02 <= travel <= 0.9 * _floats(_require(data, "size_m", where), 3, f"{where}.size_m")[0]:
         raise ScenarioError(f"{where}.drawer_travel_m: must be between 0.02 m and 90% of the cabinet depth, got {travel}")
+    drawer_open = float(data.get("drawer_open_m", 0.0))
+    if not 0.0 <= drawer_open <= travel:
+        raise ScenarioError(f"{where}.drawer_open_m: must be between 0 and drawer_travel_m ({travel}), got {drawer_open}")
     return ObjectSpec(
         id=object_id, kind=kind, name=str(data.get("name") or object_id.replace("_", " ")),
         size_m=_floats(_require(data, "size_m", where), _SIZE_LEN[kind], f"{where}.size_m", positive=True),
         position_m=_floats(_require(data, "position_m", where), 2, f"{where}.position_m"),  # type: ignore[arg-type]
         yaw_deg=float(data.get("yaw_deg", 0.0)),
         color=parse_color(data.get("color", "gray"), f"{where}.color"),
-        mass_kg=mass, drawer_travel_m=travel, randomize=randomize)
+        mass_kg=mass, drawer_travel_m=travel, drawer_open_m=drawer_open, randomize=randomize)
 
 
 def scenario_from_dict(data: Any, source: str = "") -> Scenario:

@@ -116,6 +116,10 @@ class SimWorkcell:
         self.data.ctrl[self._arm_act] = q_home
         self.data.qpos[self._finger_qadr] = ARM.finger_travel_m
         self.data.ctrl[self._finger_act] = ARM.finger_travel_m
+        for obj in self.scenario.objects:  # drawers that start pulled out
+            if obj.kind == "cabinet" and obj.drawer_open_m > 0:
+                j = self._id(mj.mjtObj.mjOBJ_JOINT, f"obj:{obj.id}:drawer_slide")
+                self.data.qpos[self.model.jnt_qposadr[j]] = obj.drawer_open_m
         mj.mj_forward(self.model, self.data)
         self.step(int(round(settle_s / self.model.opt.timestep)))
 
