@@ -83,15 +83,52 @@ def test_place_uses_depth_and_falls_back_to_the_support_plane_in_a_hole():
     assert with_depth.method == "depth"
     assert np.linalg.norm(with_depth.position - truth) < 0.005
 
-    holed = rendered.depth_m.copy()
     u, v = int(x), int(y)
-    holed[v - 15:v + 16, u - 15:u + 16] = 0.0  # no depth anywhere near the place pixel
-    result = compute_targets(plan, holed, rendered.camera, rendered.cam2base)
-    place = result.for_index(1)
-    assert place.method == "ray_plane"
-    assert np.linalg.norm(place.position - truth) < 0.005, f"{np.linalg.norm(place.position - truth) * 1000:.2f} mm"
-    assert place.yaw is None and place.width is None
-    assert any("action 1 (place)" in w for w in result.warnings)
+    # A hole around the place pixel: the table around the hole; a hole larger than every window: the support plane.
+    for half, method in ((15, "ray_local_plane"), (45, "ray_plane")):
+        holed = rendered.depth_m.copy()
+        holed[v - half:v + half + 1, u - half:u + half + 1] = 0.0
+        result = compute_targets(plan, holed, rendered.camera, rendered.cam2base)
+        place = result.for_index(1)
+        assert place.method == method
+        assert np.linalg.norm(place.position - truth) < 0.005, f"{method}: {np.linalg.norm(place.position - truth) * 1000:.2f} mm"
+        assert place.yaw is None and place.width is None and place.object == "box0"
+        assert any("action 1 (place)" in w for w in result.warnings)
+
+
+def test_place_in_a_hole_on_top_of_a_box_lands_on_the_box_not_the_table():
+    camera = realsense_camera(640, 480)
+    cam2base = look_at([-0.5, 0.2, 0.6], [0.0, 0.0, 0.0], parent_frame=BASE)
+    crate = Box("crate", (0.05, 0.0), (0.2, 0.16, 0.12), yaw=0.3)
+    cube = Box("cube", (-0.15, 0.15), (0.04, 0.04, 0.04))
+    scene = Scene(camera, cam2base, [crate, cube])
+    depth, labels = scene.render()
+    x, y = scene.pixel_of(crate.top_center(0.0))
+    u, v = int(x), int(y)
+    depth[v - 6:v + 7, u - 6:u + 7] = 0.0
+    plan = GroundedPlan("put the cube on the crate", (640, 480), [
+        GroundedAction("grasp", "cube", bbox=scene.bbox_of(1, labels)), GroundedAction("place", "cube", point=(x, y))])
+    place = compute_targets(plan, depth, camera, cam2base).for_index(1)
+    assert place.method == "ray_local_plane"
+    assert np.linalg.norm(place.position - crate.top_center(0.0)) < 0.005
+
+
+def test_a_taller_neighbour_in_a_loose_bbox_is_not_taken_for_the_object():
+    camera = realsense_camera(640, 480)
+    cam2base = look_at([-0.55, 0.0, 0.55], [0.0, 0.0, 0.0], parent_frame=BASE)
+    small = Box("small", (0.0, 0.0), (0.06, 0.04, 0.04))
+    tall = Box("tall", (0.0, 0.085), (0.1, 0.1, 0.15))  # 1.5 cm beside it, big in the image
+    scene = Scene(camera, cam2base, [small, tall])
+    depth, labels = scene.render()
+    x1, y1, x2, y2 = scene.bbox_of(0, labels)
+    grow = 1.0 * (x2 - x1)  # a loose box: holds more of the neighbour than of the object
+    bbox = (max(0.0, x1 - grow), max(0.0, y1 - grow), min(640.0, x2 + grow), min(480.0, y2 + grow))
+    assert (labels[int(bbox[1]):int(bbox[3]), int(bbox[0]):int(bbox[2])] == 2).sum() > \
+        (labels[int(bbox[1]):int(bbox[3]), int(bbox[0]):int(bbox[2])] == 1).sum()
+    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "small", bbox=bbox),
+                                          GroundedAction("place", "small", point=(320.0, 450.0))])
+    grasp = compute_targets(plan, depth, camera, cam2base).for_index(0)
+    assert np.linalg.norm(grasp.position - small.top_center(0.0)) < 0.01
 
 
 def test_distorted_high_resolution_camera_still_hits_the_targets():

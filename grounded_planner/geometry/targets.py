@@ -33,7 +33,8 @@ METHODS = (
     "flat_on_support",    # grasp: nothing stands out of the support plane (a flat object); bbox centre on it
     "bbox_center",        # grasp: no support plane; median depth of the bbox's centre at its centre pixel
     "depth",              # place: median depth around the place pixel
-    "ray_plane",          # place: depth hole; pixel ray intersected with the fitted support plane
+    "ray_local_plane",    # place: depth hole; pixel ray intersected with the surface fitted around it
+    "ray_plane",          # place: depth hole and no surface around it; ray intersected with the support plane
     "handle",             # open/close: centre of the part sticking out of the fitted front surface (the handle)
     "ray_surface_plane",  # open/close: no handle; bbox-centre ray intersected with the surface fitted in the bbox
     "surface_centroid",   # open/close: no handle, bbox centre off the surface; centre of the visible surface
@@ -59,6 +60,8 @@ class TargetConfig:
     min_object_points: int = 30       # fewer points above the support than this: fall back to flat_on_support
     round_ratio: float = 1.5          # footprint axis ratio below which the grasp yaw is reported as ambiguous
     place_window_px: int = 5          # side of the window whose median depth is the place depth (odd)
+    place_surface_windows_px: tuple[int, ...] = (10, 20, 40)  # half-sizes tried, in turn, to find the surface
+                                      # around a place point in a depth hole (needs 50 valid pixels)
     handle_window_px: int = 9         # side of the window around the bbox centre for the bbox_median fallback
     min_window_valid: float = 0.5     # fraction of valid pixels a window needs to trust its median depth
     min_ray_angle_deg: float = 2.0    # a ray closer than this to parallel with a plane is refused
@@ -88,6 +91,8 @@ class TargetConfig:
             raise ValueError(f"front_min_tilt_deg must be in [0, 90), got {self.front_min_tilt_deg}")
         if not 50 <= self.top_percentile <= 100 or self.round_ratio < 1:
             raise ValueError("top_percentile must be in [50, 100] and round_ratio >= 1")
+        if not self.place_surface_windows_px or any(int(h) < 1 for h in self.place_surface_windows_px):
+            raise ValueError(f"place_surface_windows_px must be positive half-sizes, got {self.place_surface_windows_px}")
         for name in ("place_window_px", "handle_window_px"):
             value = getattr(self, name)
             if value < 1 or value % 2 == 0:
@@ -405,7 +410,7 @@ class _TargetSolver:
         above = height > cfg.support_margin_m if height is not None else None
         if plane is None or int(above.sum()) < cfg.min_object_points:
             return self._grasp_fallback(index, action, points, valid_fraction, plane)
-        keep = _largest_component(pix[above] - [rows.start, cols.start], (rows.stop - rows.start, cols.stop - cols.start))
+        keep = _central_component(pix[above] - [rows.start, cols.start], (rows.stop - rows.start, cols.stop - cols.start))
         obj = points[above][keep]
         obj_h = height[above][keep]
         top_h = float(np.percentile(obj_h, cfg.top_percentile))
@@ -480,6 +485,14 @@ class _TargetSolver:
         held = action.object or (self.plan.actions[index - 1].object if index > 0 else "")
         if depth is not None:
             return Target(index, "place", held, ray * depth, None, None, normal, "depth", round(fraction, 3)), None
+        # A hole: first the surface around the point (the top of a box, a shelf), then the support plane.
+        local = self._surface_around(u, v, plane)
+        if local is not None:
+            position = self._intersect(index, action, local, ray, "surface around the place point")
+            self.warnings.append(f"action {index} (place): depth missing at {list(action.point)}; used the surface "
+                                 "around it")
+            return Target(index, "place", held, position, None, None, local.normal.copy(), "ray_local_plane",
+                          round(local.inlier_fraction, 3)), None
         if plane is None:
             raise NoValidDepthError(f"no valid depth at place point {list(action.point)} and no support plane to "
                                     "intersect its ray with", index=index, action="place")
@@ -487,6 +500,35 @@ class _TargetSolver:
         self.warnings.append(f"action {index} (place): depth missing at {list(action.point)}; used the support plane")
         return Target(index, "place", held, position, None, None, normal, "ray_plane",
                       round(plane.inlier_fraction, 3)), None
+
+    def _surface_around(self, u: float, v: float, support: Plane | None) -> Plane | None:
+        """A plane that most valid pixels around (u, v) lie on, growing the window past the hole; None if mixed.
+
+        With a support plane, the surface must be parallel to it within ``max_support_tilt_deg`` (a place
+        surface is horizontal); a window where no single plane holds most points gives None.
+        """
+        cfg = self.config
+        cu, cv = int(round(u)), int(round(v))
+        for half in cfg.place_surface_windows_px:
+            rows = slice(max(0, cv - half), min(self.camera.height, cv + half + 1))
+            cols = slice(max(0, cu - half), min(self.camera.width, cu + half + 1))
+            ok = self.valid[rows, cols]
+            if ok.sum() < 50:
+                continue
+            rr, cc = np.nonzero(ok)
+            rr, cc = rr + rows.start, cc + cols.start
+            points = self.camera.deproject(cc, rr, self.depth[rr, cc])
+            plane = fit_plane_ransac(points, cfg.plane_threshold_m, self.rng, iterations=cfg.ransac_iterations,
+                                     min_inliers=int(0.7 * len(points)))
+            if plane is None:
+                return None
+            if support is not None:
+                if plane.normal @ support.normal < 0:
+                    plane = Plane(-plane.normal, -plane.offset, plane.inlier_fraction)
+                if plane.normal @ support.normal < math.cos(math.radians(cfg.max_support_tilt_deg)):
+                    return None
+            return plane
+        return None
 
     def _handle(self, index: int, action: Any) -> tuple[Target, np.ndarray | None]:
         """open/close: the surface in the bbox (a drawer front, a door), its outward normal and the handle on it."""
@@ -580,11 +622,31 @@ def _extent(points: np.ndarray, axis: np.ndarray, lo: float = 1.0, hi: float = 9
     return float(high - low)
 
 
-def _largest_component(pix: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Mask (N,) of the pixels that belong to the largest 8-connected blob of the given (row, col) pixels.
+def _central_component(pix: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Mask (N,) of the 8-connected blob of the given (row, col) pixels that fills most of the bbox's middle.
 
-    Keeps a neighbouring object that pokes into the bbox from being taken for the target's top.
+    A grounded bbox is centred on its object; a neighbour poking into it sits at its edges, and can be the
+    larger blob when the bbox is loose. Ties (no blob in the middle) go to the largest blob.
     """
+    mask = np.zeros(shape, dtype=np.uint8)
+    mask[pix[:, 0], pix[:, 1]] = 1
+    try:
+        import cv2
+    except ImportError:  # the geometry extra brings OpenCV; without it every point above the plane counts
+        return np.ones(len(pix), dtype=bool)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
+    if n <= 2:
+        return np.ones(len(pix), dtype=bool)
+    h, w = shape
+    middle = labels[h // 4:h - h // 4, w // 4:w - w // 4]
+    central = np.bincount(middle.ravel(), minlength=n)[1:]
+    area = stats[1:, cv2.CC_STAT_AREA]
+    best = 1 + int(np.lexsort((area, central))[-1])
+    return labels[pix[:, 0], pix[:, 1]] == best
+
+
+def _largest_component(pix: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Mask (N,) of the pixels that belong to the largest 8-connected blob of the given (row, col) pixels."""
     mask = np.zeros(shape, dtype=np.uint8)
     mask[pix[:, 0], pix[:, 1]] = 1
     try:
