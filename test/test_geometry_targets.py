@@ -10,6 +10,7 @@ from helpers.geometry_scenes import BASE, tabletop
 
 from grounded_planner.geometry import (
     Extrinsics,
+    TargetConfig,
     ExtrinsicsError,
     GeometryError,
     NoValidDepthError,
@@ -303,3 +304,15 @@ def test_depth_image_and_frames_must_match_the_camera():
     wrong = Extrinsics(BASE, "other_camera_frame", [0, 0, 1], [0, 0, 0, 1])
     with pytest.raises(ExtrinsicsError, match="other_camera_frame"):
         compute_targets(plan, rendered.depth_m, rendered.camera, wrong)
+
+
+def test_malformed_target_json_and_config_are_refused():
+    with pytest.raises(GeometryError, match="'frame'"):
+        TargetSet.from_dict({"targets": []})
+    with pytest.raises(GeometryError, match="invalid target") as info:
+        TargetSet.from_dict({"frame": "base", "targets": [{"index": 0, "type": "grasp", "position": [1, 2]}]})
+    assert info.value.rule == "target_format"
+    with pytest.raises(ValueError, match="min_depth_m < max_depth_m"):
+        TargetConfig(min_depth_m=2.0, max_depth_m=1.0)
+    with pytest.raises(ValueError, match="place_window_px must be a positive odd number"):
+        TargetConfig(place_window_px=4)
