@@ -66,10 +66,18 @@ def vlm():
 
 
 def start_planner(vlm, tmp_path, *extra):
+    """The installed console script, as a user starts it: .venv/bin/planner_node --ros-args -p ..."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
     (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
-    return spawn_python(["-m", "grounded_planner.ros.planner_node", "--ros-args", "-p", "backend:=openai",
-                         "-p", f"base_url:={vlm.url}", "-p", "model:=qwen3-vl-test", "-p", "max_retries:=0",
-                         "-p", f"extrinsics_file:={tmp_path / 'extrinsics.yaml'}", *extra])
+    script = Path(sys.executable).parent / "planner_node"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "grounded_planner.ros.planner_node"]
+    return subprocess.Popen(command + ["--ros-args", "-p", "backend:=openai", "-p", f"base_url:={vlm.url}",
+                                       "-p", "model:=qwen3-vl-test", "-p", "max_retries:=0",
+                                       "-p", f"extrinsics_file:={tmp_path / 'extrinsics.yaml'}", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_context):
