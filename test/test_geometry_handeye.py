@@ -124,8 +124,9 @@ def test_bad_calibration_input_gives_typed_errors(tmp_path):
         load_samples(tmp_path)
 
 
-def test_calibrate_cli_writes_the_extrinsics_and_prints_residuals(tmp_path, capsys):
-    camera, images, gripper2base, truth = _samples("eye_to_hand", seed=1, n=10)
+@pytest.mark.parametrize("mode, parent", [("eye_to_hand", "panda_link0"), ("eye_in_hand", "panda_hand")])
+def test_calibrate_cli_writes_the_extrinsics_and_prints_residuals(tmp_path, capsys, mode, parent):
+    camera, images, gripper2base, truth = _samples(mode, seed=1, n=10)
     samples = tmp_path / "samples"
     samples.mkdir()
     camera.save_yaml(samples / "camera.yaml")
@@ -137,14 +138,15 @@ def test_calibrate_cli_writes_the_extrinsics_and_prints_residuals(tmp_path, caps
     cv2.imwrite(str(samples / "010.png"), np.full((720, 1280), 90, np.uint8))
     Extrinsics.from_matrix(gripper2base[0], "panda_link0", "panda_hand").save(samples / "010.yaml")
     out = tmp_path / "calibration" / "cell.yaml"
-    assert main(["calibrate", "--samples", str(samples), "--out", str(out)]) == 0
+    assert main(["calibrate", "--samples", str(samples), "--out", str(out), "--mode", mode]) == 0
     printed = capsys.readouterr()
     assert "skipped 010.png: found 0 ChArUco corners" in printed.err
     lines = printed.out.splitlines()
     assert sum(line.startswith("00") for line in lines) == 10  # one residual line per used sample
     assert any(line.startswith("overall: 10 samples (1 skipped)") for line in lines)
     result = Extrinsics.load(out)
-    assert (result.parent_frame, result.child_frame) == ("panda_link0", "camera_color_optical_frame")
+    assert (result.parent_frame, result.child_frame) == (parent, "camera_color_optical_frame")
     t_err, r_err = _error(result.matrix, truth)
     assert t_err < 0.002 and r_err < 0.2
     assert result.metadata["calibration"]["skipped"] == ["010"]
+    assert result.metadata["calibration"]["mode"] == mode
