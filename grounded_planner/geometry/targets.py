@@ -410,7 +410,8 @@ class _TargetSolver:
         above = height > cfg.support_margin_m if height is not None else None
         if plane is None or int(above.sum()) < cfg.min_object_points:
             return self._grasp_fallback(index, action, points, valid_fraction, plane)
-        keep = _central_component(pix[above] - [rows.start, cols.start], (rows.stop - rows.start, cols.stop - cols.start))
+        keep = _pick_component(pix[above] - [rows.start, cols.start], (rows.stop - rows.start, cols.stop - cols.start),
+                               central=True)
         obj = points[above][keep]
         obj_h = height[above][keep]
         top_h = float(np.percentile(obj_h, cfg.top_percentile))
@@ -565,8 +566,8 @@ class _TargetSolver:
         # The handle: the blob of pixels standing out of the surface towards the camera.
         sticking_out = (distance > cfg.handle_min_m) & (distance < cfg.handle_max_m)
         if sticking_out.sum() >= cfg.min_handle_points:
-            keep = _largest_component(pix[sticking_out] - [rows.start, cols.start],
-                                      (rows.stop - rows.start, cols.stop - cols.start))
+            keep = _pick_component(pix[sticking_out] - [rows.start, cols.start],
+                                   (rows.stop - rows.start, cols.stop - cols.start), central=False)
             if keep.sum() >= cfg.min_handle_points:
                 # The outermost handle_band_m of the blob: the grip bar (not its posts); seen from above it holds
                 # the bar's top as well as its front, so the centroid sits near the bar's middle.
@@ -622,39 +623,28 @@ def _extent(points: np.ndarray, axis: np.ndarray, lo: float = 1.0, hi: float = 9
     return float(high - low)
 
 
-def _central_component(pix: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Mask (N,) of the 8-connected blob of the given (row, col) pixels that fills most of the bbox's middle.
+def _pick_component(pix: np.ndarray, shape: tuple[int, int], central: bool) -> np.ndarray:
+    """Mask (N,) of the pixels of one 8-connected blob of the given (row, col) pixels of a bbox of ``shape``.
 
-    A grounded bbox is centred on its object; a neighbour poking into it sits at its edges, and can be the
-    larger blob when the bbox is loose. Ties (no blob in the middle) go to the largest blob.
+    ``central``: the blob that fills most of the bbox's middle half (a grounded bbox is centred on its object;
+    a neighbour poking into a loose bbox sits at its edges and can be the larger blob), ties going to the
+    larger. Otherwise the largest blob.
     """
     mask = np.zeros(shape, dtype=np.uint8)
     mask[pix[:, 0], pix[:, 1]] = 1
     try:
         import cv2
-    except ImportError:  # the geometry extra brings OpenCV; without it every point above the plane counts
+    except ImportError:  # the geometry extra brings OpenCV; without it every pixel counts
         return np.ones(len(pix), dtype=bool)
     n, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
     if n <= 2:
         return np.ones(len(pix), dtype=bool)
-    h, w = shape
-    middle = labels[h // 4:h - h // 4, w // 4:w - w // 4]
-    central = np.bincount(middle.ravel(), minlength=n)[1:]
     area = stats[1:, cv2.CC_STAT_AREA]
-    best = 1 + int(np.lexsort((area, central))[-1])
+    if central:
+        h, w = shape
+        middle = labels[h // 4:h - h // 4, w // 4:w - w // 4]
+        in_middle = np.bincount(middle.ravel(), minlength=n)[1:]
+        best = 1 + int(np.lexsort((area, in_middle))[-1])
+    else:
+        best = 1 + int(np.argmax(area))
     return labels[pix[:, 0], pix[:, 1]] == best
-
-
-def _largest_component(pix: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Mask (N,) of the pixels that belong to the largest 8-connected blob of the given (row, col) pixels."""
-    mask = np.zeros(shape, dtype=np.uint8)
-    mask[pix[:, 0], pix[:, 1]] = 1
-    try:
-        import cv2
-    except ImportError:  # the geometry extra brings OpenCV; without it every point above the plane counts
-        return np.ones(len(pix), dtype=bool)
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
-    if n <= 2:
-        return np.ones(len(pix), dtype=bool)
-    biggest = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
-    return labels[pix[:, 0], pix[:, 1]] == biggest
