@@ -1,0 +1,110 @@
+"""`grounded-planner execute`: run (or dry-run) a grounded plan with its 3D targets on a robot backend."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+
+BACKENDS = ("sim", "franky", "lerobot", "moveit")
+# shipped configs per backend when --config is not given
+DEFAULT_CONFIGS = {"lerobot": "config/execution_so101.yaml"}
+DEFAULT_CONFIG = "config/execution_franka.yaml"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    ex = subparsers.add_parser(
+        "execute", help="execute a plan's 3D targets on a robot (or check them with --dry-run)",
+        description='Print {"success": bool, "steps": [{"index", "type", "outcome", "message"}]}. Outcomes: ok, '
+                    "outside_workspace, unreachable, grasp_failed, timeout, cancelled, fault. Every target is "
+                    "checked against the safety envelope before the first motion; a failed step aborts the plan. "
+                    "Exit code 0 when every step is ok, 1 otherwise, 2 for bad input. Ctrl-C cancels (the arm stops).")
+    ex.add_argument("--plan", required=True, metavar="PLAN.json", help="canonical grounded plan JSON")
+    ex.add_argument("--targets", required=True, metavar="TARGETS.json",
+                    help="3D targets as printed by `grounded-planner backproject`, in the robot base frame")
+    ex.add_argument("--backend", choices=BACKENDS, default=None,
+                    help="robot backend (default: executor.backend of the config)")
+    ex.add_argument("--config", default=None, metavar="FILE",
+                    help=f"executor/safety YAML (default: {DEFAULT_CONFIGS['lerobot']} for lerobot, "
+                         f"{DEFAULT_CONFIG} otherwise)")
+    ex.add_argument("--dry-run", action="store_true",
+                    help="check every target (workspace, reachability where the backend can tell offline) and "
+                         "report the motions; connects to nothing and moves nothing")
+    ex.add_argument("--compact", action="store_true", help="one-line JSON")
+    ex.set_defaults(func=_execute)
+
+
+def _load_config(args: argparse.Namespace):
+    from grounded_planner.cli.main import CliError
+    from grounded_planner.execution.config import ConfigError, ExecutorConfig
+    from grounded_planner.ros.params import resolve_data_path
+
+    path = args.config or DEFAULT_CONFIGS.get(args.backend or "", DEFAULT_CONFIG)
+    try:
+        config = ExecutorConfig.load(resolve_data_path(path))
+    except ConfigError as exc:
+        raise CliError(str(exc)) from exc
+    if args.backend:
+        config.backend = args.backend
+    return config
+
+
+def _load_targets(path: str):
+    from grounded_planner.cli.main import CliError
+    from grounded_planner.geometry.errors import GeometryError
+    from grounded_planner.geometry.targets import TargetSet
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CliError(f"cannot read targets file {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise CliError(f"targets file {path} is not JSON: {exc}") from exc
+    try:
+        return TargetSet.from_dict(data)
+    except GeometryError as exc:
+        raise CliError(f"targets file {path}: {exc}") from exc
+
+
+def _execute(args: argparse.Namespace) -> int:
+    import threading
+
+    from grounded_planner.cli.main import CliError
+    from grounded_planner.execution.backend import BackendError
+    from grounded_planner.execution.backends import make_backend
+    from grounded_planner.execution.config import ConfigError
+    from grounded_planner.execution.executor import ExecutionInputError, Executor
+    from grounded_planner.plan import PlanError, load_plan
+
+    config = _load_config(args)
+    try:
+        plan = load_plan(args.plan)
+    except PlanError as exc:
+        raise CliError(f"plan {args.plan}: {exc}") from exc
+    targets = _load_targets(args.targets)
+    try:
+        backend = make_backend(config.backend, config)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from exc
+
+    executor = Executor(backend, config)
+    try:
+        if args.dry_run:
+            result = executor.execute(plan, targets, dry_run=True)
+        else:
+            cancel = threading.Event()
+            previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+            try:
+                with backend:
+                    result = executor.execute(plan, targets, cancel=cancel)
+            finally:
+                signal.signal(signal.SIGINT, previous)
+    except ExecutionInputError as exc:
+        raise CliError(f"plan {args.plan} and targets {args.targets} do not match: {exc}") from exc
+    except BackendError as exc:  # connecting failed, or a dry-run reachability check could not run
+        raise CliError(f"{config.backend}: {exc}", code=1) from exc
+    print(json.dumps(result.to_dict(), indent=None if args.compact else 2))
+    sys.stdout.flush()
+    return 0 if result.success else 1

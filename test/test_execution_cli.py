@@ -1,0 +1,132 @@
+"""`grounded-planner execute`: the printed JSON, dry runs on target sets with in- and out-of-workspace targets,
+input errors, and one real run on franky-sim through the command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grounded_planner.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+FRANKA = ROOT / "config" / "execution_franka.yaml"
+SO101 = ROOT / "config" / "execution_so101.yaml"
+
+
+def write_case(tmp_path: Path, targets: list[dict]) -> tuple[Path, Path]:
+    actions = []
+    for t in targets:
+        if t["type"] == "place":
+            actions.append({"type": "place", "object": t["object"], "target": "plate", "point": [320.0, 240.0]})
+        else:
+            actions.append({"type": t["type"], "object": t["object"], "bbox": [100.0, 100.0, 140.0, 150.0]})
+    plan = {"instruction": "test", "image_size": [640, 480], "actions": actions}
+    full = [{"index": i, "yaw": None, "width": None, "normal": None, "method": "test", "confidence": 0.9, **t}
+            for i, t in enumerate(targets)]
+    plan_path, targets_path = tmp_path / "plan.json", tmp_path / "targets.json"
+    plan_path.write_text(json.dumps(plan))
+    targets_path.write_text(json.dumps({"frame": "fr3_link0", "targets": full, "warnings": []}))
+    return plan_path, targets_path
+
+
+def run_cli(capsys, *args: str) -> tuple[int, dict | None, str]:
+    code = main(["execute", *args])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else None), err
+
+
+def test_dry_run_reports_every_step_with_in_and_out_of_workspace_targets(tmp_path, capsys):
+    plan, targets = write_case(tmp_path, [
+        {"type": "grasp", "object": "cup", "position": [0.5, 0.1, 0.05], "yaw": 0.4, "width": 0.06},
+        {"type": "place", "object": "cup", "position": [0.5, 0.6, 0.0]},  # 0.6 m to the side: outside
+        {"type": "grasp", "object": "box", "position": [0.45, -0.2, 0.03], "yaw": 1.2},
+        {"type": "place", "object": "box", "position": [0.6, 0.0, -0.2]},  # below the table: outside
+        {"type": "open", "object": "drawer", "position": [0.6, 0.2, 0.25], "normal": [-1.0, 0.0, 0.0]},
+    ])
+    code, out, err = run_cli(capsys, "--plan", str(plan), "--targets", str(targets), "--backend", "franky",
+                             "--config", str(FRANKA), "--dry-run")
+    assert code == 1, err
+    assert set(out) == {"success", "steps"} and out["success"] is False
+    assert [set(s) for s in out["steps"]] == [{"index", "type", "outcome", "message"}] * 5
+    assert [(s["index"], s["type"], s["outcome"]) for s in out["steps"]] == [
+        (0, "grasp", "ok"), (1, "place", "outside_workspace"), (2, "grasp", "ok"),
+        (3, "place", "outside_workspace"), (4, "open", "ok")]
+    assert "y=0.600" in out["steps"][1]["message"]
+    assert "z=-0.200" in out["steps"][3]["message"]
+
+
+def test_dry_run_all_inside_succeeds(tmp_path, capsys):
+    plan, targets = write_case(tmp_path, [
+        {"type": "grasp", "object": "cup", "position": [0.5, 0.1, 0.05]},
+        {"type": "place", "object": "cup", "position": [0.55, -0.1, 0.0]}])
+    code, out, _ = run_cli(capsys, "--plan", str(plan), "--targets", str(targets), "--backend", "moveit",
+                           "--dry-run", "--compact")
+    assert code == 0
+    assert out["success"] is True
+    assert all(s["outcome"] == "ok" for s in out["steps"])
+    assert "pre_grasp (0.500, 0.100, 0.170)" in out["steps"][0]["message"]
+
+
+def test_dry_run_on_the_so101_reports_unreachable_from_its_ik(tmp_path, capsys):
+    pytest.importorskip("placo")
+    plan, targets = write_case(tmp_path, [
+        {"type": "grasp", "object": "cube", "position": [0.22, 0.05, 0.02], "yaw": 0.0},
+        {"type": "place", "object": "cube", "position": [0.125, 0.14, 0.07]},  # in the box, arm can't point down
+    ])
+    code, out, err = run_cli(capsys, "--plan", str(plan), "--targets", str(targets), "--backend", "lerobot",
+                             "--dry-run")
+    assert code == 1, err
+    assert [s["outcome"] for s in out["steps"]] == ["ok", "unreachable"]
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda t: t.update(targets=t["targets"][:1]), "has no target"),
+    (lambda t: t["targets"][0].pop("position"), "invalid target"),
+])
+def test_bad_targets_are_one_line_errors(tmp_path, capsys, mutate, message):
+    plan, targets = write_case(tmp_path, [
+        {"type": "grasp", "object": "cup", "position": [0.5, 0.1, 0.05]},
+        {"type": "place", "object": "cup", "position": [0.55, -0.1, 0.0]}])
+    data = json.loads(targets.read_text())
+    mutate(data)
+    targets.write_text(json.dumps(data))
+    code, out, err = run_cli(capsys, "--plan", str(plan), "--targets", str(targets), "--dry-run")
+    assert code == 2 and out is None
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_config_is_a_one_line_error(tmp_path, capsys):
+    plan, targets = write_case(tmp_path, [{"type": "grasp", "object": "cup", "position": [0.5, 0.1, 0.05]}])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("safety:\n  max_velocity_scale: 3\n")
+    code, out, err = run_cli(capsys, "--plan", str(plan), "--targets", str(targets), "--config", str(bad), "--dry-run")
+    assert code == 2 and "max_velocity_scale" in err
+
+
+@pytest.mark.slow
+def test_real_run_on_franky_sim_through_the_command(tmp_path):
+    pytest.importorskip("franky")
+    from helpers.franky_server import franky_sim_server
+
+    plan, targets = write_case(tmp_path, [
+        {"type": "grasp", "object": "cube", "position": [0.45, 0.0, 0.04], "yaw": 0.0},
+        {"type": "place", "object": "cube", "position": [0.5, -0.1, 0.0]}])
+    config = yaml.safe_load(FRANKA.read_text())
+    config["safety"].update(max_velocity_scale=1.0, max_acceleration_scale=0.5)
+    config["executor"].update(travel_speed_scale=1.0, fine_speed_scale=0.5)
+    with franky_sim_server(cubes=[(0.45, 0.0, 0.02, 0.04)], state_path=str(tmp_path / "state.json")) as host:
+        config["backends"]["franky"].update(hostname=host, realtime=False)
+        cfg_path = tmp_path / "franka.yaml"
+        cfg_path.write_text(yaml.safe_dump(config))
+        proc = subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "execute", "--plan", str(plan),
+                               "--targets", str(targets), "--backend", "franky", "--config", str(cfg_path)],
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["success"] is True
+    assert [s["outcome"] for s in out["steps"]] == ["ok", "ok"]
