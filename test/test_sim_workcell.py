@@ -229,7 +229,6 @@ def test_stop_from_another_thread_ends_the_motion():
         np.testing.assert_allclose(cell.arm_q(), q, atol=2e-3)
         assert np.linalg.norm(pos - [0.6, -0.3, 0.1]) > 0.05
         # and it takes the next command
-        backend.realtime_factor = 0
         cell.realtime_factor = 0.0
         backend.move_to_pose([0.4, 0.0, 0.2], 0.0, 1.0)
         assert np.linalg.norm(cell.tcp_pose()[0] - [0.4, 0.0, 0.2]) < 0.003
@@ -242,3 +241,34 @@ def test_commands_need_a_connection():
     with backend:
         assert backend.is_connected and backend.gripper_width() > 0.07
     assert not backend.is_connected
+
+
+def test_camera_thread_renders_while_the_arm_moves():
+    # a ROS camera node renders from its own thread while the executor's thread steps the physics
+    # paced at 3x real time so the motions last long enough for several frames
+    with SimWorkcell.from_scenario(BOX_IN_BOWL, seed=0) as cell, \
+            SimBackend(cell, SimBackendConfig(realtime_factor=3.0)) as backend:
+        frames: list[np.ndarray] = []
+        errors: list[Exception] = []
+        moving = threading.Event()
+
+        def camera():
+            try:
+                while moving.is_set() or not frames:
+                    frames.append(cell.render()[0])
+            except Exception as exc:  # collected for the assertion below
+                errors.append(exc)
+
+        moving.set()
+        thread = threading.Thread(target=camera)
+        thread.start()
+        try:
+            for target in ([0.4, 0.2, 0.3], [0.5, -0.2, 0.1], [0.3, 0.0, 0.4]):
+                backend.move_to_pose(target, 0.0, 0.3)
+        finally:
+            moving.clear()
+            thread.join(timeout=10)
+        assert not errors and len(frames) >= 2
+        assert np.linalg.norm(cell.tcp_pose()[0] - [0.3, 0.0, 0.4]) < 0.003
+        # the arm moved between the first and the last frame the camera thread saw
+        assert np.abs(frames[0].astype(int) - frames[-1].astype(int)).mean() > 1.0

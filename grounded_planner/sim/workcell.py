@@ -8,6 +8,7 @@ import math
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -89,8 +90,11 @@ class SimWorkcell:
         self.data = mj.MjData(self.model)
         self.lock = threading.RLock()
         self._stop = threading.Event()
-        self._renderers = threading.local()
-        self._all_renderers: list = []
+        # every GL context lives on one thread of its own: EGL/OSMesa contexts cannot move between threads, and
+        # a ROS camera thread, the executor's thread and the main thread may all ask for frames
+        self._gl = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-render")
+        self._renderers: dict[tuple[int, int], object] = {}
+        self._render_lock = threading.Lock()  # one frame at a time: a renderer's scene is shared state
         #: called after every control tick with the sim time (s); used to record videos / publish state
         self.tick_listeners: list[Callable[[float], None]] = []
         #: 0 runs as fast as the CPU allows; 1.0 paces the simulation to the wall clock (live demos)
@@ -135,8 +139,10 @@ class SimWorkcell:
 
     def step(self, n: int = 1) -> None:
         """Advance the physics ``n`` steps of ``model.opt.timestep`` (2 ms)."""
+        if n <= 0:
+            return
         with self.lock:
-            self.mujoco.mj_step(self.model, self.data, nstep=max(int(n), 1)) if n > 0 else None
+            self.mujoco.mj_step(self.model, self.data, nstep=int(n))
 
     def _tick(self, wall_start: float, sim_start: float) -> None:
         """One control period of physics, then the listeners; paces to the wall clock when asked."""
@@ -509,32 +515,44 @@ class SimWorkcell:
         return np.column_stack([K[0, 0] * P[:, 0] / P[:, 2] + K[0, 2], K[1, 1] * P[:, 1] / P[:, 2] + K[1, 2]])
 
     def _renderer(self, height: int | None = None, width: int | None = None):
-        """This thread's renderer for an image size (GL contexts cannot move between threads)."""
+        """The renderer for an image size, created on the render thread (call with ``_render_lock`` held)."""
         cam = self.scenario.camera
         size = (height or cam.height, width or cam.width)
-        cache = getattr(self._renderers, "by_size", None)
-        if cache is None:
-            cache = self._renderers.by_size = {}
-        r = cache.get(size)
+        r = self._renderers.get(size)
         if r is None:
+            if self._gl is None:
+                raise SimError("the workcell is closed: no more frames")
             try:
-                r = self.mujoco.Renderer(self.model, *size)
+                r = self._gl.submit(self.mujoco.Renderer, self.model, *size).result()
             except Exception as exc:  # GL errors come as several types depending on the backend
                 raise SimError(f"cannot create an offscreen renderer with MUJOCO_GL={os.environ.get('MUJOCO_GL')}: "
                                f"{exc} (install libegl1 and libgl1-mesa-dri, or libosmesa6 and set MUJOCO_GL=osmesa)") from exc
-            cache[size] = r
-            self._all_renderers.append(r)
+            self._renderers[size] = r
         return r
+
+    def _draw(self, r, mode: str = "rgb") -> np.ndarray:
+        """Render the renderer's current scene on the render thread: ``rgb``, ``depth`` or ``segmentation``."""
+        r.disable_depth_rendering()
+        r.disable_segmentation_rendering()
+        if mode == "depth":
+            r.enable_depth_rendering()
+        elif mode == "segmentation":
+            r.enable_segmentation_rendering()
+        return self._gl.submit(r.render).result().copy()
+
+    def _update_scene(self, r) -> None:
+        with self.lock:  # the scene is a CPU copy of the state: the physics may step again right after
+            r.update_scene(self.data, camera=self._camera_id)
 
     def render_rgb(self, width: int | None = None, height: int | None = None) -> np.ndarray:
         """Colour only, (H, W, 3) uint8, optionally at another size (same field of view): cheap video frames."""
-        r = self._renderer(height, width)
-        with self.lock:
-            r.update_scene(self.data, camera=self._camera_id)
-            return r.render().copy()
+        with self._render_lock:
+            r = self._renderer(height, width)
+            self._update_scene(r)
+            return self._draw(r, "rgb")
 
     def render(self, noise: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Colour image and aligned depth from the RGB-D camera.
+        """Colour image and aligned depth from the RGB-D camera, both of the same instant (thread-safe).
 
         Returns
         -------
@@ -542,16 +560,11 @@ class SimWorkcell:
         depth_m : (H, W) float32, metres along the optical axis; 0 where invalid (out of range, holes).
             With ``noise`` (default: the scenario's ``camera.depth_noise``) D435-like noise and 1 mm steps.
         """
-        r = self._renderer()
-        with self.lock:
-            r.disable_depth_rendering()
-            r.disable_segmentation_rendering()
-            r.update_scene(self.data, camera=self._camera_id)
-            rgb = r.render().copy()
-            r.enable_depth_rendering()
-            r.update_scene(self.data, camera=self._camera_id)
-            depth = r.render().astype(np.float32)
-            r.disable_depth_rendering()
+        with self._render_lock:
+            r = self._renderer()
+            self._update_scene(r)
+            rgb = self._draw(r, "rgb")
+            depth = self._draw(r, "depth").astype(np.float32)
         return rgb, self._sensor_depth(depth, self.scenario.camera.depth_noise if noise is None else noise)
 
     def render_depth_mm(self, noise: bool | None = None) -> np.ndarray:
@@ -561,12 +574,10 @@ class SimWorkcell:
 
     def render_segmentation(self) -> np.ndarray:
         """(H, W) int32 geom id seen at each pixel, -1 for background."""
-        r = self._renderer()
-        with self.lock:
-            r.enable_segmentation_rendering()
-            r.update_scene(self.data, camera=self._camera_id)
-            seg = r.render().copy()
-            r.disable_segmentation_rendering()
+        with self._render_lock:
+            r = self._renderer()
+            self._update_scene(r)
+            seg = self._draw(r, "segmentation")
         geom_type = int(self.mujoco.mjtObj.mjOBJ_GEOM)
         return np.where(seg[..., 1] == geom_type, seg[..., 0], -1).astype(np.int32)
 
@@ -612,14 +623,18 @@ class SimWorkcell:
         return np.array([center[0], center[1], max(center[2], 0.018)])
 
     def close(self) -> None:
-        """Free the GL contexts of every renderer this workcell created."""
-        for r in self._all_renderers:
-            try:
-                r.close()
-            except Exception:  # already gone with its thread's context
-                pass
-        self._all_renderers.clear()
-        self._renderers = threading.local()
+        """Free every renderer's GL context (on the thread that made it) and stop the render thread."""
+        with self._render_lock:
+            if self._gl is None:
+                return
+            for r in self._renderers.values():
+                try:
+                    self._gl.submit(r.close).result()
+                except Exception as exc:  # a broken GL state must not hide the caller's own error
+                    log.warning("closing a renderer failed: %s", exc)
+            self._renderers.clear()
+            self._gl.shutdown(wait=True)
+            self._gl = None
 
     def __enter__(self) -> "SimWorkcell":
         return self
