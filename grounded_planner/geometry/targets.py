@@ -267,7 +267,13 @@ class _TargetSolver:
         self.rng = np.random.default_rng(config.seed)
         self.warnings: list[str] = []
         self.frame = extrinsics.parent_frame if extrinsics is not None else (camera.frame_id or DEFAULT_OPTICAL_FRAME)
-        plan_w, plan_h = (int(v) for v in plan.image_size)
+        try:
+            plan_w, plan_h = (int(v) for v in plan.image_size)
+        except (TypeError, ValueError) as exc:
+            raise GeometryError(f"plan image_size must be [width, height], got {plan.image_size!r}",
+                                rule="image_size") from exc
+        if plan_w <= 0 or plan_h <= 0:
+            raise GeometryError(f"plan image_size must be positive, got {plan_w}x{plan_h}", rule="image_size")
         self.sx, self.sy = camera.width / plan_w, camera.height / plan_h
         if (plan_w, plan_h) != (camera.width, camera.height):
             self.warnings.append(f"plan image is {plan_w}x{plan_h}, depth is {camera.width}x{camera.height}: "
@@ -331,8 +337,8 @@ class _TargetSolver:
                                  up=self.up_cam, max_tilt_deg=cfg.max_support_tilt_deg,
                                  min_inliers=int(cfg.min_support_fraction * len(points)))
         if plane is None:
-            self.warnings.append("no support plane found" + (" within "f"{cfg.max_support_tilt_deg:g} deg of up"
-                                                             if self.up_cam is not None else ""))
+            within = f" within {cfg.max_support_tilt_deg:g} deg of up" if self.up_cam is not None else ""
+            self.warnings.append(f"no support plane found{within}")
         self._support = plane
         return plane
 
