@@ -12,6 +12,8 @@ import pytest
 from conftest import REPO, requires_ros
 from helpers.openai_server import OpenAIServer
 
+# the CLI as its console script runs it (`python -m ...cli.main` would make CliError a __main__ class)
+CLI = [sys.executable, "-c", "import sys; from grounded_planner.cli.main import main; sys.exit(main())"]
 pytestmark = [requires_ros, pytest.mark.ros, pytest.mark.slow,
               pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")]
 VLM_VARS = ("GP_VLM_BASE_URL", "GP_VLM_MODEL", "GP_VLM_BACKEND", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -20,7 +22,7 @@ VLM_VARS = ("GP_VLM_BASE_URL", "GP_VLM_MODEL", "GP_VLM_BACKEND", "OPENAI_API_KEY
 def run_demo(out_dir, ros_domain, **env_vars):
     env = {k: v for k, v in os.environ.items() if k not in VLM_VARS}
     env.update(env_vars)
-    return subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "demo", "--out", str(out_dir)],
+    return subprocess.run([*CLI, "demo", "--out", str(out_dir)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
 
 

@@ -103,3 +103,16 @@ def test_profile_errors_name_the_problem(tmp_path):
     assert parameter_overrides("planner", profile.params["planner"])  # 5 becomes 5.0 for a float parameter
     with pytest.raises(ProfileError, match="node 'planner' has no parameter 'modle'"):
         parameter_overrides("planner", {"modle": "x"})
+
+
+@requires_ros
+def test_readme_documents_every_node_parameter():
+    from grounded_planner.ros.bringup import NODE_TYPES, _node_module
+
+    readme = (REPO / "README.md").read_text()
+    for name in NODE_TYPES:
+        module = _node_module(name)
+        exe = module.__name__.rsplit(".", 1)[1]
+        assert f"<code>{exe}</code> parameters" in readme, f"README has no parameter table for {exe}"
+        for param in module.PARAMS:
+            assert f"| `{param.name}` |" in readme, f"README does not document {exe} parameter {param.name}"

@@ -1,0 +1,73 @@
+"""`grounded-planner bringup --config config/replay.yaml` in a child process: the profile's nodes in one process
+serve a client in another (bag as camera, planner against a local VLM server, back-projection from the bag's depth)."""
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, requires_ros
+from helpers.openai_server import OpenAIServer
+from helpers.ros_wait import call, spin_until
+from helpers.tabletop import CUBE_M, EXTRINSICS, base_point, scene_messages
+
+# the CLI as its console script runs it (`python -m ...cli.main` would make CliError a __main__ class)
+CLI = [sys.executable, "-c", "import sys; from grounded_planner.cli.main import main; sys.exit(main())"]
+pytestmark = [requires_ros, pytest.mark.ros]
+
+
+def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
+    import rclpy
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+
+    from grounded_planner.ros.bags import write_bag
+    from grounded_planner.ros.convert import poses_from_msg
+    from grounded_planner_interfaces.action import ExecutePlan
+    from grounded_planner_interfaces.srv import GetGroundedPlan
+
+    color, depth, info = scene_messages()
+    topics = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
+              "/camera/camera/color/camera_info")
+    bag = write_bag(tmp_path / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))])
+    (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
+    with OpenAIServer() as vlm:
+        child = subprocess.Popen(
+            [*CLI, "bringup", "--config", "config/replay.yaml",
+             "--set", f"bag_player.bag={bag}", "--set", f"planner.base_url={vlm.url}", "--set", "planner.model=qwen3-vl-test",
+             "--set", f"planner.extrinsics_file={tmp_path / 'extrinsics.yaml'}", "--set", "planner.timeout_s=10",
+             "--set", f"rollout_logger.log_dir={tmp_path / 'rollouts'}"],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        node = rclpy.create_node("bringup_probe", context=rclpy_context)
+        try:
+            executor = SingleThreadedExecutor(context=rclpy_context)
+            executor.add_node(node)
+            client = node.create_client(GetGroundedPlan, "/grounded_planner/plan")
+            response = call(executor, client, GetGroundedPlan.Request(instruction="put the red cube on the right",
+                                                                      backproject=True), 60.0, "/grounded_planner/plan")
+            assert response.success, response.message
+            grasp = poses_from_msg(response.plan)[0]
+            assert grasp.header.frame_id == "fr3_link0"
+            assert [grasp.pose.position.x, grasp.pose.position.y, grasp.pose.position.z] == \
+                pytest.approx(base_point(100.5, 120.5, CUBE_M), abs=0.01)
+            execute = ActionClient(node, ExecutePlan, "/grounded_planner/execute")
+            assert execute.wait_for_server(timeout_sec=30.0), "the profile's executor never offered its action"
+            spin_until(executor, lambda: node.count_subscribers("/grounded_planner/plan_pixels") > 0, 30.0,
+                       "backprojection node")
+        finally:
+            node.destroy_node()
+            child.send_signal(signal.SIGINT)
+            out, _ = child.communicate(timeout=30)
+    assert child.returncode == 0, out
+    assert "bringup: rollout_logger, bag_player, planner, backprojection, executor running" in out
+    assert "Traceback" not in out, out
+
+
+def test_bringup_reports_a_bad_profile_in_one_line(tmp_path):
+    (tmp_path / "bad.yaml").write_text("planner:\n  ros__parameters: {backend: openai, modle: x}\n")
+    proc = subprocess.run([*CLI, "bringup", "--config",
+                           str(tmp_path / "bad.yaml")], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("grounded-planner bringup: node 'planner' has no parameter 'modle'"), proc.stderr
