@@ -15,8 +15,9 @@ from launch_ros.actions import Node
 
 PACKAGE = "grounded_planner"
 SHARE = get_package_share_directory(PACKAGE)
-# robot -> (executor backend, base frame)
-ROBOTS = {"franka": ("franky", "panda_link0"), "so101": ("lerobot", "base_link")}
+# robot -> (executor backend, base frame, executor config: safety envelope, speeds, backend options)
+ROBOTS = {"franka": ("franky", "panda_link0", os.path.join(SHARE, "config", "execution_franka.yaml")),
+          "so101": ("lerobot", "base_link", os.path.join(SHARE, "config", "execution_so101.yaml"))}
 
 # name, default, description (realsense-ros style table)
 ARGUMENTS = [
@@ -37,7 +38,7 @@ def _nodes(context):
     arg = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
     if arg["robot"] not in ROBOTS:
         raise RuntimeError(f"robot must be one of {', '.join(ROBOTS)}, got {arg['robot']!r}")
-    backend, base_frame = ROBOTS[arg["robot"]]
+    backend, base_frame, executor_config = ROBOTS[arg["robot"]]
     config = arg["config"]
     return [
         Node(package=PACKAGE, executable="camera_node", name="camera", output="screen",
@@ -48,7 +49,8 @@ def _nodes(context):
         Node(package=PACKAGE, executable="backprojection_node", name="backprojection", output="screen",
              parameters=[config, {"extrinsics_file": arg["extrinsics_file"]}]),
         Node(package=PACKAGE, executable="executor_node", name="executor", output="screen",
-             parameters=[config, {"backend": arg["executor_backend"] or backend, "base_frame": base_frame}]),
+             parameters=[config, {"backend": arg["executor_backend"] or backend, "base_frame": base_frame,
+                                  "config_file": executor_config}]),
         Node(package=PACKAGE, executable="rollout_logger_node", name="rollout_logger", output="screen",
              parameters=[config, {"log_dir": arg["log_dir"]}]),
     ]

@@ -10,7 +10,17 @@ import pytest
 from conftest import REPO, requires_ros
 
 LAUNCH_FILES = sorted((REPO / "launch").glob("*.launch.py"))
-PROFILES = sorted((REPO / "config").glob("*.yaml"))
+
+
+def _is_profile(path: Path) -> bool:
+    """A bringup/launch profile is a ROS 2 parameters file: every top-level value holds ros__parameters."""
+    import yaml
+
+    data = yaml.safe_load(path.read_text()) or {}
+    return bool(data) and all(isinstance(v, dict) and "ros__parameters" in v for v in data.values())
+
+
+PROFILES = sorted(p for p in (REPO / "config").glob("*.yaml") if _is_profile(p))
 
 
 def console_scripts() -> dict[str, str]:
