@@ -325,14 +325,27 @@ def random_tabletop(seed: int, width: int = 640, height: int = 480, D: tuple[flo
     return scene, to_depth_units(add_holes(clean, rng, n_holes, 6), rng, noise_m), labels
 
 
-# Where the generated plans put things down: between the objects' cells, on the table.
-PLACE_POINT_WORLD = (0.0, 0.02, 0.0)
+# Where the generated plans put things down: between the objects' cells, on the table (the first of these
+# that no object hides from the camera).
+PLACE_POINTS_WORLD = ((0.0, 0.02, 0.0), (0.0, -0.02, 0.0), (0.02, 0.0, 0.0), (-0.02, 0.0, 0.0), (0.0, 0.0, 0.0),
+                      (0.0, 0.12, 0.0), (0.0, -0.12, 0.0), (0.12, 0.0, 0.0), (-0.12, 0.0, 0.0))
+
+
+def visible_place_point(scene: Scene, labels: np.ndarray, half_px: int = 6) -> np.ndarray:
+    """The first of :data:`PLACE_POINTS_WORLD` whose pixel neighbourhood shows only the table."""
+    for candidate in PLACE_POINTS_WORLD:
+        x, y = scene.pixel_of(np.asarray(candidate))
+        u, v = int(x), int(y)
+        window = labels[max(0, v - half_px):v + half_px + 1, max(0, u - half_px):u + half_px + 1]
+        if window.size and np.all(window == 0):
+            return np.asarray(candidate, dtype=float)
+    raise ValueError("every candidate place point is hidden by an object")
 
 
 def write_scene_files(seed: int, out_dir: str | Path, width: int = 640, height: int = 480) -> dict:
     """Write a random tabletop as backproject inputs plus its true targets; returns the truth mapping.
 
-    Files: ``plan.json`` (grasp each object, place it at :data:`PLACE_POINT_WORLD`), ``depth.png`` (16-bit mm),
+    Files: ``plan.json`` (grasp each object, place it at :func:`visible_place_point`), ``depth.png`` (16-bit mm),
     ``camera.yaml``, ``extrinsics.yaml`` and ``truth.json`` (``{"frame", "targets": [{index, type, object,
     position, yaw}]}``: grasp at the true top-face centre with the true closing yaw (None for round objects),
     place at the place pixel's ray on the table).
@@ -344,7 +357,7 @@ def write_scene_files(seed: int, out_dir: str | Path, width: int = 640, height: 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     scene, depth_units, labels = random_tabletop(seed, width, height)
-    place_px = scene.pixel_of(np.asarray(PLACE_POINT_WORLD))
+    place_px = scene.pixel_of(visible_place_point(scene, labels))
     o = scene.cam2world.translation
     ray = scene.ray_world(*place_px)
     place_true = o + ray * ((scene.table_z - o[2]) / ray[2])
