@@ -61,6 +61,19 @@ def main() -> int:
         print(f"sim run {name:12s}{' + GIF' if gif else '       '}: {steps} steps, {result.sim_time_s:5.1f} s simulated "
               f"in {result.wall_s:5.2f} s wall ({result.sim_time_s / result.wall_s:4.1f}x real time), "
               f"success={result.success}")
+    # robustness: GT plans through the real pipeline (targets from the rendered depth) over randomised seeds
+    seeds = int(os.environ.get("GP_BENCH_SIM_SEEDS", "10"))
+    for path in sorted(SCENARIOS.glob("*.yaml")):
+        t0, ok = time.perf_counter(), 0
+        failures = []
+        for seed in range(seeds):
+            result = run_scenario(path, seed=seed)
+            ok += result.success
+            if not result.success:
+                bad = [s.outcome.value for s in result.execution.steps if not s.outcome.is_ok] or ["predicate"]
+                failures.append(f"seed {seed}: {bad[0]}")
+        print(f"success rate {path.stem:12s}: {ok}/{seeds} seeds in {time.perf_counter() - t0:5.1f} s"
+              + (f"  ({', '.join(failures[:3])})" if failures else ""))
     return 0
 
 
