@@ -106,3 +106,48 @@ def test_lifecycle_camera_publishes_aligned_frames_and_matching_info(rclpy_conte
             node.destroy_node()
         out = stop_process(child)
         assert "Traceback" not in out, out
+
+
+@requires_ros
+@pytest.mark.ros
+def test_camera_node_plays_a_realsense_recording(tmp_path, rclpy_context):
+    """A recording made with pyrealsense2's recorder from the software device, played by camera_node (playback_file)."""
+    import pyrealsense2 as rs
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import CameraInfo, Image
+
+    from grounded_planner.ros.convert import image_to_numpy
+    from grounded_planner.ros.realsense import SoftwareCamera
+    from helpers.software_camera_node import COLOR_SIZE, DEPTH_SIZE, FX_PX, pattern
+
+    recording = tmp_path / "session.db3"  # librealsense >= 2.56 records rosbag2 sqlite files
+    camera = SoftwareCamera(COLOR_SIZE, DEPTH_SIZE, FX_PX, fps=30)
+    recorder = rs.recorder(str(recording), camera.device)
+    color_px, depth_px = pattern()
+    for _ in range(15):
+        camera.push(color_px, depth_px)
+        camera.syncer.try_wait_for_frames(100)
+    del recorder  # closes the file
+    camera.close()
+
+    child = spawn_python(["-m", "grounded_planner.ros.camera_node", "--ros-args", "-p", f"playback_file:={recording}"])
+    node = rclpy.create_node("playback_probe", context=rclpy_context)
+    try:
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(node)
+        got = {"color": [], "depth": [], "info": []}
+        qos = QoSProfile(depth=10)
+        node.create_subscription(Image, "/camera/camera/color/image_raw", got["color"].append, qos)
+        node.create_subscription(Image, "/camera/camera/aligned_depth_to_color/image_raw", got["depth"].append, qos)
+        node.create_subscription(CameraInfo, "/camera/camera/color/camera_info", got["info"].append, qos)
+        spin_until(executor, lambda: all(got.values()), 60.0, "frames played from the recording")
+        assert np.array_equal(image_to_numpy(got["color"][0]), color_px)
+        depth_mm = image_to_numpy(got["depth"][0])
+        assert depth_mm.shape == color_px.shape[:2] and np.median(depth_mm[:, 90:150]) == 1200
+        assert got["info"][0].k[0] == FX_PX
+    finally:
+        node.destroy_node()
+        out = stop_process(child)
+    assert "Traceback" not in out, out

@@ -30,7 +30,8 @@ PARAMS = [
     Param("color_profile", "1280x720", "colour stream WIDTHxHEIGHT", _profile_check, read_only=True),
     Param("depth_profile", "848x480", "depth stream WIDTHxHEIGHT (aligned to colour before publishing)", _profile_check, read_only=True),
     Param("fps", 30, "frame rate of both streams, frames/s", positive, read_only=True),
-    Param("playback_file", "", "a RealSense .bag recording to play instead of a camera; empty: live camera", read_only=True),
+    Param("playback_file", "", "a RealSense recording to play instead of a camera (.db3 from librealsense >= 2.56, .bag "
+          "from older ones); empty: live camera", read_only=True),
     Param("loop_playback", True, "restart playback_file at its end", read_only=True),
     Param("camera_namespace", "/camera/camera", "topic prefix (realsense-ros default: /camera/camera)", non_empty, read_only=True),
     Param("frame_id", "camera_color_optical_frame", "frame id of colour, aligned depth and camera_info (x right, y down, z forward)", non_empty),
