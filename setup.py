@@ -42,10 +42,9 @@ EXTRAS = {
     "geometry": ["opencv-python-headless>=4.10,<5", "pyrealsense2>=2.55"],  # ChArUco/hand-eye; RealSense reference deprojection (bench, tests)
     "bench": [],
     # franky: FR3/Panda over libfranka (tested against franky-sim on localhost); placo: SO-101 IK (what
-    # LeRobot's RobotKinematics wraps); pyserial + feetech-servo-sdk: the SO-101 Feetech bus. LeRobot itself
-    # is installed --no-deps by scripts/setup.sh (its normal resolution pulls a multi-GB CUDA torch).
-    "execution": ["franky-control>=2.0", "franky-sim>=1.0.4", "placo>=0.9.6", "pyserial>=3.5",
-                  "feetech-servo-sdk>=1.0"],
+    # LeRobot's RobotKinematics wraps). The SO-101 URDF is installed --no-deps by scripts/setup.sh; LeRobot
+    # itself is not installed (its normal resolution pulls a multi-GB CUDA torch): see the README.
+    "execution": ["franky-control>=2.0", "franky-sim>=1.0.4", "placo>=0.9.6"],
     "sim": ["mujoco>=3.2,<5"],  # physics + headless EGL rendering of the simulated workcell
     "rollout": ["rosbags>=0.10", "matplotlib>=3.7", "mcap>=1.1"],  # bags without rclpy; plots; mcap: reference reader in tests
     "v2gp": ["pyarrow>=15", "av>=12"],  # LeRobot parquet + MP4 frames (PyAV); fine-tuning uses the ml extra
