@@ -136,9 +136,10 @@ class Planner:
         attempts = self.config.repair_attempts + 1
         for attempt in range(attempts):
             raw = self.complete(messages, encoded)
+            seen = self.backend.seen_size(encoded.size) if self.backend is not None else encoded.size
             try:
                 plan = parse_plan(raw, encoded.original_size, convention, instruction,
-                                  model_image_size=encoded.size, validate=validate, model=self.model_name)
+                                  model_image_size=seen, validate=validate, model=self.model_name)
             except ParseError as exc:
                 reason = exc.reason
                 first_reason = first_reason or reason

@@ -44,6 +44,14 @@ class VLMBackend(ABC):
     def generate(self, request: VLMRequest) -> str:
         """Return the model's raw answer; raise a ``VLMError`` subclass on failure (never hang)."""
 
+    def seen_size(self, sent_size: tuple[int, int]) -> tuple[int, int]:
+        """(width, height) of the image as the model saw it, for an image sent at ``sent_size``.
+
+        Pixel-convention answers refer to this size. Servers are sent the image as is; an in-process
+        processor may resize it further.
+        """
+        return tuple(sent_size)
+
     def close(self) -> None:
         """Release connections or memory."""
 
