@@ -74,6 +74,9 @@ class RobotBackend(abc.ABC):
     name: str = "base"
     #: how long ``stop()`` may take before the arm is guaranteed still, seconds
     stop_timeout_s: float = 1.0
+    #: True when ``check_reachable`` answers without a connection (IK on a model): dry runs say whether
+    #: reachability was checked
+    checks_reachability_offline: bool = False
 
     # -- lifecycle --------------------------------------------------------------------------------
     @abc.abstractmethod

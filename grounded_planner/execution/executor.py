@@ -267,6 +267,9 @@ class Executor:
                 held_yaw = None
             verb = "would run" if dry_run else "planned"
             summary = f"{verb} {len(motions)} motions: " + "; ".join(m.describe() for m in motions)
+            if dry_run and not (self.backend is not None and self.backend.checks_reachability_offline):
+                summary += " [reachability not checked offline" + \
+                    (f" by the {self.backend.name} backend]" if self.backend is not None else "]")
             if notes:
                 summary += " [" + "; ".join(notes) + "]"
             checked.append(StepResult(index, action.type, Outcome.OK, summary, motions,

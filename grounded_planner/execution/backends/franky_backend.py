@@ -63,6 +63,7 @@ class FrankyBackend(RobotBackend):
     for the end-effector frame configured on the robot (the Franka Hand TCP by default)."""
 
     name = "franky"
+    checks_reachability_offline = True
     stop_timeout_s = 0.5
 
     def __init__(self, config: FrankyConfig | None = None, safety: SafetyConfig | None = None):

@@ -81,6 +81,7 @@ class LeRobotBackend(RobotBackend):
     """
 
     name = "lerobot"
+    checks_reachability_offline = True
 
     def __init__(self, config: LeRobotConfig | None = None, safety: SafetyConfig | None = None,
                  robot_factory: Callable[[LeRobotConfig], Any] | None = None):
