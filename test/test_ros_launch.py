@@ -126,3 +126,14 @@ def test_readme_documents_every_node_parameter():
         assert f"<code>{exe}</code> parameters" in readme, f"README has no parameter table for {exe}"
         for param in module.PARAMS:
             assert f"| `{param.name}` |" in readme, f"README does not document {exe} parameter {param.name}"
+
+
+@requires_ros
+def test_profile_paths_resolve_from_any_working_directory(tmp_path, monkeypatch):
+    from grounded_planner.ros.params import resolve_data_path
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AMENT_PREFIX_PATH", raising=False)  # a plain venv: no ament index to ask
+    found = resolve_data_path("calibration/realsense_d435_eye_to_hand.yaml")
+    assert Path(found).is_file() and Path(found).is_absolute()
+    assert resolve_data_path("calibration/no_such.yaml") == "calibration/no_such.yaml"  # errors name what was written

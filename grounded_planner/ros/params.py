@@ -90,10 +90,10 @@ def resolve_data_path(path: str) -> str:
         return path
     roots = [Path(__file__).resolve().parents[2]]  # the source tree (editable install)
     try:
-        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+        from ament_index_python.packages import get_package_share_directory
 
         roots.append(Path(get_package_share_directory("grounded_planner")))
-    except (ImportError, PackageNotFoundError, ValueError, KeyError):
+    except (ImportError, LookupError, ValueError, OSError):  # not installed by colcon, or no AMENT_PREFIX_PATH
         pass
     for root in roots:
         if (root / path).exists():
