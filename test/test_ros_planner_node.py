@@ -19,7 +19,7 @@ from helpers.tabletop import CUBE_M, EXTRINSICS, TABLE_M, base_point, scene_mess
 class Graph:
     """The test's side of the graph: a camera stand-in publishing the scene, and a plan client."""
 
-    def __init__(self, context):
+    def __init__(self, context, camera: bool = True):
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import QoSProfile
@@ -43,7 +43,8 @@ class Graph:
                 msg.header.stamp = stamp
                 pub.publish(msg)
 
-        self.node.create_timer(0.1, publish)  # a 10 Hz camera
+        if camera:
+            self.node.create_timer(0.1, publish)  # a 10 Hz camera
         self.client = self.node.create_client(GetGroundedPlan, "/grounded_planner/plan")
         self.params = self.node.create_client(GetParameters, "/planner/get_parameters")
         self.Request = GetGroundedPlan.Request
@@ -175,6 +176,22 @@ def test_slow_vlm_times_out_without_blocking_other_callbacks(vlm, tmp_path, rclp
     finally:
         graph.close()
         vlm.stop()
+        out = stop_process(child)
+    assert "Traceback" not in out, out
+
+
+def test_without_a_camera_the_reason_names_the_missing_topic(vlm, tmp_path, rclpy_context):
+    child = start_planner(vlm, tmp_path, "-p", "frame_wait_s:=0.5")
+    graph = Graph(rclpy_context, camera=False)
+    try:
+        response = graph.plan(image=False)
+        assert not response.success and "nothing received on /camera/camera/color/image_raw" in response.message
+        response = graph.plan(backproject=True)  # the image comes with the request; depth never does
+        assert not response.success
+        assert "back-projection failed" in response.message and "aligned_depth_to_color" in response.message
+        assert len(response.plan.actions) == 2, "the pixel plan is still returned when only back-projection fails"
+    finally:
+        graph.close()
         out = stop_process(child)
     assert "Traceback" not in out, out
 
