@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grounded_planner.execution.backend import BackendFault, UnreachableError
+from grounded_planner.execution.backend import UnreachableError
 from grounded_planner.execution.config import ConfigError, ExecutorConfig, SafetyConfig
 from grounded_planner.execution.executor import ExecutionInputError, Executor
 from grounded_planner.execution.outcomes import Outcome

@@ -27,12 +27,13 @@ def _vec3(value: Any, name: str) -> tuple[float, float, float]:
     return out  # type: ignore[return-value]
 
 
-def _check_positive(obj: Any, names: tuple[str, ...], allow_zero: bool = False) -> None:
+def check_positive(obj: Any, names: tuple[str, ...], allow_zero: bool = False, where: str | None = None) -> None:
+    """Raise :class:`ConfigError` naming ``<where>.<name>`` unless each field is a finite number > 0 (>= 0)."""
     for name in names:
         value = getattr(obj, name)
         if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
             bound = ">= 0" if allow_zero else "> 0"
-            raise ConfigError(f"{type(obj).__name__}.{name} must be a finite number {bound}, got {value!r}")
+            raise ConfigError(f"{where or type(obj).__name__}.{name} must be a finite number {bound}, got {value!r}")
 
 
 def _check_fraction(obj: Any, names: tuple[str, ...]) -> None:
@@ -88,9 +89,9 @@ class SafetyConfig:
                 raise ConfigError(f"safety.workspace_min_m.{axis} ({lo}) must be below workspace_max_m.{axis} ({hi})")
         if not math.isfinite(self.support_surface_z_m):
             raise ConfigError(f"safety.support_surface_z_m must be finite, got {self.support_surface_z_m!r}")
-        _check_positive(self, ("min_height_above_surface_m",), allow_zero=True)
+        check_positive(self, ("min_height_above_surface_m",), allow_zero=True)
         _check_fraction(self, ("max_velocity_scale", "max_acceleration_scale"))
-        _check_positive(self, ("motion_timeout_s", "stop_timeout_s"))
+        check_positive(self, ("motion_timeout_s", "stop_timeout_s"))
         limits: dict[str, tuple[float, float]] = {}
         for joint, bounds in dict(self.joint_limits_rad or {}).items():
             try:
@@ -165,17 +166,17 @@ class ExecutorConfig:
             self.safety = _from_mapping(SafetyConfig, self.safety, "safety")
         if not isinstance(self.safety, SafetyConfig):
             raise ConfigError(f"executor.safety must be a SafetyConfig or a mapping, got {type(self.safety).__name__}")
-        _check_positive(self, ("approach_height_m", "retreat_height_m", "min_grasp_width_m",
+        check_positive(self, ("approach_height_m", "retreat_height_m", "min_grasp_width_m",
                                "handle_approach_distance_m", "open_pull_distance_m", "close_push_distance_m",
                                "abort_retreat_height_m"))
-        _check_positive(self, ("place_clearance_m",), allow_zero=True)
+        check_positive(self, ("place_clearance_m",), allow_zero=True)
         if not math.isfinite(self.grasp_height_offset_m) or abs(self.grasp_height_offset_m) > 0.1:
             raise ConfigError(f"executor.grasp_height_offset_m must be within +-0.1 m, got {self.grasp_height_offset_m!r}")
         _check_fraction(self, ("travel_speed_scale", "fine_speed_scale"))
         if self.gripper_open_width_m is not None:
-            _check_positive(self, ("gripper_open_width_m",))
+            check_positive(self, ("gripper_open_width_m",))
         if self.grasp_force_n is not None:
-            _check_positive(self, ("grasp_force_n",))
+            check_positive(self, ("grasp_force_n",))
         if not isinstance(self.backends, Mapping):
             raise ConfigError(f"executor.backends must map backend names to settings, got {self.backends!r}")
         unknown = sorted(set(self.backends) - set(BACKEND_NAMES))

@@ -14,7 +14,7 @@ import numpy as np
 from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError,
                                                 RobotBackend, check_pose_args)
 from grounded_planner.execution.backends._common import nearest_equivalent_yaw
-from grounded_planner.execution.config import ConfigError, SafetyConfig
+from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,8 @@ class FrankyConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.hostname, str) or not self.hostname:
             raise ConfigError(f"backends.franky.hostname must be a non-empty host name, got {self.hostname!r}")
-        for name in ("gripper_speed_mps", "default_force_n", "gripper_timeout_s", "max_reach_m"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ConfigError(f"backends.franky.{name} must be a positive number, got {value!r}")
+        check_positive(self, ("gripper_speed_mps", "default_force_n", "gripper_timeout_s", "max_reach_m"),
+                       where="backends.franky")
 
 
 SHOULDER_M = np.array([0.0, 0.0, 0.333])  # FR3/Panda joint 2 axis height above the base, m

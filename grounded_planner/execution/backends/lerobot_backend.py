@@ -13,7 +13,7 @@ import numpy as np
 
 from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError,
                                                 RobotBackend, UnreachableError, check_pose_args)
-from grounded_planner.execution.config import ConfigError, SafetyConfig
+from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +42,9 @@ class LeRobotConfig:
     gripper_settle_s: float = 1.5  # time a gripper command may take to stop moving, s
 
     def __post_init__(self) -> None:
-        for name in ("max_relative_target_deg", "control_period_s", "max_joint_speed_deg_s", "arrive_tolerance_deg",
-                     "settle_timeout_s", "ik_tolerance_m", "max_tilt_deg", "gripper_max_width_m", "gripper_settle_s"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ConfigError(f"backends.lerobot.{name} must be a positive number, got {value!r}")
+        check_positive(self, ("max_relative_target_deg", "control_period_s", "max_joint_speed_deg_s",
+                              "arrive_tolerance_deg", "settle_timeout_s", "ik_tolerance_m", "max_tilt_deg",
+                              "gripper_max_width_m", "gripper_settle_s"), where="backends.lerobot")
         for name in ("gripper_open_pos", "gripper_closed_pos"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 <= value <= 100):

@@ -8,7 +8,6 @@ franka_gripper action client, which needs an rclpy node, lives in :mod:`grounded
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from grounded_planner.execution.backend import (BackendFault, MotionStoppedError
                                                 RobotBackend, UnreachableError, check_pose_args)
 from grounded_planner.execution.backends._common import nearest_equivalent_yaw
 from grounded_planner.execution.backends.franky_backend import yaw_from_rotation, yaw_to_quaternion
-from grounded_planner.execution.config import ConfigError, SafetyConfig
+from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +43,7 @@ class MoveItConfig:
         for name in ("planning_group", "end_effector_link", "base_frame", "gripper_action_namespace", "node_name"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ConfigError(f"backends.moveit.{name} must be a non-empty string")
-        for name in ("gripper_speed_mps", "default_force_n", "planning_time_s"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ConfigError(f"backends.moveit.{name} must be a positive number, got {value!r}")
+        check_positive(self, ("gripper_speed_mps", "default_force_n", "planning_time_s"), where="backends.moveit")
 
 
 class GripperClient(Protocol):
