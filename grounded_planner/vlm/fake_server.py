@@ -239,7 +239,8 @@ class FakeVLMServer:
         h, w = image.shape[:2]
         m = re.search(r"(?:Locate|Point to|point out(?: a free spot on)?)(?: the)? (.+?)(?: in the image)?\.", last, re.I)
         if m:
-            box = self._find(m.group(1), image)
+            spot = re.search(r"free spot on (?:the )?(.+?) where", m.group(1))
+            box = self._find(spot.group(1) if spot else m.group(1), image)
             if box is None:
                 return "I cannot find it."
             if "<point>" in last:  # Embodied-R1 style

@@ -720,3 +720,69 @@ def parse_plan(text: str, image_size: Sequence[int], convention: str = "auto", i
         except PlanError as exc:
             raise ParseError(str(exc), index=exc.index, rule=exc.rule) from exc
     return plan
+
+
+_POINT_TAG = re.compile(r"<point>(.*?)</point>", re.IGNORECASE | re.DOTALL)
+
+
+def parse_location(text: str, image_size: Sequence[int], kind: str, convention: str = "auto", *,
+                   model_image_size: Sequence[int] | None = None) -> tuple[tuple[float, ...], list[str]]:
+    """One box (``kind="box"``) or point (``kind="point"``) from a grounding answer, in original pixels.
+
+    Reads ``{"bbox_2d": [...]}`` / ``{"box_2d": [...]}`` / ``{"point": [...]}`` objects (or a list of them:
+    the first is taken), bare number lists, and Embodied-R1's ``<point>[[x, y], ...]</point>`` (pixels of
+    the image sent). Returns (coordinates, warnings); raises ParseError when nothing usable is there.
+    """
+    if kind not in ("box", "point"):
+        raise ValueError(f"kind must be 'box' or 'point', got {kind!r}")
+    if not isinstance(text, str):
+        raise ParseError(f"model answer must be text, got {type(text).__name__}", rule="text")
+    size = _check_size(image_size, "image_size")
+    model_size = _check_size(model_image_size, "model_image_size") if model_image_size is not None else size
+    convention = check_convention(convention, PARSE_CONVENTIONS)
+    body, warnings = strip_thinking(text[:MAX_TEXT_CHARS])
+    n = 4 if kind == "box" else 2
+    keys = _BOX_KEYS if kind == "box" else _POINT_KEYS
+    label = f"{kind} answer"
+    candidates: list[tuple[Any, str]] = []  # (numbers, convention)
+    tag = _POINT_TAG.search(body)
+    if tag:
+        numbers = _NUMBER_RE.findall(tag.group(1))
+        if len(numbers) >= 2:
+            candidates.append((numbers[:2], "pixel"))  # Embodied-R1 points are pixels of the image it saw
+    for _, _, value in _json_values(body):
+        items = value if isinstance(value, list) else [value]
+        if items and all(isinstance(v, (int, float, str)) for v in items) and len(items) in (2, 4):
+            candidates.append((items, convention if convention != "auto" else "pixel"))
+        for item in items:
+            if isinstance(item, dict):
+                low = _lower_keys(item)
+                found = next((k for k in keys if k in low and isinstance(low[k], (list, str, dict))), None)
+                if found is not None:
+                    plan_conv = _plan_convention([item], convention)
+                    candidates.append((low[found], _key_convention(found, convention, plan_conv)))
+    if not candidates:
+        raise ParseError(f"no {kind} found in the grounding answer; it starts {' '.join(body.split())[:80]!r}",
+                         rule=f"no_{kind}")
+    raw, conv = candidates[0]
+    if isinstance(raw, (list, tuple)):
+        raw = [v for part in raw for v in (part if isinstance(part, (list, tuple)) else [part])]
+        count = len(raw) if len(raw) in (2, 4) else n  # a box where a point was asked is allowed (its centre)
+    else:
+        count = n
+    numbers = _numbers(raw, count, kind, 0)
+    sx, sy = size[0] / model_size[0], size[1] / model_size[1]
+    if len(numbers) == 4:
+        if conv == "pixel":
+            box = (numbers[0] * sx, numbers[1] * sy, numbers[2] * sx, numbers[3] * sy)
+        else:
+            box = box_to_px(numbers, conv, size)
+        box = _checked_box(box, 0, label, size, warnings)
+        if kind == "box":
+            return box, warnings
+        warnings.append(f"{label}: a box was given where a point was asked; used its centre")
+        return ((box[0] + box[2]) / 2.0, (box[1] + box[3]) / 2.0), warnings
+    if kind == "box":
+        raise ParseError(f"the grounding answer has a point {numbers}, expected a box", rule="box_length")
+    pt = (numbers[0] * sx, numbers[1] * sy) if conv == "pixel" else point_to_px(numbers, conv, size)
+    return _checked_point(pt, 0, label, size, warnings), warnings

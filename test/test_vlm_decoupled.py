@@ -1,0 +1,88 @@
+"""Decoupled mode over real HTTP: a language planner and a grounder (VLM or Embodied-R1 style) on local
+servers (grounded_planner.vlm.fake_server); parse_location on grounding answers."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from grounded_planner.vlm.config import PlannerConfig
+from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError
+from grounded_planner.vlm.fake_server import DEMO_SCENE, FakeVLMServer, Reply, find_color, make_demo_scene
+from grounded_planner.vlm.parse import ParseError, parse_location
+from grounded_planner.vlm.planner import make_planner
+
+INSTRUCTION = "put the red block on the blue plate"
+
+
+@pytest.fixture(scope="module")
+def scene():
+    return make_demo_scene(1280, 720)
+
+
+def plate_centre(scene):
+    x1, y1, x2, y2 = find_color(scene, DEMO_SCENE["blue plate"])
+    return ((x1 + x2) / 2, (y1 + y2) / 2)
+
+
+@pytest.mark.parametrize("grounder_model", ["Qwen/Qwen3-VL-8B-Instruct", "gemini-robotics-er", "gpt-4o"])
+def test_language_plan_grounded_by_a_vlm(scene, grounder_model):
+    with FakeVLMServer() as planner_srv, FakeVLMServer() as grounder_srv:
+        cfg = PlannerConfig(backend="decoupled", model="gpt-5.2", base_url=planner_srv.base_url, grounder="vlm",
+                            grounder_model=grounder_model, grounder_base_url=grounder_srv.base_url, max_image_side=640)
+        with make_planner(cfg) as planner:
+            plan = planner.plan(scene, INSTRUCTION)
+        # the planner was asked for language only, the grounder for one box and one point
+        assert len(planner_srv.requests) == 1 and "Name each object precisely" in planner_srv.requests[0]["messages"][0]["content"]
+        assert [r["model"] for r in grounder_srv.requests] == [grounder_model] * 2
+        assert "Locate the red block" in grounder_srv.requests[0]["messages"][0]["content"][1]["text"]
+    assert [a.type for a in plan.actions] == ["grasp", "place"]
+    assert plan.actions[0].bbox == pytest.approx(find_color(scene, DEMO_SCENE["red block"]), abs=2.5)
+    assert plan.actions[1].point == pytest.approx(plate_centre(scene), abs=2.5)
+    assert plan.model == "gpt-5.2 + vlm"
+
+
+def test_embodied_r1_points_and_boxes_around_them(scene):
+    with FakeVLMServer() as srv:
+        cfg = PlannerConfig(backend="decoupled", model="qwen3-vl-4b", base_url=srv.base_url, grounder="embodied-r1",
+                            point_box_px=30, max_image_side=640)
+        with make_planner(cfg) as planner:
+            plan = planner.plan(scene, INSTRUCTION)
+        assert srv.requests[-1]["model"] == "Embodied-R1"
+    x1, y1, x2, y2 = find_color(scene, DEMO_SCENE["red block"])
+    cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+    assert plan.actions[0].bbox == pytest.approx((cx - 15, cy - 15, cx + 15, cy + 15), abs=2.5)
+    assert plan.actions[1].point == pytest.approx(plate_centre(scene), abs=2.5)
+    assert any("30 px box" in w for w in plan.warnings)
+
+
+def test_grounder_that_finds_nothing_is_a_typed_error(scene):
+    with FakeVLMServer() as srv:
+        srv.script += [Reply(), Reply(content="I cannot find it.")]  # the plan, then a useless grounding answer
+        cfg = PlannerConfig(backend="decoupled", model="gpt-5.2", base_url=srv.base_url, grounder="vlm")
+        with make_planner(cfg) as planner:
+            with pytest.raises(VLMResponseError, match="grounding 'the red block'.*no box"):
+                planner.plan(scene, INSTRUCTION)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sam3") is not None, reason="sam3 is installed here")
+def test_sam3_without_the_package_is_a_config_error():
+    with pytest.raises(VLMConfigError, match="sam3"):
+        make_planner(PlannerConfig(backend="decoupled", model="gpt-5.2", base_url="http://127.0.0.1:9/v1", grounder="sam3"))
+
+
+def test_parse_location_styles():
+    size = (640, 480)
+    assert parse_location('{"bbox_2d": [100, 200, 300, 400], "label": "cup"}', size, "box")[0] == (64.0, 96.0, 192.0, 192.0)
+    assert parse_location('```json\n[{"box_2d": [200, 100, 400, 300]}]\n```', size, "box")[0] == (64.0, 96.0, 192.0, 192.0)
+    point, _ = parse_location("<think>left side</think><point>[[160, 120]]</point>", size, "point", model_image_size=(320, 240))
+    assert point == (320.0, 240.0)
+    point, warnings = parse_location("[10, 20, 30, 40]", size, "point")
+    assert point == (20.0, 30.0) and "centre" in warnings[0]
+    with pytest.raises(ParseError, match="no box"):
+        parse_location("It is on the left.", size, "box")
+    with pytest.raises(ParseError, match="no box"):
+        parse_location('{"point": [1, 2]}', size, "box")  # a point where a box was asked
+    with pytest.raises(ParseError, match="expected a box"):
+        parse_location("[1, 2]", size, "box")
