@@ -132,3 +132,24 @@ def test_real_run_on_franky_sim_through_the_command(tmp_path):
     out = json.loads(proc.stdout)
     assert out["success"] is True
     assert [s["outcome"] for s in out["steps"]] == ["ok", "ok"]
+
+
+def test_real_run_on_the_sim_backend(tmp_path, capsys):
+    """The MuJoCo workcell's ground-truth plan and targets, executed through the command on `--backend sim`."""
+    import grounded_planner.sim  # noqa: F401  (chooses headless GL: must come before MuJoCo is imported)
+
+    pytest.importorskip("mujoco")
+    from grounded_planner.sim import SimWorkcell
+    from grounded_planner.sim.export import gt_plan, gt_targets
+
+    # the sim backend loads this scenario with seed 0 on connect (SimBackendConfig defaults)
+    with SimWorkcell.from_scenario(ROOT / "config" / "scenarios" / "box_in_bowl.yaml", seed=0) as cell:
+        plan = gt_plan(cell)
+        targets = gt_targets(cell, plan)
+    plan_path, targets_path = tmp_path / "plan.json", tmp_path / "targets.json"
+    plan_path.write_text(plan.to_json())
+    targets_path.write_text(json.dumps(targets.to_dict()))
+    code, out, err = run_cli(capsys, "--plan", str(plan_path), "--targets", str(targets_path), "--backend", "sim")
+    assert code == 0, err
+    assert out["success"] is True
+    assert [(s["type"], s["outcome"]) for s in out["steps"]] == [("grasp", "ok"), ("place", "ok")]
