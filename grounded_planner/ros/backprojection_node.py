@@ -12,17 +12,18 @@ from visualization_msgs.msg import MarkerArray
 
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
+from grounded_planner.ros import names
 from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
 from grounded_planner.ros.params import Param, declare_all, resolve_data_path, non_empty, non_negative, values
 from grounded_planner.ros.visualize import plan_markers
 
 PARAMS = [
-    Param("input_topic", "/grounded_planner/plan_pixels", "GroundedPlan in pixels to back-project", non_empty, read_only=True),
-    Param("output_topic", "/grounded_planner/plan_3d", "the same plan with every action's pose filled", non_empty, read_only=True),
-    Param("targets_topic", "/grounded_planner/targets", "std_msgs/String: the TargetSet JSON (method, yaw, width, warnings)",
+    Param("input_topic", names.PLAN_PIXELS, "GroundedPlan in pixels to back-project", non_empty, read_only=True),
+    Param("output_topic", names.PLAN_3D, "the same plan with every action's pose filled", non_empty, read_only=True),
+    Param("targets_topic", names.TARGETS, "std_msgs/String: the TargetSet JSON (method, yaw, width, warnings)",
           non_empty, read_only=True),
-    Param("markers_topic", "/grounded_planner/target_markers", "visualization_msgs/MarkerArray of the 3D targets", non_empty, read_only=True),
+    Param("markers_topic", names.TARGET_MARKERS, "visualization_msgs/MarkerArray of the 3D targets", non_empty, read_only=True),
     Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw", "depth aligned to colour (16UC1 mm or 32FC1 m)", non_empty, read_only=True),
     Param("camera_info_topic", "/camera/camera/color/camera_info", "intrinsics of the colour camera", non_empty, read_only=True),
     Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame"),

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from grounded_planner.ros import names
 from grounded_planner.ros.bringup import Bringup, Profile
 
 SCENARIO = Path(__file__).resolve().parents[2] / "config" / "scenarios" / "box_in_bowl.yaml"
@@ -185,13 +186,13 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
         graph.executor.add_node(client)
         latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         plan_3d, targets_json, rollout_closed, result_json = _Waiter(), _Waiter(), _Waiter(), _Waiter()
-        client.create_subscription(GroundedPlanMsg, "/grounded_planner/plan_3d", plan_3d.set, latched)
-        client.create_subscription(String, "/grounded_planner/targets", targets_json.set, QoSProfile(depth=10))
-        client.create_subscription(String, "/grounded_planner/rollout/closed", rollout_closed.set, latched)
-        client.create_subscription(String, "/grounded_planner/execution/result", result_json.set, QoSProfile(depth=10))
-        pixels_pub = client.create_publisher(GroundedPlanMsg, "/grounded_planner/plan_pixels", QoSProfile(depth=5))
-        plan_client = client.create_client(GetGroundedPlan, "/grounded_planner/plan")
-        execute_client = ActionClient(client, ExecutePlan, "/grounded_planner/execute")
+        client.create_subscription(GroundedPlanMsg, names.PLAN_3D, plan_3d.set, latched)
+        client.create_subscription(String, names.TARGETS, targets_json.set, QoSProfile(depth=10))
+        client.create_subscription(String, names.ROLLOUT_CLOSED, rollout_closed.set, latched)
+        client.create_subscription(String, names.EXECUTION_RESULT, result_json.set, QoSProfile(depth=10))
+        pixels_pub = client.create_publisher(GroundedPlanMsg, names.PLAN_PIXELS, QoSProfile(depth=5))
+        plan_client = client.create_client(GetGroundedPlan, names.PLAN_SERVICE)
+        execute_client = ActionClient(client, ExecutePlan, names.EXECUTE_ACTION)
         graph.start()
         say(f"  in-process graph (ROS_DOMAIN_ID {domain_id}, MultiThreadedExecutor): {', '.join(graph.nodes)}")
 
@@ -205,7 +206,7 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
             raise DemoError("planning: /grounded_planner/plan never came up")
         request = GetGroundedPlan.Request(instruction=instruction)  # empty image: the latest frame from the bag
         started = time.monotonic()
-        response = _wait_future(plan_client.call_async(request), 180.0, "/grounded_planner/plan")
+        response = _wait_future(plan_client.call_async(request), 180.0, names.PLAN_SERVICE)
         if not response.success:
             raise DemoError(f"planning failed: {response.message}")
         plan = plan_from_msg(response.plan)

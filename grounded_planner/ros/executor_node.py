@@ -19,12 +19,10 @@ from std_msgs.msg import String
 
 from grounded_planner_interfaces.action import ExecutePlan
 
+from grounded_planner.ros import names
 from grounded_planner.ros.convert import action_to_msg, plan_from_msg, poses_from_msg
 from grounded_planner.ros.params import Param, declare_all, one_of, resolve_data_path, values
 
-ACTION = "/grounded_planner/execute"
-FEEDBACK_TOPIC = "/grounded_planner/execution/feedback"
-RESULT_TOPIC = "/grounded_planner/execution/result"
 # Targets published by the planner / back-projection within this distance of a pose are the same target.
 SAME_TARGET_M = 1e-3
 
@@ -60,9 +58,9 @@ class ExecutorNode(LifecycleNode):
         self._action_server: ActionServer | None = None
         self._latest_targets: dict | None = None
         qos = QoSProfile(depth=10)
-        self._feedback_pub = self.create_publisher(String, FEEDBACK_TOPIC, qos)
-        self._result_pub = self.create_publisher(String, RESULT_TOPIC, qos)
-        self.create_subscription(String, "/grounded_planner/targets", self._on_targets, qos,
+        self._feedback_pub = self.create_publisher(String, names.EXECUTION_FEEDBACK, qos)
+        self._result_pub = self.create_publisher(String, names.EXECUTION_RESULT, qos)
+        self.create_subscription(String, names.TARGETS, self._on_targets, qos,
                                  callback_group=MutuallyExclusiveCallbackGroup())
         self.last_result: dict | None = None
 
@@ -87,7 +85,7 @@ class ExecutorNode(LifecycleNode):
         self._backend = backend
         self._executor = Executor(backend, config)
         self._action_server = ActionServer(
-            self, ExecutePlan, ACTION, execute_callback=self._execute, goal_callback=self._on_goal,
+            self, ExecutePlan, names.EXECUTE_ACTION, execute_callback=self._execute, goal_callback=self._on_goal,
             cancel_callback=lambda goal: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
         self.get_logger().info(f"configured: backend {p['backend']}")
         return TransitionCallbackReturn.SUCCESS

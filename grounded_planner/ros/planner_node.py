@@ -18,12 +18,12 @@ from visualization_msgs.msg import MarkerArray
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 from grounded_planner_interfaces.srv import GetGroundedPlan
 
+from grounded_planner.ros import names
 from grounded_planner.ros.convert import image_to_numpy, numpy_to_image, plan_to_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
 from grounded_planner.ros.params import Param, declare_all, resolve_data_path, non_empty, non_negative, one_of, positive, values
 from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
 
-SERVICE = "/grounded_planner/plan"
 BACKENDS = ("openai", "gemini", "transformers", "replay", "decoupled")
 
 PARAMS = [
@@ -65,16 +65,16 @@ class PlannerNode(Node):
         self._frames = LatestFrames(self, p["color_topic"], p["depth_topic"], p["camera_info_topic"],
                                     callback_group=MutuallyExclusiveCallbackGroup())
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self._plan_pub = self.create_publisher(GroundedPlanMsg, "/grounded_planner/last_plan", latched)
-        self._markers_pub = self.create_publisher(MarkerArray, "/grounded_planner/plan_markers", latched)
-        self._overlay_pub = self.create_publisher(Image, "/grounded_planner/overlay", latched)
+        self._plan_pub = self.create_publisher(GroundedPlanMsg, names.LAST_PLAN, latched)
+        self._markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
+        self._overlay_pub = self.create_publisher(Image, names.OVERLAY, latched)
         # for the rollout logger: every request's outcome, and the 3D targets of back-projected plans
-        self._status_pub = self.create_publisher(String, "/grounded_planner/planner_status", QoSProfile(depth=10))
-        self._targets_pub = self.create_publisher(String, "/grounded_planner/targets", QoSProfile(depth=10))
-        self.create_service(GetGroundedPlan, SERVICE, self._on_request, callback_group=ReentrantCallbackGroup())
+        self._status_pub = self.create_publisher(String, names.PLANNER_STATUS, QoSProfile(depth=10))
+        self._targets_pub = self.create_publisher(String, names.TARGETS, QoSProfile(depth=10))
+        self.create_service(GetGroundedPlan, names.PLAN_SERVICE, self._on_request, callback_group=ReentrantCallbackGroup())
         self.requests_served = 0
         self.last_overlay_rgb = None  # the newest overlay, for in-process callers (demo, bringup)
-        self.get_logger().info(f"serving {SERVICE} with backend {p['backend']} {p['model'] or ''}".rstrip())
+        self.get_logger().info(f"serving {names.PLAN_SERVICE} with backend {p['backend']} {p['model'] or ''}".rstrip())
 
     def _on_params_changed(self, changed: dict) -> None:
         if PLANNER_PARAMS & set(changed):

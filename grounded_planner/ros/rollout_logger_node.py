@@ -18,16 +18,10 @@ from std_msgs.msg import String
 
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
+from grounded_planner.ros import names
 from grounded_planner.ros.convert import image_to_numpy, plan_from_msg
 from grounded_planner.ros.params import Param, declare_all, non_empty, non_negative, values
 
-# Topics the other nodes publish for the logger (and for anyone else watching).
-PLAN_TOPIC = "/grounded_planner/last_plan"  # planner_node: every plan it returned
-PLANNER_STATUS_TOPIC = "/grounded_planner/planner_status"  # planner_node: JSON {instruction, success, message}
-TARGETS_TOPIC = "/grounded_planner/targets"  # planner_node / backprojection_node: TargetSet JSON
-FEEDBACK_TOPIC = "/grounded_planner/execution/feedback"  # executor_node: JSON per step state
-RESULT_TOPIC = "/grounded_planner/execution/result"  # executor_node: ExecutionResult JSON
-ROLLOUT_CLOSED_TOPIC = "/grounded_planner/rollout/closed"  # this node: the folder of each finished rollout
 PENDING_S = 5.0  # events older than this when an episode opens belong to no episode (logged and dropped)
 
 PARAMS = [
@@ -73,13 +67,13 @@ class RolloutLoggerNode(Node):
         self.create_subscription(Image, p["color_topic"], lambda m: self._on_sensor("color", m), sensor_qos)
         self.create_subscription(Image, p["depth_topic"], lambda m: self._on_sensor("depth", m), sensor_qos)
         self.create_subscription(CameraInfo, p["camera_info_topic"], lambda m: self._on_sensor("camera_info", m), sensor_qos)
-        self.create_subscription(GroundedPlanMsg, PLAN_TOPIC, self._on_plan, events_qos)
-        self.create_subscription(String, PLANNER_STATUS_TOPIC, self._on_planner_status, events_qos)
-        self.create_subscription(String, TARGETS_TOPIC, self._on_targets, events_qos)
-        self.create_subscription(String, FEEDBACK_TOPIC, self._on_feedback, events_qos)
-        self.create_subscription(String, RESULT_TOPIC, self._on_result, events_qos)
+        self.create_subscription(GroundedPlanMsg, names.LAST_PLAN, self._on_plan, events_qos)
+        self.create_subscription(String, names.PLANNER_STATUS, self._on_planner_status, events_qos)
+        self.create_subscription(String, names.TARGETS, self._on_targets, events_qos)
+        self.create_subscription(String, names.EXECUTION_FEEDBACK, self._on_feedback, events_qos)
+        self.create_subscription(String, names.EXECUTION_RESULT, self._on_result, events_qos)
         latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self._closed_pub = self.create_publisher(String, ROLLOUT_CLOSED_TOPIC, latched)
+        self._closed_pub = self.create_publisher(String, names.ROLLOUT_CLOSED, latched)
         self.get_logger().info(f"logging rollouts under {self.log_dir.resolve()}")
 
     # -- episode boundaries ------------------------------------------------------------------------

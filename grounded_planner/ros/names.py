@@ -1,0 +1,16 @@
+"""The graph's service, action and topic names in one place (every node and client imports them from here)."""
+
+PLAN_SERVICE = "/grounded_planner/plan"  # GetGroundedPlan (planner_node)
+EXECUTE_ACTION = "/grounded_planner/execute"  # ExecutePlan (executor_node)
+
+LAST_PLAN = "/grounded_planner/last_plan"  # GroundedPlan, latched: every plan planner_node returned
+PLAN_MARKERS = "/grounded_planner/plan_markers"  # MarkerArray, latched: the last plan's back-projected targets
+OVERLAY = "/grounded_planner/overlay"  # Image, latched: the last plan drawn on its image
+PLANNER_STATUS = "/grounded_planner/planner_status"  # String JSON {instruction, success, message} per request
+TARGETS = "/grounded_planner/targets"  # String: TargetSet JSON (planner_node with backproject, backprojection_node)
+PLAN_PIXELS = "/grounded_planner/plan_pixels"  # GroundedPlan in pixels, input of backprojection_node
+PLAN_3D = "/grounded_planner/plan_3d"  # GroundedPlan with poses, output of backprojection_node
+TARGET_MARKERS = "/grounded_planner/target_markers"  # MarkerArray of backprojection_node
+EXECUTION_FEEDBACK = "/grounded_planner/execution/feedback"  # String JSON {step, state, action?} per executor event
+EXECUTION_RESULT = "/grounded_planner/execution/result"  # String: ExecutionResult JSON + message, dry_run, scene_success
+ROLLOUT_CLOSED = "/grounded_planner/rollout/closed"  # String, latched: the folder of each finished rollout
