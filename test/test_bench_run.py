@@ -198,3 +198,18 @@ def test_replay_backend_reproduces_recorded_plans_without_a_server(tmp_path):
     # the replayed run scores like the sample predictions on the recorded episodes
     mine = score(list(episodes.values()), got)["overall"]["successes"]
     assert mine == score(list(episodes.values()), sample)["overall"]["successes"] == 3
+
+
+def test_decoupled_mode_plans_in_words_then_grounds_each_step(server, episodes_file, tmp_path):
+    """--mode decoupled: the language planner answers steps without coordinates, the vlm grounder
+    localizes each one (two more requests per pair step); the grounded result scores like grounded mode."""
+    out = tmp_path / "pred.jsonl"
+    proc = run_cli(server, episodes_file, out, "--mode", "decoupled", "--grounder", "vlm")
+    assert proc.returncode == 0, proc.stderr
+    preds = load_predictions(out)
+    assert [a["type"] for a in preds["ep-01"].plan["actions"]] == ["grasp", "place"]
+    systems = [str(m.get("content")) for r in server.requests for m in r.get("messages", []) if m.get("role") == "system"]
+    assert any("no coordinates" in s or "Name each object precisely" in s for s in systems)
+    assert len(server.requests) > 3  # planning plus grounding requests
+    result = score(load_episodes(episodes_file), preds)
+    assert result["overall"]["successes"] == 2
