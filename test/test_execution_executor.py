@@ -270,6 +270,16 @@ def test_plan_and_targets_that_do_not_match_are_input_errors():
     assert arm.calls == []
 
 
+def test_targets_in_the_camera_frame_are_refused():
+    arm = KinematicArm()
+    arm.connect()
+    targets = make_targets(GRASP_IN)
+    targets.frame = "camera_color_optical_frame"
+    with pytest.raises(ExecutionInputError, match="camera frame .*--extrinsics"):
+        Executor(arm, config()).execute(make_plan("grasp"), targets, dry_run=True)
+    assert arm.calls == []
+
+
 def test_running_on_a_disconnected_backend_is_refused():
     from grounded_planner.execution.backend import NotConnectedError
 

@@ -223,6 +223,11 @@ class Executor:
         return None
 
     def _pair(self, plan: Any, targets: Any) -> list[tuple[int, Any, Any]]:
+        frame = str(getattr(targets, "frame", ""))
+        if "optical" in frame:
+            # backproject without --extrinsics leaves targets in the camera frame: metres, but not the robot's
+            raise ExecutionInputError(f"targets are in the camera frame {frame!r}, not the robot base frame: "
+                                      "back-project with the camera extrinsics (--extrinsics)")
         actions = list(getattr(plan, "actions", []))
         by_index: dict[int, Any] = {}
         for target in getattr(targets, "targets", []):
