@@ -179,6 +179,10 @@ def test_cancel_mid_plan_stops_within_the_bound():
     returned = time.monotonic()
     assert [s.outcome for s in result.steps] == [Outcome.CANCELLED]
     assert returned - cancelled_at[0] < cfg.safety.stop_timeout_s
+    # the message tells the state the arm was left in: where it stopped, the gripper untouched
+    x, y, z = arm.position
+    assert f"arm still at ({x:.3f}, {y:.3f}, {z:.3f}) m" in result.steps[0].message
+    assert "gripper at 80.0 mm" in result.steps[0].message
     # the arm stopped part-way through the first move and nothing else was sent
     assert len(arm.calls) == 1
     assert arm.stops and arm.stops[0] - cancelled_at[0] < 0.1

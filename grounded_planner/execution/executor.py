@@ -405,6 +405,20 @@ class Executor:
         except BackendError as exc:
             log.error("stop() failed: %s", exc)
 
+    def _state_note(self) -> str:
+        """Where the arm and gripper are now (the known state a cancel or fault leaves), as far as the backend tells."""
+        backend = self.backend
+        assert backend is not None
+        parts = []
+        try:
+            pose = backend.current_pose()
+            if pose is not None:
+                parts.append(f"arm still at {_fmt(pose[0])}")
+            parts.append(f"gripper at {backend.gripper_width() * 1000:.1f} mm")
+        except BackendError as exc:
+            parts.append(f"state unknown: {exc}")
+        return ", ".join(parts)
+
     def _abort(self, outcome: Outcome) -> str:
         """After a failed step: leave the arm in a known state. Returns a note for the step message."""
         backend = self.backend
@@ -413,7 +427,7 @@ class Executor:
             # after a fault the robot needs a person to look at it; after a cancel the caller wants it still
             if outcome is Outcome.FAULT:
                 self._safe_stop()
-            return "; rest of the plan not run"
+            return f"; {self._state_note()}; rest of the plan not run"
         self._stop_reason = None
         notes = []
         with self._guard:  # the retreat is held to the same time limit as any motion
