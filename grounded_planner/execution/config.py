@@ -75,6 +75,7 @@ class SafetyConfig:
     # Upper bound on acceleration (and jerk) scaling, fraction of the robot's maximum (0, 1].
     max_acceleration_scale: float = 0.2
     # Joint position limits the IK must respect, radians, {joint_name: [lower, upper]}; empty = the URDF's limits.
+    # Applied by backends that solve IK themselves (lerobot); franky/moveit keep the robot's own limits.
     joint_limits_rad: dict[str, tuple[float, float]] = field(default_factory=dict)
     # A motion that has not finished after this long is stopped and the step ends with ``timeout``, seconds.
     motion_timeout_s: float = 20.0
