@@ -49,7 +49,7 @@ def config(server, model="Qwen/Qwen3-VL-8B-Instruct", **kw):
 
 def sent_image(request) -> Image.Image:
     url = request["messages"][1]["content"][0]["image_url"]["url"]
-    assert url.startswith("data:image/png;base64,")
+    assert url.startswith("data:image/jpeg;base64,")  # jpeg by default: ~10x smaller and faster than png
     return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
 
 

@@ -46,7 +46,7 @@ class PlannerConfig:
     retry_backoff_s: float = 0.5  # first backoff; doubles per retry, Retry-After honoured up to 4x this cap
     repair_attempts: int = 1  # re-prompts quoting the parse/validation error before giving up
     max_image_side: int = 1280  # longest image side sent to the model, in pixels (0 = send as is)
-    image_format: str = "png"  # png (lossless) | jpeg (smaller requests)
+    image_format: str = "jpeg"  # jpeg (a 1280x720 frame: ~7 ms, ~180 kB) | png (lossless: ~130 ms, ~1.9 MB)
     jpeg_quality: int = 90  # 1-95, used when image_format is jpeg
     prompt_family: str = "auto"  # qwen3 | gemini | pixel | auto (guessed from the model name)
     convention: str = "auto"  # how answers are parsed: auto = the prompt family's convention
