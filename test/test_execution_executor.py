@@ -242,6 +242,18 @@ def test_open_pulls_along_the_surface_normal():
     assert abs(abs(labels[close_at - 1][2]) - math.pi / 2) < 1e-9
 
 
+def test_open_on_an_upward_facing_surface_pulls_up():
+    arm = KinematicArm()
+    arm.connect()
+    cfg = config()
+    Executor(arm, cfg).execute(make_plan("open"), make_targets(("open", (0.5, 0.0, 0.1),
+                                                                {"normal": [0.0, 0.1, 1.0], "yaw": math.pi / 2})))
+    close_at = next(i for i, c in enumerate(arm.calls) if c[0] == "close")
+    moved = np.array(arm.calls[close_at + 1][1]) - np.array(arm.calls[close_at - 1][1])
+    np.testing.assert_allclose(moved, [0.0, 0.0, cfg.open_pull_distance_m], atol=1e-9)
+    assert arm.calls[close_at - 1][2] == pytest.approx(0.0)  # the target's yaw, not the normal's
+
+
 def test_close_pushes_against_the_normal():
     arm = KinematicArm()
     arm.connect()

@@ -176,17 +176,25 @@ class Executor:
                 Motion("move", "retreat", at(position, cfg.retreat_height_m), yaw, fine),
             ]
         elif kind in ("open", "close"):
-            normal = None if target.normal is None else _unit_horizontal(target.normal)
-            if normal is None:
-                # no usable surface normal: assume the front faces the robot base (pull towards the base)
-                normal = _unit_horizontal(-position)
+            raw = None if target.normal is None else np.asarray(target.normal, dtype=float).reshape(3)
+            if raw is not None and np.linalg.norm(raw) > 1e-6 and abs(raw[2]) / np.linalg.norm(raw) >= math.sqrt(0.5):
+                # a lid or hatch (surface facing up): pull straight up, grasp with the target's yaw
+                if raw[2] < 0:
+                    raise _StepFailure(Outcome.UNREACHABLE, f"{kind} target {_fmt(position)}: its surface faces down; "
+                                                            "a top-down gripper cannot pull it")
+                normal, yaw = UP.copy(), _backend_yaw(target.yaw)
+            else:
+                normal = None if raw is None else _unit_horizontal(raw)
                 if normal is None:
-                    raise _StepFailure(Outcome.UNREACHABLE, f"{kind} target {_fmt(position)} has no usable surface "
-                                                            "normal and sits above the base")
-                notes.append("no horizontal surface normal: pulling towards the robot base")
-            # the tool stays vertical (top-down contract): the fingers straddle the handle from above, closing
-            # along the normal; the approach, the pull/push and the retreat run along the normal
-            yaw = _backend_yaw(math.atan2(normal[1], normal[0]))
+                    # no usable surface normal: assume the front faces the robot base (pull towards the base)
+                    normal = _unit_horizontal(-position)
+                    if normal is None:
+                        raise _StepFailure(Outcome.UNREACHABLE, f"{kind} target {_fmt(position)} has no usable "
+                                                                "surface normal and sits above the base")
+                    notes.append("no surface normal: pulling towards the robot base")
+                # the tool stays vertical (top-down contract): the fingers straddle the handle from above, closing
+                # along the normal; the approach, the pull/push and the retreat run along the normal
+                yaw = _backend_yaw(math.atan2(normal[1], normal[0]))
             handle_z = low(float(position[2]) + cfg.grasp_height_offset_m, "handle grasp")
             handle = np.array([position[0], position[1], handle_z])
             standoff = handle + normal * cfg.handle_approach_distance_m
