@@ -35,20 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                      "GP_VLM_* environment variables, then --config, then the flags.")
     run.add_argument("--episodes", required=True, help="ground-truth episodes JSONL")
     run.add_argument("--out", required=True, help="predictions JSONL to append to; ids already there are skipped")
-    run.add_argument("--config", help="YAML mapping of PlannerConfig fields (backend, model, base_url, ...)")
-    run.add_argument("--backend", choices=["openai", "gemini", "transformers", "replay", "decoupled"], default=None)
-    run.add_argument("--model", help="model name on the server / Gemini id / local path for transformers")
-    run.add_argument("--base-url", help="OpenAI-compatible server root incl. /v1, e.g. http://localhost:8000/v1")
-    run.add_argument("--api-key-env", help="name of the environment variable holding the API key")
-    run.add_argument("--prompt-family", choices=["auto", "qwen3", "gemini", "pixel"], default=None,
-                     help="coordinate convention asked for (auto: from the model name)")
-    run.add_argument("--replay-file", help="JSONL of recorded plans (replay backend)")
-    run.add_argument("--mode", choices=("grounded", "decoupled"), default=None,
-                     help="grounded: the VLM answers boxes and points; decoupled: it plans in words and a grounder "
-                          "(--grounder) localizes each step; --backend then names the language planner's backend")
-    run.add_argument("--grounder", choices=["vlm", "embodied-r1", "sam3"], default=None, help="decoupled mode's grounder")
-    run.add_argument("--timeout", type=float, dest="timeout_s", default=None, help="seconds per request (default 60)")
-    run.add_argument("--cache-dir", help="response cache folder (a re-run with the same requests is free)")
+    add_planner_arguments(run)
     run.add_argument("--concurrency", type=int, default=4, help="episodes in flight at once (default 4)")
     run.add_argument("--retry-errors", action="store_true", help="also re-run episodes whose last record is an error")
     run.add_argument("--limit", type=int, default=None, help="plan at most this many new episodes")
@@ -63,6 +50,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--image-max-side", type=int, default=640,
                         help="shrink larger images to this many pixels (JPEG) in the report; 0 = embed as is")
     report.set_defaults(func=_report)
+
+
+def add_planner_arguments(parser: argparse.ArgumentParser) -> None:
+    """The planner flags of `bench run` (read back by :func:`_planner_config`); other commands may share them."""
+    parser.add_argument("--config", help="YAML mapping of PlannerConfig fields (backend, model, base_url, ...)")
+    parser.add_argument("--backend", choices=["openai", "gemini", "transformers", "replay", "decoupled"], default=None)
+    parser.add_argument("--model", help="model name on the server / Gemini id / local path for transformers")
+    parser.add_argument("--base-url", help="OpenAI-compatible server root incl. /v1, e.g. http://localhost:8000/v1")
+    parser.add_argument("--api-key-env", help="name of the environment variable holding the API key")
+    parser.add_argument("--prompt-family", choices=["auto", "qwen3", "gemini", "pixel"], default=None,
+                        help="coordinate convention asked for (auto: from the model name)")
+    parser.add_argument("--replay-file", help="JSONL of recorded plans (replay backend)")
+    parser.add_argument("--mode", choices=("grounded", "decoupled"), default=None,
+                        help="grounded: the VLM answers boxes and points; decoupled: it plans in words and a grounder "
+                             "(--grounder) localizes each step; --backend then names the language planner's backend")
+    parser.add_argument("--grounder", choices=["vlm", "embodied-r1", "sam3"], default=None, help="decoupled mode's grounder")
+    parser.add_argument("--timeout", type=float, dest="timeout_s", default=None, help="seconds per request (default 60)")
+    parser.add_argument("--cache-dir", help="response cache folder (a re-run with the same requests is free)")
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -149,7 +154,7 @@ def _planner_config(args: argparse.Namespace):
     from grounded_planner.vlm.config import PlannerConfig
 
     values: dict = {}
-    if args.config:
+    if getattr(args, "config", None):
         import yaml
 
         try:
@@ -162,13 +167,14 @@ def _planner_config(args: argparse.Namespace):
         values.update(loaded)
     for name in ("backend", "model", "base_url", "api_key_env", "prompt_family", "replay_file", "grounder",
                  "timeout_s", "cache_dir"):
-        if getattr(args, name) is not None:
+        if getattr(args, name, None) is not None:  # commands sharing this reader may offer fewer flags
             values[name] = getattr(args, name)
-    if args.mode == "decoupled":
+    mode = getattr(args, "mode", None)
+    if mode == "decoupled":
         if values.get("backend") not in (None, "decoupled"):
             values["language_backend"] = values["backend"]
         values["backend"] = "decoupled"
-    elif args.mode == "grounded" and values.get("backend") == "decoupled":
+    elif mode == "grounded" and values.get("backend") == "decoupled":
         raise CliError("--mode grounded contradicts backend 'decoupled'; pick one")
     try:
         return PlannerConfig.from_env(**values)
