@@ -53,6 +53,9 @@ def register(subparsers) -> None:
     ft.add_argument("--max-steps", type=int, default=None)
     ft.add_argument("--lr", type=float, default=None, help="learning rate")
     ft.add_argument("--rank", type=int, default=None, help="LoRA rank")
+    ft.add_argument("--dropout", type=float, default=None, help="LoRA dropout")
+    ft.add_argument("--target-modules", default=None, metavar="REGEX",
+                    help="modules that get LoRA adapters (default: the language model's attention and MLP projections)")
     ft.add_argument("--batch-size", type=int, default=None)
     ft.add_argument("--max-image-side", type=int, default=None, help="resize images so the longer side is at most this")
     ft.add_argument("--device", default=None, help="cpu, cuda, cuda:0 (default: cuda if available)")
@@ -123,6 +126,7 @@ def _finetune(args: argparse.Namespace) -> int:
     from grounded_planner.v2gp.finetune import FinetuneConfig, finetune
 
     overrides = {"epochs": args.epochs, "max_steps": args.max_steps, "learning_rate": args.lr, "lora_rank": args.rank,
+                 "lora_dropout": args.dropout, "target_modules": args.target_modules,
                  "batch_size": args.batch_size, "max_image_side": args.max_image_side, "device": args.device,
                  "seed": args.seed}
     try:
