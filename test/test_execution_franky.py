@@ -128,3 +128,27 @@ def test_cancel_mid_plan_stops_within_the_bound(cube_sim):
     # the arm had moved, and stands still after the stop
     assert np.linalg.norm(stopped_at - start_tcp) > 0.01
     assert np.linalg.norm(still_at - stopped_at) < 0.002
+
+
+def test_robot_lost_mid_step_is_a_fault_and_the_rest_is_not_run():
+    """The franky-sim server is killed during the first move: libfranka reports a network fault."""
+    processes: list = []
+    steps_started: list[int] = []
+    plan, targets = plan_and_targets((0.4, -0.3, 0.05), PLACE)
+    with franky_sim_server(processes=processes) as host:
+        cfg = fast_config(host)
+        cfg.safety.max_velocity_scale, cfg.travel_speed_scale = 0.1, 0.1  # still moving when the server dies
+        backend = make_backend("franky", cfg)
+        backend.connect()
+        killer = threading.Timer(1.0, processes[0].kill)
+        killer.start()
+        start = time.monotonic()
+        result = Executor(backend, cfg).execute(plan, targets,
+                                                on_feedback=lambda i, state, a: steps_started.append(i))
+        took = time.monotonic() - start
+        killer.join()
+        backend.disconnect()
+    assert [(s.index, s.outcome) for s in result.steps] == [(0, Outcome.FAULT)]
+    assert "Network" in result.steps[0].message and "rest of the plan not run" in result.steps[0].message
+    assert 1 not in steps_started  # the place never started
+    assert took < 10.0

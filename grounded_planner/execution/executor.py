@@ -423,7 +423,7 @@ class Executor:
             if pose is not None:
                 parts.append(f"arm still at {_fmt(pose[0])}")
             parts.append(f"gripper at {backend.gripper_width() * 1000:.1f} mm")
-        except BackendError as exc:
+        except Exception as exc:  # best effort: a report on a broken robot must not raise past the outcome
             parts.append(f"state unknown: {exc}")
         return ", ".join(parts)
 

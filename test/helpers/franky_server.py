@@ -24,12 +24,13 @@ def franky_sim_executable() -> str | None:
 
 @contextlib.contextmanager
 def franky_sim_server(timeout_s: float = 60.0, cubes: list[tuple[float, float, float, float]] | None = None,
-                      state_path: str | None = None) -> Iterator[str]:
+                      state_path: str | None = None, processes: list | None = None) -> Iterator[str]:
     """Run a franky-sim server on a random 127.0.0.x (libfranka's ports are fixed, so each server needs its own
     address) and yield that address; the server is terminated on exit.
 
     Without ``cubes`` this is the plain `franky-sim -s mujoco` command; with them, :mod:`franky_sim_scene`
-    (the same server plus free cubes whose centres it keeps writing to ``state_path``).
+    (the same server plus free cubes whose centres it keeps writing to ``state_path``). ``processes``, when
+    given, receives the server's Popen (tests that kill the server mid-motion).
     """
     exe = franky_sim_executable()
     if exe is None:
@@ -59,6 +60,8 @@ def franky_sim_server(timeout_s: float = 60.0, cubes: list[tuple[float, float, f
         while not ready.wait(0.05) and proc.poll() is None and time.monotonic() < deadline:
             pass
         if ready.is_set():
+            if processes is not None:
+                processes.append(proc)
             try:
                 yield host
             finally:

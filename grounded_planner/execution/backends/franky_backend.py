@@ -70,6 +70,7 @@ class FrankyBackend(RobotBackend):
         self._robot: Any = None
         self._gripper: Any = None
         self._franky: Any = None
+        self._errors: tuple[type[BaseException], ...] = (RuntimeError,)
         self._lock = threading.Lock()  # held by the thread running a command
         self._stop_requested = threading.Event()
 
@@ -82,6 +83,8 @@ class FrankyBackend(RobotBackend):
         except ImportError as exc:
             raise BackendFault("franky backend needs franky-control: pip install 'grounded_planner[execution]'") from exc
         self._franky = franky
+        # franky raises its own exception types, and plain RuntimeError for network failures ("Net Exception")
+        self._errors = (franky.Exception, franky.GripperException, RuntimeError)
         rt = franky.RealtimeConfig.Enforce if self.config.realtime else franky.RealtimeConfig.Ignore
         try:
             robot = franky.Robot(self.config.hostname, realtime_config=rt)
@@ -89,7 +92,7 @@ class FrankyBackend(RobotBackend):
             acc = self.safety.max_acceleration_scale
             robot.relative_dynamics_factor = franky.RelativeDynamicsFactor(self.safety.max_velocity_scale, acc, acc)
             gripper = franky.Gripper(self.config.hostname)
-        except (franky.Exception, RuntimeError) as exc:
+        except self._errors as exc:
             raise BackendFault(f"franky: cannot connect to the robot at {self.config.hostname}: {exc}") from exc
         self._robot, self._gripper = robot, gripper
         log.info("franky: connected to %s", self.config.hostname)
@@ -132,7 +135,7 @@ class FrankyBackend(RobotBackend):
                         self._robot.stop()
                         self._robot.join_motion(self.stop_timeout_s)
                         raise MotionTimeoutError(f"franky: motion not finished after {self.safety.motion_timeout_s} s")
-            except franky.Exception as exc:
+            except self._errors as exc:
                 if self._stop_requested.is_set():  # franky reports a preempted motion as a ControlException
                     raise MotionStoppedError(f"franky: motion stopped by stop() ({exc})") from exc
                 raise BackendFault(f"franky: {type(exc).__name__}: {exc}") from exc
@@ -148,7 +151,7 @@ class FrankyBackend(RobotBackend):
             log.warning("franky: the running command did not stop within %.2f s; stopping directly", self.stop_timeout_s)
             try:
                 self._robot.stop()
-            except self._franky.Exception as exc:
+            except self._errors as exc:
                 raise BackendFault(f"franky: stop failed: {exc}") from exc
 
     def current_pose(self) -> tuple[np.ndarray, float]:
@@ -156,7 +159,7 @@ class FrankyBackend(RobotBackend):
         try:
             pose = self._robot.current_cartesian_state.pose.end_effector_pose
             matrix = np.asarray(pose.matrix, dtype=float)
-        except self._franky.Exception as exc:
+        except self._errors as exc:
             raise BackendFault(f"franky: cannot read the robot state: {exc}") from exc
         return matrix[:3, 3].copy(), yaw_from_rotation(matrix[:3, :3])
 
@@ -185,12 +188,18 @@ class FrankyBackend(RobotBackend):
                         raise MotionTimeoutError(f"franky: gripper {what} not finished after "
                                                  f"{self.config.gripper_timeout_s} s")
                 return bool(future.get())
-            except (franky.Exception, franky.GripperException) as exc:
+            except self._errors as exc:
                 raise BackendFault(f"franky: gripper {what}: {exc}") from exc
+
+    def _max_width(self) -> float:
+        try:
+            return float(self._gripper.max_width)
+        except self._errors as exc:
+            raise BackendFault(f"franky: cannot read the gripper: {exc}") from exc
 
     def gripper_open(self, width_m: float | None = None) -> None:
         self.require_connected()
-        full = float(self._gripper.max_width)
+        full = self._max_width()
         width = full if width_m is None else float(width_m)
         if width > full:
             log.info("franky: opening %.3f m clipped to the gripper's maximum %.3f m", width, full)
@@ -203,7 +212,8 @@ class FrankyBackend(RobotBackend):
     def gripper_close(self, force_n: float | None = None) -> float:
         force = self.config.default_force_n if force_n is None else float(force_n)
         # grasp "an object of width 0 within +-max width": succeeds whatever is held; the width says what it is
-        full = float(self._gripper.max_width) if self._gripper is not None else 0.08
+        self.require_connected()
+        full = self._max_width()
         self._gripper_call("close", lambda: self._gripper.grasp_async(0.0, self.config.gripper_speed_mps, force,
                                                                       epsilon_inner=0.0, epsilon_outer=full + 0.01))
         return self.gripper_width()
@@ -212,5 +222,5 @@ class FrankyBackend(RobotBackend):
         self.require_connected()
         try:
             return float(self._gripper.width)
-        except (self._franky.Exception, self._franky.GripperException) as exc:
+        except self._errors as exc:
             raise BackendFault(f"franky: cannot read the gripper width: {exc}") from exc
