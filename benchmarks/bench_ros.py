@@ -1,7 +1,7 @@
 """Benchmark: /grounded_planner/plan round trip across processes with a 1280x720 image, and the camera path's CPU per frame.
 
-1. planner_node runs in a child process against an OpenAI-compatible server that answers instantly (in this
-   process). A client in this process calls /grounded_planner/plan with a 1280x720 image. Baselines measured in
+1. planner_node runs in a child process against the vlm layer's stand-in OpenAI-compatible server (a third
+   process; it answers as soon as it has found the objects by colour, no model). A client in this process calls /grounded_planner/plan with a 1280x720 image. Baselines measured in
    the same run: a bare std_srvs/Trigger round trip to a child process, and Planner.plan called directly in this
    process on the same server (image encoding + HTTP + parsing, no ROS).
 2. The camera path: a pyrealsense2 software_device fed 1280x720 colour and 848x480 depth; per frame, the CPU
@@ -14,7 +14,6 @@ Run: .venv/bin/python benchmarks/bench_ros.py [--requests 40] [--frames 60]
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import platform
 import random
@@ -28,6 +27,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 WIDTH, HEIGHT = 1280, 720
+INSTRUCTION = "put the red cube on the table"
 
 TRIGGER_SERVER = """
 import rclpy
@@ -43,12 +43,24 @@ except (KeyboardInterrupt, ExternalShutdownException):
 """
 
 
-def _load_openai_server():
-    # the instant VLM is the test suite's stand-in server; loaded by path (benchmarks are not a package)
-    spec = importlib.util.spec_from_file_location("openai_server", REPO / "test" / "helpers" / "openai_server.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.OpenAIServer
+class _VLMProcess:
+    """The stand-in server in its own process, so that its work (PNG decoding, colour search) competes with
+    neither the planner node nor the in-process baseline for this process's GIL."""
+
+    def __init__(self, proc: subprocess.Popen, url: str):
+        self.proc, self.url = proc, url
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def _start_vlm_process() -> _VLMProcess:
+    code = ("import threading; from grounded_planner.vlm.fake_server import FakeVLMServer; "
+            "s = FakeVLMServer({'red cube': (220, 30, 30), 'table': (200, 200, 200)}).start(); "
+            "print(s.base_url, flush=True); threading.Event().wait()")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    return _VLMProcess(proc, proc.stdout.readline().strip())
 
 
 def _percentiles(samples_s: list[float]) -> str:
@@ -78,8 +90,11 @@ def bench_plan_round_trip(requests: int) -> None:
     from grounded_planner.vlm.planner import make_planner
     from grounded_planner_interfaces.srv import GetGroundedPlan
 
-    image = np.random.default_rng(0).integers(0, 255, (HEIGHT, WIDTH, 3), dtype=np.uint8)
-    server = _load_openai_server()().start()
+    # a table with a red cube, as a camera would see it (with sensor noise, so PNG encoding is not trivially cheap)
+    rng = np.random.default_rng(0)
+    image = np.clip(rng.normal(200, 6, (HEIGHT, WIDTH, 3)), 0, 255).astype(np.uint8)
+    image[300:420, 500:580] = (220, 30, 30)
+    server = _start_vlm_process()
     env = dict(os.environ, ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)),
                ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
@@ -113,7 +128,7 @@ def bench_plan_round_trip(requests: int) -> None:
         plan_client = node.create_client(GetGroundedPlan, "/grounded_planner/plan")
         image_msg = numpy_to_image(image, "rgb8")
         plan_samples, response = timed_calls(
-            plan_client, lambda: GetGroundedPlan.Request(instruction="put the red cube on the right", image=image_msg), requests)
+            plan_client, lambda: GetGroundedPlan.Request(instruction=INSTRUCTION, image=image_msg), requests)
         if not response.success:
             raise RuntimeError(f"plan request failed: {response.message}")
         trigger_samples, _ = timed_calls(node.create_client(Trigger, "/bench/trigger"), Trigger.Request, requests)
@@ -126,7 +141,7 @@ def bench_plan_round_trip(requests: int) -> None:
     direct = []
     for i in range(requests + 3):
         start = time.perf_counter()
-        planner.plan(image, "put the red cube on the right")
+        planner.plan(image, INSTRUCTION)
         if i >= 3:
             direct.append(time.perf_counter() - start)
     planner.close()

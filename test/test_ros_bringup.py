@@ -8,9 +8,8 @@ import sys
 import pytest
 
 from conftest import REPO, requires_ros
-from helpers.openai_server import OpenAIServer
 from helpers.ros_wait import call, spin_until
-from helpers.tabletop import CUBE_M, EXTRINSICS, base_point, scene_messages
+from helpers.tabletop import CUBE_M, EXTRINSICS, INSTRUCTION, SCENE_COLORS, base_point, scene_messages
 
 # the CLI as its console script runs it (`python -m ...cli.main` would make CliError a __main__ class)
 CLI = [sys.executable, "-c", "import sys; from grounded_planner.cli.main import main; sys.exit(main())"]
@@ -24,6 +23,7 @@ def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
 
     from grounded_planner.ros.bags import write_bag
     from grounded_planner.ros.convert import poses_from_msg
+    from grounded_planner.vlm.fake_server import FakeVLMServer
     from grounded_planner_interfaces.action import ExecutePlan
     from grounded_planner_interfaces.srv import GetGroundedPlan
 
@@ -32,10 +32,10 @@ def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
               "/camera/camera/color/camera_info")
     bag = write_bag(tmp_path / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))])
     (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
-    with OpenAIServer() as vlm:
+    with FakeVLMServer(SCENE_COLORS) as vlm:
         child = subprocess.Popen(
             [*CLI, "bringup", "--config", "config/replay.yaml",
-             "--set", f"bag_player.bag={bag}", "--set", f"planner.base_url={vlm.url}", "--set", "planner.model=qwen3-vl-test",
+             "--set", f"bag_player.bag={bag}", "--set", f"planner.base_url={vlm.base_url}", "--set", "planner.model=qwen3-vl-test",
              "--set", f"planner.extrinsics_file={tmp_path / 'extrinsics.yaml'}", "--set", "planner.timeout_s=10",
              "--set", f"rollout_logger.log_dir={tmp_path / 'rollouts'}"],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -44,8 +44,7 @@ def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
             executor = SingleThreadedExecutor(context=rclpy_context)
             executor.add_node(node)
             client = node.create_client(GetGroundedPlan, "/grounded_planner/plan")
-            response = call(executor, client, GetGroundedPlan.Request(instruction="put the red cube on the right",
-                                                                      backproject=True), 60.0, "/grounded_planner/plan")
+            response = call(executor, client, GetGroundedPlan.Request(instruction=INSTRUCTION, backproject=True), 60.0, "/grounded_planner/plan")
             assert response.success, response.message
             grasp = poses_from_msg(response.plan)[0]
             assert grasp.header.frame_id == "fr3_link0"

@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from conftest import REPO, requires_ros
-from helpers.openai_server import OpenAIServer
 
 # the CLI as its console script runs it (`python -m ...cli.main` would make CliError a __main__ class)
 CLI = [sys.executable, "-c", "import sys; from grounded_planner.cli.main import main; sys.exit(main())"]
@@ -46,8 +45,8 @@ def test_demo_with_the_recorded_plan_puts_the_box_in_the_bowl(tmp_path, ros_doma
 
 
 def test_demo_uses_the_configured_vlm(tmp_path, ros_domain):
-    """GP_VLM_BASE_URL/GP_VLM_MODEL point the demo at a VLM server (here: one the test runs, answering the scene's
-    ground-truth plan in Qwen3-VL's 0-1000 convention)."""
+    """GP_VLM_BASE_URL/GP_VLM_MODEL point the demo at a VLM server (here: the vlm layer's stand-in, scripted to
+    answer the scene's ground-truth plan in Qwen3-VL's 0-1000 convention)."""
     first = run_demo(tmp_path / "replay", ros_domain)
     assert first.returncode == 0, first.stdout + first.stderr
     recorded = json.loads((tmp_path / "replay" / "recorded_plan.jsonl").read_text())["plan"]
@@ -56,10 +55,13 @@ def test_demo_uses_the_configured_vlm(tmp_path, ros_domain):
     answer = {"actions": [{"type": "grasp", "object": "red box", "bbox_2d": rel(recorded["actions"][0]["bbox"])},
                           {"type": "place", "object": "red box", "target": "blue bowl",
                            "point_2d": rel(recorded["actions"][1]["point"])}], "reason": ""}
-    with OpenAIServer(answer=answer) as vlm:
-        proc = run_demo(tmp_path / "vlm", ros_domain, GP_VLM_BASE_URL=vlm.url, GP_VLM_MODEL="qwen3-vl-test")
+    from grounded_planner.vlm.fake_server import FakeVLMServer, Reply
+
+    with FakeVLMServer() as vlm:
+        vlm.script.append(Reply(content=json.dumps(answer)))
+        proc = run_demo(tmp_path / "vlm", ros_domain, GP_VLM_BASE_URL=vlm.base_url, GP_VLM_MODEL="qwen3-vl-test")
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out
-        assert vlm.requests >= 1
-    assert f"planner: openai model qwen3-vl-test at {vlm.url}" in out and "REPLAY" not in out
+        assert len(vlm.requests) == 1
+    assert f"planner: openai model qwen3-vl-test at {vlm.base_url}" in out and "REPLAY" not in out
     assert "task done in the simulator: True" in out

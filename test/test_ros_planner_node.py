@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 
 from conftest import requires_ros, spawn_python
-from helpers.openai_server import OpenAIServer
 from helpers.ros_wait import call, spin_until, stop_process
 
 pytestmark = [requires_ros, pytest.mark.ros]
 pytest.importorskip("httpx")
 
-from helpers.tabletop import CUBE_M, EXTRINSICS, TABLE_M, base_point, scene_messages
+from helpers.tabletop import CUBE_M, CUBE_PX, EXTRINSICS, INSTRUCTION, SCENE_COLORS, TABLE_M, W, H, base_point, scene_messages
 
 
 class Graph:
@@ -49,7 +48,7 @@ class Graph:
         self.params = self.node.create_client(GetParameters, "/planner/get_parameters")
         self.Request = GetGroundedPlan.Request
 
-    def plan(self, instruction="put the red cube on the right", image=True, backproject=False, timeout_s=30.0):
+    def plan(self, instruction=INSTRUCTION, image=True, backproject=False, timeout_s=30.0):
         request = self.Request(instruction=instruction, backproject=backproject)
         if image:
             request.image = self.color
@@ -59,14 +58,42 @@ class Graph:
         self.node.destroy_node()
 
 
+class VLMProcess:
+    """The same stand-in server in a child process: killing it drops open connections, as a crashed server does
+    (a stopped in-process server would keep serving the planner's kept-alive connection)."""
+
+    def __init__(self):
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.proc = None
+        self.start()
+
+    def start(self):
+        code = ("import threading; from grounded_planner.vlm.fake_server import FakeVLMServer; "
+                f"FakeVLMServer({SCENE_COLORS!r}, port={self.port}).start(); print('ready', flush=True); threading.Event().wait()")
+        self.proc = spawn_python(["-c", code])
+        assert self.proc.stdout.readline().strip() == "ready", "the stand-in VLM did not start"
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
 @pytest.fixture
 def vlm():
-    server = OpenAIServer().start()
+    """The vlm layer's stand-in server (real HTTP, finds objects by colour, answers like the model named)."""
+    from grounded_planner.vlm.fake_server import FakeVLMServer
+
+    server = FakeVLMServer(SCENE_COLORS).start()
     yield server
     server.stop()
 
 
-def start_planner(vlm, tmp_path, *extra):
+def start_planner(vlm_url, tmp_path, *extra):
     """The installed console script, as a user starts it: .venv/bin/planner_node --ros-args -p ..."""
     import subprocess
     import sys
@@ -75,7 +102,7 @@ def start_planner(vlm, tmp_path, *extra):
     (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
     script = Path(sys.executable).parent / "planner_node"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "grounded_planner.ros.planner_node"]
-    return subprocess.Popen(command + ["--ros-args", "-p", "backend:=openai", "-p", f"base_url:={vlm.url}",
+    return subprocess.Popen(command + ["--ros-args", "-p", "backend:=openai", "-p", f"base_url:={vlm_url}",
                                        "-p", "model:=qwen3-vl-test", "-p", "max_retries:=0",
                                        "-p", f"extrinsics_file:={tmp_path / 'extrinsics.yaml'}", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -84,18 +111,20 @@ def start_planner(vlm, tmp_path, *extra):
 def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_context):
     from grounded_planner.ros.convert import plan_from_msg, poses_from_msg
 
-    child = start_planner(vlm, tmp_path)
+    child = start_planner(vlm.base_url, tmp_path)
     graph = Graph(rclpy_context)
     try:
         response = graph.plan()
         assert response.success, response.message
         plan = plan_from_msg(response.plan)  # validates: grasp then place, boxes inside the image
         assert [a.type for a in plan.actions] == ["grasp", "place"]
-        assert plan.actions[0].bbox == (80.0, 90.0, 120.0, 150.0)  # 0-1000 relative -> pixels of 320x240
-        assert plan.actions[1].point == (240.0, 120.0)
-        assert plan.model == "qwen3-vl-test" and vlm.requests == 1
+        # the stand-in answers like Qwen3-VL (0-1000 relative, on the image resized to multiples of 28 px):
+        # back in pixels of the 320x240 image, within the resize rounding
+        assert plan.actions[0].bbox == pytest.approx(CUBE_PX, abs=1.5)
+        assert plan.actions[1].point == pytest.approx((W / 2, H / 2), abs=1.5)  # the table centre
+        assert plan.model == "qwen3-vl-test" and len(vlm.requests) == 1
         assert all(p is None for p in poses_from_msg(response.plan)), "poses filled without backproject"
-        user = next(m for m in vlm.last_body["messages"] if m["role"] == "user")
+        user = next(m for m in vlm.requests[-1]["messages"] if m["role"] == "user")
         assert any(part.get("type") == "image_url" for part in user["content"]), "the image never reached the VLM"
 
         response = graph.plan(image=False, backproject=True)  # latest camera frame, poses from depth
@@ -105,7 +134,7 @@ def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_c
         grasp, place = (np.array([p.pose.position.x, p.pose.position.y, p.pose.position.z]) for p in poses)
         # the cube's top is 5 cm above the table, centred on pixel (100, 120); the place point is on the table
         assert grasp == pytest.approx(base_point(100.5, 120.5, CUBE_M), abs=0.01)
-        assert place == pytest.approx(base_point(240.0, 120.0, TABLE_M), abs=0.01)
+        assert place == pytest.approx(base_point(W / 2, H / 2, TABLE_M), abs=0.01)
 
         # the last plan is shown: an overlay image of the frame and one sphere marker per pose (latched topics)
         from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -130,13 +159,14 @@ def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_c
     assert "Traceback" not in out, out
 
 
-def test_dead_vlm_fails_fast_and_node_recovers(vlm, tmp_path, rclpy_context):
+def test_dead_vlm_fails_fast_and_node_recovers(tmp_path, rclpy_context):
     timeout_s = 5.0
-    child = start_planner(vlm, tmp_path, "-p", f"timeout_s:={timeout_s}")
+    vlm = VLMProcess()
+    child = start_planner(vlm.url, tmp_path, "-p", f"timeout_s:={timeout_s}")
     graph = Graph(rclpy_context)
     try:
         assert graph.plan().success
-        vlm.stop()
+        vlm.kill()
         started = time.monotonic()
         response = graph.plan()
         elapsed = time.monotonic() - started
@@ -148,6 +178,7 @@ def test_dead_vlm_fails_fast_and_node_recovers(vlm, tmp_path, rclpy_context):
         assert response.success, response.message
     finally:
         graph.close()
+        vlm.kill()
         out = stop_process(child)
     assert "Traceback" not in out, out
 
@@ -155,15 +186,17 @@ def test_dead_vlm_fails_fast_and_node_recovers(vlm, tmp_path, rclpy_context):
 def test_slow_vlm_times_out_without_blocking_other_callbacks(vlm, tmp_path, rclpy_context):
     from rcl_interfaces.srv import GetParameters
 
+    from grounded_planner.vlm.fake_server import Reply
+
     timeout_s = 2.0
-    vlm.delay_s = 30.0  # answers far too late
-    child = start_planner(vlm, tmp_path, "-p", f"timeout_s:={timeout_s}")
+    vlm.script.append(Reply(delay_s=30.0))  # answers far too late
+    child = start_planner(vlm.base_url, tmp_path, "-p", f"timeout_s:={timeout_s}")
     graph = Graph(rclpy_context)
     try:
         assert graph.client.wait_for_service(timeout_sec=30.0)
         started = time.monotonic()
-        pending = graph.client.call_async(graph.Request(instruction="put the red cube on the right", image=graph.color))
-        spin_until(graph.executor, lambda: vlm.requests >= 1, 30.0, "the request to reach the slow VLM")
+        pending = graph.client.call_async(graph.Request(instruction=INSTRUCTION, image=graph.color))
+        spin_until(graph.executor, lambda: len(vlm.requests) >= 1, 30.0, "the request to reach the slow VLM")
         # while the plan request hangs in the VLM, the node still answers its parameter service
         params = call(graph.executor, graph.params, GetParameters.Request(names=["backend"]), 10.0, "get_parameters")
         assert not pending.done(), "the slow VLM answered?"
@@ -181,7 +214,7 @@ def test_slow_vlm_times_out_without_blocking_other_callbacks(vlm, tmp_path, rclp
 
 
 def test_without_a_camera_the_reason_names_the_missing_topic(vlm, tmp_path, rclpy_context):
-    child = start_planner(vlm, tmp_path, "-p", "frame_wait_s:=0.5")
+    child = start_planner(vlm.base_url, tmp_path, "-p", "frame_wait_s:=0.5")
     graph = Graph(rclpy_context, camera=False)
     try:
         response = graph.plan(image=False)

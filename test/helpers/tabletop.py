@@ -5,6 +5,9 @@ import numpy as np
 W, H, F = 320, 240, 300.0  # image size and focal length (pixels)
 TABLE_M, CUBE_M = 1.0, 0.95  # depth of the table and of the cube's top
 CUBE_PX = (85, 95, 115, 145)  # x1, y1, x2, y2 of the cube in the image
+# What the stand-in VLM (grounded_planner.vlm.fake_server) looks for: it finds objects by colour.
+SCENE_COLORS = {"red cube": (220, 30, 30), "table": (200, 200, 200)}
+INSTRUCTION = "put the red cube on the table"
 EXTRINSICS = """parent_frame: fr3_link0
 child_frame: camera_color_optical_frame
 translation: [0.5, 0.0, 1.0]
@@ -19,8 +22,8 @@ def scene_messages():
     from grounded_planner.ros.convert import numpy_to_image
 
     x1, y1, x2, y2 = CUBE_PX
-    rgb = np.full((H, W, 3), 200, np.uint8)
-    rgb[y1:y2, x1:x2] = (220, 30, 30)
+    rgb = np.full((H, W, 3), SCENE_COLORS["table"], np.uint8)
+    rgb[y1:y2, x1:x2] = SCENE_COLORS["red cube"]
     depth_mm = np.full((H, W), int(TABLE_M * 1000), np.uint16)
     depth_mm[y1:y2, x1:x2] = int(CUBE_M * 1000)
     color, depth = numpy_to_image(rgb, "rgb8"), numpy_to_image(depth_mm, "16UC1")
