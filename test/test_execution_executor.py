@@ -296,6 +296,29 @@ def test_targets_in_the_camera_frame_are_refused():
     assert arm.calls == []
 
 
+def test_an_unexpected_error_stops_the_arm_before_it_propagates():
+    arm = KinematicArm(fail_on={2: ZeroDivisionError("driver bug")})
+    arm.connect()
+    with pytest.raises(ZeroDivisionError):
+        Executor(arm, config()).execute(make_plan("grasp"), make_targets(GRASP_IN))
+    assert arm.stops and len(arm.calls) == 3
+
+
+def test_one_real_run_at_a_time():
+    arm = KinematicArm(move_duration_s=0.5)
+    arm.connect()
+    executor = Executor(arm, config())
+    first = threading.Thread(target=executor.execute, args=(make_plan("grasp"), make_targets(GRASP_IN)))
+    first.start()
+    time.sleep(0.1)
+    with pytest.raises(RuntimeError, match="already running"):
+        executor.execute(make_plan("grasp"), make_targets(GRASP_IN))
+    # a dry run does not touch the robot and is allowed alongside
+    assert executor.execute(make_plan("grasp"), make_targets(GRASP_IN), dry_run=True).success
+    assert first.is_alive()
+    first.join()
+
+
 def test_running_on_a_disconnected_backend_is_refused():
     from grounded_planner.execution.backend import NotConnectedError
 

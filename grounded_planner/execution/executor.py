@@ -121,6 +121,7 @@ class Executor:
         self._stop_reason: str | None = None
         self._deadline: float | None = None
         self._guard = threading.Lock()
+        self._running = threading.Lock()  # one real run at a time: two plans must never drive one arm
 
     # -- planning ----------------------------------------------------------------------------------
     def plan_step(self, action: Any, target: Any, held_yaw: float | None = None) -> tuple[list[Motion], list[str]]:
@@ -314,7 +315,12 @@ class Executor:
         if self.backend is None:
             raise ValueError("Executor.execute needs a backend unless dry_run=True")
         self.backend.require_connected()
-        return self._run(pairs, checked, cancel or threading.Event(), on_feedback)
+        if not self._running.acquire(blocking=False):
+            raise RuntimeError("this executor is already running a plan on the robot")
+        try:
+            return self._run(pairs, checked, cancel or threading.Event(), on_feedback)
+        finally:
+            self._running.release()
 
     def _run(self, pairs: list[tuple[int, Any, Any]], checked: list[StepResult], cancel: threading.Event,
              on_feedback: FeedbackFn | None) -> ExecutionResult:
@@ -338,6 +344,10 @@ class Executor:
                 if not outcome.is_ok:
                     results[-1].message += self._abort(outcome)
                     return ExecutionResult(False, f"step {index} ({action.type}): {outcome.value}", results)
+        except BaseException:
+            # a bug or an interrupt outside the backend's error types: the arm must not keep moving
+            self._safe_stop()
+            raise
         finally:
             done.set()
             watcher.join(timeout=1.0)
