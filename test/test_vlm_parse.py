@@ -62,6 +62,30 @@ STYLED_ANSWERS = {
     "verb as key": (
         "[{\"grasp\": {\"object\": \"spoon\", \"bbox\": [128, 192, 192, 288]}}, "
         "{\"place\": {\"object\": \"spoon\", \"target\": \"plate\", \"point\": [320, 240]}}]"),
+    "numbered object of steps": (
+        "{\"1\": {\"action\": \"grasp\", \"object\": \"spoon\", \"bbox\": [128, 192, 192, 288]}, "
+        "\"2\": {\"action\": \"place\", \"object\": \"spoon\", \"target\": \"plate\", \"point\": [320, 240]}}"),
+    "calls with coordinates after the parenthesis": "1. grasp(spoon) at [128, 192, 192, 288]\n2. place(plate) at [320, 240]",
+    "plain numbered lines": "Plan:\n1. Grasp the spoon at [128, 192, 192, 288]\n2. Place the spoon on the plate [320, 240]",
+    "bullets with parentheses": "- pick up spoon (128, 192, 192, 288)\n- put down on plate (320, 240)",
+    "double-encoded JSON string": json.dumps(
+        "[{\"type\": \"grasp\", \"object\": \"spoon\", \"bbox\": [128, 192, 192, 288]}, "
+        "{\"type\": \"place\", \"target\": \"plate\", \"point\": [320, 240]}]"),
+    "verb suffixes, coordinates key, target names the grasped thing": (
+        "[{\"action\": \"grasp_object\", \"target\": \"spoon\", \"coordinates\": [128, 192, 192, 288]}, "
+        "{\"action\": \"place_object\", \"object\": \"spoon\", \"location\": \"plate\", \"coordinates\": [320, 240]}]"),
+    "title-case keys with spaces and min/max box": (
+        "[{\"Action\": \"Pick Up\", \"Object Name\": \"spoon\", \"Bounding Box\": {\"x_min\": 128, \"y_min\": 192, "
+        "\"x_max\": 192, \"y_max\": 288}}, {\"Action\": \"Put Down\", \"Object\": \"spoon\", \"Destination\": \"plate\", "
+        "\"Point\": {\"x\": 320, \"y\": 240}}]"),
+    "calls with qwen3 keyword coordinates": (
+        f"grasp(object=\"spoon\", bbox_2d={QWEN})\nplace(object=\"spoon\", target=\"plate\", point_2d={QWEN_PT})"),
+    "step numbers beside the action": (
+        "[{\"step\": 1, \"action\": \"grasp\", \"object\": \"spoon\", \"bbox\": [128, 192, 192, 288]}, "
+        "{\"step\": 2, \"action\": \"place\", \"object\": \"spoon\", \"target\": \"plate\", \"point\": [320, 240]}]"),
+    "json with comments": (
+        "```json\n[\n  {\"type\": \"grasp\", \"object\": \"spoon\", \"bbox\": [128, 192, 192, 288]}, // the spoon\n"
+        "  /* then */ {\"type\": \"place\", \"object\": \"spoon\", \"target\": \"plate\", \"point\": [320, 240]}\n]\n```"),
     "pick up with space and hyphen": (
         "[{\"type\": \"Pick Up\", \"object\": \"spoon\", \"bbox\": [128, 192, 192, 288]}, "
         "{\"type\": \"put-down\", \"object\": \"spoon\", \"target\": \"plate\", \"point\": [320, 240]}]"),
@@ -104,6 +128,17 @@ def test_pixel_answers_for_a_resized_image_are_scaled_back():
     # relative coordinates do not depend on the size the model saw
     answer = f"[{{\"type\": \"close\", \"object\": \"drawer\", \"bbox_2d\": {QWEN}}}]"
     assert parse_plan(answer, (W, H), model_image_size=(320, 240)).actions[0].bbox == pytest.approx(GRASP_PX, abs=0.5)
+
+
+def test_fractions_of_the_image_are_read_with_a_warning():
+    answer = ("[{\"type\": \"grasp\", \"object\": \"spoon\", \"bbox\": [0.2, 0.4, 0.3, 0.6]}, "
+              "{\"type\": \"place\", \"object\": \"spoon\", \"target\": \"plate\", \"point\": [0.5, 0.5]}]")
+    plan = parse_plan(answer, (W, H))
+    assert plan.actions[0].bbox == pytest.approx(GRASP_PX) and plan.actions[1].point == pytest.approx(PLACE_PX)
+    assert "fractions" in plan.warnings[0]
+    # an explicit pixel convention means pixels, however small
+    plan = parse_plan(answer, (W, H), convention="pixel")
+    assert plan.actions[0].bbox == pytest.approx((0.2, 0.4, 0.3, 0.6))
 
 
 def test_open_close_and_empty_plans():

@@ -33,13 +33,16 @@ TYPE_SYNONYMS = {
     "put_on": "place", "drop": "place", "release": "place", "place_at": "place",
     "open": "open", "close": "close", "shut": "close",
 }
-_TYPE_KEYS = ("type", "action", "primitive", "action_type", "actiontype", "skill", "op", "verb", "function", "name", "command")
+_TYPE_KEYS = ("type", "action", "primitive", "action_type", "actiontype", "skill", "op", "verb", "function", "name",
+              "command", "step", "action_name", "primitive_type")
 _OBJECT_KEYS = ("object", "obj", "object_name", "item", "label", "target_object", "what", "name", "entity")
 _TARGET_KEYS = ("target", "destination", "receptacle", "place_on", "on", "to", "target_name", "where", "location",
                 "surface", "goal", "target_location")
 _BOX_KEYS = ("bbox_2d", "box_2d", "bbox", "bbox_px", "box", "bounding_box", "boundingbox", "bounding_box_2d", "rect")
 _POINT_KEYS = ("point_2d", "point", "point_px", "place_point", "target_point", "point_xy", "xy", "location",
-               "position", "target_location", "target", "coordinates", "coords", "pos")
+               "position", "target_location", "target", "coordinates", "coords", "pos", "place_location")
+# Keys that may hold a box or a point: decided by how many numbers they hold.
+_EITHER_KEYS = ("coordinates", "coords", "location", "position", "target_location", "pos", "place_location", "target")
 _ARG_KEYS = ("args", "arguments", "parameters", "params", "parameter", "argument", "inputs")
 _CONTAINER_KEYS = ("actions", "plan", "steps", "action_plan", "grounded_plan", "primitives", "sequence",
                    "action_sequence", "subactions", "sub_actions", "task_plan")
@@ -134,6 +137,8 @@ def _match_brackets(text: str) -> dict[int, int]:
 
 
 _TRAILING_COMMA = re.compile(r",\s*([\]}])")
+# // line comments and /* block */ comments, when no quote follows on the line (not inside a string)
+_COMMENT = re.compile(r"/\*.*?\*/|(?<![:\w])//[^\n\"]*$", re.DOTALL | re.MULTILINE)
 _BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_ ]*?)\s*:")
 _SMART_QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 _FAIL = object()
@@ -145,7 +150,7 @@ def _loads_lenient(chunk: str) -> Any:
         return json.loads(chunk)
     except (ValueError, RecursionError):
         pass
-    fixed = _TRAILING_COMMA.sub(r"\1", chunk.translate(_SMART_QUOTES))
+    fixed = _TRAILING_COMMA.sub(r"\1", _COMMENT.sub("", chunk.translate(_SMART_QUOTES)))
     try:
         return json.loads(fixed)
     except (ValueError, RecursionError):
@@ -182,15 +187,23 @@ def _json_values(text: str) -> Iterator[tuple[int, int, Any]]:
 # values -> raw action items
 # ------------------------------------------------------------------------------------------------
 def _lower_keys(d: dict) -> dict:
-    return {str(k).strip().lower().replace("-", "_"): v for k, v in d.items()}
+    return {re.sub(r"[\s\-]+", "_", str(k).strip().lower()): v for k, v in d.items()}
 
 
 def norm_type(value: Any) -> str | None:
     """Canonical action type of a model's verb (any case, pick->grasp, put->place), or None if unknown."""
     if not isinstance(value, str):
         return None
-    key = re.sub(r"[\s\-]+", "_", value.strip().lower()).strip("_()")
-    return TYPE_SYNONYMS.get(key)
+    key = re.sub(r"[\s\-]+", "_", value.strip().lower()).strip("_().:")
+    if key in TYPE_SYNONYMS:
+        return TYPE_SYNONYMS[key]
+    # "grasp_object", "open_drawer", "pick_up_spoon", "grasp the spoon": the verb comes first
+    parts = key.split("_")
+    if len(parts) > 1:
+        if parts[:2] in (["pick", "up"], ["put", "down"]):
+            return TYPE_SYNONYMS["_".join(parts[:2])]
+        return TYPE_SYNONYMS.get(parts[0])
+    return None
 
 
 def _type_of(item: dict) -> tuple[str | None, str | None]:
@@ -198,7 +211,7 @@ def _type_of(item: dict) -> tuple[str | None, str | None]:
     for key in _TYPE_KEYS:
         value = item.get(key)
         if isinstance(value, str) and value.strip():
-            if key in ("name", "function", "command") and norm_type(value) is None:
+            if key in ("name", "function", "command", "step") and norm_type(value) is None:
                 continue  # "name" is often the object's name
             return value, key
     return None, None
@@ -248,6 +261,9 @@ def _container_items(value: Any, depth: int = 0) -> tuple[list | None, str]:
                 return items, reason or inner_reason
         if _looks_like_action(value):
             return [value], reason
+        steps = [v for k, v in value.items() if k not in _REASON_KEYS]
+        if steps and all(isinstance(v, dict) and _looks_like_action(v) for v in steps):
+            return steps, reason  # {"1": {...}, "2": {...}} or {"step_1": {...}, ...}
     return None, ""
 
 
@@ -320,9 +336,9 @@ def _call_items(text: str) -> Iterator[dict]:
             if val[:1] in "[(":
                 numbers = _NUMBER_RE.findall(val)
                 if key in ("bbox", "bbox_2d", "box_2d", "box", "bounding_box"):
-                    item["_box"] = numbers
+                    item["_box"], item["_box_key"] = numbers, key
                 elif key in ("point", "point_2d", "xy", "location", "position"):
-                    item["_point"] = numbers
+                    item["_point"], item["_point_key"] = numbers, key
                 else:
                     coords.extend(numbers)
             elif _NUMBER_RE.fullmatch(val):
@@ -335,6 +351,14 @@ def _call_items(text: str) -> Iterator[dict]:
                     item["object"] = name
                 elif name:
                     names.append(name)
+        if not coords and "_box" not in item and "_point" not in item:
+            # "grasp(spoon) at [120, 200, 180, 260]": coordinates after the call, on the same line
+            tail = text[end + 1:].split("\n", 1)[0]
+            following = _CALL_RE.search(tail)
+            tail = tail[:following.start()] if following else tail
+            after = re.search(r"[\[(]([-+\d.,\s]*)[\])]", tail)
+            if after and len(_NUMBER_RE.findall(after.group(1))) in (2, 4):
+                coords = _NUMBER_RE.findall(after.group(1))
         if coords:
             item["_coords"] = coords
         if names and norm_type(item["type"]) == "place" and len(names) == 1 and "target" not in item:
@@ -345,6 +369,32 @@ def _call_items(text: str) -> Iterator[dict]:
             if names and "target" not in item:
                 item["target"] = names.pop(0)
         yield item
+
+
+_LINE_RE = re.compile(
+    rf"^[ \t]*(?:[-*\u2022][ \t]*|(?:step[ \t]*)?\d+[ \t]*[.):][ \t]*)?({_VERB_PATTERN})\b[ \t:]*([^\n\[\]()]*?)"
+    r"[ \t]*[\[(]([-+\d., \t]+)[\])][ \t.]*$", re.IGNORECASE | re.MULTILINE)
+_PLACE_SPLIT = re.compile(r"\s+(?:on|onto|in|into|to|inside|->)\s+", re.IGNORECASE)
+
+
+def _line_items(text: str) -> list[dict]:
+    """Plain lines such as ``1. grasp the spoon at [120, 200, 180, 260]`` / ``2. place on plate [300, 220]``."""
+    items = []
+    for m in _LINE_RE.finditer(text):
+        words = re.sub(r"\s+(?:at|@)\s*:?$", "", " " + m.group(2).strip(" :-")).strip()
+        item: dict[str, Any] = {"type": m.group(1), "_call": True, "_coords": _NUMBER_RE.findall(m.group(3))}
+        if norm_type(m.group(1)) == "place":
+            parts = _PLACE_SPLIT.split(" " + words + " ", maxsplit=1)
+            obj, target = (parts[0], parts[1]) if len(parts) == 2 else ("", parts[0])
+            item["object"], item["target"] = _strip_article(obj), _strip_article(target)
+        else:
+            item["object"] = _strip_article(words)
+        items.append(item)
+    return items
+
+
+def _strip_article(words: str) -> str:
+    return re.sub(r"^(?:the|a|an)\s+", "", " ".join(words.split()), flags=re.IGNORECASE)
 
 
 @dataclass
@@ -379,9 +429,12 @@ def _find_plan(body: str) -> _Found | None:
     outside.append(body[last:])
     if singles:
         return _Found([v for _, _, v in singles], "", _prose(" ".join(outside)))
-    calls = list(_call_items(" ".join(outside)))
+    calls = list(_call_items(" \n".join(outside)))
     if calls:
         return _Found(calls, "", "")
+    lines = _line_items(" \n".join(outside))
+    if lines:
+        return _Found(lines, "", "")
     if empties:
         return empties[0]
     return None
@@ -414,7 +467,8 @@ def _numbers(value: Any, n: int, what: str, index: int) -> list[float]:
     """``n`` numbers from a list, nested list ([[x1, y1], [x2, y2]]), string or x/y dict."""
     if isinstance(value, dict):
         low = _lower_keys(value)
-        names = (("x1", "y1", "x2", "y2"), ("xmin", "ymin", "xmax", "ymax"), ("left", "top", "right", "bottom")) if n == 4 else (("x", "y"),)
+        names = (("x1", "y1", "x2", "y2"), ("xmin", "ymin", "xmax", "ymax"), ("x_min", "y_min", "x_max", "y_max"),
+                 ("left", "top", "right", "bottom")) if n == 4 else (("x", "y"), ("u", "v"))
         for keys in names:
             if all(k in low for k in keys):
                 return [_number(low[k], what, index) for k in keys]
@@ -434,6 +488,27 @@ def _numbers(value: Any, n: int, what: str, index: int) -> list[float]:
     if len(flat) != n:
         raise ParseError(f"action {index}: {what} must have {n} numbers, got {len(flat)}: {value!r}", index=index, rule=f"{what}_length")
     return [_number(v, what, index) for v in flat]
+
+
+def _all_fractions(items: list) -> bool:
+    """True when every number under a generic coordinate key is in [0, 1] and some are fractional."""
+    numbers: list[float] = []
+    for i, raw in enumerate(items):
+        if not isinstance(raw, dict):
+            return False
+        try:
+            item = _flatten_item(raw, i)
+        except ParseError:
+            return False
+        for key in ("bbox", "box", "bounding_box", "point", "coordinates", "coords", "position", "location"):
+            value = item.get(key)
+            if isinstance(value, (list, tuple)):
+                for v in value:
+                    for x in (v if isinstance(v, (list, tuple)) else [v]):
+                        if isinstance(x, bool) or not isinstance(x, (int, float)):
+                            return False
+                        numbers.append(float(x))
+    return len(numbers) >= 2 and all(0.0 <= x <= 1.0 for x in numbers) and any(0.0 < x < 1.0 for x in numbers)
 
 
 def _plan_convention(items: list, convention: str) -> str:
@@ -530,6 +605,8 @@ def _to_action(raw: Any, index: int, convention: str, plan_convention: str, mode
             target = _name(item[key])
             break
 
+    if kind != "place" and not obj and target:
+        obj, target = target, ""  # {"action": "grasp", "target": "spoon"}: the thing grasped
     is_call = bool(item.get("_call"))
     call_conv = convention if convention != "auto" else "pixel"
     box_raw, box_conv, point_raw, point_conv = None, call_conv, None, call_conv
@@ -537,6 +614,10 @@ def _to_action(raw: Any, index: int, convention: str, plan_convention: str, mode
         coords = item.get("_coords")
         box_raw = item.get("_box")
         point_raw = item.get("_point")
+        if box_raw is not None and convention == "auto":
+            box_conv = _key_convention(item.get("_box_key", "bbox"), convention, call_conv)
+        if point_raw is not None and convention == "auto":
+            point_conv = _key_convention(item.get("_point_key", "point"), convention, call_conv)
         if coords is not None:
             if len(coords) == 4 and box_raw is None:
                 box_raw = coords
@@ -552,10 +633,15 @@ def _to_action(raw: Any, index: int, convention: str, plan_convention: str, mode
                 break
         for key in _POINT_KEYS:
             value = item.get(key)
-            if value is None or value == [] or (key in _TARGET_KEYS and isinstance(value, str)):
+            if value is None or value == []:
                 continue
-            if key in ("location", "position", "target", "target_location") and isinstance(value, dict) and not _has_xy(value):
-                continue
+            if key in _EITHER_KEYS:
+                count = _count_numbers(value)
+                if count == 4 and box_raw is None:  # "coordinates": [x1, y1, x2, y2]
+                    box_raw, box_conv = value, _key_convention(key, convention, plan_convention)
+                    continue
+                if count != 2:
+                    continue  # a name ("location": "plate") or something else
             point_raw, point_conv = value, _key_convention(key, convention, plan_convention)
             break
         if box_raw is None and point_raw is None and "_coords" in item:
@@ -573,7 +659,9 @@ def _to_action(raw: Any, index: int, convention: str, plan_convention: str, mode
     # Relative conventions map straight to the original image; pixels refer to the image the model saw.
     if box_raw is not None:
         numbers = _numbers(box_raw, 4, "bbox", index)
-        if box_conv == "pixel":
+        if box_conv == "unit":
+            box = (numbers[0] * image_size[0], numbers[1] * image_size[1], numbers[2] * image_size[0], numbers[3] * image_size[1])
+        elif box_conv == "pixel":
             x1, y1, x2, y2 = numbers
             box = (x1 * sx, y1 * sy, x2 * sx, y2 * sy)
         else:
@@ -581,7 +669,9 @@ def _to_action(raw: Any, index: int, convention: str, plan_convention: str, mode
         bbox = _checked_box(box, index, label, image_size, warnings)
     if point_raw is not None:
         numbers = _numbers(point_raw, 2, "point", index)
-        if point_conv == "pixel":
+        if point_conv == "unit":
+            pt = (numbers[0] * image_size[0], numbers[1] * image_size[1])
+        elif point_conv == "pixel":
             pt = (numbers[0] * sx, numbers[1] * sy)
         else:
             pt = point_to_px(numbers, point_conv, image_size)
@@ -595,6 +685,24 @@ def _to_action(raw: Any, index: int, convention: str, plan_convention: str, mode
     else:
         point = None  # a grasp/open/close is grounded by its box; a stray point carries no meaning here
     return GroundedAction(type=kind, object=obj, target=target, bbox=bbox, point=point)
+
+
+def _count_numbers(value: Any) -> int:
+    """How many coordinates a value holds (nested pairs flattened; dicts by their x/y keys; names: 0)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, (int, float)):
+        return 1
+    if isinstance(value, str):
+        return len(_NUMBER_RE.findall(value)) if re.fullmatch(r"[\s\[\](),\d.eE+-]*", value) else 0
+    if isinstance(value, (list, tuple)):
+        return sum(_count_numbers(v) if isinstance(v, (list, tuple)) else int(not isinstance(v, (dict, bool))) for v in value)
+    if isinstance(value, dict):
+        low = _lower_keys(value)
+        if all(k in low for k in ("x1", "y1", "x2", "y2")) or all(k in low for k in ("xmin", "ymin", "xmax", "ymax")):
+            return 4
+        return 2 if _has_xy(value) else 0
+    return 0
 
 
 def _has_xy(d: dict) -> bool:
@@ -697,6 +805,13 @@ def parse_plan(text: str, image_size: Sequence[int], convention: str = "auto", i
         raise ParseError(f"the model's answer is {len(text)} characters long (more than {MAX_TEXT_CHARS}); not a plan",
                          rule="too_long")
     body, warnings = strip_thinking(text)
+    stripped = body.strip()
+    if len(stripped) > 1 and stripped[0] == stripped[-1] == '"':
+        try:  # the whole answer is a JSON string holding the answer (double-encoded)
+            inner = json.loads(stripped)
+            body = inner if isinstance(inner, str) else body
+        except ValueError:
+            pass
     found = _find_plan(body)
     if found is None:
         snippet = " ".join(body.split())[:80]
@@ -704,6 +819,9 @@ def parse_plan(text: str, image_size: Sequence[int], convention: str = "auto", i
                          f"'actions') or lines like 'grasp(object, [x1, y1, x2, y2])'; the answer starts {snippet!r}",
                          rule="no_plan")
     plan_conv = _plan_convention(found.items, convention)
+    if convention == "auto" and plan_conv == "pixel" and _all_fractions(found.items):
+        plan_conv = "unit"
+        warnings.append("every coordinate is between 0 and 1: read as fractions of the image width and height")
     actions = [_to_action(raw, i, convention, plan_conv, model_size, size, warnings) for i, raw in enumerate(found.items)]
     # A place that names no object carries what the grasp before it picked up.
     for i, action in enumerate(actions):
