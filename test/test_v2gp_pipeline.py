@@ -160,3 +160,20 @@ def test_cli_run_with_oracle_needs_no_vlm_and_bad_input_is_one_line(dataset, tmp
     bad = subprocess.run([str(exe), "v2gp", "run", "--dataset", str(dataset), "--out", str(tmp_path / "o3"),
                           "--config", str(cfg)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "no element named 'nope'" in bad.stderr
+
+
+def test_project_rollouts_are_an_input_too(server, tmp_path):
+    pytest.importorskip("rosbags")
+    from grounded_planner.v2gp.synthetic import write_synthetic_rollouts
+
+    rollouts = write_synthetic_rollouts(tmp_path / "rollouts", SyntheticConfig(episodes=3, seed=5))
+    truth = {t["episode_index"]: t for t in map(json.loads, (rollouts / "v2gp_truth.jsonl").read_text().splitlines())}
+    config = V2GPConfig(gripper="fr3_finger_joint1", robot="franka_finger", grounder="vlm",
+                        vlm_base_url=server.base_url, vlm_model=MODEL, implicit=False)
+    summary = run_pipeline(rollouts, tmp_path / "out", config)
+    assert summary.episodes_with_plan == 3 and not summary.failed_episodes
+    for index, t in truth.items():
+        cached = json.loads((tmp_path / "out" / "cache" / f"episode_{index:06d}" / "segments.json").read_text())
+        assert [[s["start"], s["end"]] for s in cached["value"]["segments"]] == t["segments"]
+        plan = json.loads((tmp_path / "out" / "plans" / f"episode_{index:06d}.json").read_text())
+        assert_plan_matches(plan, t["plan"], tol_px=3.0)

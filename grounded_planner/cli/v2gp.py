@@ -16,7 +16,7 @@ def register(subparsers) -> None:
                          description="Print {\"segments\": [[start, end], ...]}: start = frame where the gripper "
                                      "starts closing, end = frame where it is fully open again (0 = open, 1 = closed).")
     seg.add_argument("--gripper", required=True, metavar="SIGNAL.csv", help="CSV with columns frame,gripper")
-    seg.add_argument("--robot", default="default", help="robot profile for defaults (default, droid, franka_width, so101)")
+    seg.add_argument("--robot", default="default", help="robot profile for defaults (default, droid, franka_width, franka_finger, so101)")
     seg.add_argument("--close-threshold", type=float, default=None, help="level at/above which the gripper is closed")
     seg.add_argument("--open-threshold", type=float, default=None, help="level at/below which it is released")
     seg.add_argument("--min-frames", type=int, default=None, help="shortest grasp (and longest bridged dropout), frames")

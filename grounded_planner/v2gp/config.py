@@ -23,7 +23,7 @@ class V2GPConfig:
     gripper: str = "observation.state[-1]"  # gripper column: NAME, NAME[INDEX] or NAME[ELEMENT_NAME]
     camera: str = ""  # image/video feature of the third-person camera ("" = the first one)
     # -- stage 1: segmentation (robot profile, then the explicit values that are not None)
-    robot: str = "default"  # profile in segment.ROBOT_PROFILES (default, droid, franka_width, so101)
+    robot: str = "default"  # profile in segment.ROBOT_PROFILES (default, droid, franka_width, franka_finger, so101)
     close_threshold: float | None = None  # normalised level at/above which the gripper is closed
     open_threshold: float | None = None  # normalised level at/below which it is released
     min_frames: int | None = None  # shortest grasp, frames

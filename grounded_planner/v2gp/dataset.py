@@ -332,11 +332,18 @@ class LeRobotDataset:
                            frame_indices=frames, source=source, camera=self.camera, _reader=reader, objects=objects)
 
 
-def open_dataset(path: str | Path, gripper: str = "observation.state[-1]", camera: str | None = None) -> LeRobotDataset:
-    """Open a demonstration dataset folder (LeRobot v2.x/v3.0)."""
+def open_dataset(path: str | Path, gripper: str = "observation.state[-1]", camera: str | None = None):
+    """Open a demonstration dataset folder: LeRobot v2.x/v3.0, or a folder of this project's rollouts.
+
+    Returns an object with ``episode_indices`` and ``episode(index) -> DemoEpisode``.
+    """
     root = Path(path)
     if not root.is_dir():
         raise DatasetError(f"dataset {root} is not a folder")
     if (root / "meta" / "info.json").exists():
         return LeRobotDataset(root, gripper=gripper, camera=camera)
-    raise DatasetError(f"{root}: not a LeRobot dataset (no meta/info.json)")
+    if (root / "rollout.json").exists() or next(root.rglob("rollout.json"), None) is not None:
+        from grounded_planner.v2gp.rollouts import RolloutDataset
+
+        return RolloutDataset(root, gripper=gripper, camera=camera)
+    raise DatasetError(f"{root}: not a LeRobot dataset (no meta/info.json) and no rollout folders (rollout.json)")

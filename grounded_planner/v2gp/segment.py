@@ -79,6 +79,8 @@ ROBOT_PROFILES: dict[str, dict[str, float]] = {
     "droid": {"close_threshold": 0.3, "open_threshold": 0.1, "min_frames": 4},
     # Franka Hand finger width in metres: 0.08 open, 0 closed
     "franka_width": {"open_value": 0.08, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15},
+    # Franka Hand finger joint (sensor_msgs/JointState of rollouts): 0.04 m per finger open, 0 closed
+    "franka_finger": {"open_value": 0.04, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15},
     # SO-101 gripper joint in LeRobot's 0..100 range, 100 fully open
     "so101": {"open_value": 100.0, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15},
 }

@@ -224,6 +224,51 @@ def _write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
             container.mux(packet)
 
 
+def simulate(cfg: SyntheticConfig):
+    """Yield (episode index, instruction, simulation, frames, gripper signal 0..1, truth) per episode."""
+    rng = np.random.default_rng(cfg.seed)
+    for e in range(cfg.episodes):
+        instruction, steps = SCRIPTS[e % len(SCRIPTS)]
+        sim = _Episode(rng, steps, cfg)
+        images = [sim.render(i) for i in range(len(sim.frames))]
+        grip = sim.gripper_signal(rng, cfg)
+        plan_instruction = instruction
+        if "yellow" in instruction and not any(st[0] == "pick_place" and st[1] == "yellow block" for st in steps):
+            plan_instruction = "put the red block on the blue plate"  # what the plan actually does
+        truth = {"episode_index": e, "instruction": instruction, "plan_instruction": plan_instruction,
+                 "segments": [list(seg) for seg in sim.segments],
+                 "kept_segments": [list(seg) for seg, st in zip(sim.segments, steps) if st[0] != "empty_grasp"],
+                 "plan": {"instruction": plan_instruction, "image_size": [WIDTH, HEIGHT], "actions": sim.actions}}
+        yield e, instruction, sim, images, grip, truth
+
+
+def write_synthetic_rollouts(out: str | Path, cfg: SyntheticConfig | None = None,
+                             joint: str = "fr3_finger_joint1") -> Path:
+    """The same episodes as rollout folders (rollout.json + rollout.mcap): color frames, and the gripper as a
+    Franka finger joint (0.04 m open, 0 closed) in sensor_msgs/JointState; ``v2gp_truth.jsonl`` beside them."""
+    from grounded_planner.rollout.record import RolloutRecorder
+
+    cfg = cfg or SyntheticConfig()
+    root = Path(out)
+    if root.exists() and any(root.iterdir()):
+        raise ValueError(f"{root} exists and is not empty")
+    root.mkdir(parents=True, exist_ok=True)
+    truth = []
+    period_ns = int(1e9 / cfg.fps)
+    for e, instruction, _sim, images, grip, expected in simulate(cfg):
+        clock = [1_700_000_000_000_000_000 + e * 10**12]
+        with RolloutRecorder(root / f"episode_{e:03d}", instruction=instruction, clock_ns=lambda: clock[0],
+                             fsync_every_s=None) as rec:
+            for image, g in zip(images, grip):
+                if np.isfinite(g):  # a dropout: no joint state for this frame
+                    rec.log_joint_state([joint, "fr3_joint1"], [0.04 * (1.0 - float(g)), 0.0])
+                rec.log_frame(image)
+                clock[0] += period_ns
+        truth.append(expected)
+    (root / "v2gp_truth.jsonl").write_text("".join(json.dumps(t) + "\n" for t in truth))
+    return root
+
+
 def write_synthetic_dataset(out: str | Path, cfg: SyntheticConfig | None = None, version: str = "v2.1") -> Path:
     """Write the dataset to ``out`` (created; must be empty or absent) and return its path."""
     cfg = cfg or SyntheticConfig()
@@ -235,19 +280,14 @@ def write_synthetic_dataset(out: str | Path, cfg: SyntheticConfig | None = None,
     if root.exists() and any(root.iterdir()):
         raise ValueError(f"{root} exists and is not empty")
     (root / "meta").mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(cfg.seed)
     instructions = sorted({SCRIPTS[i % len(SCRIPTS)][0] for i in range(cfg.episodes)})
     task_index = {t: i for i, t in enumerate(instructions)}
 
     tables, episodes_meta, objects, truth = [], [], [], []
     video_frames: list[np.ndarray] = []
     global_index = 0
-    for e in range(cfg.episodes):
-        instruction, steps = SCRIPTS[e % len(SCRIPTS)]
-        sim = _Episode(rng, steps, cfg)
-        n = len(sim.frames)
-        images = [sim.render(i) for i in range(n)]
-        grip = sim.gripper_signal(rng, cfg)
+    for e, instruction, sim, images, grip, expected in simulate(cfg):
+        n = len(images)
         ee = np.array([f["ee"] for f in sim.frames], dtype=np.float32)
         state = [[float(ee[i, 0]), float(ee[i, 1]), None if np.isnan(grip[i]) else float(grip[i])] for i in range(n)]
         columns: dict[str, Any] = {
@@ -282,13 +322,7 @@ def write_synthetic_dataset(out: str | Path, cfg: SyntheticConfig | None = None,
                              f"videos/{CAMERA}/to_timestamp": len(video_frames) / cfg.fps})
         episodes_meta.append(meta)
         objects.append({"episode_index": e, "objects": sim.object_tracks()})
-        plan_instruction = instruction
-        if any(s[0] == "pick_place" and s[1] == "yellow block" for s in steps) is False and "yellow" in instruction:
-            plan_instruction = "put the red block on the blue plate"  # what the plan actually does
-        truth.append({"episode_index": e, "instruction": instruction, "plan_instruction": plan_instruction,
-                      "segments": [list(s) for s in sim.segments],
-                      "kept_segments": [list(s) for s, st in zip(sim.segments, steps) if st[0] != "empty_grasp"],
-                      "plan": {"instruction": plan_instruction, "image_size": [WIDTH, HEIGHT], "actions": sim.actions}})
+        truth.append(expected)
         global_index += n
 
     features: dict[str, Any] = {
