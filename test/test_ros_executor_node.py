@@ -118,3 +118,26 @@ def test_cancel_stops_the_plan_and_goals_without_poses_are_refused(executor_chil
     assert outcome.status == GoalStatus.STATUS_CANCELED
     assert not outcome.result.success and "cancelled" in list(outcome.result.step_outcomes)
     side.node.destroy_node()
+
+
+def test_inactive_executor_rejects_goals_until_activated(ros_domain, tmp_path, rclpy_context):
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+
+    child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
+                          "-p", "autostart:=false"])
+    try:
+        _plan, msg = sim_plan_msg()
+        side = ActionClientSide(rclpy_context)
+        change = side.node.create_client(ChangeState, "/executor/change_state")
+        assert call(side.executor, change, ChangeState.Request(transition=Transition(id=Transition.TRANSITION_CONFIGURE)),
+                    60.0, "configure").success
+        assert not side.send(side.Goal(plan=msg, dry_run=True)).accepted, "an inactive (configured) executor took a goal"
+        assert call(side.executor, change, ChangeState.Request(transition=Transition(id=Transition.TRANSITION_ACTIVATE)),
+                    30.0, "activate").success
+        handle = side.send(side.Goal(plan=msg, dry_run=True))
+        assert handle.accepted and side.result(handle).result.success
+        side.node.destroy_node()
+    finally:
+        out = stop_process(child)
+    assert "Traceback" not in out, out

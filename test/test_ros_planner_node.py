@@ -213,6 +213,34 @@ def test_slow_vlm_times_out_without_blocking_other_callbacks(vlm, tmp_path, rclp
     assert "Traceback" not in out, out
 
 
+def test_parameters_are_checked_on_set_and_a_new_model_takes_effect(vlm, tmp_path, rclpy_context):
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    child = start_planner(vlm.base_url, tmp_path)
+    graph = Graph(rclpy_context)
+    try:
+        setter = graph.node.create_client(SetParameters, "/planner/set_parameters")
+
+        def set_param(name, **value):
+            request = SetParameters.Request(parameters=[Parameter(name=name, value=ParameterValue(**value))])
+            return call(graph.executor, setter, request, 30.0, f"set {name}").results[0]
+
+        refused = set_param("backend", type=ParameterType.PARAMETER_STRING, string_value="chatgpt")
+        assert not refused.successful and "backend must be one of openai" in refused.reason
+        refused = set_param("timeout_s", type=ParameterType.PARAMETER_DOUBLE, double_value=-1.0)
+        assert not refused.successful and "timeout_s must be > 0" in refused.reason
+        assert graph.plan().plan.model == "qwen3-vl-test"
+        assert set_param("model", type=ParameterType.PARAMETER_STRING, string_value="qwen3-vl-other").successful
+        response = graph.plan()
+        assert response.success and response.plan.model == "qwen3-vl-other", "the planner was not rebuilt"
+        assert vlm.requests[-1]["model"] == "qwen3-vl-other"
+    finally:
+        graph.close()
+        out = stop_process(child)
+    assert "Traceback" not in out, out
+
+
 def test_without_a_camera_the_reason_names_the_missing_topic(vlm, tmp_path, rclpy_context):
     child = start_planner(vlm.base_url, tmp_path, "-p", "frame_wait_s:=0.5")
     graph = Graph(rclpy_context, camera=False)
