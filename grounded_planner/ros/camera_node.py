@@ -9,7 +9,6 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile
-from rclpy.time import Time
 from sensor_msgs.msg import CameraInfo, Image
 
 from grounded_planner.ros.convert import numpy_to_image
@@ -64,6 +63,7 @@ class CameraNode(LifecycleNode):
     def __init__(self, node_name: str = "camera", source_factory: Callable[[dict], RealSenseSource] | None = None, **kwargs):
         super().__init__(node_name, **kwargs)
         declare_all(self, PARAMS)
+        self._injected = source_factory is not None
         self._source_factory = source_factory or self._open_realsense
         self._source: RealSenseSource | None = None
         self._thread: threading.Thread | None = None
@@ -93,7 +93,8 @@ class CameraNode(LifecycleNode):
             "depth": self.create_lifecycle_publisher(Image, f"{ns}/aligned_depth_to_color/image_raw", qos),
             "depth_info": self.create_lifecycle_publisher(CameraInfo, f"{ns}/aligned_depth_to_color/camera_info", qos),
         }
-        where = f"recording {p['playback_file']}" if p["playback_file"] else f"camera {p['serial'] or '(first found)'}"
+        where = "injected source" if self._injected else \
+            f"recording {p['playback_file']}" if p["playback_file"] else f"camera {p['serial'] or '(first found)'}"
         self.get_logger().info(f"configured: {where}, publishing under {ns}")
         return TransitionCallbackReturn.SUCCESS
 
@@ -155,12 +156,12 @@ class CameraNode(LifecycleNode):
 
     def publish(self, frames: AlignedFrames) -> None:
         """Publish one aligned set; all four messages carry the same stamp and frame id."""
-        header = Time(nanoseconds=self.get_clock().now().nanoseconds).to_msg()
+        stamp = self.get_clock().now().to_msg()
         frame_id = self.get_parameter("frame_id").value
         color = numpy_to_image(frames.color_rgb, "rgb8")
         depth = numpy_to_image(frames.depth_mm, "16UC1")
         for msg in (color, depth):
-            msg.header.stamp = header
+            msg.header.stamp = stamp
             msg.header.frame_id = frame_id
         info = camera_info_msg(frames.intrinsics, color.header)
         self._pubs["color"].publish(color)
