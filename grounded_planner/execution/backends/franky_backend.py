@@ -30,13 +30,14 @@ class FrankyConfig:
     gripper_speed_mps: float = 0.05  # finger speed for open/close, m/s
     default_force_n: float = 20.0  # grasp force when the executor passes none, N (Franka Hand: up to 70)
     gripper_timeout_s: float = 5.0  # an open/close that has not finished by then is stopped: MotionTimeoutError
-    max_reach_m: float = 0.85  # dry-run reachability: TCP farther than this from the shoulder is unreachable, m
+    max_reach_m: float = 0.855  # reach check: a flange farther than this from the shoulder is unreachable, m
+    tcp_to_flange_m: float = 0.2104  # flange height above the TCP with the hand pointing down (Franka Hand), m
 
     def __post_init__(self) -> None:
         if not isinstance(self.hostname, str) or not self.hostname:
             raise ConfigError(f"backends.franky.hostname must be a non-empty host name, got {self.hostname!r}")
-        check_positive(self, ("gripper_speed_mps", "default_force_n", "gripper_timeout_s", "max_reach_m"),
-                       where="backends.franky")
+        check_positive(self, ("gripper_speed_mps", "default_force_n", "gripper_timeout_s", "max_reach_m",
+                              "tcp_to_flange_m"), where="backends.franky")
 
 
 SHOULDER_M = np.array([0.0, 0.0, 0.333])  # FR3/Panda joint 2 axis height above the base, m
@@ -164,9 +165,12 @@ class FrankyBackend(RobotBackend):
         return matrix[:3, 3].copy(), yaw_from_rotation(matrix[:3, :3])
 
     def check_reachable(self, position_xyz: Sequence[float], yaw_rad: float) -> str | None:
-        distance = float(np.linalg.norm(np.asarray(position_xyz, dtype=float) - SHOULDER_M))
+        # a top-down TCP puts the flange straight above it; the arm's reach is measured shoulder -> flange
+        flange = np.asarray(position_xyz, dtype=float) + [0.0, 0.0, self.config.tcp_to_flange_m]
+        distance = float(np.linalg.norm(flange - SHOULDER_M))
         if distance > self.config.max_reach_m:
-            return f"{distance:.3f} m from the shoulder, beyond the reach of {self.config.max_reach_m:.3f} m"
+            return (f"flange {distance:.3f} m from the shoulder, beyond the arm's reach of "
+                    f"{self.config.max_reach_m:.3f} m")
         return None
 
     # -- gripper -----------------------------------------------------------------------------------
