@@ -74,6 +74,17 @@ def test_dry_run_all_inside_succeeds(tmp_path, capsys):
     assert "reachability not checked offline by the moveit backend" in out["steps"][0]["message"]
 
 
+def test_dry_run_on_the_franka_reports_a_box_corner_beyond_its_reach(tmp_path, capsys):
+    plan, targets = write_case(tmp_path, [
+        {"type": "grasp", "object": "cup", "position": [0.78, 0.0, 0.03]},   # far, but straight ahead: reachable
+        {"type": "place", "object": "cup", "position": [0.78, 0.44, 0.0]},  # inside the box, beyond the arm
+    ])
+    code, out, _ = run_cli(capsys, "--plan", str(plan), "--targets", str(targets), "--backend", "franky", "--dry-run")
+    assert code == 1
+    assert [s["outcome"] for s in out["steps"]] == ["ok", "unreachable"]
+    assert "beyond the arm's reach of 0.855 m" in out["steps"][1]["message"]
+
+
 def test_dry_run_on_the_so101_reports_unreachable_from_its_ik(tmp_path, capsys):
     pytest.importorskip("placo")
     plan, targets = write_case(tmp_path, [
