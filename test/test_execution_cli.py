@@ -113,6 +113,14 @@ def test_bad_targets_are_one_line_errors(tmp_path, capsys, mutate, message):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+def test_bad_backend_option_is_a_one_line_error(tmp_path, capsys):
+    plan, targets = write_case(tmp_path, [{"type": "grasp", "object": "cup", "position": [0.5, 0.1, 0.05]},
+                                          {"type": "place", "object": "cup", "position": [0.5, -0.1, 0.0]}])
+    code, _, err = run_cli(capsys, "--plan", str(plan), "--targets", str(targets), "--backend", "franky",
+                           "-o", "hostnme=127.0.0.2", "--dry-run")
+    assert code == 2 and "backends.franky: unknown key(s) hostnme" in err
+
+
 def test_bad_config_is_a_one_line_error(tmp_path, capsys):
     plan, targets = write_case(tmp_path, [{"type": "grasp", "object": "cup", "position": [0.5, 0.1, 0.05]}])
     bad = tmp_path / "bad.yaml"
@@ -132,12 +140,12 @@ def test_real_run_on_franky_sim_through_the_command(tmp_path):
     config = yaml.safe_load(FRANKA.read_text())
     config["safety"].update(max_velocity_scale=1.0, max_acceleration_scale=0.5)
     config["executor"].update(travel_speed_scale=1.0, fine_speed_scale=0.5)
+    cfg_path = tmp_path / "franka.yaml"
+    cfg_path.write_text(yaml.safe_dump(config))
     with franky_sim_server(cubes=[(0.45, 0.0, 0.02, 0.04)], state_path=str(tmp_path / "state.json")) as host:
-        config["backends"]["franky"].update(hostname=host, realtime=False)
-        cfg_path = tmp_path / "franka.yaml"
-        cfg_path.write_text(yaml.safe_dump(config))
         proc = subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "execute", "--plan", str(plan),
-                               "--targets", str(targets), "--backend", "franky", "--config", str(cfg_path)],
+                               "--targets", str(targets), "--backend", "franky", "--config", str(cfg_path),
+                               "-o", f"hostname={host}", "-o", "realtime=false"],
                               capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)

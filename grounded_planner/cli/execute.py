@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ex.add_argument("--config", default=None, metavar="FILE",
                     help=f"executor/safety YAML (default: {DEFAULT_CONFIGS['lerobot']} for lerobot, "
                          f"{DEFAULT_CONFIG} otherwise)")
+    ex.add_argument("-o", "--backend-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="override one backends.<backend> setting of the config, e.g. -o hostname=127.0.0.2 "
+                         "-o realtime=false (values in YAML syntax; repeatable)")
     ex.add_argument("--dry-run", action="store_true",
                     help="check every target (workspace, reachability where the backend can tell offline) and "
                          "report the motions; connects to nothing and moves nothing")
@@ -37,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load_config(args: argparse.Namespace):
+    import yaml
+
     from grounded_planner.cli.main import CliError
     from grounded_planner.execution.config import ConfigError, ExecutorConfig
     from grounded_planner.ros.params import resolve_data_path
@@ -48,6 +53,15 @@ def _load_config(args: argparse.Namespace):
         raise CliError(str(exc)) from exc
     if args.backend:
         config.backend = args.backend
+    options = config.backends.setdefault(config.backend, {})
+    for item in args.backend_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--backend-option must be KEY=VALUE, got {item!r}")
+        try:
+            options[key.strip()] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError as exc:
+            raise CliError(f"--backend-option {item!r}: the value is not valid YAML: {exc}") from exc
     return config
 
 
