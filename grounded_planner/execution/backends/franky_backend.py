@@ -90,8 +90,9 @@ class FrankyBackend(RobotBackend):
         try:
             robot = franky.Robot(self.config.hostname, realtime_config=rt)
             robot.recover_from_errors()
+            # the global factor holds the acceleration/jerk cap; velocity is set per motion (speed_scale, capped)
             acc = self.safety.max_acceleration_scale
-            robot.relative_dynamics_factor = franky.RelativeDynamicsFactor(self.safety.max_velocity_scale, acc, acc)
+            robot.relative_dynamics_factor = franky.RelativeDynamicsFactor(1.0, acc, acc)
             gripper = franky.Gripper(self.config.hostname)
         except self._errors as exc:
             raise BackendFault(f"franky: cannot connect to the robot at {self.config.hostname}: {exc}") from exc
@@ -122,9 +123,10 @@ class FrankyBackend(RobotBackend):
                 _, current_yaw = self.current_pose()  # type: ignore[misc]
                 yaw = nearest_equivalent_yaw(float(yaw_rad), current_yaw)
                 target = franky.Affine(position, yaw_to_quaternion(yaw))
-                # the global factor already holds the safety caps; this one scales within them
+                # speed_scale is a fraction of the robot's maximum velocity, never above the safety cap
+                velocity = min(float(speed_scale), self.safety.max_velocity_scale)
                 motion = franky.CartesianMotion(target, franky.ReferenceType.Absolute,
-                                                franky.RelativeDynamicsFactor(float(speed_scale), 1.0, 1.0))
+                                                franky.RelativeDynamicsFactor(velocity, 1.0, 1.0))
                 self._robot.move(motion, asynchronous=True)
                 deadline = time.monotonic() + self.safety.motion_timeout_s
                 while not self._robot.join_motion(POLL_S):
