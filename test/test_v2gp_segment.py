@@ -42,6 +42,23 @@ def test_noisy_signals_give_the_known_segments(ramp, sigma):
         assert got.to_dict() == {"segments": [list(c) for c in truth]}, (trial, got.to_dict())
 
 
+def test_slow_ramps_in_noise_are_located_within_one_frame():
+    rng = np.random.default_rng(11)
+    truth = np.array([(20, 100), (150, 230)])
+    for trial in range(10):
+        sig = cycle_signal(260, [tuple(c) for c in truth], 20, closed_level=0.7) + rng.normal(0, 0.02, 260)
+        got = np.array(segment_signal(sig).to_dict()["segments"])
+        assert got.shape == truth.shape and np.abs(got - truth).max() <= 1, (trial, got.tolist())
+
+
+def test_open_level_above_zero_and_a_partial_close_that_is_no_grasp():
+    rng = np.random.default_rng(3)
+    sig = 0.08 + 0.85 * cycle_signal(200, [(20, 70), (120, 170)], 4) + rng.normal(0, 0.01, 200)
+    sig[90:96] = np.linspace(0.08, 0.4, 6)  # the gripper half closes and opens again: below close_threshold
+    sig[96:100] = np.linspace(0.4, 0.08, 4)
+    assert segment_signal(sig).to_dict() == {"segments": [[20, 70], [120, 170]]}
+
+
 def test_step_signal_boundaries_are_the_last_and_first_open_frames():
     sig = np.array([0, 0, 0, 1, 1, 1, 1, 0, 0, 0], dtype=float)
     assert segment_signal(sig).to_dict() == {"segments": [[2, 7]]}

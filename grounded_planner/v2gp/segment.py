@@ -19,6 +19,9 @@ Definition (the one ``grounded-planner v2gp segment`` prints):
 * **end** is the frame where the gripper is *fully open again*: the same construction on the falling
   edge, i.e. the frame nearest to the instant the fall reaches the open level (for a ramp that is the
   first frame back at the open level; for a step, the first open frame).
+* Precision: on noisy signals the boundaries are exact while each ramp frame moves the gripper by well
+  over the noise (e.g. 2 % noise, ramps of up to ~10 frames); slower ramps in noise are placed within one
+  frame. A boundary frame that is itself missing is inferred from its neighbours.
 * A gripper already closed at the first frame gives a segment starting there (``truncated_start``); a
   gripper still closed at the last frame has no "fully open again" frame, so that cycle is reported
   in :attr:`SegmentResult.dropped` (reason ``not_reopened``) and not as a segment.
@@ -158,14 +161,41 @@ def _hysteresis(values: np.ndarray, close_threshold: float, open_threshold: floa
     return closed
 
 
-def _ramp_knee(t: np.ndarray, vals: np.ndarray, level: float, closed: float, knees: np.ndarray,
-               rising: bool, sigma: float) -> int:
+def _flat_level(values: np.ndarray, tol: float) -> float:
+    """Level of the flat part of ``values``: starting at the median, twice the median of the values within
+    ``tol`` of it, so the ramp samples of a slow gripper do not drag the level toward the other state."""
+    level = float(np.median(values))
+    for _ in range(2):
+        near = values[np.abs(values - level) <= max(tol, 1e-3)]
+        if not near.size:
+            break
+        level = float(np.median(near))
+    return level
+
+
+def _ramp_sse(t: np.ndarray, vals: np.ndarray, level: float, closed: float, knees: np.ndarray,
+              lengths: np.ndarray, rising: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Squared error of the ramp model per knee (best length) and that best length; shapes (K,), (K,)."""
+    k = knees[:, None, None]
+    length = lengths[None, :, None]
+    if rising:
+        frac = np.clip((t[None, None, :] - k) / length, 0.0, 1.0)
+    else:
+        frac = np.clip((k - t[None, None, :]) / length, 0.0, 1.0)
+    sse = (((level + (closed - level) * frac) - vals[None, None, :]) ** 2).sum(axis=2)
+    best = sse.argmin(axis=1)
+    return sse[np.arange(knees.size), best], lengths[best]
+
+
+def _ramp_knee(t: np.ndarray, vals: np.ndarray, level: float, closed: float, knee_lo: float, knee_hi: float,
+               rising: bool, sigma: float) -> int | None:
     """Least-squares fit of a linear ramp between the open ``level`` and the ``closed`` level.
 
     The model is ``level`` up to the knee ``k``, a straight ramp of length ``L`` frames, then ``closed``
     (mirrored when not ``rising``: ``closed`` until ``k - L``, ramp, ``level`` from ``k``). Every sample of
     the window counts, the flat ones included, which makes the knee far less noise-sensitive than a
-    threshold crossing. Ties (a step leaves the knee anywhere between two frames) go to the knee that is
+    threshold crossing. Searched coarse to fine (60 x 60 grid, then 0.05 frame around the best).
+
     The knees whose squared error is insignificantly above the best form the tied range [lo, hi]; the
     answer is the frame nearest its centre, kept inside the range's integer frames when it has any: a step
     between two samples ties every knee between them, giving the last open frame before a rise and the
@@ -175,29 +205,36 @@ def _ramp_knee(t: np.ndarray, vals: np.ndarray, level: float, closed: float, kne
     ----------
     t, vals : ndarray, shape (M,)
         Frame indices and normalised values of the measured samples in the window.
-    knees : ndarray, shape (K,)
-        Candidate knee instants (fractional frame indices), ascending.
+    knee_lo, knee_hi : float
+        Range of candidate knee instants (fractional frame indices).
     sigma : float
         Noise standard deviation; knees whose squared error is within a quarter of its square of the
         best count as tied.
 
     Returns
     -------
-    int
-        The knee frame: where the rise leaves (or the fall reaches) the open level.
+    int or None
+        The knee frame: where the rise leaves (or the fall reaches) the open level; None for an empty range.
     """
+    if knee_hi < knee_lo or t.size == 0:
+        return None
     span = float(t.max() - t.min()) + 1.0
-    lengths = np.linspace(0.05, span, max(2, min(200, int(span * 10))))
-    k = knees[:, None, None]
-    length = lengths[None, :, None]
-    if rising:
-        frac = np.clip((t[None, None, :] - k) / length, 0.0, 1.0)
+    fine = 0.05
+    n_knees = int((knee_hi - knee_lo) / fine) + 1
+    coarse_knees = np.linspace(knee_lo, knee_hi, min(60, n_knees))
+    coarse_lengths = np.linspace(fine, span, 60)
+    sse, best_len = _ramp_sse(t, vals, level, closed, coarse_knees, coarse_lengths, rising)
+    i = int(sse.argmin())
+    dk = coarse_knees[1] - coarse_knees[0] if coarse_knees.size > 1 else fine
+    dl = coarse_lengths[1] - coarse_lengths[0]
+    if n_knees <= 120:
+        knees = np.linspace(knee_lo, knee_hi, n_knees)
     else:
-        frac = np.clip((k - t[None, None, :]) / length, 0.0, 1.0)
-    model = level + (closed - level) * frac
-    sse = ((model - vals[None, None, :]) ** 2).sum(axis=2).min(axis=1)  # best length per knee
-    best = sse.min()
-    tied = knees[sse <= best + 0.25 * max(sigma, 0.01) ** 2]
+        knees = np.arange(max(knee_lo, coarse_knees[i] - 3 * dk), min(knee_hi, coarse_knees[i] + 3 * dk) + 1e-9, fine)
+    lengths = np.unique(np.concatenate([coarse_lengths, np.linspace(max(fine, best_len[i] - 2 * dl),
+                                                                    best_len[i] + 2 * dl, 41)]))
+    sse, _ = _ramp_sse(t, vals, level, closed, knees, lengths, rising)
+    tied = knees[sse <= sse.min() + 0.25 * max(sigma, 0.01) ** 2]
     lo, hi = float(tied.min()), float(tied.max())
     frame = math.floor((lo + hi) / 2 + 0.5) if rising else math.ceil((lo + hi) / 2 - 0.5)
     if math.ceil(lo - 1e-6) <= math.floor(hi + 1e-6):
@@ -259,13 +296,14 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
 
     valid = np.isfinite(dense)
     open_mask = ~closed & valid & (sig <= config.open_threshold)
-    result.open_level = level = float(np.median(sig[open_mask])) if open_mask.any() else 0.0
     both_open = (~closed[1:]) & (~closed[:-1]) & valid[1:] & valid[:-1]
     diffs = np.diff(sig)[both_open]
     sigma = 1.4826 * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2) if diffs.size else 0.0
     result.noise_sigma = sigma
+    level = _flat_level(sig[open_mask], 4.0 * sigma) if open_mask.any() else 0.0
     # noise band of the open gripper: 4 sigma, kept below the close threshold so a grasp always leaves it
     tol = min(max(4.0 * sigma, 1e-3), 0.5 * max(config.close_threshold - level, 1e-3))
+    result.open_level = level = _flat_level(sig[open_mask], tol) if open_mask.any() else 0.0
     floor = level + tol
     above = sig > floor
 
@@ -274,7 +312,8 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
         if b >= n:
             result.dropped.append((a + first_frame, "not_reopened"))
             continue
-        closed_level = float(np.median(sig[a:b][valid[a:b]])) if valid[a:b].any() else float(np.median(sig[a:b]))
+        held = sig[a:b][valid[a:b]] if valid[a:b].any() else sig[a:b]
+        closed_level = _flat_level(held, tol)
         plateau = closed_level - max(tol, 0.05 * closed_level)
         next_start = spells[k + 1][0] if k + 1 < len(spells) else n
 
@@ -297,9 +336,8 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
             t_meas = t0
             while t_meas < a and not valid[t_meas]:
                 t_meas += 1  # first measured frame above the band: the rise left the open level before it
-            knees = np.arange(lo, t_meas - 0.05 + 1e-9, 0.05)
-            knee = _ramp_knee(window, sig[window], level, closed_level, knees, rising=True, sigma=sigma)
-            start = int(min(t_meas - 1, max(lo, knee))) if knees.size else t0
+            knee = _ramp_knee(window, sig[window], level, closed_level, lo, t_meas - 0.05, rising=True, sigma=sigma)
+            start = t0 if knee is None else int(min(t_meas - 1, max(lo, knee)))
 
         # -- end: first measured frame back inside the open band after release, refined on the falling edge
         e0 = b
@@ -315,12 +353,9 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
         hi = min(next_start - 1, n - 1, e0 + 2 * fall + 2)
         window = np.arange(max(a, last_top - fall - 2), hi + 1)
         window = window[valid[window]]
-        knees = np.arange(e_last_above + 0.05, hi + 1e-9, 0.05)
-        if knees.size and window.size:
-            knee = _ramp_knee(window, sig[window], level, closed_level, knees, rising=False, sigma=sigma)
-            end = int(max(e_last_above + 1, min(hi, knee)))
-        else:
-            end = e0
+        knee = _ramp_knee(window, sig[window], level, closed_level, e_last_above + 0.05, hi, rising=False,
+                          sigma=sigma)
+        end = e0 if knee is None else int(max(e_last_above + 1, min(hi, knee)))
 
         empty = sig[a:b] >= config.empty_grasp_level
         dropped_mid = bool(closed_level < config.empty_grasp_level and empty[len(empty) // 2:].any()
