@@ -90,8 +90,7 @@ class RolloutLoggerNode(Node):
         p = values(self, PARAMS)
         self._recorder = RolloutRecorder(folder, instruction=instruction, task=p["task"] or instruction,
                                          condition=p["condition"], scene_id=p["scene_id"], model=model)
-        self._started = time.monotonic()
-        self._recorder.log_instruction(instruction)
+        self._started = time.monotonic()  # (the recorder logs the instruction itself)
         self._log_frame()  # the frame the plan was (most likely) made on
         return self._recorder
 
@@ -163,7 +162,9 @@ class RolloutLoggerNode(Node):
         with self._lock:
             plan = plan_from_msg(msg, validate=False)
             recorder = self._open(msg.instruction, msg.model)
-            recorder.log_plan(plan)
+            # the plan's stamp is its image's: replay then finds the exact frame it was made on
+            stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec or None
+            recorder.log_plan(plan, stamp_ns=stamp_ns)
             self._replay_pending()
             if not plan.actions:  # nothing to execute: the episode ends here
                 self._close("complete")
