@@ -237,3 +237,36 @@ def test_plan_and_draw_commands(server, scene, tmp_path):
     result = subprocess.run([sys.executable, "-c", CLI, "draw", "--image", str(small), "--plan", str(out), "--out", str(redraw)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "1280x720" in result.stderr
+
+
+def test_unknown_model_name_answering_in_its_native_format_is_read_by_keys(server, scene):
+    """A server whose model name says nothing (asked for pixels) that answers like Qwen3-VL or Gemini anyway."""
+    box, point = truth(scene)
+    for native in ("Qwen/Qwen3-VL-8B-Instruct", "gemini-2.5-flash"):
+        answer = server.answer(native, ["user: Instruction: " + INSTRUCTION], np.asarray(sent_image_of(scene, 640)))
+        server.script.append(Reply(content=answer))
+        with make_planner(config(server, "my-finetune-v3")) as planner:
+            plan = planner.plan(scene, INSTRUCTION)
+        assert "640x360" in server.requests[-1]["messages"][0]["content"]  # it was asked for pixels
+        assert plan.actions[0].bbox == pytest.approx(box, abs=2.5)
+        assert plan.actions[1].point == pytest.approx(point, abs=2.5)
+
+
+def sent_image_of(scene, max_side):
+    from grounded_planner.vlm.image import encode_image
+
+    return encode_image(scene, max_side).to_pil()
+
+
+def test_config_from_the_model_name_and_environment():
+    assert PlannerConfig(model="Qwen/Qwen2.5-VL-7B-Instruct").parse_convention == "pixel"  # its bbox_2d is pixels
+    assert PlannerConfig(model="Qwen/Qwen3-VL-8B-Instruct").parse_convention == "qwen3"
+    assert PlannerConfig(model="gemini-2.5-pro").parse_convention == "gemini"
+    gpt = PlannerConfig(model="gpt-4o")
+    assert gpt.family == "pixel" and gpt.parse_convention == "auto"
+    assert PlannerConfig(model="gpt-4o", convention="qwen3").parse_convention == "qwen3"
+    env = {"GP_VLM_BASE_URL": "http://h:8000/v1", "GP_VLM_MODEL": "m", "GP_VLM_TIMEOUT_S": "5", "GP_VLM_BACKEND": "gemini"}
+    cfg = PlannerConfig.from_env(env, model="other", base_url=None)
+    assert (cfg.backend, cfg.base_url, cfg.model, cfg.timeout_s) == ("gemini", "http://h:8000/v1", "other", 5.0)
+    with pytest.raises(ValueError, match="no field"):
+        PlannerConfig.from_env({}, modle="typo")

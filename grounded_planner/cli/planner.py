@@ -25,6 +25,8 @@ def register(subparsers) -> None:
     p.add_argument("--api-key-env", default=None, help="name of the environment variable holding the API key")
     p.add_argument("--prompt-family", choices=["auto", "qwen3", "gemini", "pixel"], default="auto",
                    help="coordinate convention asked for (auto: from the model name)")
+    p.add_argument("--convention", choices=["auto", "qwen3", "gemini", "pixel"], default="auto",
+                   help="how answers' coordinates are read (auto: the model family's, else by keys)")
     p.add_argument("--timeout", type=float, default=None, dest="timeout_s", help="seconds per request (default 60)")
     p.add_argument("--max-image-side", type=int, default=None, help="longest image side sent, px (default 1280)")
     p.add_argument("--repair-attempts", type=int, default=None, help="re-prompts after an invalid answer (default 1)")
@@ -84,7 +86,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     try:
         config = PlannerConfig.from_env(
             backend=args.backend, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
-            prompt_family=args.prompt_family, timeout_s=args.timeout_s, max_image_side=args.max_image_side,
+            prompt_family=args.prompt_family, convention=args.convention, timeout_s=args.timeout_s, max_image_side=args.max_image_side,
             repair_attempts=args.repair_attempts, cache_dir=args.cache_dir, replay_file=args.replay_file,
             record_file=args.record_file, adapter_path=args.adapter_path, grounder=args.grounder,
             grounder_model=args.grounder_model, grounder_base_url=args.grounder_base_url)

@@ -23,14 +23,21 @@ ENV_VARS = {
 DEFAULT_API_KEY_ENV = {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"}
 
 
-def prompt_family_for(model: str) -> str:
-    """Coordinate convention a model family answers in best, guessed from its name."""
+def known_family(model: str) -> str | None:
+    """The coordinate convention a model family is trained on, when its name says it; else None."""
     name = model.lower().replace("_", "-")
     if "qwen3" in name:
         return "qwen3"  # Qwen3-VL: relative 0-1000 bbox_2d / point_2d
     if "gemini" in name or "gemma" in name or "robotics-er" in name:
         return "gemini"
-    return "pixel"  # Qwen2.5-VL, GPT, Claude, InternVL asked for pixels: absolute pixels of the image sent
+    if "qwen2.5" in name or "qwen2-5" in name or "qwen2-vl" in name:
+        return "pixel"  # Qwen2.5-VL writes bbox_2d in absolute pixels of the image it saw
+    return None
+
+
+def prompt_family_for(model: str) -> str:
+    """Coordinate convention to ask a model for: its family's, else absolute pixels (GPT, Claude, InternVL...)."""
+    return known_family(model) or "pixel"
 
 
 @dataclass
@@ -106,8 +113,18 @@ class PlannerConfig:
 
     @property
     def parse_convention(self) -> str:
-        """The convention answers are parsed in: the one the prompt asked for, unless overridden."""
-        return self.family if self.convention == "auto" else self.convention
+        """The convention answers are parsed in.
+
+        An explicit ``convention`` wins; then an explicit ``prompt_family``; then the family a known model
+        name implies (Qwen2.5-VL's ``bbox_2d`` is pixels, Qwen3-VL's is 0-1000). For other models ``auto``:
+        the keys decide (``bbox_2d`` -> 0-1000, ``box_2d`` -> Gemini order) and plain ``bbox``/``point`` are
+        the pixels the prompt asked for, so a model that answers in its native format is still read right.
+        """
+        if self.convention != "auto":
+            return self.convention
+        if self.prompt_family != "auto":
+            return self.prompt_family
+        return known_family(self.model) or "auto"
 
     def api_key(self) -> str:
         """The API key from the configured environment variable ("" when unset: local servers need none)."""
