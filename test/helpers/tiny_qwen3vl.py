@@ -121,7 +121,9 @@ def _example(processor, image_rgb: np.ndarray, messages: Sequence[dict], answer:
     import torch
     from PIL import Image
 
-    chat = _chat(messages)
+    from grounded_planner.vlm.backends.transformers import chat_turns
+
+    chat = chat_turns(list(messages))
     prompt = processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
     full = prompt + answer + "<|im_end|>"
     image = Image.fromarray(image_rgb)
@@ -130,18 +132,6 @@ def _example(processor, image_rgb: np.ndarray, messages: Sequence[dict], answer:
     labels = inputs["input_ids"].clone()
     labels[:, :prompt_len] = -100
     return inputs, labels, torch
-
-
-def _chat(messages: Sequence[dict]) -> list[dict]:
-    """Backend-style messages (role, content str) -> processor chat with the image in the first user turn."""
-    chat, image_done = [], False
-    for m in messages:
-        if m["role"] == "user" and not image_done:
-            chat.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": m["content"]}]})
-            image_done = True
-        else:
-            chat.append({"role": m["role"], "content": [{"type": "text", "text": m["content"]}]})
-    return chat
 
 
 def _fit(model, processor, image_rgb, messages, answer, steps: int, lr: float) -> float:

@@ -63,6 +63,18 @@ class ComposedProcessor:
         return self.tokenizer.batch_decode(ids, skip_special_tokens=skip_special_tokens)
 
 
+def chat_turns(messages: list[dict], with_image: bool = True) -> list[dict]:
+    """Backend messages (role, content str) -> a processor chat, the image part in the first user turn."""
+    chat, image_done = [], not with_image
+    for m in messages:
+        if m["role"] == "user" and not image_done:
+            chat.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": m["content"]}]})
+            image_done = True
+        else:
+            chat.append({"role": m["role"], "content": [{"type": "text", "text": m["content"]}]})
+    return chat
+
+
 def load_processor(path: str):
     """The checkpoint's processor, or a ComposedProcessor when its class cannot be built here."""
     from transformers import AutoProcessor
@@ -135,14 +147,7 @@ class TransformersBackend(VLMBackend):
         self.net = None
 
     def chat(self, request: VLMRequest) -> list[dict]:
-        chat, image_done = [], request.image is None
-        for m in request.messages:
-            if m["role"] == "user" and not image_done:
-                chat.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": m["content"]}]})
-                image_done = True
-            else:
-                chat.append({"role": m["role"], "content": [{"type": "text", "text": m["content"]}]})
-        return chat
+        return chat_turns(request.messages, with_image=request.image is not None)
 
     def seen_size(self, sent_size: tuple[int, int]) -> tuple[int, int]:
         """Size of the image as the processor resized it (Qwen2.5-VL pixel answers refer to it)."""
