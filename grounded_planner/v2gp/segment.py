@@ -9,16 +9,18 @@ Definition (the one ``grounded-planner v2gp segment`` prints):
   ``min_frames`` is a glitch and is ignored; an open spell shorter than ``min_frames`` inside a grasp
   is a sensor dropout and is bridged. Missing samples (empty/NaN cells, skipped frame numbers) are
   interpolated for detection only.
-* **start** is the frame where the gripper *starts closing*: we walk back from the close-threshold
-  crossing to where the rise left the open level. The open level is the median of the open frames and
-  the noise band ``open_level + tol`` with ``tol = 4 sigma`` (sigma from the median absolute frame-to-frame
-  difference of the open frames), so noise on the open gripper is never mistaken for closing. The rising
-  frames above the band are fitted with a line and extrapolated back to the open level; the start is the
-  frame nearest to that instant (for a linear ramp that is the last frame still at the open level, where
-  the rise begins). An instantaneous step has no rising frames to fit: its start is the first closed frame.
-* **end** is the frame where the gripper is *fully open again*: the same construction on the falling
-  edge, i.e. the frame nearest to the instant the fall reaches the open level (for a ramp that is the
-  first frame back at the open level; for a step, the first open frame).
+* **start** is the frame where the gripper *starts closing*: walking back from the close-threshold
+  crossing to where the rise began, i.e. the last frame still at the open level before the rise. On a
+  noisy signal a single frame cannot show that, so the edge is fitted: the open level is the median of
+  the flat open frames, the noise band is ``open_level + tol`` with ``tol = max(4 sigma, 0.02)`` (sigma
+  from the median absolute frame-to-frame difference of the open frames), and a ramp model (flat at the
+  open level, straight rise, flat at the closed level) is least-squares fitted to the samples around the
+  edge; the start is the frame nearest to the fitted knee. For a linear ramp ``0, 0, 0.25, 0.5, ...`` that
+  is the last ``0``; for an instantaneous step ``0, 0, 1, 1`` it is also the last ``0`` (the last open
+  frame: the step happened right after it).
+* **end** is the frame where the gripper is *fully open again*: the same fit on the falling edge, the frame
+  nearest to where the fall reaches the open level, i.e. the first frame back at the open level (``1, 0.5,
+  0, 0`` -> the first ``0``; a step ``1, 1, 0, 0`` -> the first ``0``).
 * Precision: on noisy signals the boundaries are exact while each ramp frame moves the gripper by well
   over the noise (e.g. 2 % noise, ramps of up to ~10 frames); slower ramps in noise are placed within one
   frame. A boundary frame that is itself missing is inferred from its neighbours.
@@ -301,8 +303,9 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
     sigma = 1.4826 * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2) if diffs.size else 0.0
     result.noise_sigma = sigma
     level = _flat_level(sig[open_mask], 4.0 * sigma) if open_mask.any() else 0.0
-    # noise band of the open gripper: 4 sigma, kept below the close threshold so a grasp always leaves it
-    tol = min(max(4.0 * sigma, 1e-3), 0.5 * max(config.close_threshold - level, 1e-3))
+    # noise band of the open gripper: 4 sigma (at least 2 % of the range: sigma from a few samples is unsure),
+    # kept below the close threshold so a grasp always leaves it
+    tol = min(max(4.0 * sigma, 0.02), 0.5 * max(config.close_threshold - level, 1e-3))
     result.open_level = level = _flat_level(sig[open_mask], tol) if open_mask.any() else 0.0
     floor = level + tol
     above = sig > floor
