@@ -7,6 +7,7 @@ import json
 import sys
 
 from grounded_planner.cli.main import CliError
+from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,24 +51,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--image-max-side", type=int, default=640,
                         help="shrink larger images to this many pixels (JPEG) in the report; 0 = embed as is")
     report.set_defaults(func=_report)
-
-
-def add_planner_arguments(parser: argparse.ArgumentParser) -> None:
-    """The planner flags of `bench run` (read back by :func:`_planner_config`); other commands may share them."""
-    parser.add_argument("--config", help="YAML mapping of PlannerConfig fields (backend, model, base_url, ...)")
-    parser.add_argument("--backend", choices=["openai", "gemini", "transformers", "replay", "decoupled"], default=None)
-    parser.add_argument("--model", help="model name on the server / Gemini id / local path for transformers")
-    parser.add_argument("--base-url", help="OpenAI-compatible server root incl. /v1, e.g. http://localhost:8000/v1")
-    parser.add_argument("--api-key-env", help="name of the environment variable holding the API key")
-    parser.add_argument("--prompt-family", choices=["auto", "qwen3", "gemini", "pixel"], default=None,
-                        help="coordinate convention asked for (auto: from the model name)")
-    parser.add_argument("--replay-file", help="JSONL of recorded plans (replay backend)")
-    parser.add_argument("--mode", choices=("grounded", "decoupled"), default=None,
-                        help="grounded: the VLM answers boxes and points; decoupled: it plans in words and a grounder "
-                             "(--grounder) localizes each step; --backend then names the language planner's backend")
-    parser.add_argument("--grounder", choices=["vlm", "embodied-r1", "sam3"], default=None, help="decoupled mode's grounder")
-    parser.add_argument("--timeout", type=float, dest="timeout_s", default=None, help="seconds per request (default 60)")
-    parser.add_argument("--cache-dir", help="response cache folder (a re-run with the same requests is free)")
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -150,38 +133,6 @@ def _write_per_episode(path: str, episodes, predictions) -> None:
         raise CliError(f"cannot write {path}: {exc.strerror}") from None
 
 
-def _planner_config(args: argparse.Namespace):
-    from grounded_planner.vlm.config import PlannerConfig
-
-    values: dict = {}
-    if getattr(args, "config", None):
-        import yaml
-
-        try:
-            with open(args.config, encoding="utf-8") as f:
-                loaded = yaml.safe_load(f) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise CliError(f"cannot read planner config {args.config}: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise CliError(f"planner config {args.config} must be a YAML mapping of PlannerConfig fields")
-        values.update(loaded)
-    for name in ("backend", "model", "base_url", "api_key_env", "prompt_family", "replay_file", "grounder",
-                 "timeout_s", "cache_dir"):
-        if getattr(args, name, None) is not None:  # commands sharing this reader may offer fewer flags
-            values[name] = getattr(args, name)
-    mode = getattr(args, "mode", None)
-    if mode == "decoupled":
-        if values.get("backend") not in (None, "decoupled"):
-            values["language_backend"] = values["backend"]
-        values["backend"] = "decoupled"
-    elif mode == "grounded" and values.get("backend") == "decoupled":
-        raise CliError("--mode grounded contradicts backend 'decoupled'; pick one")
-    try:
-        return PlannerConfig.from_env(**values)
-    except (TypeError, ValueError) as exc:
-        raise CliError(f"planner config: {exc}") from None
-
-
 def _run(args: argparse.Namespace) -> int:
     from grounded_planner.bench.episodes import EpisodeError, load_episodes
     from grounded_planner.bench.runner import run_bench
@@ -196,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
         episodes = load_episodes(args.episodes)
     except EpisodeError as exc:
         raise CliError(str(exc)) from None
-    config = _planner_config(args)
+    config = planner_config_from_args(args)
     try:
         planner = make_planner(config)
     except (VLMError, ValueError, ImportError) as exc:

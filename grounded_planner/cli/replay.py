@@ -7,6 +7,7 @@ import json
 import sys
 
 from grounded_planner.cli.main import CliError
+from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,18 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--color-topic", default=None, help="color image topic [/camera/camera/color/image_raw]")
     p.add_argument("--plan-topic", default=None, help="GroundedPlan topic [/grounded_planner/plan]")
     p.add_argument("--instruction-topic", default=None, help="instruction topic [/grounded_planner/instruction]")
-    # the planner: the settings `bench run` takes (GP_VLM_* variables, then --config, then these flags)
-    p.add_argument("--config", help="YAML mapping of PlannerConfig fields (backend, model, base_url, ...)")
-    p.add_argument("--backend", choices=["openai", "gemini", "transformers", "replay", "decoupled"], default=None)
-    p.add_argument("--model", help="model name on the server / Gemini id / local path for transformers")
-    p.add_argument("--base-url", help="OpenAI-compatible server root incl. /v1")
-    p.add_argument("--api-key-env", help="name of the environment variable holding the API key")
-    p.add_argument("--prompt-family", choices=["auto", "qwen3", "gemini", "pixel"], default=None)
-    p.add_argument("--replay-file", help="JSONL of recorded plans (replay backend)")
-    p.add_argument("--mode", choices=("grounded", "decoupled"), default=None, help="as in bench run")
-    p.add_argument("--grounder", choices=["vlm", "embodied-r1", "sam3"], default=None, help="decoupled mode's grounder")
-    p.add_argument("--timeout", type=float, dest="timeout_s", default=None, help="seconds per request [60]")
-    p.add_argument("--cache-dir", help="response cache folder (a repeated replay sends no requests)")
+    add_planner_arguments(p)  # the settings `bench run` takes (GP_VLM_* variables, then --config, then flags)
     p.set_defaults(func=_replay)
 
 
@@ -70,10 +60,8 @@ def _replay(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     if not episodes:
         raise CliError("the bags hold no planner inputs", 1)
-    from grounded_planner.cli.bench import _planner_config  # one reading of planner flags for bench and replay
-
     try:
-        planner = make_planner(_planner_config(args))
+        planner = make_planner(planner_config_from_args(args))
     except (ValueError, ImportError, VLMError) as exc:
         raise CliError(f"cannot build the planner: {exc}") from exc
 
