@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from grounded_planner.plan import GroundedAction, GroundedPlan
 from grounded_planner.vlm.conventions import CONVENTIONS, render_plan
-from grounded_planner.vlm.parse import ParseError, parse_plan
+from grounded_planner.vlm.parse import ParseError, parse_location, parse_plan
 
 NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 -'"
 names = st.text(alphabet=NAME_CHARS, min_size=1, max_size=20).map(lambda s: " ".join(s.split())).filter(
@@ -125,6 +125,18 @@ def test_fuzz_only_parse_errors(text, size, convention):
         return
     plan.validate()  # whatever it returns is a valid plan inside the image
     json.dumps(plan.to_dict())
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.text(max_size=200), st.lists(st.sampled_from(FRAGMENTS + ["<point>", "</point>"]), max_size=60).map("".join)),
+       kind=st.sampled_from(["box", "point"]), convention=st.sampled_from(["auto", "qwen3", "gemini", "pixel"]))
+def test_fuzz_grounding_answers_only_parse_errors(text, kind, convention):
+    try:
+        coords, _ = parse_location(text, (640, 480), kind, convention)
+    except ParseError:
+        return
+    assert len(coords) == (4 if kind == "box" else 2)
+    assert all(0 <= v <= 640 for v in coords[0::2]) and all(0 <= v <= 480 for v in coords[1::2])
 
 
 def test_pathological_nesting_is_a_parse_error():
