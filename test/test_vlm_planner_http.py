@@ -270,3 +270,24 @@ def test_config_from_the_model_name_and_environment():
     assert (cfg.backend, cfg.base_url, cfg.model, cfg.timeout_s) == ("gemini", "http://h:8000/v1", "other", 5.0)
     with pytest.raises(ValueError, match="no field"):
         PlannerConfig.from_env({}, modle="typo")
+
+
+def test_parameters_a_model_rejects_are_adapted_once(server, scene):
+    """OpenAI reasoning models answer 400 to max_tokens and to temperature 0; the next request adapts."""
+    server.script += [
+        Reply(status=400, raw_body=b'{"error": {"message": "Unsupported parameter: \'max_tokens\' is not supported with '
+                                   b'this model. Use \'max_completion_tokens\' instead."}}'),
+        Reply(status=400, raw_body=b'{"error": {"message": "Unsupported value: \'temperature\' does not support 0 with '
+                                   b'this model. Only the default (1) value is supported."}}'),
+    ]
+    with make_planner(config(server, "o4-mini")) as planner:
+        plan = planner.plan(scene, INSTRUCTION)
+        planner.plan(scene, "open the green drawer handle")
+    assert len(plan.actions) == 2
+    last = server.requests[-1]
+    assert "max_completion_tokens" in last and "max_tokens" not in last and "temperature" not in last
+    assert len(server.requests) == 4  # two rejected, then one per plan
+    server.script.append(Reply(status=400, raw_body=b'{"error": {"message": "image too large"}}'))
+    with make_planner(config(server, "o4-mini")) as planner:
+        with pytest.raises(VLMRequestError, match="image too large"):
+            planner.plan(scene, INSTRUCTION)

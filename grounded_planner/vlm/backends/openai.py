@@ -78,6 +78,8 @@ class OpenAIBackend(VLMBackend):
         headers = {"Content-Type": "application/json", **(extra_headers or {})}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
+        self._max_tokens_key = "max_tokens"
+        self._send_temperature = True
         connect = min(self.timeout_s, MAX_CONNECT_TIMEOUT_S)
         self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(self.timeout_s, connect=connect),
                                     trust_env=False)
@@ -86,21 +88,41 @@ class OpenAIBackend(VLMBackend):
         self._client.close()
 
     def payload(self, request: VLMRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": chat_messages(request),
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-        }
+        body: dict[str, Any] = {"model": self.model, "messages": chat_messages(request),
+                                self._max_tokens_key: request.max_tokens}
+        if self._send_temperature:
+            body["temperature"] = request.temperature
         body.update(request.extra)
         return body
 
     def generate(self, request: VLMRequest) -> str:
-        data = json.dumps(self.payload(request)).encode("utf-8")
         what = f"{self.url} (model {self.model!r})"
-        body = retry_call(lambda: self._post_once(data), max_retries=self.max_retries,
-                          backoff_s=self.retry_backoff_s, what=what)
-        return answer_text(body)
+        for _ in range(3):  # at most two parameter adaptations, then the error stands
+            data = json.dumps(self.payload(request)).encode("utf-8")
+            try:
+                body = retry_call(lambda: self._post_once(data), max_retries=self.max_retries,
+                                  backoff_s=self.retry_backoff_s, what=what)
+            except VLMRequestError as exc:
+                if not self._adapt(exc):
+                    raise
+                continue
+            return answer_text(body)
+        raise VLMRequestError(f"{what}: the request was still rejected after adapting its parameters")
+
+    def _adapt(self, exc: VLMRequestError) -> bool:
+        """Follow a 400 that names a parameter this model does not take (OpenAI reasoning models reject
+        ``max_tokens`` for ``max_completion_tokens`` and any temperature but the default). Kept for later
+        requests; returns False when there is nothing to change."""
+        message = str(exc).lower()
+        if exc.status != 400:
+            return False
+        if "max_tokens" in message and "max_completion_tokens" in message and self._max_tokens_key == "max_tokens":
+            self._max_tokens_key = "max_completion_tokens"
+            return True
+        if "temperature" in message and self._send_temperature:
+            self._send_temperature = False
+            return True
+        return False
 
     def _post_once(self, data: bytes) -> Any:
         deadline = time.monotonic() + self.timeout_s
