@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from grounded_planner.cli.main import CliError
+from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
 
 # Exit codes of `plan` beyond argparse's 2: the model could not be reached / gave no valid plan.
 EXIT_UNAVAILABLE = 3
@@ -15,28 +16,19 @@ EXIT_NO_PLAN = 4
 def register(subparsers) -> None:
     p = subparsers.add_parser("plan", help="ask a VLM for a grounded plan of an image and an instruction",
                               description="Send an image and an instruction to a VLM and print the canonical plan "
-                                          "JSON (pixels of the image). Defaults come from GP_VLM_BACKEND, "
-                                          "GP_VLM_MODEL, GP_VLM_BASE_URL, GP_VLM_API_KEY_ENV, GP_VLM_CACHE_DIR.")
+                                          "JSON (pixels of the image). Settings: GP_VLM_* variables, then --config, "
+                                          "then the flags.")
     p.add_argument("--image", required=True, help="RGB image file (PNG/JPEG)")
     p.add_argument("--instruction", required=True, help="what the robot should do")
-    p.add_argument("--backend", choices=["openai", "gemini", "transformers", "replay", "decoupled"], default=None)
-    p.add_argument("--model", default=None, help="model name on the server / Gemini id / local path for transformers")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible server root incl. /v1, e.g. http://localhost:8000/v1")
-    p.add_argument("--api-key-env", default=None, help="name of the environment variable holding the API key")
-    p.add_argument("--prompt-family", choices=["auto", "qwen3", "gemini", "pixel"], default="auto",
-                   help="coordinate convention asked for (auto: from the model name)")
-    p.add_argument("--convention", choices=["auto", "qwen3", "gemini", "pixel"], default="auto",
+    add_planner_arguments(p)
+    p.add_argument("--convention", choices=["auto", "qwen3", "gemini", "pixel"], default=None,
                    help="how answers' coordinates are read (auto: the model family's, else by keys)")
-    p.add_argument("--timeout", type=float, default=None, dest="timeout_s", help="seconds per request (default 60)")
     p.add_argument("--max-image-side", type=int, default=None, help="longest image side sent, px (default 1280)")
     p.add_argument("--repair-attempts", type=int, default=None, help="re-prompts after an invalid answer (default 1)")
-    p.add_argument("--cache-dir", default=None, help="on-disk response cache folder")
-    p.add_argument("--replay-file", default=None, help="JSONL of recorded plans (replay backend)")
     p.add_argument("--record-file", default=None, help="append the returned plan to this JSONL (for replay)")
     p.add_argument("--adapter", default=None, dest="adapter_path", help="PEFT LoRA adapter folder (transformers)")
-    p.add_argument("--grounder", choices=["vlm", "embodied-r1", "sam3"], default=None, help="decoupled mode's grounder")
-    p.add_argument("--grounder-model", default=None)
-    p.add_argument("--grounder-base-url", default=None)
+    p.add_argument("--grounder-model", default=None, help="decoupled mode's grounder model (default: --model)")
+    p.add_argument("--grounder-base-url", default=None, help="decoupled mode's grounder server (default: --base-url)")
     p.add_argument("--out", default=None, help="also write the plan JSON to this file")
     p.add_argument("--overlay", default=None, help="also draw the plan over the image into this PNG")
     p.set_defaults(func=cmd_plan)
@@ -78,20 +70,18 @@ def _load_rgb(path: str):
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from grounded_planner.plan import save_plan
-    from grounded_planner.vlm.config import PlannerConfig
     from grounded_planner.vlm.errors import VLMError, VLMResponseError, VLMUnavailableError
     from grounded_planner.vlm.planner import make_planner
 
     image = _load_rgb(args.image)
+    config = planner_config_from_args(args)
+    extras = {name: getattr(args, name) for name in ("convention", "max_image_side", "repair_attempts", "record_file",
+                                                     "adapter_path", "grounder_model", "grounder_base_url")
+              if getattr(args, name) is not None}
     try:
-        config = PlannerConfig.from_env(
-            backend=args.backend, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
-            prompt_family=args.prompt_family, convention=args.convention, timeout_s=args.timeout_s, max_image_side=args.max_image_side,
-            repair_attempts=args.repair_attempts, cache_dir=args.cache_dir, replay_file=args.replay_file,
-            record_file=args.record_file, adapter_path=args.adapter_path, grounder=args.grounder,
-            grounder_model=args.grounder_model, grounder_base_url=args.grounder_base_url)
+        config = config.replace(**extras)
     except ValueError as exc:
-        raise CliError(str(exc)) from exc
+        raise CliError(f"planner config: {exc}") from exc
     try:
         with make_planner(config) as planner:
             plan = planner.plan(image, args.instruction)
@@ -130,6 +120,8 @@ def cmd_parse(args: argparse.Namespace) -> int:
     except ParseError as exc:
         raise CliError(exc.reason, 2) from exc
     print(plan.to_json(indent=None if args.compact else 2))
+    for warning in plan.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
