@@ -38,6 +38,8 @@ def test_noisy_signals_give_the_known_segments(ramp, sigma):
             sig[idx] = np.nan
         sig[110:112] = 0.0
         sig[220] = 0.02
+        sig[15 + ramp + 3] = 0.0  # a dropout just after the gripper closed: not part of the closing ramp
+        sig[240 - ramp - 4] = np.nan
         got = segment_signal(sig, config=SegmentConfig(close_threshold=0.4, open_threshold=0.15, min_frames=4))
         assert got.to_dict() == {"segments": [list(c) for c in truth]}, (trial, got.to_dict())
 

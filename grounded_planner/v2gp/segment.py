@@ -7,8 +7,8 @@ Definition (the one ``grounded-planner v2gp segment`` prints):
 * Detection uses hysteresis: the gripper counts as *closed* from the first frame at or above
   ``close_threshold`` until the first frame at or below ``open_threshold``. A closed spell shorter than
   ``min_frames`` is a glitch and is ignored; an open spell shorter than ``min_frames`` inside a grasp
-  is a sensor dropout and is bridged. Missing samples (empty/NaN cells, skipped frame numbers) are
-  interpolated for detection only.
+  is a sensor dropout and is bridged (both counted in measured samples). Missing samples (empty/NaN
+  cells, skipped frame numbers) are interpolated for detection only.
 * **start** is the frame where the gripper *starts closing*: walking back from the close-threshold
   crossing to where the rise began, i.e. the last frame still at the open level before the rise. On a
   noisy signal a single frame cannot show that, so the edge is fitted: the open level is the median of
@@ -284,19 +284,20 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
 
     closed = _hysteresis(sig, config.close_threshold, config.open_threshold)
     # bridge short open spells inside a grasp (dropouts), then forget short closed spells (glitches)
+    # spells are measured in measured samples: a missing sample is no evidence of opening or closing
+    valid = np.isfinite(dense)
     for a, b in _runs(~closed):
-        if a > 0 and b < n and b - a < config.min_frames:
+        if a > 0 and b < n and int(valid[a:b].sum()) < config.min_frames:
             closed[a:b] = True
     result = SegmentResult()
     spells = []
     for a, b in _runs(closed):
-        if b - a < config.min_frames and b < n:
+        if int(valid[a:b].sum()) < config.min_frames and b < n:
             result.dropped.append((a + first_frame, "too_short"))
             closed[a:b] = False
         else:
             spells.append((a, b))
 
-    valid = np.isfinite(dense)
     open_mask = ~closed & valid & (sig <= config.open_threshold)
     both_open = (~closed[1:]) & (~closed[:-1]) & valid[1:] & valid[:-1]
     diffs = np.diff(sig)[both_open]
@@ -335,7 +336,8 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
             rise = top - t0 + 1
             lo = max(prev_end, t0 - 2 * rise - 2)
             window = np.arange(lo, min(b, top + rise + 2))
-            window = window[valid[window]]
+            # measured samples; on the plateau side only those at the plateau (a dropout there is no ramp)
+            window = window[valid[window] & ((window <= top) | (sig[window] >= plateau))]
             t_meas = t0
             while t_meas < a and not valid[t_meas]:
                 t_meas += 1  # first measured frame above the band: the rise left the open level before it
@@ -355,7 +357,7 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
         fall = e0 - last_top
         hi = min(next_start - 1, n - 1, e0 + 2 * fall + 2)
         window = np.arange(max(a, last_top - fall - 2), hi + 1)
-        window = window[valid[window]]
+        window = window[valid[window] & ((window >= last_top) | (sig[window] >= plateau))]
         knee = _ramp_knee(window, sig[window], level, closed_level, e_last_above + 0.05, hi, rising=False,
                           sigma=sigma)
         end = e0 if knee is None else int(max(e_last_above + 1, min(hi, knee)))
