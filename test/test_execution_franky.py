@@ -152,3 +152,31 @@ def test_robot_lost_mid_step_is_a_fault_and_the_rest_is_not_run():
     assert "Network" in result.steps[0].message and "rest of the plan not run" in result.steps[0].message
     assert 1 not in steps_started  # the place never started
     assert took < 10.0
+
+
+def test_velocity_cap_holds_for_a_diagonal_move(cube_sim):
+    """franky limits each Cartesian axis; the backend keeps the TCP speed itself under the safety cap."""
+    host, _ = cube_sim
+    cfg = fast_config(host)
+    cfg.safety.max_velocity_scale = 0.2
+    with make_backend("franky", cfg) as backend:
+        limit_mps = float(backend._robot.translation_velocity_limit.max) * cfg.safety.max_velocity_scale
+        samples: list[tuple[float, np.ndarray]] = []
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                samples.append((time.monotonic(), backend.current_pose()[0]))
+                time.sleep(0.01)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        start = backend.current_pose()[0]
+        goal = start + np.array([-0.15, 0.25, -0.2])
+        backend.move_to_pose(goal, 0.0, 1.0)  # asks for full speed
+        done.set()
+        sampler.join()
+        np.testing.assert_allclose(backend.current_pose()[0], goal, atol=0.003)
+    speeds = [np.linalg.norm(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(samples, samples[1:])]
+    # (a loaded machine runs the simulation slower than real time, which only lowers these wall-clock speeds)
+    assert max(speeds) <= limit_mps * 1.05

@@ -43,6 +43,16 @@ class FrankyConfig:
 SHOULDER_M = np.array([0.0, 0.0, 0.333])  # FR3/Panda joint 2 axis height above the base, m
 
 
+def _diagonal_factor(delta_m: np.ndarray) -> float:
+    """Scale for a straight move along ``delta_m`` so its speed (the norm) stays within the per-axis limit.
+
+    franky limits each Cartesian axis separately and synchronises them, so a diagonal move would be up to
+    sqrt(3) times faster than the limit; scaling by max|d_i| / |d| keeps the TCP speed itself within it.
+    """
+    norm = float(np.linalg.norm(delta_m))
+    return 1.0 if norm < 1e-9 else max(float(np.max(np.abs(delta_m))) / norm, 1e-3)
+
+
 def yaw_to_quaternion(yaw_rad: float) -> np.ndarray:
     """Top-down Franka Hand orientation with the closing axis (hand y) at ``yaw_rad`` from base y, as [x, y, z, w].
 
@@ -120,11 +130,12 @@ class FrankyBackend(RobotBackend):
         with self._lock:
             self._stop_requested.clear()
             try:
-                _, current_yaw = self.current_pose()  # type: ignore[misc]
+                current, current_yaw = self.current_pose()  # type: ignore[misc]
                 yaw = nearest_equivalent_yaw(float(yaw_rad), current_yaw)
                 target = franky.Affine(position, yaw_to_quaternion(yaw))
                 # speed_scale is a fraction of the robot's maximum velocity, never above the safety cap
                 velocity = min(float(speed_scale), self.safety.max_velocity_scale)
+                velocity *= _diagonal_factor(position - current)
                 motion = franky.CartesianMotion(target, franky.ReferenceType.Absolute,
                                                 franky.RelativeDynamicsFactor(velocity, 1.0, 1.0))
                 self._robot.move(motion, asynchronous=True)
