@@ -104,6 +104,10 @@ def _run(args: argparse.Namespace) -> int:
     except V2GPError as exc:
         raise CliError(str(exc), 1) from exc
     print(json.dumps(summary.to_dict(), indent=2))
+    if summary.failed_episodes:
+        print(f"v2gp run: {len(summary.failed_episodes)} episode(s) failed (see failed_episodes); "
+              "a rerun retries them and resumes the rest from the caches", file=sys.stderr)
+        return 1
     return 0
 
 
