@@ -201,5 +201,5 @@ def teach_lora(model_dir: str | Path, adapter_dir: str | Path, image_rgb: np.nda
                       target_modules=r"(.*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj))|lm_head")
     model = get_peft_model(base, lora)
     loss = _fit(model, processor, image_rgb, messages, answer, steps, lr)
-    model.save_pretrained(adapter_dir)
+    model.save_pretrained(adapter_dir, save_embedding_layers=False)  # the base lm_head is unchanged: keep it out
     return loss
