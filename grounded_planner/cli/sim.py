@@ -33,6 +33,8 @@ def register(subparsers) -> None:
     run.add_argument("--targets", choices=("depth", "gt"), default="depth",
                      help="depth: back-project from the rendered depth and true calibration (default); gt: exact")
     run.add_argument("--executor-config", help="ExecutorConfig YAML (default: the execution layer's defaults)")
+    run.add_argument("--robot", choices=("gp5", "fr3"), help="arm model instead of the scenario's (fr3: franky-sim's "
+                                                          "Franka FR3 MJCF)")
     run.add_argument("--gif", help="write an animated GIF of the run here")
     run.add_argument("--rollout", help="record the run into this new folder (rollout.json + rollout.mcap), "
                                        "labelled by the scenario's success predicates")
@@ -105,7 +107,8 @@ def _run(args: argparse.Namespace) -> int:
         if plan is not None and args.targets == "gt":
             raise CliError("--targets gt needs the scenario's own GT plan: drop --plan or use --targets depth")
         result = run_scenario(args.scenario, seed=args.seed, plan=plan, targets=args.targets,
-                              executor_config=config, gif_path=args.gif, rollout_dir=args.rollout)
+                              executor_config=config, gif_path=args.gif, rollout_dir=args.rollout,
+                              robot=args.robot)
     except (ScenarioError, SimError, PlanError, GeometryError, ConfigError, RolloutError) as exc:
         raise CliError(str(exc)) from exc
     print(json.dumps(result.to_dict()))

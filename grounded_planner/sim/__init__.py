@@ -14,10 +14,14 @@ from grounded_planner.sim.scenario import Scenario, ScenarioError, load_scenario
 
 def __getattr__(name: str):
     # SimWorkcell / SimBackend pull in MuJoCo (and the execution layer): load them on first use only
-    if name in ("SimWorkcell", "SimError", "IKError"):
+    if name in ("SimWorkcell", "SimError"):
         from grounded_planner.sim import workcell
 
         return getattr(workcell, name)
+    if name == "IKError":
+        from grounded_planner.sim.robots import IKError
+
+        return IKError
     if name in ("SimBackend", "SimBackendConfig"):
         from grounded_planner.sim import backend
 

@@ -13,7 +13,6 @@ import numpy as np
 
 from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError, RobotBackend,
                                                 UnreachableError, check_pose_args)
-from grounded_planner.sim.scene import ARM
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +29,8 @@ class SimBackendConfig:
     default_force_n: float = 20.0  # gripping force per finger when gripper_close() gets None, N
     motion_timeout_s: float = 20.0  # simulated seconds a motion may take before MotionTimeoutError
     contact_tolerance_m: float = 0.015  # a motion stalled by contact this close to its goal counts as arrived, m
-    # A downward move that the hand or the held object stops by touching down (on the table, in a bowl) ends
-    # there, like a compliant arm's guarded move, whatever the remaining height; False: such a stall is a timeout.
+    # A downward move ends where the hand or the held object touches down (on the table, in a bowl) and the arm
+    # falls behind its set-point, like a compliant arm's guarded move; False: pressing on until the timeout.
     guarded_descent: bool = True
     realtime_factor: float = 0.0  # 0: as fast as the CPU allows; 1: paced to the wall clock (live demos)
 
@@ -96,8 +95,12 @@ class SimBackend(RobotBackend):
             except IKError as exc:
                 raise UnreachableError(f"sim: {exc}") from exc
             try:
-                w.move_tcp(position, yaw_rad, speed_mps=self.config.max_speed_mps * speed_scale,
-                           settle_timeout_s=min(2.0, self.config.motion_timeout_s))
+                ended = w.move_tcp(position, yaw_rad, speed_mps=self.config.max_speed_mps * speed_scale,
+                                   settle_timeout_s=min(2.0, self.config.motion_timeout_s),
+                                   guarded=self.config.guarded_descent)
+                if ended == "touched_down":
+                    log.info("sim: downward move touched down %.0f mm above its goal; stopped there",
+                             (w.tcp_pose()[0][2] - position[2]) * 1000)
             except SimStopped as exc:
                 raise MotionStoppedError("sim: motion stopped by stop()") from exc
             except SimMotionTimeout as exc:
@@ -107,12 +110,6 @@ class SimBackend(RobotBackend):
                 error_m = float(np.linalg.norm(reached - position))
                 if error_m <= self.config.contact_tolerance_m:
                     log.debug("sim: motion stalled by contact %.1f mm short of its goal", error_m * 1000)
-                    return
-                horizontal_m = float(np.linalg.norm((reached - position)[:2]))
-                if (self.config.guarded_descent and position[2] < reached[2]
-                        and horizontal_m <= self.config.contact_tolerance_m and w.touching_down()):
-                    log.info("sim: downward move touched down %.0f mm above its goal; stopping there",
-                             (reached[2] - position[2]) * 1000)
                     return
                 raise MotionTimeoutError(f"sim: {exc}") from exc
             except IKError as exc:  # a waypoint on the straight line left the reachable set
@@ -143,7 +140,7 @@ class SimBackend(RobotBackend):
         self.require_connected()
         from grounded_planner.sim.workcell import SimStopped
 
-        full = 2 * ARM.finger_travel_m
+        full = self.workcell.robot.max_opening_m
         # wider requests are clipped to the hardware's full opening, as real grippers do; say so in the log
         if width_m is not None and width_m > full:
             log.info("sim: gripper opening %.3f m clipped to the full opening %.3f m", width_m, full)

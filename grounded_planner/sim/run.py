@@ -37,7 +37,7 @@ class SimRunResult:
 def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
                  planner: Callable[[Any, str], Any] | None = None, targets: str = "depth",
                  executor_config=None, gif_path: str | Path | None = None, rollout_dir: str | Path | None = None,
-                 settle_s: float = 0.5) -> SimRunResult:
+                 robot: str | None = None, settle_s: float = 0.5) -> SimRunResult:
     """Run a scenario once.
 
     Parameters
@@ -49,6 +49,7 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
         calibration (the real pipeline); ``gt`` uses the exact targets from the sim state (GT plan only).
     executor_config : ExecutorConfig, optional (the execution layer's defaults otherwise).
     gif_path : where to write an animated GIF of the run (None: no recording).
+    robot : ``gp5`` or ``fr3`` to override the scenario's arm model.
     rollout_dir : a new folder for a rollout record (rollout.json + rollout.mcap: first and last frame, plan,
         targets, feedback, joint states at 10 Hz, result) labelled by the success predicates (source ``sim``).
     """
@@ -57,7 +58,6 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
     from grounded_planner.geometry.targets import compute_targets
     from grounded_planner.sim.backend import SimBackend
     from grounded_planner.sim.export import gt_plan, gt_targets
-    from grounded_planner.sim.scene import ARM_JOINTS
     from grounded_planner.sim.video import FrameRecorder
     from grounded_planner.sim.workcell import SimWorkcell
 
@@ -67,7 +67,7 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
         raise ValueError("targets='gt' needs the scenario's own GT plan; use targets='depth' for other plans")
     wall0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        cell = stack.enter_context(SimWorkcell.from_scenario(scenario_path, seed=seed))
+        cell = stack.enter_context(SimWorkcell.from_scenario(scenario_path, seed=seed, robot=robot))
         config = executor_config or ExecutorConfig()
         recorder = None
         if rollout_dir is not None:
@@ -77,7 +77,8 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
                 rollout_dir, instruction=cell.scenario.instruction, task=cell.scenario.name,
                 scene_id=f"{cell.scenario.name}-s{seed}", model="sim-ground-truth" if plan is None and planner is None
                 else getattr(plan, "model", ""), config=config,
-                extra={"sim": {"scenario": str(scenario_path), "seed": seed, "targets": targets}}))
+                extra={"sim": {"scenario": str(scenario_path), "seed": seed, "targets": targets,
+                               "robot": cell.robot.name}}))
         rgb, depth_m = cell.render()
         if recorder is not None:
             recorder.log_frame(rgb, depth_m, cell.camera_model)
@@ -96,7 +97,7 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
                 if ticks[0] % 5 == 0:  # every 5th 20 ms tick: 10 Hz
                     with cell.lock:
                         q = [*cell.arm_q(), *cell.data.qpos[cell._finger_qadr]]
-                    recorder.log_joint_state([*ARM_JOINTS, "j_finger_left", "j_finger_right"], q)
+                    recorder.log_joint_state([*cell.robot.arm_joints, *cell.robot.finger_joints], q)
 
             cell.tick_listeners.append(log_joints)
         video = FrameRecorder(cell) if gif_path is not None else None

@@ -25,6 +25,8 @@ OBJECT_KINDS = ("box", "cylinder", "cup", "bowl", "plate", "cabinet")
 GRASPABLE_KINDS = ("box", "cylinder", "cup")
 # Containers and supports: a place target's region.
 PREDICATE_TYPES = ("inside", "on", "drawer_open", "drawer_closed")
+# Arm models: gp5 is defined in scene.py (always available); fr3 is the Franka FR3 MJCF shipped by franky-sim.
+ROBOTS = ("gp5", "fr3")
 
 NAMED_COLORS: dict[str, tuple[float, float, float]] = {
     "red": (0.85, 0.12, 0.10), "green": (0.15, 0.65, 0.20), "blue": (0.12, 0.30, 0.85),
@@ -175,6 +177,7 @@ class Scenario:
     success: list[PredicateSpec]
     unordered: list[list[int]] = field(default_factory=list)  # bench: blocks of step indices in any order
     camera: CameraSpec = field(default_factory=CameraSpec)
+    robot: str = "gp5"  # arm model, one of ROBOTS
     source: str = ""  # file the scenario came from (for messages)
 
     def object(self, object_id: str) -> ObjectSpec:
@@ -336,10 +339,13 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
         camera = CameraSpec(**cam_kwargs)
     except (TypeError, ScenarioError) as exc:
         raise ScenarioError(f"{w('camera')}: {exc}") from exc
+    robot = str(data.get("robot", "gp5"))
+    if robot not in ROBOTS:
+        raise ScenarioError(f"{w('robot')}: unknown arm {robot!r} (expected one of {', '.join(ROBOTS)})")
     return Scenario(name=str(data.get("name") or Path(source).stem or "scenario"),
                     instruction=str(_require(data, "instruction", w("scenario"))), instruction_type=itype,
                     objects=objects, plan=plan, success=success, unordered=[list(b) for b in unordered],
-                    camera=camera, source=source)
+                    camera=camera, robot=robot, source=source)
 
 
 class _Yaml12Loader(yaml.SafeLoader):

@@ -48,7 +48,9 @@ FINGER_JOINTS = ("j_finger_left", "j_finger_right")
 ARM_LIMITS = ((-2.9, 2.9), (-2.0, 2.0), (-2.8, 2.8), (-3.1, 3.1), (-2.9, 2.9))
 TABLE_SIZE_M = (1.1, 1.2)  # x, y extents of the table top
 TABLE_CENTER_M = (0.45, 0.0)
-HOME_TCP_M = (0.12, 0.0, 0.45)  # where the arm waits: behind the objects, above the camera's view of them
+HOME_TCP_M = (0.12, 0.0, 0.45)
+# The body held objects are welded to, per arm model (the FR3's names carry the prefix it is attached with).
+HAND_BODY = {"gp5": "hand", "fr3": "fr3/hand"}  # where the arm waits: behind the objects, above the camera's view of them
 
 
 def _f(values) -> str:
@@ -251,7 +253,11 @@ def arm_mjcf() -> str:
 
 
 def scene_mjcf(scenario: Scenario) -> tuple[str, list[str]]:
-    """The whole model as MJCF text, and the holdable body names (each gets an inactive weld to the hand)."""
+    """The whole model as MJCF text, and the holdable body names (each gets an inactive weld to the hand).
+
+    For ``robot: gp5`` the text is complete; for other arms it lacks the arm, whose MjSpec is attached before
+    compiling (the welds already name its ``hand`` body).
+    """
     cam = scenario.camera
     x_opt, y_opt, _ = camera_axes(cam.position_m, cam.look_at_m)
     # MuJoCo cameras look along their -z with +y up: x_cam = x_opt, y_cam = -y_opt
@@ -262,7 +268,7 @@ def scene_mjcf(scenario: Scenario) -> tuple[str, list[str]]:
         objects.append(xml)
         holdable += bodies
     tx, ty = TABLE_CENTER_M
-    welds = "".join(f'<weld name="grasp:{b}" body1="hand" body2={quoteattr(b)} active="false" '
+    welds = "".join(f'<weld name="grasp:{b}" body1="{HAND_BODY[scenario.robot]}" body2={quoteattr(b)} active="false" '
                     f'solref="0.004 1" torquescale="1"/>' for b in holdable)
     excludes = "".join(f'<exclude body1="obj:{o.id}" body2="obj:{o.id}:drawer"/>'
                        for o in scenario.objects if o.kind == "cabinet")
@@ -271,6 +277,9 @@ def scene_mjcf(scenario: Scenario) -> tuple[str, list[str]]:
                         for i, j in enumerate(ARM_JOINTS))
     actuators += "".join(f'<position name="a_{j[2:]}" joint="{j}" kp="800" kv="20" forcerange="-25 25" '
                          f'ctrlrange="0 {ARM.finger_travel_m:.6g}"/>' for j in FINGER_JOINTS)
+    arm = arm_mjcf()
+    if scenario.robot != "gp5":  # another arm model is attached to the compiled spec (robots.attach_fr3)
+        arm, actuators = "", ""
     xml = f"""<mujoco model="grounded_planner_workcell_{scenario.name}">
   <compiler angle="radian" autolimits="true"/>
   <option timestep="0.002" integrator="implicitfast" cone="elliptic" impratio="5"/>
@@ -290,7 +299,7 @@ def scene_mjcf(scenario: Scenario) -> tuple[str, list[str]]:
     <geom name="table" type="box" size="{_f([TABLE_SIZE_M[0] / 2, TABLE_SIZE_M[1] / 2, 0.02])}" pos="{_f([tx, ty, -0.02])}" material="table_mat" friction="0.8 0.01 0.001"/>
     <geom name="table_leg" type="box" size="0.05 0.05 0.365" pos="{_f([tx, ty, -0.405])}" rgba="0.3 0.3 0.3 1" contype="0" conaffinity="0"/>
     <camera name="rgbd" pos="{_f(cam.position_m)}" xyaxes="{_f([*x_opt, *(-y_opt)])}" fovy="{fovy_deg:.8g}"/>
-    {arm_mjcf()}
+    {arm}
     {"".join(objects)}
   </worldbody>
   <contact>{excludes}</contact>

@@ -3,6 +3,7 @@ the gripper with its weld-on-contact grasp, the RGB-D camera and the scenario's 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -15,9 +16,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from grounded_planner.sim.robots import (FR3_HOME_Q, ROBOT_SPECS, IKError, NumericIK, attach_fr3, gp5_ik,
+                                         gripper_ctrl, gripper_force_range)
 from grounded_planner.sim.scenario import PredicateSpec, Scenario, ScenarioError, load_scenario
-from grounded_planner.sim.scene import (ARM, ARM_JOINTS, ARM_LIMITS, FINGER_JOINTS, HOME_TCP_M, camera_axes,
-                                        cabinet_handle_local, scene_mjcf)
+from grounded_planner.sim.scene import HOME_TCP_M, camera_axes, cabinet_handle_local, scene_mjcf
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +32,6 @@ class SimError(RuntimeError):
     """The simulation cannot do what was asked (no GL for rendering, an unknown object id, ...)."""
 
 
-class IKError(ValueError):
-    """No joint solution for a tool pose (out of reach or beyond a joint limit); the message says which."""
-
-
 class SimStopped(RuntimeError):
     """A motion ended early because :meth:`SimWorkcell.request_stop` was called."""
 
@@ -42,8 +40,9 @@ class SimMotionTimeout(RuntimeError):
     """The arm did not settle at its goal within the time limit (blocked by contact, e.g. a drawer at its stop)."""
 
 
-def _wrap_pi(a: float) -> float:
-    return (a + math.pi) % (2 * math.pi) - math.pi
+def _wrap_half_pi(a: float) -> float:
+    """An angle difference of a symmetric gripper (period pi), wrapped to [-pi/2, pi/2)."""
+    return (a + math.pi / 2) % math.pi - math.pi / 2
 
 
 def _import_mujoco():
@@ -82,9 +81,17 @@ class SimWorkcell:
         mj = self.mujoco
         self.scenario = scenario.sample(seed)
         self.seed = seed
+        self.robot = ROBOT_SPECS[self.scenario.robot]
         self.xml, self.holdable_bodies = scene_mjcf(self.scenario)
         try:
-            self.model = mj.MjModel.from_xml_string(self.xml)
+            if self.robot.name == "gp5":
+                self.model = mj.MjModel.from_xml_string(self.xml)
+            else:
+                spec = mj.MjSpec.from_string(self.xml)
+                attach_fr3(spec)
+                self.model = spec.compile()
+        except FileNotFoundError as exc:
+            raise SimError(f"{scenario.source or scenario.name}: {exc}") from exc
         except ValueError as exc:
             raise ScenarioError(f"{scenario.source or scenario.name}: MuJoCo rejected the generated scene: {exc}") from exc
         self.data = mj.MjData(self.model)
@@ -101,25 +108,32 @@ class SimWorkcell:
         self.realtime_factor = 0.0
         self._rng = np.random.default_rng(seed if seed is not None else 0)
         self._id = lambda kind, name: mj.mj_name2id(self.model, kind, name)
-        self._arm_qadr = np.array([self.model.jnt_qposadr[self._id(mj.mjtObj.mjOBJ_JOINT, j)] for j in ARM_JOINTS])
-        self._arm_dadr = np.array([self.model.jnt_dofadr[self._id(mj.mjtObj.mjOBJ_JOINT, j)] for j in ARM_JOINTS])
-        self._finger_qadr = np.array([self.model.jnt_qposadr[self._id(mj.mjtObj.mjOBJ_JOINT, j)] for j in FINGER_JOINTS])
-        self._finger_dadr = np.array([self.model.jnt_dofadr[self._id(mj.mjtObj.mjOBJ_JOINT, j)] for j in FINGER_JOINTS])
-        self._arm_act = np.arange(len(ARM_JOINTS))
-        self._finger_act = np.arange(len(ARM_JOINTS), len(ARM_JOINTS) + 2)
-        self._tcp_site = self._id(mj.mjtObj.mjOBJ_SITE, "tcp")
-        self._hand_body = self._id(mj.mjtObj.mjOBJ_BODY, "hand")
-        self._finger_geoms = (self._id(mj.mjtObj.mjOBJ_GEOM, "finger_left"), self._id(mj.mjtObj.mjOBJ_GEOM, "finger_right"))
+        robot = self.robot
+        joint = lambda name: self._id(mj.mjtObj.mjOBJ_JOINT, name)  # noqa: E731
+        actuator = lambda name: self._id(mj.mjtObj.mjOBJ_ACTUATOR, name)  # noqa: E731
+        self._arm_qadr = np.array([self.model.jnt_qposadr[joint(j)] for j in robot.arm_joints])
+        self._arm_dadr = np.array([self.model.jnt_dofadr[joint(j)] for j in robot.arm_joints])
+        self._finger_qadr = np.array([self.model.jnt_qposadr[joint(j)] for j in robot.finger_joints])
+        self._finger_dadr = np.array([self.model.jnt_dofadr[joint(j)] for j in robot.finger_joints])
+        self._arm_act = np.array([actuator(a) for a in robot.arm_actuators])
+        self._gripper_act = np.array([actuator(a) for a in robot.gripper_actuators])
+        self._tcp_site = self._id(mj.mjtObj.mjOBJ_SITE, robot.tcp_site)
+        self._hand_body = self._id(mj.mjtObj.mjOBJ_BODY, robot.hand_body)
+        finger_bodies = [self._id(mj.mjtObj.mjOBJ_BODY, b) for b in robot.finger_bodies]
+        self._finger_geoms = tuple({g for g in range(self.model.ngeom) if int(self.model.geom_bodyid[g]) == b}
+                                   for b in finger_bodies)
+        self._tool_bodies = {self._hand_body, *finger_bodies}
         self._holdable_ids = {self._id(mj.mjtObj.mjOBJ_BODY, b): b for b in self.holdable_bodies}
         self._weld_ids = {b: self._id(mj.mjtObj.mjOBJ_EQUALITY, f"grasp:{b}") for b in self.holdable_bodies}
         self._camera_id = self._id(mj.mjtObj.mjOBJ_CAMERA, "rgbd")
         self.held_body: str | None = None
+        self._ik = NumericIK(self.model, robot, FR3_HOME_Q) if robot.name == "fr3" else None
         # start at home with the gripper open, objects resting on the table
-        q_home = self.solve_ik(HOME_TCP_M, 0.0)
+        q_home = FR3_HOME_Q if robot.name == "fr3" else gp5_ik(HOME_TCP_M, 0.0)
         self.data.qpos[self._arm_qadr] = q_home
         self.data.ctrl[self._arm_act] = q_home
-        self.data.qpos[self._finger_qadr] = ARM.finger_travel_m
-        self.data.ctrl[self._finger_act] = ARM.finger_travel_m
+        self.data.qpos[self._finger_qadr] = robot.max_opening_m / 2
+        self.data.ctrl[self._gripper_act] = gripper_ctrl(robot, robot.max_opening_m)
         for obj in self.scenario.objects:  # drawers that start pulled out
             if obj.kind == "cabinet" and obj.drawer_open_m > 0:
                 j = self._id(mj.mjtObj.mjOBJ_JOINT, f"obj:{obj.id}:drawer_slide")
@@ -128,9 +142,16 @@ class SimWorkcell:
         self.step(int(round(settle_s / self.model.opt.timestep)))
 
     @classmethod
-    def from_scenario(cls, path: str | Path, seed: int | None = None, **kwargs) -> "SimWorkcell":
-        """Load a scenario YAML (see config/scenarios/) with its randomisation drawn from ``seed``."""
-        return cls(load_scenario(path), seed=seed, **kwargs)
+    def from_scenario(cls, path: str | Path, seed: int | None = None, robot: str | None = None,
+                      **kwargs) -> "SimWorkcell":
+        """Load a scenario YAML (see config/scenarios/) with its randomisation drawn from ``seed``;
+        ``robot`` (``gp5`` | ``fr3``) overrides the scenario's arm model."""
+        scenario = load_scenario(path)
+        if robot is not None:
+            if robot not in ROBOT_SPECS:
+                raise ScenarioError(f"robot: unknown arm {robot!r} (expected one of {', '.join(ROBOT_SPECS)})")
+            scenario = dataclasses.replace(scenario, robot=robot)
+        return cls(scenario, seed=seed, **kwargs)
 
     # -- physics ------------------------------------------------------------------------------------
     @property
@@ -162,56 +183,17 @@ class SimWorkcell:
         self._stop.clear()
 
     # -- kinematics ---------------------------------------------------------------------------------
-    @staticmethod
-    def solve_ik(tcp_xyz: Sequence[float], yaw_rad: float, roll_hint: float | None = None) -> np.ndarray:
-        """Analytic IK of the gp5 arm for a top-down tool pose.
+    def solve_ik(self, tcp_xyz: Sequence[float], yaw_rad: float, q_hint: np.ndarray | None = None) -> np.ndarray:
+        """Arm joint angles (n,) for a top-down tool pose; raises :class:`IKError` (out of reach, joint limits).
 
-        Parameters
-        ----------
-        tcp_xyz : (3,) tool centre point in the base frame, metres.
-        yaw_rad : rotation of the fingers' closing axis about base z (0 = closing along base y). The gripper is
-            symmetric, so yaw and yaw + pi are the same grasp; the solution nearest ``roll_hint`` is taken.
-
-        Returns
-        -------
-        q : (5,) joint angles in ``ARM_JOINTS`` order, radians (elbow-up branch).
-
-        Raises :class:`IKError` when the point is out of reach or a joint limit is exceeded.
+        ``tcp_xyz`` (3,) is the tool centre point in the base frame (m); ``yaw_rad`` the closing axis about base z
+        (0 = along base y; yaw and yaw + pi are the same grasp). ``q_hint`` (default: the current joints) picks
+        the solution nearest to it (gp5: wrist roll; fr3: the numeric solve starts there).
         """
-        x, y, z = (float(v) for v in tcp_xyz)
-        a = ARM
-        psi = math.atan2(y, x) if math.hypot(x, y) > 1e-9 else 0.0
-        r = math.hypot(x, y)
-        h = z + a.tool_m - a.base_height_m  # wrist pitch axis height above the shoulder axis
-        l1, l2 = a.upper_arm_m, a.forearm_m
-        c2 = (r * r + h * h - l1 * l1 - l2 * l2) / (2 * l1 * l2)
-        if abs(c2) > 1.0:
-            raise IKError(f"tool point {np.round([x, y, z], 3).tolist()} m is out of the arm's reach "
-                          f"(wrist at {math.hypot(r, h):.3f} m from the shoulder, reach {l1 + l2:.2f} m)")
-        best = None
-        for q2 in (math.acos(c2), -math.acos(c2)):
-            alpha1 = math.atan2(h, r) - math.atan2(l2 * math.sin(q2), l1 + l2 * math.cos(q2))
-            elbow_z = l1 * math.sin(alpha1)
-            if best is None or elbow_z > best[0]:
-                best = (elbow_z, alpha1, q2)
-        _, alpha1, q2 = best
-        theta1 = math.pi / 2 - alpha1  # link angles are measured from +z towards the arm's reach direction
-        theta2 = -q2
-        theta3 = math.pi - theta1 - theta2  # tool axis straight down
-        # the hand's y axis (closing axis) sits at base yaw psi; rolling about the downward tool axis by rho
-        # turns it to psi - rho
-        rho = _wrap_pi(psi - yaw_rad)
-        candidates = [rho, rho - math.pi, rho + math.pi]
-        lo, hi = ARM_LIMITS[4]
-        candidates = [c for c in candidates if lo <= c <= hi]
-        hint = 0.0 if roll_hint is None else roll_hint
-        rho = min(candidates, key=lambda c: abs(c - hint))
-        q = np.array([psi, theta1, theta2, _wrap_pi(theta3), rho])
-        for i, (lo, hi) in enumerate(ARM_LIMITS):
-            if not lo - 1e-9 <= q[i] <= hi + 1e-9:
-                raise IKError(f"tool point {np.round([x, y, z], 3).tolist()} m needs {ARM_JOINTS[i]} = "
-                              f"{q[i]:.2f} rad, beyond its limit [{lo}, {hi}]")
-        return q
+        q_hint = self.arm_q() if q_hint is None else np.asarray(q_hint, float)
+        if self._ik is None:
+            return gp5_ik(tcp_xyz, yaw_rad, roll_hint=float(q_hint[4]))
+        return self._ik.solve(tcp_xyz, yaw_rad, q_hint)
 
     def tcp_pose(self) -> tuple[np.ndarray, float]:
         """Measured tool centre point (3,) in m (base frame) and gripper yaw in rad, wrapped to (-pi/2, pi/2]."""
@@ -230,34 +212,41 @@ class SimWorkcell:
             return self.data.qpos[self._arm_qadr].copy()
 
     def move_tcp(self, tcp_xyz: Sequence[float], yaw_rad: float, speed_mps: float = 0.4,
-                 settle_timeout_s: float = 2.0, tolerance_m: float = 0.003) -> None:
+                 settle_timeout_s: float = 2.0, tolerance_m: float = 0.003, guarded: bool = False) -> str:
         """Move the TCP along a straight line to a top-down pose (blocking; sim time).
 
         The whole path is solved first (raises :class:`IKError` before moving). Then the joint set-points follow
         a minimum-jerk profile at ``speed_mps`` and the arm is given ``settle_timeout_s`` to arrive within
         ``tolerance_m``; otherwise :class:`SimMotionTimeout`. :meth:`request_stop` ends it with :class:`SimStopped`.
+
+        ``guarded`` (downward moves only): when the hand or the held object touches down and the TCP falls
+        behind its set-point by more than 4 mm, the arm holds where it is and the move ends (a guarded move, as a
+        compliant arm's contact stop). Returns ``"arrived"`` or ``"touched_down"``.
         """
         goal = np.asarray(tcp_xyz, dtype=float)
-        start, _ = self.tcp_pose()
+        start, start_yaw = self.tcp_pose()
         q_start = self.arm_q()
+        turn = _wrap_half_pi(yaw_rad - start_yaw)  # the shorter of the two equivalent turns of the gripper
         distance = float(np.linalg.norm(goal - start))
-        goal_q = self.solve_ik(goal, yaw_rad, roll_hint=q_start[4])
-        rot = abs(goal_q[4] - q_start[4])
-        duration = max(distance / speed_mps, rot / (2.0 * speed_mps / 0.4), 0.1)
+        self.solve_ik(goal, start_yaw + turn, q_start)  # unreachable: raise before anything moves
+        duration = max(distance / speed_mps, abs(turn) / (2.0 * speed_mps / 0.4), 0.1)
         n = max(int(math.ceil(duration / CONTROL_DT_S)), 1)
-        path = []
+        path, q = [], q_start
         for k in range(1, n + 1):
             s = k / n
             s = 10 * s**3 - 15 * s**4 + 6 * s**5  # min-jerk: no velocity jumps at either end
-            q = self.solve_ik(start + s * (goal - start), yaw_rad, roll_hint=goal_q[4])
-            q[4] = q_start[4] + s * (goal_q[4] - q_start[4])
-            path.append(q)
+            point = start + s * (goal - start)
+            q = self.solve_ik(point, start_yaw + s * turn, q)  # continuous from the previous waypoint
+            path.append((point, q))
+        guarded = guarded and goal[2] < start[2] - 1e-4
         wall0, sim0 = time.monotonic(), self.time_s
-        for q in path:
+        for point, q in path:
             self._check_stop()
             with self.lock:
                 self.data.ctrl[self._arm_act] = q
             self._tick(wall0, sim0)
+            if guarded and self._touched_down(point):
+                return "touched_down"
         deadline = self.time_s + settle_timeout_s
         while True:
             self._check_stop()
@@ -265,11 +254,23 @@ class SimWorkcell:
             with self.lock:
                 qvel = np.abs(self.data.qvel[self._arm_dadr]).max()
             if np.linalg.norm(pos - goal) <= tolerance_m and qvel < 0.05:
-                return
+                return "arrived"
+            if guarded and self._touched_down(goal):
+                return "touched_down"
             if self.time_s >= deadline:
                 raise SimMotionTimeout(f"the arm stopped {np.linalg.norm(pos - goal) * 1000:.1f} mm from its goal "
                                        f"{np.round(goal, 3).tolist()} after {settle_timeout_s:.1f} s (blocked?)")
             self._tick(wall0, sim0)
+
+    def _touched_down(self, setpoint: np.ndarray, lag_m: float = 0.004) -> bool:
+        """The TCP lags ``lag_m`` behind ``setpoint`` and the tool presses on something: hold here."""
+        pos, _ = self.tcp_pose()
+        if np.linalg.norm(pos - setpoint) <= lag_m or not self.touching_down():
+            return False
+        with self.lock:
+            self.data.ctrl[self._arm_act] = self.data.qpos[self._arm_qadr]
+        log.debug("guarded move: touched down %.1f mm above the set-point", (pos[2] - setpoint[2]) * 1000)
+        return True
 
     def _check_stop(self) -> None:
         if self._stop.is_set():
@@ -284,18 +285,20 @@ class SimWorkcell:
             return float(self.data.qpos[self._finger_qadr].sum())
 
     def set_gripper_force(self, force_n: float) -> None:
+        limits = gripper_force_range(self.robot, force_n)
         with self.lock:
-            self.model.actuator_forcerange[self._finger_act] = [-force_n, force_n]
+            for act, limit in zip(self._gripper_act, limits):
+                self.model.actuator_forcerange[act] = [-limit, limit]
 
     def open_gripper(self, width_m: float | None = None, timeout_s: float = 1.0) -> float:
         """Release whatever is held and open to ``width_m`` (fully when None); returns the width reached."""
-        full = 2 * ARM.finger_travel_m
+        full = self.robot.max_opening_m
         width = full if width_m is None else float(width_m)
         if not 0.0 <= width <= full + 1e-9:
             raise ValueError(f"width_m must be in [0, {full:.3f}] m (the gripper's full opening), got {width_m!r}")
         self.release()
         with self.lock:
-            self.data.ctrl[self._finger_act] = width / 2
+            self.data.ctrl[self._gripper_act] = gripper_ctrl(self.robot, width)
         self._run_gripper(timeout_s)
         return self.gripper_width()
 
@@ -310,7 +313,7 @@ class SimWorkcell:
             raise ValueError(f"force_n must be > 0 newtons, got {force_n!r}")
         self.set_gripper_force(force_n)
         with self.lock:
-            self.data.ctrl[self._finger_act] = 0.0
+            self.data.ctrl[self._gripper_act] = gripper_ctrl(self.robot, 0.0)
         self._run_gripper(timeout_s)
         width = self.gripper_width()
         touched = self.finger_contacts()
@@ -338,8 +341,8 @@ class SimWorkcell:
             for i in range(self.data.ncon):
                 c = self.data.contact[i]
                 for side, finger in enumerate(self._finger_geoms):
-                    if finger in (c.geom1, c.geom2):
-                        other = c.geom2 if c.geom1 == finger else c.geom1
+                    if c.geom1 in finger or c.geom2 in finger:
+                        other = c.geom2 if c.geom1 in finger else c.geom1
                         body = int(self.model.geom_bodyid[other])
                         if body in self._holdable_ids:
                             out[side].add(self._holdable_ids[body])
@@ -349,7 +352,7 @@ class SimWorkcell:
         """True when the hand or the held object presses on something else (the table, a container)."""
         mj = self.mujoco
         with self.lock:
-            tool = {self._hand_body} | {int(self.model.geom_bodyid[g]) for g in self._finger_geoms}
+            tool = set(self._tool_bodies)
             if self.held_body is not None:
                 held = self._id(mj.mjtObj.mjOBJ_BODY, self.held_body)
                 tool |= {b for b in range(self.model.nbody) if self._is_descendant(b, held)}
