@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("placo")
 
 from grounded_planner.execution.backends.so101_kinematics import (ARM_JOINTS, KinematicsError,  # noqa: E402
-                                                                  So101Kinematics, default_so101_urdf)
+                                                                  So101Kinematics, closing_yaw,
+                                                                  default_so101_urdf)
 
 try:
     default_so101_urdf()
@@ -27,9 +28,14 @@ def tilt_deg(T: np.ndarray) -> float:
     return math.degrees(math.acos(max(-1.0, min(1.0, -T[2, 2]))))
 
 
-def closing_yaw(T: np.ndarray) -> float:
-    x_axis = T[:3, 0]
-    return math.atan2(-x_axis[1], -x_axis[0])
+def jaw_closing_direction(kin: So101Kinematics, joints_rad) -> np.ndarray:
+    """Unit vector along which the moving jaw closes, from the URDF itself: the jaw's rotation axis (the
+    `gripper` joint, z of its child link) crossed with the approach direction (tip z)."""
+    kin.forward(joints_rad)
+    jaw = np.array(kin.robot.get_T_world_frame("moving_jaw_so101_v1_link"))
+    tip = np.array(kin.robot.get_T_world_frame("gripper_frame_link"))
+    direction = np.cross(jaw[:3, 2], tip[:3, 2])
+    return direction / np.linalg.norm(direction)
 
 
 def downward_poses(kin: So101Kinematics, count: int, seed: int = 0) -> list[tuple[np.ndarray, float]]:
@@ -62,6 +68,10 @@ def test_reachable_poses_are_reached_within_2_mm(kin):
         # the closing axis has the asked yaw (a parallel gripper is the same turned by pi)
         diff = (closing_yaw(T) - yaw) % math.pi
         assert min(diff, math.pi - diff) < math.radians(3)
+        # and that axis is where the URDF's jaw really closes: backend yaw 0 = along base y
+        closing = jaw_closing_direction(kin, solution.joints_rad)
+        expected = np.array([-math.sin(yaw), math.cos(yaw), 0.0])
+        assert abs(float(closing @ expected)) > math.cos(math.radians(5))
         for name, q in zip(ARM_JOINTS, solution.joints_rad):
             lo, hi = kin.limits_rad[name]
             assert lo - 1e-6 <= q <= hi + 1e-6

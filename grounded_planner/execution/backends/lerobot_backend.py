@@ -158,9 +158,10 @@ class LeRobotBackend(RobotBackend):
         return np.array([obs[k] for k in ARM_KEYS])
 
     def current_pose(self) -> tuple[np.ndarray, float]:
+        from grounded_planner.execution.backends.so101_kinematics import closing_yaw
+
         tip = self.kinematics.forward(np.deg2rad(self.joints_deg()))
-        x_axis = tip[:3, 0]
-        return tip[:3, 3].copy(), math.atan2(-x_axis[1], -x_axis[0])
+        return tip[:3, 3].copy(), closing_yaw(tip)
 
     def check_reachable(self, position_xyz: Sequence[float], yaw_rad: float) -> str | None:
         solution = self.kinematics.solve(position_xyz, yaw_rad)

@@ -22,7 +22,8 @@ import numpy as np
 ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 TIP_FRAME = "gripper_frame_link"
 # tool pointing straight down with wrist_roll = 0 and the arm along base x: the tip frame's z axis is the
-# approach direction, its x axis points back towards the base
+# approach direction, its x axis points back towards the base. The moving jaw turns about the tip's y axis
+# (the URDF's `gripper` joint), so the jaws close along the tip's x axis: here along base x, backend yaw pi/2.
 R_DOWN = np.array([[-1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, -1.0]]).T
 # seeds (rad) tried in turn when the current joints do not lead to a solution: elbow up, folded, stretched
 SEEDS = ((0.0, -0.5, 0.5, 1.2, 0.0), (0.0, 0.3, -0.3, 1.5, 0.0), (0.0, -1.0, 1.2, 0.8, 0.0))
@@ -70,10 +71,19 @@ class IKSolution:
 
 
 def target_rotation(yaw_rad: float) -> np.ndarray:
-    """(3, 3) tip orientation: tool down, closing axis at backend yaw ``yaw_rad`` (0 = the arm along base x)."""
-    c, s = math.cos(yaw_rad), math.sin(yaw_rad)
+    """(3, 3) tip orientation: tool down, jaws closing along the backend yaw ``yaw_rad`` (0 = along base y).
+
+    The closing axis (tip x) ends up along (-sin yaw, cos yaw, 0): R = Rz(yaw - pi/2) R_DOWN.
+    """
+    c, s = math.cos(yaw_rad - math.pi / 2), math.sin(yaw_rad - math.pi / 2)
     rz = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
     return rz @ R_DOWN
+
+
+def closing_yaw(tip_pose: np.ndarray) -> float:
+    """Backend yaw of a (4, 4) tip pose: the angle of its closing axis (tip x) from base y, about base z."""
+    x_axis = tip_pose[:3, 0]
+    return math.atan2(-x_axis[0], x_axis[1])
 
 
 class So101Kinematics:
