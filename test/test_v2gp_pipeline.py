@@ -177,3 +177,26 @@ def test_project_rollouts_are_an_input_too(server, tmp_path):
         assert [[s["start"], s["end"]] for s in cached["value"]["segments"]] == t["segments"]
         plan = json.loads((tmp_path / "out" / "plans" / f"episode_{index:06d}.json").read_text())
         assert_plan_matches(plan, t["plan"], tol_px=3.0)
+
+
+def test_ray_executor_without_ray_is_a_clear_error(dataset, tmp_path):
+    from grounded_planner.v2gp.errors import MissingDependencyError
+
+    try:
+        import ray  # noqa: F401
+        pytest.skip("ray is installed: the error path cannot be checked")
+    except ImportError:
+        pass
+    config = V2GPConfig(gripper="observation.state[gripper]", identifier="oracle", grounder="oracle", executor="ray")
+    with pytest.raises(MissingDependencyError, match=r"pip install ray"):
+        run_pipeline(dataset, tmp_path / "out", config)
+
+
+def test_example_config_loads_and_unknown_keys_are_named(tmp_path):
+    repo = Path(__file__).resolve().parents[1]
+    config = V2GPConfig.load(repo / "config" / "v2gp.yaml")
+    assert config.robot == "droid" and config.segment_config().close_threshold == 0.3
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("grounder: oracle\nclose_treshold: 0.4\n")
+    with pytest.raises(ValueError, match="unknown setting.*close_treshold"):
+        V2GPConfig.load(bad)

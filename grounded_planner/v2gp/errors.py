@@ -19,13 +19,14 @@ class TrainingDataError(V2GPError, ValueError):
     """A training JSONL line that is not a usable chat sample (names the file and line)."""
 
 
-def require(module: str, extra: str, feature: str):
-    """Import ``module`` or raise :class:`MissingDependencyError` naming the extra to install."""
+def require(module: str, extra: str, feature: str, install: str = ""):
+    """Import ``module`` or raise :class:`MissingDependencyError` naming what to install (``install``, else
+    the project's ``extra``)."""
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError as exc:
+        hint = install or f"'grounded_planner[{extra}]'"
         raise MissingDependencyError(
-            f"{feature} needs the Python package '{module.split('.')[0]}' "
-            f"(pip install 'grounded_planner[{extra}]'): {exc}") from exc
+            f"{feature} needs the Python package '{module.split('.')[0]}' (pip install {hint}): {exc}") from exc

@@ -247,7 +247,7 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
         report(result, index)
 
     if config.executor == "ray":
-        ray = require("ray", "v2gp", "the ray executor")
+        ray = require("ray", "v2gp", "the ray executor", install="ray")
         ray.init(ignore_reinit_error=True, include_dashboard=False)
         remote = ray.remote(_ray_episode)
         pending = {remote.remote(str(dataset), str(out), dataclasses.asdict(config), i): i for i in indices}
