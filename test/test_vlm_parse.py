@@ -86,6 +86,15 @@ STYLED_ANSWERS = {
     "json with comments": (
         "```json\n[\n  {\"type\": \"grasp\", \"object\": \"spoon\", \"bbox\": [128, 192, 192, 288]}, // the spoon\n"
         "  /* then */ {\"type\": \"place\", \"object\": \"spoon\", \"target\": \"plate\", \"point\": [320, 240]}\n]\n```"),
+    "corner keys on the action": (
+        "[{\"type\": \"grasp\", \"object\": \"spoon\", \"x1\": 128, \"y1\": 192, \"x2\": 192, \"y2\": 288}, "
+        "{\"type\": \"place\", \"object\": \"spoon\", \"target\": \"plate\", \"x\": 320, \"y\": 240}]"),
+    "yaml list in a fence": (
+        "```yaml\n- type: grasp\n  object: spoon\n  bbox: [128, 192, 192, 288]\n"
+        "- type: place\n  object: spoon\n  target: plate\n  point: [320, 240]\n```"),
+    "markdown table": (
+        "Here is the plan:\n\n| Step | Action | Object | Target | BBox / Point |\n|---|---|---|---|---|\n"
+        "| 1 | grasp | spoon | | [128, 192, 192, 288] |\n| 2 | place | spoon | plate | [320, 240] |\n"),
     "pick up with space and hyphen": (
         "[{\"type\": \"Pick Up\", \"object\": \"spoon\", \"bbox\": [128, 192, 192, 288]}, "
         "{\"type\": \"put-down\", \"object\": \"spoon\", \"target\": \"plate\", \"point\": [320, 240]}]"),

@@ -429,7 +429,15 @@ def _find_plan(body: str) -> _Found | None:
     outside.append(body[last:])
     if singles:
         return _Found([v for _, _, v in singles], "", _prose(" ".join(outside)))
-    calls = list(_call_items(" \n".join(outside)))
+    rest = " \n".join(outside)
+    for value in _yaml_values(rest) if not singles else ():
+        items, reason = _container_items(value)
+        if items and all(isinstance(v, dict) for v in items):
+            return _Found(items, reason, "")
+    table = _table_items(rest)
+    if table:
+        return _Found(table, "", "")
+    calls = list(_call_items(rest))
     if calls:
         return _Found(calls, "", "")
     lines = _line_items(" \n".join(outside))
@@ -438,6 +446,37 @@ def _find_plan(body: str) -> _Found | None:
     if empties:
         return empties[0]
     return None
+
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def _yaml_values(text: str) -> Iterator[Any]:
+    """Values of YAML blocks (fenced, else the whole text) for answers written as YAML lists of actions."""
+    blocks = [body for lang, body in _FENCE.findall(text) if lang.lower() in ("", "yaml", "yml")]
+    if not blocks and re.search(r"^\s*-\s+\w+\s*:", text, re.MULTILINE):
+        blocks = [text]
+    for block in blocks:
+        try:
+            import yaml
+
+            yield yaml.safe_load(block)
+        except Exception:  # yaml raises many kinds on prose; a failed block is simply not a plan
+            continue
+
+
+def _table_items(text: str) -> list[dict]:
+    """Rows of a markdown table (``| step | action | object | bbox |``) as action dicts."""
+    rows = [line.strip().strip("|").split("|") for line in text.splitlines() if line.strip().startswith("|")]
+    rows = [[cell.strip() for cell in row] for row in rows]
+    rows = [row for row in rows if not all(re.fullmatch(r":?-{2,}:?", cell) for cell in row if cell)]
+    if len(rows) < 2:
+        return []
+    # a column of coordinates may hold boxes and points ("BBox / Point"): its numbers decide
+    header = ["coordinates" if re.search(r"box|point|coord|location|position|pixel", h, re.IGNORECASE) else h
+              for h in rows[0]]
+    items = [dict(zip(header, row)) for row in rows[1:] if len(row) == len(header)]
+    return items if items and all(_looks_like_action(item) for item in items) else []
 
 
 def _prose(text: str) -> str:
@@ -644,6 +683,19 @@ def _to_action(raw: Any, index: int, convention: str, plan_convention: str, mode
                     continue  # a name ("location": "plate") or something else
             point_raw, point_conv = value, _key_convention(key, convention, plan_convention)
             break
+        # a box key holding a point, or a point key holding a box: the count of numbers decides
+        if box_raw is not None and point_raw is None and _count_numbers(box_raw) == 2:
+            box_raw, box_conv, point_raw, point_conv = None, box_conv, box_raw, box_conv
+        elif point_raw is not None and box_raw is None and _count_numbers(point_raw) == 4:
+            box_raw, box_conv, point_raw, point_conv = point_raw, point_conv, None, point_conv
+        if box_raw is None and point_raw is None:
+            for keys in (("x1", "y1", "x2", "y2"), ("xmin", "ymin", "xmax", "ymax"), ("x_min", "y_min", "x_max", "y_max")):
+                if all(k in item for k in keys):  # {"type": "grasp", "x1": ..., "y1": ..., ...}
+                    box_raw, box_conv = [item[k] for k in keys], plan_convention
+                    break
+            else:
+                if "x" in item and "y" in item:
+                    point_raw, point_conv = [item["x"], item["y"]], plan_convention
         if box_raw is None and point_raw is None and "_coords" in item:
             coords = item["_coords"]
             n = len(_NUMBER_RE.findall(coords)) if isinstance(coords, str) else len(coords)
