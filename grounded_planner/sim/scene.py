@@ -49,6 +49,9 @@ ARM_LIMITS = ((-2.9, 2.9), (-2.0, 2.0), (-2.8, 2.8), (-3.1, 3.1), (-2.9, 2.9))
 TABLE_SIZE_M = (1.1, 1.2)  # x, y extents of the table top
 TABLE_CENTER_M = (0.45, 0.0)
 HOME_TCP_M = (0.12, 0.0, 0.45)
+# Drawer handles sit this high up the drawer front: high enough that a hand straddling the handle from above
+# (the FR3's housing reaches 47 mm above its TCP) clears the cabinet top.
+HANDLE_HEIGHT_FRACTION = 0.8
 # The body held objects are welded to, per arm model (the FR3's names carry the prefix it is attached with).
 HAND_BODY = {"gp5": "hand", "fr3": "fr3/hand"}  # where the arm waits: behind the objects, above the camera's view of them
 
@@ -180,7 +183,7 @@ def _cabinet_mjcf(obj: ObjectSpec, body: str, rgba: str, quat: str) -> str:
     inner_w = w / 2 - t - 0.002
     drawer_h = h - 2 * t - 0.004
     standoff = 0.065  # room for a finger of a fully open (80 mm) gripper between handle and front
-    handle_z = t + 0.002 + 0.6 * drawer_h
+    handle_z = t + 0.002 + HANDLE_HEIGHT_FRACTION * drawer_h
     drawer = [
         ("drawer_front", [t / 2, w / 2 - 0.002, drawer_h / 2 + t / 2], [-d / 2 + t / 2, 0, t + 0.002 + drawer_h / 2], front_rgba),
         ("drawer_bottom", [d / 2 - 2 * t, inner_w, t / 4], [-t, 0, t + 0.004], rgba),
@@ -206,7 +209,7 @@ def cabinet_handle_local(obj: ObjectSpec) -> np.ndarray:
     """Handle centre in the cabinet frame when the drawer is closed (matches :func:`_cabinet_mjcf`)."""
     d, _w, h = obj.size_m
     t = 0.012
-    return np.array([-d / 2 - 0.065, 0.0, t + 0.002 + 0.6 * (h - 2 * t - 0.004)])
+    return np.array([-d / 2 - 0.065, 0.0, t + 0.002 + HANDLE_HEIGHT_FRACTION * (h - 2 * t - 0.004)])
 
 
 # -- the arm -----------------------------------------------------------------------------------------
