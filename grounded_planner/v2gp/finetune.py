@@ -109,12 +109,12 @@ def _render(processor, sample: dict[str, Any], max_image_side: int):
         scale = max_image_side / max(image.size)
         image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))),
                              Image.Resampling.BOX)
-    # the same chat the transformers backend builds: image part first in the user turn, then text
-    chat = []
-    for m in sample["messages"]:
-        parts = [{"type": "image"} if p.get("type") == "image" else {"type": "text", "text": p.get("text", "")}
-                 for p in m["content"]]
-        chat.append({"role": m["role"], "content": parts})
+    # the very chat the transformers backend builds for a request (image part first in the user turn)
+    from grounded_planner.vlm.backends.transformers import chat_turns
+
+    flat = [{"role": m["role"], "content": "".join(p.get("text", "") for p in m["content"] if p.get("type") == "text")}
+            for m in sample["messages"]]
+    chat = chat_turns(flat, with_image=True)
     prompt = processor.apply_chat_template(chat[:-1], tokenize=False, add_generation_prompt=True)
     full = processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=False)
     if not full.startswith(prompt):  # a template that rewrites earlier turns: fall back to prompt + answer
@@ -129,12 +129,10 @@ def _render(processor, sample: dict[str, Any], max_image_side: int):
     return inputs, labels
 
 
-def _load_processor(transformers, base: Path):
+def _load_processor(base: Path):
     """The processor exactly as the transformers planner backend loads it (same chat rendering at inference)."""
-    try:
-        from grounded_planner.vlm.backends.transformers import load_processor
-    except ImportError:  # an older vlm layer: the checkpoint's own processor
-        return transformers.AutoProcessor.from_pretrained(base)
+    from grounded_planner.vlm.backends.transformers import load_processor
+
     return load_processor(str(base))
 
 
@@ -161,7 +159,7 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
     torch.manual_seed(config.seed)
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     try:
-        processor = _load_processor(transformers, base)
+        processor = _load_processor(base)
         model = transformers.AutoModelForImageTextToText.from_pretrained(base, dtype=dtype)
     except (OSError, ValueError) as exc:
         raise V2GPError(f"cannot load a vision-language model from {base}: {exc}") from exc
