@@ -1,11 +1,13 @@
 """Robust parsing of raw VLM answers into canonical grounded plans (pixels of the original image).
 
 Survives what real models emit: ``<think>`` blocks, markdown fences, prose around the JSON, a top-level
-list or an object holding ``actions``/``plan``/``steps``, keys ``type``/``action``/``primitive`` in any case,
-pick->grasp and put->place, function-call lines (``1. grasp(spoon, [120, 200, 180, 260])``), trailing
-commas, single quotes, numbers written as strings. Coordinates are read in the convention passed
-(``auto`` decides by the keys present; function-call lines are read as pixels unless a convention is given).
-"""
+list or an object holding ``actions``/``plan``/``steps`` (or numbered steps), keys ``type``/``action``/
+``primitive`` in any case, pick->grasp and put->place (and grasp_object, open_drawer...), function-call lines
+(``1. grasp(spoon, [120, 200, 180, 260])``), plain numbered lines, YAML lists, markdown tables, trailing
+commas, comments, single quotes, numbers written as strings. Coordinates are read in the convention passed;
+``auto`` decides by the keys present (``bbox_2d``/``point_2d``: Qwen3 0-1000, ``box_2d``: Gemini
+[ymin, xmin, ymax, xmax] with ``point`` [y, x], anything else pixels, or fractions when every number is in
+[0, 1]); function-call lines are read as pixels unless a convention is given."""
 
 from __future__ import annotations
 
@@ -405,9 +407,10 @@ class _Found:
 
 
 def _find_plan(body: str) -> _Found | None:
-    """The plan-like value of an answer: first JSON plan, else function-call lines, else None.
+    """The plan in an answer: the first JSON plan (or JSON action objects, one a line), else a YAML list,
+    a markdown table, function-call lines, plain numbered lines, an empty JSON plan; None when none.
 
-    Function-call lines are looked for only outside JSON plans, so a reason that quotes
+    The other forms are looked for only outside JSON plans, so a reason that quotes
     ``grasp(object, [...])`` is not read as an action.
     """
     empties: list[_Found] = []
@@ -430,7 +433,7 @@ def _find_plan(body: str) -> _Found | None:
     if singles:
         return _Found([v for _, _, v in singles], "", _prose(" ".join(outside)))
     rest = " \n".join(outside)
-    for value in _yaml_values(rest) if not singles else ():
+    for value in _yaml_values(rest):
         items, reason = _container_items(value)
         if items and all(isinstance(v, dict) for v in items):
             return _Found(items, reason, "")
@@ -440,7 +443,7 @@ def _find_plan(body: str) -> _Found | None:
     calls = list(_call_items(rest))
     if calls:
         return _Found(calls, "", "")
-    lines = _line_items(" \n".join(outside))
+    lines = _line_items(rest)
     if lines:
         return _Found(lines, "", "")
     if empties:
