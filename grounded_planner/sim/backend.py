@@ -85,7 +85,8 @@ class SimBackend(RobotBackend):
     def move_to_pose(self, position_xyz: Sequence[float], yaw_rad: float, speed_scale: float) -> None:
         position = check_pose_args(position_xyz, yaw_rad, speed_scale)
         self.require_connected()
-        from grounded_planner.sim.workcell import IKError, SimMotionTimeout, SimStopped
+        from grounded_planner.sim.robots import IKError
+        from grounded_planner.sim.workcell import SimMotionTimeout, SimStopped
 
         w = self.workcell
         with self._command_lock:
@@ -127,7 +128,7 @@ class SimBackend(RobotBackend):
         return self.workcell.tcp_pose()
 
     def check_reachable(self, position_xyz: Sequence[float], yaw_rad: float) -> str | None:
-        from grounded_planner.sim.workcell import IKError
+        from grounded_planner.sim.robots import IKError
 
         try:
             self.workcell.solve_ik(position_xyz, yaw_rad) if self.workcell is not None else None

@@ -1,5 +1,5 @@
-"""The simulated workcell: a MuJoCo model of a scenario, stepped physics, the gp5 arm's IK and motions,
-the gripper with its weld-on-contact grasp, the RGB-D camera and the scenario's success predicates."""
+"""The simulated workcell: a MuJoCo model of a scenario, stepped physics, the arm's IK and motions, the gripper
+with its weld-on-contact grasp, the RGB-D camera and the scenario's success predicates."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from grounded_planner.sim.robots import (FR3_HOME_Q, ROBOT_SPECS, IKError, NumericIK, attach_fr3, gp5_ik,
-                                         gripper_ctrl, gripper_force_range)
+from grounded_planner.sim.robots import IKError  # noqa: F401  (raised by solve_ik; importable from here too)
+from grounded_planner.sim.robots import (FR3_HOME_Q, ROBOT_SPECS, NumericIK, attach_fr3, gp5_ik, gripper_ctrl,
+                                         gripper_force_range)
 from grounded_planner.sim.scenario import PredicateSpec, Scenario, ScenarioError, load_scenario
 from grounded_planner.sim.scene import HOME_TCP_M, camera_axes, cabinet_handle_local, scene_mjcf
 
