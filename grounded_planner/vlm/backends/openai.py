@@ -81,8 +81,11 @@ class OpenAIBackend(VLMBackend):
         self._max_tokens_key = "max_tokens"
         self._send_temperature = True
         connect = min(self.timeout_s, MAX_CONNECT_TIMEOUT_S)
+        # Proxy variables apply to remote servers; a server on this machine is always reached directly.
+        host = (httpx.URL(self.base_url).host or "").strip("[]")
+        local = host in ("localhost", "::1") or host.startswith("127.")
         self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(self.timeout_s, connect=connect),
-                                    trust_env=False)
+                                    trust_env=not local)
 
     def close(self) -> None:
         self._client.close()
