@@ -206,3 +206,27 @@ def test_servo_error_mid_motion_is_a_fault():
 def test_uncalibrated_arm_is_refused_without_prompting():
     with pytest.raises(BackendFault, match="lerobot-calibrate"):
         make(FakeSOFollower(LeRobotConfig(), calibrated=False))
+
+
+def test_stop_during_a_move_keeps_a_held_object_squeezed():
+    backend, robot, _ = make(FakeSOFollower(LeRobotConfig(), object_pos=40.0), max_joint_speed_deg_s=20.0)
+    backend.gripper_open()
+    backend.gripper_close()
+    squeeze_goal = robot.goal["gripper"]
+    assert squeeze_goal < 40.0  # the jaws are told to close further than the object lets them
+
+    raised: list[Exception] = []
+
+    def move() -> None:
+        try:
+            backend.move_to_pose((0.25, -0.08, 0.03), 0.0, 0.5)
+        except MotionStoppedError as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=move)
+    worker.start()
+    time.sleep(0.3)
+    backend.stop()
+    worker.join(2.0)
+    assert raised, "the move must have been stopped"
+    assert robot.goal["gripper"] == squeeze_goal

@@ -209,7 +209,9 @@ class LeRobotBackend(RobotBackend):
             time.sleep(self.config.control_period_s)
 
     def _hold(self) -> None:
-        """Stop where the arm is: command the present joint positions (position-controlled servos hold them)."""
+        """Stop where the arm is: command the present joint positions (position-controlled servos hold them).
+
+        The gripper keeps its goal, so a held object stays squeezed."""
         self._send(dict(zip(ARM_KEYS, self.joints_deg())))
 
     def stop(self) -> None:
@@ -237,6 +239,8 @@ class LeRobotBackend(RobotBackend):
             last, still = self._observe()[GRIPPER_KEY], 0
             while time.monotonic() < deadline:
                 if self._stop_requested.wait(self.config.control_period_s):
+                    # jaws stay where they are (a stop during other motions leaves a held object squeezed)
+                    self._send({GRIPPER_KEY: self._observe()[GRIPPER_KEY]})
                     raise MotionStoppedError("lerobot: gripper stopped by stop()")
                 # LeRobot clips every command to max_relative_target from the present position: re-send the goal
                 # each period so the jaws keep closing until they arrive or stall
