@@ -291,3 +291,30 @@ def test_parameters_a_model_rejects_are_adapted_once(server, scene):
     with make_planner(config(server, "o4-mini")) as planner:
         with pytest.raises(VLMRequestError, match="image too large"):
             planner.plan(scene, INSTRUCTION)
+
+
+def test_corrupt_cache_entry_is_a_miss_not_an_error(server, scene, tmp_path):
+    cfg = config(server, cache_dir=str(tmp_path / "cache"))
+    with make_planner(cfg) as planner:
+        first = planner.plan(scene, INSTRUCTION)
+    entries = list((tmp_path / "cache").rglob("*.json"))
+    assert len(entries) == 1
+    entries[0].write_text("{not json")  # a crash mid-write on another tool, a full disk...
+    with make_planner(cfg) as planner:
+        again = planner.plan(scene, INSTRUCTION)
+        assert planner.stats.requests == 1 and planner.stats.cache_hits == 0
+    assert again.to_dict() == first.to_dict()
+    assert json.loads(entries[0].read_text())["response"] == first.raw_response  # rewritten
+
+
+def test_replayed_answers_to_raw_prompts(server, scene, tmp_path):
+    record = tmp_path / "plans.jsonl"
+    prompt = "Locate the blue plate in the image. Answer with JSON only."
+    with make_planner(config(server, record_file=str(record))) as planner:
+        live = planner.ask(scene, prompt)
+    replay = make_planner(PlannerConfig(backend="replay", replay_file=str(record)))
+    assert replay.ask(scene, prompt) == live
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"instruction": "x", "image_sha256": "*"}\n')
+    with pytest.raises(ValueError, match="bad.jsonl:1"):
+        make_planner(PlannerConfig(backend="replay", replay_file=str(bad)))
