@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,19 @@ from grounded_planner.execution.backend import (BackendFault, MotionStoppedError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "config" / "scenarios" / "box_in_bowl.yaml"
+def default_scenario_path(name: str = "box_in_bowl.yaml") -> Path:
+    """A shipped scenario file: from the source tree (pip -e, checkouts) or the installed share folder
+    (``<prefix>/share/grounded_planner/config/scenarios``, colcon and pip installs)."""
+    candidates = [Path(__file__).resolve().parents[2] / "config" / "scenarios" / name]
+    prefixes = [sys.prefix, *filter(None, os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep))]
+    candidates += [Path(p) / "share" / "grounded_planner" / "config" / "scenarios" / name for p in prefixes]
+    for path in candidates:
+        if path.is_file():
+            return path
+    return candidates[0]  # a missing file is reported by connect() with this path
+
+
+DEFAULT_SCENARIO = default_scenario_path()
 
 
 @dataclass
