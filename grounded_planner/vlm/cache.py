@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,8 @@ class ResponseCache:
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            # per process and thread: concurrent writers of one key (bench run --concurrency) never share a temp file
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(json.dumps({"response": response, "meta": meta or {}}, ensure_ascii=False), encoding="utf-8")
             tmp.replace(path)
         except OSError as exc:
