@@ -86,6 +86,13 @@ def test_gt_plans_score_100_and_shuffled_plans_0(exported):
     assert score(tidy_ep, [Prediction("tidy_table-s000", plan)])["overall"]["tsr"] == 0.0
 
 
+def test_bench_score_cli_gives_100_on_the_exported_gt_predictions(exported, capsys):
+    assert main(["bench", "score", "--episodes", str(exported / "episodes.jsonl"),
+                 "--predictions", str(exported / "gt_predictions.jsonl"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["overall"]["tsr"] == 100.0 and result["overall"]["episodes"] == 2 * len(list(SCENARIO_DIR.glob("*.yaml")))
+
+
 def test_gt_boxes_are_tight_around_the_objects():
     with SimWorkcell.from_scenario(SCENARIO_DIR / "box_in_bowl.yaml", seed=0) as cell:
         plan = gt_plan(cell)

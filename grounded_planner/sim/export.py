@@ -138,7 +138,8 @@ def episode_record(workcell, episode_id: str, image_rel: str, plan: GroundedPlan
 def export_episodes(scenario_paths: Iterable[str | Path], out_dir: str | Path, seeds: Iterable[int] = (0,),
                     write_depth: bool = True) -> list[dict]:
     """Render the first frame of every scenario x seed and write ``out_dir/episodes.jsonl`` with
-    ``images/<id>.png`` (and ``depth/<id>.png``, uint16 mm, plus the true ``calibration/<id>/`` files).
+    ``images/<id>.png`` (and ``depth/<id>.png``, uint16 mm, plus the true ``calibration/<id>/`` files), and
+    ``gt_predictions.jsonl``: the exact plans in the predictions format.
 
     Returns the episode records in the order written.
     """
@@ -165,7 +166,13 @@ def export_episodes(scenario_paths: Iterable[str | Path], out_dir: str | Path, s
                     record["sim"].update({"depth": f"depth/{episode_id}.png", "extrinsics": ext.relative_to(out).as_posix(),
                                           "camera_info": info.relative_to(out).as_posix()})
                 records.append(record)
-    tmp = out / "episodes.jsonl.tmp"
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    tmp.replace(out / "episodes.jsonl")
+    _write_jsonl(out / "episodes.jsonl", records)
+    # the exact plans as a predictions file: `bench score` on it must give TSR 100 (a check of the whole chain)
+    _write_jsonl(out / "gt_predictions.jsonl", [{"id": r["id"], "plan": r["sim"]["plan"], "error": ""} for r in records])
     return records
+
+
+def _write_jsonl(path: Path, records: list[dict]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    tmp.replace(path)
