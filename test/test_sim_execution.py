@@ -1,10 +1,12 @@
 """The executor (execution layer) on the `sim` backend: GT plans run to the scenario's success predicates,
-closing on empty space ends in ``grasp_failed``, a drawer opens, and ``sim run`` works end to end."""
+closing on empty space ends in ``grasp_failed``, a drawer opens, cancel and time limits stop the arm, and
+``sim run`` works end to end."""
 
 from __future__ import annotations
 
 import copy
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,7 @@ from grounded_planner.execution.executor import Executor  # noqa: E402
 from grounded_planner.execution.outcomes import Outcome  # noqa: E402
 from grounded_planner.geometry.targets import compute_targets  # noqa: E402
 from grounded_planner.sim import SimBackend, SimWorkcell  # noqa: E402
+from grounded_planner.sim.backend import SimBackendConfig  # noqa: E402
 from grounded_planner.sim.export import gt_plan, gt_targets  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,3 +148,33 @@ def test_sim_run_cli_reports_failure_with_exit_1(tmp_path, capsys):
     assert code == 1 and out["execution"]["success"] is True and out["success"] is False
     assert main(["sim", "run", str(SCENARIOS / "box_in_bowl.yaml"), "--plan", str(path), "--targets", "gt"]) == 2
     assert "--targets gt needs the scenario's own GT plan" in capsys.readouterr().err
+
+
+def test_cancel_during_a_motion_stops_the_sim_arm():
+    # paced to the wall clock so that the cancel lands in the middle of the first approach
+    with SimWorkcell.from_scenario(SCENARIOS / "box_in_bowl.yaml", seed=0) as cell, \
+            SimBackend(cell, SimBackendConfig(realtime_factor=1.0)) as backend:
+        plan = gt_plan(cell)
+        cancel = threading.Event()
+        timer = threading.Timer(0.4, cancel.set)
+        timer.start()
+        result = Executor(backend, ExecutorConfig()).execute(plan, gt_targets(cell, plan), cancel=cancel)
+        timer.join()
+        assert [s.outcome for s in result.steps] == [Outcome.CANCELLED], result.to_dict()
+        q = cell.arm_q()
+        cell.realtime_factor = 0.0
+        cell.step(200)
+        np.testing.assert_allclose(cell.arm_q(), q, atol=2e-3)  # standing still where it stopped
+        assert cell.held_body is None and not cell.success()
+
+
+def test_a_motion_over_the_time_limit_ends_in_timeout():
+    from grounded_planner.execution.config import SafetyConfig
+
+    with SimWorkcell.from_scenario(SCENARIOS / "box_in_bowl.yaml", seed=0) as cell, \
+            SimBackend(cell, SimBackendConfig(realtime_factor=1.0)) as backend:
+        plan = gt_plan(cell)
+        config = ExecutorConfig(safety=SafetyConfig(motion_timeout_s=0.3))
+        result = Executor(backend, config).execute(plan, gt_targets(cell, plan))
+        assert [s.outcome for s in result.steps] == [Outcome.TIMEOUT], result.to_dict()
+        assert "exceeded 0.3 s" in result.steps[0].message
