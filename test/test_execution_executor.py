@@ -362,3 +362,26 @@ def test_bad_backend_option_names_the_key():
     cfg = ExecutorConfig.from_dict({"backends": {"franky": {"hostnme": "x"}}})
     with pytest.raises(ConfigError, match="backends.franky: unknown key.*hostnme"):
         make_backend("franky", cfg)
+
+
+def test_a_cancel_landing_just_before_a_command_still_stops_it():
+    """The stop arrives between the executor's cancel check and the backend's command (a race a real arm can hit):
+    the double clears stop requests when a command starts, like the real backends do."""
+    arm = KinematicArm(move_duration_s=3.0)
+    arm.connect()
+    cancel = threading.Event()
+    original = arm.move_to_pose
+
+    def cancel_then_move(*args, **kwargs):
+        if not cancel.is_set():
+            cancel.set()
+            time.sleep(0.05)  # the watcher's stop() lands now, before the command clears the request
+        return original(*args, **kwargs)
+
+    arm.move_to_pose = cancel_then_move  # type: ignore[method-assign]
+    start = time.monotonic()
+    result = Executor(arm, config(stop_timeout_s=0.5)).execute(make_plan("grasp"), make_targets(GRASP_IN),
+                                                               cancel=cancel)
+    assert [s.outcome for s in result.steps] == [Outcome.CANCELLED]
+    assert time.monotonic() - start < 1.0  # not the full 3 s move
+    assert len(arm.calls) == 1

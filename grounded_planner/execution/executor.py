@@ -122,6 +122,7 @@ class Executor:
         self._deadline: float | None = None
         self._guard = threading.Lock()
         self._running = threading.Lock()  # one real run at a time: two plans must never drive one arm
+        self._active = False  # a backend command is in flight (guarded by _guard)
 
     # -- planning ----------------------------------------------------------------------------------
     def plan_step(self, action: Any, target: Any, held_yaw: float | None = None) -> tuple[list[Motion], list[str]]:
@@ -365,6 +366,7 @@ class Executor:
                 on_feedback(index, motion.label, action)
             with self._guard:
                 self._deadline = time.monotonic() + safety.motion_timeout_s
+                self._active = True
             try:
                 if motion.kind == "move":
                     backend.move_to_pose(motion.position_m, motion.yaw_rad, motion.speed_scale)  # type: ignore[arg-type]
@@ -393,6 +395,7 @@ class Executor:
             finally:
                 with self._guard:
                     self._deadline = None
+                    self._active = False
             if self._stop_reason == "cancel":  # stop() landed just as the motion finished
                 return Outcome.CANCELLED, f"cancelled after {motion.label}; arm stopped"
         return Outcome.OK, "done: " + ", ".join(m.label for m in motions)
@@ -403,10 +406,15 @@ class Executor:
         assert backend is not None
         while not done.is_set():
             if cancel.wait(0.01):
-                if done.is_set():
-                    return
                 self._stop_reason = "cancel"
                 self._safe_stop()
+                # keep stopping while a command is in flight: a stop that lands just before a command starts
+                # would be cleared by that command, which would then run to its end
+                while not done.wait(0.02):
+                    with self._guard:
+                        active = self._active
+                    if active:
+                        self._safe_stop()
                 return
             with self._guard:
                 deadline = self._deadline
@@ -448,8 +456,9 @@ class Executor:
             return f"; {self._state_note()}; rest of the plan not run"
         self._stop_reason = None
         notes = []
-        with self._guard:  # the retreat is held to the same time limit as any motion
+        with self._guard:  # the retreat is held to the same time limit as any motion, and can be cancelled
             self._deadline = time.monotonic() + self.config.safety.motion_timeout_s
+            self._active = True
         try:
             if outcome is Outcome.GRASP_FAILED:
                 backend.gripper_open(self.config.gripper_open_width_m)
@@ -471,6 +480,7 @@ class Executor:
         finally:
             with self._guard:
                 self._deadline = None
+                self._active = False
         return "; " + ", ".join(notes + ["rest of the plan not run"])
 
 
