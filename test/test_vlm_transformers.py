@@ -76,9 +76,13 @@ def test_untrained_model_output_is_a_typed_error_after_repair(models):
         with pytest.raises(VLMResponseError) as info:
             planner.plan(make_demo_scene(320, 240), INSTRUCTION)
         assert planner.stats.requests == 2 and planner.stats.repairs == 1
-        # the processor resized the 320x240 image for the model; pixel answers would be scaled from this size
+        # the processor resized the 320x240 image for the model; pixel answers (and pixel prompts) use this size
         seen = planner.backend.seen_size((320, 240))
-        assert seen != (320, 240) and seen[0] % 16 == 0 and seen[1] % 16 == 0
+        from PIL import Image
+
+        grid = planner.backend.processor.image_processor(images=[Image.new("RGB", (320, 240))],
+                                                         return_tensors="pt")["image_grid_thw"][0]
+        assert seen == (int(grid[2]) * 16, int(grid[1]) * 16) and seen != (320, 240)
     assert info.value.attempts == 2 and isinstance(info.value.raw_response, str)
 
 

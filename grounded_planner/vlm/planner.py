@@ -93,8 +93,9 @@ class Planner:
         instruction = _check_instruction(instruction)
         encoded = self.encode(image_rgb)
         family = self.config.family
+        seen = self.backend.seen_size(encoded.size) if self.backend is not None else encoded.size
         messages = [
-            {"role": "system", "content": prompts.planning_system_prompt(family, *encoded.size)},
+            {"role": "system", "content": prompts.planning_system_prompt(family, *seen)},
             {"role": "user", "content": prompts.planning_user_prompt(instruction)},
         ]
         plan = self.complete_plan(messages, encoded, instruction, self.config.parse_convention)

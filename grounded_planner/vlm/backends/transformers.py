@@ -150,8 +150,30 @@ class TransformersBackend(VLMBackend):
         return chat_turns(request.messages, with_image=request.image is not None)
 
     def seen_size(self, sent_size: tuple[int, int]) -> tuple[int, int]:
-        """Size of the image as the processor resized it (Qwen2.5-VL pixel answers refer to it)."""
-        return self._seen.get(tuple(sent_size), tuple(sent_size))
+        """Size of the image as the processor resizes it (Qwen2.5-VL pixel answers refer to it).
+
+        Known before the request for Qwen-VL image processors (their smart resize), so pixel prompts can
+        name it; otherwise learnt from the last request's patch grid.
+        """
+        sent_size = tuple(sent_size)
+        if sent_size in self._seen:
+            return self._seen[sent_size]
+        ip = getattr(self.processor, "image_processor", None)
+        size = getattr(ip, "size", None)
+        try:
+            try:
+                from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+            except ImportError:  # that module needs torchvision; the PIL one (transformers >= 5) does not
+                from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+            factor = int(ip.patch_size) * int(ip.merge_size)
+            min_px = getattr(ip, "min_pixels", None) or size["shortest_edge"]
+            max_px = getattr(ip, "max_pixels", None) or size["longest_edge"]
+            height, width = smart_resize(sent_size[1], sent_size[0], factor=factor, min_pixels=min_px, max_pixels=max_px)
+        except (ImportError, AttributeError, KeyError, TypeError, ValueError):
+            return sent_size  # not a Qwen-VL processor: the size it sees is learnt after the first request
+        self._seen[sent_size] = (int(width), int(height))
+        return self._seen[sent_size]
 
     def generate(self, request: VLMRequest) -> str:
         if self.net is None:
