@@ -141,7 +141,7 @@ class _Status:
 class FakePlanRequestParameters:
     """Test double of moveit.planning.PlanRequestParameters (the fields the backend sets)."""
 
-    def __init__(self, moveit, namespace: str = ""):
+    def __init__(self, moveit, ns: str):  # the real binding takes the namespace positionally, no default
         self.planning_time = 1.0
         self.max_velocity_scaling_factor = 1.0
         self.max_acceleration_scaling_factor = 1.0

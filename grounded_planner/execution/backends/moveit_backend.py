@@ -37,10 +37,12 @@ class MoveItConfig:
     gripper_speed_mps: float = 0.05  # finger speed, m/s
     default_force_n: float = 20.0  # grasp force when the executor gives none, N
     planning_time_s: float = 5.0  # time the planner may take per goal, s
+    plan_request_namespace: str = "plan_request_params"  # moveit_py parameter namespace of the planner settings
     node_name: str = "grounded_planner_moveit"  # name of moveit_py's node
 
     def __post_init__(self) -> None:
-        for name in ("planning_group", "end_effector_link", "base_frame", "gripper_action_namespace", "node_name"):
+        for name in ("planning_group", "end_effector_link", "base_frame", "gripper_action_namespace", "node_name",
+                     "plan_request_namespace"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ConfigError(f"backends.moveit.{name} must be a non-empty string")
         check_positive(self, ("gripper_speed_mps", "default_force_n", "planning_time_s"), where="backends.moveit")
@@ -193,7 +195,7 @@ class MoveItBackend(RobotBackend):
     def _plan_parameters(self, speed_scale: float) -> Any:
         from moveit.planning import PlanRequestParameters
 
-        params = PlanRequestParameters(self._moveit)
+        params = PlanRequestParameters(self._moveit, self.config.plan_request_namespace)
         params.planning_time = self.config.planning_time_s
         params.max_velocity_scaling_factor = min(speed_scale, self.safety.max_velocity_scale)
         params.max_acceleration_scaling_factor = self.safety.max_acceleration_scale
