@@ -276,17 +276,18 @@ class FakeVLMServer:
     @staticmethod
     def _render_locate(family: str, want_box: bool, box, w: int, h: int, label: str) -> str:
         x1, y1, x2, y2 = box
+        rel = lambda v, side: round(v / side * 1000)  # noqa: E731 - 0-1000 of a side
+        cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
         if family == "qwen3":
-            if want_box:
-                return json.dumps({"bbox_2d": [round(x1 / w * 1000), round(y1 / h * 1000), round(x2 / w * 1000), round(y2 / h * 1000)], "label": label})
-            return json.dumps({"point_2d": [round((x1 + x2) / 2 / w * 1000), round((y1 + y2) / 2 / h * 1000)], "label": label})
-        if family == "gemini":
-            if want_box:
-                return json.dumps({"box_2d": [round(y1 / h * 1000), round(x1 / w * 1000), round(y2 / h * 1000), round(x2 / w * 1000)], "label": label})
-            return json.dumps({"point": [round((y1 + y2) / 2 / h * 1000), round((x1 + x2) / 2 / w * 1000)], "label": label})
-        if want_box:
-            return json.dumps({"bbox": [round(x1), round(y1), round(x2), round(y2)], "label": label})
-        return json.dumps({"point": [round((x1 + x2) / 2), round((y1 + y2) / 2)], "label": label})
+            key, value = ("bbox_2d", [rel(x1, w), rel(y1, h), rel(x2, w), rel(y2, h)]) if want_box else \
+                ("point_2d", [rel(cx, w), rel(cy, h)])
+        elif family == "gemini":
+            key, value = ("box_2d", [rel(y1, h), rel(x1, w), rel(y2, h), rel(x2, w)]) if want_box else \
+                ("point", [rel(cy, h), rel(cx, w)])
+        else:
+            key, value = ("bbox", [round(x1), round(y1), round(x2), round(y2)]) if want_box else \
+                ("point", [round(cx), round(cy)])
+        return json.dumps({key: value, "label": label})
 
     @staticmethod
     def _render_plan(family: str, steps: list[dict], w: int, h: int) -> str:

@@ -629,12 +629,13 @@ def _to_action(raw: Any, index: int, convention: str, plan_convention: str, mode
     item = _flatten_item(raw, index)
     raw_type, type_key = _type_of(item)
     if raw_type is None:
-        raise ParseError(f"action {index}: no action type (expected a 'type' of grasp, place, open or close), got keys {sorted(k for k in item if not k.startswith('_'))}",
-                         index=index, rule="type")
+        keys = sorted(k for k in item if not k.startswith("_"))
+        raise ParseError(f"action {index}: no action type (expected a 'type' of grasp, place, open or close), "
+                         f"got keys {keys}", index=index, rule="type")
     kind = norm_type(raw_type)
     if kind is None:
-        raise ParseError(f"action {index}: unknown action type {raw_type!r} (expected grasp, place, open or close; pick and put are read as grasp and place)",
-                         index=index, rule="type")
+        raise ParseError(f"action {index}: unknown action type {raw_type!r} (expected grasp, place, open or close; "
+                         "pick and put are read as grasp and place)", index=index, rule="type")
 
     obj = ""
     for key in _OBJECT_KEYS:
