@@ -38,7 +38,8 @@ EXTRAS = {
              "colcon-common-extensions"],  # the ROS-install path (colcon build) is checked by a test
     # one line per layer; keep each layer's optional dependencies on its own line
     "vlm": ["httpx>=0.27", "google-genai>=1.0"],  # OpenAI-compatible HTTP backend; Gemini SDK
-    "ml": ["torch==2.13.0", "transformers>=4.57", "peft>=0.17"],  # in-process Qwen3-VL (+LoRA); CPU torch from local disk
+    # in-process Qwen3-VL (+LoRA); CPU torch from local disk; transformers 5 (its PIL Qwen-VL image processor works without torchvision)
+    "ml": ["torch==2.13.0", "transformers>=5.20,<6", "peft>=0.18,<1"],
     "geometry": ["opencv-python-headless>=4.10,<5", "pyrealsense2>=2.55"],  # ChArUco/hand-eye; RealSense reference deprojection (bench, tests)
     "bench": [],
     # franky: FR3/Panda over libfranka (tested against franky-sim on localhost); placo: SO-101 IK (what
