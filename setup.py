@@ -37,7 +37,7 @@ EXTRAS = {
     "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3",
              "colcon-common-extensions"],  # the ROS-install path (colcon build) is checked by a test
     # one line per layer; keep each layer's optional dependencies on its own line
-    "vlm": ["httpx>=0.27", "google-genai>=1.0"],  # OpenAI-compatible HTTP backend; Gemini SDK
+    "vlm": ["httpx>=0.27,<1", "google-genai>=3.0,<4"],  # OpenAI-compatible HTTP backend; Gemini SDK (retry options)
     # in-process Qwen3-VL (+LoRA); CPU torch from local disk; transformers 5 (its PIL Qwen-VL image processor works without torchvision)
     "ml": ["torch==2.13.0", "transformers>=5.20,<6", "peft>=0.18,<1"],
     "geometry": ["opencv-python-headless>=4.10,<5", "pyrealsense2>=2.55"],  # ChArUco/hand-eye; RealSense reference deprojection (bench, tests)
