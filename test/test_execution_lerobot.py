@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("placo")
 
-from grounded_planner.execution.backend import BackendFault, MotionStoppedError, UnreachableError  # noqa: E402
+from grounded_planner.execution.backend import BackendFault, UnreachableError  # noqa: E402
 from grounded_planner.execution.backends.lerobot_backend import ARM_KEYS, LeRobotBackend, LeRobotConfig  # noqa: E402
 from grounded_planner.execution.backends.so101_kinematics import KinematicsError, default_so101_urdf  # noqa: E402
 from grounded_planner.execution.config import ExecutorConfig  # noqa: E402
@@ -27,6 +27,7 @@ from grounded_planner.execution.executor import Executor  # noqa: E402
 from grounded_planner.execution.outcomes import Outcome  # noqa: E402
 from grounded_planner.geometry.targets import TargetSet  # noqa: E402
 from grounded_planner.plan import GroundedAction, GroundedPlan  # noqa: E402
+from helpers.stopping import stop_during_move  # noqa: E402
 
 try:
     default_so101_urdf()
@@ -137,23 +138,8 @@ def test_unreachable_goal_sends_no_command():
 
 def test_stop_from_another_thread_halts_within_the_bound():
     backend, robot, _ = make(max_joint_speed_deg_s=20.0)
-    errors: list[Exception] = []
-
-    def move() -> None:
-        try:
-            backend.move_to_pose((0.25, -0.08, 0.03), 0.0, 0.5)
-        except MotionStoppedError as exc:
-            errors.append(exc)
-
-    worker = threading.Thread(target=move)
-    worker.start()
-    time.sleep(0.5)
-    asked = time.monotonic()
-    backend.stop()
-    stopped_in = time.monotonic() - asked
-    worker.join(2.0)
-    assert not worker.is_alive()
-    assert errors, "the move must end with MotionStoppedError"
+    stopped, stopped_in = stop_during_move(backend, (0.25, -0.08, 0.03), after_s=0.5)
+    assert stopped, "the move must end with MotionStoppedError"
     assert stopped_in < backend.stop_timeout_s
     # the last command holds the arm where it was, and it stays there
     held = np.array([robot.sent[-1][f"{k}.pos"] for k in ARM_KEYS])
@@ -215,18 +201,6 @@ def test_stop_during_a_move_keeps_a_held_object_squeezed():
     squeeze_goal = robot.goal["gripper"]
     assert squeeze_goal < 40.0  # the jaws are told to close further than the object lets them
 
-    raised: list[Exception] = []
-
-    def move() -> None:
-        try:
-            backend.move_to_pose((0.25, -0.08, 0.03), 0.0, 0.5)
-        except MotionStoppedError as exc:
-            raised.append(exc)
-
-    worker = threading.Thread(target=move)
-    worker.start()
-    time.sleep(0.3)
-    backend.stop()
-    worker.join(2.0)
-    assert raised, "the move must have been stopped"
+    stopped, _ = stop_during_move(backend, (0.25, -0.08, 0.03))
+    assert stopped, "the move must have been stopped"
     assert robot.goal["gripper"] == squeeze_goal

@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("geometry_msgs.msg")
 
-from grounded_planner.execution.backend import BackendFault, MotionStoppedError  # noqa: E402
+from grounded_planner.execution.backend import BackendFault  # noqa: E402
 from grounded_planner.execution.backends import make_backend  # noqa: E402
 from grounded_planner.execution.backends.moveit_backend import MoveItBackend, MoveItConfig  # noqa: E402
 from grounded_planner.execution.config import ExecutorConfig  # noqa: E402
@@ -31,6 +31,7 @@ from grounded_planner.execution.executor import Executor  # noqa: E402
 from grounded_planner.execution.outcomes import Outcome  # noqa: E402
 from grounded_planner.geometry.targets import TargetSet  # noqa: E402
 from grounded_planner.plan import GroundedAction, GroundedPlan  # noqa: E402
+from helpers.stopping import stop_during_move  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REACH_M = 0.85
@@ -257,22 +258,8 @@ def test_stop_halts_execution_through_the_execution_manager(fake_moveit_module):
     backend = backend_with(fake_moveit_module, FakeGripper(0.03), cfg)
     moveit = fake_moveit_module[0]
     moveit.seconds_per_m = 20.0
-    raised: list[Exception] = []
-
-    def move():
-        try:
-            backend.move_to_pose((0.6, 0.2, 0.3), 0.0, 0.3)
-        except MotionStoppedError as exc:
-            raised.append(exc)
-
-    worker = threading.Thread(target=move)
-    worker.start()
-    time.sleep(0.3)
-    asked = time.monotonic()
-    backend.stop()
-    took = time.monotonic() - asked
-    worker.join(2.0)
-    assert raised and moveit.stop_calls >= 1
+    stopped, took = stop_during_move(backend, (0.6, 0.2, 0.3), speed_scale=0.3)
+    assert stopped and moveit.stop_calls >= 1
     assert took < backend.stop_timeout_s
     assert moveit.executed == []  # never reached the goal
 
