@@ -54,12 +54,18 @@ def main() -> int:
     # the whole non-ROS demo path: render, GT plan, targets back-projected from depth, executor, success check
     from grounded_planner.sim.run import run_scenario
 
-    for name, gif in (("box_in_bowl", False), ("tidy_table", False), ("box_in_bowl", True)):
+    import importlib.util
+
+    runs = [("box_in_bowl", "gp5", False), ("tidy_table", "gp5", False), ("box_in_bowl", "gp5", True)]
+    if importlib.util.find_spec("franky_sim") is not None:
+        runs.append(("box_in_bowl", "fr3", False))
+    for name, robot, gif in runs:
         with tempfile.TemporaryDirectory() as tmp:
-            result = run_scenario(SCENARIOS / f"{name}.yaml", seed=0, gif_path=Path(tmp) / "run.gif" if gif else None)
+            result = run_scenario(SCENARIOS / f"{name}.yaml", seed=0, robot=robot,
+                                  gif_path=Path(tmp) / "run.gif" if gif else None)
         steps = len(result.execution.steps)
-        print(f"sim run {name:12s}{' + GIF' if gif else '       '}: {steps} steps, {result.sim_time_s:5.1f} s simulated "
-              f"in {result.wall_s:5.2f} s wall ({result.sim_time_s / result.wall_s:4.1f}x real time), "
+        print(f"sim run {name:12s} {robot}{' + GIF' if gif else '      '}: {steps} steps, {result.sim_time_s:5.1f} s "
+              f"simulated in {result.wall_s:5.2f} s wall ({result.sim_time_s / result.wall_s:4.1f}x real time), "
               f"success={result.success}")
     # robustness: GT plans through the real pipeline (targets from the rendered depth) over randomised seeds
     seeds = int(os.environ.get("GP_BENCH_SIM_SEEDS", "10"))
