@@ -86,3 +86,18 @@ def test_parse_location_styles():
         parse_location('{"point": [1, 2]}', size, "box")  # a point where a box was asked
     with pytest.raises(ParseError, match="expected a box"):
         parse_location("[1, 2]", size, "box")
+
+
+def test_grounder_on_another_backend(scene, monkeypatch):
+    """GPT-style language plan over the OpenAI API, boxes and points from Gemini through its SDK."""
+    pytest.importorskip("google.genai")
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    with FakeVLMServer() as planner_srv, FakeVLMServer() as gemini_srv:
+        cfg = PlannerConfig(backend="decoupled", model="gpt-5.2", base_url=planner_srv.base_url, grounder="vlm",
+                            grounder_backend="gemini", grounder_model="gemini-2.5-flash",
+                            grounder_base_url=gemini_srv.root_url, max_image_side=640)
+        with make_planner(cfg) as planner:
+            plan = planner.plan(scene, INSTRUCTION)
+        assert all(":generateContent" in r["_path"] for r in gemini_srv.requests) and len(gemini_srv.requests) == 2
+    assert plan.actions[0].bbox == pytest.approx(find_color(scene, DEMO_SCENE["red block"]), abs=2.5)
+    assert plan.actions[1].point == pytest.approx(plate_centre(scene), abs=2.5)

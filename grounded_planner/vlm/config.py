@@ -67,6 +67,7 @@ class PlannerConfig:
     # decoupled mode: a language planner (backend below, same model/base_url) writes steps, a grounder localizes each
     language_backend: str = "openai"  # openai | gemini | transformers: the decoupled mode's language planner
     grounder: str = "vlm"  # vlm | embodied-r1 | sam3
+    grounder_backend: str = ""  # vlm grounder's backend: openai | gemini | transformers ("" = language_backend)
     grounder_model: str = ""  # grounder's model name ("" = same as model)
     grounder_base_url: str = ""  # grounder's server ("" = same as base_url)
     grounder_family: str = "auto"  # prompt family of the vlm grounder
@@ -85,6 +86,8 @@ class PlannerConfig:
             raise ValueError(f"PlannerConfig.convention must be one of {', '.join(PARSE_CONVENTIONS)}, got {self.convention!r}")
         if self.language_backend not in ("openai", "gemini", "transformers"):
             raise ValueError(f"PlannerConfig.language_backend must be openai, gemini or transformers, got {self.language_backend!r}")
+        if self.grounder_backend not in ("", "openai", "gemini", "transformers"):
+            raise ValueError(f"PlannerConfig.grounder_backend must be '', openai, gemini or transformers, got {self.grounder_backend!r}")
         if self.grounder not in GROUNDERS:
             raise ValueError(f"PlannerConfig.grounder must be one of {', '.join(GROUNDERS)}, got {self.grounder!r}")
         if self.image_format not in ("png", "jpeg"):
@@ -126,11 +129,14 @@ class PlannerConfig:
             return self.prompt_family
         return known_family(self.model) or "auto"
 
-    def api_key(self) -> str:
-        """The API key from the configured environment variable ("" when unset: local servers need none)."""
-        name = self.api_key_env or DEFAULT_API_KEY_ENV.get(self.backend, "OPENAI_API_KEY")
+    def api_key(self, backend: str | None = None) -> str:
+        """The API key for ``backend`` (default: this config's) from the configured environment variable, else
+        the backend's usual one (OPENAI_API_KEY; GEMINI_API_KEY or GOOGLE_API_KEY). "" when unset: local
+        servers need none."""
+        backend = backend or self.backend
+        name = self.api_key_env or DEFAULT_API_KEY_ENV.get(backend, "OPENAI_API_KEY")
         key = os.environ.get(name, "")
-        if not key and self.backend == "gemini" and not self.api_key_env:
+        if not key and backend == "gemini" and not self.api_key_env:
             key = os.environ.get("GOOGLE_API_KEY", "")
         return key
 

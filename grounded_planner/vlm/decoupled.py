@@ -192,7 +192,8 @@ def make_decoupled_planner(config: PlannerConfig) -> DecoupledPlanner:
     grounder_url = config.grounder_base_url or config.base_url
     if config.grounder == "vlm":
         family = prompt_family_for(grounder_model) if config.grounder_family == "auto" else config.grounder_family
-        sub = Planner(config, make_backend(config, model=grounder_model, base_url=grounder_url))
+        sub = Planner(config, make_backend(config, backend=config.grounder_backend or None, model=grounder_model,
+                                           base_url=grounder_url))
         grounder: Grounder = VLMGrounder(sub, family)
     elif config.grounder == "embodied-r1":
         sub = Planner(config, make_backend(config, backend="openai", model=config.grounder_model or "Embodied-R1",

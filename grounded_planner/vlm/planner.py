@@ -251,13 +251,13 @@ def make_backend(config: PlannerConfig, *, backend: str | None = None, model: st
 
             if not model:
                 raise VLMConfigError("the openai backend needs a model name (--model or GP_VLM_MODEL)")
-            return OpenAIBackend(model, base_url, api_key=config.api_key(), timeout_s=config.timeout_s,
+            return OpenAIBackend(model, base_url, api_key=config.api_key(name), timeout_s=config.timeout_s,
                                  max_retries=config.max_retries, retry_backoff_s=config.retry_backoff_s,
                                  extra_headers=config.extra_headers)
         if name == "gemini":
             from grounded_planner.vlm.backends.gemini import GeminiBackend
 
-            return GeminiBackend(model or "gemini-2.5-flash", api_key=config.api_key(), base_url=base_url,
+            return GeminiBackend(model or "gemini-2.5-flash", api_key=config.api_key(name), base_url=base_url,
                                  timeout_s=config.timeout_s, max_retries=config.max_retries,
                                  retry_backoff_s=config.retry_backoff_s)
         if name == "transformers":
