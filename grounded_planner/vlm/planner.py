@@ -163,7 +163,8 @@ class Planner:
                              temperature=self.config.temperature)
         key = None
         if self.cache is not None:
-            key = cache_key(backend=self.backend.name, model=self.backend.model, messages=messages,
+            key = cache_key(backend=self.backend.name, model=self.backend.model,
+                            server=getattr(self.backend, "base_url", ""), messages=messages,
                             image=encoded.sha256 if encoded else None, max_tokens=request.max_tokens,
                             temperature=request.temperature, adapter=self.config.adapter_path)
             cached = self.cache.get(key)
