@@ -37,6 +37,7 @@ class GeminiBackend(VLMBackend):
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
         self.retry_backoff_s = float(retry_backoff_s)
+        self.base_url = base_url
         self.where = base_url or "Gemini API"
 
     def close(self) -> None:
