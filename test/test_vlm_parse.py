@@ -173,10 +173,10 @@ def test_partly_outside_box_is_clipped_with_a_warning():
     assert plan.warnings
 
 
-def test_reversed_corners_are_swapped_with_a_warning():
-    plan = parse_plan("[{\"type\": \"open\", \"object\": \"door\", \"bbox\": [200, 300, 100, 250]}]", (W, H))
-    assert plan.actions[0].bbox == (100.0, 250.0, 200.0, 300.0)
-    assert "reverse" in plan.warnings[0]
+def test_reversed_corners_are_an_error_not_a_guess():
+    with pytest.raises(ParseError, match="x1 > x2") as info:
+        parse_plan("[{\"type\": \"open\", \"object\": \"door\", \"bbox\": [200, 300, 100, 250]}]", (W, H))
+    assert info.value.rule == "bbox_order" and info.value.index == 0
 
 
 @pytest.mark.parametrize("answer, rule", [

@@ -774,9 +774,9 @@ def _checked_box(box: Sequence[float], index: int, label: str, image_size: tuple
                  warnings: list[str]) -> tuple[float, float, float, float]:
     x1, y1, x2, y2 = box
     if x1 > x2 or y1 > y2:
-        warnings.append(f"{label}: bbox corners were given in reverse order {_fmt(box)}; swapped")
-        x1, x2 = min(x1, x2), max(x1, x2)
-        y1, y2 = min(y1, y2), max(y1, y2)
+        # not guessed: the plan model forbids it, and which corner the model meant is unknown
+        raise ParseError(f"{label}: bbox {_fmt(box)} px has x1 > x2 or y1 > y2 (expected [x1, y1, x2, y2] with the "
+                         "top-left corner first)", index=index, rule="bbox_order")
     if x1 == x2 or y1 == y2:
         raise ParseError(f"{label}: degenerate bbox {_fmt(box)} px (zero width or height)", index=index, rule="bbox_degenerate")
     w, h = image_size
