@@ -208,11 +208,13 @@ def test_plan_and_draw_commands(server, scene, tmp_path):
     Image.fromarray(scene).save(image)
     out, overlay = tmp_path / "plan.json", tmp_path / "overlay.png"
     env_cmd = [sys.executable, "-c", CLI, "plan", "--image", str(image), "--instruction", INSTRUCTION,
-               "--model", "gemini-2.5-flash", "--base-url", server.base_url, "--out", str(out), "--overlay", str(overlay)]
+               "--model", "gemini-2.5-flash", "--base-url", server.base_url, "--out", str(out), "--overlay", str(overlay),
+               "--max-tokens", "333"]
     result = subprocess.run(env_cmd, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
     assert printed == json.loads(out.read_text())
+    assert server.requests[0]["max_tokens"] == 333
     box, point = truth(scene)
     assert printed["actions"][0]["bbox"] == pytest.approx(box, abs=1.5)  # 1280 px fits under the default 1280 side
     drawn = np.asarray(Image.open(overlay).convert("RGB"))
