@@ -10,6 +10,7 @@ import numpy as np
 
 from grounded_planner.plan.model import GroundedAction, GroundedPlan
 from grounded_planner.sim.scenario import ScenarioError
+from grounded_planner.sim.scene import HANDLE_HALF_THICKNESS_M
 
 # An object covering fewer pixels than this is too occluded or too small to carry a ground-truth box.
 MIN_VISIBLE_PX = 40
@@ -79,8 +80,8 @@ def gt_targets(workcell, plan: GroundedPlan | None = None):
     in the base frame (what ``compute_targets`` estimates from depth; conventions as in ``geometry.targets``).
 
     grasp: centre of the object's top face, ``yaw`` the closing direction (the footprint's minor axis, angle
-    from base x), ``width`` the extent along it; place: :func:`place_point_base`; open/close: the drawer
-    handle's centre with ``normal`` the direction the drawer slides out (pull along +normal).
+    from base x), ``width`` the extent along it; place: :func:`place_point_base`; open/close: the top of the
+    drawer handle with ``normal`` the direction the drawer slides out (pull along +normal).
     """
     import math
 
@@ -112,8 +113,10 @@ def gt_targets(workcell, plan: GroundedPlan | None = None):
                                   "sim_ground_truth", 1.0))
         else:
             _, rot = workcell.object_pose(step.object)
-            targets.append(Target(i, step.type, name, workcell.grasp_point(step.object), None, None,
-                                  -rot[:, 0].copy(), "sim_ground_truth", 1.0))
+            # the top of the handle bar: what a camera looking down sees, as for a grasp's top face
+            handle_top = workcell.grasp_point(step.object) + [0.0, 0.0, HANDLE_HALF_THICKNESS_M]
+            targets.append(Target(i, step.type, name, handle_top, None, None, -rot[:, 0].copy(), "sim_ground_truth",
+                                  1.0))
     return TargetSet(BASE_FRAME, targets, [])
 
 

@@ -52,6 +52,10 @@ HOME_TCP_M = (0.12, 0.0, 0.45)
 # Drawer handles sit this high up the drawer front: high enough that a hand straddling the handle from above
 # (the FR3's housing reaches 47 mm above its TCP) clears the cabinet top.
 HANDLE_HEIGHT_FRACTION = 0.8
+# How far a drawer handle stands off the front: room for a finger of a fully open (80 mm) gripper between handle
+# and front (the FR3's finger reaches 67 mm from the hand's centre).
+HANDLE_STANDOFF_M = 0.075
+HANDLE_HALF_THICKNESS_M = 0.008  # the handle bar's half size across it (a 16 mm square bar)
 # The body held objects are welded to, per arm model (the FR3's names carry the prefix it is attached with).
 HAND_BODY = {"gp5": "hand", "fr3": "fr3/hand"}  # where the arm waits: behind the objects, above the camera's view of them
 
@@ -182,7 +186,7 @@ def _cabinet_mjcf(obj: ObjectSpec, body: str, rgba: str, quat: str) -> str:
     handle_rgba = _rgba((0.75, 0.75, 0.78))
     inner_w = w / 2 - t - 0.002
     drawer_h = h - 2 * t - 0.004
-    standoff = 0.065  # room for a finger of a fully open (80 mm) gripper between handle and front
+    standoff = HANDLE_STANDOFF_M
     handle_z = t + 0.002 + HANDLE_HEIGHT_FRACTION * drawer_h
     drawer = [
         ("drawer_front", [t / 2, w / 2 - 0.002, drawer_h / 2 + t / 2], [-d / 2 + t / 2, 0, t + 0.002 + drawer_h / 2], front_rgba),
@@ -190,7 +194,7 @@ def _cabinet_mjcf(obj: ObjectSpec, body: str, rgba: str, quat: str) -> str:
         ("drawer_side_l", [d / 2 - 2 * t, t / 4, drawer_h * 0.3], [-t, inner_w, t + drawer_h * 0.3], rgba),
         ("drawer_side_r", [d / 2 - 2 * t, t / 4, drawer_h * 0.3], [-t, -inner_w, t + drawer_h * 0.3], rgba),
         ("drawer_back", [t / 4, inner_w, drawer_h * 0.3], [d / 2 - 3 * t, 0, t + drawer_h * 0.3], rgba),
-        ("drawer_handle", [0.008, 0.25 * w, 0.008], [-d / 2 - standoff, 0, handle_z], handle_rgba),
+        ("drawer_handle", [HANDLE_HALF_THICKNESS_M, 0.25 * w, HANDLE_HALF_THICKNESS_M], [-d / 2 - standoff, 0, handle_z], handle_rgba),
         ("drawer_post_l", [standoff / 2, 0.006, 0.006], [-d / 2 - standoff / 2, 0.2 * w, handle_z], handle_rgba),
         ("drawer_post_r", [standoff / 2, 0.006, 0.006], [-d / 2 - standoff / 2, -0.2 * w, handle_z], handle_rgba),
     ]
@@ -209,7 +213,7 @@ def cabinet_handle_local(obj: ObjectSpec) -> np.ndarray:
     """Handle centre in the cabinet frame when the drawer is closed (matches :func:`_cabinet_mjcf`)."""
     d, _w, h = obj.size_m
     t = 0.012
-    return np.array([-d / 2 - 0.065, 0.0, t + 0.002 + HANDLE_HEIGHT_FRACTION * (h - 2 * t - 0.004)])
+    return np.array([-d / 2 - HANDLE_STANDOFF_M, 0.0, t + 0.002 + HANDLE_HEIGHT_FRACTION * (h - 2 * t - 0.004)])
 
 
 # -- the arm -----------------------------------------------------------------------------------------

@@ -220,7 +220,7 @@ class SimWorkcell:
         a minimum-jerk profile at ``speed_mps`` and the arm is given ``settle_timeout_s`` to arrive within
         ``tolerance_m``; otherwise :class:`SimMotionTimeout`. :meth:`request_stop` ends it with :class:`SimStopped`.
 
-        ``guarded`` (downward moves only): when the hand or the held object touches down and the TCP falls
+        ``guarded`` (moves that mostly go down): when the hand or the held object touches down and the TCP falls
         behind its set-point by more than 4 mm, the arm holds where it is and the move ends (a guarded move, as a
         compliant arm's contact stop). Returns ``"arrived"`` or ``"touched_down"``.
         """
@@ -239,7 +239,9 @@ class SimWorkcell:
             point = start + s * (goal - start)
             q = self.solve_ik(point, start_yaw + s * turn, q)  # continuous from the previous waypoint
             path.append((point, q))
-        guarded = guarded and goal[2] < start[2] - 1e-4
+        drop = float(start[2] - goal[2])
+        # guard only moves that mostly go down (descend, place); a pull that also sinks a few mm is not one
+        guarded = guarded and drop > 0.005 and float(np.linalg.norm((goal - start)[:2])) <= drop
         wall0, sim0 = time.monotonic(), self.time_s
         for point, q in path:
             self._check_stop()
