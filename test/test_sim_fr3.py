@@ -70,3 +70,14 @@ def test_fr3_puts_the_box_in_the_bowl_through_the_camera():
         cell.step(250)
         assert [s.outcome for s in result.steps] == [Outcome.OK, Outcome.OK], result.to_dict()
         assert cell.success(), [r.to_dict() for r in cell.evaluate()]
+
+
+def test_fr3_opens_the_drawer():
+    from grounded_planner.sim.export import gt_targets
+
+    with SimWorkcell.from_scenario(SCENARIOS / "open_drawer.yaml", seed=3, robot="fr3") as cell:
+        plan = gt_plan(cell)
+        with SimBackend(cell) as backend:
+            result = Executor(backend).execute(plan, gt_targets(cell, plan))
+        assert result.success, result.to_dict()
+        assert cell.drawer_opening_m("cabinet") > 0.10 and cell.success()
