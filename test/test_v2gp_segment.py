@@ -109,6 +109,14 @@ def test_franka_width_profile_maps_metres():
     assert segment_signal(width_m, config=config_for_robot("franka_width")).to_dict() == {"segments": [[10, 50]]}
 
 
+def test_csv_with_bom_and_binary_states(tmp_path):
+    path = tmp_path / "binary.csv"
+    states = ["false"] * 5 + ["true"] * 6 + ["false"] * 5
+    path.write_text("\ufeffframe, gripper\n" + "".join(f"{i}, {v}\n" for i, v in enumerate(states)), encoding="utf-8")
+    frames, values = load_gripper_csv(path)
+    assert segment_signal(values, frames).to_dict() == {"segments": [[4, 11]]}
+
+
 def test_bad_config_and_bad_csv_are_named(tmp_path):
     with pytest.raises(ValueError, match="open_threshold"):
         SegmentConfig(close_threshold=0.3, open_threshold=0.5)

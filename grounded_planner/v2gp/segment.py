@@ -374,7 +374,8 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
 
 
 def load_gripper_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """Read a ``frame,gripper`` CSV; empty or ``nan`` gripper cells are missing samples.
+    """Read a ``frame,gripper`` CSV; empty or ``nan`` gripper cells are missing samples, ``true``/``false``
+    (``closed``/``open``) a binary gripper state.
 
     Returns
     -------
@@ -383,7 +384,7 @@ def load_gripper_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """
     path = Path(path)
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        handle = path.open(newline="", encoding="utf-8-sig")  # a BOM from spreadsheet exports is tolerated
     except OSError as exc:
         raise SignalError(f"cannot read gripper signal {path}: {exc.strerror}") from exc
     frames: list[int] = []
@@ -402,6 +403,9 @@ def load_gripper_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
             cell = row["gripper"]
             if cell == "" or cell.lower() in ("nan", "none", "null", "na"):
                 values.append(float("nan"))
+                continue
+            if cell.lower() in ("true", "closed", "false", "open"):  # a binary gripper state
+                values.append(1.0 if cell.lower() in ("true", "closed") else 0.0)
                 continue
             try:
                 value = float(cell)
