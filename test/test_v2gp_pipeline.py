@@ -200,3 +200,22 @@ def test_example_config_loads_and_unknown_keys_are_named(tmp_path):
     bad.write_text("grounder: oracle\nclose_treshold: 0.4\n")
     with pytest.raises(ValueError, match="unknown setting.*close_treshold"):
         V2GPConfig.load(bad)
+
+
+def test_vlm_grounder_falls_back_to_the_category_cue(dataset, server):
+    from grounded_planner.v2gp.ground import VLMGrounder
+    from grounded_planner.v2gp.identify import ObjectIdentity
+    from grounded_planner.v2gp.segment import Segment
+    from grounded_planner.vlm.config import PlannerConfig
+    from grounded_planner.vlm.planner import make_planner
+
+    episode = open_dataset(dataset, gripper="observation.state[gripper]").episode(0)
+    t = truth_of(dataset)[0]
+    (start, end), = t["segments"]
+    segment = Segment(start=start, end=end, close_frame=start + 3, release_frame=end - 2, closed_level=0.7)
+    planner = make_planner(PlannerConfig(backend="openai", model=MODEL, base_url=server.base_url))
+    grounding = VLMGrounder(planner).ground(
+        episode, segment, ObjectIdentity(object="the crimson cube", category="red block", interaction="pick_place"))
+    assert any("crimson" in note for note in grounding.notes)  # the description was not found ...
+    np.testing.assert_allclose(grounding.bbox_px, t["plan"]["actions"][0]["bbox"], atol=3.0)  # ... the category was
+    np.testing.assert_allclose(grounding.point_px, t["plan"]["actions"][1]["point"], atol=3.0)

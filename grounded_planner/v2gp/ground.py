@@ -137,14 +137,21 @@ class VLMGrounder:
             out.notes.append("stage 2 named no object")
             return out
         first = episode.frame(0)
-        box, answer = self._ask(first, "box", identity.object)
+        # two text cues, as V2GP prompts its grounder: the grounded description, then the category
+        cues = [identity.object] + ([identity.category] if identity.category and
+                                    identity.category.lower() not in identity.object.lower() else [])
+        box, answer, cue = None, "", identity.object
+        for cue in cues:
+            box, answer = self._ask(first, "box", cue)
+            if box is not None:
+                break
+            out.notes.append(f"no box for {cue!r} in the answer: {answer[:120]!r}")
         if box is None:
-            out.notes.append(f"no box in the answer: {answer[:120]!r}")
             return out
         out.bbox_px = [float(v) for v in box]
         if identity.interaction == "pick_place":
             _, b = _rows(episode, segment)
-            point, answer = self._ask(episode.frame(b), "point", identity.object)
+            point, answer = self._ask(episode.frame(b), "point", cue)
             if point is None:
                 out.notes.append(f"no point in the answer: {answer[:120]!r}")
             else:
