@@ -25,6 +25,10 @@ from grounded_planner.vlm.conventions import PARSE_CONVENTIONS, box_to_px, check
 MAX_TEXT_CHARS = 200_000
 # A point this close outside the image (fraction of the side) is clipped with a warning; farther is an error.
 POINT_CLIP_MARGIN = 0.02
+# Deepest bracket nesting tried as JSON (a plan needs about 5).
+MAX_JSON_DEPTH = 32
+# Longest function call read (``grasp(...)`` with its arguments), in characters.
+MAX_CALL_CHARS = 600
 # Clipping by less than this (float noise of scaling) is not worth a warning.
 CLIP_SILENT_PX = 1e-6
 
@@ -103,14 +107,14 @@ def strip_thinking(text: str) -> tuple[str, list[str]]:
     return body, warnings
 
 
-def _match_brackets(text: str) -> dict[int, int]:
-    """Map the index of every balanced opening ``[``/``{`` to its closing index, in one pass.
+def _match_brackets(text: str) -> dict[int, tuple[int, int]]:
+    """Map the index of every balanced opening ``[``/``{`` to (closing index, nesting depth), in one pass.
 
     Double-quoted strings count only inside brackets, so apostrophes and quotes in prose do not
     derail the matching.
     """
-    pairs: dict[int, int] = {}
-    stack: list[tuple[int, str]] = []
+    pairs: dict[int, tuple[int, int]] = {}
+    stack: list[list] = []  # [start, bracket, deepest child depth]
     closing = {"]": "[", "}": "{"}
     in_string = False
     escaped = False
@@ -126,11 +130,13 @@ def _match_brackets(text: str) -> dict[int, int]:
                 in_string = False
             continue
         if ch in "[{":
-            stack.append((i, ch))
+            stack.append([i, ch, 0])
         elif ch in "]}":
             if stack and stack[-1][1] == closing[ch]:
-                start, _ = stack.pop()
-                pairs[start] = i
+                start, _, child_depth = stack.pop()
+                pairs[start] = (i, child_depth + 1)
+                if stack:
+                    stack[-1][2] = max(stack[-1][2], child_depth + 1)
             else:
                 stack.clear()  # mismatched: nothing open so far can be a valid value
         elif ch == '"' and stack:
@@ -177,7 +183,9 @@ def _json_values(text: str) -> Iterator[tuple[int, int, Any]]:
     for start in sorted(pairs):
         if start <= covered_until:
             continue
-        end = pairs[start]
+        end, depth = pairs[start]
+        if depth > MAX_JSON_DEPTH:
+            continue  # no plan nests this deep; decoding it would only cost time (look inside instead)
         value = _loads_lenient(text[start:end + 1])
         if value is _FAIL:
             continue  # look inside it: prose in brackets may hold a value
@@ -314,7 +322,7 @@ def _call_items(text: str) -> Iterator[dict]:
             return
         open_at = m.end() - 1
         depth, end = 0, -1
-        for j in range(open_at, min(len(text), open_at + 2000)):
+        for j in range(open_at, min(len(text), open_at + MAX_CALL_CHARS)):
             if text[j] in "([{":
                 depth += 1
             elif text[j] in ")]}":
