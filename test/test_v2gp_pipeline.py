@@ -29,7 +29,7 @@ MODEL = "qwen3-vl-stand-in"
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
-    return write_synthetic_dataset(tmp_path_factory.mktemp("ds") / "synthetic", SyntheticConfig(episodes=5), "v2.1")
+    return write_synthetic_dataset(tmp_path_factory.mktemp("ds") / "synthetic", SyntheticConfig(episodes=6), "v2.1")
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_synthetic_dataset_through_all_stages_gives_the_expected_plans(dataset, 
     summary = run_pipeline(dataset, out, config)
     truth = truth_of(dataset)
 
-    assert summary.episodes == 5 and summary.episodes_with_plan == 5 and not summary.failed_episodes
+    assert summary.episodes == 6 and summary.episodes_with_plan == 6 and not summary.failed_episodes
     assert summary.segments == sum(len(t["segments"]) for t in truth.values())
     assert summary.dropped == {"empty_grasp": 2}
     assert summary.revised_instructions == 1  # the failed grasp that was not retried
@@ -72,7 +72,7 @@ def test_synthetic_dataset_through_all_stages_gives_the_expected_plans(dataset, 
         assert [[s["start"], s["end"]] for s in cached["value"]["segments"]] == t["segments"]
 
     samples = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
-    assert [s["variant"] for s in samples].count("implicit") == 5
+    assert [s["variant"] for s in samples].count("implicit") == 6
     for sample in samples:
         plan = sample_plan(sample)  # the planner's parser, qwen3 convention
         expected = truth[sample["episode"]]["plan"]

@@ -105,9 +105,14 @@ def build_episode_plan(instruction: str, image_size: Sequence[int], segments: Se
                        identities: Sequence[ObjectIdentity], groundings: Sequence[Grounding],
                        seg_config: SegmentConfig, min_box_px: float = 4.0, min_motion_px: float = 3.0,
                        model: str = "v2gp") -> EpisodePlan:
-    """Aggregate the kept segments in time order into a validated canonical plan."""
+    """Aggregate the kept segments in time order into a validated canonical plan.
+
+    Boxes are in the episode's first frame; an object grasped again after an earlier kept place is boxed at
+    that place point (same box size), since the first frame still shows it where it started.
+    """
     actions: list[GroundedAction] = []
     dropped: list[dict[str, Any]] = []
+    placed: dict[str, tuple[float, float]] = {}  # object -> where its last kept place put it
     for seg, ident, ground in zip(segments, identities, groundings):
         rejection = segment_rejection(seg, ident, ground, seg_config, image_size, min_box_px, min_motion_px)
         if rejection is not None:
@@ -115,7 +120,14 @@ def build_episode_plan(instruction: str, image_size: Sequence[int], segments: Se
                             "object": ident.object})
             continue
         box = _clip_box(ground.bbox_px, image_size)  # type: ignore[arg-type]
+        earlier = placed.get(ident.object.lower())
+        if ident.interaction == "pick_place" and earlier is not None:
+            # grasped again: it lies where the earlier place put it, not where the first frame shows it
+            half_w, half_h = (box[2] - box[0]) / 2.0, (box[3] - box[1]) / 2.0
+            box = _clip_box((earlier[0] - half_w, earlier[1] - half_h, earlier[0] + half_w, earlier[1] + half_h),
+                            image_size)
         if ident.interaction == "pick_place":
+            placed[ident.object.lower()] = tuple(ground.point_px)  # type: ignore[arg-type]
             actions.append(GroundedAction("grasp", object=ident.object, bbox=box))
             actions.append(GroundedAction("place", object=ident.object, target=ground.target or ident.target,
                                           point=tuple(ground.point_px)))  # type: ignore[arg-type]

@@ -46,6 +46,9 @@ SCRIPTS = [
     # a failed grasp that is not retried: the plan only moves the red block, the instruction is revised
     ("put the yellow block on the green tray and the red block on the blue plate",
      [("empty_grasp", "yellow block", ""), ("pick_place", "red block", "blue plate")]),
+    # the same block twice: the second grasp is where the first place put it
+    ("put the red block on the blue plate, then move it to the green tray",
+     [("pick_place", "red block", "blue plate"), ("pick_place", "red block", "green tray")]),
 ]
 
 
@@ -95,7 +98,6 @@ class _Episode:
         self.frames: list[dict[str, Any]] = []
         self.segments: list[tuple[int, int]] = []
         self.actions: list[dict[str, Any]] = []
-        self.first_pos = {k: v.copy() for k, v in self.pos.items()}
         self._record(4)
         for kind, obj, target in steps:
             self._step(kind, obj, target, rng)
@@ -127,11 +129,12 @@ class _Episode:
         return before, len(self.frames) - 1
 
     def _step(self, kind: str, obj: str, target: str, rng: np.random.Generator) -> None:
+        # where the object is when this step starts: the first frame's box, or where an earlier step put it
+        first_box = _box(self.pos[obj], self.half[obj])
         self._move(self.pos[obj].copy(), 8)
         self._record(2)
         knee, _ = self._gripper(1.0 if kind == "empty_grasp" else (0.5 if kind == "open" else 0.7))
         self._record(2)
-        first_box = _box(self.first_pos[obj], self.half[obj])
         if kind == "pick_place":
             self.held = obj
             dest = self.pos[target] + np.array([rng.uniform(-6, 6), rng.uniform(-5, 5)])
