@@ -29,7 +29,7 @@ MODEL = "qwen3-vl-stand-in"
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
-    return write_synthetic_dataset(tmp_path_factory.mktemp("ds") / "synthetic", SyntheticConfig(episodes=6), "v2.1")
+    return write_synthetic_dataset(tmp_path_factory.mktemp("ds") / "synthetic", SyntheticConfig(episodes=7), "v2.1")
 
 
 @pytest.fixture
@@ -61,18 +61,22 @@ def test_synthetic_dataset_through_all_stages_gives_the_expected_plans(dataset, 
     summary = run_pipeline(dataset, out, config)
     truth = truth_of(dataset)
 
-    assert summary.episodes == 6 and summary.episodes_with_plan == 6 and not summary.failed_episodes
+    assert summary.episodes == 7 and summary.episodes_with_plan == 6 and not summary.failed_episodes
     assert summary.segments == sum(len(t["segments"]) for t in truth.values())
-    assert summary.dropped == {"empty_grasp": 2}
+    assert summary.dropped == {"empty_grasp": 2, "drop": 1}
     assert summary.revised_instructions == 1  # the failed grasp that was not retried
     for index, t in truth.items():
-        plan = json.loads((out / "plans" / f"episode_{index:06d}.json").read_text())
-        assert_plan_matches(plan, t["plan"], tol_px=0.01)
+        path = out / "plans" / f"episode_{index:06d}.json"
+        if not t["plan"]["actions"]:  # the dropped block: nothing to learn from
+            assert not path.exists()
+            continue
+        assert_plan_matches(json.loads(path.read_text()), t["plan"], tol_px=0.01)
         cached = json.loads((out / "cache" / f"episode_{index:06d}" / "segments.json").read_text())
         assert [[s["start"], s["end"]] for s in cached["value"]["segments"]] == t["segments"]
 
     samples = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
     assert [s["variant"] for s in samples].count("implicit") == 6
+    assert {s["episode"] for s in samples} == set(range(6))
     for sample in samples:
         plan = sample_plan(sample)  # the planner's parser, qwen3 convention
         expected = truth[sample["episode"]]["plan"]

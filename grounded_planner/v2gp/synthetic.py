@@ -33,7 +33,7 @@ SCENE = {
 TABLE_RGB = (185, 160, 120)
 DRAWER_RGB = (120, 90, 60)
 GRIPPER_RGB = (50, 50, 50)
-# Episode scripts: (instruction, steps). A step is (kind, object, target): pick_place, open, empty_grasp.
+# Episode scripts: (instruction, steps). A step is (kind, object, target): pick_place, open, empty_grasp, drop.
 SCRIPTS = [
     ("put the red block on the blue plate", [("pick_place", "red block", "blue plate")]),
     ("put the red block on the blue plate and the yellow block on the green tray",
@@ -49,6 +49,8 @@ SCRIPTS = [
     # the same block twice: the second grasp is where the first place put it
     ("put the red block on the blue plate, then move it to the green tray",
      [("pick_place", "red block", "blue plate"), ("pick_place", "red block", "green tray")]),
+    # the block slips out of the gripper on the way: no usable step, no plan
+    ("put the yellow block on the green tray", [("drop", "yellow block", "green tray")]),
 ]
 
 
@@ -149,6 +151,13 @@ class _Episode:
             self._record(1)
             self.held = None
             self.actions.append({"type": "open", "object": obj, "bbox": first_box.round(2).tolist()})
+        elif kind == "drop":  # the object slips out half way: the fingers close fully, it stays behind
+            self.held = obj
+            dest = self.pos[target]
+            self._move(self.ee + (dest - self.ee) / 2, 7)
+            self.held = None
+            self._gripper(1.0, 2)
+            self._move(dest, 4)
         else:  # empty grasp: the fingers close on nothing, the arm lifts away
             self._move(self.ee + np.array([15.0, -15.0]), 4)
         _, _ = self._gripper(0.0)
@@ -240,7 +249,7 @@ def simulate(cfg: SyntheticConfig):
             plan_instruction = "put the red block on the blue plate"  # what the plan actually does
         truth = {"episode_index": e, "instruction": instruction, "plan_instruction": plan_instruction,
                  "segments": [list(seg) for seg in sim.segments],
-                 "kept_segments": [list(seg) for seg, st in zip(sim.segments, steps) if st[0] != "empty_grasp"],
+                 "kept_segments": [list(seg) for seg, st in zip(sim.segments, steps) if st[0] in ("pick_place", "open")],
                  "plan": {"instruction": plan_instruction, "image_size": [WIDTH, HEIGHT], "actions": sim.actions}}
         yield e, instruction, sim, images, grip, truth
 
