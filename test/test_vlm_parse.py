@@ -194,6 +194,10 @@ def test_reversed_corners_are_an_error_not_a_guess():
     ("[{\"type\": \"grasp\", \"bbox\": [1, 2, 30, 40]}, {\"type\": \"place\", \"point\": [5000, 1]}]", "point_outside"),
     ("[{\"type\": \"grasp\", \"bbox\": [1, 2, NaN, 40]}, {\"type\": \"place\", \"point\": [5, 1]}]", "bbox_finite"),
     ("<think>I will answer [{\"type\": \"open\", \"bbox\": [1, 1, 5, 5]}]</think>Sorry, I cannot help.", "no_plan"),
+    # cut off by max_tokens after two complete actions: never a silently shortened plan
+    ("[{\"type\": \"grasp\", \"object\": \"a\", \"bbox\": [1, 2, 30, 40]}, {\"type\": \"place\", \"point\": [5, 6]}, "
+     "{\"type\": \"grasp\", \"object\": \"b\", \"bb", "truncated"),
+    ("1. grasp(a, [1, 2, 30, 40])\n2. place(b, [5, 6])\n3. grasp(c, [1,", "truncated"),
 ])
 def test_unusable_answers_raise_a_typed_error_with_the_reason(answer, rule):
     with pytest.raises(ParseError) as info:

@@ -107,8 +107,9 @@ def strip_thinking(text: str) -> tuple[str, list[str]]:
     return body, warnings
 
 
-def _match_brackets(text: str) -> dict[int, tuple[int, int]]:
-    """Map the index of every balanced opening ``[``/``{`` to (closing index, nesting depth), in one pass.
+def _match_brackets(text: str, unclosed: list[int] | None = None) -> dict[int, tuple[int, int]]:
+    """Map the index of every balanced opening ``[``/``{`` to (closing index, nesting depth), in one pass;
+    openers still open at the end go to ``unclosed`` (a cut-off answer).
 
     Double-quoted strings count only inside brackets, so apostrophes and quotes in prose do not
     derail the matching.
@@ -141,6 +142,8 @@ def _match_brackets(text: str) -> dict[int, tuple[int, int]]:
                 stack.clear()  # mismatched: nothing open so far can be a valid value
         elif ch == '"' and stack:
             in_string = True
+    if unclosed is not None:
+        unclosed.extend(entry[0] for entry in stack)
     return pairs
 
 
@@ -331,6 +334,9 @@ def _call_items(text: str) -> Iterator[dict]:
                     end = j
                     break
         if end < 0:
+            if not _CALL_RE.search(text, m.end()) and ")" not in text[open_at:]:
+                raise ParseError(f"the answer is cut off inside {m.group(0)}...: the last action never closes "
+                                 "(raise max_tokens?)", rule="truncated")
             pos = m.end()
             continue
         pos = end + 1
@@ -439,6 +445,12 @@ def _find_plan(body: str) -> _Found | None:
         empties.append(_Found([], reason, _prose(body[:start] + " " + body[end + 1:])))
     outside.append(body[last:])
     if singles:
+        unclosed: list[int] = []
+        _match_brackets(body, unclosed)
+        if unclosed and min(unclosed) < singles[0][0]:
+            # complete actions inside a list that never closes: the answer was cut off (max_tokens?)
+            raise ParseError(f"the answer is cut off: a JSON list or object opened at character {min(unclosed)} never "
+                             "closes, so actions may be missing (raise max_tokens?)", rule="truncated")
         return _Found([v for _, _, v in singles], "", _prose(" ".join(outside)))
     rest = " \n".join(outside)
     for value in _yaml_values(rest):
