@@ -33,7 +33,7 @@ def gemini(server, **kw):
 
 def test_plan_through_the_sdk(server):
     scene = make_demo_scene(1280, 720)
-    with make_planner(gemini(server)) as planner:
+    with make_planner(gemini(server, json_mode=True)) as planner:
         plan = planner.plan(scene, "put the red block on the blue plate")
     box = find_color(scene, DEMO_SCENE["red block"])
     assert [a.type for a in plan.actions] == ["grasp", "place"]
@@ -42,6 +42,7 @@ def test_plan_through_the_sdk(server):
     assert request["_path"].endswith("/models/gemini-2.5-flash:generateContent")
     assert request["_headers"]["x-goog-api-key"] == "test-key"
     assert "box_2d" in request["systemInstruction"]["parts"][0]["text"]  # gemini prompt family from the name
+    assert request["generationConfig"]["responseMimeType"] == "application/json"
     inline = request["contents"][0]["parts"][0].get("inlineData") or request["contents"][0]["parts"][0]["inline_data"]
     data = inline["data"]
     sent = Image.open(io.BytesIO(base64.b64decode(data + "=" * (-len(data) % 4), altchars=b"-_")))

@@ -320,3 +320,11 @@ def test_replayed_answers_to_raw_prompts(server, scene, tmp_path):
     bad.write_text('{"instruction": "x", "image_sha256": "*"}\n')
     with pytest.raises(ValueError, match="bad.jsonl:1"):
         make_planner(PlannerConfig(backend="replay", replay_file=str(bad)))
+
+
+def test_json_mode_asks_the_server_for_json(server, scene):
+    with make_planner(config(server, json_mode=True)) as planner:
+        planner.plan(scene, INSTRUCTION)
+        planner.ask(scene, "Locate the red block in the image.")
+    assert server.requests[0]["response_format"] == {"type": "json_object"}
+    assert "response_format" not in server.requests[1]  # raw requests are free text

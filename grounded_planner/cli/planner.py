@@ -26,6 +26,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-image-side", type=int, default=None, help="longest image side sent, px (default 1280)")
     p.add_argument("--repair-attempts", type=int, default=None, help="re-prompts after an invalid answer (default 1)")
     p.add_argument("--max-tokens", type=int, default=None, help="longest answer (default 1024; thinking models need more)")
+    p.add_argument("--json-mode", action="store_const", const=True, default=None,
+                   help="ask the server for JSON only (OpenAI response_format; vLLM, SGLang, Ollama and Gemini support it)")
     p.add_argument("--record-file", default=None, help="append the returned plan to this JSONL (for replay)")
     p.add_argument("--adapter", default=None, dest="adapter_path", help="PEFT LoRA adapter folder (transformers)")
     p.add_argument("--grounder-model", default=None, help="decoupled mode's grounder model (default: --model)")
@@ -76,7 +78,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     image = _load_rgb(args.image)
     config = planner_config_from_args(args)
-    extras = {name: getattr(args, name) for name in ("convention", "max_image_side", "repair_attempts", "max_tokens", "record_file",
+    extras = {name: getattr(args, name) for name in ("convention", "max_image_side", "repair_attempts", "max_tokens", "json_mode", "record_file",
                                                      "adapter_path", "grounder_model", "grounder_base_url")
               if getattr(args, name) is not None}
     try:

@@ -59,6 +59,7 @@ class PlannerConfig:
     convention: str = "auto"  # how answers are parsed: auto = the prompt family's convention
     temperature: float = 0.0  # sampling temperature; 0 for repeatable plans
     max_tokens: int = 1024  # longest answer requested
+    json_mode: bool = False  # ask the server for JSON only (OpenAI response_format json_object; Gemini JSON mime type)
     cache_dir: str = ""  # on-disk response cache folder ("" = no cache)
     replay_file: str = ""  # JSONL of recorded plans (replay backend) ...
     record_file: str = ""  # ... and where any planner appends the plans it returns ("" = no recording)

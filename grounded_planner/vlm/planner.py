@@ -136,7 +136,7 @@ class Planner:
         reason, raw, first_reason = "", "", ""
         attempts = self.config.repair_attempts + 1
         for attempt in range(attempts):
-            raw = self.complete(messages, encoded)
+            raw = self.complete(messages, encoded, json_mode=self.config.json_mode)
             seen = self.backend.seen_size(encoded.size) if self.backend is not None else encoded.size
             try:
                 plan = parse_plan(raw, encoded.original_size, convention, instruction,
@@ -155,18 +155,18 @@ class Planner:
             return plan
         raise VLMResponseError(reason, raw, attempts)
 
-    def complete(self, messages: list[dict[str, str]], encoded: EncodedImage | None) -> str:
-        """One backend request through the response cache."""
+    def complete(self, messages: list[dict[str, str]], encoded: EncodedImage | None, json_mode: bool = False) -> str:
+        """One backend request through the response cache (``json_mode``: plan requests of a json_mode config)."""
         if self.backend is None:
             raise VLMConfigError(f"the {self.config.backend} planner has no model backend for raw requests")
         request = VLMRequest(messages=messages, image=encoded, max_tokens=self.config.max_tokens,
-                             temperature=self.config.temperature)
+                             temperature=self.config.temperature, json_mode=json_mode)
         key = None
         if self.cache is not None:
             key = cache_key(backend=self.backend.name, model=self.backend.model,
                             server=getattr(self.backend, "base_url", ""), messages=messages,
                             image=encoded.sha256 if encoded else None, max_tokens=request.max_tokens,
-                            temperature=request.temperature, adapter=self.config.adapter_path)
+                            temperature=request.temperature, adapter=self.config.adapter_path, json_mode=json_mode)
             cached = self.cache.get(key)
             if cached is not None:
                 self.stats.cache_hits += 1

@@ -29,6 +29,7 @@ class VLMRequest:
     image: EncodedImage | None = None
     max_tokens: int = 1024
     temperature: float = 0.0
+    json_mode: bool = False  # the answer must be one JSON object (servers that support it enforce it)
     extra: dict = field(default_factory=dict)
 
 

@@ -65,7 +65,8 @@ class GeminiBackend(VLMBackend):
     def generate(self, request: VLMRequest) -> str:
         system, contents = self.contents(request)
         config = self._types.GenerateContentConfig(
-            system_instruction=system or None, temperature=request.temperature, max_output_tokens=request.max_tokens)
+            system_instruction=system or None, temperature=request.temperature, max_output_tokens=request.max_tokens,
+            response_mime_type="application/json" if request.json_mode else None)
         response = retry_call(lambda: self._call_once(contents, config), max_retries=self.max_retries,
                               backoff_s=self.retry_backoff_s, what=f"{self.where} (model {self.model!r})")
         try:

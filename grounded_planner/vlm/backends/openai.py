@@ -95,6 +95,8 @@ class OpenAIBackend(VLMBackend):
                                 self._max_tokens_key: request.max_tokens}
         if self._send_temperature:
             body["temperature"] = request.temperature
+        if request.json_mode:
+            body["response_format"] = {"type": "json_object"}
         body.update(request.extra)
         return body
 
