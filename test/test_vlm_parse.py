@@ -158,6 +158,7 @@ def test_open_close_and_empty_plans():
     assert plan.is_empty and plan.reason == "The spoon is already on the plate."
     plan = parse_plan("Nothing to do: the spoon is already on the plate.\n[]", (W, H))
     assert plan.is_empty and "already on the plate" in plan.reason
+    assert "without a 'reason'" in plan.warnings[0]
 
 
 def test_partly_outside_box_is_clipped_with_a_warning():

@@ -906,6 +906,8 @@ def parse_plan(text: str, image_size: Sequence[int], convention: str = "auto", i
     reason = " ".join(found.reason.split())
     if not actions and not reason:
         reason = found.prose or "the model returned an empty plan without a reason"
+        warnings.append("empty plan without a 'reason' field: " + ("the text around it is the reason" if found.prose
+                                                                    else "none given"))
     plan = GroundedPlan(instruction=instruction, image_size=size, actions=actions, reason=reason,
                         warnings=warnings, model=model, raw_response=text)
     if validate:
