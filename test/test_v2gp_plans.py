@@ -109,7 +109,10 @@ def test_unknown_and_unavailable_grounders_are_named():
         make_grounder("magic")
     with pytest.raises(ValueError, match="needs a VLM"):
         make_grounder("vlm", None)
-    from grounded_planner.v2gp.errors import MissingDependencyError
+    from grounded_planner.v2gp.errors import MissingDependencyError, V2GPError
 
-    with pytest.raises(MissingDependencyError, match="sam3"):
+    with pytest.raises(ValueError, match="needs sam3_model"):
         make_grounder("sam3")
+    # no such checkpoint (or, on a machine without torch/torchvision, the missing package) is named
+    with pytest.raises((MissingDependencyError, V2GPError), match="torch|SAM 3|sam3"):
+        make_grounder("sam3", sam3_model="/nonexistent/sam3")

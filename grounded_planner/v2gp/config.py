@@ -29,7 +29,9 @@ class V2GPConfig:
     min_frames: int | None = None  # shortest grasp, frames
     # -- stages 2-4: models
     identifier: str = "vlm"  # who names the manipulated object: vlm | oracle (simulated data with known objects)
-    grounder: str = "vlm"  # stage 3: oracle (known boxes) | vlm (ask the VLM) | sam3 (needs the sam3 package)
+    grounder: str = "vlm"  # stage 3: oracle (known boxes) | vlm (ask the VLM) | sam3 (SAM 3 via transformers)
+    sam3_model: str = ""  # sam3 grounder: local folder of a SAM 3 checkpoint (facebook/sam3)
+    sam3_threshold: float = 0.3  # sam3 grounder: instances scoring below this are not found
     vlm_backend: str = "openai"  # PlannerConfig.backend of the VLM (openai | gemini | transformers | replay)
     vlm_base_url: str = ""  # OpenAI-compatible server root incl. /v1
     vlm_model: str = ""  # model name on the server (decides the prompt family: qwen3, gemini, pixel)
@@ -92,6 +94,8 @@ class V2GPConfig:
         if stage == "objects":
             return keys
         keys.update({"grounder": self.grounder})
+        if self.grounder == "sam3":
+            keys.update({"sam3_model": self.sam3_model, "sam3_threshold": self.sam3_threshold})
         if stage == "grounding":
             return keys
         keys.update({"implicit": self.implicit, "min_box_px": self.min_box_px, "min_motion_px": self.min_motion_px,

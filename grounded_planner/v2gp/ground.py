@@ -8,7 +8,8 @@ Grounders:
   one that moved) and motion (a picked object that did not move was an empty grasp).
 * ``vlm`` — asks the VLM (``Planner.ask`` with the vlm layer's grounding prompt) for the object's box in
   the first frame and a point on it in the segment's last frame.
-* ``sam3`` — needs the ``sam3`` package (not installable from PyPI here); a clear error otherwise.
+* ``sam3`` — SAM 3 through transformers from a local checkpoint folder (``sam3_model``): the best
+  instance of the text cue (description, then category); needs torchvision for its image processor.
 
 The place point is measured in the segment's end frame and used as is in the first frame: this assumes a
 static third-person camera (the DROID exterior cameras, a fixed workcell camera). Wrist cameras need a
@@ -17,13 +18,14 @@ homography per frame, which is not done.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from grounded_planner.v2gp.dataset import DemoEpisode, ObjectTrack
-from grounded_planner.v2gp.errors import MissingDependencyError
+from grounded_planner.v2gp.errors import MissingDependencyError, V2GPError, require
 from grounded_planner.v2gp.identify import ObjectIdentity, moved_object, name_similarity
 from grounded_planner.v2gp.segment import Segment
 
@@ -99,8 +101,50 @@ class OracleGrounder:
         return max(scored, key=lambda s: s[0])[1] if scored else None
 
 
-class VLMGrounder:
-    """Ask the VLM for the box in the first frame and the point in the segment's last frame."""
+class _TextCueGrounder:
+    """Box in the first frame from text cues (the grounded description, then the category, as V2GP prompts
+    its grounder), and the place point where the object lies in the segment's last frame."""
+
+    name = ""
+
+    def _box(self, image: np.ndarray, cue: str) -> tuple[list[float] | None, str]:
+        """(x1, y1, x2, y2) in pixels of ``image`` or None, and what the model said (for the notes)."""
+        raise NotImplementedError
+
+    def _point(self, image: np.ndarray, cue: str) -> tuple[list[float] | None, str]:
+        raise NotImplementedError
+
+    def ground(self, episode: DemoEpisode, segment: Segment, identity: ObjectIdentity) -> Grounding:
+        out = Grounding(source=self.name)
+        if not identity.object:
+            out.notes.append("stage 2 named no object")
+            return out
+        first = episode.frame(0)
+        cues = [identity.object] + ([identity.category] if identity.category and
+                                    identity.category.lower() not in identity.object.lower() else [])
+        box, answer, cue = None, "", identity.object
+        for cue in cues:
+            box, answer = self._box(first, cue)
+            if box is not None:
+                break
+            out.notes.append(f"no box for {cue!r}: {answer[:120]!r}")
+        if box is None:
+            return out
+        out.bbox_px = [float(v) for v in box]
+        if identity.interaction == "pick_place":
+            _, b = _rows(episode, segment)
+            point, answer = self._point(episode.frame(b), cue)
+            if point is None:
+                out.notes.append(f"no point for {cue!r}: {answer[:120]!r}")
+            else:
+                out.point_px = [float(v) for v in point]
+                out.moved_px = float(np.linalg.norm(np.subtract(out.point_px, _center(out.bbox_px))))
+            out.target = identity.target
+        return out
+
+
+class VLMGrounder(_TextCueGrounder):
+    """Ask the VLM (the vlm layer's grounding prompt) for the box and the point."""
 
     name = "vlm"
 
@@ -108,9 +152,9 @@ class VLMGrounder:
         self.planner = planner
 
     def _ask(self, image: np.ndarray, kind: str, description: str):
+        from grounded_planner.v2gp.identify import _first_json_object
         from grounded_planner.vlm import prompts
         from grounded_planner.vlm.conventions import BOX_KEY, POINT_KEY, box_to_px, point_to_px
-        from grounded_planner.v2gp.identify import _first_json_object
         from grounded_planner.vlm.image import resized_size
         from grounded_planner.vlm.parse import strip_thinking
 
@@ -131,38 +175,71 @@ class VLMGrounder:
         x, y = point_to_px(values, family, sent)
         return [x * scale[0], y * scale[1]], answer
 
-    def ground(self, episode: DemoEpisode, segment: Segment, identity: ObjectIdentity) -> Grounding:
-        out = Grounding(source=self.name)
-        if not identity.object:
-            out.notes.append("stage 2 named no object")
-            return out
-        first = episode.frame(0)
-        # two text cues, as V2GP prompts its grounder: the grounded description, then the category
-        cues = [identity.object] + ([identity.category] if identity.category and
-                                    identity.category.lower() not in identity.object.lower() else [])
-        box, answer, cue = None, "", identity.object
-        for cue in cues:
-            box, answer = self._ask(first, "box", cue)
-            if box is not None:
-                break
-            out.notes.append(f"no box for {cue!r} in the answer: {answer[:120]!r}")
-        if box is None:
-            return out
-        out.bbox_px = [float(v) for v in box]
-        if identity.interaction == "pick_place":
-            _, b = _rows(episode, segment)
-            point, answer = self._ask(episode.frame(b), "point", cue)
-            if point is None:
-                out.notes.append(f"no point in the answer: {answer[:120]!r}")
-            else:
-                out.point_px = [float(v) for v in point]
-                out.moved_px = float(np.linalg.norm(np.subtract(out.point_px, _center(out.bbox_px))))
-            out.target = identity.target
-        return out
+    def _box(self, image, cue):
+        return self._ask(image, "box", cue)
+
+    def _point(self, image, cue):
+        return self._ask(image, "point", cue)
 
 
-def make_grounder(name: str, planner=None):
-    """The stage-3 grounder ``name`` (``vlm`` needs a planner)."""
+class Sam3Grounder(_TextCueGrounder):
+    """SAM 3 through transformers (``Sam3Model`` + ``Sam3Processor`` of a local checkpoint folder): the
+    highest-scoring instance of the text cue; the place point is the centre of its box in the last frame.
+    Its image processor needs torchvision."""
+
+    name = "sam3"
+
+    def __init__(self, model_path: str, threshold: float = 0.3, device: str = "auto"):
+        if not model_path:
+            raise ValueError("the sam3 grounder needs sam3_model: a local folder of a SAM 3 checkpoint "
+                             "(e.g. facebook/sam3 downloaded with huggingface-cli)")
+        self.torch = require("torch", "ml", "the sam3 grounder")
+        transformers = require("transformers", "ml", "the sam3 grounder")
+        if not hasattr(transformers, "Sam3Model"):
+            raise MissingDependencyError(f"the sam3 grounder needs a transformers with SAM 3 (have "
+                                         f"{transformers.__version__})")
+        from grounded_planner.vlm.backends.transformers import pick_device
+
+        self.device = pick_device(device)
+        self.threshold = float(threshold)
+        try:
+            self.processor = transformers.Sam3Processor.from_pretrained(model_path)
+            self.model = transformers.Sam3Model.from_pretrained(model_path).to(self.device).eval()
+        except ImportError as exc:
+            raise MissingDependencyError(f"SAM 3's processor needs torchvision (pip install torchvision "
+                                         f"matching torch): {exc}") from exc
+        except (OSError, ValueError) as exc:
+            raise V2GPError(f"cannot load SAM 3 from {model_path}: {exc}") from exc
+        self._lock = threading.Lock()  # episodes run in threads; one forward at a time
+
+    def detect(self, image: np.ndarray, cue: str) -> tuple[list[float], float] | None:
+        """Best instance of ``cue``: (x1, y1, x2, y2) in pixels of ``image`` and its score, or None."""
+        from PIL import Image
+
+        torch = self.torch
+        with self._lock, torch.inference_mode():
+            inputs = self.processor(images=Image.fromarray(image), text=cue, return_tensors="pt").to(self.device)
+            outputs = self.model(**inputs)
+            found = self.processor.post_process_instance_segmentation(
+                outputs, threshold=self.threshold, mask_threshold=0.5,
+                target_sizes=[(int(image.shape[0]), int(image.shape[1]))])[0]
+        scores = found["scores"]
+        if len(scores) == 0:
+            return None
+        best = int(torch.as_tensor(scores).argmax())
+        return [float(v) for v in found["boxes"][best].tolist()], float(scores[best])
+
+    def _box(self, image, cue):
+        hit = self.detect(image, cue)
+        return (None, f"no instance above score {self.threshold}") if hit is None else (hit[0], f"score {hit[1]:.2f}")
+
+    def _point(self, image, cue):
+        box, note = self._box(image, cue)
+        return (None, note) if box is None else (_center(box), note)
+
+
+def make_grounder(name: str, planner=None, sam3_model: str = "", sam3_threshold: float = 0.3):
+    """The stage-3 grounder ``name`` (``vlm`` needs a planner, ``sam3`` a checkpoint folder)."""
     if name == "oracle":
         return OracleGrounder()
     if name == "vlm":
@@ -170,12 +247,5 @@ def make_grounder(name: str, planner=None):
             raise ValueError("the vlm grounder needs a VLM: give --vlm BASE_URL (or vlm_base_url in the config)")
         return VLMGrounder(planner)
     if name == "sam3":
-        try:
-            import sam3  # noqa: F401
-        except ImportError as exc:
-            raise MissingDependencyError(
-                "the sam3 grounder needs the 'sam3' package and its weights (not on PyPI); "
-                "use --grounder vlm or --grounder oracle") from exc
-        raise MissingDependencyError("the sam3 grounder is not wired to the installed sam3 package yet; "
-                                     "use --grounder vlm or --grounder oracle")
+        return Sam3Grounder(sam3_model, sam3_threshold)
     raise ValueError(f"unknown grounder {name!r} (expected oracle, vlm or sam3)")

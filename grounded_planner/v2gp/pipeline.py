@@ -89,7 +89,24 @@ def _key(config: V2GPConfig, stage: str, episode: DemoEpisode) -> dict[str, Any]
     return {**config.stage_key(stage), "source": episode.source, "length": episode.length}
 
 
-def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner=None) -> dict[str, Any]:
+class _LazyGrounder:
+    """The run's stage-3 grounder, built on first use (a resumed run may never need it; SAM 3 loads once)."""
+
+    def __init__(self, config: V2GPConfig, planner):
+        self.config, self.planner = config, planner
+        self._grounder = None
+        self._lock = threading.Lock()
+
+    def get(self):
+        with self._lock:
+            if self._grounder is None:
+                self._grounder = make_grounder(self.config.grounder, self.planner, self.config.sam3_model,
+                                               self.config.sam3_threshold)
+            return self._grounder
+
+
+def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner=None,
+                    grounder: _LazyGrounder | None = None) -> dict[str, Any]:
     """Stages 1-4 for one episode; returns a JSON-able result (plan, drops, cache hits, implicit variant)."""
     cache = _Cache(out, episode.index)
     hits: list[str] = []
@@ -130,8 +147,8 @@ def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner
     key = _key(config, "grounding", episode)
     cached = cache.get("grounding", key)
     if cached is None:
-        grounder = make_grounder(config.grounder, planner)
-        cached = [grounder.ground(episode, seg, ident).to_dict() for seg, ident in zip(segments, identities)]
+        stage3 = (grounder or _LazyGrounder(config, planner)).get() if segments else None
+        cached = [stage3.ground(episode, seg, ident).to_dict() for seg, ident in zip(segments, identities)]
         cache.put("grounding", key, cached)
     else:
         hits.append("grounding")
@@ -234,9 +251,11 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
                             f"({time.monotonic() - t0:.1f} s)")
                 print(line, file=progress, flush=True)
 
+    grounder = _LazyGrounder(config, planner)
+
     def run_one(index: int) -> None:
         try:
-            result = process_episode(ds.episode(index), out, config, planner)
+            result = process_episode(ds.episode(index), out, config, planner, grounder)
         except (V2GPError, ValueError, OSError, RuntimeError) as exc:
             with lock:
                 summary.failed_episodes[str(index)] = f"{type(exc).__name__}: {exc}"
