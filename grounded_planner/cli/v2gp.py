@@ -26,9 +26,11 @@ def register(subparsers) -> None:
     run.add_argument("--dataset", required=True, help="LeRobot v2.x/v3 dataset folder or a folder of rollouts")
     run.add_argument("--out", required=True, metavar="DIR", help="output folder (caches live here; reruns resume)")
     run.add_argument("--config", default=None, help="V2GP YAML config (see config/v2gp.yaml)")
-    run.add_argument("--vlm", default=None, metavar="BASE_URL|replay:FILE",
+    run.add_argument("--vlm", default=None, metavar="BASE_URL",
                      help="VLM for object naming (stage 2), the vlm grounder and rewrites: an OpenAI-compatible base URL")
     run.add_argument("--model", default=None, help="model name sent to the VLM server")
+    run.add_argument("--identifier", default=None, choices=["vlm", "oracle"],
+                     help="stage 2: who names the manipulated object (oracle: simulated data with known objects)")
     run.add_argument("--grounder", default=None, choices=["oracle", "vlm", "sam3"], help="stage 3 grounder")
     run.add_argument("--workers", type=int, default=None, help="episodes processed in parallel (threads)")
     run.add_argument("--executor", default=None, choices=["local", "ray"], help="ray: spread episodes over a Ray cluster")
@@ -46,20 +48,20 @@ def register(subparsers) -> None:
     synth.set_defaults(func=_synth)
 
     ft = subparsers.add_parser("finetune", help="LoRA fine-tuning of a Qwen3-VL planner on V2GP training JSONL")
-    ft.add_argument("--data", required=True, metavar="TRAIN.jsonl")
+    ft.add_argument("--data", required=True, metavar="TRAIN.jsonl", help="training JSONL written by 'v2gp run'")
     ft.add_argument("--base-model", required=True, metavar="PATH", help="local Hugging Face model folder")
-    ft.add_argument("--out", required=True, metavar="ADAPTER_DIR")
-    ft.add_argument("--epochs", type=float, default=None)
-    ft.add_argument("--max-steps", type=int, default=None)
+    ft.add_argument("--out", required=True, metavar="ADAPTER_DIR", help="where the LoRA adapter is saved")
+    ft.add_argument("--epochs", type=float, default=None, help="passes over the data (default 3)")
+    ft.add_argument("--max-steps", type=int, default=None, help="optimizer steps (overrides --epochs)")
     ft.add_argument("--lr", type=float, default=None, help="learning rate")
     ft.add_argument("--rank", type=int, default=None, help="LoRA rank")
     ft.add_argument("--dropout", type=float, default=None, help="LoRA dropout")
     ft.add_argument("--target-modules", default=None, metavar="REGEX",
                     help="modules that get LoRA adapters (default: the language model's attention and MLP projections)")
-    ft.add_argument("--batch-size", type=int, default=None)
+    ft.add_argument("--batch-size", type=int, default=None, help="samples per optimizer step")
     ft.add_argument("--max-image-side", type=int, default=None, help="resize images so the longer side is at most this")
     ft.add_argument("--device", default=None, help="cpu, cuda, cuda:0 (default: cuda if available)")
-    ft.add_argument("--seed", type=int, default=None)
+    ft.add_argument("--seed", type=int, default=None, help="data order and LoRA initialisation")
     ft.set_defaults(func=_finetune)
 
 
@@ -94,7 +96,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         config = V2GPConfig.load(args.config) if args.config else V2GPConfig()
         config = config.with_overrides(vlm=args.vlm, model=args.model, grounder=args.grounder, workers=args.workers,
-                                       executor=args.executor, implicit=False if args.no_implicit else None)
+                                       executor=args.executor, implicit=False if args.no_implicit else None,
+                                       identifier=args.identifier)
         episodes = parse_episode_list(args.episodes) if args.episodes else None
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc

@@ -105,13 +105,13 @@ class V2GPConfig:
     # -- construction -------------------------------------------------------------------------------------
     def with_overrides(self, *, vlm: str | None = None, model: str | None = None, grounder: str | None = None,
                        workers: int | None = None, executor: str | None = None,
-                       implicit: bool | None = None) -> "V2GPConfig":
+                       implicit: bool | None = None, identifier: str | None = None) -> "V2GPConfig":
         """A copy with command-line values that are not None (``vlm`` is a base URL)."""
         changes: dict[str, Any] = {}
         if vlm is not None:
             changes["vlm_base_url"] = vlm
         for name, value in (("vlm_model", model), ("grounder", grounder), ("workers", workers),
-                            ("executor", executor), ("implicit", implicit)):
+                            ("executor", executor), ("implicit", implicit), ("identifier", identifier)):
             if value is not None:
                 changes[name] = value
         return dataclasses.replace(self, **changes)
