@@ -87,7 +87,7 @@ def test_synthetic_dataset_through_all_stages_gives_the_expected_plans(dataset, 
         # the qwen3 answer is in thousandths of the image side: 0.32 px here
         assert_plan_matches(plan.to_dict(), expected, tol_px=0.33)
         image = out / sample["messages"][1]["content"][0]["image"]
-        assert image.exists()
+        assert image.exists() and sample["images"] == [sample["messages"][1]["content"][0]["image"]]
 
 
 def test_training_sample_uses_the_planners_exact_prompt(dataset, server, tmp_path):

@@ -6,7 +6,8 @@ Output folder::
     OUT/cache/vlm/                                                    VLM answers (the vlm layer's response cache)
     OUT/plans/episode_XXXXXX.json                                     canonical plans (grounded_planner.plan)
     OUT/images/episode_XXXXXX.png                                     first frames, as the planner would send them
-    OUT/train.jsonl                                                   Qwen3-VL chat samples (explicit + implicit)
+    OUT/train.jsonl                                                   Qwen3-VL chat samples (explicit + implicit);
+                                                                      image paths are relative to OUT
     OUT/report.json                                                   counts, drops by reason, timings
 
 A stage is recomputed only when its cache is missing or was made with other settings, so an interrupted run
@@ -321,6 +322,8 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
         for variant, instruction in variants:
             samples.append({"id": f"episode_{index:06d}_{variant}", "episode": index, "variant": variant,
                             "source_instruction": ep.instruction, "image_size": list(result["image_size"]),
+                            # the image also as a top-level list, the layout TRL's vision SFT reads
+                            "images": [image_rel],
                             "messages": training_messages(image_rel, sent, instruction, ep.plan)})
             if variant == "explicit":
                 summary.samples_explicit += 1
