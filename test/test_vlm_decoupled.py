@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 
+import numpy as np
+
 import pytest
 
 from grounded_planner.vlm.config import PlannerConfig
@@ -101,3 +103,68 @@ def test_grounder_on_another_backend(scene, monkeypatch):
         assert all(":generateContent" in r["_path"] for r in gemini_srv.requests) and len(gemini_srv.requests) == 2
     assert plan.actions[0].bbox == pytest.approx(find_color(scene, DEMO_SCENE["red block"]), abs=2.5)
     assert plan.actions[1].point == pytest.approx(plate_centre(scene), abs=2.5)
+
+
+class _Sam3Double:
+    """A test double of the `sam3` package's image API (build_sam3_image_model, Sam3Processor.set_image /
+    set_text_prompt -> masks, boxes, scores), used because SAM 3 needs its weights and a GPU, neither of
+    which exists here. It segments the demo scene by colour; what is tested is our adapter around it."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.images_set = 0
+
+    def build_sam3_image_model(self):
+        return object()
+
+    def processor(self, model):
+        double = self
+
+        class Processor:
+            def set_image(self, image):
+                double.images_set += 1
+                return {"image": np.asarray(image)}
+
+            def set_text_prompt(self, state, prompt):
+                image = state["image"]
+                color = next((c for name, c in DEMO_SCENE.items() if name in prompt), None)
+                if color is None:
+                    empty = double.torch.zeros((0,))
+                    return {"masks": double.torch.zeros((0, 1) + image.shape[:2]), "boxes": double.torch.zeros((0, 4)),
+                            "scores": empty}
+                mask = np.abs(image.astype(int) - color).max(axis=2) <= 40
+                box = find_color(image, color)
+                # a second, weaker detection that must not win
+                return {"masks": double.torch.tensor(np.stack([mask, ~mask])[:, None].astype(np.float32)),
+                        "boxes": double.torch.tensor([box, (0.0, 0.0, 10.0, 10.0)]),
+                        "scores": double.torch.tensor([0.9, 0.2])}
+
+        return Processor()
+
+
+def test_sam3_grounder_adapter_with_a_package_double(scene, monkeypatch):
+    import sys
+    import types
+
+    torch = pytest.importorskip("torch")
+    double = _Sam3Double(torch)
+    builder = types.ModuleType("sam3.model_builder")
+    builder.build_sam3_image_model = double.build_sam3_image_model
+    processor_mod = types.ModuleType("sam3.model.sam3_image_processor")
+    processor_mod.Sam3Processor = double.processor
+    for name, module in {"sam3": types.ModuleType("sam3"), "sam3.model": types.ModuleType("sam3.model"),
+                         "sam3.model_builder": builder, "sam3.model.sam3_image_processor": processor_mod}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with FakeVLMServer() as srv:
+        cfg = PlannerConfig(backend="decoupled", model="gpt-5.2", base_url=srv.base_url, grounder="sam3")
+        with make_planner(cfg) as planner:
+            plan = planner.plan(scene, INSTRUCTION)
+            srv.script.append(Reply(content='{"actions": [{"type": "grasp", "object": "purple cup"}, '
+                                            '{"type": "place", "object": "purple cup", "target": "blue plate"}]}'))
+            with pytest.raises(VLMResponseError, match="SAM 3 found no 'purple cup'"):
+                planner.plan(scene, "put the purple cup on the blue plate")
+    assert plan.actions[0].bbox == find_color(scene, DEMO_SCENE["red block"])
+    assert plan.actions[1].point == pytest.approx(plate_centre(scene), abs=1.0)  # mask centroid
+    assert double.images_set == 1  # one image embedding for the image (4 grounding calls, 2 plans)
+    assert plan.model == "gpt-5.2 + sam3"

@@ -102,10 +102,10 @@ class Sam3Grounder(Grounder):
     name = "sam3"
 
     def __init__(self):
-        try:
-            import torch
+        try:  # sam3 first: without it there is no reason to pay for importing torch
             from sam3.model.sam3_image_processor import Sam3Processor
             from sam3.model_builder import build_sam3_image_model
+            import torch
         except ImportError as exc:
             raise VLMConfigError(f"the sam3 grounder needs the sam3 package and torch ({exc}); "
                                  "use --grounder vlm or embodied-r1 otherwise") from exc
