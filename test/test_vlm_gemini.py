@@ -70,7 +70,7 @@ def test_repair_retry_and_timeout(server):
     with make_planner(gemini(server, timeout_s=0.5, max_retries=0)) as planner:
         with pytest.raises(VLMTimeoutError):
             planner.plan(scene, "put the red block on the blue plate")
-    assert time.monotonic() - start < 3.0
+    assert time.monotonic() - start < 8.0  # the server would take 20-30 s; slack for a loaded machine
 
 
 def test_missing_key_is_a_config_error(monkeypatch):

@@ -141,7 +141,7 @@ def test_dead_server_fails_fast_with_a_clear_error(scene):
     with make_planner(PlannerConfig(model="gpt-4o", base_url=url, retry_backoff_s=0.05)) as planner:
         with pytest.raises(VLMUnavailableError, match="cannot reach the server"):
             planner.plan(scene, INSTRUCTION)
-    assert time.monotonic() - start < 3.0
+    assert time.monotonic() - start < 8.0  # seconds, not a hang; slack for a loaded machine
 
 
 def test_hanging_server_times_out(server, scene):
@@ -150,7 +150,7 @@ def test_hanging_server_times_out(server, scene):
     with make_planner(config(server, timeout_s=0.5, max_retries=0)) as planner:
         with pytest.raises(VLMTimeoutError, match="0.5 s"):
             planner.plan(scene, INSTRUCTION)
-    assert time.monotonic() - start < 3.0
+    assert time.monotonic() - start < 8.0  # the server would take 30 s; slack for a loaded machine
 
 
 def test_cache_makes_a_rerun_free(server, scene, tmp_path):
