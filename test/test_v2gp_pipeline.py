@@ -154,7 +154,9 @@ def test_cli_run_with_oracle_needs_no_vlm_and_bad_input_is_one_line(dataset, tmp
     out = subprocess.run([str(exe), "v2gp", "run", "--dataset", str(dataset), "--out", str(tmp_path / "o"),
                           "--config", str(cfg), "--episodes", "0-1"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["episodes_with_plan"] == 2
+    summary = json.loads(out.stdout)
+    assert summary["episodes_with_plan"] == 2
+    assert summary["notes"] == ["no VLM given: implicit rewrites are skipped"]
     assert "[2/2] episode" in out.stderr  # progress lines
     bad = subprocess.run([str(exe), "v2gp", "run", "--dataset", str(tmp_path), "--out", str(tmp_path / "o2"),
                           "--config", str(cfg)], capture_output=True, text=True, timeout=120)

@@ -57,6 +57,7 @@ class RunSummary:
     revised_instructions: int = 0
     cache_hits: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STAGES})
     failed_episodes: dict[str, str] = field(default_factory=dict)  # episode -> error
+    notes: list[str] = field(default_factory=list)  # what the run left out and why
     seconds: float = 0.0
     train_jsonl: str = ""
 
@@ -223,17 +224,19 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
     if missing:
         raise DatasetError(f"{dataset}: no episode(s) {missing} (the dataset has {len(ds.episode_indices)})")
     planner = None
+    notes: list[str] = []
     if config.needs_vlm:
         if not config.vlm_base_url and config.vlm_backend == "openai":
             if config.identifier == "vlm" or config.grounder == "vlm":
                 raise V2GPError("stage 2/3 need a VLM: give --vlm BASE_URL (an OpenAI-compatible server), "
                                 "or use identifier: oracle and --grounder oracle for simulated data")
             config = dataclasses.replace(config, implicit=False)  # no LLM for the rewrite: say so in the report
+            notes.append("no VLM given: implicit rewrites are skipped")
             if progress:
-                print("v2gp: no VLM given, implicit rewrites are skipped", file=progress, flush=True)
+                print(f"v2gp: {notes[-1]}", file=progress, flush=True)
         else:
             planner = _make_planner(config, out)
-    summary = RunSummary(dataset=str(dataset), out=str(out))
+    summary = RunSummary(dataset=str(dataset), out=str(out), notes=notes)
     results: dict[int, dict[str, Any]] = {}
     lock = threading.Lock()
 
