@@ -60,6 +60,8 @@ def register(subparsers) -> None:
                     help="modules that get LoRA adapters (default: the language model's attention and MLP projections)")
     ft.add_argument("--batch-size", type=int, default=None, help="samples per optimizer step")
     ft.add_argument("--max-image-side", type=int, default=None, help="resize images so the longer side is at most this")
+    ft.add_argument("--gradient-checkpointing", action="store_true", default=None,
+                    help="recompute activations in the backward pass (less GPU memory for large models)")
     ft.add_argument("--device", default=None, help="cpu, cuda, cuda:0 (default: cuda if available)")
     ft.add_argument("--seed", type=int, default=None, help="data order and LoRA initialisation")
     ft.set_defaults(func=_finetune)
@@ -135,6 +137,7 @@ def _finetune(args: argparse.Namespace) -> int:
     overrides = {"epochs": args.epochs, "max_steps": args.max_steps, "learning_rate": args.lr, "lora_rank": args.rank,
                  "lora_dropout": args.dropout, "target_modules": args.target_modules,
                  "batch_size": args.batch_size, "max_image_side": args.max_image_side, "device": args.device,
+                 "gradient_checkpointing": args.gradient_checkpointing,
                  "seed": args.seed}
     try:
         config = FinetuneConfig(**{k: v for k, v in overrides.items() if v is not None})

@@ -37,6 +37,7 @@ class FinetuneConfig:
     batch_size: int = 1  # samples per step (gradient accumulation; images differ in size)
     max_image_side: int = 0  # resize images so the longer side is at most this, px (0 = as stored)
     warmup_steps: int = 0  # linear learning-rate warm-up
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory (large models), slower
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     seed: int = 0  # data order and LoRA init
     log_every: int = 1  # progress line every this many steps
@@ -165,6 +166,9 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
         raise V2GPError(f"cannot load a vision-language model from {base}: {exc}") from exc
     lora = peft.LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha or 2 * config.lora_rank,
                            lora_dropout=config.lora_dropout, target_modules=config.target_modules)
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still need a grad path
     model = peft.get_peft_model(model, lora)
     if not any(p.requires_grad for p in model.parameters()):
         raise V2GPError(f"no module of {base} matches target_modules {config.target_modules!r}")
