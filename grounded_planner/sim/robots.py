@@ -61,7 +61,7 @@ FR3_HOME_Q = np.array([0.0, -0.6, 0.0, -2.4, 0.0, 1.8, math.pi / 4])
 # The Franka hand's tendon actuator: force = gain * ctrl - 100 * length, so at rest length = ctrl * gain / 100,
 # and the tendon length is half the opening (each finger enters with coefficient 0.5).
 _FR3_GRIPPER_GAIN = 0.01568627451
-_FR3_GRIPPER_STIFFEN = 20.0
+_FR3_GRIPPER_STIFFEN = 5.0
 _FR3_TCP_IN_HAND_M = 0.1034  # flange-to-TCP of the Franka hand, 1 cm above the fingertips
 
 
@@ -103,8 +103,9 @@ def attach_fr3(scene_spec) -> None:
     fr3.meshdir = str(assets / "meshes")
     for body in fr3.bodies:
         body.gravcomp = 1  # like libfranka's gravity compensation: the position loop only tracks
-    # the menagerie-style hand actuator squeezes with only 100 N/m * gap (~2 N on a 45 mm box): 20x stiffer (same
-    # set-point mapping) so the fingers centre the object and press with the commanded force, as franky's grasp does
+    # the menagerie-style hand actuator squeezes with only 100 N/m * gap (~2 N on a 45 mm box), too weak to centre
+    # an object between the coupled fingers: 5x stiffer with the same set-point mapping (stiffer still, the pads
+    # dig into thin cup walls and snag them)
     hand = fr3.actuator("hand")
     hand.gainprm[0] *= _FR3_GRIPPER_STIFFEN
     hand.biasprm[1] *= _FR3_GRIPPER_STIFFEN
