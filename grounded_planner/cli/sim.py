@@ -1,4 +1,4 @@
-"""`grounded-planner sim ...`: export bench episodes from the simulated workcell, render a scenario's camera."""
+"""`grounded-planner sim ...`: export bench episodes, render a scenario's camera, run a scenario end to end."""
 
 from __future__ import annotations
 
