@@ -152,7 +152,7 @@ class VLMGrounder(_TextCueGrounder):
         self.planner = planner
 
     def _ask(self, image: np.ndarray, kind: str, description: str):
-        from grounded_planner.v2gp.identify import _first_json_object
+        from grounded_planner.v2gp.identify import first_json_object
         from grounded_planner.vlm import prompts
         from grounded_planner.vlm.conventions import BOX_KEY, POINT_KEY, box_to_px, point_to_px
         from grounded_planner.vlm.image import resized_size
@@ -162,7 +162,7 @@ class VLMGrounder(_TextCueGrounder):
         h, w = image.shape[:2]
         sent = resized_size(w, h, self.planner.config.max_image_side)
         answer = self.planner.ask(image, prompts.grounding_prompt(family, kind, description, *sent))
-        data = _first_json_object(strip_thinking(answer)[0]) or {}
+        data = first_json_object(strip_thinking(answer)[0]) or {}
         key = BOX_KEY[family] if kind == "box" else POINT_KEY[family]
         values = data.get(key)
         n = 4 if kind == "box" else 2

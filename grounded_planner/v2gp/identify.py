@@ -77,7 +77,8 @@ def identify_prompt(instruction: str, n_frames: int) -> str:
     )
 
 
-def _first_json_object(text: str) -> dict[str, Any] | None:
+def first_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in free text (prose, code fences around it), or None."""
     decoder = json.JSONDecoder()
     for i, ch in enumerate(text):
         if ch == "{":
@@ -95,7 +96,7 @@ def parse_identity(text: str) -> ObjectIdentity:
     from grounded_planner.vlm.parse import strip_thinking
 
     body, _ = strip_thinking(text)
-    data = _first_json_object(body)
+    data = first_json_object(body)
     if data is None:
         raise IdentifyError(f"the answer has no JSON object: {text[:200]!r}")
     data = {str(k).lower(): v for k, v in data.items()}
