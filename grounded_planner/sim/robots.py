@@ -194,11 +194,15 @@ class NumericIK:
         self.max_iterations, self.damping = max_iterations, damping
         self.names = robot.arm_joints
 
-    def solve(self, tcp_xyz: Sequence[float], yaw_rad: float, q_start: np.ndarray) -> np.ndarray:
-        """Joint angles (n,) putting the TCP at ``tcp_xyz`` pointing down with ``yaw_rad``; raises IKError."""
+    def solve(self, tcp_xyz: Sequence[float], yaw_rad: float, q_start: np.ndarray, flip: bool = True) -> np.ndarray:
+        """Joint angles (n,) putting the TCP at ``tcp_xyz`` pointing down with ``yaw_rad``; raises IKError.
+
+        ``flip`` also tries the hand turned by pi (the same grasp) and keeps the solution nearer ``q_start``;
+        path waypoints, warm-started from their neighbour, skip it.
+        """
         target = np.asarray(tcp_xyz, float)
         best = None
-        for yaw in (yaw_rad, yaw_rad + math.pi):  # a parallel gripper is symmetric: either hand orientation
+        for yaw in (yaw_rad, yaw_rad + math.pi) if flip else (yaw_rad,):  # a parallel gripper is symmetric
             q, err_p, err_r = self._solve(target, top_down_rotation(yaw), np.asarray(q_start, float))
             if err_p <= self.tolerance_m and err_r <= self.tolerance_rad:
                 cost = float(np.abs(q - q_start).sum())

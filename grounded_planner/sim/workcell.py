@@ -184,17 +184,19 @@ class SimWorkcell:
         self._stop.clear()
 
     # -- kinematics ---------------------------------------------------------------------------------
-    def solve_ik(self, tcp_xyz: Sequence[float], yaw_rad: float, q_hint: np.ndarray | None = None) -> np.ndarray:
+    def solve_ik(self, tcp_xyz: Sequence[float], yaw_rad: float, q_hint: np.ndarray | None = None,
+                 continuous: bool = False) -> np.ndarray:
         """Arm joint angles (n,) for a top-down tool pose; raises :class:`IKError` (out of reach, joint limits).
 
         ``tcp_xyz`` (3,) is the tool centre point in the base frame (m); ``yaw_rad`` the closing axis about base z
         (0 = along base y; yaw and yaw + pi are the same grasp). ``q_hint`` (default: the current joints) picks
-        the solution nearest to it (gp5: wrist roll; fr3: the numeric solve starts there).
+        the solution nearest to it (gp5: wrist roll; fr3: the numeric solve starts there). ``continuous``: a
+        path waypoint next to ``q_hint``, so the fr3 solve does not also try the hand turned by pi.
         """
         q_hint = self.arm_q() if q_hint is None else np.asarray(q_hint, float)
         if self._ik is None:
             return gp5_ik(tcp_xyz, yaw_rad, roll_hint=float(q_hint[4]))
-        return self._ik.solve(tcp_xyz, yaw_rad, q_hint)
+        return self._ik.solve(tcp_xyz, yaw_rad, q_hint, flip=not continuous)
 
     def tcp_pose(self) -> tuple[np.ndarray, float]:
         """Measured tool centre point (3,) in m (base frame) and gripper yaw in rad, wrapped to (-pi/2, pi/2]."""
@@ -225,7 +227,11 @@ class SimWorkcell:
         compliant arm's contact stop). Returns ``"arrived"`` or ``"touched_down"``.
         """
         goal = np.asarray(tcp_xyz, dtype=float)
-        start, start_yaw = self.tcp_pose()
+        with self.lock:
+            start = self.data.site_xpos[self._tcp_site].copy()
+            closing_axis = self.data.site_xmat[self._tcp_site].reshape(3, 3)[:, 1].copy()
+        # the hand's actual yaw, not folded into (-pi/2, pi/2]: the path must start from the hand as it is
+        start_yaw = math.atan2(-closing_axis[0], closing_axis[1])
         q_start = self.arm_q()
         turn = _wrap_half_pi(yaw_rad - start_yaw)  # the shorter of the two equivalent turns of the gripper
         distance = float(np.linalg.norm(goal - start))
@@ -237,7 +243,7 @@ class SimWorkcell:
             s = k / n
             s = 10 * s**3 - 15 * s**4 + 6 * s**5  # min-jerk: no velocity jumps at either end
             point = start + s * (goal - start)
-            q = self.solve_ik(point, start_yaw + s * turn, q)  # continuous from the previous waypoint
+            q = self.solve_ik(point, start_yaw + s * turn, q, continuous=True)  # from the previous waypoint
             path.append((point, q))
         drop = float(start[2] - goal[2])
         # guard only moves that mostly go down (descend, place); a pull that also sinks a few mm is not one
