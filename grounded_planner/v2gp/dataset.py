@@ -276,7 +276,9 @@ class LeRobotDataset:
         if not self.camera_is_video:
             columns.append(self.camera)
         schema = self._pq.read_schema(path)
-        table = self._pq.read_table(path, columns=[c for c in columns if c in schema.names])
+        # v3 files hold many episodes: the filter skips row groups of others by their statistics
+        filters = [("episode_index", "=", index)] if self.v3 and "episode_index" in schema.names else None
+        table = self._pq.read_table(path, columns=[c for c in columns if c in schema.names], filters=filters)
         if self.gripper_column not in table.column_names:
             raise DatasetError(f"{path}: no column {self.gripper_column!r}")
         if "episode_index" in table.column_names:
