@@ -136,10 +136,14 @@ def test_v3_video_dataset_reads_the_same_frames_and_segments(tmp_path):
     pytest.importorskip("av")
     v2 = write_synthetic_dataset(tmp_path / "v2", SyntheticConfig(episodes=2, seed=3), "v2.1")
     v3 = write_synthetic_dataset(tmp_path / "v3", SyntheticConfig(episodes=2, seed=3, video=True), "v3.0")
+    v3_png = write_synthetic_dataset(tmp_path / "v3png", SyntheticConfig(episodes=2, seed=3), "v3.0")
     a = open_dataset(v2, gripper="observation.state[gripper]")
     b = open_dataset(v3, gripper="observation.state[2]")
+    c = open_dataset(v3_png, gripper="observation.state[gripper]")
     for index in (0, 1):
-        ea, eb = a.episode(index), b.episode(index)
+        ea, eb, ec = a.episode(index), b.episode(index), c.episode(index)
+        np.testing.assert_array_equal(ea.frame(7), ec.frame(7))  # PNG in parquet, one file for both episodes
+        np.testing.assert_array_equal(ea.gripper, ec.gripper)
         assert ea.instruction == eb.instruction and ea.length == eb.length
         np.testing.assert_array_equal(ea.gripper, eb.gripper)
         for row in (0, ea.length // 2, ea.length - 1):  # H.264 at crf 10: within a few grey levels
