@@ -12,7 +12,7 @@ demo: setup
 	$(VENV)/bin/grounded-planner demo
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -57,7 +57,12 @@ def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
         finally:
             node.destroy_node()
             child.send_signal(signal.SIGINT)
-            out, _ = child.communicate(timeout=30)
+            try:
+                out, _ = child.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()  # never leave a stuck bringup behind for the next tests
+                out, _ = child.communicate()
+                pytest.fail(f"bringup did not stop within 30 s of Ctrl-C:\n{out[-3000:]}")
     assert child.returncode == 0, out
     assert "bringup: rollout_logger, bag_player, planner, backprojection, executor running" in out
     assert "Traceback" not in out, out
