@@ -233,18 +233,17 @@ class SimWorkcell:
         # the hand's actual yaw, not folded into (-pi/2, pi/2]: the path must start from the hand as it is
         start_yaw = math.atan2(-closing_axis[0], closing_axis[1])
         q_start = self.arm_q()
-        turn = _wrap_half_pi(yaw_rad - start_yaw)  # the shorter of the two equivalent turns of the gripper
+        short_turn = _wrap_half_pi(yaw_rad - start_yaw)  # the shorter of the two equivalent turns of the gripper
         distance = float(np.linalg.norm(goal - start))
-        self.solve_ik(goal, start_yaw + turn, q_start)  # unreachable: raise before anything moves
-        duration = max(distance / speed_mps, abs(turn) / (2.0 * speed_mps / 0.4), 0.1)
-        n = max(int(math.ceil(duration / CONTROL_DT_S)), 1)
-        path, q = [], q_start
-        for k in range(1, n + 1):
-            s = k / n
-            s = 10 * s**3 - 15 * s**4 + 6 * s**5  # min-jerk: no velocity jumps at either end
-            point = start + s * (goal - start)
-            q = self.solve_ik(point, start_yaw + s * turn, q, continuous=True)  # from the previous waypoint
-            path.append((point, q))
+        self.solve_ik(goal, start_yaw + short_turn, q_start)  # unreachable: raise before anything moves
+        # if the short turn runs a wrist joint into its limit on the way, turn the other way round
+        for turn in (short_turn, short_turn - math.copysign(math.pi, short_turn or 1.0)):
+            try:
+                path = self._plan_path(start, goal, start_yaw, turn, q_start, distance, speed_mps)
+                break
+            except IKError:
+                if turn != short_turn:
+                    raise
         drop = float(start[2] - goal[2])
         # guard only moves that mostly go down (descend, place); a pull that also sinks a few mm is not one
         guarded = guarded and drop > 0.005 and float(np.linalg.norm((goal - start)[:2])) <= drop
@@ -270,6 +269,21 @@ class SimWorkcell:
                 raise SimMotionTimeout(f"the arm stopped {np.linalg.norm(pos - goal) * 1000:.1f} mm from its goal "
                                        f"{np.round(goal, 3).tolist()} after {settle_timeout_s:.1f} s (blocked?)")
             self._tick(wall0, sim0)
+
+    def _plan_path(self, start: np.ndarray, goal: np.ndarray, start_yaw: float, turn: float, q_start: np.ndarray,
+                   distance: float, speed_mps: float) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Waypoints (TCP point, joint angles) every control tick along the line, yaw turning by ``turn``;
+        minimum-jerk timing at ``speed_mps`` (and a wrist turn rate tied to it). Raises :class:`IKError`."""
+        duration = max(distance / speed_mps, abs(turn) / (2.0 * speed_mps / 0.4), 0.1)
+        n = max(int(math.ceil(duration / CONTROL_DT_S)), 1)
+        path, q = [], q_start
+        for k in range(1, n + 1):
+            s = k / n
+            s = 10 * s**3 - 15 * s**4 + 6 * s**5  # min-jerk: no velocity jumps at either end
+            point = start + s * (goal - start)
+            q = self.solve_ik(point, start_yaw + s * turn, q, continuous=True)  # from the previous waypoint
+            path.append((point, q))
+        return path
 
     def _touched_down(self, setpoint: np.ndarray, lag_m: float = 0.004) -> bool:
         """The TCP lags ``lag_m`` behind ``setpoint`` and the tool presses on something: hold here."""
