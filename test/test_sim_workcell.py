@@ -275,3 +275,23 @@ def test_camera_thread_renders_while_the_arm_moves():
         assert np.linalg.norm(cell.tcp_pose()[0] - [0.3, 0.0, 0.4]) < 0.003
         # the arm moved between the first and the last frame the camera thread saw
         assert np.abs(frames[0].astype(int) - frames[-1].astype(int)).mean() > 1.0
+
+
+def test_renders_even_when_mujoco_was_imported_first():
+    # another layer (or a test) may import MuJoCo before grounded_planner.sim sets MUJOCO_GL: rendering must
+    # still come up headless. Run in a fresh interpreter, since this process has MuJoCo loaded already.
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY")}
+    code = ("import mujoco\n"
+            "from grounded_planner.sim.workcell import SimWorkcell\n"
+            f"cell = SimWorkcell.from_scenario({str(BOX_IN_BOWL)!r})\n"
+            "rgb, depth = cell.render()\n"
+            "cell.close()\n"
+            "print(rgb.shape, float(depth.max()) > 0)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "(480, 640, 3) True" in out.stdout

@@ -4,9 +4,11 @@ with its weld-on-contact grasp, the RGB-D camera and the scenario's success pred
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import math
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +56,12 @@ def _import_mujoco():
         import mujoco
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise SimError("the simulated workcell needs MuJoCo: pip install 'grounded_planner[sim]'") from exc
+    # MuJoCo picks its GL backend when it is first imported: if something imported it before MUJOCO_GL was set
+    # (and before any OpenGL binding was loaded), pick again now, or offscreen rendering fails without a display
+    gl = sys.modules.get("mujoco.rendering.classic.gl_context")
+    wanted = os.environ["MUJOCO_GL"].lower().strip()
+    if gl is not None and getattr(gl, "_MUJOCO_GL", wanted) != wanted and "OpenGL" not in sys.modules:
+        importlib.reload(gl)
     return mujoco
 
 
