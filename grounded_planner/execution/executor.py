@@ -210,9 +210,9 @@ class Executor:
                 Motion("close", "close_gripper", force_n=cfg.grasp_force_n, check_grasp=True),
                 Motion("move", "pull" if kind == "open" else "push", moved, yaw, fine),
                 Motion("open", "release", width_m=cfg.gripper_open_width_m),
-                Motion("move", "back_off", moved + normal * cfg.handle_approach_distance_m, yaw, fine),
-                Motion("move", "retreat", at(moved + normal * cfg.handle_approach_distance_m, cfg.retreat_height_m),
-                       yaw, fine),
+                # straight up first: the open fingers still straddle the handle, and backing off sideways
+                # dragged a pushed-shut drawer several cm back out in the simulator
+                Motion("move", "retreat", at(moved, cfg.retreat_height_m), yaw, fine),
             ]
         else:
             raise ExecutionInputError(f"action {action!r}: unknown primitive type {kind!r}")
