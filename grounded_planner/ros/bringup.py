@@ -125,6 +125,7 @@ class Bringup:
         self.nodes: dict[str, Any] = {}
         self.executor = MultiThreadedExecutor(num_threads=num_threads, context=self.context)
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
         try:
             for name in START_ORDER:
                 if name in profile.params:
@@ -153,16 +154,25 @@ class Bringup:
         return self
 
     def spin(self) -> None:
+        """Spin until :meth:`shutdown` or Ctrl-C. Spins in short slices so that shutdown can stop the loop
+        *before* it shuts the executor down (shutting it down under a spinning thread races inside rclpy)."""
         from rclpy.executors import ExternalShutdownException
 
         try:
-            self.executor.spin()
+            while self.context.ok() and not self._stop.is_set():
+                self.executor.spin_once(timeout_sec=0.1)
         except ExternalShutdownException:
             pass
 
     def shutdown(self) -> None:
         import rclpy
 
+        # Stop the spin loop, then the executor (waits for running callbacks), then destroy the nodes: doing it
+        # the other way round made worker threads trip over destroyed handles ("InvalidHandle").
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        self.executor.shutdown(timeout_sec=5.0)
         for node in reversed(list(self.nodes.values())):
             try:
                 node.destroy_node()
@@ -171,9 +181,6 @@ class Bringup:
         self.nodes = {}
         if self.context.ok():
             rclpy.shutdown(context=self.context)
-        self.executor.shutdown(timeout_sec=5.0)
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
 
     def __enter__(self) -> "Bringup":
         return self
