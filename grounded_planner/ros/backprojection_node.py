@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import String
@@ -15,6 +13,7 @@ from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
+from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, declare_all, resolve_data_path, non_empty, non_negative, values
 from grounded_planner.ros.visualize import plan_markers
 
@@ -88,15 +87,7 @@ class BackprojectionNode(Node):
 
 
 def main(args=None) -> None:
-    try:
-        with rclpy.init(args=args):
-            executor = MultiThreadedExecutor(num_threads=3)
-            executor.add_node(BackprojectionNode())
-            executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ValueError as exc:
-        raise SystemExit(f"backprojection_node: {exc}")
+    run_node(BackprojectionNode, "backprojection_node", num_threads=3, args=args)
 
 
 if __name__ == "__main__":

@@ -5,12 +5,11 @@ from __future__ import annotations
 import threading
 import time
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
 from grounded_planner.ros.bags import BagFileError, bag_topics, message_class, read_bag_raw
+from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, declare_all, positive, resolve_data_path, values
 
 PARAMS = [
@@ -109,17 +108,7 @@ class BagPlayerNode(Node):
 
 
 def main(args=None) -> None:
-    try:
-        with rclpy.init(args=args):
-            node = BagPlayerNode()
-            try:
-                rclpy.spin(node)
-            finally:
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except BagFileError as exc:
-        raise SystemExit(f"bag_player_node: {exc}")
+    run_node(BagPlayerNode, "bag_player_node", num_threads=1, args=args)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,12 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import CameraInfo, Image
 
 from grounded_planner.ros.convert import numpy_to_image
+from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, declare_all, non_empty, positive, values
 from grounded_planner.ros.realsense import AlignedFrames, CameraError, Intrinsics, RealSenseSource, parse_profile
 
@@ -172,16 +171,7 @@ class CameraNode(LifecycleNode):
 
 
 def main(args=None) -> None:
-    try:
-        with rclpy.init(args=args):
-            node = CameraNode()
-            if node.get_parameter("autostart").value and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
-                node.trigger_activate()
-            rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ValueError as exc:  # a parameter given at startup failed its check: one line, not a traceback
-        raise SystemExit(f"camera_node: {exc}")
+    run_node(CameraNode, "camera_node", num_threads=1, args=args)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,8 @@ import threading
 import time
 from typing import Callable
 
-import rclpy
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile
 from std_msgs.msg import String
@@ -21,6 +19,7 @@ from grounded_planner_interfaces.action import ExecutePlan
 
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import action_to_msg, plan_from_msg, poses_from_msg
+from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, declare_all, one_of, resolve_data_path, values
 
 # Targets published by the planner / back-projection within this distance of a pose are the same target.
@@ -249,18 +248,7 @@ def _make_backend(name: str, config):
 
 
 def main(args=None) -> None:
-    try:
-        with rclpy.init(args=args):
-            node = ExecutorNode()
-            if node.get_parameter("autostart").value and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
-                node.trigger_activate()
-            executor = MultiThreadedExecutor(num_threads=4)
-            executor.add_node(node)
-            executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ValueError as exc:
-        raise SystemExit(f"executor_node: {exc}")
+    run_node(ExecutorNode, "executor_node", num_threads=4, args=args)
 
 
 if __name__ == "__main__":

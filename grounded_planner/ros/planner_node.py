@@ -6,9 +6,7 @@ import json
 import threading
 import time
 
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import Image
@@ -21,6 +19,7 @@ from grounded_planner_interfaces.srv import GetGroundedPlan
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import image_to_numpy, numpy_to_image, plan_to_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
+from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, declare_all, resolve_data_path, non_empty, non_negative, one_of, positive, values
 from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
 
@@ -177,17 +176,8 @@ class PlannerNode(Node):
 
 
 def main(args=None) -> None:
-    try:
-        with rclpy.init(args=args):
-            node = PlannerNode()
-            # at least 4 threads: one per concurrent plan request plus the camera subscriptions
-            executor = MultiThreadedExecutor(num_threads=4)
-            executor.add_node(node)
-            executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ValueError as exc:  # a parameter given at startup failed its check: one line, not a traceback
-        raise SystemExit(f"planner_node: {exc}")
+    # one thread per concurrent plan request plus the camera subscriptions
+    run_node(PlannerNode, "planner_node", num_threads=4, args=args)
 
 
 if __name__ == "__main__":

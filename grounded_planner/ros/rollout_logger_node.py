@@ -9,8 +9,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import CameraInfo, Image
@@ -20,6 +18,7 @@ from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import image_to_numpy, plan_from_msg
+from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, declare_all, non_empty, non_negative, values
 
 PENDING_S = 5.0  # events older than this when an episode opens belong to no episode (logged and dropped)
@@ -235,17 +234,7 @@ def _json(msg: String, node: Node):
 
 
 def main(args=None) -> None:
-    try:
-        with rclpy.init(args=args):
-            node = RolloutLoggerNode()
-            try:
-                rclpy.spin(node)
-            finally:
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ValueError as exc:
-        raise SystemExit(f"rollout_logger_node: {exc}")
+    run_node(RolloutLoggerNode, "rollout_logger_node", num_threads=1, args=args)
 
 
 if __name__ == "__main__":
