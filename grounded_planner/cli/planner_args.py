@@ -31,13 +31,9 @@ def planner_config_from_args(args: argparse.Namespace):
 
     values: dict = {}
     if getattr(args, "config", None):
-        import yaml
+        from grounded_planner.yamlfile import read_yaml
 
-        try:
-            with open(args.config, encoding="utf-8") as f:
-                loaded = yaml.safe_load(f) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise CliError(f"cannot read planner config {args.config}: {exc}") from None
+        loaded = read_yaml(args.config, "planner config", CliError) or {}
         if not isinstance(loaded, dict):
             raise CliError(f"planner config {args.config} must be a YAML mapping of PlannerConfig fields")
         values.update(loaded)

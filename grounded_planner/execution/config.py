@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
+from grounded_planner.yamlfile import read_yaml
 
 BACKEND_NAMES = ("sim", "franky", "lerobot", "moveit")
 
@@ -214,12 +214,5 @@ class ExecutorConfig:
     def load(cls, path: str | Path) -> "ExecutorConfig":
         """Load a YAML file such as ``config/execution_franka.yaml``."""
         path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read executor config {path}: {exc.strerror}") from exc
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        data = read_yaml(path, "executor config", ConfigError) or {}
         return cls.from_dict(data, where=str(path))

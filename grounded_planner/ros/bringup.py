@@ -9,6 +9,8 @@ from typing import Any, Callable
 
 import yaml
 
+from grounded_planner.yamlfile import read_yaml
+
 # Node name in a profile (the section key, as in a ROS 2 parameters file) -> "module:Class".
 NODE_TYPES = {
     "camera": "grounded_planner.ros.camera_node:CameraNode",
@@ -36,12 +38,7 @@ class Profile:
     @classmethod
     def load(cls, path: str | Path) -> "Profile":
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except OSError as exc:
-            raise ProfileError(f"cannot read profile {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise ProfileError(f"profile {path} is not valid YAML: {exc}") from exc
+        data = read_yaml(path, "profile", ProfileError) or {}
         return cls.from_dict(data, str(path), path)
 
     @classmethod

@@ -129,15 +129,10 @@ class V2GPConfig:
     @classmethod
     def load(cls, path: str | Path) -> "V2GPConfig":
         """Read a YAML file; a top-level ``v2gp:`` key is unwrapped."""
-        import yaml
+        from grounded_planner.yamlfile import read_yaml
 
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except OSError as exc:
-            raise ValueError(f"cannot read V2GP config {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise ValueError(f"V2GP config {path} is not valid YAML: {exc}") from exc
+        data = read_yaml(path, "V2GP config", ValueError) or {}
         if isinstance(data, dict) and set(data) == {"v2gp"}:
             data = data["v2gp"]
         return cls.from_dict(data, str(path))
