@@ -20,7 +20,7 @@ from grounded_planner.geometry import (
     compute_targets,
 )
 from grounded_planner.geometry.synthetic import Box, Cylinder, Panel, Scene, look_at, realsense_camera
-from grounded_planner.plan import GroundedAction, GroundedPlan
+from grounded_planner.plan import GroundedAction, GroundedPlan, PlanError
 
 PLACE_WORLD = np.array([0.0, 0.02, 0.0])  # between the objects' cells, on the table
 
@@ -251,6 +251,12 @@ def test_target_set_json_round_trip_is_the_backproject_schema():
         assert list(t) == ["index", "type", "object", "position", "yaw", "width", "normal", "method", "confidence"]
     back = TargetSet.from_dict(data)
     assert back.to_dict() == data
+    # The same targets travel inside the plan, each naming its frame, and come back out unchanged.
+    located = plan.with_targets(targets)
+    assert [a.target_3d.frame for a in located.actions] == [BASE] * len(plan.actions)
+    assert located.target_set().to_dict() == {**data, "warnings": located.warnings}
+    assert GroundedPlan.from_json(located.to_json()).target_set().to_dict() == located.target_set().to_dict()
+    assert plan.actions[0].target_3d is None  # with_targets copies; the pixel plan stays as it was
     # Same input, same output (RANSAC is seeded).
     assert compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base).to_dict() == data
 
@@ -307,9 +313,9 @@ def test_depth_image_and_frames_must_match_the_camera():
 
 
 def test_malformed_target_json_and_config_are_refused():
-    with pytest.raises(GeometryError, match="'frame'"):
+    with pytest.raises(PlanError, match="'frame'"):
         TargetSet.from_dict({"targets": []})
-    with pytest.raises(GeometryError, match="invalid target") as info:
+    with pytest.raises(PlanError, match="invalid target") as info:
         TargetSet.from_dict({"frame": "base", "targets": [{"index": 0, "type": "grasp", "position": [1, 2]}]})
     assert info.value.rule == "target_format"
     with pytest.raises(ValueError, match="min_depth_m < max_depth_m"):

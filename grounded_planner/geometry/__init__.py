@@ -17,7 +17,7 @@ from grounded_planner.geometry.errors import (
     RayPlaneError,
 )
 from grounded_planner.geometry.extrinsics import Extrinsics
-from grounded_planner.geometry.targets import Target, TargetConfig, TargetSet, compute_targets
+from grounded_planner.geometry.targets import Target, TargetConfig, TargetSet, backproject, compute_targets
 
 __all__ = [
     "CalibrationError",
@@ -33,5 +33,6 @@ __all__ = [
     "Target",
     "TargetConfig",
     "TargetSet",
+    "backproject",
     "compute_targets",
 ]

@@ -6,10 +6,9 @@ plan point (x, y) is the camera-model pixel (x - 0.5, y - 0.5), whose centres si
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +23,10 @@ from grounded_planner.geometry.errors import (
 )
 from grounded_planner.geometry.extrinsics import Extrinsics
 from grounded_planner.geometry.plane import Plane, fit_plane_ransac
+from grounded_planner.plan import GroundedPlan, Target, TargetSet
+
+__all__ = ["DEFAULT_OPTICAL_FRAME", "METHODS", "Target", "TargetConfig", "TargetSet", "backproject",
+           "compute_targets"]
 
 # Frame name used when neither extrinsics nor the camera model name the optical frame.
 DEFAULT_OPTICAL_FRAME = "camera_optical_frame"
@@ -102,112 +105,6 @@ class TargetConfig:
             raise ValueError(f"up must be a non-zero 3-vector, got {self.up!r}")
 
 
-@dataclass(eq=False)
-class Target:
-    """The 3D target of one plan action, in :attr:`TargetSet.frame`.
-
-    Attributes
-    ----------
-    index : int
-        Index of the action in ``plan.actions``.
-    type : str
-        ``grasp``, ``place``, ``open`` or ``close``.
-    object : str
-        The action's object name.
-    position : ndarray, shape (3,)
-        Metres. grasp: centre of the visible top surface; place: the point on the surface; open/close: the
-        handle point (bbox centre on the surface).
-    yaw : float or None
-        grasp only: radians in (-pi/2, pi/2], the direction along which a parallel gripper should close (the
-        object's minor footprint axis) measured about the frame's z axis from its x axis.
-    width : float or None
-        grasp only: extent of the object along that closing direction, metres (no clearance added).
-    normal : ndarray, shape (3,) or None
-        Unit vector. grasp/place: the support surface's normal (up, the approach direction reversed);
-        open/close: the surface normal pointing out of the surface towards the camera (pull along +normal,
-        push along -normal).
-    method : str
-        How the target was computed, one of :data:`METHODS`.
-    confidence : float
-        0..1: the fraction of the pixels used that held valid depth, lowered for fallbacks and weak fits.
-    """
-
-    index: int
-    type: str
-    object: str
-    position: np.ndarray
-    yaw: float | None = None
-    width: float | None = None
-    normal: np.ndarray | None = None
-    method: str = ""
-    confidence: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": int(self.index),
-            "type": self.type,
-            "object": self.object,
-            "position": [float(v) for v in self.position],
-            "yaw": None if self.yaw is None else float(self.yaw),
-            "width": None if self.width is None else float(self.width),
-            "normal": None if self.normal is None else [float(v) for v in self.normal],
-            "method": self.method,
-            "confidence": float(self.confidence),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Target":
-        try:
-            position = np.asarray(data["position"], dtype=float).reshape(3)
-            normal = data.get("normal")
-            return cls(
-                index=int(data["index"]),
-                type=str(data["type"]),
-                object=str(data.get("object") or ""),
-                position=position,
-                yaw=None if data.get("yaw") is None else float(data["yaw"]),
-                width=None if data.get("width") is None else float(data["width"]),
-                normal=None if normal is None else np.asarray(normal, dtype=float).reshape(3),
-                method=str(data.get("method") or ""),
-                confidence=float(data.get("confidence", 0.0)),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise GeometryError(f"invalid target {dict(data)!r}: {exc}", rule="target_format") from exc
-
-
-@dataclass(eq=False)
-class TargetSet:
-    """The targets of a whole plan, one per action, all in ``frame``."""
-
-    frame: str
-    targets: list[Target] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Exactly the ``grounded-planner backproject`` JSON object."""
-        return {"frame": self.frame, "targets": [t.to_dict() for t in self.targets], "warnings": list(self.warnings)}
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TargetSet":
-        if not isinstance(data, Mapping) or "frame" not in data:
-            raise GeometryError("a target set must be a JSON object with 'frame', 'targets', 'warnings'", rule="target_format")
-        return cls(
-            frame=str(data["frame"]),
-            targets=[Target.from_dict(t) for t in data.get("targets") or []],
-            warnings=[str(w) for w in data.get("warnings") or []],
-        )
-
-    def for_index(self, index: int) -> Target:
-        """The target of plan action ``index`` (KeyError when there is none)."""
-        for target in self.targets:
-            if target.index == index:
-                return target
-        raise KeyError(f"no target for action {index}")
-
-
 def compute_targets(plan: Any, depth_m: np.ndarray, camera: CameraModel, extrinsics: Extrinsics | None = None,
                     config: TargetConfig | None = None) -> TargetSet:
     """Turn every action of a grounded plan into a 3D target.
@@ -240,6 +137,15 @@ def compute_targets(plan: Any, depth_m: np.ndarray, camera: CameraModel, extrins
     config = config or TargetConfig()
     solver = _TargetSolver(plan, depth_m, camera, extrinsics, config)
     return solver.run()
+
+
+def backproject(plan: GroundedPlan, depth_m: np.ndarray, camera: CameraModel, extrinsics: Extrinsics | None = None,
+                config: TargetConfig | None = None) -> GroundedPlan:
+    """A copy of ``plan`` whose actions carry their 3D targets (``action.target_3d``); see :func:`compute_targets`.
+
+    The target set's warnings (rescaled pixels, fallbacks used) are appended to the plan's warnings.
+    """
+    return plan.with_targets(compute_targets(plan, depth_m, camera, extrinsics, config))
 
 
 class _TargetSolver:

@@ -96,3 +96,34 @@ def rotation_from_vector(rotvec: np.ndarray) -> np.ndarray:
     if angle < 1e-15:
         return np.eye(3)
     return rotation_about_axis(r / angle, angle)
+
+
+# -- yaw about the frame's z axis (the one yaw convention of plan targets) ----------------------------------------
+# A target's yaw is the direction along which a parallel gripper closes, measured about the frame's z axis from its
+# x axis, in radians; on the wire it is the pose orientation Rz(yaw).
+
+
+def yaw_to_quaternion(yaw_rad: float) -> np.ndarray:
+    """Quaternion (x, y, z, w) of a rotation by ``yaw_rad`` about z."""
+    half = 0.5 * float(yaw_rad)
+    return np.array([0.0, 0.0, math.sin(half), math.cos(half)])
+
+
+def quaternion_to_yaw(q_xyzw: np.ndarray) -> float:
+    """Heading (rotation about z, radians in (-pi, pi]) of a quaternion (x, y, z, w): where its x axis points."""
+    x, y, z, w = (float(v) for v in q_xyzw)
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def wrap_pi(angle_rad: float) -> float:
+    """``angle_rad`` wrapped to (-pi, pi]."""
+    a = math.fmod(float(angle_rad) + math.pi, 2 * math.pi)
+    if a <= 0:
+        a += 2 * math.pi
+    return a - math.pi
+
+
+def fold_half_turn(yaw_rad: float) -> float:
+    """A parallel gripper's yaw folded into (-pi/2, pi/2] (the gripper is symmetric under a half turn)."""
+    yaw = (float(yaw_rad) + math.pi / 2) % math.pi - math.pi / 2
+    return math.pi / 2 if yaw <= -math.pi / 2 + 1e-12 else yaw

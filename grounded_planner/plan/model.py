@@ -4,31 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+from grounded_planner.plan.errors import PlanError
+from grounded_planner.plan.targets import Target, TargetSet
 
 ACTION_TYPES = ("grasp", "place", "open", "close")
 # Primitives that are tied to a box around an object (grasp it, open/close it).
 BOX_TYPES = ("grasp", "open", "close")
-
-
-class PlanError(ValueError):
-    """A plan or action that breaks the plan model's rules.
-
-    Attributes
-    ----------
-    index : int or None
-        Index of the offending action in ``plan.actions``, or None for plan-level problems.
-    rule : str
-        Short machine-readable name of the broken rule (``grasp_then_place``, ``bbox_order``, ...).
-    """
-
-    def __init__(self, message: str, *, index: int | None = None, rule: str = "invalid"):
-        self.index = index
-        self.rule = rule
-        where = f"action {index}: " if index is not None else ""
-        super().__init__(f"{where}{message} [rule: {rule}]")
 
 
 def _finite_floats(values: Any, n: int, what: str, index: int | None) -> tuple[float, ...]:
@@ -47,8 +32,9 @@ def _finite_floats(values: Any, n: int, what: str, index: int | None) -> tuple[f
 class GroundedAction:
     """One primitive tied to a place in the image.
 
-    ``bbox_px`` is (x1, y1, x2, y2) and ``point_px`` is (x, y), both in pixels of the plan's
-    original image, origin top-left, x right, y down.
+    ``bbox`` is (x1, y1, x2, y2) and ``point`` is (x, y), both in pixels of the plan's
+    original image, origin top-left, x right, y down. ``target`` names where a place goes;
+    ``target_3d`` is the back-projected 3D target (None until the plan is back-projected).
     """
 
     type: str
@@ -56,6 +42,7 @@ class GroundedAction:
     target: str = ""
     bbox: tuple[float, float, float, float] | None = None
     point: tuple[float, float] | None = None
+    target_3d: Target | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type}
@@ -67,6 +54,10 @@ class GroundedAction:
             out["bbox"] = [float(v) for v in self.bbox]
         if self.point is not None:
             out["point"] = [float(v) for v in self.point]
+        if self.target_3d is not None:
+            t = self.target_3d.to_dict()
+            out["target_3d"] = {"frame": self.target_3d.frame,
+                                **{k: v for k, v in t.items() if k not in ("index", "type", "object")}}
         return out
 
     @classmethod
@@ -77,12 +68,20 @@ class GroundedAction:
             raise PlanError(f"action has no 'type' (expected one of {', '.join(ACTION_TYPES)})", index=index, rule="type")
         bbox = data.get("bbox")
         point = data.get("point")
+        target_3d = data.get("target_3d")
+        if target_3d is not None:
+            if not isinstance(target_3d, dict):
+                raise PlanError(f"target_3d must be a JSON object, got {type(target_3d).__name__}", index=index,
+                                rule="target_format")
+            target_3d = Target.from_dict({**target_3d, "index": -1 if index is None else index,
+                                          "type": data["type"], "object": data.get("object") or ""})
         return cls(
             type=str(data["type"]),
             object=str(data.get("object") or ""),
             target=str(data.get("target") or ""),
             bbox=None if bbox is None or bbox == [] else _finite_floats(bbox, 4, "bbox", index),  # type: ignore[arg-type]
             point=None if point is None or point == [] else _finite_floats(point, 2, "point", index),  # type: ignore[arg-type]
+            target_3d=target_3d,
         )
 
 
@@ -162,6 +161,55 @@ class GroundedPlan:
     @property
     def is_empty(self) -> bool:
         return not self.actions
+
+    # -- 3D targets -----------------------------------------------------------------------------
+    @property
+    def is_backprojected(self) -> bool:
+        """Every action carries its 3D target (an empty plan counts as back-projected)."""
+        return all(a.target_3d is not None for a in self.actions)
+
+    def with_targets(self, targets: TargetSet) -> "GroundedPlan":
+        """A copy of this plan whose actions carry ``targets`` (one per action); the set's warnings are appended.
+
+        Raises :class:`PlanError` when a target is missing, doubled, or of another type than its action.
+        """
+        by_index: dict[int, Target] = {}
+        for target in targets.targets:
+            if int(target.index) in by_index:
+                raise PlanError(f"two targets for action {target.index}", index=int(target.index), rule="target_match")
+            by_index[int(target.index)] = target
+        extra = sorted(set(by_index) - set(range(len(self.actions))))
+        if extra:
+            raise PlanError(f"targets for actions {extra} that the plan ({len(self.actions)} actions) does not have",
+                            rule="target_match")
+        actions = []
+        for i, action in enumerate(self.actions):
+            target = by_index.get(i)
+            if target is None:
+                raise PlanError(f"{action.type} has no target (targets for actions {sorted(by_index)})", index=i,
+                                rule="target_match")
+            if target.type != action.type:
+                raise PlanError(f"a {action.type} cannot take a {target.type} target", index=i, rule="target_match")
+            if not target.frame:
+                target.frame = targets.frame
+            actions.append(replace(action, target_3d=target))
+        return replace(self, actions=actions, warnings=list(self.warnings) + [w for w in targets.warnings
+                                                                               if w not in self.warnings])
+
+    def target_set(self) -> TargetSet:
+        """The actions' 3D targets as one :class:`TargetSet` (the backproject JSON object).
+
+        Raises :class:`PlanError` when an action has no target or the targets are in different frames.
+        """
+        missing = [i for i, a in enumerate(self.actions) if a.target_3d is None]
+        if missing:
+            raise PlanError(f"actions {missing} have no 3D target: back-project the plan first", rule="not_backprojected")
+        targets = [a.target_3d for a in self.actions]
+        frames = sorted({t.frame for t in targets})  # type: ignore[union-attr]
+        if len(frames) > 1:
+            raise PlanError(f"the targets are in several frames {frames}; expected one", rule="target_frames")
+        targets = [replace(t, index=i) for i, t in enumerate(targets)]  # type: ignore[type-var]
+        return TargetSet(frame=frames[0] if frames else "", targets=targets, warnings=list(self.warnings))
 
 
 def validate_action(action: GroundedAction, index: int | None = None, image_size: Sequence[int] | None = None) -> None:

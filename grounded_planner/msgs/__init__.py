@@ -1,0 +1,1 @@
+"""rclpy-free conversions between ROS messages (rclpy or rosbags objects, duck-typed) and the library's types."""
