@@ -122,6 +122,37 @@ class SafetyConfig:
 
 
 @dataclass
+class ClosedLoopConfig:
+    """Budgets and thresholds of closed-loop execution (``execution.closed_loop``): each step is checked from
+    what the robot and camera tell, and a failed check is recovered by re-grounding or replanning."""
+
+    # Tries of one step: the first plus the retries after re-grounding it on a fresh frame.
+    max_attempts_per_step: int = 3
+    # How often the rest of the plan may be replanned from a fresh frame in one episode.
+    max_replans: int = 2
+    # Wall-clock budget of one episode, seconds: no new attempt or replan starts after it.
+    time_budget_s: float = 300.0
+    # Grasp check: a pixel of the grasp box "changed" when its depth moved by more than this, metres.
+    grasp_depth_change_m: float = 0.01
+    # Grasp check: the object left its place when at least this fraction of the box's valid pixels changed.
+    grasp_changed_fraction: float = 0.25
+    # Place check: the object re-observed at most this far (horizontally) from the place target, metres.
+    place_tolerance_m: float = 0.06
+    # Open/close check: the handle must have moved at least this far along the surface normal, metres.
+    handle_min_travel_m: float = 0.03
+
+    def __post_init__(self) -> None:
+        for name in ("max_attempts_per_step", "max_replans"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "max_attempts_per_step" else 0):
+                raise ConfigError(f"closed_loop.{name} must be an integer >= "
+                                  f"{1 if name == 'max_attempts_per_step' else 0}, got {value!r}")
+        check_positive(self, ("time_budget_s", "grasp_depth_change_m", "place_tolerance_m", "handle_min_travel_m"),
+                       where="closed_loop")
+        _check_fraction(self, ("grasp_changed_fraction",))
+
+
+@dataclass
 class ExecutorConfig:
     """How each primitive moves. Heights are relative to the target point, metres; speeds are fractions of the
     robot's maximum, capped by ``safety.max_velocity_scale``."""
@@ -159,6 +190,8 @@ class ExecutorConfig:
     abort_retreat_height_m: float = 0.08
     # Per-backend settings, {backend name: {key: value}}; each backend checks its own keys.
     backends: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Closed-loop budgets and step-check thresholds (used when running closed loop; see ClosedLoopConfig).
+    closed_loop: ClosedLoopConfig = field(default_factory=ClosedLoopConfig)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKEND_NAMES:
@@ -185,6 +218,10 @@ class ExecutorConfig:
             raise ConfigError(f"executor.backends: unknown backend(s) {', '.join(unknown)}; "
                               f"expected some of {', '.join(BACKEND_NAMES)}")
         self.backends = {k: dict(v or {}) for k, v in self.backends.items()}
+        if isinstance(self.closed_loop, Mapping):
+            self.closed_loop = _from_mapping(ClosedLoopConfig, self.closed_loop, "closed_loop")
+        if not isinstance(self.closed_loop, ClosedLoopConfig):
+            raise ConfigError(f"executor.closed_loop must be a ClosedLoopConfig or a mapping, got {self.closed_loop!r}")
 
     def speed(self, requested: float) -> float:
         """``requested`` speed fraction capped by the safety envelope's velocity scaling."""
@@ -197,17 +234,20 @@ class ExecutorConfig:
     # -- YAML -------------------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "config") -> "ExecutorConfig":
-        """Build from ``{"executor": {...}, "safety": {...}, "backends": {...}}`` (each section optional)."""
+        """Build from ``{"executor": {...}, "safety": {...}, "backends": {...}, "closed_loop": {...}}`` (each
+        section optional)."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where}: expected a mapping with executor/safety/backends sections, got {type(data).__name__}")
-        unknown = sorted(set(data) - {"executor", "safety", "backends"})
+        unknown = sorted(set(data) - {"executor", "safety", "backends", "closed_loop"})
         if unknown:
-            raise ConfigError(f"{where}: unknown section(s) {', '.join(unknown)}; expected executor, safety, backends")
+            raise ConfigError(f"{where}: unknown section(s) {', '.join(unknown)}; expected executor, safety, backends, "
+                              "closed_loop")
         executor = dict(data.get("executor") or {})
-        if "safety" in executor or "backends" in executor:
-            raise ConfigError(f"{where}: put safety and backends at the top level, not under executor")
+        if "safety" in executor or "backends" in executor or "closed_loop" in executor:
+            raise ConfigError(f"{where}: put safety, backends and closed_loop at the top level, not under executor")
         executor["safety"] = _from_mapping(SafetyConfig, data.get("safety"), f"{where}: safety")
         executor["backends"] = data.get("backends") or {}
+        executor["closed_loop"] = _from_mapping(ClosedLoopConfig, data.get("closed_loop"), f"{where}: closed_loop")
         return _from_mapping(cls, executor, f"{where}: executor")
 
     @classmethod

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Sequence
+from typing import Any, BinaryIO, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -156,6 +156,17 @@ def string_msg(payload: Any):
     return String(data=text)
 
 
+def step_outcome_msg(attempt: Mapping[str, Any]):
+    """grounded_planner_interfaces/StepOutcome from a closed-loop attempt's dict (step, type, outcome, message,
+    duration_s, attempt, check)."""
+    StepOutcome = typestore().types["grounded_planner_interfaces/msg/StepOutcome"]
+    return StepOutcome(index=int(attempt.get("step", attempt.get("index", 0))), type=str(attempt.get("type", "")),
+                       outcome=str(attempt.get("outcome", "")), message=str(attempt.get("message", "")),
+                       duration_s=float(attempt.get("duration_s", 0.0)),
+                       attempts=int(attempt.get("attempt", attempt.get("attempts", 1))),
+                       check=str(attempt.get("check", "")))
+
+
 def joint_state_msg(names: Sequence[str], position: Sequence[float], stamp_ns: int,
                     velocity: Sequence[float] = (), effort: Sequence[float] = ()):
     """sensor_msgs/JointState (positions in rad or m, as the robot reports them)."""
@@ -190,10 +201,12 @@ def plan_msg(plan, stamp_ns: int, frame_id: str = "camera_color_optical_frame",
         actions.append(Action(type=a.type, object=a.object, target=a.target,
                               bbox=np.asarray(a.bbox if a.bbox is not None else [], dtype=np.float32),
                               point=np.asarray(a.point if a.point is not None else [], dtype=np.float32),
-                              pose=pose))
+                              pose=pose, width=0.0, normal=types["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
+                              target_method="", target_confidence=0.0))
     return types[PLAN_MSGTYPE](header=_header(stamp_ns, frame_id), instruction=plan.instruction,
                                image_width=int(plan.image_size[0]), image_height=int(plan.image_size[1]),
-                               actions=actions, model=plan.model, raw_response=plan.raw_response)
+                               actions=actions, model=plan.model, raw_response=plan.raw_response,
+                               reason=str(getattr(plan, "reason", "")), warnings=list(getattr(plan, "warnings", [])))
 
 
 # -- message readers -----------------------------------------------------------------------------

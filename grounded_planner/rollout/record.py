@@ -52,6 +52,8 @@ class RolloutTopics:
     result: str = "/grounded_planner/execution/result"                  # std_msgs/String, ExecutionResult JSON
     joint_states: str = "/joint_states"                                 # sensor_msgs/JointState
     events: str = "/grounded_planner/rollout/events"                    # std_msgs/String JSON (labels, notes)
+    attempts: str = "/grounded_planner/execution/attempts"              # grounded_planner_interfaces/StepOutcome,
+    #                                                                     closed loop: every try of every step
 
 
 def _now_iso() -> str:
@@ -164,6 +166,8 @@ class RolloutRecorder:
             "plan": None,
             "targets": None,
             "steps": [],
+            "attempts": [],
+            "plans": [],
             "execution": None,
             "planner_error": "",
             "timings_s": {},
@@ -318,6 +322,28 @@ class RolloutRecorder:
             self._data["steps"].append({"index": int(index), "type": type, "outcome": outcome, "message": message,
                                         "t_s": round(time.monotonic() - self._t0, 6)})
             self._data["steps"].sort(key=lambda s: s["index"])
+            self._flush_json()
+
+    def log_attempt(self, attempt: Any) -> None:
+        """One closed-loop try of a step (an ``Attempt`` or its dict: step, attempt, type, outcome, check, message,
+        duration_s, ...) -> rollout.json ``attempts`` and a StepOutcome message on ``topics.attempts``."""
+        from grounded_planner.rollout.bag import step_outcome_msg
+
+        with self._lock:
+            payload = _to_plain(attempt)
+            self._write(self.topics.attempts, step_outcome_msg(payload))
+            self._data["attempts"].append({**payload, "t_s": round(time.monotonic() - self._t0, 6)})
+            self._flush_json()
+
+    def log_replan(self, plan: Any, reason: str = "", stamp_ns: int | None = None) -> None:
+        """A new plan made during the episode (closed loop): appended to rollout.json ``plans`` and written as a
+        GroundedPlan message on ``topics.plan``; the first plan stays in ``plan``."""
+        from grounded_planner.rollout.bag import plan_msg
+
+        with self._lock:
+            self._write(self.topics.plan, plan_msg(plan, self._stamp(stamp_ns)))
+            self._data["plans"].append({"reason": reason, "plan": _to_plain(plan),
+                                        "t_s": round(time.monotonic() - self._t0, 6)})
             self._flush_json()
 
     def log_result(self, result: Any, execution_time_s: float | None = None) -> None:

@@ -73,6 +73,7 @@ class SimBackend(RobotBackend):
         self.workcell = workcell
         self._connected = False
         self._command_lock = threading.Lock()
+        self._fired: set[str] = set()  # perturbations that have happened (each happens once per run)
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def connect(self) -> None:
@@ -109,6 +110,7 @@ class SimBackend(RobotBackend):
                 w.solve_ik(position, yaw_rad)
             except IKError as exc:
                 raise UnreachableError(f"sim: {exc}") from exc
+            self._perturb_before_move(position)
             try:
                 ended = w.move_tcp(position, yaw_rad, speed_mps=self.config.max_speed_mps * speed_scale,
                                    settle_timeout_s=min(2.0, self.config.motion_timeout_s),
@@ -129,6 +131,34 @@ class SimBackend(RobotBackend):
                 raise MotionTimeoutError(f"sim: {exc}") from exc
             except IKError as exc:  # a waypoint on the straight line left the reachable set
                 raise UnreachableError(f"sim: straight-line path leaves the reachable set: {exc}") from exc
+
+    # -- perturbations (scenario ``perturbations:``) ----------------------------------------------------
+    def _perturb_before_move(self, goal: np.ndarray) -> None:
+        """Arm the scenario's perturbations that belong to the move about to start (each fires once)."""
+        w = self.workcell
+        scenario = w.scenario
+        if not scenario.perturbations:
+            return
+        start, _ = w.tcp_pose()
+        held = w.held_body[len("obj:"):] if w.held_body else None
+        moved = next((p for p in scenario.perturbations if p.type == "moved" and p.active), None)
+        if moved is not None and "moved" not in self._fired and held is None:
+            # someone moves the object just as the arm sets off for it: after the plan's frame, before the grasp
+            self._fired.add("moved")
+            w.move_object(moved.object, [moved.amount_m * math.cos(moved.angle_rad),
+                                         moved.amount_m * math.sin(moved.angle_rad)])
+        slip = scenario.perturbation("slip", held) if held else None
+        horizontal, vertical = float(np.hypot(*(goal - start)[:2])), abs(float(goal[2] - start[2]))
+        if slip is not None and "slip" not in self._fired and horizontal > vertical:  # a carry, not the lift
+            self._fired.add("slip")
+            fire_at = w.time_s + slip.after_s
+
+            def slip_now(time_s: float) -> None:
+                if time_s >= fire_at:
+                    w.tick_listeners.remove(slip_now)
+                    w.slip()
+
+            w.tick_listeners.append(slip_now)
 
     def stop(self) -> None:
         if self.workcell is not None:

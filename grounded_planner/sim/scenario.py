@@ -25,6 +25,8 @@ OBJECT_KINDS = ("box", "cylinder", "cup", "bowl", "plate", "cabinet")
 GRASPABLE_KINDS = ("box", "cylinder", "cup")
 # Containers and supports: a place target's region.
 PREDICATE_TYPES = ("inside", "on", "drawer_open", "drawer_closed")
+# Perturbations a scenario can ask for (see PerturbationSpec); they measure closed- against open-loop execution.
+PERTURBATION_TYPES = ("slip", "moved", "grasp_offset", "distractor")
 # Arm models: gp5 is defined in scene.py (always available); fr3 is the Franka FR3 MJCF shipped by franky-sim.
 ROBOTS = ("gp5", "fr3")
 
@@ -139,6 +141,32 @@ class PlanStepSpec:
 
 
 @dataclass
+class PerturbationSpec:
+    """Something that goes wrong in a run, drawn per seed (probability ``p``).
+
+    - ``slip``: the held ``object`` slips out of the gripper ``after_s`` (sim seconds) into the first carry move;
+    - ``moved``: someone moves ``object`` by ``distance_m`` (a range, random direction) when the arm first heads
+      for it, after the plan was made from the first frame;
+    - ``grasp_offset``: the first grasp box the model gives for ``object`` is off by ``offset_m`` on the table
+      (random direction);
+    - ``distractor``: a look-alike of ``object`` (same kind and size, colour shifted by ``color_shift`` per channel)
+      stands within ``distance_m`` of it.
+    """
+
+    type: str  # one of PERTURBATION_TYPES
+    object: str  # the scenario object it concerns
+    p: float = 1.0  # probability that it happens in a run (drawn from the seed)
+    after_s: float = 0.15  # slip: sim seconds into the carry move
+    distance_m: tuple[float, float] = (0.06, 0.10)  # moved: how far; distractor: how far from the object (range, m)
+    offset_m: float = 0.04  # grasp_offset: how far off the box is on the table, m
+    color_shift: float = 0.06  # distractor: added to each RGB channel (0..1), clipped
+    # drawn by Scenario.sample (None before): whether it happens, and its direction in the table plane
+    active: bool | None = None
+    angle_rad: float = 0.0
+    amount_m: float = 0.0
+
+
+@dataclass
 class CameraSpec:
     """The simulated D435 colour camera (depth is rendered aligned to it)."""
 
@@ -179,6 +207,7 @@ class Scenario:
     camera: CameraSpec = field(default_factory=CameraSpec)
     robot: str = "gp5"  # arm model, one of ROBOTS
     source: str = ""  # file the scenario came from (for messages)
+    perturbations: list[PerturbationSpec] = field(default_factory=list)  # what goes wrong (drawn per seed)
 
     def object(self, object_id: str) -> ObjectSpec:
         for obj in self.objects:
@@ -187,14 +216,34 @@ class Scenario:
         raise ScenarioError(f"{_where(self.source, 'objects')}: no object with id {object_id!r} "
                             f"(have {', '.join(o.id for o in self.objects)})")
 
+    def perturbation(self, type_: str, object_id: str | None = None) -> PerturbationSpec | None:
+        """The active perturbation of ``type_`` (for ``object_id``), if this sampled run has one."""
+        for p in self.perturbations:
+            if p.type == type_ and p.active and (object_id is None or p.object == object_id):
+                return p
+        return None
+
     def sample(self, seed: int | None) -> "Scenario":
-        """A copy with each object's pose/colour drawn from its ``randomize`` ranges (``None``: nominal).
+        """A copy with each object's pose/colour drawn from its ``randomize`` ranges (``None``: nominal) and the
+        perturbations drawn (whether each happens, its direction and size; ``None``: each with p > 0 happens).
 
         Redraws up to 200 times until no two footprints overlap; raises :class:`ScenarioError` otherwise.
         """
         if seed is None:
-            return self
+            if not self.perturbations or all(p.active is not None for p in self.perturbations):
+                return self
+            drawn = [PerturbationSpec(**{**p.__dict__, "active": p.p > 0, "amount_m": p.offset_m if
+                                         p.type == "grasp_offset" else p.distance_m[0]}) for p in self.perturbations]
+            return Scenario(**{**self.__dict__, "perturbations": drawn,
+                               "objects": self.objects + _distractors(self.objects, drawn)})
         rng = np.random.default_rng(seed)
+        # perturbations from a stream of their own: adding one leaves the layouts of the seeds unchanged
+        prng = np.random.default_rng([seed, 7919])
+        drawn = []
+        for p in self.perturbations:
+            amount = p.offset_m if p.type == "grasp_offset" else float(prng.uniform(*p.distance_m))
+            drawn.append(PerturbationSpec(**{**p.__dict__, "active": bool(prng.random() < p.p),
+                                             "angle_rad": float(prng.uniform(-math.pi, math.pi)), "amount_m": amount}))
         for _ in range(200):
             objects = []
             for obj in self.objects:
@@ -205,10 +254,30 @@ class Scenario:
                 objects.append(ObjectSpec(**{**obj.__dict__, "position_m": (obj.position_m[0] + float(dx),
                                                                               obj.position_m[1] + float(dy)),
                                              "yaw_deg": obj.yaw_deg + dyaw, "color": color}))
+            objects += _distractors(objects, drawn)
             if not _overlaps(objects):
-                return Scenario(**{**self.__dict__, "objects": objects})
+                return Scenario(**{**self.__dict__, "objects": objects, "perturbations": drawn})
+            for p in drawn:  # a distractor that overlaps tries another direction in the next draw
+                p.angle_rad = float(prng.uniform(-math.pi, math.pi))
         raise ScenarioError(f"{_where(self.source, 'randomize')}: no non-overlapping layout in 200 draws "
                             f"with seed {seed}; reduce xy_m or space the objects out")
+
+
+def _distractors(objects: list[ObjectSpec], perturbations: list[PerturbationSpec]) -> list[ObjectSpec]:
+    """Look-alikes asked for by active ``distractor`` perturbations, next to their originals."""
+    out = []
+    by_id = {o.id: o for o in objects}
+    for p in perturbations:
+        if p.type != "distractor" or not p.active:
+            continue
+        obj = by_id[p.object]
+        gap = 2 * obj.footprint_radius_m + p.amount_m
+        color = tuple(float(np.clip(c + p.color_shift, 0.0, 1.0)) for c in obj.color)
+        out.append(ObjectSpec(**{**obj.__dict__, "id": f"{obj.id}_lookalike", "name": f"{obj.name} look-alike",
+                                 "position_m": (obj.position_m[0] + gap * math.cos(p.angle_rad),
+                                                obj.position_m[1] + gap * math.sin(p.angle_rad)),
+                                 "color": color, "randomize": Randomize()}))
+    return out
 
 
 def _overlaps(objects: list[ObjectSpec]) -> bool:
@@ -339,13 +408,41 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
         camera = CameraSpec(**cam_kwargs)
     except (TypeError, ScenarioError) as exc:
         raise ScenarioError(f"{w('camera')}: {exc}") from exc
+    perturbations = []
+    for i, item in enumerate(data.get("perturbations") or []):
+        perturbations.append(_perturbation_from_dict(item, w(f"perturbations[{i}]"), ref))
     robot = str(data.get("robot", "gp5"))
     if robot not in ROBOTS:
         raise ScenarioError(f"{w('robot')}: unknown arm {robot!r} (expected one of {', '.join(ROBOTS)})")
     return Scenario(name=str(data.get("name") or Path(source).stem or "scenario"),
                     instruction=str(_require(data, "instruction", w("scenario"))), instruction_type=itype,
                     objects=objects, plan=plan, success=success, unordered=[list(b) for b in unordered],
-                    camera=camera, robot=robot, source=source)
+                    camera=camera, robot=robot, source=source, perturbations=perturbations)
+
+
+def _perturbation_from_dict(item: Any, where: str, ref) -> PerturbationSpec:
+    if not isinstance(item, dict) or item.get("type") not in PERTURBATION_TYPES:
+        raise ScenarioError(f"{where}: expected {{type: {'|'.join(PERTURBATION_TYPES)}, object: ID, ...}}, got {item!r}")
+    fields = {"type", "object", "p", "after_s", "distance_m", "offset_m", "color_shift"}
+    unknown = set(item) - fields
+    if unknown:
+        raise ScenarioError(f"{where}: unknown field(s) {sorted(unknown)} (expected some of {', '.join(sorted(fields))})")
+    kinds = GRASPABLE_KINDS
+    spec = PerturbationSpec(type=item["type"], object=ref(_require(item, "object", where), f"{where}.object", kinds))
+    if "p" in item:
+        spec.p = _floats(item["p"], 1, f"{where}.p")[0]
+        if not 0.0 <= spec.p <= 1.0:
+            raise ScenarioError(f"{where}.p: a probability in [0, 1] is expected, got {item['p']!r}")
+    for key in ("after_s", "offset_m", "color_shift"):
+        if key in item:
+            setattr(spec, key, _floats(item[key], 1, f"{where}.{key}", positive=True)[0])
+    if "distance_m" in item:
+        raw = item["distance_m"]
+        lo_hi = _floats(raw if isinstance(raw, (list, tuple)) else [raw, raw], 2, f"{where}.distance_m", positive=True)
+        if lo_hi[0] > lo_hi[1]:
+            raise ScenarioError(f"{where}.distance_m: expected [min, max] with min <= max, got {raw!r}")
+        spec.distance_m = lo_hi  # type: ignore[assignment]
+    return spec
 
 
 class _Yaml12Loader(yaml.SafeLoader):

@@ -401,6 +401,45 @@ class SimWorkcell(WorkcellCamera):
                 self.data.eq_active[eq] = 0
             self.held_body = None
 
+    def slip(self, drop_s: float = 0.12) -> str | None:
+        """Let the held object slip out of the hand (a perturbation): the grasp lets go, the fingers spring open
+        for ``drop_s`` sim seconds so the object falls clear, then close again on nothing. Returns its body name.
+
+        Call from a tick listener (inside a motion): the re-closing happens on the following ticks.
+        """
+        with self.lock:
+            body = self.held_body
+            if body is None:
+                return None
+            self.release()
+            self.data.ctrl[self._gripper_act] = gripper_ctrl(self.robot, self.robot.max_opening_m)
+        reclose_at = self.time_s + drop_s
+
+        def reclose(time_s: float) -> None:
+            if time_s >= reclose_at:
+                with self.lock:
+                    self.data.ctrl[self._gripper_act] = gripper_ctrl(self.robot, 0.0)
+                self.tick_listeners.remove(reclose)
+
+        self.tick_listeners.append(reclose)
+        log.info("perturbation: %s slipped out of the gripper", body)
+        return body
+
+    def move_object(self, object_id: str, dxy_m: Sequence[float]) -> None:
+        """Shift a free object on the table by (dx, dy) metres (someone moved it) and let it settle."""
+        spec = self.scenario.object(object_id)
+        if spec.kind not in ("box", "cylinder", "cup", "bowl", "plate"):
+            raise SimError(f"object {object_id!r} is a {spec.kind}: only free objects can be moved")
+        mj = self.mujoco
+        with self.lock:
+            body = self._id(mj.mjtObj.mjOBJ_BODY, f"obj:{object_id}")
+            adr = self.model.jnt_qposadr[self.model.body_jntadr[body]]
+            dadr = self.model.jnt_dofadr[self.model.body_jntadr[body]]
+            self.data.qpos[adr:adr + 2] += np.asarray(dxy_m, float)[:2]
+            self.data.qvel[dadr:dadr + 6] = 0.0
+            mj.mj_forward(self.model, self.data)
+        log.info("perturbation: %s moved by (%.3f, %.3f) m", object_id, *np.asarray(dxy_m, float)[:2])
+
     # -- objects and success ------------------------------------------------------------------------
     def body_aabb(self, body_name: str) -> tuple[np.ndarray, np.ndarray]:
         """World axis-aligned box (lo (3,), hi (3,)) around every geom of a body and its children."""

@@ -51,6 +51,23 @@ def find_color(image_rgb: np.ndarray, color: tuple[int, int, int], tol: int = 40
     return float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)
 
 
+def find_object(image_rgb: np.ndarray, color: tuple[int, int, int], tol: int = 40) -> tuple[float, float, float, float] | None:
+    """Like :func:`find_color`, but the box of the largest 8-connected blob of that colour: one object, as a model
+    names one, not the union of every look-alike in view (needs OpenCV; the union without it)."""
+    diff = np.abs(image_rgb.astype(np.int16) - np.asarray(color, dtype=np.int16)).max(axis=2)
+    mask = (diff <= tol).astype(np.uint8)
+    try:
+        import cv2  # the geometry extra; optional for the stand-in server
+    except ImportError:
+        return find_color(image_rgb, color, tol)
+    n, _, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
+    if n <= 1:
+        return None
+    best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+    x, y, w, h = (float(v) for v in stats[best, :4])
+    return x, y, x + w, y + h
+
+
 def make_demo_scene(width: int = 640, height: int = 480) -> np.ndarray:
     """A table image with a red block, a blue plate and a green drawer handle (the DEMO_SCENE colours)."""
     img = np.full((height, width, 3), (185, 160, 120), dtype=np.uint8)  # wooden table
@@ -82,8 +99,13 @@ class FakeVLMServer:
         Replies served before computed answers.
     """
 
-    def __init__(self, scene: dict[str, tuple[int, int, int]] | None = None, port: int = 0):
+    def __init__(self, scene: dict[str, tuple[int, int, int]] | None = None, port: int = 0,
+                 one_object: bool = False, tol: int = 40):
         self.scene = dict(DEMO_SCENE if scene is None else scene)
+        #: True: a name is found as the largest blob of its colour (a look-alike elsewhere is ignored, or mistaken
+        #: for it when it looks bigger); False: the box around every pixel of that colour
+        self.one_object = one_object
+        self.tol = int(tol)
         self.script: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -225,7 +247,7 @@ class FakeVLMServer:
         name = name.lower().strip()
         for obj, color in self.scene.items():
             if obj in name or name in obj:
-                return find_color(image, color)
+                return (find_object if self.one_object else find_color)(image, color, self.tol)
         return None
 
     def answer(self, model: str, texts: list[str], image: np.ndarray | None) -> str:
@@ -250,6 +272,9 @@ class FakeVLMServer:
         instr = next((m for m in (re.search(r"Instruction: (.+)", u) for u in reversed(user)) if m), None)
         instruction = instr.group(1) if instr else last
         steps = self._steps(instruction, image)
+        if steps and any(u.startswith("Instruction: ") and "Steps already done" in u for u in user[-1:]) \
+                and self._already_done(steps):
+            return json.dumps({"actions": [], "reason": f"'{instruction}' is already done."})
         if steps is None:
             return json.dumps({"actions": [], "reason": f"No valid target for '{instruction}' is visible."})
         if "no coordinates" in system or "Name each object precisely" in system:  # decoupled language planner
@@ -272,6 +297,16 @@ class FakeVLMServer:
             box = self._find(m.group(2), image)
             return None if box is None else [{"type": m.group(1), "object": m.group(2), "bbox": box}]
         return None
+
+    @staticmethod
+    def _already_done(steps: list[dict]) -> bool:
+        """A put whose object is seen inside its target's box: nothing left to do (asked when replanning)."""
+        if len(steps) != 2 or steps[0]["type"] != "grasp":
+            return False
+        x1, y1, x2, y2 = steps[0]["bbox"]
+        cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+        tx, ty = steps[1]["point"]
+        return abs(cx - tx) < max(x2 - x1, 12) and abs(cy - ty) < max(y2 - y1, 12)
 
     @staticmethod
     def _render_locate(family: str, want_box: bool, box, w: int, h: int, label: str) -> str:

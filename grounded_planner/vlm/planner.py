@@ -9,7 +9,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -83,9 +83,10 @@ class Planner:
         return self.config.model or (self.backend.model if self.backend is not None else "")
 
     # -- public API ----------------------------------------------------------------------------------
-    def plan(self, image_rgb: np.ndarray, instruction: str) -> GroundedPlan:
+    def plan(self, image_rgb: np.ndarray, instruction: str, done: Sequence[str] = ()) -> GroundedPlan:
         """A validated grounded plan for ``instruction`` on ``image_rgb`` (H, W, 3) uint8.
 
+        ``done`` (closed loop, replanning the rest): the steps the robot already carried out, told to the model.
         An empty plan with a reason is a valid result. Raises VLMResponseError when the answers stay
         invalid after the repair re-prompts, VLMUnavailableError when the model cannot be reached.
         """
@@ -96,7 +97,7 @@ class Planner:
         seen = self.backend.seen_size(encoded.size) if self.backend is not None else encoded.size
         messages = [
             {"role": "system", "content": prompts.planning_system_prompt(family, *seen)},
-            {"role": "user", "content": prompts.planning_user_prompt(instruction)},
+            {"role": "user", "content": prompts.planning_user_prompt(instruction, done)},
         ]
         plan = self.complete_plan(messages, encoded, instruction, self.config.parse_convention)
         if self.recorder is not None:
@@ -225,7 +226,7 @@ class ReplayPlanner(Planner):
         raise VLMResponseError(f"{self.config.replay_file} has no recorded {what} for {key!r} on image "
                                f"sha256 {image_hash[:12]}... ({len(table)} records)")
 
-    def plan(self, image_rgb: np.ndarray, instruction: str) -> GroundedPlan:
+    def plan(self, image_rgb: np.ndarray, instruction: str, done: Sequence[str] = ()) -> GroundedPlan:
         image_rgb = check_image(image_rgb)
         instruction = _check_instruction(instruction)
         plan = GroundedPlan.from_dict(self._lookup(self.plans, instruction, image_rgb, "plan"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Sequence
 
 from grounded_planner.vlm.conventions import BOX_KEY, POINT_KEY
 
@@ -64,8 +65,13 @@ def planning_system_prompt(family: str, width: int, height: int) -> str:
     )
 
 
-def planning_user_prompt(instruction: str) -> str:
-    return f"Instruction: {instruction.strip()}"
+def planning_user_prompt(instruction: str, done: Sequence[str] = ()) -> str:
+    """The user turn of a planning request; ``done`` (closed loop, replanning) lists what the robot already did."""
+    text = f"Instruction: {instruction.strip()}"
+    if done:
+        text += ("\nSteps already done (the image shows the scene as it is now): " + "; ".join(done) +
+                 "\nPlan only what is left. If the instruction is already satisfied, answer an empty plan.")
+    return text
 
 
 def repair_prompt(error: str) -> str:
