@@ -38,8 +38,53 @@ def register(subparsers) -> None:
     run.add_argument("--gif", help="write an animated GIF of the run here")
     run.add_argument("--rollout", help="record the run into this new folder (rollout.json + rollout.mcap), "
                                        "labelled by the scenario's success predicates")
+    _add_planner_flags(run)
+    run.add_argument("--closed-loop", action="store_true",
+                     help="check every step (gripper, camera), re-ground or replan on a failed check (budgets: the "
+                          "executor config's closed_loop section)")
     run.set_defaults(func=_run)
+
+    ev = sub.add_parser("eval", help="every scenario x seed x condition (open_loop, closed_loop), one rollout each, "
+                                     "then the rollouts summary by task and condition")
+    ev.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario YAML files")
+    ev.add_argument("--seeds", type=int, required=True, help="seeds per scenario and condition")
+    ev.add_argument("--first-seed", type=int, default=0, help="first seed (default 0): held-out seeds start later")
+    ev.add_argument("--conditions", default="open_loop,closed_loop",
+                    help="comma-separated: open_loop, closed_loop (default both)")
+    ev.add_argument("--out", required=True, help="folder for the rollouts: OUT/<scenario>/s<seed>/<condition>/")
+    ev.add_argument("--executor-config", help="ExecutorConfig YAML (closed_loop budgets; default: built-in)")
+    ev.add_argument("--json", action="store_true", help="print the summary as `rollouts summary --json` does")
+    _add_planner_flags(ev)
+    ev.set_defaults(func=_eval)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+
+def _add_planner_flags(parser) -> None:
+    parser.add_argument("--planner", metavar="BACKEND", choices=("openai", "gemini", "transformers", "gt"),
+                        help="the VLM backend that plans from the rendered frames: openai | gemini | transformers; "
+                             "gt: the scenario's exact plan (open loop only); default: the project's stand-in VLM "
+                             "server, started on 127.0.0.1 for the scenario's objects")
+    parser.add_argument("--base-url", help="model server root incl. /v1 (openai backend)")
+    parser.add_argument("--model", help="model name on the server / Gemini id / local path")
+
+
+def _vlm_from_args(args: argparse.Namespace):
+    """The ``vlm`` argument of run_scenario: a real backend (--planner), the stand-in (default), or None (gt)."""
+    from grounded_planner.sim.vlm import sim_vlm
+    from grounded_planner.vlm.config import PlannerConfig
+
+    if args.planner == "gt":
+        return None
+    if args.planner is None:
+        if args.base_url or args.model:
+            raise CliError("--base-url/--model need --planner BACKEND (without it the stand-in VLM server is used)")
+        return sim_vlm
+    try:
+        config = PlannerConfig.from_env(backend=args.planner, **{k: v for k, v in (("base_url", args.base_url),
+                                                                                  ("model", args.model)) if v})
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"planner: {exc}") from None
+    return lambda cell: sim_vlm(cell, config)
 
 
 def _scenario_files(arg: str) -> list[Path]:
@@ -101,15 +146,70 @@ def _run(args: argparse.Namespace) -> int:
     from grounded_planner.sim.scenario import ScenarioError
     from grounded_planner.sim.workcell import SimError
 
+    from grounded_planner.vlm.errors import VLMError
+
     try:
         plan = load_plan(args.plan) if args.plan else None
         config = ExecutorConfig.load(args.executor_config) if args.executor_config else None
         if plan is not None and args.targets == "gt":
             raise CliError("--targets gt needs the scenario's own GT plan: drop --plan or use --targets depth")
+        if args.targets == "gt" and args.planner not in (None, "gt"):
+            raise CliError("--targets gt needs the scenario's own GT plan: drop --planner or use --targets depth")
+        vlm = None if plan is not None or args.targets == "gt" else _vlm_from_args(args)
+        if args.closed_loop and vlm is None:
+            raise CliError("--closed-loop re-grounds and replans with a VLM: drop --plan/--planner gt/--targets gt")
         result = run_scenario(args.scenario, seed=args.seed, plan=plan, targets=args.targets,
                               executor_config=config, gif_path=args.gif, rollout_dir=args.rollout,
-                              robot=args.robot)
-    except (ScenarioError, SimError, PlanError, GeometryError, ConfigError, RolloutError) as exc:
+                              robot=args.robot, vlm=vlm, condition="closed_loop" if args.closed_loop else "open_loop")
+    except (ScenarioError, SimError, PlanError, GeometryError, ConfigError, RolloutError, VLMError) as exc:
         raise CliError(str(exc)) from exc
     print(json.dumps(result.to_dict()))
     return 0 if result.success else 1
+
+
+def _eval(args: argparse.Namespace) -> int:
+    import sys
+
+    from grounded_planner.execution.config import ConfigError, ExecutorConfig
+    from grounded_planner.geometry.errors import GeometryError
+    from grounded_planner.rollout.record import RolloutError, find_rollouts
+    from grounded_planner.rollout.stats import format_summary, summarize
+    from grounded_planner.sim.run import CONDITIONS, run_scenario
+    from grounded_planner.sim.scenario import ScenarioError, load_scenario
+    from grounded_planner.sim.workcell import SimError
+    from grounded_planner.vlm.errors import VLMError
+
+    if args.seeds < 1:
+        raise CliError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.first_seed < 0:
+        raise CliError(f"--first-seed must be >= 0, got {args.first_seed}")
+    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
+    bad = [c for c in conditions if c not in CONDITIONS]
+    if not conditions or bad:
+        raise CliError(f"--conditions: expected a comma-separated list of {', '.join(CONDITIONS)}, got {args.conditions!r}")
+    vlm = _vlm_from_args(args)
+    if vlm is None and "closed_loop" in conditions:
+        raise CliError("--planner gt has no model to re-ground and replan with: closed_loop needs a VLM")
+    out = Path(args.out)
+    try:
+        config = ExecutorConfig.load(args.executor_config) if args.executor_config else None
+        scenarios = [(Path(s), load_scenario(s)) for s in args.scenarios]
+        runs = [(path, sc, seed, cond) for path, sc in scenarios
+                for seed in range(args.first_seed, args.first_seed + args.seeds) for cond in conditions]
+        for i, (path, sc, seed, cond) in enumerate(runs, 1):
+            folder = out / sc.name / f"s{seed}" / cond
+            if (folder / "rollout.json").exists():
+                raise CliError(f"{folder} already holds a rollout: use a new --out folder")
+            result = run_scenario(path, seed=seed, targets="depth", executor_config=config, rollout_dir=folder,
+                                  vlm=vlm, condition=cond)
+            print(f"[{i}/{len(runs)}] {sc.name} seed {seed} {cond}: {'success' if result.success else 'failure'}"
+                  f"{' (' + ', '.join(result.perturbations) + ')' if result.perturbations else ''} "
+                  f"{result.wall_s:.1f} s", file=sys.stderr if args.json else sys.stdout, flush=True)
+        summary = summarize([r.data for r in find_rollouts([out])], ["task", "condition"])
+    except (ScenarioError, SimError, GeometryError, ConfigError, RolloutError, VLMError) as exc:
+        raise CliError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_summary(summary))
+    return 0

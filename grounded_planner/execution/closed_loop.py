@@ -38,6 +38,9 @@ CONDITIONS = (OPEN_LOOP, CONDITION)
 
 # Executor outcomes after which trying again is pointless or unsafe: a person has to look first.
 _STOP_OUTCOMES = (Outcome.FAULT, Outcome.CANCELLED, Outcome.TIMEOUT)
+# The failure modes this loop can tell (names of grounded_planner.rollout.taxonomy.FAILURE_MODES, which the tests
+# check; not imported: the execution layer does not depend on the rollout layer).
+FAILURE_MODES = ("grasp_failure", "premature_release", "incorrect_spatial_outcome", "refused", "planner_error")
 # Executor outcomes -> the failure mode of the rollout taxonomy (grounded_planner.rollout.taxonomy).
 _OUTCOME_MODE = {Outcome.GRASP_FAILED: "grasp_failure", Outcome.OUTSIDE_WORKSPACE: "refused",
                  Outcome.UNREACHABLE: "refused"}
@@ -382,7 +385,7 @@ class ClosedLoop:
     @staticmethod
     def _end(result: ClosedLoopResult, success: bool, message: str, mode: str | None) -> ClosedLoopResult:
         result.success, result.message = success, message
-        result.failure_mode = None if success else mode
+        result.failure_mode = None if success or mode not in FAILURE_MODES else mode
         log.info("closed loop: %s", message)
         return result
 

@@ -160,13 +160,26 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
         if recorder is not None:
             recorder.log_result(execution, execution_time_s=time.perf_counter() - t_exec)
             recorder.log_frame(*cell.render(), cell.camera_model)
-            recorder.set_label(success, notes="; ".join(f"{r.predicate.type} {r.predicate.object}: {r.detail}"
-                                                         for r in evaluated), source="sim")
+            recorder.set_label(success, None if success else _failure_mode(execution),
+                               notes="; ".join(f"{r.predicate.type} {r.predicate.object}: {r.detail}"
+                                               for r in evaluated), source="sim")
         gif = str(video.save_gif(gif_path)) if video is not None else None
         return SimRunResult(scenario=cell.scenario.name, seed=seed, plan=plan, targets=target_set,
                             execution=execution, success=success, predicates=[r.to_dict() for r in evaluated],
                             sim_time_s=cell.time_s - sim0, wall_s=time.perf_counter() - wall0, gif=gif,
                             condition=condition, perturbations=[p.type for p in cell.scenario.perturbations if p.active])
+
+
+def _failure_mode(execution) -> str:
+    """Why a run the success predicates call failed: what the closed loop's checks or the executor's step outcomes
+    say, else the object did not end up where the instruction wanted it."""
+    from grounded_planner.rollout.taxonomy import auto_failure_mode
+
+    mode = getattr(execution, "failure_mode", None)
+    if mode:
+        return mode
+    _, auto = auto_failure_mode(execution.to_dict(), None)
+    return auto or "incorrect_spatial_outcome"
 
 
 def _planner_failed(cell, seed, condition: str, recorder, message: str, wall0: float, plan=None) -> SimRunResult:

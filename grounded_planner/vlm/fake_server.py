@@ -51,18 +51,25 @@ def find_color(image_rgb: np.ndarray, color: tuple[int, int, int], tol: int = 40
     return float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)
 
 
-def find_object(image_rgb: np.ndarray, color: tuple[int, int, int], tol: int = 40) -> tuple[float, float, float, float] | None:
-    """Like :func:`find_color`, but the box of the largest 8-connected blob of that colour: one object, as a model
-    names one, not the union of every look-alike in view (needs OpenCV; the union without it)."""
-    diff = np.abs(image_rgb.astype(np.int16) - np.asarray(color, dtype=np.int16)).max(axis=2)
-    mask = (diff <= tol).astype(np.uint8)
+def find_object(image_rgb: np.ndarray, color: tuple[int, int, int], tol: float = 0.05) -> tuple[float, float, float, float] | None:
+    """(x1, y1, x2, y2) of the largest 8-connected blob of ``color`` -- one object, as a model names one, not the
+    union of every look-alike in view. Matches by chromaticity (r, g, b over their sum, within ``tol``) and a
+    brightness within 0.55-1.8x of the colour's, so a shaded side of a box is the same colour as its lit top
+    (needs OpenCV for the blobs; without it, the box around every matching pixel)."""
+    img = image_rgb.astype(np.float32)
+    ref = np.asarray(color, dtype=np.float32)
+    total, ref_total = img.sum(axis=2), max(float(ref.sum()), 1.0)
+    chroma = img / np.maximum(total, 1.0)[..., None]
+    diff = np.abs(chroma - ref / ref_total).max(axis=2)
+    mask = (diff <= tol) & (total >= 0.55 * ref_total) & (total <= 1.8 * ref_total)
+    ys, xs = np.nonzero(mask)
+    if len(xs) == 0:
+        return None
     try:
         import cv2  # the geometry extra; optional for the stand-in server
     except ImportError:
-        return find_color(image_rgb, color, tol)
-    n, _, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
-    if n <= 1:
-        return None
+        return float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)
+    n, _, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
     best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
     x, y, w, h = (float(v) for v in stats[best, :4])
     return x, y, x + w, y + h
@@ -100,12 +107,11 @@ class FakeVLMServer:
     """
 
     def __init__(self, scene: dict[str, tuple[int, int, int]] | None = None, port: int = 0,
-                 one_object: bool = False, tol: int = 40):
+                 one_object: bool = False):
         self.scene = dict(DEMO_SCENE if scene is None else scene)
         #: True: a name is found as the largest blob of its colour (a look-alike elsewhere is ignored, or mistaken
         #: for it when it looks bigger); False: the box around every pixel of that colour
         self.one_object = one_object
-        self.tol = int(tol)
         self.script: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -247,7 +253,7 @@ class FakeVLMServer:
         name = name.lower().strip()
         for obj, color in self.scene.items():
             if obj in name or name in obj:
-                return (find_object if self.one_object else find_color)(image, color, self.tol)
+                return find_object(image, color) if self.one_object else find_color(image, color)
         return None
 
     def answer(self, model: str, texts: list[str], image: np.ndarray | None) -> str:
