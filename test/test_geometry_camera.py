@@ -102,7 +102,7 @@ def test_whole_image_deprojection_matches_opencv_per_pixel():
     (lambda d: d.pop("camera_matrix"), "no 'camera_matrix'"),
     (lambda d: d.pop("image_width"), "missing field 'image_width'"),
     (lambda d: d["camera_matrix"].update(data=[1, 2, 3]), "3x3 but has 3 values"),
-    (lambda d: d.update(distortion_model="equidistant"), "distortion_model 'equidistant' is not supported"),
+    (lambda d: d.update(distortion_model="fisheye"), "distortion_model 'fisheye' is not supported"),
     (lambda d: d["camera_matrix"]["data"].__setitem__(0, -5.0), "focal lengths fx, fy must be positive"),
     (lambda d: d["distortion_coefficients"].update(rows=1, cols=6, data=[0.1] * 6), "at most 5 distortion coefficients"),
     (lambda d: d["camera_matrix"]["data"].__setitem__(2, float("nan")), "must be finite"),

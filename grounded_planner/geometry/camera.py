@@ -16,8 +16,9 @@ from grounded_planner.geometry.errors import CameraModelError
 from grounded_planner.geometry.yamlfile import read_yaml
 
 # Number of coefficients of each supported ROS distortion model (sensor_msgs/distortion_models.hpp);
-# shorter D vectors are padded with zeros, as OpenCV does.
-DISTORTION_MODELS = {"plumb_bob": 5, "rational_polynomial": 8}
+# shorter D vectors are padded with zeros, as OpenCV does. equidistant is OpenCV's fisheye model (k1..k4 on
+# the angle theta from the optical axis), what realsense-ros publishes for Kannala-Brandt lenses (T265, D405 IR).
+DISTORTION_MODELS = {"plumb_bob": 5, "rational_polynomial": 8, "equidistant": 4}
 # Undistortion is a fixed-point iteration; it stops when no coordinate moves more than this (normalised units,
 # about 1e-9 px) or after _UNDISTORT_MAX_ITER rounds.
 _UNDISTORT_TOL = 1e-12
@@ -35,11 +36,11 @@ class CameraModel:
         Image size in pixels.
     K : ndarray, shape (3, 3)
         Camera matrix [[fx, 0, cx], [0, fy, cy], [0, 0, 1]] in pixels.
-    D : ndarray, shape (5,) or (8,)
+    D : ndarray, shape (5,), (8,) or (4,)
         Distortion coefficients in ROS/OpenCV order: plumb_bob (k1, k2, p1, p2, k3), rational_polynomial
-        (k1, k2, p1, p2, k3, k4, k5, k6).
+        (k1, k2, p1, p2, k3, k4, k5, k6), equidistant (k1, k2, k3, k4; OpenCV fisheye).
     distortion_model : str
-        ``plumb_bob`` or ``rational_polynomial``.
+        ``plumb_bob``, ``rational_polynomial`` or ``equidistant``.
     frame_id : str
         Optical frame of the stream (``camera_color_optical_frame``); ``""`` when the source did not say.
     """
@@ -78,6 +79,8 @@ class CameraModel:
         self.distortion_model = model
         D = np.asarray(self.D if self.D is not None else [], dtype=float).reshape(-1)
         n = DISTORTION_MODELS[model]
+        if D.size > n and not np.any(D[n:]):
+            D = D[:n]  # trailing zeros (a 5-vector written for a 4-coefficient model) say nothing
         if D.size > n:
             raise CameraModelError(f"{model} takes at most {n} distortion coefficients, got {D.size}: {D.tolist()}")
         if not np.all(np.isfinite(D)):
@@ -191,8 +194,19 @@ class CameraModel:
         y = np.asarray(y, dtype=float)
         if not self.has_distortion:
             return x, y
+        if self.distortion_model == "equidistant":
+            r = np.hypot(x, y)
+            theta = np.arctan(r)
+            scale = np.divide(self._theta_d(theta), r, out=np.ones_like(r), where=r > 1e-15)
+            return x * scale, y * scale
         radial, dx, dy = self._distortion_terms(x, y)
         return x * radial + dx, y * radial + dy
+
+    def _theta_d(self, theta: np.ndarray) -> np.ndarray:
+        """Equidistant model: distorted angle theta_d = theta (1 + k1 theta^2 + k2 theta^4 + k3 theta^6 + k4 theta^8)."""
+        k1, k2, k3, k4 = self.D[:4]
+        t2 = theta * theta
+        return theta * (1.0 + t2 * (k1 + t2 * (k2 + t2 * (k3 + t2 * k4))))
 
     def _distortion_terms(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         k1, k2, p1, p2, k3 = self.D[:5]
@@ -234,6 +248,8 @@ class CameraModel:
         return self._undistort_block(xd, yd)
 
     def _undistort_block(self, xd: np.ndarray, yd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.distortion_model == "equidistant":
+            return self._undistort_equidistant(xd, yd)
         x, y = xd.copy(), yd.copy()
         for _ in range(_UNDISTORT_MAX_ITER):
             radial, dx, dy = self._distortion_terms(x, y)
@@ -244,6 +260,27 @@ class CameraModel:
             if step < _UNDISTORT_TOL:
                 break
         return x, y
+
+    def _undistort_equidistant(self, xd: np.ndarray, yd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Solve theta_d(theta) = r_d by Newton's method (as OpenCV's fisheye::undistortPoints), then x = tan(theta) x_d / r_d.
+
+        Rays at or beyond 90 degrees have no pinhole coordinates: they come back NaN (no depth is valid there).
+        """
+        k1, k2, k3, k4 = self.D[:4]
+        r_d = np.hypot(xd, yd)
+        theta = np.clip(r_d, 0.0, np.pi / 2)
+        for _ in range(_UNDISTORT_MAX_ITER):
+            t2 = theta * theta
+            f = self._theta_d(theta) - r_d
+            df = 1.0 + t2 * (3 * k1 + t2 * (5 * k2 + t2 * (7 * k3 + t2 * 9 * k4)))
+            step = np.divide(f, df, out=np.zeros_like(f), where=np.abs(df) > 1e-12)
+            theta = theta - step
+            if float(np.max(np.abs(step), initial=0.0)) < _UNDISTORT_TOL:
+                break
+        valid = (theta >= 0) & (theta < np.pi / 2) & np.isfinite(theta)
+        scale = np.divide(np.tan(np.where(valid, theta, 0.0)), r_d, out=np.ones_like(r_d), where=r_d > 1e-15)
+        scale = np.where(valid, scale, np.nan)
+        return xd * scale, yd * scale
 
     # -- pixels <-> points --------------------------------------------------------------------
     def normalized(self, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

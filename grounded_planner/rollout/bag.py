@@ -26,6 +26,8 @@ from typing import Any, BinaryIO, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from grounded_planner.msgs import images
+
 log = logging.getLogger(__name__)
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
@@ -211,34 +213,19 @@ def plan_msg(plan, stamp_ns: int, frame_id: str = "camera_color_optical_frame",
 
 # -- message readers -----------------------------------------------------------------------------
 def image_to_rgb(msg) -> np.ndarray:
-    """sensor_msgs/Image (rgb8, bgr8, rgba8, bgra8, mono8) -> (H, W, 3) uint8 RGB."""
-    channels = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
-    enc = msg.encoding
-    if enc not in channels:
-        raise BagError(f"color image encoding {enc!r} is not supported (expected one of {', '.join(channels)})")
-    c = channels[enc]
-    data = np.frombuffer(bytes(msg.data), dtype=np.uint8)
-    rows = data.reshape(msg.height, msg.step)[:, : msg.width * c]
-    img = rows.reshape(msg.height, msg.width, c)
-    if enc == "mono8":
-        return np.repeat(img, 3, axis=2)
-    if enc.startswith("bgr"):
-        img = img[:, :, 2::-1]
-    return np.ascontiguousarray(img[:, :, :3])
+    """A colour sensor_msgs/Image (rgb8, bgr8, rgba8, bgra8, mono8) or JPEG/PNG CompressedImage -> (H, W, 3) uint8 RGB."""
+    try:
+        return images.color_to_rgb(msg)
+    except images.ImageDecodeError as exc:
+        raise BagError(f"color image: {exc}") from exc
 
 
 def depth_to_m(msg, depth_unit_m: float = DEFAULT_DEPTH_UNIT_M) -> np.ndarray:
-    """sensor_msgs/Image (16UC1 in ``depth_unit_m`` units, or 32FC1 metres) -> (H, W) float32 metres, 0 = none."""
-    if msg.encoding in ("16UC1", "mono16"):
-        dtype, scale = (">u2" if msg.is_bigendian else "<u2"), depth_unit_m
-    elif msg.encoding == "32FC1":
-        dtype, scale = (">f4" if msg.is_bigendian else "<f4"), 1.0
-    else:
-        raise BagError(f"depth image encoding {msg.encoding!r} is not supported (expected 16UC1 or 32FC1)")
-    item = np.dtype(dtype).itemsize
-    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, : msg.width * item]
-    depth = np.ascontiguousarray(rows).view(dtype).reshape(msg.height, msg.width).astype(np.float64) * scale
-    return np.where(np.isfinite(depth), depth, 0.0).astype(np.float32)
+    """Depth Image (16UC1 in ``depth_unit_m`` units, or 32FC1 metres) or compressedDepth -> (H, W) float32 m, 0 = none."""
+    try:
+        return images.depth_to_m(msg, depth_unit_m).astype(np.float32)
+    except images.ImageDecodeError as exc:
+        raise BagError(f"depth image: {exc}") from exc
 
 
 def plan_from_bag_msg(msg, reason: str = "", warnings: Sequence[str] = (), validate: bool = False):

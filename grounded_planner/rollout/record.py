@@ -287,6 +287,16 @@ class RolloutRecorder:
                 self._data["timings_s"]["plan"] = float(planning_time_s)
             self._flush_json()
 
+    def log_warning(self, message: str) -> None:
+        """Something the episode's data could not be used for (a camera_info with an unknown distortion model,
+        an undecodable frame): kept once in rollout.json ``warnings`` so that an analysis sees why."""
+        with self._lock:
+            self._check_open()
+            warnings = self._data.setdefault("warnings", [])
+            if str(message) not in warnings:
+                warnings.append(str(message))
+                self._flush_json()
+
     def log_planner_error(self, message: str) -> None:
         """The planner failed (unreachable server, invalid answer): the episode fails as ``planner_error``."""
         with self._lock:

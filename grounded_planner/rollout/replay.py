@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from grounded_planner.msgs.images import COMPRESSED_MSGTYPE, IMAGE_MSGTYPE, IMAGE_MSGTYPES, is_compressed_depth
 from grounded_planner.rollout.bag import (BagError, BagMessage, image_to_rgb, read_bag, resolve_bag_path,
                                           stamp_to_ns)
 from grounded_planner.rollout.record import JSON_NAME, RolloutTopics
@@ -72,17 +73,21 @@ def episodes_from_bag(path: str | Path, topics: RolloutTopics | None = None, ins
     frames_by_topic: dict[str, list[_FrameRef]] = {}
     plans: list[BagMessage] = []
     instructions: list[BagMessage] = []
+    topic_types: dict[str, str] = {}
     for m in read_bag(bag):
-        if m.msgtype == "sensor_msgs/msg/Image":
-            if m.topic == topics.color or m.msg.encoding in _COLOR_ENCODINGS:
-                refs = frames_by_topic.setdefault(m.topic, [])
-                refs.append(_FrameRef(len(refs), m.log_time_ns, stamp_to_ns(m.msg.header.stamp)))
+        topic_types.setdefault(m.topic, m.msgtype)
+        if _is_color_frame(m, topics.color):
+            refs = frames_by_topic.setdefault(m.topic, [])
+            refs.append(_FrameRef(len(refs), m.log_time_ns, stamp_to_ns(m.msg.header.stamp)))
         elif m.topic == topics.plan and m.msgtype.endswith("/GroundedPlan"):
             plans.append(m)
         elif m.topic == topics.instruction and m.msgtype == "std_msgs/msg/String":
             instructions.append(m)
     color_topic = topics.color
     if color_topic not in frames_by_topic:
+        if color_topic in topic_types:
+            raise BagError(f"{bag}: color topic {color_topic} has type {topic_types[color_topic]}; expected "
+                           f"{' or '.join(IMAGE_MSGTYPES)} (colour: rgb8/bgr8/rgba8/bgra8/mono8, jpeg or png)")
         if len(frames_by_topic) != 1:
             raise BagError(f"{bag}: no color images on {topics.color}"
                            + (f"; several candidate topics {sorted(frames_by_topic)}, name one with --color-topic"
@@ -122,7 +127,7 @@ def episodes_from_bag(path: str | Path, topics: RolloutTopics | None = None, ins
     images: dict[int, np.ndarray] = {}
     k = 0
     for m in read_bag(bag, topics=[color_topic]):
-        if m.msgtype == "sensor_msgs/msg/Image":
+        if _is_color_frame(m, color_topic):
             if k in needed:
                 images[k] = image_to_rgb(m.msg)
             k += 1
@@ -131,6 +136,13 @@ def episodes_from_bag(path: str | Path, topics: RolloutTopics | None = None, ins
         ep_id = base_id if len(pairs) == 1 else f"{base_id}#{n}"
         out.append(ReplayEpisode(ep_id, text, images[frame.index], bag, frame.stamp_ns))
     return out
+
+
+def _is_color_frame(m: BagMessage, color_topic: str) -> bool:
+    """A colour Image on any topic (or any Image on the colour topic), or a jpeg/png CompressedImage."""
+    if m.msgtype == IMAGE_MSGTYPE:
+        return m.topic == color_topic or m.msg.encoding in _COLOR_ENCODINGS
+    return m.msgtype == COMPRESSED_MSGTYPE and not is_compressed_depth(m.msg)
 
 
 def replay_episodes(episodes: Iterable[ReplayEpisode], plan_fn: Callable[[np.ndarray, str], Any],

@@ -23,8 +23,13 @@ PARAMS = [
     Param("targets_topic", names.TARGETS, "std_msgs/String: the TargetSet JSON (method, yaw, width, warnings)",
           non_empty, read_only=True),
     Param("markers_topic", names.TARGET_MARKERS, "visualization_msgs/MarkerArray of the 3D targets", non_empty, read_only=True),
-    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw", "depth aligned to colour (16UC1 mm or 32FC1 m)", non_empty, read_only=True),
+    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
+          "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)", non_empty, read_only=True),
     Param("camera_info_topic", "/camera/camera/color/camera_info", "intrinsics of the colour camera", non_empty, read_only=True),
+    Param("depth_camera_info_topic", "/camera/camera/aligned_depth_to_color/camera_info",
+          "the depth image's own camera_info: when it differs from colour's, back-projection refuses ('' = no check)",
+          read_only=True),
+    Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
     Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame"),
     Param("frame_wait_s", 5.0, "how long a plan waits for a first depth image and camera_info, seconds", non_negative),
 ]
@@ -43,7 +48,8 @@ class BackprojectionNode(Node):
         declare_all(self, PARAMS, on_change=lambda changed: setattr(self, "_extrinsics", None) if "extrinsics_file" in changed else None)
         p = values(self, PARAMS)
         self._frames = LatestFrames(self, "", p["depth_topic"], p["camera_info_topic"],
-                                    callback_group=MutuallyExclusiveCallbackGroup())
+                                    callback_group=MutuallyExclusiveCallbackGroup(),
+                                    depth_camera_info_topic=p["depth_camera_info_topic"])
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._out = self.create_publisher(GroundedPlanMsg, p["output_topic"], latched)
         self._targets_out = self.create_publisher(String, p["targets_topic"], latched)
@@ -82,7 +88,9 @@ class BackprojectionNode(Node):
         """(plan message with poses, TargetSet) for a pixel plan message; raises NoFrameError/GeometryError."""
         plan = plan_from_msg(msg)
         snap = self._frames.wait_for(("depth", "camera_info"), self.get_parameter("frame_wait_s").value)
-        targets, poses = backproject(plan, snap.depth, snap.camera_info, self.extrinsics(), stamp=msg.header.stamp)
+        targets, poses = backproject(plan, snap.depth, snap.camera_info, self.extrinsics(), stamp=msg.header.stamp,
+                                     depth_camera_info=snap.depth_camera_info,
+                                     depth_registered=self.get_parameter("depth_registered").value)
         return plan_to_msg(plan, header=msg.header, poses=poses), targets
 
 

@@ -73,7 +73,7 @@ class BagPlayerNode(Node):
             if self.get_parameter("wait_for_subscribers").value:
                 while not self._stop.is_set() and not self._all_subscribed():
                     self._stop.wait(0.05)
-            while not self._stop.is_set():
+            while not self._stop.is_set() and self.context.ok():
                 self._play_once()
                 self.passes += 1
                 if not self.get_parameter("loop").value:
@@ -97,7 +97,14 @@ class BagPlayerNode(Node):
             delay_s = due - time.monotonic()
             if delay_s > 0 and self._stop.wait(delay_s):
                 return
-            self._topic_pubs[topic].publish(raw)
+            try:
+                self._topic_pubs[topic].publish(raw)
+            except Exception:
+                # Ctrl-C shuts the context down under this thread before destroy_node() can stop it: the
+                # publish then fails with "publisher's context is invalid". That is the end of playback.
+                if self._stop.is_set() or not self.context.ok():
+                    return
+                raise
             self.messages_published += 1
 
     def destroy_node(self) -> None:

@@ -123,6 +123,7 @@ class Bringup:
         self.executor = MultiThreadedExecutor(num_threads=num_threads, context=self.context)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._extra_nodes: list[Any] = []
         try:
             for name in START_ORDER:
                 if name in profile.params:
@@ -143,6 +144,12 @@ class Bringup:
                 raise ProfileError(f"node {name!r} failed to configure (its log says why)")
             node.trigger_activate()
         return node
+
+    def add_node(self, node) -> None:
+        """Spin a caller's node (a client) with the graph; :meth:`shutdown` destroys it after the spin loop stopped,
+        never under a running callback (destroying it earlier left "cannot use Destroyable" errors in futures)."""
+        self.executor.add_node(node)
+        self._extra_nodes.append(node)
 
     def start(self) -> "Bringup":
         """Spin in a background thread (for callers that drive the graph themselves, like the demo)."""
@@ -170,12 +177,13 @@ class Bringup:
         if self._thread is not None:
             self._thread.join(timeout=5.0)
         self.executor.shutdown(timeout_sec=5.0)
-        for node in reversed(list(self.nodes.values())):
+        for node in self._extra_nodes + list(reversed(list(self.nodes.values()))):
             try:
                 node.destroy_node()
             except Exception:  # a node that fails to clean up must not keep the others alive
                 pass
         self.nodes = {}
+        self._extra_nodes = []
         if self.context.ok():
             rclpy.shutdown(context=self.context)
 

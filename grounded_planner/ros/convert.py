@@ -12,6 +12,7 @@ from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 
+from grounded_planner.msgs import images
 from grounded_planner.plan import GroundedAction, GroundedPlan
 
 # The messages carry coordinates as float32; values come back rounded to a thousandth of a
@@ -106,59 +107,12 @@ def pose_stamped(frame_id: str, position: Sequence[float], quaternion_xyzw: Sequ
     return out
 
 
-# -- images ------------------------------------------------------------------------------------------
-_ENCODINGS = {
-    "rgb8": (np.uint8, 3),
-    "bgr8": (np.uint8, 3),
-    "rgba8": (np.uint8, 4),
-    "bgra8": (np.uint8, 4),
-    "mono8": (np.uint8, 1),
-    "mono16": (np.uint16, 1),
-    "16UC1": (np.uint16, 1),
-    "32FC1": (np.float32, 1),
-}
-
-
+# -- images (the conversions live in grounded_planner.msgs.images; these bind rclpy's Image class) ------------
 def image_to_numpy(msg: Image) -> np.ndarray:
     """sensor_msgs/Image -> array (H, W) or (H, W, C); colour comes back as RGB."""
-    if msg.encoding not in _ENCODINGS:
-        raise ValueError(f"unsupported image encoding {msg.encoding!r} (supported: {', '.join(_ENCODINGS)})")
-    dtype, channels = _ENCODINGS[msg.encoding]
-    itemsize = np.dtype(dtype).itemsize
-    row = msg.width * channels * itemsize
-    if msg.step < row or len(msg.data) < msg.step * msg.height:
-        raise ValueError(f"image data too short: {len(msg.data)} bytes for {msg.width}x{msg.height} {msg.encoding} (step {msg.step})")
-    buf = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, :row]
-    arr = buf.copy().view(dtype)
-    if msg.is_bigendian != (np.dtype(dtype).byteorder == ">"):
-        arr = arr.byteswap() if itemsize > 1 else arr
-    arr = arr.reshape(msg.height, msg.width, channels) if channels > 1 else arr.reshape(msg.height, msg.width)
-    if msg.encoding in ("bgr8", "bgra8"):
-        arr = arr[..., [2, 1, 0] + ([3] if channels == 4 else [])]
-    return arr
+    return images.image_to_numpy(msg)
 
 
 def numpy_to_image(array: np.ndarray, encoding: str | None = None, header: Header | None = None) -> Image:
     """Array -> sensor_msgs/Image. (H, W, 3) uint8 -> rgb8; (H, W) uint16 -> 16UC1; float32 -> 32FC1."""
-    array = np.ascontiguousarray(array)
-    if encoding is None:
-        if array.dtype == np.uint8:
-            encoding = "mono8" if array.ndim == 2 else {3: "rgb8", 4: "rgba8"}[array.shape[2]]
-        elif array.dtype == np.uint16:
-            encoding = "16UC1"
-        elif array.dtype == np.float32:
-            encoding = "32FC1"
-        else:
-            raise ValueError(f"no image encoding for dtype {array.dtype}")
-    dtype, channels = _ENCODINGS[encoding]
-    if array.dtype != dtype:
-        raise ValueError(f"encoding {encoding} needs dtype {np.dtype(dtype)}, got {array.dtype}")
-    msg = Image()
-    if header is not None:
-        msg.header = header
-    msg.height, msg.width = int(array.shape[0]), int(array.shape[1])
-    msg.encoding = encoding
-    msg.is_bigendian = 0
-    msg.step = int(msg.width * channels * array.dtype.itemsize)
-    msg.data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
-    return msg
+    return images.numpy_to_image(array, Image, encoding, header)

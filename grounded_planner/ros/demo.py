@@ -183,7 +183,7 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
         rclpy.logging.set_logger_level(name, rclpy.logging.LoggingSeverity.WARN)
     with Bringup(profile, factories=factories, domain_id=domain_id) as graph:
         client = rclpy.create_node("demo_client", context=graph.context)
-        graph.executor.add_node(client)
+        graph.add_node(client)  # destroyed by the graph's shutdown, after its executor stopped
         latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         plan_3d, targets_json, rollout_closed, result_json = _Waiter(), _Waiter(), _Waiter(), _Waiter()
         client.create_subscription(GroundedPlanMsg, names.PLAN_3D, plan_3d.set, latched)
@@ -268,7 +268,6 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
         say("[6/6] rollout")
         report.rollout = Path(rollout_closed.wait(30.0, "the rollout logger to close the episode").data)
         say(f"  rollout: {report.rollout}/rollout.json + rollout.mcap")
-        client.destroy_node()
     cell.close()
     return report
 

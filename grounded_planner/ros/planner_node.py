@@ -17,7 +17,8 @@ from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 from grounded_planner_interfaces.srv import GetGroundedPlan
 
 from grounded_planner.ros import names
-from grounded_planner.ros.convert import image_to_numpy, numpy_to_image, plan_to_msg
+from grounded_planner.msgs.images import color_to_rgb
+from grounded_planner.ros.convert import numpy_to_image, plan_to_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, declare_all, resolve_data_path, non_empty, non_negative, one_of, positive, values
@@ -36,9 +37,14 @@ PARAMS = [
     Param("prompt_family", "auto", "prompt and coordinate convention: auto | qwen3 | gemini | pixel", one_of("auto", "qwen3", "gemini", "pixel")),
     Param("replay_file", "", "JSONL of recorded plans for backend replay"),
     Param("record_file", "", "append every returned plan to this JSONL ('' = off; replayable later)"),
-    Param("color_topic", "/camera/camera/color/image_raw", "colour image used when a request's image is empty", non_empty),
-    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw", "depth aligned to colour (16UC1 mm or 32FC1 m)", non_empty),
+    Param("color_topic", "/camera/camera/color/image_raw",
+          "colour image used when a request's image is empty (Image, or CompressedImage jpeg/png: .../compressed)", non_empty),
+    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
+          "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)", non_empty),
     Param("camera_info_topic", "/camera/camera/color/camera_info", "intrinsics of the colour camera", non_empty),
+    Param("depth_camera_info_topic", "/camera/camera/aligned_depth_to_color/camera_info",
+          "the depth image's own camera_info: when it differs from colour's, back-projection refuses ('' = no check)"),
+    Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
     Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame"),
     Param("frame_wait_s", 5.0, "how long a request waits for a first camera frame, seconds", non_negative),
 ]
@@ -62,7 +68,8 @@ class PlannerNode(Node):
         declare_all(self, PARAMS, on_change=self._on_params_changed)
         p = values(self, PARAMS)
         self._frames = LatestFrames(self, p["color_topic"], p["depth_topic"], p["camera_info_topic"],
-                                    callback_group=MutuallyExclusiveCallbackGroup())
+                                    callback_group=MutuallyExclusiveCallbackGroup(),
+                                    depth_camera_info_topic=p["depth_camera_info_topic"])
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._plan_pub = self.create_publisher(GroundedPlanMsg, names.LAST_PLAN, latched)
         self._markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
@@ -145,10 +152,7 @@ class PlannerNode(Node):
             image_msg = request.image
         else:
             image_msg = self._frames.wait_for(("color",), wait_s).color
-        image_rgb = image_to_numpy(image_msg)
-        if image_rgb.ndim == 2:
-            raise ValueError(f"request image must be colour (rgb8/bgr8), got {image_msg.encoding}")
-        image_rgb = image_rgb[..., :3]
+        image_rgb = color_to_rgb(image_msg)  # ImageDecodeError (a ValueError) names the encoding
         plan = self.planner().plan(image_rgb, request.instruction)
         header = image_msg.header
         if not header.frame_id:
@@ -158,9 +162,11 @@ class PlannerNode(Node):
         try:
             snap = self._frames.wait_for(("depth", "camera_info"), wait_s)
             extrinsics = self.extrinsics()
-            targets, poses = backproject(plan, snap.depth, snap.camera_info, extrinsics, stamp=header.stamp)
+            targets, poses = backproject(plan, snap.depth, snap.camera_info, extrinsics, stamp=header.stamp,
+                                         depth_camera_info=snap.depth_camera_info,
+                                         depth_registered=self.get_parameter("depth_registered").value)
         except (NoFrameError, ValueError) as exc:  # GeometryError is a ValueError
-            return plan, header, image_rgb, None, None, f"back-projection failed: {exc}"
+            return plan, header, image_rgb, None, None, f"back-projection failed: {type(exc).__name__}: {exc}"
         note = "" if extrinsics is not None else "no extrinsics_file: poses are in the camera optical frame"
         return plan, header, image_rgb, targets, poses, note
 

@@ -11,13 +11,17 @@ from pathlib import Path
 
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from sensor_msgs.msg import CameraInfo, Image
+from sensor_msgs.msg import CameraInfo
 from std_msgs.msg import String
 
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
 from grounded_planner.ros import names
-from grounded_planner.ros.convert import image_to_numpy, plan_from_msg
+from grounded_planner.geometry.errors import CameraModelError
+from grounded_planner.msgs.camera_info import raw_calibration
+from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, depth_to_numpy, describe
+from grounded_planner.ros.convert import plan_from_msg
+from grounded_planner.ros.frames import TypedSubscription, camera_model
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, declare_all, non_empty, non_negative, values
 
@@ -31,8 +35,10 @@ PARAMS = [
     Param("frame_rate_hz", 2.0, "camera frames logged per second during an episode (0 = only the frame at plan time)", non_negative),
     Param("close_delay_s", 0.5, "after the execution result, keep the rollout open this long for feedback still in flight, s",
           non_negative),
-    Param("color_topic", "/camera/camera/color/image_raw", "colour image to log", non_empty, read_only=True),
-    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw", "aligned depth to log", non_empty, read_only=True),
+    Param("color_topic", "/camera/camera/color/image_raw", "colour image to log (Image, or CompressedImage: .../compressed)",
+          non_empty, read_only=True),
+    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
+          "aligned depth to log (Image 16UC1/32FC1, or .../compressedDepth)", non_empty, read_only=True),
     Param("camera_info_topic", "/camera/camera/color/camera_info", "camera_info to log", non_empty, read_only=True),
 ]
 
@@ -63,8 +69,8 @@ class RolloutLoggerNode(Node):
         self._count = 0
         sensor_qos = QoSProfile(depth=2)
         events_qos = QoSProfile(depth=20)
-        self.create_subscription(Image, p["color_topic"], lambda m: self._on_sensor("color", m), sensor_qos)
-        self.create_subscription(Image, p["depth_topic"], lambda m: self._on_sensor("depth", m), sensor_qos)
+        self._image_subs = [TypedSubscription(self, p["color_topic"], "colour image", lambda m: self._on_sensor("color", m), sensor_qos),
+                            TypedSubscription(self, p["depth_topic"], "depth image", lambda m: self._on_sensor("depth", m), sensor_qos)]
         self.create_subscription(CameraInfo, p["camera_info_topic"], lambda m: self._on_sensor("camera_info", m), sensor_qos)
         self.create_subscription(GroundedPlanMsg, names.LAST_PLAN, self._on_plan, events_qos)
         self.create_subscription(String, names.PLANNER_STATUS, self._on_planner_status, events_qos)
@@ -140,22 +146,48 @@ class RolloutLoggerNode(Node):
                 self._log_frame()
 
     def _log_frame(self) -> None:
+        """Log the newest colour (+ depth, + camera_info as recorded); bad sensor data is a warning, never a crash."""
         color, depth, info = (self._frame.get(k) for k in ("color", "depth", "camera_info"))
         if self._recorder is None or color is None:
             return
-        from grounded_planner.ros.frames import camera_model
+        try:
+            self._log_frame_of(color, depth, info)
+        except Exception as exc:  # a logger that dies loses every later episode: report and keep going
+            self._sensor_warning(f"frame not logged: {type(exc).__name__}: {exc}")
 
-        rgb = image_to_numpy(color)
-        if rgb.ndim != 3:
-            self.get_logger().warning(f"not logging a {color.encoding} colour image", throttle_duration_sec=10.0)
+    def _log_frame_of(self, color, depth, info) -> None:
+        try:
+            rgb = color_to_rgb(color)
+        except ImageDecodeError as exc:
+            self._sensor_warning(f"colour frame not logged: {exc}")
             return
         stamp_ns = color.header.stamp.sec * 1_000_000_000 + color.header.stamp.nanosec or None
-        depth_arr = image_to_numpy(depth) if depth is not None and depth.encoding == "16UC1" else None
-        if depth_arr is not None and depth_arr.shape != rgb.shape[:2]:
-            depth_arr = None  # not aligned to colour: a rollout only keeps aligned depth
-        camera = camera_model(info) if info is not None else None
-        self._recorder.log_frame(rgb[..., :3], depth_arr, camera, stamp_ns=stamp_ns)
+        depth_arr = None
+        if depth is not None:
+            try:
+                depth_arr, encoding = depth_to_numpy(depth)
+                if encoding == "32FC1":
+                    depth_arr = depth_arr.astype(float)  # metres; the rollout stores 16UC1 millimetres
+                if depth_arr.shape != rgb.shape[:2]:
+                    self._sensor_warning(f"depth ({describe(depth)}) is not the colour image's size "
+                                         f"{rgb.shape[1]}x{rgb.shape[0]}: not logged (a rollout keeps aligned depth only)")
+                    depth_arr = None
+            except ImageDecodeError as exc:
+                self._sensor_warning(f"depth frame not logged: {exc}")
+        camera = None
+        if info is not None:
+            camera = raw_calibration(info)  # the calibration as recorded, whatever it says
+            try:
+                camera_model(info)
+            except CameraModelError as exc:
+                self._sensor_warning(f"camera_info cannot be used for back-projection: {exc}")
+        self._recorder.log_frame(rgb, depth_arr, camera, stamp_ns=stamp_ns)
         self._last_frame_logged = time.monotonic()
+
+    def _sensor_warning(self, message: str) -> None:
+        self.get_logger().warning(message, throttle_duration_sec=10.0)
+        if self._recorder is not None:
+            self._recorder.log_warning(message)
 
     def _on_plan(self, msg: GroundedPlanMsg) -> None:
         with self._lock:

@@ -1,0 +1,138 @@
+"""sensor_msgs/CameraInfo <-> geometry CameraModel, for rclpy and rosbags message objects alike (duck-typed).
+
+Besides the ROS distortion models (``plumb_bob``, ``rational_polynomial``, ``equidistant``), camera_info
+converted from RealSense recordings carries librealsense's own model names (``rs2_distortion_to_string``):
+they are mapped the way realsense-ros maps them (``base_realsense_node.cpp``: Kannala-Brandt4 ->
+``equidistant`` with 4 coefficients, every other model -> ``plumb_bob``). ``Inverse Brown Conrady`` (D400
+colour streams) is the Brown-Conrady polynomial applied in the direction OpenCV applies it (librealsense
+deprojects it by the same iterative undistortion), hence plumb_bob; ``None`` means no distortion at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from grounded_planner.geometry.camera import DISTORTION_MODELS, CameraModel
+from grounded_planner.geometry.errors import CameraModelError
+
+# librealsense model name (as rs2_distortion_to_string spells it) -> (ROS model, how many coefficients to keep)
+LIBREALSENSE_MODELS = {
+    "Brown Conrady": ("plumb_bob", 5),
+    "Modified Brown Conrady": ("plumb_bob", 5),
+    "Inverse Brown Conrady": ("plumb_bob", 5),
+    "Kannala Brandt4": ("equidistant", 4),
+    "None": ("plumb_bob", 0),
+}
+
+
+class UnsupportedDistortionError(CameraModelError):
+    """A camera_info whose distortion model this project cannot deproject (names the model and the ones it can)."""
+
+    rule_default = "unsupported_distortion_model"
+
+
+def ros_distortion_model(name: str) -> tuple[str, int | None]:
+    """ROS model name and how many coefficients count, for a ROS or librealsense model name.
+
+    ``""`` (an uncalibrated driver leaves it empty) is plumb_bob, as image_geometry treats it.
+
+    Raises
+    ------
+    UnsupportedDistortionError
+        For any other name (``fisheye``, ``F-Theta``, ...).
+    """
+    name = str(name or "").strip()
+    if not name:
+        return "plumb_bob", None
+    if name in DISTORTION_MODELS:
+        return name, None
+    if name in LIBREALSENSE_MODELS:
+        return LIBREALSENSE_MODELS[name]
+    known = list(DISTORTION_MODELS) + [f"{n!r} (librealsense)" for n in LIBREALSENSE_MODELS]
+    raise UnsupportedDistortionError(f"distortion_model {name!r} is not supported (expected one of {', '.join(known)})")
+
+
+def camera_model_from_msg(msg: Any, frame_id: str = "") -> CameraModel:
+    """A CameraInfo message -> CameraModel; ``frame_id`` defaults to the message's header.
+
+    Raises
+    ------
+    CameraModelError
+        (UnsupportedDistortionError for an unknown model) naming what is wrong with the calibration.
+    """
+    model, keep = ros_distortion_model(msg.distortion_model)
+    D = np.asarray(msg.d, dtype=float).reshape(-1)
+    if keep is not None:
+        D = D[:keep]
+    try:
+        K = np.asarray(msg.k, dtype=float).reshape(3, 3)
+    except ValueError as exc:
+        raise CameraModelError(f"camera_info k must have 9 values, got {len(msg.k)}") from exc
+    return CameraModel.from_camera_info(K, D, int(msg.width), int(msg.height), model,
+                                        frame_id or msg.header.frame_id)
+
+
+def camera_model_to_msg(camera: CameraModel, make: Callable[..., Any], header: Any) -> Any:
+    """CameraModel -> a CameraInfo of class ``make`` (rclpy's, or a rosbags typestore's), P = [K | 0], R = I.
+
+    ``header`` is a Header of the same message family (rosbags classes take every field up front).
+    """
+    P = np.hstack([camera.K, np.zeros((3, 1))])
+    fields = dict(header=header, height=int(camera.height), width=int(camera.width),
+                  distortion_model=camera.distortion_model, d=np.asarray(camera.D, dtype=np.float64),
+                  k=camera.K.astype(np.float64).ravel(), r=np.eye(3).ravel(), p=P.ravel(), binning_x=0, binning_y=0)
+    roi_type = getattr(make, "__dataclass_fields__", {}).get("roi")
+    if roi_type is not None:  # rosbags: a dataclass whose RegionOfInterest class sits in the same module
+        import sys
+
+        roi_cls = getattr(sys.modules[make.__module__], str(roi_type.type).split(".")[-1])
+        fields["roi"] = roi_cls(x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)
+    return make(**fields)
+
+
+@dataclass(frozen=True)
+class RawCalibration:
+    """A camera_info's fields as they came, not checked: what a log keeps whatever the calibration says."""
+
+    width: int
+    height: int
+    K: np.ndarray
+    D: np.ndarray
+    distortion_model: str
+    frame_id: str
+
+
+def raw_calibration(msg: Any) -> RawCalibration:
+    """The fields of a CameraInfo as recorded (for logging a frame whose calibration cannot be used)."""
+    k = np.asarray(msg.k, dtype=float).reshape(-1)
+    K = k.reshape(3, 3) if k.size == 9 else np.zeros((3, 3))
+    return RawCalibration(int(msg.width), int(msg.height), K, np.asarray(msg.d, dtype=float).reshape(-1),
+                          str(msg.distortion_model), str(msg.header.frame_id))
+
+
+def same_calibration(a: Any, b: Any, tol_px: float = 1e-3) -> str | None:
+    """None when two CameraInfo messages describe the same pixels (size, K, model, D), else the first difference."""
+    if (int(a.width), int(a.height)) != (int(b.width), int(b.height)):
+        return f"sizes differ ({a.width}x{a.height} vs {b.width}x{b.height})"
+    ka, kb = np.asarray(a.k, dtype=float), np.asarray(b.k, dtype=float)
+    if ka.shape != kb.shape or not np.allclose(ka, kb, atol=tol_px):
+        return f"intrinsics differ (K {np.round(ka, 3).tolist()} vs {np.round(kb, 3).tolist()})"
+    ma, mb = ros_model_or_name(a.distortion_model), ros_model_or_name(b.distortion_model)
+    if ma != mb:
+        return f"distortion models differ ({a.distortion_model!r} vs {b.distortion_model!r})"
+    da, db = np.asarray(a.d, dtype=float).ravel(), np.asarray(b.d, dtype=float).ravel()
+    n = max(da.size, db.size)
+    da, db = np.pad(da, (0, n - da.size)), np.pad(db, (0, n - db.size))
+    if not np.allclose(da, db, atol=1e-6):
+        return f"distortion coefficients differ ({da.tolist()} vs {db.tolist()})"
+    return None
+
+
+def ros_model_or_name(name: str) -> str:
+    try:
+        return ros_distortion_model(name)[0]
+    except UnsupportedDistortionError:
+        return str(name)
