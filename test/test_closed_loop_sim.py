@@ -1,0 +1,90 @@
+"""Closed-loop execution in the MuJoCo workcell with the stand-in VLM server (real HTTP on 127.0.0.1) looking at
+rendered frames: a slip is detected and recovered, a moved object is found again and placed, the replan budget
+holds, and the rollout holds every attempt and plan (rollout.json and its MCAP)."""
+
+import importlib.util
+import json
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")
+
+SCENARIOS = REPO / "config" / "scenarios"
+
+
+def small(tmp_path, name: str, **overrides) -> str:
+    """A shipped scenario at 320x240 (the stand-in and the checks work at any size; the CPU is shared)."""
+    data = yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text().replace(": on,", ": 'on',"))
+    data["camera"] = {**data.get("camera", {}), "width": 320, "height": 240, "fy_px": 307.5}
+    data.update(overrides)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def run(path, condition, tmp_path, seed=1, config=None):
+    from grounded_planner.sim.run import run_scenario
+    from grounded_planner.sim.vlm import sim_vlm
+
+    rollout = tmp_path / f"{condition}-{seed}"
+    result = run_scenario(path, seed=seed, vlm=sim_vlm, condition=condition, rollout_dir=rollout,
+                          executor_config=config)
+    return result, json.loads((rollout / "rollout.json").read_text()), rollout
+
+
+def test_slip_during_the_carry_is_detected_and_recovered(tmp_path):
+    path = small(tmp_path, "box_in_bowl_slip")
+    open_result, open_record, _ = run(path, "open_loop", tmp_path)
+    assert open_result.perturbations == ["slip"] and not open_result.success  # blind: the box lies on the table
+    result, record, rollout = run(path, "closed_loop", tmp_path)
+    assert result.success, result.execution.message
+    checks = [(a["type"], a["check"], a["recovery"]) for a in record["attempts"]]
+    assert ("place", "premature_release", "replan") in checks  # seen: the gripper was empty before the release
+    assert record["condition"] == "closed_loop" and open_record["condition"] == "open_loop"
+    assert len(record["plans"]) == 1 and record["plans"][0]["reason"].startswith("replan after step 1")
+    assert record["success"] is True and record["execution"]["replans"] == 1
+    # the MCAP holds one StepOutcome per attempt and the new plan beside the first
+    from grounded_planner.rollout.bag import iter_mcap
+
+    msgs = list(iter_mcap(rollout / "rollout.mcap"))
+    attempts = [m.msg for m in msgs if m.topic == "/grounded_planner/execution/attempts"]
+    assert [a.check for a in attempts] == [a["check"] for a in record["attempts"]]
+    assert attempts[1].outcome == "ok" and attempts[1].check == "premature_release" and attempts[1].attempts == 1
+    assert sum(1 for m in msgs if m.topic == "/grounded_planner/plan") == 2
+
+
+def test_an_object_moved_after_planning_is_found_again_and_placed(tmp_path):
+    path = small(tmp_path, "box_in_bowl_moved")
+    result, record, _ = run(path, "closed_loop", tmp_path)
+    assert result.perturbations == ["moved"] and result.success, result.execution.message
+    first, second = record["attempts"][0], record["attempts"][1]
+    assert (first["type"], first["outcome"], first["check"], first["recovery"]) == \
+        ("grasp", "grasp_failed", "grasp_failure", "reground")
+    assert (second["step"], second["attempt"], second["check"]) == (0, 2, "ok")
+    assert first["action"]["bbox"] != second["action"]["bbox"]  # grounded again where the box is now
+    assert record["steps"][0]["attempts"] == 2 and record["steps"][-1]["check"] == "ok"
+
+
+def test_replan_budget_is_respected_and_the_rollout_holds_every_attempt(tmp_path):
+    from grounded_planner.execution.config import ClosedLoopConfig, ExecutorConfig
+
+    # every grasp "holds nothing" (the minimum width is wider than the box): one try per step, one replan allowed
+    path = small(tmp_path, "box_in_bowl")
+    config = ExecutorConfig(closed_loop=ClosedLoopConfig(max_attempts_per_step=1, max_replans=1),
+                            min_grasp_width_m=0.06)
+    result, record, _ = run(path, "closed_loop", tmp_path, config=config)
+    assert not result.success and "replan budget (1) is spent" in result.execution.message
+    assert record["execution"]["replans"] == 1 and len(record["plans"]) == 1
+    assert [(a["step"], a["attempt"], a["check"]) for a in record["attempts"]] == \
+        [(0, 1, "grasp_failure"), (1, 1, "grasp_failure")]
+    assert record["success"] is False and record["failure_mode"] == "grasp_failure"
+
+
+def test_failure_modes_of_the_loop_are_in_the_rollout_taxonomy():
+    from grounded_planner.execution.closed_loop import FAILURE_MODES as LOOP_MODES
+    from grounded_planner.rollout.taxonomy import FAILURE_MODES
+
+    assert set(LOOP_MODES) <= set(FAILURE_MODES)
