@@ -14,13 +14,15 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile
 from std_msgs.msg import String
+from std_srvs.srv import SetBool
 
 from grounded_planner_interfaces.action import ExecutePlan
 
+from grounded_planner.execution.approval import ApprovalGate
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import action_to_msg, plan_from_msg, poses_from_msg
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import Param, declare_all, one_of, resolve_data_path, values
+from grounded_planner.ros.params import Param, declare_all, one_of, positive, resolve_data_path, values
 
 # Targets published by the planner / back-projection within this distance of a pose are the same target.
 SAME_TARGET_M = 1e-3
@@ -31,6 +33,9 @@ PARAMS = [
     Param("dry_run", False, "check every target and report the motions without moving, whatever the goal asks"),
     Param("base_frame", "", "frame every pose must be in (the robot base); '' = accept the frame of the first pose"),
     Param("autostart", True, "configure and activate at startup; false: wait for lifecycle transitions", read_only=True),
+    Param("require_approval", False, "motion waits for /grounded_planner/approve (std_srvs/SetBool) or "
+                                     "`grounded-planner approve`; no answer within approval_timeout_s = rejected"),
+    Param("approval_timeout_s", 60.0, "seconds a plan waits for approval before it is rejected", positive),
 ]
 
 
@@ -55,6 +60,8 @@ class ExecutorNode(LifecycleNode):
         self._active = False
         self._busy = threading.Lock()
         self._action_server: ActionServer | None = None
+        self._approval = ApprovalGate()
+        self._approve_srv = None
         self._latest_targets: dict | None = None
         qos = QoSProfile(depth=10)
         self._feedback_pub = self.create_publisher(String, names.EXECUTION_FEEDBACK, qos)
@@ -83,6 +90,8 @@ class ExecutorNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self._backend = backend
         self._executor = Executor(backend, config)
+        self._approve_srv = self.create_service(SetBool, names.APPROVE_SERVICE, self._on_approve,
+                                                callback_group=MutuallyExclusiveCallbackGroup())
         self._action_server = ActionServer(
             self, ExecutePlan, names.EXECUTE_ACTION, execute_callback=self._execute, goal_callback=self._on_goal,
             cancel_callback=lambda goal: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
@@ -111,6 +120,10 @@ class ExecutorNode(LifecycleNode):
 
     def _release(self) -> None:
         self._active = False
+        self._approval.answer(False, "executor shutting down")
+        if self._approve_srv is not None:
+            self.destroy_service(self._approve_srv)
+            self._approve_srv = None
         if self._action_server is not None:
             self._action_server.destroy()
             self._action_server = None
@@ -182,6 +195,13 @@ class ExecutorNode(LifecycleNode):
                 return result
             cancel = threading.Event()
             dry_run = goal_handle.request.dry_run or self.get_parameter("dry_run").value
+            if not dry_run and self.get_parameter("require_approval").value:
+                refusal = self._await_approval(plan, goal_handle)
+                if refusal:
+                    result.success, result.message = False, refusal
+                    self._publish_result({"success": False, "message": refusal, "steps": [], "approved": False})
+                    goal_handle.abort()
+                    return result
             started = time.monotonic()
 
             def on_feedback(step_index: int, state: str, action=None) -> None:
@@ -222,6 +242,31 @@ class ExecutorNode(LifecycleNode):
             else:
                 goal_handle.abort()
             return result
+
+    def _await_approval(self, plan, goal_handle) -> str:
+        """Hold the plan until someone approves it; returns '' when approved, else the refusal (logged)."""
+        timeout_s = float(self.get_parameter("approval_timeout_s").value)
+        steps = ", ".join(f"{a.type} {a.object or a.target}".strip() for a in plan.actions)
+        summary = f"{plan.instruction!r}: {steps}"
+        self.get_logger().info(f"waiting up to {timeout_s:g} s for approval of {summary} "
+                               f"(service {names.APPROVE_SERVICE} or `grounded-planner approve`)")
+        self._feedback_pub.publish(String(data=json.dumps({"step": 0, "state": "awaiting_approval",
+                                                           "message": summary})))
+        decision = self._approval.wait(summary, timeout_s)
+        if goal_handle.is_cancel_requested:
+            return "cancelled while waiting for approval; nothing moved"
+        if decision.approved:
+            self.get_logger().info(f"plan approved ({decision.reason})")
+            return ""
+        refusal = f"not approved: {decision.reason}" + ("" if not decision.answered else "; nothing moved")
+        self.get_logger().warning(refusal)
+        return refusal
+
+    def _on_approve(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        taken, message = self._approval.answer(bool(request.data), "approved" if request.data else
+                                               "rejected from the approve service")
+        response.success, response.message = taken, message
+        return response
 
     @staticmethod
     def _watch_cancel(goal_handle, cancel: threading.Event) -> None:

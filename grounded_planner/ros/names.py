@@ -2,6 +2,7 @@
 
 PLAN_SERVICE = "/grounded_planner/plan"  # GetGroundedPlan (planner_node)
 EXECUTE_ACTION = "/grounded_planner/execute"  # ExecutePlan (executor_node)
+APPROVE_SERVICE = "/grounded_planner/approve"  # std_srvs/SetBool (executor_node, require_approval): true approves
 
 LAST_PLAN = "/grounded_planner/last_plan"  # GroundedPlan, latched: every plan planner_node returned
 PLAN_MARKERS = "/grounded_planner/plan_markers"  # MarkerArray, latched: the last plan's back-projected targets
