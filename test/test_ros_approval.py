@@ -1,0 +1,84 @@
+"""Approval before motion through the ROS service, across processes: executor_node (require_approval) in one
+child process on the simulator, `grounded-planner approve` in another; rejected and unanswered plans move nothing,
+an approved one runs."""
+
+import importlib.util
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, requires_ros, spawn_python
+from helpers.ros_wait import stop_process
+from test_ros_executor_node import ActionClientSide, sim_plan_msg
+
+pytestmark = [requires_ros, pytest.mark.ros,
+              pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")]
+
+
+@pytest.fixture
+def approving_executor(ros_domain):
+    child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
+                          "-p", "base_frame:=base_link", "-p", "require_approval:=true",
+                          "-p", "approval_timeout_s:=12.0"])
+    yield child
+    out = stop_process(child)
+    assert "Traceback" not in out, out
+
+
+def approve_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "approve", *args, "--timeout", "20"],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+
+
+def answer_when_held(*args: str, within_s: float = 30.0) -> subprocess.CompletedProcess:
+    """Call `grounded-planner approve` until the executor takes the answer (the goal reaches it asynchronously)."""
+    end = time.monotonic() + within_s
+    while True:
+        done = approve_cli(*args)
+        if done.returncode != 1 or time.monotonic() > end:
+            return done
+        time.sleep(0.2)
+
+
+def test_rejected_and_unanswered_plans_move_nothing_an_approved_one_runs(approving_executor, rclpy_context):
+    import json
+
+    from action_msgs.msg import GoalStatus
+
+    _plan, msg = sim_plan_msg()
+    side = ActionClientSide(rclpy_context)
+    feedback = []
+
+    # rejected from a terminal in another process
+    handle = side.send(side.Goal(plan=msg), feedback=lambda f: feedback.append(f.feedback.state))
+    assert handle.accepted
+    rejected = answer_when_held("--reject", "wrong bowl")
+    assert rejected.returncode == 0 and "rejected" in rejected.stdout, rejected.stdout + rejected.stderr
+    outcome = side.result(handle)
+    assert outcome.status == GoalStatus.STATUS_ABORTED and "not approved" in outcome.result.message
+    assert outcome.result.steps_completed == 0 and list(outcome.result.step_outcomes) == []
+    assert feedback == [], f"motions were started: {feedback}"
+
+    # nobody answers: rejected after approval_timeout_s, nothing moved
+    t0 = time.monotonic()
+    outcome = side.result(side.send(side.Goal(plan=msg), feedback=lambda f: feedback.append(f.feedback.state)))
+    assert outcome.status == GoalStatus.STATUS_ABORTED and "no approval within 12 s" in outcome.result.message
+    assert time.monotonic() - t0 >= 11.5 and feedback == []
+    assert approve_cli().returncode == 1  # nothing is waiting any more
+
+    # approved: the plan runs and the box ends in the bowl
+    handle = side.send(side.Goal(plan=msg), feedback=lambda f: feedback.append(f.feedback.state))
+    approved = answer_when_held()
+    assert approved.returncode == 0 and "approved" in approved.stdout
+    outcome = side.result(handle)
+    assert outcome.status == GoalStatus.STATUS_SUCCEEDED, outcome.result.message
+    assert "close_gripper" in feedback
+    from helpers.ros_wait import spin_until
+
+    spin_until(side.executor, lambda: len(side.results) >= 3, 30.0, "three results on the result topic")
+    results = [json.loads(r.data) for r in side.results]
+    assert [r.get("approved", True) for r in results] == [False, False, True]
+    assert results[-1]["scene_success"] is True
+    side.node.destroy_node()
