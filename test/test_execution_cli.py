@@ -172,3 +172,27 @@ def test_real_run_on_the_sim_backend(tmp_path, capsys):
     assert code == 0, err
     assert out["success"] is True
     assert [(s["type"], s["outcome"]) for s in out["steps"]] == [("grasp", "ok"), ("place", "ok")]
+
+
+@pytest.mark.parametrize("answer, reason", [("n\n", "answered 'n'"), (None, "no answer within the timeout")])
+def test_confirm_rejected_or_unanswered_moves_nothing(tmp_path, answer, reason):
+    pytest.importorskip("mujoco")
+    targets = [{"type": "grasp", "object": "red box", "position": [0.40, 0.15, 0.03]},
+               {"type": "place", "object": "red box", "position": [0.45, -0.12, 0.02]}]
+    plan_path, targets_path = write_case(tmp_path, targets)
+    data = json.loads(targets_path.read_text())
+    targets_path.write_text(json.dumps({**data, "frame": "base_link"}))
+    proc = subprocess.Popen([sys.executable, "-m", "grounded_planner.cli.main", "execute", "--plan", str(plan_path),
+                             "--targets", str(targets_path), "--backend", "sim", "--confirm", "--confirm-timeout", "3",
+                             "--compact"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    try:
+        out, err = proc.communicate(input=answer, timeout=120) if answer else (None, None)
+        if answer is None:  # keep stdin open and silent: the prompt must give up by itself
+            out, err = proc.stdout.read(), proc.stderr.read()
+            proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    result = json.loads(out)
+    assert proc.returncode == 1 and result["approved"] is False and result["steps"] == []
+    assert reason in result["message"] and "nothing moved" in err and "step 0 grasp: ok" in err

@@ -36,6 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="check every target (workspace, reachability where the backend can tell offline) and "
                          "report the motions; connects to nothing and moves nothing")
     ex.add_argument("--compact", action="store_true", help="one-line JSON")
+    ex.add_argument("--confirm", action="store_true",
+                    help="show the checked plan and its motions, then move only after 'y' on the terminal; no answer "
+                         "within --confirm-timeout = rejected, nothing moved")
+    ex.add_argument("--confirm-timeout", type=float, default=60.0, metavar="S",
+                    help="seconds --confirm waits for an answer (default 60)")
     ex.set_defaults(func=_execute)
 
 
@@ -82,6 +87,32 @@ def _load_targets(path: str):
         raise CliError(f"targets file {path}: {exc}") from exc
 
 
+def _confirmed(executor, plan, targets, timeout_s: float) -> bool:
+    """Preview the checked plan on stderr and wait for 'y' on stdin; anything else, or silence, rejects."""
+    import select
+
+    from grounded_planner.cli.main import CliError
+
+    if not timeout_s > 0:
+        raise CliError(f"--confirm-timeout must be > 0 seconds, got {timeout_s}")
+    preview = executor.execute(plan, targets, dry_run=True)
+    for step in preview.steps:
+        print(f"step {step.index} {step.type}: {step.outcome.value}: {step.message}", file=sys.stderr)
+    if not preview.success:
+        print(f"not run: {preview.message}", file=sys.stderr)
+        return False
+    print(f"move the robot through these {len(preview.steps)} steps? [y/N] (rejected after {timeout_s:g} s) ",
+          end="", file=sys.stderr, flush=True)
+    ready, _, _ = select.select([sys.stdin], [], [], timeout_s)
+    answer = sys.stdin.readline().strip().lower() if ready else ""
+    if answer in ("y", "yes"):
+        return True
+    reason = "no answer within the timeout" if not ready else f"answered {answer!r}"
+    print(f"\nnot approved ({reason}): nothing moved", file=sys.stderr)
+    print(json.dumps({"success": False, "approved": False, "message": f"not approved: {reason}", "steps": []}))
+    return False
+
+
 def _execute(args: argparse.Namespace) -> int:
     import threading
 
@@ -107,6 +138,8 @@ def _execute(args: argparse.Namespace) -> int:
     try:
         if args.dry_run:
             result = executor.execute(plan, targets, dry_run=True)
+        elif args.confirm and not _confirmed(executor, plan, targets, args.confirm_timeout):
+            return 1
         else:
             cancel = threading.Event()
             previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
