@@ -56,6 +56,56 @@ def point_to_px(values: Sequence[float], convention: str, size_wh: Sequence[int]
     return (a, b)
 
 
+def detect_convention(keys: set[str], convention: str) -> str:
+    """Convention of a plan's generic keys (``bbox``, ``point``) under ``auto``, by the distinctive keys present:
+    ``box_2d`` -> gemini, ``bbox_2d``/``point_2d`` -> qwen3, anything else pixels."""
+    if convention != "auto":
+        return convention
+    if "box_2d" in keys:
+        return "gemini"
+    if "bbox_2d" in keys or "point_2d" in keys:
+        return "qwen3"
+    return "pixel"
+
+
+def key_convention(key: str, convention: str, plan_convention: str) -> str:
+    """Convention of the numbers under one key: the key's own (``bbox_2d``, ``box_2d``, ``*_px``) under ``auto``."""
+    if convention != "auto":
+        return convention
+    if key in ("bbox_2d", "point_2d"):
+        return "qwen3"
+    if key == "box_2d":
+        return "gemini"
+    if key in ("bbox_px", "point_px"):
+        return "pixel"
+    return plan_convention
+
+
+def answer_box_to_px(values: Sequence[float], convention: str, image_wh: Sequence[int],
+                     model_wh: Sequence[int]) -> tuple[float, float, float, float]:
+    """A box as a model answered (``convention`` or ``unit``: fractions of the sides) -> pixels of the original
+    image; pixel answers refer to the image the model saw (``model_wh``) and are scaled back."""
+    w, h = float(image_wh[0]), float(image_wh[1])
+    if convention == "unit":
+        return (values[0] * w, values[1] * h, values[2] * w, values[3] * h)
+    if convention == "pixel":
+        sx, sy = w / model_wh[0], h / model_wh[1]
+        return (values[0] * sx, values[1] * sy, values[2] * sx, values[3] * sy)
+    return box_to_px(values, convention, image_wh)
+
+
+def answer_point_to_px(values: Sequence[float], convention: str, image_wh: Sequence[int],
+                       model_wh: Sequence[int]) -> tuple[float, float]:
+    """A point as a model answered -> pixels of the original image (see :func:`answer_box_to_px`)."""
+    w, h = float(image_wh[0]), float(image_wh[1])
+    if convention == "unit":
+        return (values[0] * w, values[1] * h)
+    if convention == "pixel":
+        sx, sy = w / model_wh[0], h / model_wh[1]
+        return (values[0] * sx, values[1] * sy)
+    return point_to_px(values, convention, image_wh)
+
+
 def box_from_px(bbox_px: Sequence[float], convention: str, size_wh: Sequence[int], decimals: int = 0) -> list[float]:
     """Pixel (x1, y1, x2, y2) -> the numbers a model of ``convention`` writes (rounded to ``decimals``)."""
     w, h = float(size_wh[0]), float(size_wh[1])

@@ -1,4 +1,4 @@
-"""Typed errors of the VLM layer: unreachable servers, answers that stay invalid, bad requests."""
+"""Typed errors of the VLM layer: unreachable servers, answers that stay invalid, bad requests, unreadable answers."""
 
 from __future__ import annotations
 
@@ -55,3 +55,28 @@ class VLMConfigError(VLMError, ValueError):
 
 class VLMProtocolError(VLMError):
     """The server answered, but not in the API's format (body not JSON, no choices, no candidates)."""
+
+
+class ParseError(ValueError):
+    """No valid plan can be read from a model answer.
+
+    Attributes
+    ----------
+    reason : str
+        One line saying what is wrong (no plan found, unknown type, box outside the image, ...).
+    index : int or None
+        Index of the offending action, or None for answer-level problems.
+    rule : str
+        Short machine-readable name of the problem (``no_plan``, ``type``, ``bbox_outside``, ...).
+    """
+
+    def __init__(self, reason: str, *, index: int | None = None, rule: str = "parse"):
+        reason = " ".join(str(reason).split())  # always one line: the CLI prints it on stderr as is
+        self.reason = reason
+        self.index = index
+        self.rule = rule
+        super().__init__(reason)
+
+
+class ParseDeadlineError(ParseError):
+    """Parsing ran past the request's deadline (rule ``deadline``): the planner reports a timeout, not a bad answer."""

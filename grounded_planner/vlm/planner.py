@@ -18,9 +18,9 @@ from grounded_planner.vlm import prompts
 from grounded_planner.vlm.backends.base import VLMBackend, VLMRequest
 from grounded_planner.vlm.cache import ResponseCache, cache_key
 from grounded_planner.vlm.config import PlannerConfig
-from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError
+from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError, VLMTimeoutError
 from grounded_planner.vlm.image import EncodedImage, check_image, encode_image, image_sha256
-from grounded_planner.vlm.parse import ParseError, parse_plan
+from grounded_planner.vlm.parse import ParseDeadlineError, ParseError, parse_plan
 
 log = logging.getLogger(__name__)
 
@@ -137,11 +137,16 @@ class Planner:
         reason, raw, first_reason = "", "", ""
         attempts = self.config.repair_attempts + 1
         for attempt in range(attempts):
+            # timeout_s bounds each answer as a whole: the model's request and the parsing of its text
+            deadline = time.monotonic() + self.config.timeout_s
             raw = self.complete(messages, encoded, json_mode=self.config.json_mode)
             seen = self.backend.seen_size(encoded.size) if self.backend is not None else encoded.size
             try:
                 plan = parse_plan(raw, encoded.original_size, convention, instruction,
-                                  model_image_size=seen, validate=validate, model=self.model_name)
+                                  model_image_size=seen, validate=validate, model=self.model_name, deadline=deadline)
+            except ParseDeadlineError as exc:
+                raise VLMTimeoutError(f"answer {attempt + 1} was not parsed within timeout_s={self.config.timeout_s:g} s "
+                                      f"({len(raw)} characters)") from exc
             except ParseError as exc:
                 reason = exc.reason
                 first_reason = first_reason or reason
