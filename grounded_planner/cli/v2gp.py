@@ -12,11 +12,17 @@ def register(subparsers) -> None:
     sub = v2gp.add_subparsers(dest="v2gp_command", metavar="V2GP_COMMAND")
     v2gp.set_defaults(func=lambda args: (v2gp.print_help(), 2)[1])
 
-    seg = sub.add_parser("segment", help="stage 1 only: close-open gripper cycles of a frame,gripper CSV",
-                         description="Print {\"segments\": [[start, end], ...]}: start = frame where the gripper "
-                                     "starts closing, end = frame where it is fully open again (0 = open, 1 = closed).")
-    seg.add_argument("--gripper", required=True, metavar="SIGNAL.csv", help="CSV with columns frame,gripper")
-    seg.add_argument("--robot", default="default", help="robot profile for defaults (default, droid, franka_width, franka_finger, so101)")
+    seg = sub.add_parser("segment", help="stage 1 only: grasp segments of a frame,gripper CSV or of every episode of a dataset",
+                         description="With --gripper: print {\"segments\": [[start, end], ...]}. With --dataset: print "
+                                     "{\"episodes\": {\"<episode index>\": [[start, end], ...], ...}} (no model, no video). "
+                                     "start = frame where the gripper starts closing, end = frame where it is open again.")
+    source = seg.add_mutually_exclusive_group(required=True)
+    source.add_argument("--gripper", metavar="SIGNAL.csv", help="CSV with columns frame,gripper")
+    source.add_argument("--dataset", metavar="PATH", help="LeRobot v2.x/v3.0 dataset folder or a folder of rollouts")
+    seg.add_argument("--config", default=None, help="V2GP YAML config (gripper column, robot, gripper values); --dataset")
+    seg.add_argument("--robot", default=None,
+                     help="robot profile (default, droid, franka_width, franka_finger, so101); a dataset's "
+                          "robot_type picks one when neither this nor the config names it")
     seg.add_argument("--close-threshold", type=float, default=None, help="level at/above which the gripper is closed")
     seg.add_argument("--open-threshold", type=float, default=None, help="level at/below which it is released")
     seg.add_argument("--min-frames", type=int, default=None, help="shortest grasp (and longest bridged dropout), frames")
@@ -69,24 +75,70 @@ def register(subparsers) -> None:
 
 def _segment(args: argparse.Namespace) -> int:
     from grounded_planner.cli.main import CliError
-    from grounded_planner.v2gp.segment import SignalError, config_for_robot, load_gripper_csv, segment_signal
+    from grounded_planner.v2gp.segment import SignalError, config_for_robot, load_gripper_csv, segment
 
+    if args.dataset:
+        return _segment_dataset(args)
+    if args.config:
+        raise CliError("--config goes with --dataset (a CSV is segmented with --robot and the threshold flags)", 2)
     try:
-        config = config_for_robot(args.robot, close_threshold=args.close_threshold,
+        config = config_for_robot(args.robot or "default", close_threshold=args.close_threshold,
                                   open_threshold=args.open_threshold, min_frames=args.min_frames)
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
     try:
         frames, values = load_gripper_csv(args.gripper)
-        result = segment_signal(values, frames, config)
+        result = segment(values, frames, config)
     except SignalError as exc:
         raise CliError(str(exc), 2) from exc
-    for frame, reason in result.dropped:
-        if reason == "not_reopened":
-            print(f"warning: the gripper closes at frame {frame} and is not open again by the last frame; "
-                  "no segment reported", file=sys.stderr)
+    _warn_not_reopened(result.dropped, "")
     print(json.dumps(result.to_dict()))
     return 0
+
+
+def _warn_not_reopened(dropped, where: str) -> None:
+    for frame, reason in dropped:
+        if reason == "not_reopened":
+            print(f"warning: {where}the gripper closes at frame {frame} and is not open again by the last frame; "
+                  "no segment reported", file=sys.stderr)
+
+
+def _segment_dataset(args: argparse.Namespace) -> int:
+    """Stage 1 over every episode of a dataset: gripper signals only, no video, no model."""
+    import dataclasses
+
+    from grounded_planner.cli.main import CliError
+    from grounded_planner.v2gp.config import V2GPConfig
+    from grounded_planner.v2gp.dataset import open_dataset
+    from grounded_planner.v2gp.errors import V2GPError
+    from grounded_planner.v2gp.segment import ROBOT_TYPES, SignalError, segment
+
+    try:
+        config = V2GPConfig.load(args.config) if args.config else V2GPConfig()
+        ds = open_dataset(args.dataset, gripper=config.gripper, camera=config.camera or None)
+        robot = args.robot or (config.robot if config.robot != "default" else
+                               ROBOT_TYPES.get(str(getattr(ds, "info", {}).get("robot_type", "")).lower(), "default"))
+        changes = {"robot": robot}
+        for name in ("close_threshold", "open_threshold", "min_frames"):
+            if getattr(args, name) is not None:
+                changes[name] = getattr(args, name)
+        seg_config = dataclasses.replace(config, **changes).segment_config()
+    except (ValueError, V2GPError) as exc:
+        raise CliError(str(exc), 2) from exc
+    episodes: dict[str, list[list[int]]] = {}
+    failed = 0
+    for index in ds.episode_indices:
+        try:
+            episode = ds.episode(index)
+            result = segment(episode.gripper, episode.frame_indices, seg_config)
+        except (V2GPError, SignalError, ValueError, OSError) as exc:
+            failed += 1
+            print(f"warning: episode {index} skipped: {exc}", file=sys.stderr)
+            continue
+        _warn_not_reopened(result.dropped, f"episode {index}: ")
+        episodes[str(index)] = [s.to_list() for s in result.segments]
+    print(json.dumps({"episodes": episodes}))
+    return 1 if failed and not episodes else 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -103,12 +155,17 @@ def _run(args: argparse.Namespace) -> int:
         episodes = parse_episode_list(args.episodes) if args.episodes else None
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
+    from grounded_planner.vlm.errors import VLMError
+
     try:
         summary = run_pipeline(args.dataset, args.out, config, episodes=episodes,
                                progress=None if args.quiet else sys.stderr)
-    except V2GPError as exc:
+    except (V2GPError, VLMError) as exc:  # VLMConfigError: a VLM named without a model, ...
         raise CliError(str(exc), 1) from exc
     print(json.dumps(summary.to_dict(), indent=2))
+    if summary.skipped_episodes:
+        print(f"v2gp run: {len(summary.skipped_episodes)} episode(s) skipped (see skipped_episodes): "
+              + "; ".join(f"{k}: {v}" for k, v in sorted(summary.skipped_episodes.items())), file=sys.stderr)
     if summary.failed_episodes:
         print(f"v2gp run: {len(summary.failed_episodes)} episode(s) failed (see failed_episodes); "
               "a rerun retries them and resumes the rest from the caches", file=sys.stderr)

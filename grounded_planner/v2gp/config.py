@@ -27,6 +27,10 @@ class V2GPConfig:
     close_threshold: float | None = None  # normalised level at/above which the gripper is closed
     open_threshold: float | None = None  # normalised level at/below which it is released
     min_frames: int | None = None  # shortest grasp, frames
+    # raw gripper value when fully open / closed, for any polarity (a hand where 1 = open: 1.0 / 0.0), or "auto":
+    # learned from each episode's signal (levels: rest, open, holding); None = the robot profile's
+    gripper_open_value: float | str | None = None
+    gripper_closed_value: float | str | None = None
     # -- stages 2-4: models
     identifier: str = "vlm"  # who names the manipulated object: vlm | oracle (simulated data with known objects)
     grounder: str = "vlm"  # stage 3: oracle (known boxes) | vlm (ask the VLM) | sam3 (SAM 3 via transformers)
@@ -70,8 +74,20 @@ class V2GPConfig:
 
     # -- derived ------------------------------------------------------------------------------------------
     def segment_config(self) -> SegmentConfig:
+        """The robot profile with this config's values.
+
+        Gripper values given (raw numbers or ``auto``) say the polarity; each episode's levels are then learned
+        from its signal unless thresholds are given too. Both ``auto``: the profile's polarity, learned levels.
+        """
+        given = {"open_value": _gripper_value(self.gripper_open_value, "gripper_open_value"),
+                 "closed_value": _gripper_value(self.gripper_closed_value, "gripper_closed_value")}
+        given = {k: v for k, v in given.items() if v is not None}
+        if given:
+            if list(given.values()) == ["auto", "auto"]:
+                given = {}  # the profile's polarity
+            given["levels"] = "auto"  # (config_for_robot goes back to fixed when thresholds are given)
         return config_for_robot(self.robot, close_threshold=self.close_threshold,
-                                open_threshold=self.open_threshold, min_frames=self.min_frames)
+                                open_threshold=self.open_threshold, min_frames=self.min_frames, **given)
 
     @property
     def needs_vlm(self) -> bool:
@@ -136,6 +152,21 @@ class V2GPConfig:
         if isinstance(data, dict) and set(data) == {"v2gp"}:
             data = data["v2gp"]
         return cls.from_dict(data, str(path))
+
+
+def _gripper_value(value: float | str | None, name: str) -> float | str | None:
+    """A raw gripper value from YAML: a number, ``auto``, or None (the profile's); ValueError otherwise."""
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, bool):
+        raise ValueError(f"V2GPConfig.{name} must be a number or 'auto', got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"V2GPConfig.{name} must be a number or 'auto', got {value!r}") from None
+    if not number == number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"V2GPConfig.{name} must be finite, got {value!r}")
+    return number
 
 
 def parse_episode_list(text: str) -> list[int]:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from grounded_planner.v2gp.errors import DatasetError, require
+from grounded_planner.v2gp.errors import DatasetError, VideoUnavailableError, require
 
 OBJECTS_FILE = "meta/v2gp_objects.jsonl"
 
@@ -151,10 +151,10 @@ class _VideoFrames:
                             best = (ft, frame)
                         if ft >= t_s - 0.5 / fps:
                             break
-            except av.error.FFmpegError as exc:  # type: ignore[attr-defined]
-                raise DatasetError(f"cannot decode video {self.path}: {exc}") from exc
+            except (av.error.FFmpegError, OSError, ValueError, IndexError) as exc:  # type: ignore[attr-defined]
+                raise VideoUnavailableError(f"cannot decode video {self.path}: {exc}") from exc
             if best is None:
-                raise DatasetError(f"video {self.path} has no frame near t={t_s:.3f} s")
+                raise VideoUnavailableError(f"video {self.path} has no frame near t={t_s:.3f} s")
             image = best[1].to_ndarray(format="rgb24")
             if len(self._cache) > 64:
                 self._cache.clear()
@@ -206,10 +206,8 @@ class LeRobotDataset:
         try:
             return column, int(sel)
         except ValueError:
-            names = self.features[column].get("names")
-            if isinstance(names, dict):  # {"motors": [...]}
-                names = next(iter(names.values()), None)
-            if isinstance(names, list) and sel in names:
+            names = flat_names(self.features[column].get("names"))
+            if sel in names:
                 return column, names.index(sel)
             raise DatasetError(f"{self.root}: {column} has no element named {sel!r} (names: {names})") from None
 
@@ -314,12 +312,13 @@ class LeRobotDataset:
 
         if self.camera_is_video:
             video_path, offset_s = self._video_path(ep, index)
-            if not video_path.exists():
-                raise DatasetError(f"{self.root}: video {video_path} of episode {index} is missing")
             with self._videos_lock:
                 video = self._videos.setdefault(video_path, _VideoFrames(video_path))
 
             def reader(i: int) -> np.ndarray:
+                # checked when a frame is needed: stage 1 (the gripper signal) runs without the video
+                if not video_path.exists():
+                    raise VideoUnavailableError(f"{self.root}: video {video_path} of episode {index} is missing")
                 return video.at(offset_s + float(timestamps[i]), self.fps)
         else:
             cells = table.column(self.camera).to_pylist()
@@ -332,6 +331,21 @@ class LeRobotDataset:
             objects = [ObjectTrack.from_dict(o) for o in self._objects[index].get("objects", [])]
         return DemoEpisode(index=index, instruction=instruction, fps=self.fps, gripper=gripper,
                            frame_indices=frames, source=source, camera=self.camera, _reader=reader, objects=objects)
+
+
+def flat_names(names: Any) -> list[str]:
+    """A feature's element names as one flat list: ``[...]``, ``{"motors": [...]}`` or nested ``[["a", "b"]]``."""
+    if isinstance(names, dict):  # {"motors": [...]}
+        names = next(iter(names.values()), None)
+    out: list[str] = []
+    stack = [names] if names is not None else []
+    while stack:
+        item = stack.pop(0)
+        if isinstance(item, (list, tuple)):
+            stack[:0] = list(item)
+        elif item is not None:
+            out.append(str(item))
+    return out
 
 
 def open_dataset(path: str | Path, gripper: str = "observation.state[-1]", camera: str | None = None):

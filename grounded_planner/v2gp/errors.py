@@ -11,6 +11,10 @@ class DatasetError(V2GPError, ValueError):
     """A demonstration dataset that cannot be read: missing files, unknown layout, missing column."""
 
 
+class VideoUnavailableError(DatasetError):
+    """An episode's video that is missing or cannot be decoded: that episode is skipped, the others go on."""
+
+
 class MissingDependencyError(V2GPError, ImportError):
     """An optional package a requested feature needs is not installed (names the pip extra)."""
 

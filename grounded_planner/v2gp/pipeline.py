@@ -29,13 +29,13 @@ from typing import Any, TextIO
 from grounded_planner.plan import save_plan
 from grounded_planner.v2gp.config import V2GPConfig
 from grounded_planner.v2gp.dataset import DemoEpisode, open_dataset
-from grounded_planner.v2gp.errors import DatasetError, V2GPError, require
+from grounded_planner.v2gp.errors import DatasetError, V2GPError, VideoUnavailableError, require
 from grounded_planner.v2gp.ground import Grounding, make_grounder
 from grounded_planner.v2gp.identify import (IdentifyError, ObjectIdentity, identify_with_oracle,
                                             identify_with_vlm)
 from grounded_planner.v2gp.plans import (EpisodePlan, build_episode_plan, clean_implicit, implicit_prompt,
                                          training_messages)
-from grounded_planner.v2gp.segment import Segment, segment_signal
+from grounded_planner.v2gp.segment import Segment, segment
 
 STAGES = ("segments", "objects", "grounding", "plan")
 
@@ -57,6 +57,7 @@ class RunSummary:
     revised_instructions: int = 0
     cache_hits: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STAGES})
     failed_episodes: dict[str, str] = field(default_factory=dict)  # episode -> error
+    skipped_episodes: dict[str, str] = field(default_factory=dict)  # episode -> why (missing/unreadable video)
     notes: list[str] = field(default_factory=list)  # what the run left out and why
     seconds: float = 0.0
     train_jsonl: str = ""
@@ -117,10 +118,12 @@ def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner
     key = _key(config, "segments", episode)
     cached = cache.get("segments", key)
     if cached is None:
-        result = segment_signal(episode.gripper, episode.frame_indices, seg_config)
+        result = segment(episode.gripper, episode.frame_indices, seg_config)
         cached = {"segments": [dataclasses.asdict(s) for s in result.segments],
                   "dropped": [{"segment": [f, None], "reason": r, "detail": "closed spell at this frame"}
-                              for f, r in result.dropped if r == "not_reopened"]}
+                              for f, r in result.dropped if r == "not_reopened"]
+                   + [{"segment": [f, None], "reason": r, "detail": "closed on nothing (at the rest level) at this frame"}
+                      for f, r in result.dropped if r == "empty_closure"]}
         cache.put("segments", key, cached)
     else:
         hits.append("segments")
@@ -259,7 +262,15 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
 
     def run_one(index: int) -> None:
         try:
-            result = process_episode(ds.episode(index), out, config, planner, grounder)
+            episode = ds.episode(index)
+            result = process_episode(episode, out, config, planner, grounder)
+            episode.frame(0)  # the training image: an unreadable video skips the episode here, not at the end
+        except VideoUnavailableError as exc:
+            with lock:
+                summary.skipped_episodes[str(index)] = str(exc)
+            if progress:
+                print(f"episode {index}: skipped ({exc})", file=progress, flush=True)
+            return
         except (V2GPError, ValueError, OSError, RuntimeError) as exc:
             with lock:
                 summary.failed_episodes[str(index)] = f"{type(exc).__name__}: {exc}"
@@ -280,6 +291,10 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
             try:
                 result = ray.get(ready[0])
             except Exception as exc:  # a task error arrives wrapped by Ray; record it, keep going
+                if isinstance(getattr(exc, "cause", None), VideoUnavailableError):
+                    with lock:
+                        summary.skipped_episodes[str(index)] = str(exc.cause)  # type: ignore[attr-defined]
+                    continue
                 with lock:
                     summary.failed_episodes[str(index)] = f"{type(exc).__name__}: {exc}"
                 report(None, index, str(exc))

@@ -27,6 +27,26 @@ Definition (the one ``grounded-planner v2gp segment`` prints):
 * A gripper already closed at the first frame gives a segment starting there (``truncated_start``); a
   gripper still closed at the last frame has no "fully open again" frame, so that cycle is reported
   in :attr:`SegmentResult.dropped` (reason ``not_reopened``) and not as a segment.
+
+Learned levels (``levels: auto``, the ``so101`` profile; :func:`segment_levels`): real teleoperation does not
+look like a textbook. An SO-101 gripper rests closed on nothing (about 2 of 100), opens only part way (30-39)
+and holds a cube at an intermediate level (about 10). Fixed thresholds then either miss the grasp or report
+the rest as one. Instead each episode's levels are learned from its own signal:
+
+* the signal is turned into closedness (0 open .. 1 closed) with the configured polarity (``open_value`` /
+  ``closed_value``; either may be ``None`` = auto: the closed side is then the signal's extreme farthest
+  from the given open value, or the reverse);
+* the turning points (openings and closings) are found by a zig-zag over the lightly smoothed signal: a
+  move counts when it covers ``prominence`` of the episode's range (learned: most open to most closed), so
+  a partial release still counts while sensor noise and hesitations of the operator do not;
+* each closing between two openings is one closed spell with a flat level (1-D clustering of the samples
+  near its peak). The **rest** level is the level of a spell that starts or ends the episode closed (the arm
+  at rest); a spell whose level is within ``max(10 % of the range, 3 noise bands)`` of the rest level (or
+  beyond it) is a closure on nothing (``empty_closure``), any other is a **grasp**: something stopped the
+  fingers. Without a rest spell nothing is called empty here (the plan filters still catch empty grasps);
+* a grasp's **start** is the last frame still at the level of the opening before it, its **end** the first
+  frame at the level of the opening after it (the convention above); a closed spell with no opening before
+  it (the rest-closed start) is not a segment, one with no opening after it is dropped as ``not_reopened``.
 """
 
 from __future__ import annotations
@@ -54,15 +74,30 @@ class SegmentConfig:
     open_threshold: float = 0.2
     # a closed spell must last this many frames to be a grasp; shorter open spells inside a grasp are dropouts
     min_frames: int = 3
-    # raw signal value of the fully open gripper (e.g. 0.08 for a Franka finger width in m)
-    open_value: float = 0.0
-    # raw signal value of the fully closed gripper (e.g. 0.0 for a Franka finger width in m)
-    closed_value: float = 1.0
+    # raw signal value of the fully open gripper (e.g. 0.08 for a Franka finger width in m); None = auto
+    open_value: float | None = 0.0
+    # raw signal value of the fully closed gripper (e.g. 0.0 for a Franka finger width in m); None = auto
+    closed_value: float | None = 1.0
     # normalised closed level at/above which the fingers met nothing: an empty grasp (used by the filters)
     empty_grasp_level: float = 0.97
+    # "fixed": the thresholds above on open_value..closed_value; "auto": each episode's levels learned from the
+    # signal (segment_levels; open_value/closed_value then give the polarity, None = learned from the signal)
+    levels: str = "fixed"
+    # auto levels: a closing or opening counts when it covers this fraction of the episode's learned range
+    prominence: float = 0.25
 
     def __post_init__(self) -> None:
+        if self.levels not in ("fixed", "auto"):
+            raise ValueError(f"SegmentConfig.levels must be 'fixed' or 'auto', got {self.levels!r}")
+        if self.levels == "auto" and self.open_value is None and self.closed_value is None:
+            raise ValueError("auto levels need the polarity: give open_value or closed_value (a raw value)")
+        if self.levels == "fixed" and (self.open_value is None or self.closed_value is None):
+            raise ValueError("fixed levels need both open_value and closed_value (raw values); use levels 'auto'")
+        if not 0.05 <= float(self.prominence) <= 0.9:
+            raise ValueError(f"SegmentConfig.prominence must be in [0.05, 0.9], got {self.prominence}")
         for name in ("close_threshold", "open_threshold", "open_value", "closed_value", "empty_grasp_level"):
+            if getattr(self, name) is None and name in ("open_value", "closed_value"):
+                continue
             if not math.isfinite(float(getattr(self, name))):
                 raise ValueError(f"SegmentConfig.{name} must be finite, got {getattr(self, name)!r}")
         if not 0.0 < self.close_threshold <= 1.0:
@@ -86,9 +121,14 @@ ROBOT_PROFILES: dict[str, dict[str, float]] = {
     "franka_width": {"open_value": 0.08, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15},
     # Franka Hand finger joint (sensor_msgs/JointState of rollouts): 0.04 m per finger open, 0 closed
     "franka_finger": {"open_value": 0.04, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15},
-    # SO-101 gripper joint in LeRobot's 0..100 range, 100 fully open
-    "so101": {"open_value": 100.0, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15},
+    # SO-100/SO-101 gripper joint in LeRobot's 0..100 range, 100 fully open; real teleoperation rests closed on
+    # nothing, opens part way and holds at an intermediate level: levels learned per episode
+    "so101": {"open_value": 100.0, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15,
+              "levels": "auto"},
 }
+# LeRobot ``robot_type`` (meta/info.json) -> profile, for datasets segmented without --robot
+ROBOT_TYPES = {"so100": "so101", "so101": "so101", "so100_follower": "so101", "so101_follower": "so101",
+               "so_follower": "so101", "koch": "so101", "koch_follower": "so101"}
 
 
 def config_for_robot(robot: str, **overrides) -> SegmentConfig:
@@ -96,7 +136,11 @@ def config_for_robot(robot: str, **overrides) -> SegmentConfig:
     if robot not in ROBOT_PROFILES:
         raise ValueError(f"unknown robot profile {robot!r} (expected one of {', '.join(sorted(ROBOT_PROFILES))})")
     values = dict(ROBOT_PROFILES[robot])
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    # "auto" for open_value/closed_value: learned from the signal (None in SegmentConfig)
+    values.update({k: (None if v == "auto" and k.endswith("_value") else v) for k, v in overrides.items()
+                   if v is not None})
+    if overrides.get("close_threshold") is not None or overrides.get("open_threshold") is not None:
+        values["levels"] = "fixed"  # thresholds given by hand: the user asked for the fixed rule
     return SegmentConfig(**values)
 
 
@@ -130,9 +174,42 @@ class SegmentResult:
         return {"segments": [s.to_list() for s in self.segments]}
 
 
+def segment(values: Sequence[float], frames: Sequence[int] | None = None,
+            config: SegmentConfig | None = None) -> "SegmentResult":
+    """Segments by the config's rule: :func:`segment_levels` for ``levels: auto``, else :func:`segment_signal`."""
+    config = config or SegmentConfig()
+    if config.levels == "auto":
+        return segment_levels(values, frames, config)
+    return segment_signal(values, frames, config)
+
+
 def normalise(raw: np.ndarray, config: SegmentConfig) -> np.ndarray:
     """Map raw gripper readings to 0 = open, 1 = closed (NaN stays NaN)."""
     return (np.asarray(raw, dtype=float) - config.open_value) / (config.closed_value - config.open_value)
+
+
+def _dense_signal(values: Sequence[float], frames: Sequence[int] | None) -> tuple[np.ndarray | None, int]:
+    """Raw samples on a dense grid over the frame range (skipped frame numbers and NaN = missing), first frame.
+
+    Returns (None, 0) for a signal with no finite sample; SignalError for frame numbers that do not increase.
+    """
+    raw = np.asarray(values, dtype=float).reshape(-1)
+    if frames is None:
+        frames_arr = np.arange(raw.size)
+    else:
+        frames_arr = np.asarray(frames).reshape(-1)
+        if frames_arr.size != raw.size:
+            raise SignalError(f"{frames_arr.size} frame numbers for {raw.size} gripper values")
+        if frames_arr.size and np.any(np.diff(frames_arr) <= 0):
+            bad = int(np.flatnonzero(np.diff(frames_arr) <= 0)[0]) + 1
+            raise SignalError(f"frame numbers must be strictly increasing; row {bad} has frame {frames_arr[bad]} "
+                              f"after {frames_arr[bad - 1]}")
+    if raw.size == 0 or not np.isfinite(raw).any():
+        return None, 0
+    first_frame = int(frames_arr[0])
+    dense = np.full(int(frames_arr[-1]) - first_frame + 1, np.nan)
+    dense[frames_arr.astype(np.int64) - first_frame] = raw
+    return dense, first_frame
 
 
 def _fill_missing(values: np.ndarray) -> np.ndarray:
@@ -262,23 +339,12 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
         Segments with ``start``/``end`` in the given frame numbers (see the module docstring).
     """
     config = config or SegmentConfig()
-    raw = np.asarray(values, dtype=float).reshape(-1)
-    if frames is None:
-        frames_arr = np.arange(raw.size)
-    else:
-        frames_arr = np.asarray(frames).reshape(-1)
-        if frames_arr.size != raw.size:
-            raise SignalError(f"{frames_arr.size} frame numbers for {raw.size} gripper values")
-        if frames_arr.size and np.any(np.diff(frames_arr) <= 0):
-            bad = int(np.flatnonzero(np.diff(frames_arr) <= 0)[0]) + 1
-            raise SignalError(f"frame numbers must be strictly increasing; row {bad} has frame {frames_arr[bad]} "
-                              f"after {frames_arr[bad - 1]}")
-    if raw.size == 0 or not np.isfinite(raw).any():
+    if config.open_value is None or config.closed_value is None:
+        raise SignalError("fixed-threshold segmentation needs raw open_value and closed_value (or use levels: auto)")
+    dense_raw, first_frame = _dense_signal(values, frames)
+    if dense_raw is None:
         return SegmentResult()
-    first_frame = int(frames_arr[0])
-    # dense grid over the frame range: skipped frame numbers become missing samples
-    dense = np.full(int(frames_arr[-1]) - first_frame + 1, np.nan)
-    dense[frames_arr.astype(np.int64) - first_frame] = normalise(raw, config)
+    dense = normalise(dense_raw, config)
     sig = _fill_missing(dense)
     n = sig.size
 
@@ -370,6 +436,172 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
             release_frame=b + first_frame, closed_level=closed_level, truncated_start=truncated,
             dropped_mid_grasp=dropped_mid))
         prev_end = end
+    return result
+
+
+# Auto levels: the smallest range (fraction of |closed_value - open_value|, or 8 noise sigmas) that counts as a
+# gripper that moved at all; below it an episode has no grasp (a still gripper's noise is no cycle).
+_MIN_RANGE_FRACTION = 0.05
+# half-width of the median filter the turning points are found on, frames (a 1-2 frame spike is no turn)
+_SMOOTH_HALF = 2
+
+
+def _closedness_auto(raw: np.ndarray, config: SegmentConfig) -> tuple[np.ndarray, float]:
+    """Raw samples -> closedness (larger = more closed, in raw units) and the raw scale of a full stroke.
+
+    The polarity comes from the config's raw open/closed values; an ``auto`` (None) one is the side of the
+    signal away from the other.
+    """
+    lo, hi = float(np.nanmin(raw)), float(np.nanmax(raw))
+    if config.open_value is not None and config.closed_value is not None:
+        sign = 1.0 if config.closed_value > config.open_value else -1.0
+        scale = abs(config.closed_value - config.open_value)
+    elif config.open_value is not None:  # closed = the extreme farthest from the open value
+        sign = 1.0 if abs(hi - config.open_value) >= abs(lo - config.open_value) else -1.0
+        scale = max(abs(hi - config.open_value), abs(lo - config.open_value))
+    else:
+        sign = -1.0 if abs(hi - config.closed_value) >= abs(lo - config.closed_value) else 1.0
+        scale = max(abs(hi - config.closed_value), abs(lo - config.closed_value))
+    return sign * raw, max(scale, 1e-12)
+
+
+def _median_smooth(values: np.ndarray, half: int) -> np.ndarray:
+    padded = np.pad(values, half, mode="edge")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
+    return np.median(windows, axis=1)
+
+
+def _zigzag(values: np.ndarray, delta: float) -> list[tuple[int, str]]:
+    """Turning points ``(index, "open"|"closed")`` of closedness ``values`` (a zig-zag indicator).
+
+    Alternating extremes, each at least ``delta`` away from the one before; the extreme of the last leg ends
+    the list. An extreme is the first sample of its plateau.
+    """
+    points: list[tuple[int, str]] = []
+    direction = 0  # 0: no move of delta yet; +1: closing; -1: opening
+    lo_i = hi_i = ext_i = 0
+    for i in range(1, values.size):
+        v = values[i]
+        if direction == 0:
+            hi_i = i if v > values[hi_i] else hi_i
+            lo_i = i if v < values[lo_i] else lo_i
+            if values[hi_i] - values[lo_i] >= delta:
+                first, kind, direction, ext_i = (lo_i, "open", 1, hi_i) if hi_i > lo_i else (hi_i, "closed", -1, lo_i)
+                points.append((first, kind))
+        elif direction == 1:
+            if v > values[ext_i]:
+                ext_i = i
+            elif values[ext_i] - v >= delta:
+                points.append((ext_i, "closed"))
+                direction, ext_i = -1, i
+        else:
+            if v < values[ext_i]:
+                ext_i = i
+            elif v - values[ext_i] >= delta:
+                points.append((ext_i, "open"))
+                direction, ext_i = 1, i
+    if direction:
+        points.append((ext_i, "closed" if direction == 1 else "open"))
+    return points
+
+
+def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
+                   config: SegmentConfig | None = None) -> SegmentResult:
+    """Grasp segments from each episode's own gripper levels (see "Learned levels" in the module docstring).
+
+    Parameters
+    ----------
+    values : sequence of float, shape (N,)
+        Raw gripper readings (NaN = missing sample).
+    frames : sequence of int, shape (N,), optional
+        Strictly increasing frame numbers of the samples. Default 0..N-1.
+    config : SegmentConfig, optional
+        ``open_value`` / ``closed_value`` give the polarity (either may be None), ``prominence`` the size of a
+        move that counts, ``min_frames`` the shortest closed spell.
+
+    Returns
+    -------
+    SegmentResult
+        Grasp segments; closures on nothing (``empty_closure``), a spell still closed at the end
+        (``not_reopened``) and spells shorter than ``min_frames`` (``too_short``) in ``dropped``.
+    """
+    config = config or SegmentConfig(levels="auto")
+    dense_raw, first_frame = _dense_signal(values, frames)
+    result = SegmentResult()
+    if dense_raw is None:
+        return result
+    closedness, scale = _closedness_auto(_fill_missing(dense_raw), config)
+    smooth = _median_smooth(closedness, _SMOOTH_HALF) if closedness.size > 2 * _SMOOTH_HALF else closedness
+    diffs = np.diff(closedness)
+    sigma = 1.4826 * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2) if diffs.size else 0.0
+    span = float(smooth.max() - smooth.min())
+    result.noise_sigma = sigma / scale
+    if span < max(_MIN_RANGE_FRACTION * scale, 8.0 * sigma):
+        return result  # the gripper never moved: no cycle
+    tol = max(4.0 * sigma, 0.03 * span)  # the band a sample may wander and still be "at" a level
+    margin = max(0.1 * span, 3.0 * tol)  # how near the rest level a closure on nothing ends up
+    points = _zigzag(smooth, config.prominence * span)
+
+    def level_near(i: int, a: int, b: int) -> float:
+        """Flat level of closedness[a:b] near sample i (1-D cluster of the samples within tol of it)."""
+        window = closedness[a:b]
+        return _flat_level(window[np.abs(window - smooth[i]) <= 2 * tol], tol) if window.size else float(smooth[i])
+
+    # closed spells: (pivot, index of the opening before or None, index of the opening after or None)
+    spells = []
+    for k, (i, kind) in enumerate(points):
+        if kind != "closed":
+            continue
+        before = points[k - 1][0] if k > 0 else None
+        after = points[k + 1][0] if k + 1 < len(points) else None
+        lo = before if before is not None else 0
+        hi = after + 1 if after is not None else closedness.size
+        spells.append((i, before, after, level_near(i, lo, hi)))
+    result.open_level = float(min((level_near(i, 0, closedness.size) for i, kind in points if kind == "open"),
+                                  default=float(smooth.min())) / scale)
+    top = float(smooth.max())
+
+    def closed_level(level: float) -> float:
+        """A closedness level on the module's 0 = open .. 1 = closed scale (raw values when both are known)."""
+        if config.open_value is not None and config.closed_value is not None:
+            sign = 1.0 if config.closed_value > config.open_value else -1.0
+            return float(normalise(np.array([sign * level]), config)[0])
+        return (level - result.open_level * scale) / max(top - result.open_level * scale, 1e-12)
+
+    rest_levels = [level for _, before, after, level in spells if before is None or after is None]
+    rest = max(rest_levels) if rest_levels else None
+
+    for pivot, before, after, level in spells:
+        frame = pivot + first_frame
+        if before is None:
+            continue  # closed from the first frame: the arm at rest, or a grasp whose start was not recorded
+        if after is None:
+            if rest is None or level < rest - margin:
+                result.dropped.append((frame, "not_reopened"))
+            continue
+        if rest is not None and level >= rest - margin:
+            result.dropped.append((frame, "empty_closure"))
+            continue
+        open_before = level_near(before, before, pivot)
+        open_after = level_near(after, pivot, closedness.size)
+        start = pivot
+        while start > before and closedness[start] > open_before + tol:
+            start -= 1
+        end = pivot
+        while end < after and closedness[end] > open_after + tol:
+            end += 1
+        mid_close = open_before + 0.5 * (level - open_before)
+        close_frame = start + int(np.argmax(closedness[start:pivot + 1] >= mid_close))
+        held = np.flatnonzero(np.abs(closedness[close_frame:end + 1] - level) <= max(tol, 0.25 * (level - open_after)))
+        last_held = close_frame + int(held[-1]) if held.size else pivot
+        release_frame = last_held + int(np.argmax(closedness[last_held:end + 1] <= open_after + 0.5 * (level - open_after)))
+        if int(np.isfinite(dense_raw[close_frame:release_frame]).sum()) < config.min_frames:
+            result.dropped.append((frame, "too_short"))
+            continue
+        result.segments.append(Segment(
+            start=start + first_frame, end=end + first_frame, close_frame=close_frame + first_frame,
+            release_frame=release_frame + first_frame,
+            closed_level=closed_level(level)))
     return result
 
 

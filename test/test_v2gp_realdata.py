@@ -1,0 +1,136 @@
+"""V2GP on a real SO-101 teleoperation dataset (LeRobot v3.0, test/fixtures/lerobot_so101_record_test): no tuning.
+
+The real signal rests closed on nothing (about 2-4 of 100), opens part way (30-39), holds the cube at about 10
+and opens again to release before going back to rest. The checks are what a user reads off the plot.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyarrow")
+
+from grounded_planner.v2gp.config import V2GPConfig  # noqa: E402
+from grounded_planner.v2gp.dataset import open_dataset  # noqa: E402
+from grounded_planner.v2gp.segment import segment  # noqa: E402
+
+REAL = Path(__file__).parent / "fixtures" / "lerobot_so101_record_test"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).with_name("grounded-planner")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
+
+
+def _signals() -> dict[int, np.ndarray]:
+    ds = open_dataset(REAL)
+    return {i: ds.episode(i).gripper for i in ds.episode_indices}
+
+
+def _check_one_grasp_per_episode(episodes: dict[str, list[list[int]]]) -> None:
+    signals = _signals()
+    assert sorted(episodes) == [str(i) for i in sorted(signals)]
+    for index, segments in episodes.items():
+        g = signals[int(index)]
+        assert len(segments) == 1, (index, segments)
+        start, end = segments[0]
+        first_open = int(np.argmax(g > 15.0))
+        # not the rest-closed start: the segment begins once the gripper has opened, at its open level
+        assert start > first_open and g[start] >= 0.95 * g[first_open:start + 1].max(), (index, start, g[start])
+        # the hold (fingers stopped by the cube at ~10) lies inside, and the end is back open to release
+        hold = np.median(g[start:end + 1][g[start:end + 1] < 15.0])
+        assert 7.0 < hold < 14.0
+        assert g[end] > hold + 8.0 and g[end] >= 0.9 * g[end:].max()
+        # after the segment the gripper goes back to rest (closed on nothing): that is not a grasp
+        assert g[-1] < 5.0
+
+
+def test_cli_segment_over_the_real_dataset_finds_one_grasp_per_episode_with_the_so101_profile():
+    done = _cli("v2gp", "segment", "--dataset", str(REAL), "--robot", "so101")
+    assert done.returncode == 0, done.stderr
+    _check_one_grasp_per_episode(json.loads(done.stdout)["episodes"])
+
+
+def test_the_dataset_robot_type_picks_the_profile_when_no_robot_is_named():
+    done = _cli("v2gp", "segment", "--dataset", str(REAL))
+    assert done.returncode == 0, done.stderr
+    _check_one_grasp_per_episode(json.loads(done.stdout)["episodes"])
+
+
+@pytest.mark.parametrize("open_value, closed_value, transform", [
+    (1.0, 0.0, lambda g: g / 40.0),  # a hand where 1 = open
+    (0.0, 1.0, lambda g: 1.0 - g / 40.0),  # 0 = open, 1 = closed
+    (1.0, "auto", lambda g: g / 40.0),  # only the open side given: the closed side is learned
+    ("auto", "auto", lambda g: g),  # both learned, the so101 profile says which way is open
+])
+def test_any_polarity_given_by_the_gripper_values_gives_the_same_grasps(open_value, closed_value, transform):
+    reference = {i: segment(g, config=V2GPConfig(robot="so101").segment_config()).to_dict()["segments"]
+                 for i, g in _signals().items()}
+    config = V2GPConfig(robot="so101" if open_value == "auto" else "default", gripper_open_value=open_value,
+                        gripper_closed_value=closed_value)
+    seg_config = config.segment_config()
+    assert seg_config.levels == "auto"
+    for i, g in _signals().items():
+        got = segment(transform(g), config=seg_config).to_dict()["segments"]
+        assert len(got) == 1
+        assert abs(got[0][0] - reference[i][0][0]) <= 2 and abs(got[0][1] - reference[i][0][1]) <= 2
+
+
+def test_bad_gripper_value_is_a_one_line_cli_error(tmp_path):
+    cfg = tmp_path / "v2gp.yaml"
+    cfg.write_text("gripper_open_value: wide\n")
+    done = _cli("v2gp", "segment", "--dataset", str(REAL), "--config", str(cfg))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "gripper_open_value must be a number or 'auto', got 'wide'" in done.stderr
+
+
+def test_nested_feature_names_are_flattened(tmp_path):
+    copy = tmp_path / "ds"
+    shutil.copytree(REAL, copy)
+    info = json.loads((copy / "meta" / "info.json").read_text())
+    info["features"]["observation.state"]["names"] = [info["features"]["observation.state"]["names"]]
+    (copy / "meta" / "info.json").write_text(json.dumps(info))
+    ds = open_dataset(copy, gripper="observation.state[gripper.pos]")
+    np.testing.assert_array_equal(ds.episode(2).gripper, open_dataset(REAL).episode(2).gripper)
+
+
+def test_run_skips_episodes_whose_video_is_missing_with_the_reason(tmp_path):
+    from grounded_planner.v2gp.synthetic import SCENE, scene_colors
+    from helpers.v2gp_vlm_server import V2GPVLMServer
+
+    # the repository committed the parquet data but not the MP4s: every episode's video is missing
+    cfg = tmp_path / "v2gp.yaml"
+    cfg.write_text("implicit: false\nrobot: so101\n")
+    with V2GPVLMServer(scene_colors(), {name: kind for name, (_, kind, _) in SCENE.items()}) as server:
+        done = _cli("v2gp", "run", "--dataset", str(REAL), "--out", str(tmp_path / "out"), "--config", str(cfg),
+                    "--vlm", server.base_url, "--model", "qwen3-vl-stand-in", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    summary = json.loads(done.stdout)
+    assert sorted(summary["skipped_episodes"]) == ["0", "1", "2", "3"] and not summary["failed_episodes"]
+    assert all("file-000.mp4" in why and "missing" in why for why in summary["skipped_episodes"].values())
+
+
+def test_one_missing_video_skips_that_episode_and_the_others_go_on(tmp_path):
+    pytest.importorskip("av")
+    from grounded_planner.v2gp.pipeline import run_pipeline
+    from grounded_planner.v2gp.synthetic import SyntheticConfig, write_synthetic_dataset
+
+    ds = write_synthetic_dataset(tmp_path / "ds", SyntheticConfig(episodes=3, seed=2, video=True), "v2.1")
+    videos = sorted(ds.rglob("*.mp4"))
+    gone = next(v for v in videos if "episode_000001" in v.name)
+    gone.unlink()
+    corrupt = next(v for v in videos if "episode_000002" in v.name)
+    corrupt.write_bytes(b"\x00\x00\x00\x18ftypmp42 not really a video")
+    summary = run_pipeline(ds, tmp_path / "out", V2GPConfig(gripper="observation.state[gripper]", identifier="oracle",
+                                                            grounder="oracle", implicit=False))
+    assert sorted(summary.skipped_episodes) == ["1", "2"]
+    assert "missing" in summary.skipped_episodes["1"] and "cannot decode" in summary.skipped_episodes["2"]
+    assert summary.episodes_with_plan == 1 and not summary.failed_episodes
