@@ -20,12 +20,10 @@ def register(subparsers) -> None:
 
 
 def _bringup(args: argparse.Namespace) -> int:
-    from grounded_planner.ros.bags import BagFileError
-    from grounded_planner.ros.bringup import ProfileError, run
+    from grounded_planner.ros.bringup import run
+    from grounded_planner.ros.params import one_line
 
     try:
         return run(args.config, args.overrides)
-    except (ProfileError, BagFileError) as exc:
-        raise CliError(str(exc), 2) from exc
-    except ValueError as exc:  # a parameter value a node refused
-        raise CliError(str(exc), 2) from exc
+    except ValueError as exc:  # ProfileError, BagFileError, a parameter value or file a node refused
+        raise CliError(one_line(exc), 2) from exc

@@ -14,7 +14,7 @@ from grounded_planner.ros import names
 from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import Param, declare_all, resolve_data_path, non_empty, non_negative, values
+from grounded_planner.ros.params import Param, declare_all, extrinsics_file, resolve_data_path, non_empty, non_negative, values
 from grounded_planner.ros.visualize import plan_markers
 
 PARAMS = [
@@ -30,7 +30,8 @@ PARAMS = [
           "the depth image's own camera_info: when it differs from colour's, back-projection refuses ('' = no check)",
           read_only=True),
     Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
-    Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame"),
+    Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
+          extrinsics_file),
     Param("frame_wait_s", 5.0, "how long a plan waits for a first depth image and camera_info, seconds", non_negative),
 ]
 

@@ -10,10 +10,10 @@ from rclpy.qos import QoSProfile
 
 from grounded_planner.ros.bags import BagFileError, bag_topics, message_class, read_bag_raw
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import Param, declare_all, positive, resolve_data_path, values
+from grounded_planner.ros.params import Param, declare_all, existing_path, positive, resolve_data_path, values
 
 PARAMS = [
-    Param("bag", "", "rosbag2 directory, .mcap or .db3 file to play (required)", read_only=True),
+    Param("bag", "", "rosbag2 directory, .mcap or .db3 file to play (required)", existing_path, read_only=True),
     Param("rate", 1.0, "playback speed relative to the recorded timing (2.0 = twice as fast)", positive),
     Param("loop", False, "start again from the beginning at the end of the bag"),
     Param("topics", [""], "topics to play; [''] (default): every topic in the bag", read_only=True),

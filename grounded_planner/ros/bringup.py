@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,10 +51,11 @@ class Profile:
             name = str(name).lstrip("/")
             if name not in NODE_TYPES:
                 raise ProfileError(f"{source}: unknown node {name!r} (known: {', '.join(NODE_TYPES)})")
-            section = section or {}
-            values = section.get("ros__parameters", {}) if isinstance(section, dict) else None
-            if not isinstance(values, dict):
-                raise ProfileError(f"{source}: section {name!r} must be {{ros__parameters: {{name: value}}}}")
+            # a section without ros__parameters is a typo ROS would silently ignore: every value falls back
+            values = section.get("ros__parameters") if isinstance(section, dict) else None
+            if not isinstance(values, dict) or (isinstance(section, dict) and set(section) != {"ros__parameters"}):
+                raise ProfileError(f"{source}: section {name!r} must be {{ros__parameters: {{name: value}}}}, "
+                                   f"got {section!r}"[:300])
             params[name] = dict(values)
         return cls(path, params)
 
@@ -82,25 +84,30 @@ def _node_class(name: str):
     return getattr(_node_module(name), NODE_TYPES[name].split(":")[1])
 
 
-def parameter_overrides(name: str, values: dict[str, Any]) -> list:
-    """rclpy Parameters for node ``name``; ints become floats where the parameter is a float (YAML ``5`` for 5.0).
+def checked_values(name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` for node ``name`` converted to the parameters' types (YAML ``5`` for 5.0) and checked.
 
-    Raises ProfileError for a parameter the node does not have (a typo must not silently fall back to a default).
+    Raises ProfileError for a parameter the node does not have (a typo must not silently fall back to a default),
+    a value of the wrong type, or one its check refuses (a missing file, a negative timeout).
     """
-    from rclpy.parameter import Parameter
+    from grounded_planner.ros.params import check_value
 
     table = {p.name: p for p in getattr(_node_module(name), "PARAMS", [])}
-    out = []
+    out = {}
     for key, value in values.items():
         if key not in table:
             raise ProfileError(f"node {name!r} has no parameter {key!r} (it has {', '.join(sorted(table))})")
-        default = table[key].default
-        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if isinstance(default, list) and not value:
-            value = list(default)
-        out.append(Parameter(key, value=value))
+        out[key], reason = check_value(table[key], value)
+        if reason is not None:
+            raise ProfileError(f"node {name!r}: parameter {key!r} {reason}")
     return out
+
+
+def parameter_overrides(name: str, values: dict[str, Any]) -> list:
+    """rclpy Parameters for node ``name`` (see :func:`checked_values` for what is refused)."""
+    from rclpy.parameter import Parameter
+
+    return [Parameter(key, value=value) for key, value in checked_values(name, values).items()]
 
 
 class Bringup:
@@ -116,6 +123,8 @@ class Bringup:
         from rclpy.context import Context
         from rclpy.executors import MultiThreadedExecutor
 
+        for name, values in profile.params.items():  # every node's values, before any node starts
+            checked_values(name, values)
         self.profile = profile
         self.context = Context()
         rclpy.init(context=self.context, domain_id=domain_id)
@@ -133,16 +142,16 @@ class Bringup:
             raise
 
     def _create(self, name: str, extra: dict[str, Any]):
-        from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+        from grounded_planner.ros.node_main import ConfigureError, autostart
 
         overrides = parameter_overrides(name, self.profile.params[name])
         node = _node_class(name)(node_name=name, context=self.context, parameter_overrides=overrides,
                                  use_global_arguments=False, **extra)
         self.executor.add_node(node)
-        if isinstance(node, LifecycleNode) and node.get_parameter("autostart").value:
-            if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-                raise ProfileError(f"node {name!r} failed to configure (its log says why)")
-            node.trigger_activate()
+        try:
+            autostart(node)
+        except ConfigureError as exc:
+            raise ProfileError(str(exc)) from exc
         return node
 
     def add_node(self, node) -> None:
@@ -184,8 +193,10 @@ class Bringup:
                 pass
         self.nodes = {}
         self._extra_nodes = []
-        if self.context.ok():
-            rclpy.shutdown(context=self.context)
+        try:
+            rclpy.try_shutdown(context=self.context)
+        except Exception as exc:  # a half-built node failing to clean up must not hide the error that stopped bringup
+            print(f"bringup: while shutting down: {exc}", file=sys.stderr, flush=True)
 
     def __enter__(self) -> "Bringup":
         return self

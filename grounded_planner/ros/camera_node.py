@@ -11,7 +11,7 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from grounded_planner.ros.convert import numpy_to_image
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import Param, declare_all, non_empty, positive, values
+from grounded_planner.ros.params import Param, declare_all, existing_path, non_empty, positive, values
 from grounded_planner.ros.realsense import AlignedFrames, CameraError, Intrinsics, RealSenseSource, parse_profile
 
 
@@ -29,7 +29,7 @@ PARAMS = [
     Param("depth_profile", "848x480", "depth stream WIDTHxHEIGHT (aligned to colour before publishing)", _profile_check, read_only=True),
     Param("fps", 30, "frame rate of both streams, frames/s", positive, read_only=True),
     Param("playback_file", "", "a RealSense recording to play instead of a camera (.db3 from librealsense >= 2.56, .bag "
-          "from older ones); empty: live camera", read_only=True),
+          "from older ones); empty: live camera", existing_path, read_only=True),
     Param("loop_playback", True, "restart playback_file at its end", read_only=True),
     Param("camera_namespace", "/camera/camera", "topic prefix (realsense-ros default: /camera/camera)", non_empty, read_only=True),
     Param("frame_id", "camera_color_optical_frame", "frame id of colour, aligned depth and camera_info (x right, y down, z forward)", non_empty),
@@ -81,6 +81,7 @@ class CameraNode(LifecycleNode):
         try:
             self._source = self._source_factory(p)
         except (CameraError, ValueError, RuntimeError) as exc:
+            self.configure_error = str(exc)  # run_node/bringup end the process with it
             self.get_logger().error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
         ns = p["camera_namespace"].rstrip("/")

@@ -22,14 +22,15 @@ from grounded_planner.execution.approval import ApprovalGate
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import action_to_msg, plan_from_msg, poses_from_msg
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import Param, declare_all, one_of, positive, resolve_data_path, values
+from grounded_planner.ros.params import Param, declare_all, executor_config_file, one_of, positive, resolve_data_path, values
 
 # Targets published by the planner / back-projection within this distance of a pose are the same target.
 SAME_TARGET_M = 1e-3
 
 PARAMS = [
     Param("backend", "sim", "robot backend: sim | franky | lerobot | moveit", one_of("sim", "franky", "lerobot", "moveit"), read_only=True),
-    Param("config_file", "", "executor YAML (safety envelope, speeds, backend options); '' = built-in defaults", read_only=True),
+    Param("config_file", "", "executor YAML (safety envelope, speeds, backend options); '' = built-in defaults",
+          executor_config_file, read_only=True),
     Param("dry_run", False, "check every target and report the motions without moving, whatever the goal asks"),
     Param("base_frame", "", "frame every pose must be in (the robot base); '' = accept the frame of the first pose"),
     Param("autostart", True, "configure and activate at startup; false: wait for lifecycle transitions", read_only=True),
@@ -86,7 +87,8 @@ class ExecutorNode(LifecycleNode):
                 backend = _make_backend(p["backend"], config)
             backend.connect()
         except Exception as exc:  # a missing SDK, an unreachable robot, a bad config file: configure fails
-            self.get_logger().error(f"configure failed: {type(exc).__name__}: {exc}")
+            self.configure_error = f"{type(exc).__name__}: {exc}"  # run_node/bringup end the process with it
+            self.get_logger().error(f"configure failed: {self.configure_error}")
             return TransitionCallbackReturn.FAILURE
         self._backend = backend
         self._executor = Executor(backend, config)

@@ -2,36 +2,72 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from typing import Callable
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.node import Node
+
+from grounded_planner.ros.params import one_line
+
+
+class ConfigureError(ValueError):
+    """A lifecycle node with ``autostart`` failed to configure: it would run unusable, so the process ends."""
+
+
+def autostart(node: Node) -> None:
+    """Configure and activate a lifecycle node whose ``autostart`` parameter is true.
+
+    Raises :class:`ConfigureError` with the node's reason (its ``configure_error`` attribute, when it keeps one)
+    when configure fails.
+    """
+    if not (isinstance(node, LifecycleNode) and node.has_parameter("autostart") and node.get_parameter("autostart").value):
+        return
+    if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+        reason = getattr(node, "configure_error", "") or "see its log"
+        raise ConfigureError(f"node {node.get_name()!r} failed to configure: {reason}")
+    node.trigger_activate()
+
+
+def rcl_error_line(exc: Exception) -> str:
+    """An rcl error (bad --ros-args, unreadable --params-file) without its C source locations, on one line."""
+    return one_line(re.sub(r",? at /\S+:\d+", "", str(exc)))
 
 
 def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, args=None) -> None:
     """Spin the node ``make_node()`` until Ctrl-C or an external shutdown.
 
-    A lifecycle node whose ``autostart`` parameter is true is configured and activated first. A bad startup
-    parameter (``ValueError`` from the node's checks) ends the process with one line naming the node, not a
-    traceback. ``num_threads`` > 1 spins a multi-threaded executor (so that a slow callback, such as a VLM
-    request, never blocks the others).
+    A lifecycle node whose ``autostart`` parameter is true is configured and activated first; when configure
+    fails the process ends (non-zero, with the reason) instead of running unusable. Bad startup input — a
+    parameter of the wrong type or refused by its check, a missing file, malformed ``--ros-args`` — ends the
+    process with one line naming the node, not a traceback. ``num_threads`` > 1 spins a multi-threaded executor
+    (so that a slow callback, such as a VLM request, never blocks the others); a node that needs more threads
+    (the planner: one per VLM request it lets into flight) says so in its ``executor_threads`` attribute.
     """
     try:
-        with rclpy.init(args=args):
-            node = make_node()
-            try:
-                if isinstance(node, LifecycleNode) and node.has_parameter("autostart") \
-                        and node.get_parameter("autostart").value \
-                        and node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
-                    node.trigger_activate()
-                executor = MultiThreadedExecutor(num_threads=num_threads) if num_threads > 1 else SingleThreadedExecutor()
-                executor.add_node(node)
-                executor.spin()
-            finally:
-                node.destroy_node()
+        rclpy.init(args=args)
+    except (_rclpy.RCLError, _rclpy.UnknownROSArgsError) as exc:  # malformed --ros-args / --params-file
+        raise SystemExit(f"{name}: bad --ros-args: {rcl_error_line(exc)}")
+    try:
+        node = make_node()
+        try:
+            autostart(node)
+            threads = max(num_threads, int(getattr(node, "executor_threads", 1)))
+            executor = MultiThreadedExecutor(num_threads=threads) if threads > 1 else SingleThreadedExecutor()
+            executor.add_node(node)
+            executor.spin()
+        finally:
+            node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except ValueError as exc:
-        raise SystemExit(f"{name}: {exc}")
+        raise SystemExit(f"{name}: {one_line(exc)}")
+    finally:
+        try:
+            rclpy.try_shutdown()
+        except Exception as exc:  # a half-built node failing to clean up must not hide the error that ended the run
+            print(f"{name}: while shutting down: {one_line(exc)}", file=sys.stderr, flush=True)

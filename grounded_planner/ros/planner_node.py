@@ -21,7 +21,8 @@ from grounded_planner.msgs.images import color_to_rgb
 from grounded_planner.ros.convert import numpy_to_image, plan_to_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import Param, declare_all, resolve_data_path, non_empty, non_negative, one_of, positive, values
+from grounded_planner.ros.params import (Param, declare_all, existing_file, extrinsics_file, non_empty, non_negative, one_of,
+                                         positive, resolve_data_path, values)
 from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
 
 BACKENDS = ("openai", "gemini", "transformers", "replay", "decoupled")
@@ -35,7 +36,7 @@ PARAMS = [
     Param("timeout_s", 60.0, "wall-clock limit of one VLM request, seconds", positive),
     Param("max_retries", 1, "extra VLM tries on connection errors / 429 / 5xx", non_negative),
     Param("prompt_family", "auto", "prompt and coordinate convention: auto | qwen3 | gemini | pixel", one_of("auto", "qwen3", "gemini", "pixel")),
-    Param("replay_file", "", "JSONL of recorded plans for backend replay"),
+    Param("replay_file", "", "JSONL of recorded plans for backend replay", existing_file),
     Param("record_file", "", "append every returned plan to this JSONL ('' = off; replayable later)"),
     Param("color_topic", "/camera/camera/color/image_raw",
           "colour image used when a request's image is empty (Image, or CompressedImage jpeg/png: .../compressed)", non_empty),
@@ -45,12 +46,22 @@ PARAMS = [
     Param("depth_camera_info_topic", "/camera/camera/aligned_depth_to_color/camera_info",
           "the depth image's own camera_info: when it differs from colour's, back-projection refuses ('' = no check)"),
     Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
-    Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame"),
+    Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
+          extrinsics_file),
     Param("frame_wait_s", 5.0, "how long a request waits for a first camera frame, seconds", non_negative),
 ]
 # Parameters that change which planner is built: a change rebuilds it on the next request.
 PLANNER_PARAMS = {"backend", "model", "base_url", "api_key_env", "timeout_s", "max_retries", "prompt_family",
                   "replay_file", "record_file"}
+
+
+def planner_config(p: dict):
+    """The PlannerConfig the node's parameter values describe (ValueError when they do not fit together)."""
+    from grounded_planner.vlm.config import PlannerConfig
+
+    return PlannerConfig(backend=p["backend"], model=p["model"], base_url=p["base_url"], api_key_env=p["api_key_env"],
+                         timeout_s=p["timeout_s"], max_retries=p["max_retries"], prompt_family=p["prompt_family"],
+                         replay_file=resolve_data_path(p["replay_file"]), record_file=p["record_file"])
 
 
 class PlannerNode(Node):
@@ -67,6 +78,7 @@ class PlannerNode(Node):
         self._extrinsics = None
         declare_all(self, PARAMS, on_change=self._on_params_changed)
         p = values(self, PARAMS)
+        self._check_startup(p)
         self._frames = LatestFrames(self, p["color_topic"], p["depth_topic"], p["camera_info_topic"],
                                     callback_group=MutuallyExclusiveCallbackGroup(),
                                     depth_camera_info_topic=p["depth_camera_info_topic"])
@@ -92,19 +104,25 @@ class PlannerNode(Node):
             self._extrinsics = None
 
     # -- building blocks ---------------------------------------------------------------------------
+    def _check_startup(self, p: dict) -> None:
+        """Refuse at startup (ValueError naming the parameter) what would otherwise fail only at the first request."""
+        try:
+            config = planner_config(p)
+        except ValueError as exc:
+            raise ValueError(f"{self.get_name()}: {str(exc).replace('PlannerConfig.', 'parameter ')}") from exc
+        if config.backend == "replay":  # cheap to load, and a bad recording should stop the node now
+            try:
+                self.planner()
+            except ValueError as exc:
+                raise ValueError(f"{self.get_name()}: parameter 'replay_file' {exc}") from exc
+
     def planner(self):
         """The planner for the current parameters (built on first use; VLMError/ValueError when it cannot be)."""
-        from grounded_planner.vlm.config import PlannerConfig
         from grounded_planner.vlm.planner import make_planner
 
         with self._planner_lock:
             if self._planner is None:
-                p = values(self, PARAMS)
-                config = PlannerConfig(backend=p["backend"], model=p["model"], base_url=p["base_url"],
-                                       api_key_env=p["api_key_env"], timeout_s=p["timeout_s"],
-                                       max_retries=p["max_retries"], prompt_family=p["prompt_family"],
-                                       replay_file=resolve_data_path(p["replay_file"]), record_file=p["record_file"])
-                self._planner = make_planner(config)
+                self._planner = make_planner(planner_config(values(self, PARAMS)))
             return self._planner
 
     def extrinsics(self):

@@ -23,12 +23,13 @@ from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, depth_t
 from grounded_planner.ros.convert import plan_from_msg
 from grounded_planner.ros.frames import TypedSubscription, camera_model
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import Param, declare_all, non_empty, non_negative, values
+from grounded_planner.ros.params import Param, all_of, declare_all, non_empty, non_negative, values, writable_folder
 
 PENDING_S = 5.0  # events older than this when an episode opens belong to no episode (logged and dropped)
 
 PARAMS = [
-    Param("log_dir", "rollouts", "folder that receives one sub-folder per rollout", non_empty, read_only=True),
+    Param("log_dir", "rollouts", "folder that receives one sub-folder per rollout", all_of(non_empty, writable_folder),
+          read_only=True),
     Param("condition", "", "experimental condition written into every rollout (e.g. the model variant)"),
     Param("task", "", "task name written into every rollout ('' = the instruction)"),
     Param("scene_id", "", "scene identifier written into every rollout (pairs rollouts across conditions)"),
@@ -52,13 +53,14 @@ class RolloutLoggerNode(Node):
 
     def __init__(self, node_name: str = "rollout_logger", **kwargs):
         super().__init__(node_name, **kwargs)
-        declare_all(self, PARAMS)
-        p = values(self, PARAMS)
-        self.log_dir = Path(p["log_dir"])
+        # before anything that can raise: rclpy destroys a half-built node at shutdown, and destroy_node uses these
         self._lock = threading.Lock()
         self._recorder = None
         self._has_result = False
         self._close_timer = None
+        declare_all(self, PARAMS)
+        p = values(self, PARAMS)
+        self.log_dir = Path(p["log_dir"])
         # Topics are not ordered against each other: targets, feedback or a result may be delivered before the plan that
         # opens their episode. They wait here (newest 100, at most PENDING_S old) for the next episode to open.
         self._pending: deque = deque(maxlen=100)
