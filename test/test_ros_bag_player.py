@@ -112,4 +112,4 @@ def test_player_loops(tmp_path, rclpy_context):
 def test_player_names_a_missing_bag(ros_domain):
     child = spawn_python(["-m", "grounded_planner.ros.bag_player_node", "--ros-args", "-p", "bag:=/nonexistent/bag"])
     out, _ = child.communicate(timeout=60)
-    assert child.returncode != 0 and "bag /nonexistent/bag does not exist" in out
+    assert child.returncode != 0 and "parameter 'bag' names nothing that exists: /nonexistent/bag" in out, out

@@ -74,6 +74,7 @@ def _load_targets(path: str):
     from grounded_planner.cli.main import CliError
     from grounded_planner.geometry.errors import GeometryError
     from grounded_planner.geometry.targets import TargetSet
+    from grounded_planner.plan import PlanError
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -83,7 +84,7 @@ def _load_targets(path: str):
         raise CliError(f"targets file {path} is not JSON: {exc}") from exc
     try:
         return TargetSet.from_dict(data)
-    except GeometryError as exc:
+    except (GeometryError, PlanError) as exc:  # TargetSet lives in plan/ now: its format errors are PlanErrors
         raise CliError(f"targets file {path}: {exc}") from exc
 
 
@@ -121,6 +122,7 @@ def _execute(args: argparse.Namespace) -> int:
     from grounded_planner.execution.backends import make_backend
     from grounded_planner.execution.config import ConfigError
     from grounded_planner.execution.executor import ExecutionInputError, Executor
+    from grounded_planner.execution.validate import InvalidGoalError
     from grounded_planner.plan import PlanError, load_plan
 
     config = _load_config(args)
@@ -148,6 +150,8 @@ def _execute(args: argparse.Namespace) -> int:
                     result = executor.execute(plan, targets, cancel=cancel)
             finally:
                 signal.signal(signal.SIGINT, previous)
+    except InvalidGoalError as exc:  # a NaN, a negative width, no frame: refused before any motion, dry run too
+        raise CliError(f"targets {args.targets}: {exc}") from exc
     except ExecutionInputError as exc:
         raise CliError(f"plan {args.plan} and targets {args.targets} do not match: {exc}") from exc
     except BackendError as exc:  # connecting failed, or a dry-run reachability check could not run

@@ -15,15 +15,12 @@ from grounded_planner.execution.backend import (BackendError, BackendFault, Moti
                                                 RobotBackend, UnreachableError)
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.outcomes import Outcome
+from grounded_planner.execution.validate import ExecutionInputError, InvalidGoalError, check_targets  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
 UP = np.array([0.0, 0.0, 1.0])
 FeedbackFn = Callable[[int, str, Any], None]
-
-
-class ExecutionInputError(ValueError):
-    """The plan and the targets do not fit together (a missing target, a type mismatch); nothing was moved."""
 
 
 @dataclass
@@ -296,10 +293,12 @@ class Executor:
                 on_feedback: FeedbackFn | None = None) -> ExecutionResult:
         """Run (or with ``dry_run`` only check) ``plan`` with ``targets`` (a geometry ``TargetSet``).
 
-        Raises :class:`ExecutionInputError` when plan and targets do not match; every robot-side problem
-        becomes a step outcome instead.
+        Raises :class:`~grounded_planner.execution.validate.InvalidGoalError` (naming step and field) for a
+        non-finite number, a negative width or a target set without a frame, and :class:`ExecutionInputError`
+        when plan and targets do not match — in a dry run too; every robot-side problem becomes a step outcome.
         """
         pairs = self._pair(plan, targets)
+        check_targets(targets)  # before anything computes a motion: a NaN yaw must never reach the IK
         if not pairs:
             return ExecutionResult(True, "empty plan: nothing to do", [])
         checked = self._plan_all(pairs, dry_run)

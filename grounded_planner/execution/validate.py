@@ -1,0 +1,120 @@
+"""Goal checks at the executor's door: every number finite, quaternions unit, frames known, widths >= 0.
+
+Used by :meth:`Executor.execute` (so the ``execute`` CLI, its ``--dry-run`` and the executor node refuse alike)
+and by the node on the goal message's poses. A refusal names the step and the field, so a bad plan file or a
+bad goal explains itself; nothing of a refused goal reaches the motion planner or the robot's IK.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+# How far |q| may be from 1 (a quaternion normalised in float32 is within ~1e-7; hand-written ones such as
+# (0, 0, 0.7071, 0.7071) within ~1e-5).
+UNIT_QUATERNION_TOLERANCE = 1e-3
+
+
+class ExecutionInputError(ValueError):
+    """The plan and the targets do not fit together (a missing target, a type mismatch); nothing was moved."""
+
+
+class InvalidGoalError(ExecutionInputError):
+    """A goal field that cannot be executed; ``step`` (None: the whole goal) and ``field`` name it.
+
+    Nothing has moved when this is raised.
+    """
+
+    def __init__(self, step: int | None, kind: str, field: str, problem: str):
+        where = f"step {step} ({kind}) {field}" if step is not None else field
+        super().__init__(f"{where}: {problem}")
+        self.step = step
+        self.field = field
+
+
+def _finite(values: Sequence[Any]) -> bool:
+    try:
+        return all(math.isfinite(float(v)) for v in values)
+    except (TypeError, ValueError):
+        return False
+
+
+def _fmt(values: Any) -> str:
+    try:
+        return "[" + ", ".join(f"{float(v):g}" for v in values) + "]"
+    except (TypeError, ValueError):
+        return repr(values)
+
+
+def check_target(step: int, kind: str, target: Any) -> None:
+    """One target: position 3 finite numbers (m); yaw None or finite (rad); width None or finite >= 0 (m);
+    normal None or 3 finite numbers; confidence finite. Raises :class:`InvalidGoalError`."""
+    position = getattr(target, "position", None)
+    try:
+        ok = position is not None and len(position) == 3 and _finite(position)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise InvalidGoalError(step, kind, "position", f"{_fmt(position)} must be 3 finite numbers (x, y, z in metres)")
+    yaw = getattr(target, "yaw", None)
+    if yaw is not None and not _finite([yaw]):
+        raise InvalidGoalError(step, kind, "yaw", f"{yaw} is not a finite angle (radians about the frame's z axis)")
+    width = getattr(target, "width", None)
+    if width is not None and not (_finite([width]) and float(width) >= 0):
+        raise InvalidGoalError(step, kind, "width", f"{width} must be a finite width >= 0 m (or unknown)")
+    normal = getattr(target, "normal", None)
+    if normal is not None and not (len(normal) == 3 and _finite(normal)):
+        raise InvalidGoalError(step, kind, "normal", f"{_fmt(normal)} must be 3 finite numbers (or unknown)")
+    confidence = getattr(target, "confidence", 0.0)
+    if not _finite([confidence]):
+        raise InvalidGoalError(step, kind, "confidence", f"{confidence} must be a finite number in [0, 1]")
+
+
+def check_targets(targets: Any, expected_frame: str = "") -> None:
+    """A whole target set (a ``TargetSet``): a named frame (``expected_frame`` when given), every target sound.
+
+    Raises :class:`InvalidGoalError` for the first bad field.
+    """
+    frame = str(getattr(targets, "frame", "") or "")
+    if not frame:
+        raise InvalidGoalError(None, "", "frame", "the targets name no frame: expected the robot base frame")
+    if expected_frame and frame != expected_frame:
+        raise InvalidGoalError(None, "", "frame", f"targets are in {frame!r}, expected {expected_frame!r} (the robot base)")
+    for target in getattr(targets, "targets", []) or []:
+        own = str(getattr(target, "frame", "") or "")
+        index = int(getattr(target, "index", 0))
+        kind = str(getattr(target, "type", ""))
+        if own and own != frame:
+            raise InvalidGoalError(index, kind, "frame", f"{own!r} differs from the plan's frame {frame!r}")
+        check_target(index, kind, target)
+
+
+def check_quaternion(step: int, kind: str, q_xyzw: Sequence[Any]) -> None:
+    """A pose orientation (x, y, z, w) must be finite and unit length. Raises :class:`InvalidGoalError`."""
+    if len(q_xyzw) != 4 or not _finite(q_xyzw):
+        raise InvalidGoalError(step, kind, "pose.orientation", f"{_fmt(q_xyzw)} must be 4 finite numbers (x, y, z, w)")
+    norm = math.sqrt(sum(float(v) ** 2 for v in q_xyzw))
+    if abs(norm - 1.0) > UNIT_QUATERNION_TOLERANCE:
+        raise InvalidGoalError(step, kind, "pose.orientation",
+                               f"{_fmt(q_xyzw)} is not a unit quaternion (norm {norm:.4g})")
+
+
+def check_poses(poses: Iterable[tuple[int, str, str, Sequence[Any], Sequence[Any]]], expected_frame: str = "") -> None:
+    """Goal poses as plain values: (step, type, frame_id, position xyz, orientation xyzw) per action that has one.
+
+    Every frame known (non-empty, ``expected_frame`` when given, one frame for the whole plan), every position
+    finite, every orientation a unit quaternion. Raises :class:`InvalidGoalError` for the first bad field.
+    """
+    first = ""
+    for step, kind, frame, position, orientation in poses:
+        if not frame:
+            raise InvalidGoalError(step, kind, "pose.header.frame_id", "empty: the pose names no frame")
+        if expected_frame and frame != expected_frame:
+            raise InvalidGoalError(step, kind, "pose.header.frame_id",
+                                   f"{frame!r}, expected {expected_frame!r} (the robot base)")
+        first = first or frame
+        if frame != first:
+            raise InvalidGoalError(step, kind, "pose.header.frame_id", f"{frame!r} differs from the first pose's {first!r}")
+        if not (len(position) == 3 and _finite(position)):
+            raise InvalidGoalError(step, kind, "pose.position", f"{_fmt(position)} must be 3 finite numbers (m)")
+        check_quaternion(step, kind, orientation)
