@@ -19,6 +19,7 @@ from std_srvs.srv import SetBool
 from grounded_planner_interfaces.action import ExecutePlan
 
 from grounded_planner.execution.approval import ApprovalGate
+from grounded_planner.execution.validate import ExecutionInputError, check_poses
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import action_to_msg, plan_from_msg, poses_from_msg
 from grounded_planner.ros.node_main import run_node
@@ -149,7 +150,8 @@ class ExecutorNode(LifecycleNode):
         if not self._active:
             self.get_logger().warning("goal rejected: executor is not active (lifecycle state)")
             return GoalResponse.REJECT
-        if self._busy.locked():
+        # check and take in one step: two goals sent back to back must not both pass (released by _execute)
+        if not self._busy.acquire(blocking=False):
             self.get_logger().warning("goal rejected: a plan is already executing")
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
@@ -186,64 +188,79 @@ class ExecutorNode(LifecycleNode):
         return plan, TargetSet(frame=frame, targets=targets)
 
     def _execute(self, goal_handle) -> ExecutePlan.Result:
+        """Every accepted goal ends with a result on the action and on ``execution/result``, whatever fails."""
+        try:
+            return self._run_goal(goal_handle)
+        except Exception as exc:  # ExecutionInputError (a NaN, a bad width) or a bug: the node keeps serving
+            invalid = isinstance(exc, ExecutionInputError)
+            message = f"invalid goal: {exc}" if invalid else f"execution failed: {type(exc).__name__}: {exc}"
+            self.get_logger().error(message)
+            self._publish_result({"success": False, "message": message, "steps": []})
+            if goal_handle.is_active:
+                goal_handle.abort()
+            return ExecutePlan.Result(success=False, message=message)
+        finally:
+            self._busy.release()  # taken by _on_goal
+
+    def _run_goal(self, goal_handle) -> ExecutePlan.Result:
         result = ExecutePlan.Result()
-        with self._busy:
-            try:
-                plan, targets = self.targets_for(goal_handle.request.plan)
-            except ValueError as exc:
-                result.success, result.message = False, f"invalid goal: {exc}"
-                self._publish_result({"success": False, "message": result.message, "steps": []})
+        try:
+            check_poses(goal_poses(goal_handle.request.plan), self.get_parameter("base_frame").value)
+            plan, targets = self.targets_for(goal_handle.request.plan)
+        except ValueError as exc:
+            result.success, result.message = False, f"invalid goal: {exc}"
+            self._publish_result({"success": False, "message": result.message, "steps": []})
+            goal_handle.abort()
+            return result
+        cancel = threading.Event()
+        dry_run = goal_handle.request.dry_run or self.get_parameter("dry_run").value
+        if not dry_run and self.get_parameter("require_approval").value:
+            refusal = self._await_approval(plan, goal_handle)
+            if refusal:
+                result.success, result.message = False, refusal
+                self._publish_result({"success": False, "message": refusal, "steps": [], "approved": False})
                 goal_handle.abort()
                 return result
-            cancel = threading.Event()
-            dry_run = goal_handle.request.dry_run or self.get_parameter("dry_run").value
-            if not dry_run and self.get_parameter("require_approval").value:
-                refusal = self._await_approval(plan, goal_handle)
-                if refusal:
-                    result.success, result.message = False, refusal
-                    self._publish_result({"success": False, "message": refusal, "steps": [], "approved": False})
-                    goal_handle.abort()
-                    return result
-            started = time.monotonic()
+        started = time.monotonic()
 
-            def on_feedback(step_index: int, state: str, action=None) -> None:
-                if goal_handle.is_cancel_requested:
-                    cancel.set()
-                feedback = ExecutePlan.Feedback(step=int(step_index), state=str(state))
-                if action is not None:
-                    feedback.current = action_to_msg(action)
-                goal_handle.publish_feedback(feedback)
-                event = {"step": int(step_index), "state": str(state)}
-                if action is not None:
-                    event["action"] = action.to_dict()
-                self._feedback_pub.publish(String(data=json.dumps(event)))
-
-            watcher = threading.Thread(target=self._watch_cancel, args=(goal_handle, cancel), daemon=True)
-            watcher.start()
-            try:
-                outcome = self._executor.execute(plan, targets, dry_run=dry_run, cancel=cancel, on_feedback=on_feedback)
-            finally:
-                cancel.set()  # also ends the watcher
-            data = outcome.to_dict()
-            data["message"] = str(outcome.message)
-            data["dry_run"] = bool(dry_run)
-            workcell = getattr(self._backend, "workcell", None)
-            if workcell is not None and not dry_run and hasattr(workcell, "success"):
-                data["scene_success"] = bool(workcell.success())  # the simulator knows whether the task is done
-            self._publish_result(data)
-            result.success = bool(outcome.success)
-            result.message = str(outcome.message)
-            result.step_outcomes = [str(step.outcome) for step in outcome.steps]
-            result.steps_completed = sum(1 for step in outcome.steps if str(step.outcome) == "ok")
-            self.get_logger().info(f"plan {plan.instruction!r}: {'ok' if outcome.success else outcome.message} "
-                                   f"({time.monotonic() - started:.1f} s{', dry run' if dry_run else ''})")
+        def on_feedback(step_index: int, state: str, action=None) -> None:
             if goal_handle.is_cancel_requested:
-                goal_handle.canceled()
-            elif outcome.success:
-                goal_handle.succeed()
-            else:
-                goal_handle.abort()
-            return result
+                cancel.set()
+            feedback = ExecutePlan.Feedback(step=int(step_index), state=str(state))
+            if action is not None:
+                feedback.current = action_to_msg(action)
+            goal_handle.publish_feedback(feedback)
+            event = {"step": int(step_index), "state": str(state)}
+            if action is not None:
+                event["action"] = action.to_dict()
+            self._feedback_pub.publish(String(data=json.dumps(event)))
+
+        watcher = threading.Thread(target=self._watch_cancel, args=(goal_handle, cancel), daemon=True)
+        watcher.start()
+        try:
+            outcome = self._executor.execute(plan, targets, dry_run=dry_run, cancel=cancel, on_feedback=on_feedback)
+        finally:
+            cancel.set()  # also ends the watcher
+        data = outcome.to_dict()
+        data["message"] = str(outcome.message)
+        data["dry_run"] = bool(dry_run)
+        workcell = getattr(self._backend, "workcell", None)
+        if workcell is not None and not dry_run and hasattr(workcell, "success"):
+            data["scene_success"] = bool(workcell.success())  # the simulator knows whether the task is done
+        self._publish_result(data)
+        result.success = bool(outcome.success)
+        result.message = str(outcome.message)
+        result.step_outcomes = [str(step.outcome) for step in outcome.steps]
+        result.steps_completed = sum(1 for step in outcome.steps if str(step.outcome) == "ok")
+        self.get_logger().info(f"plan {plan.instruction!r}: {'ok' if outcome.success else outcome.message} "
+                               f"({time.monotonic() - started:.1f} s{', dry run' if dry_run else ''})")
+        if goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        elif outcome.success:
+            goal_handle.succeed()
+        else:
+            goal_handle.abort()
+        return result
 
     def _await_approval(self, plan, goal_handle) -> str:
         """Hold the plan until someone approves it; returns '' when approved, else the refusal (logged)."""
@@ -280,6 +297,17 @@ class ExecutorNode(LifecycleNode):
     def _publish_result(self, data: dict) -> None:
         self.last_result = data
         self._result_pub.publish(String(data=json.dumps(data, default=str)))
+
+
+def goal_poses(plan_msg) -> list[tuple[int, str, str, tuple, tuple]]:
+    """(step, type, frame, position, orientation xyzw) of every action of a GroundedPlan message that has a pose."""
+    out = []
+    for step, action in enumerate(plan_msg.actions):
+        header, pose = action.pose.header, action.pose.pose
+        if header.frame_id:
+            p, q = pose.position, pose.orientation
+            out.append((step, str(action.type), str(header.frame_id), (p.x, p.y, p.z), (q.x, q.y, q.z, q.w)))
+    return out
 
 
 def _make_backend(name: str, config):

@@ -1,0 +1,121 @@
+"""executor_node checks goals at the door (issue 18 item 3): a NaN or non-unit quaternion, a non-finite position or
+a wrong frame ends the goal ABORTED with a message naming step and field, `execution/result` is published for
+every goal (refused ones included), dry run refuses alike, and two goals at the door are never both accepted."""
+
+import importlib.util
+import json
+import math
+import threading
+
+import pytest
+
+from conftest import requires_ros, spawn_python
+from helpers.ros_wait import spin_until, stop_process
+
+pytestmark = [requires_ros, pytest.mark.ros]
+
+needs_mujoco = pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")
+
+
+def plan_msg(frame="base_link", grasp_q=(0.0, 0.0, 0.0, 1.0), place_position=(0.45, -0.15, 0.02)):
+    from grounded_planner.plan import GroundedAction, GroundedPlan
+    from grounded_planner.ros.convert import plan_to_msg, pose_stamped
+
+    plan = GroundedPlan("put the box in the bowl", (320, 240), [
+        GroundedAction("grasp", "box", bbox=(100.0, 100.0, 130.0, 130.0)),
+        GroundedAction("place", "box", "bowl", point=(200.0, 120.0))])
+    poses = [pose_stamped(frame, (0.45, 0.1, 0.02), grasp_q), pose_stamped(frame, place_position)]
+    return plan_to_msg(plan, poses=poses)
+
+
+@needs_mujoco
+def test_bad_goals_end_with_a_result_naming_step_and_field(ros_domain, tmp_path, rclpy_context):
+    import rclpy
+    from action_msgs.msg import GoalStatus
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from std_msgs.msg import String
+
+    from grounded_planner_interfaces.action import ExecutePlan
+
+    (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 0.0}}\n")
+    child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
+                          "-p", "base_frame:=base_link", "-p", f"config_file:={tmp_path / 'executor.yaml'}"])
+    node = rclpy.create_node("goal_probe", context=rclpy_context)
+    try:
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(node)
+        client = ActionClient(node, ExecutePlan, "/grounded_planner/execute")
+        results = []
+        node.create_subscription(String, "/grounded_planner/execution/result", lambda m: results.append(json.loads(m.data)),
+                                 QoSProfile(depth=20))
+        assert client.wait_for_server(timeout_sec=60.0), "/grounded_planner/execute never appeared"
+
+        def run(goal):
+            sent = client.send_goal_async(goal)
+            spin_until(executor, sent.done, 30.0, "the goal to be accepted or rejected")
+            handle = sent.result()
+            assert handle.accepted, "a goal was rejected by an idle executor"
+            done = handle.get_result_async()
+            spin_until(executor, done.done, 60.0, "the action result")
+            return done.result()
+
+        nan = math.nan
+        bad = [
+            (ExecutePlan.Goal(plan=plan_msg(grasp_q=(nan, 0.0, 0.0, nan)), dry_run=True),
+             "step 0 (grasp) pose.orientation: [nan, 0, 0, nan] must be 4 finite numbers"),
+            (ExecutePlan.Goal(plan=plan_msg(grasp_q=(nan, 0.0, 0.0, nan))), "step 0 (grasp) pose.orientation"),
+            (ExecutePlan.Goal(plan=plan_msg(grasp_q=(0.0, 0.0, 0.0, 2.0))), "is not a unit quaternion (norm 2)"),
+            (ExecutePlan.Goal(plan=plan_msg(place_position=(0.45, math.inf, 0.0)), dry_run=True),
+             "step 1 (place) pose.position"),
+            (ExecutePlan.Goal(plan=plan_msg(frame="camera_link"), dry_run=True),
+             "step 0 (grasp) pose.header.frame_id: 'camera_link', expected 'base_link'"),
+        ]
+        for goal, message in bad:
+            outcome = run(goal)
+            assert outcome.status == GoalStatus.STATUS_ABORTED, outcome.result.message
+            assert outcome.result.message.startswith("invalid goal: ") and message in outcome.result.message, \
+                outcome.result.message
+        # the node keeps serving: a sound goal is accepted and answered
+        outcome = run(ExecutePlan.Goal(plan=plan_msg(), dry_run=True))
+        assert outcome.status in (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED)
+        assert not outcome.result.message.startswith("invalid goal"), outcome.result.message
+        # one execution/result per goal, the refused ones included, each with the reason
+        spin_until(executor, lambda: len(results) >= len(bad) + 1, 30.0, "a result message for every goal")
+        assert len(results) == len(bad) + 1
+        for (goal, message), published in zip(bad, results):
+            assert published["success"] is False and message in published["message"], published
+    finally:
+        node.destroy_node()
+        out = stop_process(child)
+    assert "Traceback" not in out, out
+
+
+def test_two_goals_at_the_door_are_never_both_accepted(rclpy_context):
+    # the busy check and taking the lock are one step: 16 goals arriving at the same moment, one accepted
+    from rclpy.action import GoalResponse
+
+    from grounded_planner_interfaces.action import ExecutePlan
+    from grounded_planner.ros.executor_node import ExecutorNode
+    from helpers.kinematic_arm import KinematicArm  # test double: the door's rule needs no robot
+
+    node = ExecutorNode(context=rclpy_context, backend_factory=lambda name, config: KinematicArm())
+    try:
+        node.trigger_configure()
+        node.trigger_activate()
+        start = threading.Barrier(16)
+        answers = []
+
+        def knock():
+            start.wait()
+            answers.append(node._on_goal(ExecutePlan.Goal()))
+
+        threads = [threading.Thread(target=knock) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=10.0)
+        assert answers.count(GoalResponse.ACCEPT) == 1 and answers.count(GoalResponse.REJECT) == 15, answers
+    finally:
+        node.destroy_node()
