@@ -15,9 +15,12 @@ from launch_ros.actions import Node
 
 PACKAGE = "grounded_planner"
 SHARE = get_package_share_directory(PACKAGE)
-# robot -> (executor backend, base frame, executor config: safety envelope, speeds, backend options)
-ROBOTS = {"franka": ("franky", "panda_link0", os.path.join(SHARE, "config", "execution_franka.yaml")),
-          "so101": ("lerobot", "base_link", os.path.join(SHARE, "config", "execution_so101.yaml"))}
+# robot -> (executor backend, base frame, executor config: safety envelope, speeds, backend options,
+#           example extrinsics whose parent is that base frame)
+ROBOTS = {"franka": ("franky", "panda_link0", os.path.join(SHARE, "config", "execution_franka.yaml"),
+                     os.path.join(SHARE, "calibration", "realsense_d435_eye_to_hand.yaml")),
+          "so101": ("lerobot", "base_link", os.path.join(SHARE, "config", "execution_so101.yaml"),
+                    os.path.join(SHARE, "calibration", "so101_d435_eye_to_hand.yaml"))}
 
 # name, default, description (realsense-ros style table)
 ARGUMENTS = [
@@ -27,9 +30,10 @@ ARGUMENTS = [
     ("planner_backend", "openai", "openai | gemini | transformers | replay"),
     ("model", "", "VLM model name as the server knows it"),
     ("base_url", "http://localhost:8000/v1", "OpenAI-compatible server root including /v1"),
-    ("extrinsics_file", os.path.join(SHARE, "calibration", "realsense_d435_eye_to_hand.yaml"),
-     "camera -> robot base calibration YAML"),
-    ("log_dir", "rollouts", "folder for rollout logs"),
+    ("replay_file", "", "JSONL of recorded plans for planner_backend:=replay (~ is expanded)"),
+    ("extrinsics_file", "", "camera -> robot base calibration YAML ('' = the robot's example: "
+     "calibration/realsense_d435_eye_to_hand.yaml for franka, calibration/so101_d435_eye_to_hand.yaml for so101)"),
+    ("log_dir", "rollouts", "folder for rollout logs (~ is expanded)"),
     ("config", os.path.join(SHARE, "config", "real.yaml"), "parameters file for every node"),
 ]
 
@@ -38,14 +42,16 @@ def _nodes(context):
     arg = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
     if arg["robot"] not in ROBOTS:
         raise RuntimeError(f"robot must be one of {', '.join(ROBOTS)}, got {arg['robot']!r}")
-    backend, base_frame, executor_config = ROBOTS[arg["robot"]]
+    backend, base_frame, executor_config, extrinsics = ROBOTS[arg["robot"]]
+    arg["extrinsics_file"] = arg["extrinsics_file"] or extrinsics
     config = arg["config"]
     return [
         Node(package=PACKAGE, executable="camera_node", name="camera", output="screen",
              parameters=[config, {"serial": arg["serial"]}]),
         Node(package=PACKAGE, executable="planner_node", name="planner", output="screen",
              parameters=[config, {"backend": arg["planner_backend"], "model": arg["model"],
-                                  "base_url": arg["base_url"], "extrinsics_file": arg["extrinsics_file"]}]),
+                                  "base_url": arg["base_url"], "extrinsics_file": arg["extrinsics_file"],
+                                  "replay_file": arg["replay_file"]}]),
         Node(package=PACKAGE, executable="backprojection_node", name="backprojection", output="screen",
              parameters=[config, {"extrinsics_file": arg["extrinsics_file"]}]),
         Node(package=PACKAGE, executable="executor_node", name="executor", output="screen",

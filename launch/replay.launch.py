@@ -22,9 +22,10 @@ ARGUMENTS = [
     ("planner_backend", "openai", "openai | gemini | transformers | replay"),
     ("model", "", "VLM model name as the server knows it"),
     ("base_url", "http://localhost:8000/v1", "OpenAI-compatible server root including /v1"),
+    ("replay_file", "", "JSONL of recorded plans for planner_backend:=replay (~ is expanded)"),
     ("extrinsics_file", os.path.join(SHARE, "calibration", "realsense_d435_eye_to_hand.yaml"),
      "camera -> robot base calibration YAML of the recorded cell"),
-    ("log_dir", "rollouts", "folder for rollout logs"),
+    ("log_dir", "rollouts", "folder for rollout logs (~ is expanded)"),
     ("config", os.path.join(SHARE, "config", "replay.yaml"), "parameters file for every node"),
 ]
 
@@ -40,7 +41,8 @@ def _nodes(context):
                                   "loop": arg["loop"].lower() in ("true", "1", "yes")}]),
         Node(package=PACKAGE, executable="planner_node", name="planner", output="screen",
              parameters=[config, {"backend": arg["planner_backend"], "model": arg["model"],
-                                  "base_url": arg["base_url"], "extrinsics_file": arg["extrinsics_file"]}]),
+                                  "base_url": arg["base_url"], "extrinsics_file": arg["extrinsics_file"],
+                                  "replay_file": arg["replay_file"]}]),
         Node(package=PACKAGE, executable="backprojection_node", name="backprojection", output="screen",
              parameters=[config, {"extrinsics_file": arg["extrinsics_file"]}]),
         Node(package=PACKAGE, executable="executor_node", name="executor", output="screen",

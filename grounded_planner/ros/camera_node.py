@@ -11,7 +11,7 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from grounded_planner.ros.convert import numpy_to_image
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import Param, declare_all, existing_path, non_empty, positive, values
+from grounded_planner.ros.params import Param, declare_all, existing_path, expand_path, non_empty, positive, values
 from grounded_planner.ros.realsense import AlignedFrames, CameraError, Intrinsics, RealSenseSource, parse_profile
 
 
@@ -73,16 +73,21 @@ class CameraNode(LifecycleNode):
     @staticmethod
     def _open_realsense(p: dict) -> RealSenseSource:
         return RealSenseSource.open(p["serial"], p["color_profile"], p["depth_profile"], p["fps"],
-                                    p["playback_file"], p["loop_playback"])
+                                    expand_path(p["playback_file"]), p["loop_playback"])
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         p = values(self, PARAMS)
         try:
             self._source = self._source_factory(p)
-        except (CameraError, ValueError, RuntimeError) as exc:
-            self.configure_error = str(exc)  # run_node/bringup end the process with it
-            self.get_logger().error(f"configure failed: {exc}")
+        except ImportError as exc:  # the lifecycle transition would swallow it without a word
+            self.configure_error = (f"pyrealsense2 cannot be imported ({exc}); install it (ROS: rosdep key "
+                                    "python3-pyrealsense2-pip; pip: pip install pyrealsense2)")
+            self.get_logger().error(f"configure failed: {self.configure_error}")
+            return TransitionCallbackReturn.FAILURE
+        except Exception as exc:  # no camera, a bad recording, a busy device: say why (run_node/bringup end with it)
+            self.configure_error = f"{type(exc).__name__}: {exc}"
+            self.get_logger().error(f"configure failed: {self.configure_error}")
             return TransitionCallbackReturn.FAILURE
         ns = p["camera_namespace"].rstrip("/")
         # reliable like realsense-ros's default (SYSTEM_DEFAULT): both reliable and best-effort subscribers match

@@ -90,7 +90,7 @@ def executor_config_file(value: Any) -> str | None:
 
 def writable_folder(value: Any) -> str | None:
     """A folder that exists, or can be created, and can be written to (checked without creating anything)."""
-    probe = Path(str(value)).absolute()
+    probe = Path(expand_path(str(value))).absolute()
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
@@ -230,13 +230,21 @@ def values(node: Node, params: list[Param]) -> dict[str, Any]:
     return {p.name: node.get_parameter(p.name).value for p in params}
 
 
+def expand_path(path: str) -> str:
+    """``~`` and ``~user`` expanded: launch files and YAML pass paths as text, and no shell expands them there."""
+    import os
+
+    return os.path.expanduser(path) if path else path
+
+
 def resolve_data_path(path: str) -> str:
-    """A relative config/calibration/bag path as given, or found under the package's data folders.
+    """A relative config/calibration/bag path as given (``~`` expanded), or found under the package's data folders.
 
     YAML profiles name files relative to the project (``calibration/x.yaml``); that must work from the source
     tree, from another working directory, and from a colcon install (``share/grounded_planner``).
     Returns ``path`` unchanged when nothing matches, so the caller's error names what the user wrote.
     """
+    path = expand_path(path)
     if not path or Path(path).is_absolute() or Path(path).exists():
         return path
     roots = [Path(__file__).resolve().parents[2]]  # the source tree (editable install)

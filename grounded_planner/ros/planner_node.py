@@ -21,7 +21,7 @@ from grounded_planner.msgs.images import color_to_rgb
 from grounded_planner.ros.convert import numpy_to_image, plan_to_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import (Param, declare_all, existing_file, extrinsics_file, non_empty, non_negative, one_of,
+from grounded_planner.ros.params import (Param, declare_all, existing_file, expand_path, extrinsics_file, non_empty, non_negative, one_of,
                                          positive, resolve_data_path, values)
 from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
 
@@ -61,7 +61,7 @@ def planner_config(p: dict):
 
     return PlannerConfig(backend=p["backend"], model=p["model"], base_url=p["base_url"], api_key_env=p["api_key_env"],
                          timeout_s=p["timeout_s"], max_retries=p["max_retries"], prompt_family=p["prompt_family"],
-                         replay_file=resolve_data_path(p["replay_file"]), record_file=p["record_file"])
+                         replay_file=resolve_data_path(p["replay_file"]), record_file=expand_path(p["record_file"]))
 
 
 class PlannerNode(Node):

@@ -23,7 +23,7 @@ from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, depth_t
 from grounded_planner.ros.convert import plan_from_msg
 from grounded_planner.ros.frames import TypedSubscription, camera_model
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import Param, all_of, declare_all, non_empty, non_negative, values, writable_folder
+from grounded_planner.ros.params import Param, all_of, declare_all, expand_path, non_empty, non_negative, values, writable_folder
 
 PENDING_S = 5.0  # events older than this when an episode opens belong to no episode (logged and dropped)
 
@@ -60,7 +60,7 @@ class RolloutLoggerNode(Node):
         self._close_timer = None
         declare_all(self, PARAMS)
         p = values(self, PARAMS)
-        self.log_dir = Path(p["log_dir"])
+        self.log_dir = Path(expand_path(p["log_dir"]))  # log_dir:=~/rollouts from a launch file is not shell-expanded
         # Topics are not ordered against each other: targets, feedback or a result may be delivered before the plan that
         # opens their episode. They wait here (newest 100, at most PENDING_S old) for the next episode to open.
         self._pending: deque = deque(maxlen=100)
