@@ -166,6 +166,10 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise EpisodeError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise EpisodeError(f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                           "expected JSON lines") from None
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -198,17 +202,31 @@ def load_episodes(path: str | Path) -> list[Episode]:
     return episodes
 
 
-def load_predictions(path: str | Path) -> dict[str, Prediction]:
+class Predictions(dict):
+    """{episode id: Prediction} read from a file, with ``duplicates``: {id: [``file:line``, ...]} of every id that
+    appears on more than one line (the last line is the one kept)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.duplicates: dict[str, list[str]] = {}
+
+
+def load_predictions(path: str | Path) -> Predictions:
     """Read a predictions JSONL file into {episode id: prediction}.
 
     Each line is ``{"id": ..., "plan": <canonical plan JSON or null>, "error": "..."}``. Plans are kept
     raw: the scorer reads them leniently, so an invalid plan scores as invalid steps instead of being
-    rejected. When an id appears twice the later line wins (a resumed run appends retried episodes).
+    rejected. When an id appears twice the later line wins (a resumed run appends retried episodes); the
+    lines of each repeated id are listed in ``duplicates`` so that callers say so.
     """
     path = Path(path)
-    out: dict[str, Prediction] = {}
+    out = Predictions()
+    seen: dict[str, list[str]] = {}
     for where, data in _iter_jsonl(path):
         if not isinstance(data, dict) or "id" not in data:
             raise EpisodeError(f"{where}: a prediction must be a JSON object with an 'id'")
-        out[str(data["id"])] = Prediction(id=str(data["id"]), plan=data.get("plan"), error=str(data.get("error") or ""))
+        ep_id = str(data["id"])
+        seen.setdefault(ep_id, []).append(where)
+        out[ep_id] = Prediction(id=ep_id, plan=data.get("plan"), error=str(data.get("error") or ""))
+    out.duplicates = {ep_id: wheres for ep_id, wheres in seen.items() if len(wheres) > 1}
     return out

@@ -41,7 +41,7 @@ def _floats(value: Any, n: int) -> tuple[float, ...] | None:
         return None
     try:
         out = tuple(float(v) for v in value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit integer
         return None
     return out if all(math.isfinite(v) for v in out) else None
 

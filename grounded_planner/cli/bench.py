@@ -96,6 +96,10 @@ def _score(args: argparse.Namespace) -> int:
             print(f"warning: {label}: {overall['unknown_predictions']} prediction id(s) name no episode in "
                   f"{args.episodes}; ignored", file=sys.stderr)
         results.append((label, result))
+    for label, predictions in zip(labels, prediction_sets):
+        for ep_id, wheres in predictions.duplicates.items():
+            print(f"warning: {label}: prediction id {ep_id!r} appears {len(wheres)} times ({', '.join(wheres)}); "
+                  f"the last one is scored", file=sys.stderr)
     if args.per_episode:
         _write_per_episode(args.per_episode, episodes, prediction_sets[0])
     if args.json:

@@ -72,19 +72,26 @@ def _load_config(args: argparse.Namespace):
 
 def _load_targets(path: str):
     from grounded_planner.cli.main import CliError
-    from grounded_planner.geometry.errors import GeometryError
     from grounded_planner.geometry.targets import TargetSet
-    from grounded_planner.plan import PlanError
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise CliError(f"cannot read targets file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise CliError(f"targets file {path} is not UTF-8 text (byte offset {exc.start})") from exc
     except json.JSONDecodeError as exc:
         raise CliError(f"targets file {path} is not JSON: {exc}") from exc
+    expected = "a JSON object with 'frame' and a 'targets' list of objects, as `grounded-planner backproject` prints"
+    if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
+        got = type(data.get("targets")).__name__ if isinstance(data, dict) else type(data).__name__
+        raise CliError(f"targets file {path}: expected {expected}; got {'targets as ' if isinstance(data, dict) else ''}{got}")
+    for i, target in enumerate(data["targets"]):
+        if not isinstance(target, dict):
+            raise CliError(f"targets file {path}: targets[{i}] is a {type(target).__name__}, expected an object")
     try:
         return TargetSet.from_dict(data)
-    except (GeometryError, PlanError) as exc:  # TargetSet lives in plan/ now: its format errors are PlanErrors
+    except ValueError as exc:  # PlanError / GeometryError: a field of one target
         raise CliError(f"targets file {path}: {exc}") from exc
 
 

@@ -69,6 +69,7 @@ def read_depth_png(path: str | Path, depth_scale: float):
 def _backproject(args: argparse.Namespace) -> int:
     from grounded_planner.cli.main import CliError
     from grounded_planner.geometry import CameraModel, Extrinsics, GeometryError, compute_targets
+    from grounded_planner.geometry.errors import CameraModelError
     from grounded_planner.plan import PlanError, load_plan
 
     if not args.depth_scale > 0:
@@ -85,6 +86,8 @@ def _backproject(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     try:
         targets = compute_targets(plan, depth_m, camera, extrinsics)
+    except CameraModelError as exc:  # the calibration itself is unusable (e.g. distortion that cannot be inverted)
+        raise CliError(f"camera info {args.camera_info}: {exc}") from exc
     except GeometryError as exc:
         raise CliError(str(exc), code=1) from exc
     print(json.dumps(targets.to_dict(), indent=None if args.compact else 2))

@@ -94,19 +94,26 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _recover(args: argparse.Namespace) -> int:
-    from grounded_planner.rollout.bag import BagError
-    from grounded_planner.rollout.record import RolloutError, recover_rollout
+    from grounded_planner.rollout.record import RolloutError, find_unfinished, recover_rollout
 
+    try:
+        folders = find_unfinished(args.dirs)
+    except RolloutError as exc:
+        raise CliError(str(exc)) from exc
+    if not folders:
+        print(f"nothing to recover under {', '.join(args.dirs)} (no rollout is in progress)")
+        return 0
     failed = 0
-    for record in _records(args.dirs):
-        if not record.cut_short or record.status != "in_progress":
-            continue
+    for folder in folders:
         try:
-            fixed = recover_rollout(record.directory)
-            print(f"{record.directory}: recovered {fixed.data['bag']['messages']} bag messages, status cut_short")
-        except (RolloutError, BagError) as exc:
-            print(f"{record.directory}: {exc}", file=sys.stderr)
+            fixed = recover_rollout(folder)
+        except RolloutError as exc:  # the writer is still alive
+            print(f"{folder}: {exc}", file=sys.stderr)
             failed += 1
+            continue
+        recovery = fixed.data.get("recovery") or {}
+        print(f"{folder}: recovered {fixed.data['bag']['messages']} bag messages, status {fixed.status}: "
+              f"{recovery.get('reason', 'already finished')}")
     return 1 if failed else 0
 
 

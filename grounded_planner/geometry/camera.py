@@ -23,6 +23,8 @@ DISTORTION_MODELS = {"plumb_bob": 5, "rational_polynomial": 8, "equidistant": 4}
 # about 1e-9 px) or after _UNDISTORT_MAX_ITER rounds.
 _UNDISTORT_TOL = 1e-12
 _UNDISTORT_MAX_ITER = 100
+# Still moving by more than this after _UNDISTORT_MAX_ITER rounds (about 1e-3 px) means the iteration diverges.
+_UNDISTORT_NOT_CONVERGED = 1e-6
 _UNDISTORT_CHUNK = 32768
 
 
@@ -251,14 +253,20 @@ class CameraModel:
         if self.distortion_model == "equidistant":
             return self._undistort_equidistant(xd, yd)
         x, y = xd.copy(), yd.copy()
-        for _ in range(_UNDISTORT_MAX_ITER):
-            radial, dx, dy = self._distortion_terms(x, y)
-            x_new = (xd - dx) / radial
-            y_new = (yd - dy) / radial
-            step = max(float(np.max(np.abs(x_new - x), initial=0.0)), float(np.max(np.abs(y_new - y), initial=0.0)))
-            x, y = x_new, y_new
-            if step < _UNDISTORT_TOL:
-                break
+        step = np.inf
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for _ in range(_UNDISTORT_MAX_ITER):
+                radial, dx, dy = self._distortion_terms(x, y)
+                x_new = (xd - dx) / radial
+                y_new = (yd - dy) / radial
+                step = max(float(np.max(np.abs(x_new - x), initial=0.0)), float(np.max(np.abs(y_new - y), initial=0.0)))
+                x, y = x_new, y_new
+                if step < _UNDISTORT_TOL:
+                    break
+        if not step < _UNDISTORT_NOT_CONVERGED:  # NaN included: silently wrong rays would become wrong 3D targets
+            raise CameraModelError(
+                f"undistortion does not converge with {self.distortion_model} distortion coefficients D={self.D.tolist()} "
+                f"(still moving by {step:.3g} after {_UNDISTORT_MAX_ITER} iterations): not a plausible lens calibration")
         return x, y
 
     def _undistort_equidistant(self, xd: np.ndarray, yd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

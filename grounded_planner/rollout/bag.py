@@ -269,6 +269,17 @@ def _record(op: int, body: bytes) -> bytes:
     return bytes([op]) + _u64(len(body)) + body
 
 
+def _file_start(library: str = "grounded_planner") -> bytes:
+    """Magic bytes and the Header record every file of ours starts with."""
+    try:
+        from importlib.metadata import version
+
+        lib = f"{library}+rosbags-{version('rosbags')}"
+    except Exception:  # rosbags installed without metadata: the library name is informational only
+        lib = library
+    return MCAP_MAGIC + _record(_OP_HEADER, _str(PROFILE) + _str(lib))
+
+
 @dataclass
 class _Channel:
     id: int
@@ -303,13 +314,7 @@ class McapBagWriter:
         self._last_fsync = time.monotonic()
         self.message_count = 0
         self.closed = False
-        try:
-            from importlib.metadata import version
-
-            lib = f"{library}+rosbags-{version('rosbags')}"
-        except Exception:  # rosbags installed without metadata: the library name is informational only
-            lib = library
-        self._write_all(MCAP_MAGIC + _record(_OP_HEADER, _str(PROFILE) + _str(lib)))
+        self._write_all(_file_start(library))
 
     def _write_all(self, data: bytes) -> None:
         # an unbuffered write may be short (signal, full disk): finish it or fail loudly
@@ -450,6 +455,7 @@ class ScanResult:
     schema_records: list[bytes] = field(default_factory=list)
     channel_records: list[bytes] = field(default_factory=list)
     channel_counts: dict[int, int] = field(default_factory=dict)
+    dropped_bytes: int = 0          # recover_mcap only: bytes of a cut record (or a cut file start) dropped
 
 
 def _read_str(buf: memoryview | bytes, pos: int) -> tuple[str, int]:
@@ -582,24 +588,50 @@ def recover_mcap(path: str | Path) -> ScanResult:
     """Finalise an MCAP file whose writer died: drop the cut last record, append summary and footer.
 
     A no-op on a complete file. Complete chunks of a chunked file are kept as they are; the summary then
-    has no chunk index, so readers scan the file (as they do ours).
+    has no chunk index, so readers scan the file (as they do ours). A file cut before its header was whole
+    (even an empty one) becomes a valid MCAP file with no messages. Raises BagError only for a file that is
+    not an MCAP file at all.
     """
     path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            start = f.read(len(MCAP_MAGIC))
+    except OSError as exc:
+        raise BagError(f"cannot read bag {path}: {exc.strerror}") from exc
     scan = ScanResult()
-    for _ in iter_mcap(path, decode=False, result=scan):
-        pass
-    if scan.complete:
-        return scan
-    if not scan.schema_records and not scan.message_count:
-        raise BagError(f"{path}: nothing recoverable (no complete record after the header)")
+    if start == MCAP_MAGIC:
+        for _ in iter_mcap(path, decode=False, result=scan):
+            pass
+        if scan.complete:
+            return scan
+    elif MCAP_MAGIC.startswith(start):  # cut inside the magic bytes (or empty): the writer died at once
+        scan.data_end_pos, scan.truncated_bytes = 0, len(start)
+    else:
+        raise BagError(f"{path} is not an MCAP file (magic bytes missing)")
     with open(path, "r+b") as f:
+        if scan.data_end_pos <= len(MCAP_MAGIC):  # the header record never became whole: start the file again
+            scan.truncated_bytes = os.fstat(f.fileno()).st_size
+            f.seek(0)
+            f.write(_file_start())
+            scan.data_end_pos = f.tell()
         _append_summary(f, scan.data_end_pos, scan.schema_records, scan.channel_records, scan.channel_counts,
                         scan.start_ns, scan.end_ns)
         os.fsync(f.fileno())
     final = ScanResult()
     for _ in iter_mcap(path, decode=False, result=final):
         pass
+    final.dropped_bytes = scan.truncated_bytes
     return final
+
+
+def write_empty_mcap(path: str | Path) -> ScanResult:
+    """A valid MCAP file with no messages at ``path`` (a rollout whose bag is missing or unusable)."""
+    path = Path(path)
+    with open(path, "xb") as f:
+        f.write(_file_start())
+        _append_summary(f, f.tell(), [], [], {}, 0, 0)
+        os.fsync(f.fileno())
+    return recover_mcap(path)
 
 
 def resolve_bag_path(path: str | Path) -> Path:

@@ -507,6 +507,8 @@ def load_rollout(directory: str | Path) -> RolloutRecord:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise RolloutError(f"{directory} is not a rollout folder (no {JSON_NAME})") from exc
+    except UnicodeDecodeError as exc:
+        raise RolloutError(f"cannot read {path}: not UTF-8 text (byte offset {exc.start})") from exc
     except (OSError, json.JSONDecodeError) as exc:
         raise RolloutError(f"cannot read {path}: {exc}") from exc
     if not isinstance(data, dict) or data.get("format", FORMAT) != FORMAT:
@@ -539,20 +541,77 @@ def find_rollouts(paths: Iterable[str | Path]) -> list[RolloutRecord]:
     return [found[k] for k in sorted(found)]
 
 
-def recover_rollout(directory: str | Path) -> RolloutRecord:
-    """Finalise a cut-short rollout: close its bag (summary + footer) and set status ``cut_short``."""
-    from grounded_planner.rollout.bag import recover_mcap
+def _orphan_record(directory: Path) -> RolloutRecord:
+    """The record of a folder whose recorder died before rollout.json was first written (the bag comes first)."""
+    data = {"format": FORMAT, "episode_id": directory.name, "status": IN_PROGRESS, "started_at": None,
+            "ended_at": None, "writer": {}, "instruction": "", "task": "", "condition": "", "scene_id": "",
+            "trial": 0, "expects_action": True, "model": "", "plan": None, "targets": None, "steps": [],
+            "execution": None, "planner_error": "", "timings_s": {}, "success": None, "failure_mode": None,
+            "label_source": None, "notes": "", "error": "", "bag": {"file": BAG_NAME, "messages": 0}, "extra": {}}
+    return RolloutRecord(directory, data)
 
-    record = load_rollout(directory)
+
+def recover_rollout(directory: str | Path) -> RolloutRecord:
+    """Finalise a cut-short rollout: close its bag (summary + footer), count its messages again and set status
+    ``cut_short`` with the reason in ``recovery.reason`` (and ``error`` when empty).
+
+    Every folder ends finished: one whose recorder died before its first complete message gets an empty but
+    valid bag, one whose rollout.json was never written gets one, and an unreadable bag is kept aside as
+    ``rollout.mcap.corrupt`` next to an empty one. Raises RolloutError only while the writer is still alive.
+    """
+    from grounded_planner.rollout.bag import BagError, recover_mcap, write_empty_mcap
+
+    directory = Path(directory)
+    reasons = []
+    if not (directory / JSON_NAME).exists() and (directory / BAG_NAME).exists():
+        record = _orphan_record(directory)
+        reasons.append(f"{JSON_NAME} was never written (the recorder stopped while starting)")
+    else:
+        record = load_rollout(directory)
     if record.status != IN_PROGRESS:
         return record
     if record.writer_alive():
         raise RolloutError(f"{record.directory} is still being recorded by pid {record.data['writer']['pid']}")
-    scan = recover_mcap(record.bag_path) if record.bag_path.exists() else None
+    bag = record.bag_path
+    try:
+        scan = recover_mcap(bag) if bag.exists() else None
+    except BagError as exc:
+        corrupt = bag.with_name(bag.name + ".corrupt")
+        os.replace(bag, corrupt)
+        scan = None
+        reasons.append(f"the bag was unreadable ({exc}); kept as {corrupt.name}")
+    if scan is None:
+        if not reasons:
+            reasons.append("no bag was written")
+        scan = write_empty_mcap(bag)
+    if scan.message_count == 0:
+        reasons.append("the recorder stopped before its first complete message")
+    elif scan.dropped_bytes:
+        reasons.append(f"the last message was cut ({scan.dropped_bytes} bytes dropped)")
+    reason = "; ".join(["the recorder stopped without closing the rollout (killed or crashed)"] + reasons)
     record.data["status"] = CUT_SHORT
     record.data["ended_at"] = None
     record.data["recovered_at"] = _now_iso()
-    if scan is not None:
-        record.data["bag"]["messages"] = scan.message_count
+    record.data["bag"] = {**(record.data.get("bag") or {}), "file": bag.name, "messages": scan.message_count}
+    record.data["recovery"] = {"reason": reason, "bag_messages": scan.message_count, "dropped_bytes": scan.dropped_bytes}
+    record.data["error"] = record.data.get("error") or reason
     write_json_atomic(record.json_path, record.data)
     return record
+
+
+def find_unfinished(paths: Iterable[str | Path]) -> list[Path]:
+    """Folders at or below ``paths`` that ``recover`` should finish: rollout.json says ``in_progress``, or a
+    bag lies there without rollout.json (unreadable rollout.json files raise RolloutError naming them)."""
+    found: set[Path] = set()
+    for root in paths:
+        root = Path(root)
+        if not root.exists():
+            raise RolloutError(f"{root} does not exist")
+        for name in (JSON_NAME, BAG_NAME):
+            hits = [root / name] if (root / name).is_file() else sorted(root.rglob(name))
+            found.update(path.parent for path in hits)
+    out = []
+    for directory in sorted(found):
+        if not (directory / JSON_NAME).exists() or load_rollout(directory).status == IN_PROGRESS:
+            out.append(directory)
+    return out
