@@ -72,6 +72,9 @@ def execute_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (ex("t_position.json", {"frame": "fr3_link0", "targets": [target(position="x"), PLACE]}), "t_position.json"),
         (ex("t_index.json", {"frame": "fr3_link0", "targets": [target(index="a"), PLACE]}), "t_index.json"),
         (ex("t_yaw.json", {"frame": "fr3_link0", "targets": [target(yaw=[1]), PLACE]}), "t_yaw.json"),
+        (ex("t_nan_yaw.json", '{"frame": "fr3_link0", "targets": [' + json.dumps(target(yaw=float("nan")))
+            + ", " + json.dumps(PLACE) + "]}"), "t_nan_yaw.json"),
+        (ex("t_width.json", {"frame": "fr3_link0", "targets": [target(width=-1), PLACE]}), "t_width.json"),
         (ex("t_bytes.json", b"\xff\xfe{}"), "t_bytes.json"),
         (ex("t_notjson.json", "{"), "t_notjson.json"),
         (ex("t_ok.json", {"frame": "fr3_link0", "targets": [target(), PLACE]}, write(tmp, "plan_bytes.json", b"\xff")),
