@@ -1,0 +1,76 @@
+"""ros.frames: image topics subscribed with the type their publisher uses; depth that is not aligned refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import requires_ros
+from helpers.ros_wait import spin_until
+
+pytestmark = [requires_ros, pytest.mark.ros]
+
+
+def _info(fx: float, size=(64, 48)):
+    from sensor_msgs.msg import CameraInfo
+
+    info = CameraInfo(width=size[0], height=size[1], distortion_model="plumb_bob")
+    info.k = [fx, 0.0, size[0] / 2, 0.0, fx, size[1] / 2, 0.0, 0.0, 1.0]
+    info.d = [0.0] * 5
+    info.header.frame_id = "camera_color_optical_frame"
+    return info
+
+
+def test_depth_whose_camera_info_differs_from_colours_is_refused_unless_registered():
+    from grounded_planner.plan import GroundedAction, GroundedPlan
+    from grounded_planner.ros.convert import numpy_to_image
+    from grounded_planner.ros.frames import DepthNotAlignedError, backproject
+
+    depth = numpy_to_image(np.full((48, 64), 800, np.uint16), "16UC1")
+    depth.header.frame_id = "camera_color_optical_frame"
+    plan = GroundedPlan("touch the middle", (64, 48), [GroundedAction("place", "x", "table", point=(32.0, 24.0))])
+    colour, depth_own = _info(60.0), _info(45.0)  # same size, another camera's focal length
+    with pytest.raises(DepthNotAlignedError, match="intrinsics differ.*depth_registered") as info:
+        backproject(plan, depth, colour, depth_camera_info=depth_own)
+    assert "\n" not in str(info.value)
+    with pytest.raises(DepthNotAlignedError, match="depth is 64x48 but the colour camera_info is 128x96"):
+        backproject(plan, depth, _info(60.0, (128, 96)))
+    targets, poses = backproject(plan, depth, colour, depth_camera_info=depth_own, depth_registered=True)
+    assert poses[0].pose.position.z == pytest.approx(0.8, abs=1e-6)
+    _, poses = backproject(plan, depth, colour, depth_camera_info=_info(60.0))  # aligned: same camera_info
+    assert poses[0].pose.position.z == pytest.approx(0.8, abs=1e-6)
+
+
+def test_image_topic_follows_its_publishers_type_and_a_wrong_type_is_one_line(rclpy_context):
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import CompressedImage
+    from std_msgs.msg import String
+
+    from grounded_planner.msgs.images import color_to_rgb, numpy_to_compressed
+    from grounded_planner.ros.frames import LatestFrames
+
+    node = rclpy.create_node("frames_probe", context=rclpy_context)
+    errors: list[str] = []
+    try:
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(node)
+        # a CompressedImage on a topic whose name does not say so, and a String where depth should be
+        colour_pub = node.create_publisher(CompressedImage, "/cam/color", QoSProfile(depth=2))
+        node.create_publisher(String, "/cam/depth", QoSProfile(depth=2))
+        frames = LatestFrames(node, "/cam/color", "/cam/depth", "/cam/info")
+        assert frames.subscriptions["color"].msgtype == "sensor_msgs/msg/CompressedImage"
+        assert frames.subscriptions["depth"].msgtype == ""
+        errors.append(frames.subscriptions["depth"].error)
+        rgb = np.zeros((8, 8, 3), np.uint8)
+        rgb[..., 0] = 200
+        msg = numpy_to_compressed(rgb, CompressedImage, "png")
+        node.create_timer(0.05, lambda: colour_pub.publish(msg))
+        spin_until(executor, lambda: frames.snapshot().color is not None, 20.0, "the compressed colour frame")
+        np.testing.assert_array_equal(color_to_rgb(frames.snapshot().color), rgb)
+    finally:
+        node.destroy_node()
+    (error,) = errors
+    assert "\n" not in error
+    assert "/cam/depth" in error and "std_msgs/msg/String" in error and "sensor_msgs/msg/CompressedImage" in error
