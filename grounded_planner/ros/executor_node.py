@@ -19,11 +19,15 @@ from std_srvs.srv import SetBool
 from grounded_planner_interfaces.action import ExecutePlan
 
 from grounded_planner.execution.approval import ApprovalGate
+from grounded_planner.execution.closed_loop import ClosedLoop, ClosedLoopResult
 from grounded_planner.execution.validate import ExecutionInputError, check_poses
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import action_to_msg, plan_from_msg, poses_from_msg
+from grounded_planner.ros.closed_loop_io import PlanServiceError, RosClosedLoopIO
+from grounded_planner.ros.frames import LatestFrames, NoFrameError
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import Param, declare_all, executor_config_file, one_of, positive, resolve_data_path, values
+from grounded_planner.ros.params import (Param, declare_all, executor_config_file, extrinsics_file, non_empty, one_of,
+                                         positive, resolve_data_path, values)
 
 # Targets published by the planner / back-projection within this distance of a pose are the same target.
 SAME_TARGET_M = 1e-3
@@ -38,6 +42,18 @@ PARAMS = [
     Param("require_approval", False, "motion waits for /grounded_planner/approve (std_srvs/SetBool) or "
                                      "`grounded-planner approve`; no answer within approval_timeout_s = rejected"),
     Param("approval_timeout_s", 60.0, "seconds a plan waits for approval before it is rejected", positive),
+    Param("closed_loop", False, "check every step from the camera and gripper, re-ground or replan through "
+                                "/grounded_planner/plan on a failed check (budgets: config_file's closed_loop)",
+          read_only=True),
+    Param("color_topic", "/camera/camera/color/image_raw", "closed loop: colour image topic", non_empty,
+          read_only=True),
+    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
+          "closed loop: depth aligned to colour", non_empty, read_only=True),
+    Param("camera_info_topic", "/camera/camera/color/camera_info", "closed loop: colour camera intrinsics",
+          non_empty, read_only=True),
+    Param("extrinsics_file", "", "closed loop: camera->robot base calibration YAML (needed for closed loop)",
+          extrinsics_file, read_only=True),
+    Param("frame_wait_s", 5.0, "closed loop: how long a check waits for a camera frame, seconds", positive),
 ]
 
 
@@ -64,6 +80,7 @@ class ExecutorNode(LifecycleNode):
         self._action_server: ActionServer | None = None
         self._approval = ApprovalGate()
         self._approve_srv = None
+        self._loop_io = None  # closed loop: camera frames and the plan service client
         self._latest_targets: dict | None = None
         qos = QoSProfile(depth=10)
         self._feedback_pub = self.create_publisher(String, names.EXECUTION_FEEDBACK, qos)
@@ -93,6 +110,20 @@ class ExecutorNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self._backend = backend
         self._executor = Executor(backend, config)
+        if p["closed_loop"] and self._loop_io is None:
+            if not p["extrinsics_file"]:
+                self.get_logger().error("configure failed: closed_loop needs extrinsics_file (camera -> robot base)")
+                return TransitionCallbackReturn.FAILURE
+            from grounded_planner.geometry.extrinsics import Extrinsics
+
+            try:
+                extrinsics = Extrinsics.load(resolve_data_path(p["extrinsics_file"]))
+            except Exception as exc:  # a missing or malformed calibration file: configure fails, naming it
+                self.get_logger().error(f"configure failed: extrinsics_file {p['extrinsics_file']}: {exc}")
+                return TransitionCallbackReturn.FAILURE
+            frames = LatestFrames(self, p["color_topic"], p["depth_topic"], p["camera_info_topic"],
+                                  callback_group=MutuallyExclusiveCallbackGroup())
+            self._loop_io = RosClosedLoopIO(self, frames, extrinsics, frame_wait_s=p["frame_wait_s"])
         self._approve_srv = self.create_service(SetBool, names.APPROVE_SERVICE, self._on_approve,
                                                 callback_group=MutuallyExclusiveCallbackGroup())
         self._action_server = ActionServer(
@@ -238,7 +269,10 @@ class ExecutorNode(LifecycleNode):
         watcher = threading.Thread(target=self._watch_cancel, args=(goal_handle, cancel), daemon=True)
         watcher.start()
         try:
-            outcome = self._executor.execute(plan, targets, dry_run=dry_run, cancel=cancel, on_feedback=on_feedback)
+            if self._loop_io is not None and not dry_run:
+                outcome = self._run_closed_loop(plan, cancel, on_feedback)
+            else:
+                outcome = self._executor.execute(plan, targets, dry_run=dry_run, cancel=cancel, on_feedback=on_feedback)
         finally:
             cancel.set()  # also ends the watcher
         data = outcome.to_dict()
@@ -250,8 +284,9 @@ class ExecutorNode(LifecycleNode):
         self._publish_result(data)
         result.success = bool(outcome.success)
         result.message = str(outcome.message)
-        result.step_outcomes = [str(step.outcome) for step in outcome.steps]
-        result.steps_completed = sum(1 for step in outcome.steps if str(step.outcome) == "ok")
+        outcomes = [str(s["outcome"]) for s in data["steps"]]
+        result.step_outcomes = outcomes
+        result.steps_completed = sum(1 for o in outcomes if o == "ok")
         self.get_logger().info(f"plan {plan.instruction!r}: {'ok' if outcome.success else outcome.message} "
                                f"({time.monotonic() - started:.1f} s{', dry run' if dry_run else ''})")
         if goal_handle.is_cancel_requested:
@@ -261,6 +296,21 @@ class ExecutorNode(LifecycleNode):
         else:
             goal_handle.abort()
         return result
+
+    def _run_closed_loop(self, plan, cancel: threading.Event, on_feedback):
+        """The goal's plan (pixels) run step by step from the latest camera frame, each step checked, re-grounded
+        or replanned through the plan service; the loop's result (``condition`` closed_loop)."""
+        io = self._loop_io
+        io.instruction = plan.instruction
+        loop = ClosedLoop(self._executor, io.observe, io.plan, io.locate,
+                          on_attempt=lambda a: self._feedback_pub.publish(String(data=json.dumps(
+                              {"step": a.step, "state": f"check:{a.check}", "attempt": a.attempt,
+                               "recovery": a.recovery, "message": a.message}))))
+        try:
+            return loop.run(plan.instruction, plan, cancel=cancel, on_feedback=on_feedback)
+        except (NoFrameError, PlanServiceError, ValueError) as exc:  # no camera, no planner: nothing more moves
+            self.get_logger().error(f"closed loop stopped: {exc}")
+            return ClosedLoopResult(False, f"closed loop stopped: {type(exc).__name__}: {exc}")
 
     def _await_approval(self, plan, goal_handle) -> str:
         """Hold the plan until someone approves it; returns '' when approved, else the refusal (logged)."""

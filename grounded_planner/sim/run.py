@@ -178,6 +178,8 @@ def _failure_mode(execution) -> str:
     mode = getattr(execution, "failure_mode", None)
     if mode:
         return mode
+    if not execution.to_dict().get("steps"):
+        return "no_action"  # the planner saw nothing to do
     _, auto = auto_failure_mode(execution.to_dict(), None)
     return auto or "incorrect_spatial_outcome"
 

@@ -22,8 +22,8 @@ STAND_IN_MODEL = "stand-in-colour-vlm"
 
 
 def stand_in_scene(cell, rgb: np.ndarray | None = None) -> dict[str, tuple[int, int, int]]:
-    """Each scenario object's name -> its colour as the camera renders it (median over its pixels), so the
-    stand-in server finds objects in rendered frames as a colour-matching model would."""
+    """Each scenario object's name -> its colour as the camera renders it (over its pixels), so the stand-in
+    server finds objects in rendered frames as a colour-matching model would."""
     rgb = cell.render_rgb() if rgb is None else rgb
     masks = cell.object_masks()
     scene: dict[str, tuple[int, int, int]] = {}
@@ -33,7 +33,11 @@ def stand_in_scene(cell, rgb: np.ndarray | None = None) -> dict[str, tuple[int, 
             continue
         if obj.id.endswith("_lookalike"):
             continue  # the stand-in model knows only the names of the task; a look-alike may fool it
-        scene[obj.name] = tuple(int(v) for v in np.median(rgb[mask], axis=0))
+        # the median chromaticity and brightness of its pixels: a lit top and a shaded side count alike
+        pixels = rgb[mask].astype(float)
+        total = pixels.sum(axis=1)
+        chroma = np.median(pixels / np.maximum(total, 1.0)[:, None], axis=0)
+        scene[obj.name] = tuple(int(round(v)) for v in chroma / chroma.sum() * np.median(total))
     return scene
 
 

@@ -67,7 +67,13 @@ def planning_system_prompt(family: str, width: int, height: int) -> str:
 
 def planning_user_prompt(instruction: str, done: Sequence[str] = ()) -> str:
     """The user turn of a planning request; ``done`` (closed loop, replanning) lists what the robot already did."""
-    text = f"Instruction: {instruction.strip()}"
+    return f"Instruction: {instruction_with_done(instruction, done)}"
+
+
+def instruction_with_done(instruction: str, done: Sequence[str] = ()) -> str:
+    """The instruction followed by what the robot already did (closed loop, replanning the rest); the text a
+    plan service request carries when its client replans."""
+    text = instruction.strip()
     if done:
         text += ("\nSteps already done (the image shows the scene as it is now): " + "; ".join(done) +
                  "\nPlan only what is left. If the instruction is already satisfied, answer an empty plan.")
