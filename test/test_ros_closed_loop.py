@@ -107,7 +107,7 @@ def test_executor_node_closed_loop_recovers_a_slip_through_the_plan_service(tmp_
             result = sent.result().get_result_async()
             spin_until(local, result.done, 240.0, "the closed-loop result")
             outcome = result.result().result
-            assert outcome.success, outcome.message
+            assert outcome.success, (outcome.message, [e for e in events if e["state"].startswith("check:")])
             assert cell.success(), "the box is not in the bowl"
             checks = [e["state"] for e in events if e["state"].startswith("check:")]
             assert "check:premature_release" in checks and checks[-1] == "check:ok"
