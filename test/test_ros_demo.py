@@ -42,6 +42,8 @@ def test_demo_with_the_recorded_plan_puts_the_box_in_the_bowl(tmp_path, ros_doma
     assert record["status"] == "complete" and record["success"] is True and record["label_source"] == "simulator"
     assert [s["outcome"] for s in record["steps"]] == ["ok", "ok"] and record["targets"]["frame"] == "base_link"
     assert "Traceback" not in out
+    # the client node used to be destroyed under the spinning executor: a future then held this error
+    assert "never retrieved" not in out and "cannot use Destroyable" not in out, out
 
 
 def test_demo_uses_the_configured_vlm(tmp_path, ros_domain):

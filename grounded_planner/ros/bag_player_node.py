@@ -78,7 +78,8 @@ class BagPlayerNode(Node):
                 self.passes += 1
                 if not self.get_parameter("loop").value:
                     break
-            self.get_logger().info(f"played {self.messages_published} messages in {self.passes} pass(es)")
+            if self.context.ok():  # after Ctrl-C rosout is gone: logging then fails with "context is invalid"
+                self.get_logger().info(f"played {self.messages_published} messages in {self.passes} pass(es)")
         except BagFileError as exc:
             self.get_logger().error(str(exc))
         finally:
