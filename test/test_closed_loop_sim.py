@@ -88,3 +88,66 @@ def test_failure_modes_of_the_loop_are_in_the_rollout_taxonomy():
     from grounded_planner.rollout.taxonomy import FAILURE_MODES
 
     assert set(LOOP_MODES) <= set(FAILURE_MODES)
+
+
+def test_sim_eval_runs_every_scenario_seed_and_condition_and_prints_the_summary(tmp_path, capsys):
+    from grounded_planner.cli.main import main
+
+    path = small(tmp_path, "box_in_bowl_moved")
+    code = main(["sim", "eval", path, "--seeds", "1", "--first-seed", "2", "--conditions", "open_loop,closed_loop",
+                 "--out", str(tmp_path / "eval"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    summary = json.loads(captured.out)
+    rows = {g["condition"]: g for g in summary["groups"] if g.get("task") == "box_in_bowl_moved"}
+    assert set(rows) == {"open_loop", "closed_loop"} and all(g["n"] == 1 for g in rows.values())
+    assert rows["closed_loop"]["successes"] == 1 and rows["open_loop"]["successes"] == 0
+    assert "[2/2] box_in_bowl_moved seed 2 closed_loop: success (moved)" in captured.err  # progress on stderr
+    record = json.loads((tmp_path / "eval" / "box_in_bowl_moved" / "s2" / "open_loop" / "rollout.json").read_text())
+    assert record["condition"] == "open_loop" and record["failure_mode"] == "grasp_failure"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seeds", "0"], "--seeds must be >= 1"),
+    (["--seeds", "1", "--conditions", "open_loop,half_loop"], "--conditions: expected a comma-separated list"),
+    (["--seeds", "1", "--planner", "gt"], "closed_loop needs a VLM"),
+    (["--seeds", "1", "--model", "m"], "--base-url/--model need --planner"),
+])
+def test_sim_eval_bad_input_is_one_line(tmp_path, capsys, args, message):
+    from grounded_planner.cli.main import main
+
+    code = main(["sim", "eval", str(SCENARIOS / "box_in_bowl.yaml"), "--out", str(tmp_path / "e"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("item, message", [
+    ({"type": "wobble", "object": "red_box"}, "expected {type: slip|moved|grasp_offset|distractor"),
+    ({"type": "slip", "object": "blue_bowl"}, "is a bowl, expected one of box, cylinder, cup"),
+    ({"type": "slip", "object": "red_box", "p": 1.5}, "a probability in [0, 1]"),
+    ({"type": "moved", "object": "red_box", "distance_m": [0.1, 0.05]}, "min <= max"),
+    ({"type": "moved", "object": "red_box", "speed": 3}, "unknown field(s) ['speed']"),
+])
+def test_bad_perturbations_name_the_field(item, message):
+    from grounded_planner.sim.scenario import ScenarioError, scenario_from_dict
+
+    data = yaml.safe_load((SCENARIOS / "box_in_bowl.yaml").read_text())
+    with pytest.raises(ScenarioError, match="perturbations\\[0\\]") as info:
+        scenario_from_dict({**data, "perturbations": [item]}, source="x.yaml")
+    assert message in str(info.value)
+
+
+def test_perturbations_are_drawn_per_seed_and_leave_the_layout_alone():
+    from grounded_planner.sim.scenario import load_scenario
+
+    plain, moved = load_scenario(SCENARIOS / "box_in_bowl.yaml"), load_scenario(SCENARIOS / "box_in_bowl_moved.yaml")
+    for seed in (0, 1, 2):
+        a, b = plain.sample(seed), moved.sample(seed)
+        assert [o.position_m for o in a.objects] == [o.position_m for o in b.objects]
+        p = b.perturbation("moved", "red_box")
+        assert p is not None and 0.06 <= p.amount_m <= 0.10
+    angles = {round(moved.sample(s).perturbations[0].angle_rad, 6) for s in range(5)}
+    assert len(angles) == 5
+    half = load_scenario(SCENARIOS / "box_in_bowl_distractor.yaml")
+    sampled = half.sample(3)
+    assert [o.id for o in sampled.objects][-1] == "red_box_lookalike"
