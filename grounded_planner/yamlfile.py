@@ -19,5 +19,7 @@ def read_yaml(path: str | Path, what: str, error: Callable[..., Exception], **er
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror}", **error_kwargs) from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {path} is not UTF-8 text (byte offset {exc.start})", **error_kwargs) from exc
     except yaml.YAMLError as exc:
         raise error(f"{what} {path} is not valid YAML: {exc}", **error_kwargs) from exc

@@ -103,6 +103,10 @@ def other_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["draw", "--plan", write(tmp, "draw_plan.json", b"\xff"), "--image", str(tmp / "no.png"), "--out",
           str(tmp / "o.png")], ""),
         (["parse", "--width", "-5", "--height", "480"], ""),
+        (["bringup", "--config", write(tmp, "profile.yaml", b"\xff\xfe")], "profile.yaml"),
+        (["bringup", "--config", write(tmp, "profile2.yaml", "a: [1")], "profile2.yaml"),
+        (["v2gp", "segment", "--gripper", write(tmp, "gripper.csv", b"frame,gripper\n1,\xff\n")], "gripper.csv"),
+        (["v2gp", "segment", "--gripper", write(tmp, "gripper2.csv", "frame,gripper\n1,1e999\n")], "gripper2.csv"),
     ]
 
 

@@ -66,6 +66,8 @@ def load_training_jsonl(path: str | Path) -> list[dict[str, Any]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise TrainingDataError(f"cannot read training data {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise TrainingDataError(f"training data {path} is not UTF-8 text (byte offset {exc.start})") from exc
     samples = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
