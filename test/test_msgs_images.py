@@ -106,6 +106,15 @@ def test_bad_payloads_give_one_line_errors_naming_the_format():
                              data=np.zeros(2, np.uint8)))
 
 
+def test_camera_info_beside_an_image_topic_as_image_transport_finds_it():
+    from grounded_planner.msgs.images import camera_info_topic_of
+
+    assert camera_info_topic_of("/camera/camera/aligned_depth_to_color/image_raw") == \
+        "/camera/camera/aligned_depth_to_color/camera_info"
+    assert camera_info_topic_of("/camera/camera/depth/image_rect_raw/compressedDepth") == "/camera/camera/depth/camera_info"
+    assert camera_info_topic_of("image_raw/compressed") == "camera_info"
+
+
 def test_topic_type_follows_the_publisher_then_image_transport_naming():
     assert image_topic_type("/cam/color/image_raw") == IMAGE_MSGTYPE
     assert image_topic_type("/cam/color/image_raw/compressed") == COMPRESSED_MSGTYPE

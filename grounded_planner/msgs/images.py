@@ -73,6 +73,16 @@ def transport_of_topic(topic: str) -> str:
     return last if last in ("compressed", "compressedDepth") else "raw"
 
 
+def camera_info_topic_of(image_topic: str) -> str:
+    """The camera_info topic beside an image topic, as image_transport's CameraSubscriber finds it: the transport
+    suffix dropped, then the image's last name replaced (``.../depth/image_rect_raw/compressedDepth`` ->
+    ``.../depth/camera_info``)."""
+    base = image_topic.rstrip("/")
+    if transport_of_topic(base) != "raw":
+        base = base.rsplit("/", 1)[0]
+    return f"{base.rsplit('/', 1)[0]}/camera_info" if "/" in base else "camera_info"
+
+
 def image_topic_type(topic: str, advertised: list[str] | tuple[str, ...] = (), what: str = "image") -> str:
     """The message type to subscribe ``topic`` with: the type its publishers advertise, else what its name says.
 

@@ -12,7 +12,7 @@ from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
-from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
+from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject, depth_info_topic
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, declare_all, extrinsics_file, resolve_data_path, non_empty, non_negative, values
 from grounded_planner.ros.visualize import plan_markers
@@ -26,8 +26,9 @@ PARAMS = [
     Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
           "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)", non_empty, read_only=True),
     Param("camera_info_topic", "/camera/camera/color/camera_info", "intrinsics of the colour camera", non_empty, read_only=True),
-    Param("depth_camera_info_topic", "/camera/camera/aligned_depth_to_color/camera_info",
-          "the depth image's own camera_info: when it differs from colour's, back-projection refuses ('' = no check)",
+    Param("depth_camera_info_topic", "auto",
+          "the depth image's own camera_info: when it differs from colour's, back-projection refuses "
+          "(auto = beside depth_topic, as image_transport finds it; '' = no check)",
           read_only=True),
     Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
     Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
@@ -50,7 +51,7 @@ class BackprojectionNode(Node):
         p = values(self, PARAMS)
         self._frames = LatestFrames(self, "", p["depth_topic"], p["camera_info_topic"],
                                     callback_group=MutuallyExclusiveCallbackGroup(),
-                                    depth_camera_info_topic=p["depth_camera_info_topic"])
+                                    depth_camera_info_topic=depth_info_topic(p["depth_camera_info_topic"], p["depth_topic"]))
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._out = self.create_publisher(GroundedPlanMsg, p["output_topic"], latched)
         self._targets_out = self.create_publisher(String, p["targets_topic"], latched)

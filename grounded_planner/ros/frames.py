@@ -17,7 +17,7 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
 from grounded_planner.msgs.camera_info import camera_model_from_msg, same_calibration
 from grounded_planner.msgs.images import (CAMERA_INFO_MSGTYPE, COMPRESSED_MSGTYPE, IMAGE_MSGTYPE, TopicTypeError,
-                                          depth_to_m, image_size, image_topic_type)
+                                          camera_info_topic_of, depth_to_m, image_size, image_topic_type)
 
 MESSAGE_CLASSES = {IMAGE_MSGTYPE: Image, COMPRESSED_MSGTYPE: CompressedImage, CAMERA_INFO_MSGTYPE: CameraInfo}
 # how often a subscription's type is checked against what the topic's publishers advertise, seconds
@@ -46,6 +46,11 @@ class Snapshot:
 def camera_model(info: CameraInfo, frame_id: str = ""):
     """CameraInfo -> geometry CameraModel (the frame id defaults to the message's); CameraModelError if unusable."""
     return camera_model_from_msg(info, frame_id)
+
+
+def depth_info_topic(param: str, depth_topic: str) -> str:
+    """The ``depth_camera_info_topic`` parameter resolved: ``auto`` = the camera_info beside ``depth_topic``."""
+    return camera_info_topic_of(depth_topic) if param == "auto" else param
 
 
 def advertised_types(node: Node, topic: str) -> list[str]:

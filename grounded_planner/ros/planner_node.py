@@ -19,7 +19,7 @@ from grounded_planner_interfaces.srv import GetGroundedPlan
 from grounded_planner.ros import names
 from grounded_planner.msgs.images import color_to_rgb
 from grounded_planner.ros.convert import numpy_to_image, plan_to_msg
-from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject
+from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject, depth_info_topic
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import (Param, declare_all, existing_file, expand_path, extrinsics_file, non_empty, non_negative, one_of,
                                          positive, resolve_data_path, values)
@@ -43,8 +43,9 @@ PARAMS = [
     Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
           "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)", non_empty),
     Param("camera_info_topic", "/camera/camera/color/camera_info", "intrinsics of the colour camera", non_empty),
-    Param("depth_camera_info_topic", "/camera/camera/aligned_depth_to_color/camera_info",
-          "the depth image's own camera_info: when it differs from colour's, back-projection refuses ('' = no check)"),
+    Param("depth_camera_info_topic", "auto",
+          "the depth image's own camera_info: when it differs from colour's, back-projection refuses "
+          "(auto = beside depth_topic, as image_transport finds it; '' = no check)"),
     Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
     Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
           extrinsics_file),
@@ -81,7 +82,7 @@ class PlannerNode(Node):
         self._check_startup(p)
         self._frames = LatestFrames(self, p["color_topic"], p["depth_topic"], p["camera_info_topic"],
                                     callback_group=MutuallyExclusiveCallbackGroup(),
-                                    depth_camera_info_topic=p["depth_camera_info_topic"])
+                                    depth_camera_info_topic=depth_info_topic(p["depth_camera_info_topic"], p["depth_topic"]))
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._plan_pub = self.create_publisher(GroundedPlanMsg, names.LAST_PLAN, latched)
         self._markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
