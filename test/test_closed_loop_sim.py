@@ -151,3 +151,17 @@ def test_perturbations_are_drawn_per_seed_and_leave_the_layout_alone():
     half = load_scenario(SCENARIOS / "box_in_bowl_distractor.yaml")
     sampled = half.sample(3)
     assert [o.id for o in sampled.objects][-1] == "red_box_lookalike"
+
+
+def test_an_empty_plan_after_a_replan_ends_the_episode_as_done(tmp_path):
+    from grounded_planner.execution.config import ClosedLoopConfig, ExecutorConfig
+
+    # a place check stricter than any placement (1 mm) fails although the box is in the bowl: the loop replans,
+    # tells the model what was done, and the model, seeing the box in the bowl, answers an empty plan
+    config = ExecutorConfig(closed_loop=ClosedLoopConfig(place_tolerance_m=0.001))
+    result, record, _ = run(small(tmp_path, "box_in_bowl"), "closed_loop", tmp_path, config=config)
+    assert result.success and result.execution.success, result.execution.message
+    assert "nothing left to do" in result.execution.message
+    assert [(a["type"], a["check"]) for a in record["attempts"]] == [("grasp", "ok"),
+                                                                       ("place", "incorrect_spatial_outcome")]
+    assert record["plans"][0]["plan"]["actions"] == [] and "already done" in record["plans"][0]["plan"]["reason"]

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import REPO, requires_ros, spawn_python
-from helpers.ros_wait import stop_process
+from helpers.ros_wait import spin_until, stop_process
 from test_ros_executor_node import ActionClientSide, sim_plan_msg
 
 pytestmark = [requires_ros, pytest.mark.ros,
@@ -47,9 +47,14 @@ def test_rejected_and_unanswered_plans_move_nothing_an_approved_one_runs(approvi
 
     from action_msgs.msg import GoalStatus
 
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from visualization_msgs.msg import MarkerArray
+
     _plan, msg = sim_plan_msg()
     side = ActionClientSide(rclpy_context)
-    feedback = []
+    feedback, markers = [], []
+    side.node.create_subscription(MarkerArray, "/grounded_planner/plan_markers", markers.append,
+                                  QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
 
     # rejected from a terminal in another process
     handle = side.send(side.Goal(plan=msg), feedback=lambda f: feedback.append(f.feedback.state))
@@ -60,6 +65,8 @@ def test_rejected_and_unanswered_plans_move_nothing_an_approved_one_runs(approvi
     assert outcome.status == GoalStatus.STATUS_ABORTED and "not approved" in outcome.result.message
     assert outcome.result.steps_completed == 0 and list(outcome.result.step_outcomes) == []
     assert feedback == [], f"motions were started: {feedback}"
+    spin_until(side.executor, lambda: bool(markers), 10.0, "the previewed plan's markers")
+    assert len(markers[-1].markers) == 1 + 2 * len(msg.actions)  # DELETEALL, then a sphere and a label per step
 
     # nobody answers: rejected after approval_timeout_s, nothing moved
     t0 = time.monotonic()
@@ -75,8 +82,6 @@ def test_rejected_and_unanswered_plans_move_nothing_an_approved_one_runs(approvi
     outcome = side.result(handle)
     assert outcome.status == GoalStatus.STATUS_SUCCEEDED, outcome.result.message
     assert "close_gripper" in feedback
-    from helpers.ros_wait import spin_until
-
     spin_until(side.executor, lambda: len(side.results) >= 3, 30.0, "three results on the result topic")
     results = [json.loads(r.data) for r in side.results]
     assert [r.get("approved", True) for r in results] == [False, False, True]

@@ -12,11 +12,13 @@ from typing import Callable
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import QoSProfile
+from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import String
 from std_srvs.srv import SetBool
 
 from grounded_planner_interfaces.action import ExecutePlan
+from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+from visualization_msgs.msg import MarkerArray
 
 from grounded_planner.execution.approval import ApprovalGate
 from grounded_planner.execution.closed_loop import ClosedLoop, ClosedLoopResult
@@ -26,6 +28,7 @@ from grounded_planner.ros.convert import action_to_msg, plan_from_msg, poses_fro
 from grounded_planner.ros.closed_loop_io import PlanServiceError, RosClosedLoopIO
 from grounded_planner.ros.frames import LatestFrames, NoFrameError
 from grounded_planner.ros.node_main import run_node
+from grounded_planner.ros.visualize import plan_markers
 from grounded_planner.ros.params import (Param, declare_all, executor_config_file, extrinsics_file, non_empty, one_of,
                                          positive, resolve_data_path, values)
 
@@ -85,6 +88,10 @@ class ExecutorNode(LifecycleNode):
         qos = QoSProfile(depth=10)
         self._feedback_pub = self.create_publisher(String, names.EXECUTION_FEEDBACK, qos)
         self._result_pub = self.create_publisher(String, names.EXECUTION_RESULT, qos)
+        # the approval preview: the goal's plan and its 3D markers, latched for a late RViz
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self._preview_plan_pub = self.create_publisher(GroundedPlanMsg, names.LAST_PLAN, latched)
+        self._preview_markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
         self.create_subscription(String, names.TARGETS, self._on_targets, qos,
                                  callback_group=MutuallyExclusiveCallbackGroup())
         self.last_result: dict | None = None
@@ -246,7 +253,7 @@ class ExecutorNode(LifecycleNode):
         cancel = threading.Event()
         dry_run = goal_handle.request.dry_run or self.get_parameter("dry_run").value
         if not dry_run and self.get_parameter("require_approval").value:
-            refusal = self._await_approval(plan, goal_handle)
+            refusal = self._await_approval(plan, goal_handle, poses_from_msg(goal_handle.request.plan))
             if refusal:
                 result.success, result.message = False, refusal
                 self._publish_result({"success": False, "message": refusal, "steps": [], "approved": False})
@@ -312,8 +319,13 @@ class ExecutorNode(LifecycleNode):
             self.get_logger().error(f"closed loop stopped: {exc}")
             return ClosedLoopResult(False, f"closed loop stopped: {type(exc).__name__}: {exc}")
 
-    def _await_approval(self, plan, goal_handle) -> str:
-        """Hold the plan until someone approves it; returns '' when approved, else the refusal (logged)."""
+    def _await_approval(self, plan, goal_handle, poses) -> str:
+        """Hold the plan until someone approves it; returns '' when approved, else the refusal (logged).
+
+        The plan is previewed first: the goal's plan on ``last_plan`` and its 3D markers on ``plan_markers``
+        (latched; the planner's overlay of the same plan is already on ``overlay``)."""
+        self._preview_plan_pub.publish(goal_handle.request.plan)
+        self._preview_markers_pub.publish(plan_markers(plan, poses, stamp=self.get_clock().now().to_msg()))
         timeout_s = float(self.get_parameter("approval_timeout_s").value)
         steps = ", ".join(f"{a.type} {a.object or a.target}".strip() for a in plan.actions)
         summary = f"{plan.instruction!r}: {steps}"
