@@ -232,37 +232,51 @@ def _call_coords(item: CallItem, kind: str, index: int, convention: str) -> tupl
     return box, point
 
 
-def _keyed_coords(item: dict, convention: str, plan_conv: str) -> tuple[Coords | None, Coords | None]:
-    """Box and point of an action object, by its keys; a key's count of numbers decides box or point."""
-    box = point = None
-    for key in BOX_KEYS:
-        if key in item and item[key] is not None and item[key] != []:
-            box = (item[key], key_convention(key, convention, plan_conv))
-            break
+def _first_box_key(item: dict, convention: str, plan_conv: str) -> Coords | None:
+    key = next((k for k in BOX_KEYS if k in item and item[k] is not None and item[k] != []), None)
+    return None if key is None else (item[key], key_convention(key, convention, plan_conv))
+
+
+def _point_or_box_by_key(item: dict, convention: str, plan_conv: str,
+                         box: Coords | None) -> tuple[Coords | None, Coords | None]:
+    """The first point key with a value; a key that may hold either (``coordinates``) holding 4 numbers is the
+    box when there is none yet."""
     for key in POINT_KEYS:
         value = item.get(key)
         if value is None or value == []:
             continue
+        conv = key_convention(key, convention, plan_conv)
         if key in EITHER_KEYS:
             count = count_numbers(value)
             if count == 4 and box is None:  # "coordinates": [x1, y1, x2, y2]
-                box = (value, key_convention(key, convention, plan_conv))
+                box = (value, conv)
                 continue
             if count != 2:
                 continue  # a name ("location": "plate") or something else
-        point = (value, key_convention(key, convention, plan_conv))
-        break
+        return box, (value, conv)
+    return box, None
+
+
+def _corner_keys(item: dict, plan_conv: str) -> tuple[Coords | None, Coords | None]:
+    """``{"x1": .., "y1": .., "x2": .., "y2": ..}`` (a box) or ``{"x": .., "y": ..}`` (a point) in the action itself."""
+    keys = next((keys for keys in _BOX_NAMES if all(k in item for k in keys)), None)
+    if keys is not None:
+        return ([item[k] for k in keys], plan_conv), None
+    if "x" in item and "y" in item:
+        return None, ([item["x"], item["y"]], plan_conv)
+    return None, None
+
+
+def _keyed_coords(item: dict, convention: str, plan_conv: str) -> tuple[Coords | None, Coords | None]:
+    """Box and point of an action object, by its keys; a key's count of numbers decides box or point."""
+    box, point = _point_or_box_by_key(item, convention, plan_conv, _first_box_key(item, convention, plan_conv))
     # a box key holding a point, or a point key holding a box: the count of numbers decides
     if box is not None and point is None and count_numbers(box[0]) == 2:
-        box, point = None, box
-    elif point is not None and box is None and count_numbers(point[0]) == 4:
-        box, point = point, None
+        return None, box
+    if point is not None and box is None and count_numbers(point[0]) == 4:
+        return point, None
     if box is None and point is None:
-        keys = next((keys for keys in _BOX_NAMES if all(k in item for k in keys)), None)
-        if keys is not None:  # {"type": "grasp", "x1": ..., "y1": ..., ...}
-            box = ([item[k] for k in keys], plan_conv)
-        elif "x" in item and "y" in item:
-            point = ([item["x"], item["y"]], plan_conv)
+        return _corner_keys(item, plan_conv)
     return box, point
 
 
