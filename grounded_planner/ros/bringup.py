@@ -84,6 +84,10 @@ def _node_class(name: str):
     return getattr(_node_module(name), NODE_TYPES[name].split(":")[1])
 
 
+def _default(name: str, param: str) -> Any:
+    return next(p.default for p in _node_module(name).PARAMS if p.name == param)
+
+
 def checked_values(name: str, values: dict[str, Any]) -> dict[str, Any]:
     """``values`` for node ``name`` converted to the parameters' types (YAML ``5`` for 5.0) and checked.
 
@@ -123,8 +127,9 @@ class Bringup:
         from rclpy.context import Context
         from rclpy.executors import MultiThreadedExecutor
 
-        for name, values in profile.params.items():  # every node's values, before any node starts
-            checked_values(name, values)
+        checked = {name: checked_values(name, values) for name, values in profile.params.items()}  # before any node starts
+        if "planner" in checked:  # a thread per VLM request the planner lets into flight, on top of the shared ones
+            num_threads += checked["planner"].get("max_concurrent_requests", _default("planner", "max_concurrent_requests"))
         self.profile = profile
         self.context = Context()
         rclpy.init(context=self.context, domain_id=domain_id)

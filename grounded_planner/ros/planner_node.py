@@ -24,6 +24,8 @@ from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import (Param, declare_all, existing_file, expand_path, extrinsics_file, non_empty, non_negative, one_of,
                                          positive, resolve_data_path, values)
 from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
+from grounded_planner.vlm.errors import VLMBusyError
+from grounded_planner.vlm.gate import RequestGate
 
 BACKENDS = ("openai", "gemini", "transformers", "replay", "decoupled")
 
@@ -50,7 +52,15 @@ PARAMS = [
     Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
           extrinsics_file),
     Param("frame_wait_s", 5.0, "how long a request waits for a first camera frame, seconds", non_negative),
+    Param("max_concurrent_requests", 4, "VLM requests in flight at once; one more is answered at once with success false, "
+          "'busy: ...' (replayed plans, cache hits and requests failing before the model never count)", positive,
+          read_only=True),
+    Param("request_queue_depth", 100, "plan requests the service queue holds while they wait for a thread (DDS drops "
+          "requests beyond it unanswered)", positive, read_only=True),
 ]
+# Executor threads beyond the VLM slots: fast requests (busy refusals, errors, replay), camera subscriptions and
+# parameter services are served even while max_concurrent_requests slow VLM requests hold a thread each.
+SPARE_THREADS = 4
 # Parameters that change which planner is built: a change rebuilds it on the next request.
 PLANNER_PARAMS = {"backend", "model", "base_url", "api_key_env", "timeout_s", "max_retries", "prompt_family",
                   "replay_file", "record_file"}
@@ -90,7 +100,10 @@ class PlannerNode(Node):
         # for the rollout logger: every request's outcome, and the 3D targets of back-projected plans
         self._status_pub = self.create_publisher(String, names.PLANNER_STATUS, QoSProfile(depth=10))
         self._targets_pub = self.create_publisher(String, names.TARGETS, QoSProfile(depth=10))
-        self.create_service(GetGroundedPlan, names.PLAN_SERVICE, self._on_request, callback_group=ReentrantCallbackGroup())
+        self._gate = RequestGate(p["max_concurrent_requests"])
+        self.executor_threads = p["max_concurrent_requests"] + SPARE_THREADS  # read by run_node
+        self.create_service(GetGroundedPlan, names.PLAN_SERVICE, self._on_request,
+                            qos_profile=QoSProfile(depth=p["request_queue_depth"]), callback_group=ReentrantCallbackGroup())
         self.requests_served = 0
         self.last_overlay_rgb = None  # the newest overlay, for in-process callers (demo, bringup)
         self.get_logger().info(f"serving {names.PLAN_SERVICE} with backend {p['backend']} {p['model'] or ''}".rstrip())
@@ -141,7 +154,12 @@ class PlannerNode(Node):
         started = time.monotonic()
         self.requests_served += 1
         try:
-            plan, header, image_rgb, targets, poses, note = self.plan(request)
+            with self._gate.request():
+                plan, header, image_rgb, targets, poses, note = self.plan(request)
+        except VLMBusyError as exc:  # not a planning failure: no planner_status (it would end the open episode)
+            response.success, response.message = False, str(exc)
+            self.get_logger().warning(f"plan request {request.instruction!r} refused: {exc}", throttle_duration_sec=1.0)
+            return response
         except Exception as exc:  # every failure becomes success:false with its reason; the node keeps serving
             response.success = False
             response.message = f"{type(exc).__name__}: {exc}"
@@ -201,7 +219,7 @@ class PlannerNode(Node):
 
 
 def main(args=None) -> None:
-    # one thread per concurrent plan request plus the camera subscriptions
+    # at least 4 threads; the node asks for max_concurrent_requests + SPARE_THREADS (executor_threads)
     run_node(PlannerNode, "planner_node", num_threads=4, args=args)
 
 

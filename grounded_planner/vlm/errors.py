@@ -80,3 +80,7 @@ class ParseError(ValueError):
 
 class ParseDeadlineError(ParseError):
     """Parsing ran past the request's deadline (rule ``deadline``): the planner reports a timeout, not a bad answer."""
+
+
+class VLMBusyError(VLMError):
+    """Refused at once: as many model requests as allowed are already in flight (the message starts ``busy:``)."""

@@ -19,6 +19,7 @@ from grounded_planner.vlm.backends.base import VLMBackend, VLMRequest
 from grounded_planner.vlm.cache import ResponseCache, cache_key
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError, VLMTimeoutError
+from grounded_planner.vlm.gate import model_call
 from grounded_planner.vlm.image import EncodedImage, check_image, encode_image, image_sha256
 from grounded_planner.vlm.parse import ParseDeadlineError, ParseError, parse_plan
 
@@ -177,6 +178,7 @@ class Planner:
             if cached is not None:
                 self.stats.cache_hits += 1
                 return cached
+        model_call()  # a bounded number of requests in flight (the planner node's gate); VLMBusyError beyond it
         start = time.monotonic()
         answer = self.backend.generate(request)
         self.stats.last_latency_s = time.monotonic() - start
