@@ -30,6 +30,11 @@ MAX_YAML_CHARS = 20_000
 # Lenient re-decoding (comments, single quotes, Python literals) may read at most this many times the
 # answer's length in total, so nested undecodable brackets cannot make the work quadratic.
 LENIENT_BUDGET_FACTOR = 2
+# What one lenient attempt costs against that budget besides its length (compiling a Python literal is not free),
+# so thousands of tiny undecodable brackets cannot add up either.
+LENIENT_ATTEMPT_CHARS = 500
+# Most JSON values looked at in one answer: a plan is one value, or one action per line (at most MAX_ACTIONS).
+MAX_JSON_VALUES = 1_000
 
 TYPE_SYNONYMS = {
     "grasp": "grasp", "grab": "grasp", "pick": "grasp", "pick_up": "grasp", "pickup": "grasp",
@@ -238,9 +243,9 @@ class _Lenient:
             return json.loads(chunk)
         except (ValueError, RecursionError):
             pass
-        if len(chunk) > self.budget:
+        if len(chunk) + LENIENT_ATTEMPT_CHARS > self.budget:
             return FAIL
-        self.budget -= len(chunk)
+        self.budget -= len(chunk) + LENIENT_ATTEMPT_CHARS
         fixed = _TRAILING_COMMA.sub(r"\1", strip_comments(chunk.translate(_SMART_QUOTES)))
         try:
             return json.loads(fixed)
@@ -270,9 +275,12 @@ def json_values(text: str, deadline: float | None = None,
     pairs = match_brackets(text) if pairs is None else pairs
     lenient = _Lenient(LENIENT_BUDGET_FACTOR * len(text) + 10_000)
     covered_until = -1
+    yielded = 0
     for start in sorted(pairs):
         if start <= covered_until:
             continue
+        if yielded >= MAX_JSON_VALUES:
+            return
         end, depth = pairs[start]
         if depth > MAX_JSON_DEPTH:
             continue  # no plan nests this deep; decoding it would only cost time (look inside instead)
@@ -281,6 +289,7 @@ def json_values(text: str, deadline: float | None = None,
         if value is FAIL:
             continue  # look inside it: prose in brackets may hold a value
         covered_until = end
+        yielded += 1
         yield start, end, value
 
 
@@ -341,15 +350,18 @@ def container_items(value: Any, depth: int = 0) -> tuple[list | None, str]:
 # function calls and plain lines
 # ------------------------------------------------------------------------------------------------
 def _split_args(text: str) -> list[str]:
-    """Split call arguments on commas outside brackets and quotes."""
+    """Split call arguments on commas outside brackets and quotes, in one pass."""
     args, depth, quote, current = [], 0, "", []
+    last_visible = ""  # last non-space character of the current argument
     for ch in text:
         if quote:
             current.append(ch)
             if ch == quote:
                 quote = ""
+            if not ch.isspace():
+                last_visible = ch
             continue
-        if ch in "\"'" and (not "".join(current).strip() or "".join(current).rstrip().endswith(("=", ":"))):
+        if ch in "\"'" and last_visible in ("", "=", ":"):
             quote = ch  # a quote opens a string only at the start of an argument (kid's cup is a name)
         elif ch in "[({":
             depth += 1
@@ -357,9 +369,11 @@ def _split_args(text: str) -> list[str]:
             depth -= 1
         elif ch == "," and depth == 0:
             args.append("".join(current).strip())
-            current = []
+            current, last_visible = [], ""
             continue
         current.append(ch)
+        if not ch.isspace():
+            last_visible = ch
     if "".join(current).strip():
         args.append("".join(current).strip())
     return args
