@@ -105,7 +105,10 @@ def test_repeated_fragments_are_linear(unit):
     # thousands of tiny values (Python literals, quotes inside calls) cost per value: values and lenient work are capped
     result, cpu = run(fill(unit))
     assert cpu < LIMIT_CPU_S, f"{unit!r}: {cpu:.2f} s"
-    assert isinstance(result, ParseError)
+    if unit == "[] ":  # empty JSON plans: an empty plan, the text around it as the reason
+        assert result.actions == [] and result.warnings
+    else:
+        assert isinstance(result, ParseError)
 
 
 def test_a_cut_off_call_is_still_reported_as_truncated():
