@@ -41,7 +41,7 @@ the rest as one. Instead each episode's levels are learned from its own signal:
   a partial release still counts while sensor noise and hesitations of the operator do not;
 * each closing between two openings is one closed spell with a flat level (1-D clustering of the samples
   near its peak). The **rest** level is the level of a spell that starts or ends the episode closed (the arm
-  at rest); a spell whose level is within ``max(10 % of the range, 3 noise bands)`` of the rest level (or
+  at rest); a spell whose level is within ``max(10 % of the range, 3 noise sigma)`` of the rest level (or
   beyond it) is a closure on nothing (``empty_closure``), any other is a **grasp**: something stopped the
   fingers. Without a rest spell nothing is called empty here (the plan filters still catch empty grasps);
 * a grasp's **start** is the last frame still at the level of the opening before it, its **end** the first
@@ -539,7 +539,9 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
     if span < max(_MIN_RANGE_FRACTION * scale, 8.0 * sigma):
         return result  # the gripper never moved: no cycle
     tol = max(4.0 * sigma, 0.03 * span)  # the band a sample may wander and still be "at" a level
-    margin = max(0.1 * span, 3.0 * tol)  # how near the rest level a closure on nothing ends up
+    # how near the rest level a closure on nothing ends up: levels are medians of many samples, far surer than one
+    # sample, so a few sigma suffice; 10 % of the range covers a rest that differs a little between spells
+    margin = max(0.1 * span, 3.0 * sigma)
     points = _zigzag(smooth, config.prominence * span)
 
     def level_near(i: int, a: int, b: int) -> float:
@@ -547,17 +549,20 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
         window = closedness[a:b]
         return _flat_level(window[np.abs(window - smooth[i]) <= 2 * tol], tol) if window.size else float(smooth[i])
 
-    # closed spells: (pivot, index of the opening before or None, index of the opening after or None)
+    # each turning point's flat level, from the samples between its neighbouring turning points
+    levels: dict[int, float] = {}
+    for k, (i, _) in enumerate(points):
+        lo = points[k - 1][0] if k > 0 else 0
+        hi = points[k + 1][0] + 1 if k + 1 < len(points) else closedness.size
+        levels[i] = level_near(i, lo, hi)
+    # closed spells: (pivot, index of the opening before or None, index of the opening after or None, level)
     spells = []
     for k, (i, kind) in enumerate(points):
-        if kind != "closed":
-            continue
-        before = points[k - 1][0] if k > 0 else None
-        after = points[k + 1][0] if k + 1 < len(points) else None
-        lo = before if before is not None else 0
-        hi = after + 1 if after is not None else closedness.size
-        spells.append((i, before, after, level_near(i, lo, hi)))
-    result.open_level = float(min((level_near(i, 0, closedness.size) for i, kind in points if kind == "open"),
+        if kind == "closed":
+            before = points[k - 1][0] if k > 0 else None
+            after = points[k + 1][0] if k + 1 < len(points) else None
+            spells.append((i, before, after, levels[i]))
+    result.open_level = float(min((levels[i] for i, kind in points if kind == "open"),
                                   default=float(smooth.min())) / scale)
     top = float(smooth.max())
 
@@ -582,13 +587,12 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
         if rest is not None and level >= rest - margin:
             result.dropped.append((frame, "empty_closure"))
             continue
-        open_before = level_near(before, before, pivot)
-        open_after = level_near(after, pivot, closedness.size)
+        open_before, open_after = levels[before], levels[after]
         start = pivot
-        while start > before and closedness[start] > open_before + tol:
+        while start > before and smooth[start] > open_before + tol:  # the median-smoothed signal: a noise spike is no edge
             start -= 1
         end = pivot
-        while end < after and closedness[end] > open_after + tol:
+        while end < after and smooth[end] > open_after + tol:
             end += 1
         mid_close = open_before + 0.5 * (level - open_before)
         close_frame = start + int(np.argmax(closedness[start:pivot + 1] >= mid_close))
