@@ -15,7 +15,8 @@ import pytest
 
 pytest.importorskip("rosbags")
 
-from grounded_planner.plan import GroundedAction, GroundedPlan  # noqa: E402
+from grounded_planner.msgs.plan import plan_from_msg  # noqa: E402
+from grounded_planner.plan import GroundedAction, GroundedPlan, Target, TargetSet  # noqa: E402
 from grounded_planner.rollout import bag as B  # noqa: E402
 from grounded_planner.rollout.record import (  # noqa: E402
     RolloutError, RolloutRecorder, RolloutTopics, find_rollouts, load_rollout, recover_rollout)
@@ -108,7 +109,7 @@ def test_sigkill_at_known_point_keeps_every_message_and_marks_record_cut_short(t
     assert not record.writer_alive()
     assert record.data["plan"]["actions"][1]["point"] == [30.5, 20.0]  # written before the kill
     plan_msgs = [m for m in B.read_bag(episode) if m.topic == RolloutTopics().plan]
-    assert B.plan_from_bag_msg(plan_msgs[0].msg).to_dict()["actions"] == _plan().to_dict()["actions"]
+    assert plan_from_msg(plan_msgs[0].msg).to_dict()["actions"] == _plan().to_dict()["actions"]
 
     # recovery: the bag gets its summary and footer, so rosbags' own reader and the mcap library open it
     recovered = recover_rollout(episode)
@@ -244,7 +245,9 @@ def test_bag_messages_deserialize_with_rclpy(tmp_path):
     rgb, _ = _frame(3)
     with B.McapBagWriter(path) as writer:
         writer.write("/c", B.image_msg(rgb, 7))
-        writer.write("/p", B.plan_msg(_plan(), 7, positions_m=[(0.1, 0.2, 0.3), None], target_frame="base"))
+        located = _plan().with_targets(TargetSet("base", [Target(0, "grasp", "spoon", (0.1, 0.2, 0.3), yaw=0.0, width=0.02),
+                                                           Target(1, "place", "spoon", (0.4, 0.0, 0.0))]))
+        writer.write("/p", B.plan_msg(located, 7))
     with open(path, "rb") as f:
         raw = [m.data for _, _, m in mcap.make_reader(f).iter_messages()]
     image = serialization.deserialize_message(raw[0], Image)
@@ -253,7 +256,7 @@ def test_bag_messages_deserialize_with_rclpy(tmp_path):
     plan = serialization.deserialize_message(raw[1], msgs_mod.GroundedPlan)
     assert plan.instruction == "put the spoon on the plate"
     assert plan.actions[0].pose.header.frame_id == "base" and plan.actions[0].pose.pose.position.z == pytest.approx(0.3)
-    assert plan.actions[1].pose.header.frame_id == ""
+    assert plan.actions[0].width == pytest.approx(0.02) and plan.actions[1].pose.header.frame_id == "base"
 
 
 def test_recover_cli_refuses_live_recording_and_finalises_dead_one(tmp_path, capsys):

@@ -43,8 +43,6 @@ def answer_when_held(*args: str, within_s: float = 30.0) -> subprocess.Completed
 
 
 def test_rejected_and_unanswered_plans_move_nothing_an_approved_one_runs(approving_executor, rclpy_context):
-    import json
-
     from action_msgs.msg import GoalStatus
 
     from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -83,7 +81,7 @@ def test_rejected_and_unanswered_plans_move_nothing_an_approved_one_runs(approvi
     assert outcome.status == GoalStatus.STATUS_SUCCEEDED, outcome.result.message
     assert "close_gripper" in feedback
     spin_until(side.executor, lambda: len(side.results) >= 3, 30.0, "three results on the result topic")
-    results = [json.loads(r.data) for r in side.results]
-    assert [r.get("approved", True) for r in results] == [False, False, True]
-    assert results[-1]["scene_success"] is True
+    results = side.results  # typed ExecutionResult messages
+    assert ["not approved" in r.message for r in results] == [True, True, False]
+    assert results[-1].scene_success_known and results[-1].scene_success
     side.node.destroy_node()

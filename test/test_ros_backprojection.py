@@ -1,6 +1,5 @@
 """backprojection_node in a child process: a pixel plan on a topic comes back with poses in the base frame."""
 
-import json
 
 import numpy as np
 import pytest
@@ -17,10 +16,9 @@ def test_pixel_plan_comes_back_with_base_frame_poses(tmp_path, rclpy_context):
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from sensor_msgs.msg import CameraInfo, Image
-    from std_msgs.msg import String
 
     from grounded_planner.plan import GroundedAction, GroundedPlan
-    from grounded_planner.ros.convert import plan_from_msg, plan_to_msg, poses_from_msg
+    from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
     from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
     (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
@@ -39,7 +37,8 @@ def test_pixel_plan_comes_back_with_base_frame_poses(tmp_path, rclpy_context):
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         got = {}
         node.create_subscription(GroundedPlanMsg, "/grounded_planner/plan_3d", lambda m: got.__setitem__("plan", m), latched)
-        node.create_subscription(String, "/grounded_planner/targets", lambda m: got.__setitem__("targets", m), latched)
+        node.create_subscription(GroundedPlanMsg, "/grounded_planner/targets", lambda m: got.__setitem__("targets", m),
+                                 latched)
 
         plan = GroundedPlan("put the red cube on the right", (320, 240), [
             GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
@@ -49,14 +48,14 @@ def test_pixel_plan_comes_back_with_base_frame_poses(tmp_path, rclpy_context):
         spin_until(executor, lambda: plan_pub.get_subscription_count() > 0, 30.0, "backprojection_node to subscribe")
         plan_pub.publish(msg)
         spin_until(executor, lambda: "plan" in got and "targets" in got, 30.0, "the back-projected plan")
-        assert plan_from_msg(got["plan"]) == plan
-        poses = poses_from_msg(got["plan"])
-        assert [p.header.frame_id for p in poses] == ["fr3_link0", "fr3_link0"]
-        grasp = [poses[0].pose.position.x, poses[0].pose.position.y, poses[0].pose.position.z]
-        place = [poses[1].pose.position.x, poses[1].pose.position.y, poses[1].pose.position.z]
-        assert grasp == pytest.approx(base_point(100.5, 120.5, CUBE_M), abs=0.01)
-        assert place == pytest.approx(base_point(240.0, 120.0, TABLE_M), abs=0.01)
-        targets = json.loads(got["targets"].data)
+        located = plan_from_msg(got["plan"])
+        assert [(a.type, a.object, a.bbox, a.point) for a in located.actions] == \
+            [(a.type, a.object, a.bbox, a.point) for a in plan.actions]
+        grasp_t, place_t = (a.target_3d for a in located.actions)
+        assert (grasp_t.frame, place_t.frame) == ("fr3_link0", "fr3_link0")
+        assert list(grasp_t.position) == pytest.approx(base_point(100.5, 120.5, CUBE_M), abs=0.01)
+        assert list(place_t.position) == pytest.approx(base_point(240.0, 120.0, TABLE_M), abs=0.01)
+        targets = plan_from_msg(got["targets"]).target_set().to_dict()
         assert targets["frame"] == "fr3_link0" and [t["type"] for t in targets["targets"]] == ["grasp", "place"]
         assert np.isfinite(targets["targets"][0]["width"]) and targets["targets"][0]["width"] == pytest.approx(30 / 300 * CUBE_M, abs=0.01)  # 30 px wide
     finally:

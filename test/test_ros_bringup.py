@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import REPO, requires_ros
-from helpers.ros_wait import call, spin_until
+from helpers.ros_wait import spin_until
 from helpers.tabletop import CUBE_M, EXTRINSICS, INSTRUCTION, SCENE_COLORS, base_point, scene_messages
 
 # the CLI as its console script runs it (`python -m ...cli.main` would make CliError a __main__ class)
@@ -18,14 +18,11 @@ pytestmark = [requires_ros, pytest.mark.ros]
 
 def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
     import rclpy
-    from rclpy.action import ActionClient
     from rclpy.executors import SingleThreadedExecutor
 
     from grounded_planner.ros.bags import write_bag
-    from grounded_planner.ros.convert import poses_from_msg
+    from grounded_planner.ros.client import GroundedPlannerClient
     from grounded_planner.vlm.fake_server import FakeVLMServer
-    from grounded_planner_interfaces.action import ExecutePlan
-    from grounded_planner_interfaces.srv import GetGroundedPlan
 
     color, depth, info = scene_messages()
     topics = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
@@ -43,15 +40,14 @@ def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
         try:
             executor = SingleThreadedExecutor(context=rclpy_context)
             executor.add_node(node)
-            client = node.create_client(GetGroundedPlan, "/grounded_planner/plan")
-            response = call(executor, client, GetGroundedPlan.Request(instruction=INSTRUCTION, backproject=True), 60.0, "/grounded_planner/plan")
-            assert response.success, response.message
-            grasp = poses_from_msg(response.plan)[0]
-            assert grasp.header.frame_id == "fr3_link0"
-            assert [grasp.pose.position.x, grasp.pose.position.y, grasp.pose.position.z] == \
-                pytest.approx(base_point(100.5, 120.5, CUBE_M), abs=0.01)
-            execute = ActionClient(node, ExecutePlan, "/grounded_planner/execute")
-            assert execute.wait_for_server(timeout_sec=30.0), "the profile's executor never offered its action"
+            client = GroundedPlannerClient(node, executor=executor)
+            planned = client.plan(INSTRUCTION, backproject=True, timeout_s=60.0, service_wait_s=60.0)
+            assert planned.succeeded, client.last_error
+            grasp = planned.plan.actions[0].target_3d
+            assert grasp.frame == "fr3_link0" and grasp.method and grasp.width
+            assert list(grasp.position) == pytest.approx(base_point(100.5, 120.5, CUBE_M), abs=0.01)
+            dry = client.execute(planned.plan, dry_run=True, server_wait_s=30.0, timeout_s=60.0)
+            assert dry.succeeded and dry.step_outcomes == ["ok", "ok"], client.last_error
             spin_until(executor, lambda: node.count_subscribers("/grounded_planner/plan_pixels") > 0, 30.0,
                        "backprojection node")
         finally:

@@ -3,7 +3,6 @@ a wrong frame ends the goal ABORTED with a message naming step and field, `execu
 every goal (refused ones included), dry run refuses alike, and two goals at the door are never both accepted."""
 
 import importlib.util
-import json
 import math
 import threading
 
@@ -19,13 +18,18 @@ needs_mujoco = pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, re
 
 def plan_msg(frame="base_link", grasp_q=(0.0, 0.0, 0.0, 1.0), place_position=(0.45, -0.15, 0.02)):
     from grounded_planner.plan import GroundedAction, GroundedPlan
-    from grounded_planner.ros.convert import plan_to_msg, pose_stamped
+    from grounded_planner.msgs.plan import pose_stamped_msg
+    from grounded_planner.ros.convert import plan_to_msg
+    from grounded_planner.ros.msg_types import rclpy_type
 
     plan = GroundedPlan("put the box in the bowl", (320, 240), [
         GroundedAction("grasp", "box", bbox=(100.0, 100.0, 130.0, 130.0)),
         GroundedAction("place", "box", "bowl", point=(200.0, 120.0))])
-    poses = [pose_stamped(frame, (0.45, 0.1, 0.02), grasp_q), pose_stamped(frame, place_position)]
-    return plan_to_msg(plan, poses=poses)
+    msg = plan_to_msg(plan)
+    # raw poses as a careless sender might fill them (NaN, non-unit quaternions): the executor must refuse them
+    msg.actions[0].pose = pose_stamped_msg(rclpy_type, frame, (0.45, 0.1, 0.02), grasp_q)
+    msg.actions[1].pose = pose_stamped_msg(rclpy_type, frame, place_position)
+    return msg
 
 
 @needs_mujoco
@@ -35,9 +39,9 @@ def test_bad_goals_end_with_a_result_naming_step_and_field(ros_domain, tmp_path,
     from rclpy.action import ActionClient
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile
-    from std_msgs.msg import String
 
     from grounded_planner_interfaces.action import ExecutePlan
+    from grounded_planner_interfaces.msg import ExecutionResult
 
     (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 0.0}}\n")
     child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
@@ -48,7 +52,7 @@ def test_bad_goals_end_with_a_result_naming_step_and_field(ros_domain, tmp_path,
         executor.add_node(node)
         client = ActionClient(node, ExecutePlan, "/grounded_planner/execute")
         results = []
-        node.create_subscription(String, "/grounded_planner/execution/result", lambda m: results.append(json.loads(m.data)),
+        node.create_subscription(ExecutionResult, "/grounded_planner/execution/result", results.append,
                                  QoSProfile(depth=20))
         assert client.wait_for_server(timeout_sec=60.0), "/grounded_planner/execute never appeared"
 
@@ -85,7 +89,7 @@ def test_bad_goals_end_with_a_result_naming_step_and_field(ros_domain, tmp_path,
         spin_until(executor, lambda: len(results) >= len(bad) + 1, 30.0, "a result message for every goal")
         assert len(results) == len(bad) + 1
         for (goal, message), published in zip(bad, results):
-            assert published["success"] is False and message in published["message"], published
+            assert published.success is False and message in published.message, published
     finally:
         node.destroy_node()
         out = stop_process(child)

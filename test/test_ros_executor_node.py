@@ -17,17 +17,16 @@ SCENARIO = REPO / "config" / "scenarios" / "box_in_bowl.yaml"
 
 def sim_plan_msg():
     """The box_in_bowl ground-truth plan (seed 0) with poses back-projected from the simulated RGB-D frame."""
-    from grounded_planner.geometry.targets import compute_targets
+    from grounded_planner.geometry.targets import backproject
     from grounded_planner.ros.convert import plan_to_msg
-    from grounded_planner.ros.visualize import target_poses
     from grounded_planner.sim.export import gt_plan
     from grounded_planner.sim.workcell import SimWorkcell
 
     with SimWorkcell.from_scenario(SCENARIO, seed=0) as cell:
         _rgb, depth_m = cell.render()
         plan = gt_plan(cell)
-        targets = compute_targets(plan, depth_m, cell.camera_model, cell.extrinsics)
-    return plan, plan_to_msg(plan, poses=target_poses(targets, len(plan.actions)))
+        located = backproject(plan, depth_m, cell.camera_model, cell.extrinsics)
+    return plan, plan_to_msg(located)
 
 
 class ActionClientSide:
@@ -36,9 +35,8 @@ class ActionClientSide:
         from rclpy.action import ActionClient
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import QoSProfile
-        from std_msgs.msg import String
-
         from grounded_planner_interfaces.action import ExecutePlan
+        from grounded_planner_interfaces.msg import ExecutionEvent, ExecutionResult
 
         self.node = rclpy.create_node("executor_probe", context=context)
         self.executor = SingleThreadedExecutor(context=context)
@@ -46,7 +44,11 @@ class ActionClientSide:
         self.client = ActionClient(self.node, ExecutePlan, "/grounded_planner/execute")
         self.Goal = ExecutePlan.Goal
         self.results = []
-        self.node.create_subscription(String, "/grounded_planner/execution/result", self.results.append, QoSProfile(depth=10))
+        self.events = []
+        self.node.create_subscription(ExecutionResult, "/grounded_planner/execution/result", self.results.append,
+                                      QoSProfile(depth=10))
+        self.node.create_subscription(ExecutionEvent, "/grounded_planner/execution/feedback", self.events.append,
+                                      QoSProfile(depth=100))
 
     def send(self, goal, feedback=None, timeout_s=60.0):
         assert self.client.wait_for_server(timeout_sec=timeout_s), "/grounded_planner/execute never appeared"
@@ -90,11 +92,14 @@ def test_plan_runs_on_the_simulator_with_feedback_per_step(executor_child, rclpy
     assert done.result.success and done.result.steps_completed == 2
     assert [f.step for f in feedback][0] == 0 and {f.step for f in feedback} == {0, 1}
     assert "close_gripper" in [f.state for f in feedback] and feedback[0].current.type == "grasp"
-    spin_until(side.executor, lambda: len(side.results) >= 2, 30.0, "result JSON on the result topic")
-    import json
-
-    real = json.loads(side.results[-1].data)
-    assert real["scene_success"] is True, "the box did not end up in the bowl"
+    spin_until(side.executor, lambda: len(side.results) >= 2, 30.0, "the typed result on the result topic")
+    real = side.results[-1]
+    assert real.scene_success_known and real.scene_success, "the box did not end up in the bowl"
+    assert [s.outcome for s in real.steps] == ["ok", "ok"] and not real.dry_run and side.results[0].dry_run
+    assert real.instruction == plan.instruction
+    spin_until(side.executor, lambda: any(e.state == "close_gripper" for e in side.events), 10.0, "typed events")
+    grasp_event = next(e for e in side.events if e.state == "close_gripper")
+    assert grasp_event.has_action and grasp_event.action.type == "grasp" and grasp_event.action.width > 0
     side.node.destroy_node()
 
 

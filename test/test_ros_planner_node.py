@@ -109,7 +109,7 @@ def start_planner(vlm_url, tmp_path, *extra):
 
 
 def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_context):
-    from grounded_planner.ros.convert import plan_from_msg, poses_from_msg
+    from grounded_planner.ros.convert import plan_from_msg
 
     child = start_planner(vlm.base_url, tmp_path)
     graph = Graph(rclpy_context)
@@ -123,15 +123,16 @@ def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_c
         assert plan.actions[0].bbox == pytest.approx(CUBE_PX, abs=1.5)
         assert plan.actions[1].point == pytest.approx((W / 2, H / 2), abs=1.5)  # the table centre
         assert plan.model == "qwen3-vl-test" and len(vlm.requests) == 1
-        assert all(p is None for p in poses_from_msg(response.plan)), "poses filled without backproject"
+        assert all(a.pose.header.frame_id == "" for a in response.plan.actions), "poses filled without backproject"
         user = next(m for m in vlm.requests[-1]["messages"] if m["role"] == "user")
         assert any(part.get("type") == "image_url" for part in user["content"]), "the image never reached the VLM"
 
         response = graph.plan(image=False, backproject=True)  # latest camera frame, poses from depth
         assert response.success, response.message
-        poses = poses_from_msg(response.plan)
-        assert all(p is not None and p.header.frame_id == "fr3_link0" for p in poses)
-        grasp, place = (np.array([p.pose.position.x, p.pose.position.y, p.pose.position.z]) for p in poses)
+        targets = plan_from_msg(response.plan).target_set()
+        assert targets.frame == "fr3_link0" and [t.method for t in targets.targets] == ["top_surface", "depth"]
+        assert response.plan.actions[0].width > 0 and response.plan.actions[0].normal.z == pytest.approx(1.0, abs=0.05)
+        grasp, place = (t.position for t in targets.targets)
         # the cube's top is 5 cm above the table, centred on pixel (100, 120); the place point is on the table
         assert grasp == pytest.approx(base_point(100.5, 120.5, CUBE_M), abs=0.01)
         assert place == pytest.approx(base_point(W / 2, H / 2, TABLE_M), abs=0.01)

@@ -1,7 +1,5 @@
 """rollout_logger_node in a child process records an episode from the topics the other nodes publish."""
 
-import json
-
 import pytest
 
 from conftest import requires_ros, spawn_python
@@ -18,10 +16,16 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
     from sensor_msgs.msg import CameraInfo, Image
     from std_msgs.msg import String
 
-    from grounded_planner.plan import GroundedAction, GroundedPlan
+    from grounded_planner.execution.executor import ExecutionResult as Outcome
+    from grounded_planner.execution.executor import StepResult
+    from grounded_planner.execution.outcomes import Outcome as StepOutcome
+    from grounded_planner.msgs.execution import execution_event_msg, execution_result_msg, planner_status_msg
+    from grounded_planner.plan import GroundedAction, GroundedPlan, Target, TargetSet
+    from grounded_planner.ros.msg_types import rclpy_type
     from grounded_planner.rollout.bag import read_bag
     from grounded_planner.rollout.record import load_rollout
     from grounded_planner.ros.convert import plan_to_msg
+    from grounded_planner_interfaces.msg import ExecutionEvent, ExecutionResult, PlannerStatus
     from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
     child = spawn_python(["-m", "grounded_planner.ros.rollout_logger_node", "--ros-args",
@@ -37,10 +41,10 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
             ("depth", Image, "/camera/camera/aligned_depth_to_color/image_raw"),
             ("info", CameraInfo, "/camera/camera/color/camera_info"),
             ("plan", GroundedPlanMsg, "/grounded_planner/last_plan"),
-            ("status", String, "/grounded_planner/planner_status"),
-            ("targets", String, "/grounded_planner/targets"),
-            ("feedback", String, "/grounded_planner/execution/feedback"),
-            ("result", String, "/grounded_planner/execution/result")]}
+            ("status", PlannerStatus, "/grounded_planner/planner_status"),
+            ("targets", GroundedPlanMsg, "/grounded_planner/targets"),
+            ("feedback", ExecutionEvent, "/grounded_planner/execution/feedback"),
+            ("result", ExecutionResult, "/grounded_planner/execution/result")]}
 
         def camera():
             stamp = node.get_clock().now().to_msg()
@@ -59,19 +63,19 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
             GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
             GroundedAction("place", "red cube", "table", point=(240.0, 120.0))], model="qwen3-vl-test")
         pubs["plan"].publish(plan_to_msg(plan))
-        targets = {"frame": "fr3_link0", "warnings": [], "targets": [
-            {"index": 0, "type": "grasp", "object": "red cube", "position": [0.3, 0.0, 0.05], "method": "top_surface"},
-            {"index": 1, "type": "place", "object": "red cube", "position": [0.76, 0.0, 0.0], "method": "depth"}]}
-        pubs["targets"].publish(String(data=json.dumps(targets)))
+        located = plan.with_targets(TargetSet("fr3_link0", [
+            Target(0, "grasp", "red cube", [0.3, 0.0, 0.05], yaw=0.0, width=0.03, method="top_surface"),
+            Target(1, "place", "red cube", [0.76, 0.0, 0.0], method="depth")]))
+        pubs["targets"].publish(plan_to_msg(located))
         for step, state in ((0, "approach"), (0, "grasp"), (1, "place")):
-            pubs["feedback"].publish(String(data=json.dumps({"step": step, "state": state})))
-        result = {"success": True, "message": "", "steps": [{"index": 0, "type": "grasp", "outcome": "ok", "message": ""},
-                                                            {"index": 1, "type": "place", "outcome": "ok", "message": ""}]}
-        pubs["result"].publish(String(data=json.dumps(result)))
+            pubs["feedback"].publish(execution_event_msg(rclpy_type, step, state, located.actions[step]))
+        result = Outcome(True, "all 2 steps ok", [StepResult(0, "grasp", StepOutcome.OK, ""),
+                                                  StepResult(1, "place", StepOutcome.OK, "")])
+        pubs["result"].publish(execution_result_msg(rclpy_type, result, plan.instruction, scene_success=True))
         spin_until(executor, lambda: len(closed) == 1, 30.0, "the rollout to close on the execution result")
 
-        pubs["status"].publish(String(data=json.dumps({"instruction": "tidy up", "success": False,
-                                                       "message": "VLMUnavailableError: connection refused"})))
+        pubs["status"].publish(planner_status_msg(rclpy_type, "tidy up", False,
+                                                  "VLMUnavailableError: connection refused"))
         spin_until(executor, lambda: len(closed) == 2, 30.0, "a rollout for the planner failure")
     finally:
         node.destroy_node()
@@ -82,7 +86,8 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
     assert record["status"] == "complete" and record["instruction"] == "put the red cube on the right"
     assert record["condition"] == "test" and record["model"] == "qwen3-vl-test"
     assert [a["type"] for a in record["plan"]["actions"]] == ["grasp", "place"]
-    assert record["targets"]["frame"] == "fr3_link0"
+    assert record["targets"]["frame"] == "fr3_link0" and record["targets"]["targets"][0]["width"] == pytest.approx(0.03)
+    assert record["success"] is True  # the simulator's scene check, carried by the typed result
     assert [s["outcome"] for s in record["steps"]] == ["ok", "ok"] and record["execution"]["success"] is True
     topics = [m.topic for m in read_bag(closed[0])]
     for topic in ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",

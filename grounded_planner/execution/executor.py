@@ -16,6 +16,7 @@ from grounded_planner.execution.backend import (BackendError, BackendFault, Moti
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.outcomes import Outcome
 from grounded_planner.execution.validate import ExecutionInputError, InvalidGoalError, check_targets  # noqa: F401 (re-exported)
+from grounded_planner.plan import PlanError
 
 log = logging.getLogger(__name__)
 
@@ -289,14 +290,20 @@ class Executor:
         return checked
 
     # -- running -----------------------------------------------------------------------------------
-    def execute(self, plan: Any, targets: Any, dry_run: bool = False, cancel: threading.Event | None = None,
+    def execute(self, plan: Any, targets: Any = None, dry_run: bool = False, cancel: threading.Event | None = None,
                 on_feedback: FeedbackFn | None = None) -> ExecutionResult:
-        """Run (or with ``dry_run`` only check) ``plan`` with ``targets`` (a geometry ``TargetSet``).
+        """Run (or with ``dry_run`` only check) ``plan`` with its 3D targets.
 
+        ``targets`` (a ``TargetSet``) defaults to the targets the plan's actions carry (``action.target_3d``).
         Raises :class:`~grounded_planner.execution.validate.InvalidGoalError` (naming step and field) for a
         non-finite number, a negative width or a target set without a frame, and :class:`ExecutionInputError`
         when plan and targets do not match — in a dry run too; every robot-side problem becomes a step outcome.
         """
+        if targets is None:
+            try:
+                targets = plan.target_set()
+            except PlanError as exc:
+                raise ExecutionInputError(str(exc)) from exc
         pairs = self._pair(plan, targets)
         check_targets(targets)  # before anything computes a motion: a NaN yaw must never reach the IK
         if not pairs:

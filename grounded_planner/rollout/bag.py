@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, Iterator, Mapping, Sequence
 import numpy as np
 
 from grounded_planner.msgs import images
+from grounded_planner.msgs.plan import plan_to_msg
 
 log = logging.getLogger(__name__)
 
@@ -181,34 +182,9 @@ def joint_state_msg(names: Sequence[str], position: Sequence[float], stamp_ns: i
                       effort=np.asarray(effort, dtype=np.float64))
 
 
-def plan_msg(plan, stamp_ns: int, frame_id: str = "camera_color_optical_frame",
-             positions_m: Sequence[Sequence[float] | None] | None = None, target_frame: str = ""):
-    """grounded_planner_interfaces/GroundedPlan from a plan model; ``positions_m[i]`` fills action i's pose.
-
-    The message has no reason/warnings fields: those live in rollout.json.
-    """
-    types = typestore().types
-    Action = types[ACTION_MSGTYPE]
-    PoseStamped, Pose = types["geometry_msgs/msg/PoseStamped"], types["geometry_msgs/msg/Pose"]
-    Point, Quaternion = types["geometry_msgs/msg/Point"], types["geometry_msgs/msg/Quaternion"]
-    if positions_m is not None and len(positions_m) != len(plan.actions):
-        raise BagError(f"got {len(positions_m)} target positions for {len(plan.actions)} actions")
-    actions = []
-    for i, a in enumerate(plan.actions):
-        pos = None if positions_m is None else positions_m[i]
-        pose = PoseStamped(header=_header(stamp_ns, target_frame if pos is not None else ""),
-                           pose=Pose(position=Point(x=0.0, y=0.0, z=0.0) if pos is None else
-                                     Point(x=float(pos[0]), y=float(pos[1]), z=float(pos[2])),
-                                     orientation=Quaternion(x=0.0, y=0.0, z=0.0, w=1.0)))
-        actions.append(Action(type=a.type, object=a.object, target=a.target,
-                              bbox=np.asarray(a.bbox if a.bbox is not None else [], dtype=np.float32),
-                              point=np.asarray(a.point if a.point is not None else [], dtype=np.float32),
-                              pose=pose, width=0.0, normal=types["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
-                              target_method="", target_confidence=0.0))
-    return types[PLAN_MSGTYPE](header=_header(stamp_ns, frame_id), instruction=plan.instruction,
-                               image_width=int(plan.image_size[0]), image_height=int(plan.image_size[1]),
-                               actions=actions, model=plan.model, raw_response=plan.raw_response,
-                               reason=str(getattr(plan, "reason", "")), warnings=list(getattr(plan, "warnings", [])))
+def plan_msg(plan, stamp_ns: int, frame_id: str = "camera_color_optical_frame"):
+    """grounded_planner_interfaces/GroundedPlan from a plan model (its 3D targets, reason and warnings inside)."""
+    return plan_to_msg(plan, typestore().types, stamp_ns=stamp_ns, frame_id=frame_id)
 
 
 # -- message readers -----------------------------------------------------------------------------
@@ -226,20 +202,6 @@ def depth_to_m(msg, depth_unit_m: float = DEFAULT_DEPTH_UNIT_M) -> np.ndarray:
         return images.depth_to_m(msg, depth_unit_m).astype(np.float32)
     except images.ImageDecodeError as exc:
         raise BagError(f"depth image: {exc}") from exc
-
-
-def plan_from_bag_msg(msg, reason: str = "", warnings: Sequence[str] = (), validate: bool = False):
-    """GroundedPlan message (as rosbags deserialises it) -> plan model."""
-    from grounded_planner.plan import GroundedAction, GroundedPlan
-
-    actions = [GroundedAction(type=a.type, object=a.object, target=a.target,
-                              bbox=tuple(round(float(v), 3) for v in a.bbox) if len(a.bbox) else None,
-                              point=tuple(round(float(v), 3) for v in a.point) if len(a.point) else None)
-               for a in msg.actions]
-    plan = GroundedPlan(instruction=msg.instruction, image_size=(int(msg.image_width), int(msg.image_height)),
-                        actions=actions, reason=reason or ("" if actions else "empty plan (reason not in bag)"),
-                        warnings=list(warnings), model=msg.model, raw_response=msg.raw_response)
-    return plan.validate() if validate else plan
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -692,6 +654,6 @@ def _tail_bytes(path: Path, n: int) -> bytes:
 
 __all__ = [
     "BagError", "BagMessage", "McapBagWriter", "ScanResult", "camera_info_msg", "depth_msg", "depth_to_m",
-    "image_msg", "image_to_rgb", "iter_mcap", "joint_state_msg", "plan_from_bag_msg", "plan_msg", "read_bag",
+    "image_msg", "image_to_rgb", "iter_mcap", "joint_state_msg", "plan_msg", "read_bag",
     "recover_mcap", "resolve_bag_path", "scan_mcap", "stamp_to_ns", "string_msg", "typestore",
 ]

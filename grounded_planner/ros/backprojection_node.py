@@ -5,7 +5,6 @@ from __future__ import annotations
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
@@ -20,7 +19,7 @@ from grounded_planner.ros.visualize import plan_markers
 PARAMS = [
     Param("input_topic", names.PLAN_PIXELS, "GroundedPlan in pixels to back-project", non_empty, read_only=True),
     Param("output_topic", names.PLAN_3D, "the same plan with every action's pose filled", non_empty, read_only=True),
-    Param("targets_topic", names.TARGETS, "std_msgs/String: the TargetSet JSON (method, yaw, width, warnings)",
+    Param("targets_topic", names.TARGETS, "GroundedPlan: the back-projected plan again, for subscribers of the targets (width, normal, method inside)",
           non_empty, read_only=True),
     Param("markers_topic", names.TARGET_MARKERS, "visualization_msgs/MarkerArray of the 3D targets", non_empty, read_only=True),
     Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
@@ -54,7 +53,7 @@ class BackprojectionNode(Node):
                                     depth_camera_info_topic=depth_info_topic(p["depth_camera_info_topic"], p["depth_topic"]))
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._out = self.create_publisher(GroundedPlanMsg, p["output_topic"], latched)
-        self._targets_out = self.create_publisher(String, p["targets_topic"], latched)
+        self._targets_out = self.create_publisher(GroundedPlanMsg, p["targets_topic"], latched)
         self._markers_out = self.create_publisher(MarkerArray, p["markers_topic"], latched)
         # its own group: waiting for depth must not hold up the depth subscription itself
         self.create_subscription(GroundedPlanMsg, p["input_topic"], self._on_plan, QoSProfile(depth=5),
@@ -72,28 +71,29 @@ class BackprojectionNode(Node):
 
     def _on_plan(self, msg: GroundedPlanMsg) -> None:
         try:
-            out, targets = self.process(msg)
+            out, plan = self.process(msg)
         except (NoFrameError, ValueError) as exc:  # GeometryError / PlanError are ValueErrors
             self.last_error = f"{type(exc).__name__}: {exc}"
             self.get_logger().error(f"cannot back-project plan {msg.instruction!r}: {self.last_error}")
             return
         self._out.publish(out)
-        self._targets_out.publish(String(data=targets.to_json(indent=None)))
-        plan = plan_from_msg(out, validate=False)
-        self._markers_out.publish(plan_markers(plan, [a.pose for a in out.actions], namespace="targets",
-                                               stamp=out.header.stamp))
+        self._targets_out.publish(out)
+        self._markers_out.publish(plan_markers(plan, namespace="targets", stamp=out.header.stamp))
         self.plans_done += 1
-        for warning in targets.warnings:
+        for warning in plan.warnings:
             self.get_logger().warning(f"plan {msg.instruction!r}: {warning}")
 
     def process(self, msg: GroundedPlanMsg):
-        """(plan message with poses, TargetSet) for a pixel plan message; raises NoFrameError/GeometryError."""
+        """(plan message with its targets, plan model with its targets) for a pixel plan message.
+
+        Raises NoFrameError, GeometryError or PlanError.
+        """
         plan = plan_from_msg(msg)
         snap = self._frames.wait_for(("depth", "camera_info"), self.get_parameter("frame_wait_s").value)
-        targets, poses = backproject(plan, snap.depth, snap.camera_info, self.extrinsics(), stamp=msg.header.stamp,
-                                     depth_camera_info=snap.depth_camera_info,
-                                     depth_registered=self.get_parameter("depth_registered").value)
-        return plan_to_msg(plan, header=msg.header, poses=poses), targets
+        located = backproject(plan, snap.depth, snap.camera_info, self.extrinsics(),
+                              depth_camera_info=snap.depth_camera_info,
+                              depth_registered=self.get_parameter("depth_registered").value)
+        return plan_to_msg(located, header=msg.header), located
 
 
 def main(args=None) -> None:

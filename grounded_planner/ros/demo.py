@@ -139,25 +139,27 @@ class _Waiter:
         return self.value
 
 
-def _wait_future(future, timeout_s: float, what: str):
-    waiter = _Waiter()
-    future.add_done_callback(lambda f: waiter.set(f))
-    return waiter.wait(timeout_s, what).result()
+def _overlay_of(planner_node, timeout_s: float):
+    """The planner's newest overlay image, waiting up to ``timeout_s`` for its worker thread to draw it."""
+    deadline = time.monotonic() + timeout_s
+    while planner_node.last_overlay_rgb is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return planner_node.last_overlay_rgb
 
 
 def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str] | None = None,
              say: Callable[[str], None] = print) -> DemoReport:
     """Run the whole graph on the sample scene; raises DemoError when a stage cannot run."""
     import rclpy
-    from rclpy.action import ActionClient
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from std_msgs.msg import String
 
-    from grounded_planner.ros.convert import plan_from_msg, plan_to_msg, poses_from_msg
+    from grounded_planner.msgs.execution import execution_result_from_msg
+    from grounded_planner.ros.client import GroundedPlannerClient
+    from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
     from grounded_planner.sim.backend import SimBackend
-    from grounded_planner_interfaces.action import ExecutePlan
+    from grounded_planner_interfaces.msg import ExecutionResult as ExecutionResultMsg
     from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
-    from grounded_planner_interfaces.srv import GetGroundedPlan
 
     env = dict(os.environ if env is None else env)
     out_dir = Path(out_dir)
@@ -185,14 +187,13 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
         client = rclpy.create_node("demo_client", context=graph.context)
         graph.add_node(client)  # destroyed by the graph's shutdown, after its executor stopped
         latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        plan_3d, targets_json, rollout_closed, result_json = _Waiter(), _Waiter(), _Waiter(), _Waiter()
+        plan_3d, targets, rollout_closed, result_msg = _Waiter(), _Waiter(), _Waiter(), _Waiter()
         client.create_subscription(GroundedPlanMsg, names.PLAN_3D, plan_3d.set, latched)
-        client.create_subscription(String, names.TARGETS, targets_json.set, QoSProfile(depth=10))
+        client.create_subscription(GroundedPlanMsg, names.TARGETS, targets.set, QoSProfile(depth=10))
         client.create_subscription(String, names.ROLLOUT_CLOSED, rollout_closed.set, latched)
-        client.create_subscription(String, names.EXECUTION_RESULT, result_json.set, QoSProfile(depth=10))
+        client.create_subscription(ExecutionResultMsg, names.EXECUTION_RESULT, result_msg.set, QoSProfile(depth=10))
         pixels_pub = client.create_publisher(GroundedPlanMsg, names.PLAN_PIXELS, QoSProfile(depth=5))
-        plan_client = client.create_client(GetGroundedPlan, names.PLAN_SERVICE)
-        execute_client = ActionClient(client, ExecutePlan, names.EXECUTE_ACTION)
+        planner = GroundedPlannerClient(client)
         graph.start()
         say(f"  in-process graph (ROS_DOMAIN_ID {domain_id}, MultiThreadedExecutor): {', '.join(graph.nodes)}")
 
@@ -202,16 +203,13 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
         else:
             say(f"  planner: {choice.backend} model {choice.model or '(server default)'}"
                 f"{' at ' + choice.base_url if choice.base_url else ''} ({choice.why})")
-        if not plan_client.wait_for_service(timeout_sec=30.0):
-            raise DemoError("planning: /grounded_planner/plan never came up")
-        request = GetGroundedPlan.Request(instruction=instruction)  # empty image: the latest frame from the bag
-        started = time.monotonic()
-        response = _wait_future(plan_client.call_async(request), 180.0, names.PLAN_SERVICE)
-        if not response.success:
-            raise DemoError(f"planning failed: {response.message}")
-        plan = plan_from_msg(response.plan)
+        # the pixel plan first (the back-projection stage below shows the topic path); empty image: the bag's frame
+        planned = planner.plan(instruction, backproject=False, timeout_s=180.0, service_wait_s=30.0)
+        if not planned.succeeded:
+            raise DemoError(f"planning failed: {planner.last_error}")
+        plan = planned.plan
         report.plan = plan
-        say(f"  '{instruction}' -> {len(plan.actions)} action(s) in {time.monotonic() - started:.2f} s:")
+        say(f"  '{instruction}' -> {len(plan.actions)} action(s) in {planned.duration_s:.2f} s:")
         for i, action in enumerate(plan.actions):
             where = f"point {[round(v) for v in action.point]}" if action.point is not None else \
                 f"box {[round(v) for v in action.bbox]}"
@@ -219,7 +217,7 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
             say(f"    {i + 1}. {action.type} {what} at {where} px")
         if not plan.actions:
             say(f"  empty plan: {plan.reason}")
-        overlay = graph.nodes["planner"].last_overlay_rgb
+        overlay = _overlay_of(graph.nodes["planner"], 10.0)  # drawn off the response path: it may lag the answer
         if overlay is not None:
             from PIL import Image
 
@@ -235,34 +233,32 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
             if time.monotonic() > deadline:
                 raise DemoError("back-projection: backprojection_node never subscribed to /grounded_planner/plan_pixels")
             time.sleep(0.01)
-        pixels_pub.publish(plan_to_msg(plan, header=response.plan.header))
+        pixels_pub.publish(plan_to_msg(plan, header=planned.msg.header))
         msg = plan_3d.wait(60.0, "the back-projected plan on /grounded_planner/plan_3d")
         node = graph.nodes["backprojection"]
         if node.last_error and node.plans_done == 0:
             raise DemoError(f"back-projection failed: {node.last_error}")
-        poses = poses_from_msg(msg)
-        report.targets = json.loads(targets_json.wait(10.0, "the target set").data)
-        for i, (action, pose) in enumerate(zip(plan.actions, poses)):
-            p = pose.pose.position
-            say(f"    {i + 1}. {action.type:5s} -> ({p.x:+.3f}, {p.y:+.3f}, {p.z:+.3f}) m in {pose.header.frame_id}")
+        located = plan_from_msg(msg)
+        report.targets = plan_from_msg(targets.wait(10.0, "the targets")).target_set().to_dict()
+        for i, action in enumerate(located.actions):
+            t = action.target_3d
+            extra = f", width {t.width * 1000:.0f} mm" if t.width else ""
+            say(f"    {i + 1}. {action.type:5s} -> ({t.position[0]:+.3f}, {t.position[1]:+.3f}, {t.position[2]:+.3f}) m "
+                f"in {t.frame} ({t.method}{extra})")
 
         say("[5/6] execution on the MuJoCo simulator")
-        if not execute_client.wait_for_server(timeout_sec=30.0):
-            raise DemoError("execution: /grounded_planner/execute never came up")
 
-        def on_feedback(fb) -> None:
-            report.feedback.append((fb.feedback.step, fb.feedback.state))
-            say(f"    step {fb.feedback.step + 1}: {fb.feedback.state}")
+        def on_feedback(step: int, state: str, _action) -> None:
+            report.feedback.append((step, state))
+            say(f"    step {step + 1}: {state}")
 
-        handle = _wait_future(execute_client.send_goal_async(ExecutePlan.Goal(plan=msg), feedback_callback=on_feedback),
-                              30.0, "the executor to accept the plan")
-        if not handle.accepted:
-            raise DemoError("execution: the executor rejected the plan")
-        outcome = _wait_future(handle.get_result_async(), 300.0, "the execution result").result
-        report.result = json.loads(result_json.wait(10.0, "the execution result JSON").data)
+        outcome = planner.execute(msg, feedback=on_feedback, timeout_s=300.0, server_wait_s=30.0)
+        if outcome.status.value in ("rejected", "unavailable"):
+            raise DemoError(f"execution: {planner.last_error}")
+        report.result = execution_result_from_msg(result_msg.wait(10.0, "the execution result"))
         report.task_success = report.result.get("scene_success")
-        say(f"  result: {'success' if outcome.success else 'failed'} ({outcome.message}); step outcomes "
-            f"{list(outcome.step_outcomes)}; task check in the simulator: "
+        say(f"  result: {'success' if outcome.succeeded else 'failed'} ({outcome.message}); step outcomes "
+            f"{outcome.step_outcomes}; task check in the simulator: "
             f"{'box is in the bowl' if report.task_success else 'NOT done'}")
 
         say("[6/6] rollout")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import threading
 import time
 from typing import Callable
@@ -13,27 +11,27 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from std_msgs.msg import String
 from std_srvs.srv import SetBool
-
-from grounded_planner_interfaces.action import ExecutePlan
-from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 from visualization_msgs.msg import MarkerArray
 
+from grounded_planner_interfaces.action import ExecutePlan
+from grounded_planner_interfaces.msg import ExecutionEvent
+from grounded_planner_interfaces.msg import ExecutionResult as ExecutionResultMsg
+from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+
 from grounded_planner.execution.approval import ApprovalGate
-from grounded_planner.execution.closed_loop import ClosedLoop, ClosedLoopResult
+from grounded_planner.execution.closed_loop import CONDITION as CLOSED_LOOP, ClosedLoop, ClosedLoopResult
 from grounded_planner.execution.validate import ExecutionInputError, check_poses
 from grounded_planner.ros import names
-from grounded_planner.ros.convert import action_to_msg, plan_from_msg, poses_from_msg
+from grounded_planner.msgs.execution import execution_event_msg, execution_result_from_msg, execution_result_msg
+from grounded_planner.ros.convert import action_to_msg, plan_from_msg
+from grounded_planner.ros.msg_types import rclpy_type
 from grounded_planner.ros.closed_loop_io import PlanServiceError, RosClosedLoopIO
 from grounded_planner.ros.frames import LatestFrames, NoFrameError
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.visualize import plan_markers
 from grounded_planner.ros.params import (Param, declare_all, executor_config_file, extrinsics_file, non_empty, one_of,
                                          positive, resolve_data_path, values)
-
-# Targets published by the planner / back-projection within this distance of a pose are the same target.
-SAME_TARGET_M = 1e-3
 
 PARAMS = [
     Param("backend", "sim", "robot backend: sim | franky | lerobot | moveit", one_of("sim", "franky", "lerobot", "moveit"), read_only=True),
@@ -60,10 +58,6 @@ PARAMS = [
 ]
 
 
-def _yaw_of(q) -> float:
-    return math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
-
-
 class ExecutorNode(LifecycleNode):
     """Runs one plan at a time on the configured backend; per-step feedback, cancel, dry run.
 
@@ -84,16 +78,13 @@ class ExecutorNode(LifecycleNode):
         self._approval = ApprovalGate()
         self._approve_srv = None
         self._loop_io = None  # closed loop: camera frames and the plan service client
-        self._latest_targets: dict | None = None
         qos = QoSProfile(depth=10)
-        self._feedback_pub = self.create_publisher(String, names.EXECUTION_FEEDBACK, qos)
-        self._result_pub = self.create_publisher(String, names.EXECUTION_RESULT, qos)
+        self._feedback_pub = self.create_publisher(ExecutionEvent, names.EXECUTION_FEEDBACK, qos)
+        self._result_pub = self.create_publisher(ExecutionResultMsg, names.EXECUTION_RESULT, qos)
         # the approval preview: the goal's plan and its 3D markers, latched for a late RViz
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._preview_plan_pub = self.create_publisher(GroundedPlanMsg, names.LAST_PLAN, latched)
         self._preview_markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
-        self.create_subscription(String, names.TARGETS, self._on_targets, qos,
-                                 callback_group=MutuallyExclusiveCallbackGroup())
         self.last_result: dict | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -178,12 +169,6 @@ class ExecutorNode(LifecycleNode):
         self._executor = None
 
     # -- goals -------------------------------------------------------------------------------------
-    def _on_targets(self, msg: String) -> None:
-        try:
-            self._latest_targets = json.loads(msg.data)
-        except json.JSONDecodeError:
-            self.get_logger().error("ignoring /grounded_planner/targets message that is not JSON")
-
     def _on_goal(self, goal: ExecutePlan.Goal) -> GoalResponse:
         if not self._active:
             self.get_logger().warning("goal rejected: executor is not active (lifecycle state)")
@@ -195,35 +180,20 @@ class ExecutorNode(LifecycleNode):
         return GoalResponse.ACCEPT
 
     def targets_for(self, goal_plan_msg):
-        """The goal's plan model and a geometry TargetSet built from its poses.
+        """The goal's plan model, whose actions carry their 3D targets (width, normal, method) from the message.
 
-        Width, normal and method come from the latest ``/grounded_planner/targets`` when it holds the same
-        positions; otherwise only position and yaw (from the pose orientation) are known.
-        Raises ValueError when an action has no pose or the frames disagree.
+        Raises ValueError (PlanError) when the plan breaks a plan rule, an action has no target or the frames
+        disagree with ``base_frame``.
         """
-        from grounded_planner.geometry.targets import Target, TargetSet
-
         plan = plan_from_msg(goal_plan_msg)
-        poses = poses_from_msg(goal_plan_msg)
-        missing = [i for i, pose in enumerate(poses) if pose is None]
+        missing = [i for i, action in enumerate(plan.actions) if action.target_3d is None]
         if missing:
             raise ValueError(f"action(s) {missing} have no pose: back-project the plan first (planner backproject:=true)")
-        frames = {pose.header.frame_id for pose in poses}
+        frames = {action.target_3d.frame for action in plan.actions}
         base = self.get_parameter("base_frame").value
         if len(frames) > 1 or (base and frames and frames != {base}):
             raise ValueError(f"poses are in {sorted(frames)}, expected all in {base or 'one frame'}")
-        frame = frames.pop() if frames else base
-        known = self._latest_targets
-        if known and known.get("frame") == frame and len(known.get("targets", [])) == len(poses):
-            candidate = TargetSet.from_dict(known)
-            if all(math.dist(t.position, (p.pose.position.x, p.pose.position.y, p.pose.position.z)) < SAME_TARGET_M
-                   for t, p in zip(candidate.targets, poses)):
-                return plan, candidate
-        targets = [Target(index=i, type=a.type, object=a.object,
-                          position=[p.pose.position.x, p.pose.position.y, p.pose.position.z],
-                          yaw=_yaw_of(p.pose.orientation) if a.type == "grasp" else None, method="pose")
-                   for i, (a, p) in enumerate(zip(plan.actions, poses))]
-        return plan, TargetSet(frame=frame, targets=targets)
+        return plan
 
     def _execute(self, goal_handle) -> ExecutePlan.Result:
         """Every accepted goal ends with a result on the action and on ``execution/result``, whatever fails."""
@@ -233,7 +203,8 @@ class ExecutorNode(LifecycleNode):
             invalid = isinstance(exc, ExecutionInputError)
             message = f"invalid goal: {exc}" if invalid else f"execution failed: {type(exc).__name__}: {exc}"
             self.get_logger().error(message)
-            self._publish_result({"success": False, "message": message, "steps": []})
+            request = goal_handle.request
+            self._publish_result(ExecutionResult(False, message, []), request.plan.instruction, bool(request.dry_run))
             if goal_handle.is_active:
                 goal_handle.abort()
             return ExecutePlan.Result(success=False, message=message)
@@ -244,19 +215,20 @@ class ExecutorNode(LifecycleNode):
         result = ExecutePlan.Result()
         try:
             check_poses(goal_poses(goal_handle.request.plan), self.get_parameter("base_frame").value)
-            plan, targets = self.targets_for(goal_handle.request.plan)
+            plan = self.targets_for(goal_handle.request.plan)
         except ValueError as exc:
             result.success, result.message = False, f"invalid goal: {exc}"
-            self._publish_result({"success": False, "message": result.message, "steps": []})
+            self._publish_result(ExecutionResult(False, result.message, []), goal_handle.request.plan.instruction,
+                                 bool(goal_handle.request.dry_run))
             goal_handle.abort()
             return result
         cancel = threading.Event()
         dry_run = goal_handle.request.dry_run or self.get_parameter("dry_run").value
         if not dry_run and self.get_parameter("require_approval").value:
-            refusal = self._await_approval(plan, goal_handle, poses_from_msg(goal_handle.request.plan))
+            refusal = self._await_approval(plan, goal_handle)
             if refusal:
                 result.success, result.message = False, refusal
-                self._publish_result({"success": False, "message": refusal, "steps": [], "approved": False})
+                self._publish_result(ExecutionResult(False, refusal, []), plan.instruction, False, approved=False)
                 goal_handle.abort()
                 return result
         started = time.monotonic()
@@ -268,10 +240,8 @@ class ExecutorNode(LifecycleNode):
             if action is not None:
                 feedback.current = action_to_msg(action)
             goal_handle.publish_feedback(feedback)
-            event = {"step": int(step_index), "state": str(state)}
-            if action is not None:
-                event["action"] = action.to_dict()
-            self._feedback_pub.publish(String(data=json.dumps(event)))
+            self._feedback_pub.publish(execution_event_msg(rclpy_type, step_index, state, action,
+                                                           stamp_ns=self.get_clock().now().nanoseconds))
 
         watcher = threading.Thread(target=self._watch_cancel, args=(goal_handle, cancel), daemon=True)
         watcher.start()
@@ -279,16 +249,15 @@ class ExecutorNode(LifecycleNode):
             if self._loop_io is not None and not dry_run:
                 outcome = self._run_closed_loop(plan, cancel, on_feedback)
             else:
-                outcome = self._executor.execute(plan, targets, dry_run=dry_run, cancel=cancel, on_feedback=on_feedback)
+                outcome = self._executor.execute(plan, dry_run=dry_run, cancel=cancel, on_feedback=on_feedback)
         finally:
             cancel.set()  # also ends the watcher
-        data = outcome.to_dict()
-        data["message"] = str(outcome.message)
-        data["dry_run"] = bool(dry_run)
+        scene_success = None
         workcell = getattr(self._backend, "workcell", None)
         if workcell is not None and not dry_run and hasattr(workcell, "success"):
-            data["scene_success"] = bool(workcell.success())  # the simulator knows whether the task is done
-        self._publish_result(data)
+            scene_success = bool(workcell.success())  # the simulator knows whether the task is done
+        self._publish_result(outcome, plan.instruction, bool(dry_run), scene_success)
+        data = self.last_result
         result.success = bool(outcome.success)
         result.message = str(outcome.message)
         outcomes = [str(s["outcome"]) for s in data["steps"]]
@@ -310,29 +279,30 @@ class ExecutorNode(LifecycleNode):
         io = self._loop_io
         io.instruction = plan.instruction
         loop = ClosedLoop(self._executor, io.observe, io.plan, io.locate,
-                          on_attempt=lambda a: self._feedback_pub.publish(String(data=json.dumps(
-                              {"step": a.step, "state": f"check:{a.check}", "attempt": a.attempt,
-                               "recovery": a.recovery, "message": a.message}))))
+                          on_attempt=lambda a: self._feedback_pub.publish(execution_event_msg(
+                              rclpy_type, a.step, f"check:{a.check}",
+                              message=f"attempt {a.attempt}, recovery {a.recovery or 'none'}: {a.message}",
+                              stamp_ns=self.get_clock().now().nanoseconds)))
         try:
             return loop.run(plan.instruction, plan, cancel=cancel, on_feedback=on_feedback)
         except (NoFrameError, PlanServiceError, ValueError) as exc:  # no camera, no planner: nothing more moves
             self.get_logger().error(f"closed loop stopped: {exc}")
             return ClosedLoopResult(False, f"closed loop stopped: {type(exc).__name__}: {exc}")
 
-    def _await_approval(self, plan, goal_handle, poses) -> str:
+    def _await_approval(self, plan, goal_handle) -> str:
         """Hold the plan until someone approves it; returns '' when approved, else the refusal (logged).
 
         The plan is previewed first: the goal's plan on ``last_plan`` and its 3D markers on ``plan_markers``
         (latched; the planner's overlay of the same plan is already on ``overlay``)."""
         self._preview_plan_pub.publish(goal_handle.request.plan)
-        self._preview_markers_pub.publish(plan_markers(plan, poses, stamp=self.get_clock().now().to_msg()))
+        self._preview_markers_pub.publish(plan_markers(plan, stamp=self.get_clock().now().to_msg()))
         timeout_s = float(self.get_parameter("approval_timeout_s").value)
         steps = ", ".join(f"{a.type} {a.object or a.target}".strip() for a in plan.actions)
         summary = f"{plan.instruction!r}: {steps}"
         self.get_logger().info(f"waiting up to {timeout_s:g} s for approval of {summary} "
                                f"(service {names.APPROVE_SERVICE} or `grounded-planner approve`)")
-        self._feedback_pub.publish(String(data=json.dumps({"step": 0, "state": "awaiting_approval",
-                                                           "message": summary})))
+        self._feedback_pub.publish(execution_event_msg(rclpy_type, 0, "awaiting_approval", message=summary,
+                                                       stamp_ns=self.get_clock().now().nanoseconds))
         decision = self._approval.wait(summary, timeout_s)
         if goal_handle.is_cancel_requested:
             return "cancelled while waiting for approval; nothing moved"
@@ -356,9 +326,20 @@ class ExecutorNode(LifecycleNode):
             if goal_handle.is_cancel_requested:
                 cancel.set()
 
-    def _publish_result(self, data: dict) -> None:
-        self.last_result = data
-        self._result_pub.publish(String(data=json.dumps(data, default=str)))
+    def _publish_result(self, outcome, instruction: str, dry_run: bool, scene_success: bool | None = None,
+                        approved: bool | None = None) -> None:
+        closed = isinstance(outcome, ClosedLoopResult)
+        msg = execution_result_msg(rclpy_type, outcome, instruction, dry_run, scene_success,
+                                   condition=CLOSED_LOOP if closed else "open_loop",
+                                   replans=outcome.replans if closed else 0,
+                                   stamp_ns=self.get_clock().now().nanoseconds)
+        self.last_result = execution_result_from_msg(msg)
+        if closed:  # in-process callers get the loop's attempts and plans too (the message carries outcomes)
+            self.last_result.update({k: v for k, v in outcome.to_dict().items() if k in ("attempts", "plans",
+                                                                                     "failure_mode")})
+        if approved is not None:  # the message says it in its text ("not approved: ...")
+            self.last_result["approved"] = approved
+        self._result_pub.publish(msg)
 
 
 def goal_poses(plan_msg) -> list[tuple[int, str, str, tuple, tuple]]:

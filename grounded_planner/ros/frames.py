@@ -18,6 +18,8 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from grounded_planner.msgs.camera_info import camera_model_from_msg, same_calibration
 from grounded_planner.msgs.images import (CAMERA_INFO_MSGTYPE, COMPRESSED_MSGTYPE, IMAGE_MSGTYPE, TopicTypeError,
                                           camera_info_topic_of, depth_to_m, image_size, image_topic_type)
+from grounded_planner.geometry.targets import backproject as geometry_backproject
+from grounded_planner.plan import GroundedPlan
 
 MESSAGE_CLASSES = {IMAGE_MSGTYPE: Image, COMPRESSED_MSGTYPE: CompressedImage, CAMERA_INFO_MSGTYPE: CameraInfo}
 # how often a subscription's type is checked against what the topic's publishers advertise, seconds
@@ -176,21 +178,15 @@ def check_depth_aligned(depth, camera_info: CameraInfo, depth_camera_info: Camer
                                    "not aligned to colour (set depth_registered:=true if it is registered anyway)")
 
 
-def backproject(plan, depth, camera_info: CameraInfo, extrinsics=None, stamp=None, depth_camera_info=None,
-                depth_registered: bool = False):
-    """3D targets of ``plan`` from a depth message (Image or compressedDepth) and the colour camera_info.
+def backproject(plan: GroundedPlan, depth: Any, camera_info: CameraInfo, extrinsics=None, depth_camera_info=None,
+                depth_registered: bool = False) -> GroundedPlan:
+    """``plan`` with its 3D targets inside (``action.target_3d``) from a depth message (Image or compressedDepth)
+    and the colour camera_info.
 
-    Returns
-    -------
-    (TargetSet, list[PoseStamped | None])
-        The geometry targets and one pose per action, in ``extrinsics.parent_frame`` (the optical frame without
-        extrinsics). Raises GeometryError (names the action; CameraModelError for an unusable calibration),
-        DepthNotAlignedError, or ImageDecodeError for an unusable depth image (all ValueErrors).
+    Targets are in ``extrinsics.parent_frame`` (the optical frame without extrinsics). Raises GeometryError (names
+    the action; CameraModelError for an unusable calibration), DepthNotAlignedError, or ImageDecodeError for an
+    unusable depth image (all ValueErrors).
     """
-    from grounded_planner.geometry.targets import compute_targets
-    from grounded_planner.ros.visualize import target_poses
-
     check_depth_aligned(depth, camera_info, depth_camera_info, depth_registered)
     camera = camera_model(camera_info, depth.header.frame_id or camera_info.header.frame_id)
-    targets = compute_targets(plan, depth_to_m(depth), camera, extrinsics)
-    return targets, target_poses(targets, len(plan.actions), stamp=stamp)
+    return geometry_backproject(plan, depth_to_m(depth), camera, extrinsics)

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import Image
-from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+from grounded_planner_interfaces.msg import PlannerStatus
 from grounded_planner_interfaces.srv import GetGroundedPlan
 
+from grounded_planner.msgs.execution import planner_status_msg
 from grounded_planner.ros import names
 from grounded_planner.msgs.images import color_to_rgb
 from grounded_planner.ros.convert import numpy_to_image, plan_to_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject, depth_info_topic
+from grounded_planner.ros.msg_types import rclpy_type
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import (Param, declare_all, existing_file, expand_path, extrinsics_file, non_empty, non_negative, one_of,
                                          positive, resolve_data_path, values)
@@ -98,8 +100,9 @@ class PlannerNode(Node):
         self._markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
         self._overlay_pub = self.create_publisher(Image, names.OVERLAY, latched)
         # for the rollout logger: every request's outcome, and the 3D targets of back-projected plans
-        self._status_pub = self.create_publisher(String, names.PLANNER_STATUS, QoSProfile(depth=10))
-        self._targets_pub = self.create_publisher(String, names.TARGETS, QoSProfile(depth=10))
+        self._status_pub = self.create_publisher(PlannerStatus, names.PLANNER_STATUS, QoSProfile(depth=10))
+        self._targets_pub = self.create_publisher(GroundedPlanMsg, names.TARGETS, QoSProfile(depth=10))
+        self._visuals = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner_visuals")
         self._gate = RequestGate(p["max_concurrent_requests"])
         self.executor_threads = p["max_concurrent_requests"] + SPARE_THREADS  # read by run_node
         self.create_service(GetGroundedPlan, names.PLAN_SERVICE, self._on_request,
@@ -155,7 +158,7 @@ class PlannerNode(Node):
         self.requests_served += 1
         try:
             with self._gate.request():
-                plan, header, image_rgb, targets, poses, note = self.plan(request)
+                plan, header, image_rgb, note = self.plan(request)
         except VLMBusyError as exc:  # not a planning failure: no planner_status (it would end the open episode)
             response.success, response.message = False, str(exc)
             self.get_logger().warning(f"plan request {request.instruction!r} refused: {exc}", throttle_duration_sec=1.0)
@@ -165,24 +168,29 @@ class PlannerNode(Node):
             response.message = f"{type(exc).__name__}: {exc}"
             self.get_logger().warning(f"plan request {request.instruction!r} failed after "
                                       f"{time.monotonic() - started:.2f} s: {response.message}")
-            self._publish_status(request.instruction, False, response.message)
+            self._publish_status(request.instruction, False, response.message, started)
             return response
-        response.plan = plan_to_msg(plan, header=header, poses=poses)
-        response.success = poses is not None or not request.backproject
+        response.plan = plan_to_msg(plan, header=header)
+        backprojected = bool(plan.actions) and plan.is_backprojected
+        response.success = backprojected or not request.backproject or not plan.actions
         response.message = "; ".join(m for m in (plan.reason, note) if m)
         # the plan first, then its targets: the rollout logger opens an episode on the plan
-        self._publish(response.plan, plan, image_rgb, poses or [None] * len(plan.actions), header)
-        if targets is not None:
-            self._targets_pub.publish(String(data=targets.to_json(indent=None)))
-        self._publish_status(request.instruction, response.success, response.message)
+        self._plan_pub.publish(response.plan)
+        if backprojected:
+            self._targets_pub.publish(response.plan)
+        self._publish_status(request.instruction, response.success, response.message, started, len(plan.actions),
+                             backprojected)
+        # drawing the overlay and the markers must not delay the answer: a worker thread does it
+        self._visuals.submit(self._publish_visuals, plan, image_rgb, header)
         self.get_logger().info(f"plan for {request.instruction!r}: {len(plan.actions)} action(s) from {plan.model or 'model'} "
                                f"in {time.monotonic() - started:.2f} s{' — ' + note if note else ''}")
         return response
 
     def plan(self, request: GetGroundedPlan.Request):
-        """(plan, header, image_rgb, TargetSet | None, poses | None, note) for a request.
+        """(plan, header, image_rgb, note) for a request; the plan carries its 3D targets when back-projected.
 
-        Raises on any failure before a plan exists; a failed back-projection gives poses None and the reason in note.
+        Raises on any failure before a plan exists; a failed back-projection leaves the plan in pixels and says
+        why in note.
         """
         wait_s = self.get_parameter("frame_wait_s").value
         if request.image.width and request.image.height:
@@ -195,27 +203,38 @@ class PlannerNode(Node):
         if not header.frame_id:
             header.frame_id = "camera_color_optical_frame"
         if not request.backproject or not plan.actions:
-            return plan, header, image_rgb, None, [None] * len(plan.actions), ""
+            return plan, header, image_rgb, ""
         try:
             snap = self._frames.wait_for(("depth", "camera_info"), wait_s)
             extrinsics = self.extrinsics()
-            targets, poses = backproject(plan, snap.depth, snap.camera_info, extrinsics, stamp=header.stamp,
-                                         depth_camera_info=snap.depth_camera_info,
-                                         depth_registered=self.get_parameter("depth_registered").value)
+            located = backproject(plan, snap.depth, snap.camera_info, extrinsics,
+                                  depth_camera_info=snap.depth_camera_info,
+                                  depth_registered=self.get_parameter("depth_registered").value)
         except (NoFrameError, ValueError) as exc:  # GeometryError is a ValueError
-            return plan, header, image_rgb, None, None, f"back-projection failed: {type(exc).__name__}: {exc}"
+            return plan, header, image_rgb, f"back-projection failed: {type(exc).__name__}: {exc}"
         note = "" if extrinsics is not None else "no extrinsics_file: poses are in the camera optical frame"
-        return plan, header, image_rgb, targets, poses, note
+        return located, header, image_rgb, note
 
-    def _publish_status(self, instruction: str, success: bool, message: str) -> None:
-        self._status_pub.publish(String(data=json.dumps({"instruction": instruction, "success": success, "message": message})))
+    def _publish_status(self, instruction: str, success: bool, message: str, started: float, num_actions: int = 0,
+                        backprojected: bool = False) -> None:
+        self._status_pub.publish(planner_status_msg(
+            rclpy_type, instruction, success, message, num_actions, backprojected,
+            duration_s=time.monotonic() - started, stamp_ns=self.get_clock().now().nanoseconds))
 
-    def _publish(self, plan_msg, plan, image_rgb, poses, header) -> None:
-        self._plan_pub.publish(plan_msg)
-        self._markers_pub.publish(plan_markers(plan, poses, stamp=header.stamp))
-        overlay = draw_plan_overlay(image_rgb, plan)
-        self.last_overlay_rgb = overlay
-        self._overlay_pub.publish(numpy_to_image(overlay, "rgb8", header=header))
+    def _publish_visuals(self, plan, image_rgb, header) -> None:
+        try:
+            self._markers_pub.publish(plan_markers(plan, stamp=header.stamp))
+            overlay = draw_plan_overlay(image_rgb, plan)
+            self.last_overlay_rgb = overlay
+            self._overlay_pub.publish(numpy_to_image(overlay, "rgb8", header=header))
+        except Exception as exc:  # a drawing problem must never take the planner down
+            self.get_logger().error(f"overlay/markers not published: {type(exc).__name__}: {exc}")
+
+    def destroy_node(self):
+        visuals = getattr(self, "_visuals", None)  # absent when __init__ refused a parameter
+        if visuals is not None:
+            visuals.shutdown(wait=True)
+        return super().destroy_node()
 
 
 def main(args=None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import deque
 import time
@@ -14,8 +13,12 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import CameraInfo
 from std_msgs.msg import String
 
+from grounded_planner_interfaces.msg import ExecutionEvent
+from grounded_planner_interfaces.msg import ExecutionResult as ExecutionResultMsg
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+from grounded_planner_interfaces.msg import PlannerStatus
 
+from grounded_planner.msgs.execution import execution_event_from_msg, execution_result_from_msg
 from grounded_planner.ros import names
 from grounded_planner.geometry.errors import CameraModelError
 from grounded_planner.msgs.camera_info import raw_calibration
@@ -75,10 +78,10 @@ class RolloutLoggerNode(Node):
                             TypedSubscription(self, p["depth_topic"], "depth image", lambda m: self._on_sensor("depth", m), sensor_qos)]
         self.create_subscription(CameraInfo, p["camera_info_topic"], lambda m: self._on_sensor("camera_info", m), sensor_qos)
         self.create_subscription(GroundedPlanMsg, names.LAST_PLAN, self._on_plan, events_qos)
-        self.create_subscription(String, names.PLANNER_STATUS, self._on_planner_status, events_qos)
-        self.create_subscription(String, names.TARGETS, self._on_targets, events_qos)
-        self.create_subscription(String, names.EXECUTION_FEEDBACK, self._on_feedback, events_qos)
-        self.create_subscription(String, names.EXECUTION_RESULT, self._on_result, events_qos)
+        self.create_subscription(PlannerStatus, names.PLANNER_STATUS, self._on_planner_status, events_qos)
+        self.create_subscription(GroundedPlanMsg, names.TARGETS, self._on_targets, events_qos)
+        self.create_subscription(ExecutionEvent, names.EXECUTION_FEEDBACK, self._on_feedback, events_qos)
+        self.create_subscription(ExecutionResultMsg, names.EXECUTION_RESULT, self._on_result, events_qos)
         latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._closed_pub = self.create_publisher(String, names.ROLLOUT_CLOSED, latched)
         self.get_logger().info(f"logging rollouts under {self.log_dir.resolve()}")
@@ -202,32 +205,30 @@ class RolloutLoggerNode(Node):
             if not plan.actions:  # nothing to execute: the episode ends here
                 self._close("complete")
 
-    def _on_planner_status(self, msg: String) -> None:
-        status = _json(msg, self)
-        if status is None or status.get("success", True):
+    def _on_planner_status(self, msg: PlannerStatus) -> None:
+        if msg.success:
             return
         with self._lock:
-            recorder = self._open(str(status.get("instruction", "")))
-            recorder.log_planner_error(str(status.get("message", "")))
+            recorder = self._open(str(msg.instruction))
+            recorder.log_planner_error(str(msg.message))
             self._close("complete")  # a finished episode: it failed at planning
 
-    def _on_targets(self, msg: String) -> None:
-        targets = _json(msg, self)
-        if targets is not None:
-            with self._lock:
-                self._log_event("targets", targets)
+    def _on_targets(self, msg: GroundedPlanMsg) -> None:
+        try:
+            targets = plan_from_msg(msg, validate=False).target_set().to_dict()
+        except ValueError as exc:  # PlanError: a plan on the targets topic that is not back-projected
+            self.get_logger().error(f"ignoring a plan on {names.TARGETS} without usable targets: {exc}")
+            return
+        with self._lock:
+            self._log_event("targets", targets)
 
-    def _on_feedback(self, msg: String) -> None:
-        event = _json(msg, self)
-        if event is not None:
-            with self._lock:
-                self._log_event("feedback", event)
+    def _on_feedback(self, msg: ExecutionEvent) -> None:
+        with self._lock:
+            self._log_event("feedback", execution_event_from_msg(msg))
 
-    def _on_result(self, msg: String) -> None:
-        result = _json(msg, self)
-        if result is not None:
-            with self._lock:
-                self._log_event("result", result)
+    def _on_result(self, msg: ExecutionResultMsg) -> None:
+        with self._lock:
+            self._log_event("result", execution_result_from_msg(msg))
 
     def _log_result(self, result: dict) -> None:
         self._log_frame()  # how the scene looks after execution
@@ -253,18 +254,6 @@ class RolloutLoggerNode(Node):
             else:
                 self._close("aborted", "the logger shut down before the execution result")
         super().destroy_node()
-
-
-def _json(msg: String, node: Node):
-    try:
-        value = json.loads(msg.data)
-    except json.JSONDecodeError as exc:
-        node.get_logger().error(f"ignoring a message that is not JSON ({exc}): {msg.data[:120]!r}")
-        return None
-    if not isinstance(value, dict):
-        node.get_logger().error(f"ignoring a JSON message that is not an object: {msg.data[:120]!r}")
-        return None
-    return value
 
 
 def main(args=None) -> None:
