@@ -66,7 +66,7 @@ def test_bringup_on_a_compressed_real_bag_answers_two_plans_and_stays_up(model, 
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from grounded_planner.ros.convert import poses_from_msg
+    from grounded_planner.ros.convert import plan_from_msg
     from grounded_planner_interfaces.srv import GetGroundedPlan
 
     bag = write_compressed_equidistant_bag(tmp_path / "bag", frame, distortion_model=model)
@@ -92,9 +92,9 @@ def test_bringup_on_a_compressed_real_bag_answers_two_plans_and_stays_up(model, 
                 assert "'F-Theta' is not supported" in response.message
                 continue
             assert response.success, response.message
-            poses = poses_from_msg(response.plan)
-            assert len(poses) == 2 and all(p is not None and p.header.frame_id == "panda_link0" for p in poses)
-            xyz = np.array([[p.pose.position.x, p.pose.position.y, p.pose.position.z] for p in poses])
+            targets = plan_from_msg(response.plan).target_set()
+            assert len(targets.targets) == 2 and targets.frame == "panda_link0"
+            xyz = np.array([t.position for t in targets.targets])
             assert np.all(np.isfinite(xyz)) and np.all(np.abs(xyz) < 5.0)
         # every node of the profile is still in the graph, and the process did not die of the calibration
         names = set(node.get_node_names())

@@ -3,7 +3,6 @@ rendered frames, planner_node plans on them with the stand-in VLM server (real H
 plan service itself to recover from a slip during the carry."""
 
 import importlib.util
-import json
 import threading
 import time
 
@@ -54,7 +53,6 @@ def test_executor_node_closed_loop_recovers_a_slip_through_the_plan_service(tmp_
     from rclpy.action import ActionClient
     from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
     from rclpy.parameter import Parameter
-    from std_msgs.msg import String
 
     import rclpy
     from grounded_planner.ros.executor_node import ExecutorNode
@@ -64,6 +62,7 @@ def test_executor_node_closed_loop_recovers_a_slip_through_the_plan_service(tmp_
     from grounded_planner.sim.workcell import SimWorkcell
     from grounded_planner.vlm.fake_server import FakeVLMServer
     from grounded_planner_interfaces.action import ExecutePlan
+    from grounded_planner_interfaces.msg import ExecutionEvent
     from grounded_planner_interfaces.srv import GetGroundedPlan
 
     cell = SimWorkcell.from_scenario(small(tmp_path, "box_in_bowl_slip"), seed=1)
@@ -93,8 +92,9 @@ def test_executor_node_closed_loop_recovers_a_slip_through_the_plan_service(tmp_
             local = SingleThreadedExecutor(context=rclpy_context)
             local.add_node(probe)
             events = []
-            probe.create_subscription(String, "/grounded_planner/execution/feedback",
-                                      lambda m: events.append(json.loads(m.data)), 50)
+            probe.create_subscription(ExecutionEvent, "/grounded_planner/execution/feedback",
+                                      lambda m: events.append({"state": m.state, "step": m.step, "message": m.message}),
+                                      50)
             time.sleep(0.5)  # first camera frames
             plan = call(local, probe.create_client(GetGroundedPlan, "/grounded_planner/plan"),
                         GetGroundedPlan.Request(instruction=cell.scenario.instruction, backproject=True), 60.0,

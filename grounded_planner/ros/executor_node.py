@@ -21,6 +21,8 @@ from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
 from grounded_planner.execution.approval import ApprovalGate
 from grounded_planner.execution.closed_loop import CONDITION as CLOSED_LOOP, ClosedLoop, ClosedLoopResult
+from grounded_planner.execution.config import ExecutorConfig
+from grounded_planner.execution.executor import ExecutionResult, Executor
 from grounded_planner.execution.validate import ExecutionInputError, check_poses
 from grounded_planner.ros import names
 from grounded_planner.msgs.execution import execution_event_msg, execution_result_from_msg, execution_result_msg
@@ -89,9 +91,6 @@ class ExecutorNode(LifecycleNode):
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        from grounded_planner.execution.config import ExecutorConfig
-        from grounded_planner.execution.executor import Executor
-
         p = values(self, PARAMS)
         try:
             config = ExecutorConfig.load(resolve_data_path(p["config_file"])) if p["config_file"] else ExecutorConfig(backend=p["backend"])
