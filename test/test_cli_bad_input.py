@@ -54,6 +54,8 @@ def bench_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (score + [str(tmp)], str(tmp)),
         (["bench", "score", "--episodes", str(tmp), "--predictions", str(PREDICTIONS)], str(tmp)),
         (score + [write(tmp, "empty_id.jsonl", '{"plan": null}')], "empty_id.jsonl:1"),
+        (["bench", "score", "--episodes", write(tmp, "eps_big.jsonl", EPISODES.read_text().splitlines()[0].replace(
+            "205", "9" * 400)), "--predictions", str(PREDICTIONS)], "eps_big.jsonl:1"),
     ] + [(score + [write(tmp, f"odd{i}.jsonl", first.replace("206", odd))], "") for i, odd in enumerate(
         ["9" * 400, "NaN", "1e999", '"x"', "[1]", "{}", "null"])]
 

@@ -88,7 +88,7 @@ def gt_step_count(actions: list[GroundedAction]) -> int:
 def _box(value: Any, where: str) -> tuple[float, float, float, float]:
     try:
         box = tuple(float(v) for v in value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit integer
         raise EpisodeError(f"{where}: 'bbox' must be [x1, y1, x2, y2] numbers, got {value!r}") from None
     if len(box) != 4 or not all(math.isfinite(v) for v in box):
         raise EpisodeError(f"{where}: 'bbox' must be 4 finite numbers [x1, y1, x2, y2], got {value!r}")

@@ -20,7 +20,7 @@ def _nums(value: Any, n: int):
         return None
     try:
         vals = [float(v) for v in value]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     if any(math.isnan(v) or math.isinf(v) for v in vals):
         return None
