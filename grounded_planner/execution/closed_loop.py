@@ -26,7 +26,7 @@ from grounded_planner.execution.config import ClosedLoopConfig
 from grounded_planner.execution.executor import ExecutionInputError, Executor, FeedbackFn
 from grounded_planner.execution.outcomes import Outcome
 from grounded_planner.geometry.errors import GeometryError
-from grounded_planner.geometry.targets import Target, TargetSet, compute_targets
+from grounded_planner.geometry.targets import Target, compute_targets
 from grounded_planner.plan import GroundedAction, GroundedPlan
 
 log = logging.getLogger(__name__)
@@ -176,8 +176,8 @@ class ClosedLoop:
                 if time.monotonic() > deadline:
                     return self._end(result, False, f"time budget of {cfg.time_budget_s:g} s spent at step {step}",
                                      _mode_of(result))
-                record, check, width_before_release = self._try(step, attempt, len(result.plans) - 1, action, plan_obs,
-                                                                 held_from, cancel, on_feedback)
+                record, check = self._try(step, attempt, len(result.plans) - 1, action, plan_obs, held_from, cancel,
+                                          on_feedback)
                 result.attempts.append(record)
                 self._report(result, record)
                 if check.ok:
@@ -234,7 +234,7 @@ class ClosedLoop:
     # -- one attempt -------------------------------------------------------------------------------
     def _try(self, step: int, attempt: int, plan_index: int, action: GroundedAction, obs: Observation,
              held_from: tuple[GroundedAction, Observation] | None, cancel: threading.Event,
-             on_feedback: FeedbackFn | None) -> tuple[Attempt, Check, float | None]:
+             on_feedback: FeedbackFn | None) -> tuple[Attempt, Check]:
         start = time.perf_counter()
         one = GroundedPlan(instruction=describe_step(action), image_size=(int(obs.rgb.shape[1]), int(obs.rgb.shape[0])),
                            actions=[action])
@@ -245,7 +245,7 @@ class ClosedLoop:
             record.outcome, record.check, record.message = Outcome.OUTSIDE_WORKSPACE.value, "refused", \
                 f"no 3D target: {exc}"
             record.duration_s = time.perf_counter() - start
-            return record, Check("refused", record.message), None
+            return record, Check("refused", record.message)
         target = targets.targets[0]
         record.target = target.to_dict()
         backend = self.executor.backend
@@ -269,11 +269,11 @@ class ClosedLoop:
             mode = _OUTCOME_MODE.get(outcome)
             record.check = mode or outcome.value
             record.duration_s = time.perf_counter() - start
-            return record, Check(record.check, record.message), None
+            return record, Check(record.check, record.message)
         check = self._check(action, target, obs, held_from, width_at_release[0] if width_at_release else None)
         record.check, record.duration_s = check.verdict, time.perf_counter() - start
         record.message += f"; check: {check.verdict} ({check.detail})"
-        return record, check, width_at_release[0] if width_at_release else None
+        return record, check
 
     # -- step checks -------------------------------------------------------------------------------
     def _check(self, action: GroundedAction, target: Target, before: Observation,
@@ -414,7 +414,3 @@ def _depth_change(before_m: np.ndarray, after_m: np.ndarray, bbox: Sequence[floa
     changed = valid & (np.abs(a - b) > threshold_m)
     return int(changed.sum()), int(valid.sum())
 
-
-def targets_for_plan(plan: GroundedPlan, obs: Observation, target_config: Any = None) -> TargetSet:
-    """The 3D targets of a whole plan on one observation (open loop: every step from the first frame)."""
-    return compute_targets(plan, obs.depth_m, obs.camera, obs.extrinsics, target_config)
