@@ -14,7 +14,7 @@ import pytest
 
 from grounded_planner.cli.main import main
 from grounded_planner.execution.executor import Executor
-from grounded_planner.execution.validate import InvalidGoalError, check_poses, check_quaternion, check_targets
+from grounded_planner.execution.validate import GoalPose, InvalidGoalError, check_poses, check_quaternion, check_targets
 from grounded_planner.geometry.targets import TargetSet
 from grounded_planner.plan import GroundedAction, GroundedPlan
 from helpers.kinematic_arm import KinematicArm
@@ -78,14 +78,21 @@ def test_goal_orientations_must_be_unit_quaternions(q, message):
     check_quaternion(3, "grasp", (0.0, 0.0, 0.70710678, 0.70710678))  # a 90 degree yaw, as written by hand
 
 
-def test_goal_poses_name_the_bad_frame_and_position():
-    good = (0.0, 0.0, 0.0, 1.0)
+def test_goal_poses_name_the_bad_field():
+    def pose(step, kind, frame, position=(0.5, 0.0, 0.0), **extra):
+        return GoalPose(step, kind, frame, position, (0.0, 0.0, 0.0, 1.0), **extra)
+
     with pytest.raises(InvalidGoalError, match=r"step 1 \(place\) pose.header.frame_id: 'camera_link', expected 'base'"):
-        check_poses([(0, "grasp", "base", (0.5, 0, 0), good), (1, "place", "camera_link", (0.5, 0, 0), good)], "base")
+        check_poses([pose(0, "grasp", "base"), pose(1, "place", "camera_link")], "base")
     with pytest.raises(InvalidGoalError, match=r"step 1 \(place\) pose.header.frame_id: 'b' differs"):
-        check_poses([(0, "grasp", "a", (0.5, 0, 0), good), (1, "place", "b", (0.5, 0, 0), good)])
+        check_poses([pose(0, "grasp", "a"), pose(1, "place", "b")])
     with pytest.raises(InvalidGoalError, match=r"step 0 \(grasp\) pose.position"):
-        check_poses([(0, "grasp", "a", (math.inf, 0, 0), good)])
+        check_poses([pose(0, "grasp", "a", (math.inf, 0, 0))])
+    with pytest.raises(InvalidGoalError, match=r"step 0 \(grasp\) width: -1 must be a finite width >= 0 m"):
+        check_poses([pose(0, "grasp", "a", width=-1.0)])
+    with pytest.raises(InvalidGoalError, match=r"step 0 \(open\) normal"):
+        check_poses([pose(0, "open", "a", normal=(math.nan, 0.0, 0.0))])
+    check_poses([pose(0, "grasp", "a", width=0.0), pose(1, "place", "a", normal=(0.0, 0.0, 1.0))])
 
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry_run", "run"])

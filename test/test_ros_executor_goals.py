@@ -16,7 +16,7 @@ pytestmark = [requires_ros, pytest.mark.ros]
 needs_mujoco = pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")
 
 
-def plan_msg(frame="base_link", grasp_q=(0.0, 0.0, 0.0, 1.0), place_position=(0.45, -0.15, 0.02)):
+def plan_msg(frame="base_link", grasp_q=(0.0, 0.0, 0.0, 1.0), place_position=(0.45, -0.15, 0.02), grasp_width=0.0):
     from grounded_planner.plan import GroundedAction, GroundedPlan
     from grounded_planner.msgs.plan import pose_stamped_msg
     from grounded_planner.ros.convert import plan_to_msg
@@ -29,6 +29,7 @@ def plan_msg(frame="base_link", grasp_q=(0.0, 0.0, 0.0, 1.0), place_position=(0.
     # raw poses as a careless sender might fill them (NaN, non-unit quaternions): the executor must refuse them
     msg.actions[0].pose = pose_stamped_msg(rclpy_type, frame, (0.45, 0.1, 0.02), grasp_q)
     msg.actions[1].pose = pose_stamped_msg(rclpy_type, frame, place_position)
+    msg.actions[0].width = grasp_width
     return msg
 
 
@@ -73,6 +74,7 @@ def test_bad_goals_end_with_a_result_naming_step_and_field(ros_domain, tmp_path,
             (ExecutePlan.Goal(plan=plan_msg(grasp_q=(0.0, 0.0, 0.0, 2.0))), "is not a unit quaternion (norm 2)"),
             (ExecutePlan.Goal(plan=plan_msg(place_position=(0.45, math.inf, 0.0)), dry_run=True),
              "step 1 (place) pose.position"),
+            (ExecutePlan.Goal(plan=plan_msg(grasp_width=-0.01), dry_run=True), "step 0 (grasp) width: -0.01"),
             (ExecutePlan.Goal(plan=plan_msg(frame="camera_link"), dry_run=True),
              "step 0 (grasp) pose.header.frame_id: 'camera_link', expected 'base_link'"),
         ]

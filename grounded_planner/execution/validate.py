@@ -8,6 +8,7 @@ bad goal explains itself; nothing of a refused goal reaches the motion planner o
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 # How far |q| may be from 1 (a quaternion normalised in float32 is within ~1e-7; hand-written ones such as
@@ -39,6 +40,13 @@ def _finite(values: Sequence[Any]) -> bool:
         return False
 
 
+def _num(value: Any) -> str:
+    try:
+        return f"{float(value):.6g}"  # float32 message fields print as the number the user wrote
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def _fmt(values: Any) -> str:
     try:
         return "[" + ", ".join(f"{float(v):g}" for v in values) + "]"
@@ -58,16 +66,16 @@ def check_target(step: int, kind: str, target: Any) -> None:
         raise InvalidGoalError(step, kind, "position", f"{_fmt(position)} must be 3 finite numbers (x, y, z in metres)")
     yaw = getattr(target, "yaw", None)
     if yaw is not None and not _finite([yaw]):
-        raise InvalidGoalError(step, kind, "yaw", f"{yaw} is not a finite angle (radians about the frame's z axis)")
+        raise InvalidGoalError(step, kind, "yaw", f"{_num(yaw)} is not a finite angle (radians about the frame's z axis)")
     width = getattr(target, "width", None)
     if width is not None and not (_finite([width]) and float(width) >= 0):
-        raise InvalidGoalError(step, kind, "width", f"{width} must be a finite width >= 0 m (or unknown)")
+        raise InvalidGoalError(step, kind, "width", f"{_num(width)} must be a finite width >= 0 m (or unknown)")
     normal = getattr(target, "normal", None)
     if normal is not None and not (len(normal) == 3 and _finite(normal)):
         raise InvalidGoalError(step, kind, "normal", f"{_fmt(normal)} must be 3 finite numbers (or unknown)")
     confidence = getattr(target, "confidence", 0.0)
     if not _finite([confidence]):
-        raise InvalidGoalError(step, kind, "confidence", f"{confidence} must be a finite number in [0, 1]")
+        raise InvalidGoalError(step, kind, "confidence", f"{_num(confidence)} must be a finite number in [0, 1]")
 
 
 def check_targets(targets: Any, expected_frame: str = "") -> None:
@@ -99,14 +107,27 @@ def check_quaternion(step: int, kind: str, q_xyzw: Sequence[Any]) -> None:
                                f"{_fmt(q_xyzw)} is not a unit quaternion (norm {norm:.4g})")
 
 
-def check_poses(poses: Iterable[tuple[int, str, str, Sequence[Any], Sequence[Any]]], expected_frame: str = "") -> None:
-    """Goal poses as plain values: (step, type, frame_id, position xyz, orientation xyzw) per action that has one.
+@dataclass(frozen=True)
+class GoalPose:
+    """The 3D target of one goal action as a message carries it, in plain values."""
 
-    Every frame known (non-empty, ``expected_frame`` when given, one frame for the whole plan), every position
-    finite, every orientation a unit quaternion. Raises :class:`InvalidGoalError` for the first bad field.
+    step: int
+    type: str
+    frame: str
+    position: Sequence[Any]  # x, y, z (m)
+    orientation: Sequence[Any]  # quaternion x, y, z, w
+    width: Any = 0.0  # m; 0 = unknown
+    normal: Sequence[Any] = (0.0, 0.0, 0.0)  # zero = unknown
+
+
+def check_poses(poses: Iterable[GoalPose], expected_frame: str = "") -> None:
+    """The goal's poses (one per action that has one): every frame known (non-empty, ``expected_frame`` when
+    given, one frame for the whole plan), every position and normal finite, every orientation a unit
+    quaternion, every width finite and >= 0. Raises :class:`InvalidGoalError` for the first bad field.
     """
     first = ""
-    for step, kind, frame, position, orientation in poses:
+    for pose in poses:
+        step, kind, frame = pose.step, pose.type, pose.frame
         if not frame:
             raise InvalidGoalError(step, kind, "pose.header.frame_id", "empty: the pose names no frame")
         if expected_frame and frame != expected_frame:
@@ -115,6 +136,10 @@ def check_poses(poses: Iterable[tuple[int, str, str, Sequence[Any], Sequence[Any
         first = first or frame
         if frame != first:
             raise InvalidGoalError(step, kind, "pose.header.frame_id", f"{frame!r} differs from the first pose's {first!r}")
-        if not (len(position) == 3 and _finite(position)):
-            raise InvalidGoalError(step, kind, "pose.position", f"{_fmt(position)} must be 3 finite numbers (m)")
-        check_quaternion(step, kind, orientation)
+        if not (len(pose.position) == 3 and _finite(pose.position)):
+            raise InvalidGoalError(step, kind, "pose.position", f"{_fmt(pose.position)} must be 3 finite numbers (m)")
+        check_quaternion(step, kind, pose.orientation)
+        if not (_finite([pose.width]) and float(pose.width) >= 0):
+            raise InvalidGoalError(step, kind, "width", f"{_num(pose.width)} must be a finite width >= 0 m (0 = unknown)")
+        if not (len(pose.normal) == 3 and _finite(pose.normal)):
+            raise InvalidGoalError(step, kind, "normal", f"{_fmt(pose.normal)} must be 3 finite numbers (zero = unknown)")

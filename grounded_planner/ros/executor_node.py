@@ -23,7 +23,7 @@ from grounded_planner.execution.approval import ApprovalGate
 from grounded_planner.execution.closed_loop import CONDITION as CLOSED_LOOP, ClosedLoop, ClosedLoopResult
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.executor import ExecutionResult, Executor
-from grounded_planner.execution.validate import ExecutionInputError, check_poses
+from grounded_planner.execution.validate import ExecutionInputError, GoalPose, check_poses
 from grounded_planner.ros import names
 from grounded_planner.msgs.execution import execution_event_msg, execution_result_from_msg, execution_result_msg
 from grounded_planner.ros.convert import action_to_msg, plan_from_msg
@@ -341,14 +341,15 @@ class ExecutorNode(LifecycleNode):
         self._result_pub.publish(msg)
 
 
-def goal_poses(plan_msg) -> list[tuple[int, str, str, tuple, tuple]]:
-    """(step, type, frame, position, orientation xyzw) of every action of a GroundedPlan message that has a pose."""
+def goal_poses(plan_msg) -> list[GoalPose]:
+    """The target of every action of a GroundedPlan message that has a pose, as plain values for check_poses."""
     out = []
     for step, action in enumerate(plan_msg.actions):
-        header, pose = action.pose.header, action.pose.pose
+        header, pose, n = action.pose.header, action.pose.pose, action.normal
         if header.frame_id:
             p, q = pose.position, pose.orientation
-            out.append((step, str(action.type), str(header.frame_id), (p.x, p.y, p.z), (q.x, q.y, q.z, q.w)))
+            out.append(GoalPose(step, str(action.type), str(header.frame_id), (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
+                                action.width, (n.x, n.y, n.z)))
     return out
 
 
