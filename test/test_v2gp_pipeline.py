@@ -198,7 +198,7 @@ def test_ray_executor_without_ray_is_a_clear_error(dataset, tmp_path):
     except ImportError:
         pass
     config = V2GPConfig(gripper="observation.state[gripper]", identifier="oracle", grounder="oracle", executor="ray")
-    with pytest.raises(MissingDependencyError, match=r"pip install ray"):
+    with pytest.raises(MissingDependencyError, match=r"pip install .grounded_planner\[scale\]"):
         run_pipeline(dataset, tmp_path / "out", config)
 
 

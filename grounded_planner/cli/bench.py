@@ -140,6 +140,7 @@ def _write_per_episode(path: str, episodes, predictions) -> None:
 def _run(args: argparse.Namespace) -> int:
     from grounded_planner.bench.episodes import EpisodeError, load_episodes
     from grounded_planner.bench.runner import run_bench
+    from grounded_planner.vlm.backends.pool import served_line, server_counts
     from grounded_planner.vlm.errors import VLMError
     from grounded_planner.vlm.planner import make_planner
 
@@ -168,7 +169,10 @@ def _run(args: argparse.Namespace) -> int:
                                 retry_errors=args.retry_errors, limit=args.limit, on_record=remember)
     except EpisodeError as exc:
         raise CliError(str(exc)) from None
-    print(json.dumps({"out": str(args.out), **summary.to_dict()}))
+    servers = server_counts(planner)
+    print(json.dumps({"out": str(args.out), **summary.to_dict(), **({"servers": servers} if servers else {})}))
+    if servers:
+        print(served_line(servers), file=sys.stderr)
     if summary.failed and not summary.done:
         raise CliError(f"all {summary.failed} episode(s) failed; first error: {first_error[0]}", 3)
     return 0

@@ -12,7 +12,9 @@ def add_planner_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="YAML mapping of PlannerConfig fields (backend, model, base_url, ...)")
     parser.add_argument("--backend", choices=["openai", "gemini", "transformers", "replay", "decoupled"], default=None)
     parser.add_argument("--model", help="model name on the server / Gemini id / local path for transformers")
-    parser.add_argument("--base-url", help="OpenAI-compatible server root incl. /v1, e.g. http://localhost:8000/v1")
+    parser.add_argument("--base-url", action="append", metavar="URL",
+                        help="OpenAI-compatible server root incl. /v1, e.g. http://localhost:8000/v1; repeat it for "
+                             "several servers of the same model (least-loaded first, a dead one is routed around)")
     parser.add_argument("--api-key-env", help="name of the environment variable holding the API key")
     parser.add_argument("--prompt-family", choices=["auto", "qwen3", "gemini", "pixel"], default=None,
                         help="coordinate convention asked for (auto: from the model name)")
@@ -37,7 +39,9 @@ def planner_config_from_args(args: argparse.Namespace):
         if not isinstance(loaded, dict):
             raise CliError(f"planner config {args.config} must be a YAML mapping of PlannerConfig fields")
         values.update(loaded)
-    for name in ("backend", "model", "base_url", "api_key_env", "prompt_family", "replay_file", "grounder",
+    if getattr(args, "base_url", None):  # the flags name every server: they replace a config's list
+        values["base_url"], values["base_urls"] = list(args.base_url), []
+    for name in ("backend", "model", "api_key_env", "prompt_family", "replay_file", "grounder",
                  "timeout_s", "cache_dir"):
         if getattr(args, name, None) is not None:  # commands sharing this reader may offer fewer flags
             values[name] = getattr(args, name)

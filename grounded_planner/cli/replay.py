@@ -37,6 +37,7 @@ def _replay(args: argparse.Namespace) -> int:
     from grounded_planner.rollout.bag import BagError
     from grounded_planner.rollout.record import RolloutTopics
     from grounded_planner.rollout.replay import episodes_for_replay, replay_episodes
+    from grounded_planner.vlm.backends.pool import served_line, server_counts
     from grounded_planner.vlm.errors import VLMError, VLMUnavailableError
     from grounded_planner.vlm.planner import make_planner
 
@@ -74,7 +75,10 @@ def _replay(args: argparse.Namespace) -> int:
     try:
         records = replay_episodes(episodes, plan_fn, args.out, error_types=(VLMError,))
     finally:
+        servers = server_counts(planner)
         planner.close()
+    if servers:
+        print(served_line(servers), file=sys.stderr)
     errors = sum(1 for r in records if r["error"])
     print(f"replayed {len(records)} episode(s) from {len({str(e.bag) for e in episodes})} bag(s) -> {args.out}"
           f"{f'; {errors} planner error(s)' if errors else ''}", file=sys.stderr)

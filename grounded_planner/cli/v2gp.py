@@ -32,14 +32,20 @@ def register(subparsers) -> None:
     run.add_argument("--dataset", required=True, help="LeRobot v2.x/v3 dataset folder or a folder of rollouts")
     run.add_argument("--out", required=True, metavar="DIR", help="output folder (caches live here; reruns resume)")
     run.add_argument("--config", default=None, help="V2GP YAML config (see config/v2gp.yaml)")
-    run.add_argument("--vlm", default=None, metavar="BASE_URL",
-                     help="VLM for object naming (stage 2), the vlm grounder and rewrites: an OpenAI-compatible base URL")
+    run.add_argument("--vlm", "--base-url", dest="vlm", action="append", default=None, metavar="BASE_URL",
+                     help="VLM for object naming (stage 2), the vlm grounder and rewrites: an OpenAI-compatible base "
+                          "URL; repeat it for several servers of the same model (least-loaded first, failover)")
     run.add_argument("--model", default=None, help="model name sent to the VLM server")
     run.add_argument("--identifier", default=None, choices=["vlm", "oracle"],
                      help="stage 2: who names the manipulated object (oracle: simulated data with known objects)")
     run.add_argument("--grounder", default=None, choices=["oracle", "vlm", "sam3"], help="stage 3 grounder")
     run.add_argument("--workers", type=int, default=None, help="episodes processed in parallel (threads)")
-    run.add_argument("--executor", default=None, choices=["local", "ray"], help="ray: spread episodes over a Ray cluster")
+    run.add_argument("--executor", default=None, choices=["local", "ray"],
+                     help="local: threads in this process; ray: --workers Ray actors, each with its own dataset "
+                          "reader and VLM client")
+    run.add_argument("--ray-address", default=None, metavar="ADDR",
+                     help="ray executor: the cluster to join (host:6379 or ray://host:10001); default: start a local "
+                          "one for this run and shut it down after")
     run.add_argument("--episodes", default=None, help="only these episode indices, e.g. 0,3,5-9")
     run.add_argument("--no-implicit", action="store_true", help="skip the implicit-instruction rewrite")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -151,7 +157,9 @@ def _run(args: argparse.Namespace) -> int:
         config = V2GPConfig.load(args.config) if args.config else V2GPConfig()
         config = config.with_overrides(vlm=args.vlm, model=args.model, grounder=args.grounder, workers=args.workers,
                                        executor=args.executor, implicit=False if args.no_implicit else None,
-                                       identifier=args.identifier)
+                                       identifier=args.identifier, ray_address=args.ray_address)
+        if config.ray_address and config.executor != "ray":
+            raise ValueError("--ray-address needs --executor ray")
         episodes = parse_episode_list(args.episodes) if args.episodes else None
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc

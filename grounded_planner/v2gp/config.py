@@ -37,7 +37,8 @@ class V2GPConfig:
     sam3_model: str = ""  # sam3 grounder: local folder of a SAM 3 checkpoint (facebook/sam3)
     sam3_threshold: float = 0.3  # sam3 grounder: instances scoring below this are not found
     vlm_backend: str = "openai"  # PlannerConfig.backend of the VLM (openai | gemini | transformers | replay)
-    vlm_base_url: str = ""  # OpenAI-compatible server root incl. /v1
+    vlm_base_url: str = ""  # OpenAI-compatible server root incl. /v1 (a YAML list: several servers)
+    vlm_base_urls: list[str] = dataclasses.field(default_factory=list)  # more servers of the same model (least loaded first)
     vlm_model: str = ""  # model name on the server (decides the prompt family: qwen3, gemini, pixel)
     vlm_api_key_env: str = ""  # environment variable with the API key ("" = the backend's default)
     vlm_timeout_s: float = 120.0  # one VLM request, seconds
@@ -51,9 +52,15 @@ class V2GPConfig:
     max_image_side: int = 1280  # image stored for training is resized like the planner sends it (0 = as is)
     # -- execution
     workers: int = 1  # episodes in flight at once (threads; VLM requests are I/O bound)
-    executor: str = "local"  # local (threads) | ray (episodes as Ray tasks; needs `pip install ray`)
+    executor: str = "local"  # local (threads) | ray (episodes spread over Ray actors, `workers` of them)
+    ray_address: str = ""  # ray executor: cluster to join (ray://host:10001 or host:6379); "" = start a local one
 
     def __post_init__(self) -> None:
+        if isinstance(self.vlm_base_url, (list, tuple)):  # a list of servers: the first is vlm_base_url
+            urls = [str(u) for u in self.vlm_base_url]
+            self.vlm_base_url, self.vlm_base_urls = (urls[0] if urls else ""), urls[1:] + list(self.vlm_base_urls)
+        if isinstance(self.vlm_base_urls, str) or not all(isinstance(u, str) and u for u in self.vlm_base_urls):
+            raise ValueError(f"V2GPConfig.vlm_base_urls must be a list of server URLs, got {self.vlm_base_urls!r}")
         if self.robot not in ROBOT_PROFILES:
             raise ValueError(f"V2GPConfig.robot must be one of {', '.join(sorted(ROBOT_PROFILES))}, got {self.robot!r}")
         if self.grounder not in GROUNDERS:
@@ -98,6 +105,7 @@ class V2GPConfig:
         from grounded_planner.vlm.config import PlannerConfig
 
         return PlannerConfig(backend=self.vlm_backend, model=self.vlm_model, base_url=self.vlm_base_url,
+                             base_urls=list(self.vlm_base_urls),
                              api_key_env=self.vlm_api_key_env, timeout_s=self.vlm_timeout_s, cache_dir=cache_dir)
 
     def stage_key(self, stage: str) -> dict[str, Any]:
@@ -119,15 +127,19 @@ class V2GPConfig:
         return keys
 
     # -- construction -------------------------------------------------------------------------------------
-    def with_overrides(self, *, vlm: str | None = None, model: str | None = None, grounder: str | None = None,
-                       workers: int | None = None, executor: str | None = None,
-                       implicit: bool | None = None, identifier: str | None = None) -> "V2GPConfig":
-        """A copy with command-line values that are not None (``vlm`` is a base URL)."""
+    def with_overrides(self, *, vlm: str | list[str] | None = None, model: str | None = None,
+                       grounder: str | None = None, workers: int | None = None, executor: str | None = None,
+                       implicit: bool | None = None, identifier: str | None = None,
+                       ray_address: str | None = None) -> "V2GPConfig":
+        """A copy with command-line values that are not None (``vlm``: a base URL or a list of them, which
+        replaces the config's servers)."""
         changes: dict[str, Any] = {}
-        if vlm is not None:
-            changes["vlm_base_url"] = vlm
+        if vlm:
+            urls = [vlm] if isinstance(vlm, str) else list(vlm)
+            changes["vlm_base_url"], changes["vlm_base_urls"] = urls[0], urls[1:]
         for name, value in (("vlm_model", model), ("grounder", grounder), ("workers", workers),
-                            ("executor", executor), ("implicit", implicit), ("identifier", identifier)):
+                            ("executor", executor), ("implicit", implicit), ("identifier", identifier),
+                            ("ray_address", ray_address)):
             if value is not None:
                 changes[name] = value
         return dataclasses.replace(self, **changes)

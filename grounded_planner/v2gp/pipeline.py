@@ -1,4 +1,4 @@
-"""`v2gp run`: every episode through stages 1-4 with per-stage caches (resume), progress, threads or Ray.
+"""`v2gp run`: every episode through stages 1-4 with per-stage caches (resume), progress, threads or Ray actors.
 
 Output folder::
 
@@ -27,12 +27,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from grounded_planner.plan import save_plan
+from grounded_planner.vlm.backends.pool import served_line, server_counts
 from grounded_planner.v2gp.config import V2GPConfig
 from grounded_planner.v2gp.dataset import DemoEpisode, open_dataset
-from grounded_planner.v2gp.errors import DatasetError, V2GPError, VideoUnavailableError, require
+from grounded_planner.v2gp.errors import DatasetError, V2GPError, VideoUnavailableError
 from grounded_planner.v2gp.ground import Grounding, make_grounder
 from grounded_planner.v2gp.identify import (IdentifyError, ObjectIdentity, identify_with_oracle,
                                             identify_with_vlm)
+from grounded_planner.v2gp.ray_executor import run_on_ray
 from grounded_planner.v2gp.plans import (EpisodePlan, build_episode_plan, clean_implicit, implicit_prompt,
                                          training_messages)
 from grounded_planner.v2gp.segment import Segment, segment
@@ -58,6 +60,7 @@ class RunSummary:
     cache_hits: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STAGES})
     failed_episodes: dict[str, str] = field(default_factory=dict)  # episode -> error
     skipped_episodes: dict[str, str] = field(default_factory=dict)  # episode -> why (missing/unreadable video)
+    servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # VLM server -> requests served/failed
     notes: list[str] = field(default_factory=list)  # what the run left out and why
     seconds: float = 0.0
     train_jsonl: str = ""
@@ -198,14 +201,44 @@ def _save_image(episode: DemoEpisode, out: Path, max_side: int) -> tuple[str, tu
     return rel, size
 
 
-def _ray_episode(dataset: str, out: str, config_dict: dict[str, Any], index: int) -> dict[str, Any]:
-    """Worker side of the Ray executor: opens the dataset and its own VLM client, runs one episode."""
-    config = V2GPConfig(**config_dict)
-    ds = open_dataset(dataset, gripper=config.gripper, camera=config.camera or None)
-    planner = _make_planner(config, Path(out)) if config.needs_vlm and config.vlm_base_url else None
-    result = process_episode(ds.episode(index), Path(out), config, planner)
-    result["episode_plan"] = result["episode_plan"].to_dict()
-    return result
+EPISODE_ERRORS = (V2GPError, ValueError, OSError, RuntimeError)  # recorded per episode; the run goes on
+
+
+class EpisodeWorker:
+    """What one worker needs to run episodes: a dataset reader, its own VLM client, its own stage-3 grounder.
+
+    The local executor shares one among its threads (an HTTP client serves concurrent requests); the Ray
+    executor builds one per actor, so no two processes wait on one client. ``run`` never raises for an
+    episode's failure: it returns ``{"index", "error"}`` (``{"index", "skipped"}`` for an unreadable video) instead,
+    the same text whichever executor ran it.
+    """
+
+    def __init__(self, dataset: str, out: str, config: V2GPConfig, with_planner: bool):
+        self.out = Path(out)
+        self.config = config
+        self.dataset = open_dataset(dataset, gripper=config.gripper, camera=config.camera or None)
+        self.planner = _make_planner(config, self.out) if with_planner else None
+        self.grounder = _LazyGrounder(config, self.planner)
+
+    def run(self, index: int) -> dict[str, Any]:
+        """One episode's result with the plan as a dict (JSON-able, cheap to send between processes)."""
+        try:
+            episode = self.dataset.episode(index)
+            result = process_episode(episode, self.out, self.config, self.planner, self.grounder)
+            episode.frame(0)  # the training image: an unreadable video skips the episode here, not at the end
+        except VideoUnavailableError as exc:
+            return {"index": index, "skipped": str(exc)}
+        except EPISODE_ERRORS as exc:
+            return {"index": index, "error": f"{type(exc).__name__}: {exc}"}
+        result["episode_plan"] = result["episode_plan"].to_dict()
+        return result
+
+    def server_counts(self) -> dict[str, dict[str, int | str]]:
+        return server_counts(self.planner) if self.planner is not None else {}
+
+    def close(self) -> None:
+        if self.planner is not None:
+            self.planner.close()
 
 
 def _make_planner(config: V2GPConfig, out: Path):
@@ -226,7 +259,7 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
     missing = sorted(set(indices) - set(ds.episode_indices))
     if missing:
         raise DatasetError(f"{dataset}: no episode(s) {missing} (the dataset has {len(ds.episode_indices)})")
-    planner = None
+    with_planner = False
     notes: list[str] = []
     if config.needs_vlm:
         if not config.vlm_base_url and config.vlm_backend == "openai":
@@ -238,78 +271,58 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
             if progress:
                 print(f"v2gp: {notes[-1]}", file=progress, flush=True)
         else:
-            planner = _make_planner(config, out)
+            with_planner = True
     summary = RunSummary(dataset=str(dataset), out=str(out), notes=notes)
     results: dict[int, dict[str, Any]] = {}
     lock = threading.Lock()
 
-    def report(result: dict[str, Any] | None, index: int, error: str = "") -> None:
+    def collect(result: dict[str, Any]) -> None:
+        """Record one episode's outcome and print its progress line (called from any executor thread)."""
+        index = int(result["index"])
         with lock:
+            if "skipped" in result:  # a missing or unreadable video: not the episode's failure
+                summary.skipped_episodes[str(index)] = result["skipped"]
+                if progress:
+                    print(f"episode {index}: skipped ({result['skipped']})", file=progress, flush=True)
+                return
+            if "error" in result:
+                summary.failed_episodes[str(index)] = result["error"]
+            else:
+                result["episode_plan"] = EpisodePlan.from_dict(result["episode_plan"])
+                results[index] = result
             done = len(results) + len(summary.failed_episodes)
-            if progress:
-                if error:
-                    line = f"[{done}/{len(indices)}] episode {index}: FAILED {error}"
-                else:
-                    ep: EpisodePlan = result["episode_plan"]  # type: ignore[index]
-                    n_actions = len(ep.plan.actions) if ep.plan else 0
-                    cached = f", cached: {'+'.join(result['hits'])}" if result["hits"] else ""  # type: ignore[index]
-                    line = (f"[{done}/{len(indices)}] episode {index}: {result['segments']} segments, "  # type: ignore[index]
-                            f"{n_actions} actions, {len(ep.dropped)} dropped{cached} "
-                            f"({time.monotonic() - t0:.1f} s)")
-                print(line, file=progress, flush=True)
-
-    grounder = _LazyGrounder(config, planner)
-
-    def run_one(index: int) -> None:
-        try:
-            episode = ds.episode(index)
-            result = process_episode(episode, out, config, planner, grounder)
-            episode.frame(0)  # the training image: an unreadable video skips the episode here, not at the end
-        except VideoUnavailableError as exc:
-            with lock:
-                summary.skipped_episodes[str(index)] = str(exc)
-            if progress:
-                print(f"episode {index}: skipped ({exc})", file=progress, flush=True)
-            return
-        except (V2GPError, ValueError, OSError, RuntimeError) as exc:
-            with lock:
-                summary.failed_episodes[str(index)] = f"{type(exc).__name__}: {exc}"
-            report(None, index, str(exc))
-            return
-        with lock:
-            results[index] = result
-        report(result, index)
+            if not progress:
+                return
+            if "error" in result:
+                line = f"[{done}/{len(indices)}] episode {index}: FAILED {result['error']}"
+            else:
+                ep: EpisodePlan = result["episode_plan"]
+                n_actions = len(ep.plan.actions) if ep.plan else 0
+                cached = f", cached: {'+'.join(result['hits'])}" if result["hits"] else ""
+                line = (f"[{done}/{len(indices)}] episode {index}: {result['segments']} segments, "
+                        f"{n_actions} actions, {len(ep.dropped)} dropped{cached} "
+                        f"({time.monotonic() - t0:.1f} s)")
+            print(line, file=progress, flush=True)
 
     if config.executor == "ray":
-        ray = require("ray", "v2gp", "the ray executor", install="ray")
-        ray.init(ignore_reinit_error=True, include_dashboard=False)
-        remote = ray.remote(_ray_episode)
-        pending = {remote.remote(str(dataset), str(out), dataclasses.asdict(config), i): i for i in indices}
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            index = pending.pop(ready[0])
-            try:
-                result = ray.get(ready[0])
-            except Exception as exc:  # a task error arrives wrapped by Ray; record it, keep going
-                if isinstance(getattr(exc, "cause", None), VideoUnavailableError):
-                    with lock:
-                        summary.skipped_episodes[str(index)] = str(exc.cause)  # type: ignore[attr-defined]
-                    continue
-                with lock:
-                    summary.failed_episodes[str(index)] = f"{type(exc).__name__}: {exc}"
-                report(None, index, str(exc))
-                continue
-            result["episode_plan"] = EpisodePlan.from_dict(result["episode_plan"])
-            with lock:
-                results[index] = result
-            report(result, index)
-    elif config.workers > 1:
-        with ThreadPoolExecutor(max_workers=config.workers) as pool:
-            for future in as_completed([pool.submit(run_one, i) for i in indices]):
-                future.result()
+        summary.servers = run_on_ray(EpisodeWorker, (str(dataset), str(out), config, with_planner), indices,
+                                     workers=config.workers, address=config.ray_address, on_result=collect,
+                                     progress=progress)
     else:
-        for i in indices:
-            run_one(i)
+        worker = EpisodeWorker(str(dataset), str(out), config, with_planner)
+        try:
+            if config.workers > 1:
+                with ThreadPoolExecutor(max_workers=config.workers) as pool:
+                    for future in as_completed([pool.submit(worker.run, i) for i in indices]):
+                        collect(future.result())
+            else:
+                for i in indices:
+                    collect(worker.run(i))
+            summary.servers = worker.server_counts()
+        finally:
+            worker.close()
+    if summary.servers and progress:
+        print(f"v2gp: {served_line(summary.servers)}", file=progress, flush=True)
 
     # outputs, in episode order (deterministic whatever the executor)
     (out / "plans").mkdir(exist_ok=True)
@@ -356,6 +369,4 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
     report_data = summary.to_dict()
     report_data["dropped_segments"] = drops
     (out / "report.json").write_text(json.dumps(report_data, indent=2, ensure_ascii=False), encoding="utf-8")
-    if planner is not None:
-        planner.close()
     return summary

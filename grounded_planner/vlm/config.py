@@ -47,6 +47,9 @@ class PlannerConfig:
     backend: str = "openai"  # openai | gemini | transformers | replay | decoupled
     model: str = ""  # model name on the server, Gemini model id, or local path/hub id for transformers
     base_url: str = ""  # OpenAI-compatible server root incl. /v1 (vLLM http://localhost:8000/v1); Gemini endpoint override
+    # more OpenAI-compatible servers of the same model: requests go to the least loaded of base_url and these, and
+    # around a dead one (YAML may also give base_url as a list)
+    base_urls: list[str] = field(default_factory=list)
     api_key_env: str = ""  # name of the environment variable holding the API key ("" = OPENAI_API_KEY / GEMINI_API_KEY)
     timeout_s: float = 60.0  # wall-clock limit of one request, whole response included
     max_retries: int = 2  # extra tries on 429/5xx/connection errors, with exponential backoff
@@ -77,6 +80,13 @@ class PlannerConfig:
 
     def __post_init__(self) -> None:
         self.backend = str(self.backend).strip().lower()
+        if isinstance(self.base_url, (list, tuple)):  # a list of servers in YAML: the first is base_url
+            urls = [str(u) for u in self.base_url]
+            self.base_url, self.base_urls = (urls[0] if urls else ""), urls[1:] + list(self.base_urls)
+        if isinstance(self.base_urls, str) or not all(isinstance(u, str) and u for u in self.base_urls):
+            raise ValueError(f"PlannerConfig.base_urls must be a list of server URLs, got {self.base_urls!r}")
+        if self.base_urls and not self.base_url:
+            raise ValueError("PlannerConfig.base_urls adds servers to base_url: give base_url too")
         if self.backend not in BACKENDS:
             raise ValueError(f"PlannerConfig.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.prompt_family not in PROMPT_FAMILIES:
@@ -114,6 +124,11 @@ class PlannerConfig:
     def family(self) -> str:
         """The prompt family actually used (``auto`` resolved from the model name)."""
         return prompt_family_for(self.model) if self.prompt_family == "auto" else self.prompt_family
+
+    @property
+    def server_urls(self) -> list[str]:
+        """Every server of the model, base_url first, without repeats."""
+        return list(dict.fromkeys([u.rstrip("/") for u in [self.base_url, *self.base_urls] if u]))
 
     @property
     def parse_convention(self) -> str:

@@ -107,11 +107,15 @@ class FakeVLMServer:
     """
 
     def __init__(self, scene: dict[str, tuple[int, int, int]] | None = None, port: int = 0,
-                 one_object: bool = False):
+                 one_object: bool = False, latency_s: float = 0.0, capacity: int = 0):
         self.scene = dict(DEMO_SCENE if scene is None else scene)
         #: True: a name is found as the largest blob of its colour (a look-alike elsewhere is ignored, or mistaken
         #: for it when it looks bigger); False: the box around every pixel of that colour
         self.one_object = one_object
+        # Like a model server: each answer takes latency_s, and at most `capacity` are computed at once (vLLM's
+        # batch; 0 = unlimited); more requests queue for a slot.
+        self.latency_s = float(latency_s)
+        self._slots = threading.BoundedSemaphore(capacity) if capacity > 0 else None
         self.script: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -190,7 +194,16 @@ class FakeVLMServer:
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # what a real server answers
             self._send(handler, 400, json.dumps({"error": {"message": f"bad request: {exc}", "code": 400}}).encode(), {})
             return
-        content = reply.content if reply is not None and reply.content is not None else self.answer(model, text_parts, image)
+        if self._slots is not None:
+            self._slots.acquire()
+        try:
+            if self.latency_s:
+                self._stop.wait(self.latency_s)
+            content = reply.content if reply is not None and reply.content is not None else \
+                self.answer(model, text_parts, image)
+        finally:
+            if self._slots is not None:
+                self._slots.release()
         if gemini:
             out = {"candidates": [{"content": {"role": "model", "parts": [{"text": content}]}, "finishReason": "STOP"}],
                    "modelVersion": model}
@@ -362,9 +375,13 @@ class FakeVLMServer:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=8011)
+    parser.add_argument("--port", type=int, default=8011, help="0: any free port (the first line names it)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds each answer takes")
+    parser.add_argument("--capacity", type=int, default=0, help="answers computed at once (0: unlimited)")
+    parser.add_argument("--scene", default=None, help='JSON {"object name": [r, g, b], ...} (default: the demo scene)')
     args = parser.parse_args(argv)
-    server = FakeVLMServer(port=args.port).start()
+    scene = {k: tuple(v) for k, v in json.loads(args.scene).items()} if args.scene else None
+    server = FakeVLMServer(scene=scene, port=args.port, latency_s=args.latency, capacity=args.capacity).start()
     print(f"stand-in VLM server at {server.base_url} (scene: {', '.join(server.scene)})", flush=True)
     try:
         while True:
