@@ -59,7 +59,10 @@ def register(subparsers) -> None:
     synth.add_argument("--seed", type=int, default=0)
     synth.set_defaults(func=_synth)
 
-    ft = subparsers.add_parser("finetune", help="LoRA fine-tuning of a Qwen3-VL planner on V2GP training JSONL")
+    ft = subparsers.add_parser("finetune", help="LoRA fine-tuning of a Qwen3-VL planner on V2GP training JSONL",
+                               description="TRL SFTTrainer + accelerate. Several processes: accelerate launch "
+                                           "[--config_file fsdp.yaml] $(which grounded-planner) finetune ... "
+                                           "(see docs/scale.md).")
     ft.add_argument("--data", required=True, metavar="TRAIN.jsonl", help="training JSONL written by 'v2gp run'")
     ft.add_argument("--base-model", required=True, metavar="PATH", help="local Hugging Face model folder")
     ft.add_argument("--out", required=True, metavar="ADAPTER_DIR", help="where the LoRA adapter is saved")
@@ -70,11 +73,24 @@ def register(subparsers) -> None:
     ft.add_argument("--dropout", type=float, default=None, help="LoRA dropout")
     ft.add_argument("--target-modules", default=None, metavar="REGEX",
                     help="modules that get LoRA adapters (default: the language model's attention and MLP projections)")
-    ft.add_argument("--batch-size", type=int, default=None, help="samples per optimizer step")
+    ft.add_argument("--batch-size", type=int, default=None,
+                    help="samples per optimizer step over all processes (the global batch)")
+    ft.add_argument("--micro-batch-size", type=int, default=None,
+                    help="samples per forward pass and process (the rest is gradient accumulation)")
+    ft.add_argument("--eval-fraction", type=float, default=None, help="share of samples held out for the eval loss")
+    ft.add_argument("--eval-every", type=int, default=None, help="eval loss every N steps (default: at the end)")
+    ft.add_argument("--save-every", type=int, default=None,
+                    help="checkpoint every N steps under ADAPTER_DIR/checkpoints (default: at the end)")
+    ft.add_argument("--resume", action="store_true", default=None,
+                    help="continue from the newest checkpoint in ADAPTER_DIR/checkpoints")
+    ft.add_argument("--report-to", default=None, choices=["auto", "tensorboard", "wandb", "none"],
+                    help="training logs: auto = TensorBoard (ADAPTER_DIR/runs), plus W&B when installed and configured")
     ft.add_argument("--max-image-side", type=int, default=None, help="resize images so the longer side is at most this")
     ft.add_argument("--gradient-checkpointing", action="store_true", default=None,
                     help="recompute activations in the backward pass (less GPU memory for large models)")
-    ft.add_argument("--device", default=None, help="cpu, cuda, cuda:0 (default: cuda if available)")
+    ft.add_argument("--device", default=None,
+                    help="cpu, cuda, cuda:0 (default: cuda if available); under accelerate launch / torchrun each "
+                         "process gets its own device (cpu: gloo)")
     ft.add_argument("--seed", type=int, default=None, help="data order and LoRA initialisation")
     ft.set_defaults(func=_finetune)
 
@@ -202,12 +218,14 @@ def _finetune(args: argparse.Namespace) -> int:
     overrides = {"epochs": args.epochs, "max_steps": args.max_steps, "learning_rate": args.lr, "lora_rank": args.rank,
                  "lora_dropout": args.dropout, "target_modules": args.target_modules,
                  "batch_size": args.batch_size, "max_image_side": args.max_image_side, "device": args.device,
-                 "gradient_checkpointing": args.gradient_checkpointing,
-                 "seed": args.seed}
+                 "gradient_checkpointing": args.gradient_checkpointing, "micro_batch_size": args.micro_batch_size,
+                 "eval_fraction": args.eval_fraction, "eval_every": args.eval_every, "save_every": args.save_every,
+                 "resume": args.resume, "report_to": args.report_to, "seed": args.seed}
     try:
         config = FinetuneConfig(**{k: v for k, v in overrides.items() if v is not None})
         report = finetune(args.data, args.base_model, args.out, config, progress=sys.stderr)
     except (ValueError, V2GPError) as exc:
         raise CliError(str(exc), 2) from exc
-    print(json.dumps(report, indent=2))
+    if report:  # under a distributed launch only the main process reports
+        print(json.dumps(report, indent=2))
     return 0

@@ -159,9 +159,12 @@ def server_counts(planner) -> dict[str, dict[str, int | str]]:
     """Requests each server answered for ``planner`` (any planner: a single server counts as a pool of one)."""
     counts: dict[str, dict[str, int | str]] = {}
     grounder = getattr(getattr(planner, "grounder", None), "planner", None)  # the decoupled mode's VLM grounder
-    for backend in (getattr(planner, "backend", None), getattr(grounder, "backend", None)):
+    for each in (planner, grounder):
+        backend = getattr(each, "backend", None)
         if isinstance(backend, ServerPool):
             merge_counts(counts, backend.server_counts())
+        elif getattr(backend, "base_url", "") and hasattr(each, "stats"):  # one server: the planner counted
+            merge_counts(counts, {backend.base_url: {"served": each.stats.requests, "failed": 0}})
     return counts
 
 
