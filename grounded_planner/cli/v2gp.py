@@ -83,6 +83,8 @@ def register(subparsers) -> None:
                     help="checkpoint every N steps under ADAPTER_DIR/checkpoints (default: at the end)")
     ft.add_argument("--resume", action="store_true", default=None,
                     help="continue from the newest checkpoint in ADAPTER_DIR/checkpoints")
+    ft.add_argument("--dataloader-workers", type=int, default=None,
+                    help="processes rendering samples beside each trainer process (GPU runs: keep the GPU fed)")
     ft.add_argument("--report-to", default=None, choices=["auto", "tensorboard", "wandb", "none"],
                     help="training logs: auto = TensorBoard (ADAPTER_DIR/runs), plus W&B when installed and configured")
     ft.add_argument("--max-image-side", type=int, default=None, help="resize images so the longer side is at most this")
@@ -220,7 +222,8 @@ def _finetune(args: argparse.Namespace) -> int:
                  "batch_size": args.batch_size, "max_image_side": args.max_image_side, "device": args.device,
                  "gradient_checkpointing": args.gradient_checkpointing, "micro_batch_size": args.micro_batch_size,
                  "eval_fraction": args.eval_fraction, "eval_every": args.eval_every, "save_every": args.save_every,
-                 "resume": args.resume, "report_to": args.report_to, "seed": args.seed}
+                 "resume": args.resume, "report_to": args.report_to, "dataloader_workers": args.dataloader_workers,
+                 "seed": args.seed}
     try:
         config = FinetuneConfig(**{k: v for k, v in overrides.items() if v is not None})
         report = finetune(args.data, args.base_model, args.out, config, progress=sys.stderr)

@@ -50,6 +50,7 @@ class FinetuneConfig:
     save_total_limit: int = 2  # checkpoints kept (the oldest are deleted)
     resume: bool = False  # continue from the last checkpoint in OUT/checkpoints (optimizer, scheduler, data order)
     report_to: str = "auto"  # auto (TensorBoard; W&B too when installed and configured) | tensorboard | wandb | none
+    dataloader_workers: int = 0  # processes rendering samples (image resize + processor) beside each trainer process
 
     def __post_init__(self) -> None:
         if self.epochs <= 0 and self.max_steps <= 0:
@@ -71,6 +72,8 @@ class FinetuneConfig:
             raise ValueError(f"FinetuneConfig.eval_fraction must be in [0, 1), got {self.eval_fraction}")
         if self.eval_every < 0 or self.save_every < 0 or self.save_total_limit < 1:
             raise ValueError("FinetuneConfig.eval_every and save_every must be >= 0, save_total_limit >= 1")
+        if self.dataloader_workers < 0:
+            raise ValueError(f"FinetuneConfig.dataloader_workers must be >= 0, got {self.dataloader_workers}")
         if self.report_to not in REPORTERS:
             raise ValueError(f"FinetuneConfig.report_to must be one of {', '.join(REPORTERS)}, got {self.report_to!r}")
 
@@ -303,7 +306,7 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
         logging_steps=config.log_every, report_to=_reporters(config.report_to), disable_tqdm=True,
         save_strategy="steps", save_steps=config.save_every or total, save_total_limit=config.save_total_limit,
         eval_strategy="steps" if (n_eval and config.eval_every) else "no", eval_steps=config.eval_every or None,
-        use_cpu=on_cpu, bf16=dtype == torch.bfloat16,
+        use_cpu=on_cpu, bf16=dtype == torch.bfloat16, dataloader_num_workers=config.dataloader_workers,
         # the samples are rendered by our collator exactly as the planner's transformers backend renders a
         # request (its chat template, its image resize), the loss masked to the answer: TRL's own dataset
         # preparation and column pruning must leave them alone
