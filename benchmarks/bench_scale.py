@@ -27,7 +27,7 @@ from grounded_planner.bench.sample import BROWN, GREY, RED
 from grounded_planner.v2gp.config import V2GPConfig
 from grounded_planner.v2gp.dataset import open_dataset
 from grounded_planner.v2gp.pipeline import run_pipeline
-from grounded_planner.v2gp.segment import segment_signal
+from grounded_planner.v2gp.segment import segment
 from grounded_planner.v2gp.synthetic import SyntheticConfig, write_synthetic_dataset
 from grounded_planner.vlm.backends.pool import server_counts
 from grounded_planner.vlm.config import PlannerConfig
@@ -44,7 +44,7 @@ def stage1_decode_alone(dataset: Path, indices: list[int], config: V2GPConfig) -
     t0 = time.perf_counter()
     for i in indices:
         episode = ds.episode(i)
-        result = segment_signal(episode.gripper, episode.frame_indices, config.segment_config())
+        result = segment(episode.gripper, episode.frame_indices, config.segment_config())
         frames = {0} | {f for s in result.segments for f in (s.start, s.end)}
         for f in sorted(frames):
             episode.frame(min(f, episode.length - 1))
