@@ -27,7 +27,7 @@ from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.fake_server import FakeVLMServer, make_demo_scene
 from grounded_planner.vlm.image import encode_image
 from grounded_planner.vlm.parse import parse_plan
-from grounded_planner.vlm.planner import make_planner
+from grounded_planner.vlm.factory import make_planner
 
 WIDTH, HEIGHT = 1280, 720
 INSTRUCTION = "put the red block on the blue plate"

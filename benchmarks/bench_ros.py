@@ -87,7 +87,7 @@ def bench_plan_round_trip(requests: int) -> None:
 
     from grounded_planner.ros.convert import numpy_to_image
     from grounded_planner.vlm.config import PlannerConfig
-    from grounded_planner.vlm.planner import make_planner
+    from grounded_planner.vlm.factory import make_planner
     from grounded_planner_interfaces.srv import GetGroundedPlan
 
     # a table with a red cube, as a camera would see it (with sensor noise, so PNG encoding is not trivially cheap)

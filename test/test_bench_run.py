@@ -21,7 +21,7 @@ from grounded_planner.bench.sample import BROWN, GREY, RED
 from grounded_planner.bench.scoring import score
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.fake_server import FakeVLMServer, Reply
-from grounded_planner.vlm.planner import make_planner
+from grounded_planner.vlm.factory import make_planner
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample_bench"
 SCENE = {"red cup": RED, "bin": GREY, "drawer": BROWN}

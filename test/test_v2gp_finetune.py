@@ -43,7 +43,7 @@ def test_finetune_round_trip_adapter_makes_the_planner_answer_the_training_plan(
 
     from grounded_planner.vlm.config import PlannerConfig
     from grounded_planner.vlm.errors import VLMResponseError
-    from grounded_planner.vlm.planner import make_planner
+    from grounded_planner.vlm.factory import make_planner
 
     base = build_tiny_qwen3vl(tmp_path / "tiny-qwen3-vl")
     dataset = write_synthetic_dataset(tmp_path / "ds", SyntheticConfig(episodes=1))

@@ -94,7 +94,7 @@ def test_training_sample_uses_the_planners_exact_prompt(dataset, server, tmp_pat
     from PIL import Image
 
     from grounded_planner.vlm.config import PlannerConfig
-    from grounded_planner.vlm.planner import make_planner
+    from grounded_planner.vlm.factory import make_planner
 
     out = tmp_path / "out"
     run_pipeline(dataset, out, V2GPConfig(gripper="observation.state[gripper]", grounder="oracle",
@@ -217,7 +217,7 @@ def test_vlm_grounder_falls_back_to_the_category_cue(dataset, server):
     from grounded_planner.v2gp.identify import ObjectIdentity
     from grounded_planner.v2gp.segment import Segment
     from grounded_planner.vlm.config import PlannerConfig
-    from grounded_planner.vlm.planner import make_planner
+    from grounded_planner.vlm.factory import make_planner
 
     episode = open_dataset(dataset, gripper="observation.state[gripper]").episode(0)
     t = truth_of(dataset)[0]

@@ -13,7 +13,7 @@ from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError
 from grounded_planner.vlm.fake_server import DEMO_SCENE, FakeVLMServer, Reply, find_color, make_demo_scene
 from grounded_planner.vlm.parse import ParseError, parse_location
-from grounded_planner.vlm.planner import make_planner
+from grounded_planner.vlm.factory import make_planner
 
 INSTRUCTION = "put the red block on the blue plate"
 

@@ -14,7 +14,7 @@ from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import VLMBusyError
 from grounded_planner.vlm.fake_server import FakeVLMServer, Reply, make_demo_scene
 from grounded_planner.vlm.gate import RequestGate, model_call
-from grounded_planner.vlm.planner import make_planner
+from grounded_planner.vlm.factory import make_planner
 
 pytest.importorskip("httpx")
 

@@ -15,7 +15,7 @@ pytest.importorskip("google.genai")
 from grounded_planner.vlm.config import PlannerConfig  # noqa: E402
 from grounded_planner.vlm.errors import VLMConfigError, VLMRequestError, VLMTimeoutError  # noqa: E402
 from grounded_planner.vlm.fake_server import DEMO_SCENE, FakeVLMServer, Reply, find_color, make_demo_scene  # noqa: E402
-from grounded_planner.vlm.planner import make_planner  # noqa: E402
+from grounded_planner.vlm.factory import make_planner  # noqa: E402
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from grounded_planner.vlm.errors import VLMError
 from grounded_planner.vlm.fake_server import FakeVLMServer, Reply, make_demo_scene
 from grounded_planner.vlm.parse import (MAX_TEXT_CHARS, ParseDeadlineError, ParseError, parse_location, parse_plan,
                                         strip_thinking)
-from grounded_planner.vlm.planner import make_planner
+from grounded_planner.vlm.factory import make_planner
 from helpers.answer_fuzz import answers, parse_answer
 
 SIZE = (1280, 720)

@@ -19,7 +19,7 @@ from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import (VLMProtocolError, VLMRequestError, VLMResponseError, VLMTimeoutError,
                                          VLMUnavailableError)
 from grounded_planner.vlm.fake_server import DEMO_SCENE, FakeVLMServer, Reply, find_color, make_demo_scene
-from grounded_planner.vlm.planner import make_planner
+from grounded_planner.vlm.factory import make_planner
 
 INSTRUCTION = "put the red block on the blue plate"
 

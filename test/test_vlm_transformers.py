@@ -18,7 +18,7 @@ from grounded_planner.vlm import prompts  # noqa: E402
 from grounded_planner.vlm.config import PlannerConfig  # noqa: E402
 from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError  # noqa: E402
 from grounded_planner.vlm.fake_server import make_demo_scene  # noqa: E402
-from grounded_planner.vlm.planner import make_planner  # noqa: E402
+from grounded_planner.vlm.factory import make_planner  # noqa: E402
 from helpers.tiny_qwen3vl import build_tiny_qwen3vl, teach, teach_lora  # noqa: E402
 
 INSTRUCTION = "put the red block on the blue plate"

@@ -142,7 +142,7 @@ def _run(args: argparse.Namespace) -> int:
     from grounded_planner.bench.runner import run_bench
     from grounded_planner.vlm.backends.pool import served_line, server_counts
     from grounded_planner.vlm.errors import VLMError
-    from grounded_planner.vlm.planner import make_planner
+    from grounded_planner.vlm.factory import make_planner
 
     if args.concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {args.concurrency}")

@@ -74,7 +74,7 @@ def _load_rgb(path: str):
 def cmd_plan(args: argparse.Namespace) -> int:
     from grounded_planner.plan import save_plan
     from grounded_planner.vlm.errors import VLMError, VLMResponseError, VLMUnavailableError
-    from grounded_planner.vlm.planner import make_planner
+    from grounded_planner.vlm.factory import make_planner
 
     image = _load_rgb(args.image)
     config = planner_config_from_args(args)

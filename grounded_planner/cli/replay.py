@@ -39,7 +39,7 @@ def _replay(args: argparse.Namespace) -> int:
     from grounded_planner.rollout.replay import episodes_for_replay, replay_episodes
     from grounded_planner.vlm.backends.pool import served_line, server_counts
     from grounded_planner.vlm.errors import VLMError, VLMUnavailableError
-    from grounded_planner.vlm.planner import make_planner
+    from grounded_planner.vlm.factory import make_planner
 
     if not args.bags and not args.episodes:
         raise CliError("name at least one BAG or an --episodes file whose images are bags")

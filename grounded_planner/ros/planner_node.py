@@ -135,7 +135,7 @@ class PlannerNode(Node):
 
     def planner(self):
         """The planner for the current parameters (built on first use; VLMError/ValueError when it cannot be)."""
-        from grounded_planner.vlm.planner import make_planner
+        from grounded_planner.vlm.factory import make_planner
 
         with self._planner_lock:
             if self._planner is None:

@@ -16,7 +16,8 @@ from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.decoupled import VLMGrounder
 from grounded_planner.vlm.errors import VLMError
 from grounded_planner.vlm.fake_server import FakeVLMServer
-from grounded_planner.vlm.planner import Planner, make_planner
+from grounded_planner.vlm.planner import Planner
+from grounded_planner.vlm.factory import make_planner
 
 STAND_IN_MODEL = "stand-in-colour-vlm"
 

@@ -242,7 +242,7 @@ class EpisodeWorker:
 
 
 def _make_planner(config: V2GPConfig, out: Path):
-    from grounded_planner.vlm.planner import make_planner
+    from grounded_planner.vlm.factory import make_planner
 
     return make_planner(config.planner_config(cache_dir=str(out / "cache" / "vlm")))
 

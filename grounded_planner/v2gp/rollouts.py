@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grounded_planner.v2gp.dataset import DemoEpisode
+from grounded_planner.v2gp.episode import DemoEpisode
 from grounded_planner.v2gp.errors import DatasetError
 
 _COLOR_ENCODINGS = ("rgb8", "bgr8", "rgba8", "bgra8", "mono8")

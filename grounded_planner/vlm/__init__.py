@@ -1,7 +1,7 @@
 """VLM backends, prompts per model family, and parsing of raw model text into plans.
 
 Entry points (see docs/INTERFACES.md): ``parse_plan`` / ``ParseError`` (vlm.parse), ``PlannerConfig``
-(vlm.config), ``make_planner`` / ``Planner`` (vlm.planner), errors in vlm.errors. Submodules are imported
+(vlm.config), ``make_planner`` (vlm.factory), ``Planner`` (vlm.planner), errors in vlm.errors. Submodules are imported
 lazily so ``import grounded_planner.vlm`` stays cheap.
 """
 
@@ -14,7 +14,7 @@ _EXPORTS = {
     "ParseError": "grounded_planner.vlm.parse",
     "render_plan": "grounded_planner.vlm.conventions",
     "PlannerConfig": "grounded_planner.vlm.config",
-    "make_planner": "grounded_planner.vlm.planner",
+    "make_planner": "grounded_planner.vlm.factory",
     "Planner": "grounded_planner.vlm.planner",
     "VLMError": "grounded_planner.vlm.errors",
     "VLMUnavailableError": "grounded_planner.vlm.errors",

@@ -286,16 +286,3 @@ def make_backend(config: PlannerConfig, *, backend: str | None = None, model: st
         raise VLMConfigError(f"the {name} backend needs an optional package: {exc} "
                              "(pip install 'grounded_planner[vlm,ml]')") from exc
     raise VLMConfigError(f"no model backend named {name!r}")
-
-
-def make_planner(config: PlannerConfig) -> Planner:
-    """Build the planner a config describes: ``openai``/``gemini``/``transformers``, ``replay`` or ``decoupled``."""
-    if not isinstance(config, PlannerConfig):
-        raise TypeError(f"make_planner needs a PlannerConfig, got {type(config).__name__}")
-    if config.backend == "replay":
-        return ReplayPlanner(config)
-    if config.backend == "decoupled":
-        from grounded_planner.vlm.decoupled import make_decoupled_planner
-
-        return make_decoupled_planner(config)
-    return Planner(config, make_backend(config))
