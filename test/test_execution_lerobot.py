@@ -1,14 +1,20 @@
 """The lerobot (SO-101) backend at LeRobot's boundary, with FakeSOFollower, a test double of SOFollower.
 
-FakeSOFollower is a double named as such: LeRobot itself is not installed in CI (its normal resolution pulls a
-multi-GB CUDA torch, and its SOFollower import chain needs torch, datasets, accelerate and torchvision), and no
-simulated Feetech bus speaks to it here. The double keeps SOFollower's interface: ``connect(calibrate)``,
-``is_connected``, ``is_calibrated``, ``get_observation() -> {"<joint>.pos": deg}``, ``send_action(dict) ->
-dict sent``, ``disconnect()``, with servos that move at a finite speed and a gripper that stalls on an object.
+FakeSOFollower mirrors LeRobot 0.4.4's ``lerobot.robots.so_follower.SOFollower`` for the cases the simulated bus
+(test_execution_lerobot_sim.py, the real SOFollower over a pty) makes slow or cannot stage: an object that stalls
+the gripper at a chosen position, a bus error after N commands, an uncalibrated arm. It keeps SOFollower's
+interface (``connect(calibrate)``, ``is_connected``, ``is_calibrated``, ``get_observation() -> {"<joint>.pos":
+deg}``, ``send_action(dict) -> dict sent``, ``disconnect()``; signatures checked against the installed class
+below) and its awkward parts: it is built from the same SOFollowerRobotConfig keyword arguments, clips with
+``ensure_safe_goal_position``'s rule (which raises TypeError unless the cap is a float or a dict), raises when
+used unconnected or connected twice, and ``disconnect()`` turns torque off unless
+``disable_torque_on_disconnect`` is False, after which the unpowered arm sags under gravity.
 The IK in between is the real one on the SO-101 URDF.
 """
 
 from __future__ import annotations
+
+import inspect
 
 import threading
 import time
@@ -20,7 +26,8 @@ import pytest
 pytest.importorskip("placo")
 
 from grounded_planner.execution.backend import BackendFault, UnreachableError  # noqa: E402
-from grounded_planner.execution.backends.lerobot_backend import ARM_KEYS, LeRobotBackend, LeRobotConfig  # noqa: E402
+from grounded_planner.execution.backends.lerobot_backend import (ARM_KEYS, LeRobotBackend, LeRobotConfig,  # noqa: E402
+                                                                  so_follower_config_kwargs)
 from grounded_planner.execution.backends.so101_kinematics import KinematicsError, default_so101_urdf  # noqa: E402
 from grounded_planner.execution.config import ExecutorConfig  # noqa: E402
 from grounded_planner.execution.executor import Executor  # noqa: E402
@@ -40,12 +47,16 @@ REST_DEG = {"shoulder_pan": 0.0, "shoulder_lift": -30.0, "elbow_flex": 40.0, "wr
 
 
 class FakeSOFollower:
-    """Test double of LeRobot's SOFollower: servos approach their goals at ``speed_deg_s``; the gripper stops at
-    ``object_pos`` (gripper units 0..100) when closing on an object, or at 0 on nothing."""
+    """Test double of LeRobot 0.4.4's SOFollower: servos approach their goals at ``speed_deg_s``; the gripper stops
+    at ``object_pos`` (gripper units 0..100) when closing on an object, or at 0 on nothing. ``follower_kwargs``
+    are SOFollowerRobotConfig's (what the backend's make_so_follower passes)."""
 
-    def __init__(self, config: LeRobotConfig, speed_deg_s: float = 600.0, calibrated: bool = True,
+    def __init__(self, follower_kwargs: dict, speed_deg_s: float = 600.0, calibrated: bool = True,
                  object_pos: float | None = None, fail_after_sends: int | None = None):
-        self.config = config
+        self.follower_kwargs = follower_kwargs
+        self.max_relative_target = follower_kwargs["max_relative_target"]
+        self.disable_torque_on_disconnect = follower_kwargs.get("disable_torque_on_disconnect", True)
+        self.torque = True
         self.speed_deg_s = speed_deg_s
         self.is_calibrated = calibrated
         self.object_pos = object_pos
@@ -58,10 +69,19 @@ class FakeSOFollower:
         self._lock = threading.Lock()
 
     def connect(self, calibrate: bool = True) -> None:
+        if self.is_connected:
+            raise RuntimeError("FakeSOFollower is already connected")  # DeviceAlreadyConnectedError in LeRobot
         assert calibrate is False, "the backend must never start LeRobot's interactive calibration"
         self.is_connected = True
 
-    def disconnect(self) -> None:
+    def disconnect(self):
+        if not self.is_connected:
+            raise RuntimeError("FakeSOFollower is not connected")  # DeviceNotConnectedError in LeRobot
+        self._advance()
+        if self.disable_torque_on_disconnect:  # bus.disconnect(disable_torque=True): the arm goes limp
+            self.torque = False
+            self.present["shoulder_lift"] = min(self.present["shoulder_lift"] + 40.0, 100.0)  # sags forward
+            self.goal = dict(self.present)
         self.is_connected = False
 
     def _advance(self) -> None:
@@ -75,13 +95,17 @@ class FakeSOFollower:
             self.present[k] += float(np.clip(d, -step, step))
 
     def get_observation(self) -> dict[str, float]:
-        assert self.is_connected
+        if not self.is_connected:
+            raise RuntimeError("FakeSOFollower is not connected")
         with self._lock:
             self._advance()
             return {f"{k}.pos": v for k, v in self.present.items()}
 
     def send_action(self, action: dict[str, float]) -> dict[str, float]:
-        assert self.is_connected
+        if not self.is_connected:
+            raise RuntimeError("FakeSOFollower is not connected")
+        if not isinstance(self.max_relative_target, (float, dict)):  # ensure_safe_goal_position's check
+            raise TypeError(self.max_relative_target)
         if self.fail_after_sends is not None and len(self.sent) >= self.fail_after_sends:
             raise ConnectionError("[TxRxResult] There is no status packet!")
         with self._lock:
@@ -90,7 +114,7 @@ class FakeSOFollower:
             for key, value in action.items():
                 joint = key.removesuffix(".pos")
                 # LeRobot's max_relative_target clipping
-                limit = self.config.max_relative_target_deg
+                limit = self.max_relative_target
                 value = float(np.clip(value, self.present[joint] - limit, self.present[joint] + limit))
                 self.goal[joint] = value
                 sent[key] = value
@@ -104,7 +128,7 @@ def make(double: FakeSOFollower | None = None, **cfg_overrides) -> tuple[LeRobot
     holder: dict[str, FakeSOFollower] = {}
 
     def factory(config: LeRobotConfig) -> FakeSOFollower:
-        holder["robot"] = double or FakeSOFollower(config)
+        holder["robot"] = double or FakeSOFollower(so_follower_config_kwargs(config))
         return holder["robot"]
 
     backend = LeRobotBackend(options, cfg.safety, robot_factory=factory)
@@ -148,7 +172,7 @@ def test_stop_from_another_thread_halts_within_the_bound():
 
 
 def test_gripper_width_tells_an_object_from_nothing():
-    backend, robot, _ = make(FakeSOFollower(LeRobotConfig(), object_pos=50.0))
+    backend, robot, _ = make(FakeSOFollower(so_follower_config_kwargs(LeRobotConfig()), object_pos=50.0))
     backend.gripper_open()
     width = backend.gripper_close(20.0)
     assert width == pytest.approx(0.5 * backend.config.gripper_max_width_m, abs=0.002)
@@ -158,7 +182,7 @@ def test_gripper_width_tells_an_object_from_nothing():
 
 
 def test_grasp_and_place_through_the_executor():
-    backend, robot, cfg = make(FakeSOFollower(LeRobotConfig(), object_pos=40.0), max_joint_speed_deg_s=300.0)
+    backend, robot, cfg = make(FakeSOFollower(so_follower_config_kwargs(LeRobotConfig()), object_pos=40.0), max_joint_speed_deg_s=300.0)
     plan = GroundedPlan("put it down", (640, 480), [GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0)),
                                                     GroundedAction("place", "cube", "tray", point=(5.0, 5.0))])
     targets = TargetSet.from_dict({"frame": "base_link", "warnings": [], "targets": [
@@ -184,18 +208,18 @@ def test_dry_run_reports_unreachable_without_a_robot():
 
 
 def test_servo_error_mid_motion_is_a_fault():
-    backend, robot, cfg = make(FakeSOFollower(LeRobotConfig(), fail_after_sends=3))
+    backend, robot, cfg = make(FakeSOFollower(so_follower_config_kwargs(LeRobotConfig()), fail_after_sends=3))
     with pytest.raises(BackendFault, match="no status packet"):
         backend.move_to_pose((0.22, 0.05, 0.04), 0.0, 0.5)
 
 
 def test_uncalibrated_arm_is_refused_without_prompting():
     with pytest.raises(BackendFault, match="lerobot-calibrate"):
-        make(FakeSOFollower(LeRobotConfig(), calibrated=False))
+        make(FakeSOFollower(so_follower_config_kwargs(LeRobotConfig()), calibrated=False))
 
 
 def test_stop_during_a_move_keeps_a_held_object_squeezed():
-    backend, robot, _ = make(FakeSOFollower(LeRobotConfig(), object_pos=40.0), max_joint_speed_deg_s=20.0)
+    backend, robot, _ = make(FakeSOFollower(so_follower_config_kwargs(LeRobotConfig()), object_pos=40.0), max_joint_speed_deg_s=20.0)
     backend.gripper_open()
     backend.gripper_close()
     squeeze_goal = robot.goal["gripper"]
@@ -204,3 +228,60 @@ def test_stop_during_a_move_keeps_a_held_object_squeezed():
     stopped, _ = stop_during_move(backend, (0.25, -0.08, 0.03))
     assert stopped, "the move must have been stopped"
     assert robot.goal["gripper"] == squeeze_goal
+
+
+def test_double_matches_the_installed_sofollower():
+    """The double's methods take what LeRobot's own SOFollower takes, and the keyword arguments the backend builds
+    are accepted by the real SOFollowerRobotConfig (so neither can drift from the installed LeRobot)."""
+    so_follower = pytest.importorskip("lerobot.robots.so_follower", reason="LeRobot is installed by make setup")
+    real = so_follower.SOFollower
+    for name in ("connect", "disconnect", "get_observation", "send_action"):
+        real_params = list(inspect.signature(getattr(real, name)).parameters.values())
+        fake_params = list(inspect.signature(getattr(FakeSOFollower, name)).parameters.values())
+        assert [(p.name, p.kind, p.default) for p in fake_params] == \
+            [(p.name, p.kind, p.default) for p in real_params], name
+    for name in ("is_connected", "is_calibrated"):
+        assert isinstance(inspect.getattr_static(real, name), property)
+    kwargs = so_follower_config_kwargs(LeRobotConfig(max_relative_target_deg=10, calibration_dir="/tmp/gp-so101-cal"))
+    config = so_follower.SOFollowerRobotConfig(**kwargs)
+    assert isinstance(config.max_relative_target, float) and config.disable_torque_on_disconnect is True
+    assert so_follower_config_kwargs(LeRobotConfig(on_disconnect="hold"))["disable_torque_on_disconnect"] is False
+
+
+def test_integer_max_relative_target_from_yaml_is_a_float_for_lerobot():
+    backend, robot, _ = make(max_relative_target_deg=10)  # YAML `10`: an int would make LeRobot raise TypeError
+    assert isinstance(robot.max_relative_target, float)
+    backend.move_to_pose((0.22, 0.05, 0.06), 0.3, 0.5)
+
+
+def test_disconnect_parks_before_torque_off_unless_told_to_hold():
+    backend, robot, _ = make()  # on_disconnect: rest (the shipped default)
+    backend.disconnect()
+    assert robot.torque is False
+    assert robot.sent[-1]["gripper.pos"] == pytest.approx(backend.config.rest_pose_deg["gripper"])
+    rest_steps = [s for s in robot.sent if "shoulder_pan.pos" in s]
+    assert rest_steps[-1]["elbow_flex.pos"] == pytest.approx(backend.config.rest_pose_deg["elbow_flex"])
+    backend, robot, _ = make(on_disconnect="hold")
+    backend.disconnect()
+    assert robot.torque is True and robot.sent == []
+
+
+def test_calibration_file_option_and_the_older_so101_follower_folder(tmp_path, monkeypatch):
+    from grounded_planner.execution.backends.lerobot_backend import find_calibration_dir
+    from grounded_planner.execution.config import ConfigError
+
+    config = LeRobotConfig(calibration=str(tmp_path / "arms" / "my_arm.json"))
+    assert (config.calibration_dir, config.robot_id) == (str(tmp_path / "arms"), "my_arm")
+    with pytest.raises(ConfigError, match="calibration"):
+        LeRobotConfig(calibration=str(tmp_path / "my_arm.yaml"))
+    old = tmp_path / "cal" / "robots" / "so101_follower"
+    old.mkdir(parents=True)
+    (old / "blue.json").write_text("{}")
+    assert find_calibration_dir(LeRobotConfig(robot_id="blue"), tmp_path / "cal") == old
+    new = tmp_path / "cal" / "robots" / "so_follower"
+    new.mkdir(parents=True)
+    (new / "blue.json").write_text("{}")
+    assert find_calibration_dir(LeRobotConfig(robot_id="blue"), tmp_path / "cal") == new  # LeRobot 0.4's own first
+    assert find_calibration_dir(LeRobotConfig(robot_id="red"), tmp_path / "cal") == new  # none: LeRobot's folder
+    with pytest.raises(ConfigError, match="on_disconnect"):
+        LeRobotConfig(on_disconnect="drop")

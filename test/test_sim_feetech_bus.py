@@ -1,0 +1,107 @@
+"""The simulated STS3215 bus against LeRobot's own FeetechMotorsBus (lerobot 0.4.4 + scservo_sdk) over a real pty:
+ping, read/write, sync read/write, sign-magnitude registers, a bad checksum and a servo that stops answering."""
+
+from __future__ import annotations
+
+import pytest
+
+feetech = pytest.importorskip("lerobot.motors.feetech", reason="LeRobot is installed by make setup")
+scs = pytest.importorskip("scservo_sdk")
+
+from lerobot.motors import Motor, MotorNormMode  # noqa: E402
+
+from grounded_planner.sim.feetech import (INST_READ, FeetechBus, PtyBusServer, Sts3215,  # noqa: E402
+                                          instruction_packet)
+
+NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
+
+
+@pytest.fixture
+def bus_and_host():
+    bus = FeetechBus(list(range(1, 7)))
+    with PtyBusServer(bus) as server:
+        host = feetech.FeetechMotorsBus(server.port, {n: Motor(i + 1, "sts3215", MotorNormMode.DEGREES)
+                                                      for i, n in enumerate(NAMES)})
+        host.connect()  # LeRobot's handshake: ping every id, read the model numbers and firmware versions
+        try:
+            yield bus, host
+        finally:
+            if host.is_connected:
+                host.disconnect(disable_torque=False)
+
+
+def test_handshake_ping_and_broadcast_ping_find_six_sts3215(bus_and_host):
+    _, host = bus_and_host
+    assert [host.ping(n) for n in NAMES] == [777] * 6
+    assert host.broadcast_ping() == {i: 777 for i in range(1, 7)}
+    assert host.ping(9) is None  # no servo with id 9 on the bus: no status packet
+
+
+def test_read_write_and_sign_magnitude_registers(bus_and_host):
+    bus, host = bus_and_host
+    host.write("P_Coefficient", "elbow_flex", 16)
+    host.write("Homing_Offset", "wrist_flex", -321)  # sign-magnitude, sign bit 11
+    host.write("Goal_Position", "gripper", 1500, normalize=False)
+    assert host.read("P_Coefficient", "elbow_flex", normalize=False) == 16
+    assert host.read("Homing_Offset", "wrist_flex", normalize=False) == -321
+    assert host.read("Goal_Position", "gripper", normalize=False) == 1500
+    servo = bus.servos[4]
+    assert servo.mem[31] | servo.mem[32] << 8 == 321 | 1 << 11  # bit 11 set on the wire, as the STS3215 keeps it
+    assert host.read("Model_Number", "shoulder_pan", normalize=False) == 777
+    host.write("Model_Number", "shoulder_pan", 1)  # read-only on the servo: the write is answered, not stored
+    assert host.read("Model_Number", "shoulder_pan", normalize=False) == 777
+
+
+def test_sync_write_then_sync_read_every_servo(bus_and_host):
+    bus, host = bus_and_host
+    goals = {n: 1000 + 100 * i for i, n in enumerate(NAMES)}
+    host.sync_write("Goal_Position", goals, normalize=False)
+    assert host.sync_read("Goal_Position", normalize=False) == goals
+    with bus.lock:
+        for i in range(1, 7):
+            bus.servos[i].set_word("Present_Position", -5 * i)  # below zero after a homing offset
+    assert host.sync_read("Present_Position", normalize=False) == {n: -5 * (i + 1) for i, n in enumerate(NAMES)}
+
+
+def test_torque_and_lock_as_lerobot_switches_them(bus_and_host):
+    bus, host = bus_and_host
+    host.disable_torque()
+    assert not any(s.torque_enabled for s in bus.servos.values()) and all(s.mem[55] == 0 for s in bus.servos.values())
+    host.enable_torque(["gripper"])
+    assert bus.servos[6].torque_enabled and bus.servos[6].mem[55] == 1 and not bus.servos[1].torque_enabled
+
+
+def test_bad_checksum_gets_no_status_packet(bus_and_host):
+    bus, host = bus_and_host
+    good = bytearray(instruction_packet(3, INST_READ, [56, 2]))
+    bad = bytearray(good)
+    bad[-1] ^= 0x5A
+    port, ph = host.port_handler, host.packet_handler
+    port.writePort(bad)
+    port.setPacketTimeout(8)
+    _, result, _ = ph.readRx(port, 3, 2)
+    assert result == scs.COMM_RX_TIMEOUT and bus.stats.bad_checksums == 1
+    assert ph.getTxRxResult(result) == "[TxRxResult] There is no status packet!"
+    port.writePort(good)  # the servo was not confused by the bad packet: the next good one is answered
+    port.setPacketTimeout(8)
+    data, result, error = ph.readRx(port, 3, 2)
+    assert result == scs.COMM_SUCCESS and error == 0 and len(data) == 2
+
+
+def test_unplugged_servo_times_out_with_lerobots_error(bus_and_host):
+    bus, host = bus_and_host
+    bus.silent.add(2)
+    with pytest.raises(ConnectionError, match="There is no status packet"):
+        host.read("Present_Position", "shoulder_lift", normalize=False)
+    with pytest.raises(ConnectionError, match="There is no status packet"):
+        host.sync_read("Present_Position", normalize=False)
+    assert host.read("Present_Position", "elbow_flex", normalize=False) == 0  # the others still answer
+
+
+def test_packets_split_and_glued_on_the_wire_are_answered():
+    bus = FeetechBus([1, 2])
+    ping1, read2 = instruction_packet(1, 1), instruction_packet(2, INST_READ, [3, 2])
+    stream = b"\x00\xff" + ping1 + read2
+    answers = b"".join(bus.feed(stream[i:i + 3]) for i in range(0, len(stream), 3))
+    assert answers == bytes([0xFF, 0xFF, 1, 2, 0, 0xFC]) + bytes([0xFF, 0xFF, 2, 4, 0, 0x09, 0x03, 0xED])
+    assert Sts3215(1).word("Model_Number") == 777
