@@ -71,9 +71,14 @@ def test_gt_plans_score_100_and_shuffled_plans_0(exported):
     result = score(episodes, own)
     assert result["overall"]["tsr"] == 100.0 and result["overall"]["arr"] == 100.0
     assert result["overall"]["episodes"] == len(episodes)
-    # each episode gets the plan of another scenario (a derangement across scenarios)
+    # each episode gets the plan of another task (a derangement across scenarios; variants of one task —
+    # perturbed or for another arm — hold the same objects, so a plan is only swapped with another task's)
     names = sorted({r["sim"]["scenario"] for r in records})
-    shifted = {name: names[(i + 1) % len(names)] for i, name in enumerate(names)}
+    task_of = {r["sim"]["scenario"]: tuple(sorted({str(a.get("object", a.get("target", ""))) for a in r["sim"]["plan"]["actions"]})) for r in records}
+    shifted = {}
+    for i, name in enumerate(names):
+        others = [names[(i + k) % len(names)] for k in range(1, len(names))]
+        shifted[name] = next(other for other in others if task_of[other] != task_of[name])
     by_scenario_seed = {(r["sim"]["scenario"], r["sim"]["seed"]): r for r in records}
     shuffled = [Prediction(r["id"], by_scenario_seed[(shifted[r["sim"]["scenario"]], r["sim"]["seed"])]["sim"]["plan"])
                 for r in records]
