@@ -30,6 +30,8 @@ BAD_PROFILES = [
     ("int_as_string", section("camera", fps='"30"'), ["'fps'", "must be an integer"]),
     ("bool_as_float", section("planner", timeout_s="true"), ["'timeout_s'", "must be a number", "boolean"]),
     ("nan_float", section("planner", timeout_s=".nan"), ["'timeout_s'", "finite"]),
+    ("int_beyond_64_bits", section("planner", max_retries=10 ** 30), ["'max_retries'", "within 64 bits"]),
+    ("int_beyond_a_float", section("planner", timeout_s=10 ** 400), ["'timeout_s'", "finite number, got inf"]),
     ("null_value", section("planner", model=""), ["'model'", "must be a string", "empty YAML value"]),
     ("list_as_string", section("bag_player", bag="{tmp}", topics="/camera"), ["'topics'", "list of strings"]),
     ("negative_rate", section("bag_player", bag="{tmp}", rate=-1.0), ["'rate'", "must be > 0"]),

@@ -111,6 +111,9 @@ def all_of(*checks: Check) -> Check:
     return check
 
 
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
 def _kind(value: Any) -> str:
     """What a value is, in a user's words (for errors that say what was given)."""
     if value is None:
@@ -172,8 +175,15 @@ def coerce(param: "Param", value: Any) -> tuple[Any, str | None]:
         return value, None
     if not _is_type(default, value):
         return None, wrong
+    if isinstance(default, bool):
+        return value, None
+    if isinstance(default, int) and not INT64_MIN <= value <= INT64_MAX:  # a ROS integer parameter is 64-bit
+        return None, f"must be an integer within 64 bits, got {value}"
     if isinstance(default, float):
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer too large for a float
+            value = math.inf
         if not math.isfinite(value):
             return None, f"must be a finite number, got {value}"
     return value, None
