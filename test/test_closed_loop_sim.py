@@ -191,3 +191,27 @@ def test_open_and_close_are_checked_by_the_handle_moving_along_the_normal(tmp_pa
         assert attempt.type == scenario.split("_")[0] and attempt.check == "ok", attempt.message
         assert "handle moved" in attempt.message and result.success and cell.success()
 
+
+
+def test_a_pull_that_barely_moves_the_drawer_fails_its_check(tmp_path):
+    from grounded_planner.execution.closed_loop import ClosedLoop, Observation
+    from grounded_planner.execution.config import ClosedLoopConfig, ExecutorConfig
+    from grounded_planner.execution.executor import Executor
+    from grounded_planner.sim.backend import SimBackend
+    from grounded_planner.sim.export import gt_plan
+    from grounded_planner.sim.workcell import SimWorkcell
+
+    config = ExecutorConfig(open_pull_distance_m=0.01,
+                            closed_loop=ClosedLoopConfig(max_attempts_per_step=1, max_replans=0))
+    with SimWorkcell.from_scenario(small(tmp_path, "open_drawer"), seed=1) as cell, SimBackend(cell) as backend:
+        def observe():
+            rgb, depth_m = cell.render()
+            return Observation(rgb, depth_m, cell.camera_model, cell.extrinsics)
+
+        def oracle_locate(_rgb, action):  # the simulator's ground-truth grounding (see the test above)
+            return next(a for a in gt_plan(cell).actions if a.type == action.type)
+
+        result = ClosedLoop(Executor(backend, config), observe, lambda *_: gt_plan(cell), oracle_locate).run(
+            cell.scenario.instruction)
+    assert not result.success and result.failure_mode == "incorrect_spatial_outcome", result.attempts[0].message
+    assert result.attempts[0].check == "incorrect_spatial_outcome" and "need +30 mm" in result.attempts[0].message

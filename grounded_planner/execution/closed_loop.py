@@ -32,6 +32,8 @@ from grounded_planner.plan import GroundedAction, GroundedPlan
 log = logging.getLogger(__name__)
 
 OK = "ok"
+# Open/close check: depth points this far above the handle are ignored (the retreated hand, not the drawer), m.
+HANDLE_VIEW_ABOVE_M = 0.08
 CONDITION = "closed_loop"
 OPEN_LOOP = "open_loop"
 CONDITIONS = (OPEN_LOOP, CONDITION)
@@ -336,6 +338,9 @@ class ClosedLoop:
     def check_handle(self, action: GroundedAction, target: Target, after: Observation) -> Check:
         """The handle moved along the surface normal: out for ``open``, in for ``close``."""
         cfg = self.config
+        # the arm waits above the handle after its retreat: drop what is well above the handle from the depth, or
+        # the hand in front of the drawer reads as a handle that moved towards the camera
+        after = _without_points_above(after, float(np.asarray(target.position, float)[2]) + HANDLE_VIEW_ABOVE_M)
         found = self.locate(after.rgb, action)
         where = None if found is None else self._position_of(found, after)
         if where is None:
@@ -354,8 +359,10 @@ class ClosedLoop:
         return Check(OK, f"handle moved {travel * 1000:+.0f} mm along the normal")
 
     def _position_of(self, action: GroundedAction, obs: Observation) -> np.ndarray | None:
-        """Base-frame position of a grounded thing (its grasp point) in ``obs``; None without usable depth."""
-        probe = GroundedAction(type="grasp", object=action.object, bbox=action.bbox)
+        """Base-frame position of a grounded thing in ``obs`` (a handle's point for open/close, else the grasp
+        point); None without usable depth."""
+        kind = action.type if action.type in ("open", "close") else "grasp"
+        probe = GroundedAction(type=kind, object=action.object, bbox=action.bbox)
         one = GroundedPlan(instruction="locate", image_size=(int(obs.rgb.shape[1]), int(obs.rgb.shape[0])),
                            actions=[probe])
         try:
@@ -388,6 +395,16 @@ class ClosedLoop:
         result.failure_mode = None if success or mode not in FAILURE_MODES else mode
         log.info("closed loop: %s", message)
         return result
+
+
+def _without_points_above(obs: Observation, z_max_m: float) -> Observation:
+    """``obs`` with depth set invalid (0) where the base-frame point lies above ``z_max_m``."""
+    if obs.extrinsics is None:
+        return obs
+    depth = np.asarray(obs.depth_m, dtype=np.float32)
+    points = obs.extrinsics.transform_points(obs.camera.deproject_image(depth).reshape(-1, 3))
+    above = (points[:, 2] > z_max_m).reshape(depth.shape) & (depth > 0)
+    return dataclasses.replace(obs, depth_m=np.where(above, 0.0, depth).astype(np.float32))
 
 
 def _mode_of(result: ClosedLoopResult) -> str | None:
