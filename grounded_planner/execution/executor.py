@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -14,40 +13,14 @@ import numpy as np
 from grounded_planner.execution.backend import (BackendError, BackendFault, MotionStoppedError, MotionTimeoutError,
                                                 RobotBackend, UnreachableError)
 from grounded_planner.execution.config import ExecutorConfig
+from grounded_planner.execution.motions import Motion, StepFailure, fmt_position, plan_primitive
 from grounded_planner.execution.outcomes import Outcome
 from grounded_planner.execution.validate import ExecutionInputError, InvalidGoalError, check_targets  # noqa: F401 (re-exported)
 from grounded_planner.plan import PlanError
 
 log = logging.getLogger(__name__)
 
-UP = np.array([0.0, 0.0, 1.0])
 FeedbackFn = Callable[[int, str, Any], None]
-
-
-@dataclass
-class Motion:
-    """One command of a primitive: a Cartesian move or a gripper action.
-
-    ``position_m`` (3,) is the tool centre point in the base frame (moves only); ``yaw_rad`` is the backend
-    yaw (closing axis about base z, 0 = along base y).
-    """
-
-    kind: str  # "move" | "open" | "close"
-    label: str  # what the motion is for: pre_grasp, descend, close_gripper, lift, ...
-    position_m: np.ndarray | None = None
-    yaw_rad: float = 0.0
-    speed_scale: float = 0.1
-    width_m: float | None = None  # open: finger opening, m (None = fully)
-    force_n: float | None = None  # close: gripping force, N
-    check_grasp: bool = False  # close: the closed width must show that something is held
-
-    def describe(self) -> str:
-        if self.kind == "move":
-            x, y, z = (float(v) for v in self.position_m)  # type: ignore[union-attr]
-            return f"{self.label} ({x:.3f}, {y:.3f}, {z:.3f}) m yaw {math.degrees(self.yaw_rad):.0f} deg"
-        if self.kind == "open":
-            return f"{self.label} ({'full' if self.width_m is None else f'{self.width_m * 1000:.0f} mm'})"
-        return f"{self.label} ({'default force' if self.force_n is None else f'{self.force_n:.0f} N'})"
 
 
 @dataclass
@@ -79,31 +52,6 @@ class ExecutionResult:
         return {"success": bool(self.success), "steps": [s.to_dict() for s in self.steps]}
 
 
-class _StepFailure(Exception):
-    """Internal: a step ends with ``outcome`` and ``message``."""
-
-    def __init__(self, outcome: Outcome, message: str):
-        super().__init__(message)
-        self.outcome = outcome
-        self.message = message
-
-
-def _backend_yaw(target_yaw: float | None) -> float:
-    """Geometry yaw (closing direction from base x) -> backend yaw (closing axis from base y), wrapped to (-pi/2, pi/2]."""
-    if target_yaw is None:
-        return 0.0
-    yaw = float(target_yaw) - math.pi / 2
-    yaw = (yaw + math.pi / 2) % math.pi - math.pi / 2  # a parallel gripper is symmetric under +-pi
-    return math.pi / 2 if yaw <= -math.pi / 2 + 1e-12 else yaw
-
-
-def _unit_horizontal(vector: Any) -> np.ndarray | None:
-    v = np.asarray(vector, dtype=float).reshape(3).copy()
-    v[2] = 0.0
-    n = float(np.linalg.norm(v))
-    return None if n < 1e-6 else v / n
-
-
 class Executor:
     """Runs grounded plans on a :class:`RobotBackend` inside the configured safety envelope.
 
@@ -124,111 +72,8 @@ class Executor:
 
     # -- planning ----------------------------------------------------------------------------------
     def plan_step(self, action: Any, target: Any, held_yaw: float | None = None) -> tuple[list[Motion], list[str]]:
-        """The motions of one primitive and notes about adjustments (e.g. a height raised to the floor).
-
-        Raises :class:`_StepFailure` (``outside_workspace``) when a target or waypoint leaves the envelope.
-        """
-        cfg, safety = self.config, self.config.safety
-        kind = str(action.type)
-        position = np.asarray(target.position, dtype=float).reshape(3)
-        if not np.all(np.isfinite(position)):
-            raise _StepFailure(Outcome.OUTSIDE_WORKSPACE, f"target position {position.tolist()} is not finite")
-        # the target point lies on an object or surface: it must be inside the box; the floor applies to the
-        # TCP waypoints derived from it (a grasp height below it is raised, with a note)
-        problem = self._box_violation(position)
-        if problem:
-            raise _StepFailure(Outcome.OUTSIDE_WORKSPACE, f"{kind} target {_fmt(position)}: {problem}; nothing moved")
-        notes: list[str] = []
-        travel, fine = cfg.speed(cfg.travel_speed_scale), cfg.speed(cfg.fine_speed_scale)
-        open_width = cfg.gripper_open_width_m
-
-        def low(z: float, what: str) -> float:
-            if z < safety.floor_z_m:
-                notes.append(f"{what} height {z:.3f} m raised to the floor {safety.floor_z_m:.3f} m")
-                return safety.floor_z_m
-            return z
-
-        def at(p: np.ndarray, dz: float) -> np.ndarray:
-            return p + UP * dz
-
-        if kind == "grasp":
-            yaw = _backend_yaw(target.yaw)
-            if target.width is not None and open_width is not None and target.width + 0.01 > open_width:
-                notes.append(f"object width {target.width * 1000:.0f} mm + 10 mm exceeds gripper_open_width_m; "
-                             "opening fully")
-                open_width = None
-            grasp_z = low(float(position[2]) + cfg.grasp_height_offset_m, "grasp")
-            grasp_p = np.array([position[0], position[1], grasp_z])
-            motions = [
-                Motion("move", "pre_grasp", at(position, cfg.approach_height_m), yaw, travel),
-                Motion("open", "open_gripper", width_m=open_width),
-                Motion("move", "descend", grasp_p, yaw, fine),
-                Motion("close", "close_gripper", force_n=cfg.grasp_force_n, check_grasp=True),
-                Motion("move", "lift", at(position, cfg.retreat_height_m), yaw, fine),
-            ]
-        elif kind == "place":
-            yaw = held_yaw if held_yaw is not None else _backend_yaw(target.yaw)
-            release_z = low(float(position[2]) + cfg.place_clearance_m, "release")
-            motions = [
-                Motion("move", "pre_place", at(position, cfg.approach_height_m), yaw, travel),
-                Motion("move", "descend", np.array([position[0], position[1], release_z]), yaw, fine),
-                Motion("open", "release", width_m=cfg.gripper_open_width_m),
-                Motion("move", "retreat", at(position, cfg.retreat_height_m), yaw, fine),
-            ]
-        elif kind in ("open", "close"):
-            raw = None if target.normal is None else np.asarray(target.normal, dtype=float).reshape(3)
-            if raw is not None and np.linalg.norm(raw) > 1e-6 and abs(raw[2]) / np.linalg.norm(raw) >= math.sqrt(0.5):
-                # a lid or hatch (surface facing up): pull straight up, grasp with the target's yaw
-                if raw[2] < 0:
-                    raise _StepFailure(Outcome.UNREACHABLE, f"{kind} target {_fmt(position)}: its surface faces down; "
-                                                            "a top-down gripper cannot pull it")
-                normal, yaw = UP.copy(), _backend_yaw(target.yaw)
-            else:
-                normal = None if raw is None else _unit_horizontal(raw)
-                if normal is None:
-                    # no usable surface normal: assume the front faces the robot base (pull towards the base)
-                    normal = _unit_horizontal(-position)
-                    if normal is None:
-                        raise _StepFailure(Outcome.UNREACHABLE, f"{kind} target {_fmt(position)} has no usable "
-                                                                "surface normal and sits above the base")
-                    notes.append("no surface normal: pulling towards the robot base")
-                # the tool stays vertical (top-down contract): the fingers straddle the handle from above, closing
-                # along the normal; the approach, the pull/push and the retreat run along the normal
-                yaw = _backend_yaw(math.atan2(normal[1], normal[0]))
-            handle_z = low(float(position[2]) + cfg.grasp_height_offset_m, "handle grasp")
-            handle = np.array([position[0], position[1], handle_z])
-            standoff = handle + normal * cfg.handle_approach_distance_m
-            stroke = cfg.open_pull_distance_m if kind == "open" else -cfg.close_push_distance_m
-            moved = handle + normal * stroke
-            motions = [
-                Motion("move", "pre_handle", at(standoff, cfg.approach_height_m), yaw, travel),
-                Motion("move", "above_handle", at(handle, cfg.approach_height_m), yaw, fine),
-                Motion("open", "open_gripper", width_m=cfg.gripper_open_width_m),
-                Motion("move", "descend", handle, yaw, fine),
-                Motion("close", "close_gripper", force_n=cfg.grasp_force_n, check_grasp=True),
-                Motion("move", "pull" if kind == "open" else "push", moved, yaw, fine),
-                Motion("open", "release", width_m=cfg.gripper_open_width_m),
-                # straight up first: the open fingers still straddle the handle, and backing off sideways
-                # dragged a pushed-shut drawer several cm back out in the simulator
-                Motion("move", "retreat", at(moved, cfg.retreat_height_m), yaw, fine),
-            ]
-        else:
-            raise ExecutionInputError(f"action {action!r}: unknown primitive type {kind!r}")
-        for motion in motions:
-            if motion.kind == "move":
-                problem = safety.violation(motion.position_m)
-                if problem:
-                    raise _StepFailure(Outcome.OUTSIDE_WORKSPACE,
-                                       f"{kind} waypoint {motion.label} {_fmt(motion.position_m)}: {problem}; "
-                                       "nothing moved")
-        return motions, notes
-
-    def _box_violation(self, position: np.ndarray) -> str | None:
-        safety = self.config.safety
-        for axis, v, lo, hi in zip("xyz", position, safety.workspace_min_m, safety.workspace_max_m):
-            if not lo <= v <= hi:
-                return f"{axis}={v:.3f} m is outside the workspace [{lo:.3f}, {hi:.3f}] m"
-        return None
+        """The motions of one primitive and notes about adjustments (:func:`~grounded_planner.execution.motions.plan_primitive`)."""
+        return plan_primitive(action, target, self.config, held_yaw)
 
     def _pair(self, plan: Any, targets: Any) -> list[tuple[int, Any, Any]]:
         frame = str(getattr(targets, "frame", ""))
@@ -268,9 +113,9 @@ class Executor:
                     if motion.kind == "move" and self.backend is not None:
                         reason = self.backend.check_reachable(motion.position_m, motion.yaw_rad)
                         if reason:
-                            raise _StepFailure(Outcome.UNREACHABLE, f"{action.type} waypoint {motion.label} "
-                                                                    f"{_fmt(motion.position_m)}: {reason}")
-            except _StepFailure as failure:
+                            raise StepFailure(Outcome.UNREACHABLE, f"{action.type} waypoint {motion.label} "
+                                                                    f"{fmt_position(motion.position_m)}: {reason}")
+            except StepFailure as failure:
                 checked.append(StepResult(index, action.type, failure.outcome, failure.message,
                                           duration_s=time.perf_counter() - start))
                 continue
@@ -445,7 +290,7 @@ class Executor:
         try:
             pose = backend.current_pose()
             if pose is not None:
-                parts.append(f"arm still at {_fmt(pose[0])}")
+                parts.append(f"arm still at {fmt_position(pose[0])}")
             parts.append(f"gripper at {backend.gripper_width() * 1000:.1f} mm")
         except Exception as exc:  # best effort: a report on a broken robot must not raise past the outcome
             parts.append(f"state unknown: {exc}")
@@ -488,8 +333,3 @@ class Executor:
                 self._deadline = None
                 self._active = False
         return "; " + ", ".join(notes + ["rest of the plan not run"])
-
-
-def _fmt(position: Any) -> str:
-    x, y, z = (float(v) for v in position)
-    return f"({x:.3f}, {y:.3f}, {z:.3f}) m"
