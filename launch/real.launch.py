@@ -34,12 +34,14 @@ ARGUMENTS = [
     ("extrinsics_file", "", "camera -> robot base calibration YAML ('' = the robot's example: "
      "calibration/realsense_d435_eye_to_hand.yaml for franka, calibration/so101_d435_eye_to_hand.yaml for so101)"),
     ("log_dir", "rollouts", "folder for rollout logs (~ is expanded)"),
-    ("config", os.path.join(SHARE, "config", "real.yaml"), "parameters file for every node"),
+    ("config", os.path.join(SHARE, "config", "real.yaml"), "parameters file for every node (~ is expanded)"),
 ]
 
 
 def _nodes(context):
     arg = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
+    # launch_ros reads the parameters file itself: ~ must be expanded here (the nodes expand their own paths)
+    arg["config"] = os.path.expanduser(arg["config"])
     if arg["robot"] not in ROBOTS:
         raise RuntimeError(f"robot must be one of {', '.join(ROBOTS)}, got {arg['robot']!r}")
     backend, base_frame, executor_config, extrinsics = ROBOTS[arg["robot"]]

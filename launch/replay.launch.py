@@ -26,12 +26,14 @@ ARGUMENTS = [
     ("extrinsics_file", os.path.join(SHARE, "calibration", "realsense_d435_eye_to_hand.yaml"),
      "camera -> robot base calibration YAML of the recorded cell"),
     ("log_dir", "rollouts", "folder for rollout logs (~ is expanded)"),
-    ("config", os.path.join(SHARE, "config", "replay.yaml"), "parameters file for every node"),
+    ("config", os.path.join(SHARE, "config", "replay.yaml"), "parameters file for every node (~ is expanded)"),
 ]
 
 
 def _nodes(context):
     arg = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
+    # launch_ros reads the parameters file itself: ~ must be expanded here (the nodes expand their own paths)
+    arg["config"] = os.path.expanduser(arg["config"])
     if not arg["bag"]:
         raise RuntimeError("bag:=PATH is required (a rosbag2 folder, .mcap or .db3)")
     config = arg["config"]

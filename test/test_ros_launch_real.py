@@ -90,3 +90,53 @@ def test_real_launch_for_so101_under_ros2_launch(tmp_path, rclpy_context, monkey
     assert f"logging rollouts under {tmp_path / 'so101_rollouts'}" in out, out
     assert not (tmp_path / "~").exists()
     assert "camera" in out and "configure failed" in out, out  # no RealSense here: the camera says why
+
+
+def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(tmp_path, rclpy_context, monkeypatch):
+    """The replay launch file with image_transport topics in the user's own parameters file."""
+    import rclpy
+    import yaml
+    from rclpy.executors import SingleThreadedExecutor
+
+    from grounded_planner.ros.convert import poses_from_msg
+    from grounded_planner_interfaces.srv import GetGroundedPlan
+    from helpers.realdata import COLOR_COMPRESSED, DEPTH_COMPRESSED, PLANS, real_frame, write_compressed_equidistant_bag, \
+        write_replay_file
+    from helpers.ros_wait import call
+
+    pytest.importorskip("pyrealsense2")
+    share = _share()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    bag = write_compressed_equidistant_bag(tmp_path / "bag", real_frame())
+    write_replay_file(tmp_path / "plans.jsonl")
+    config = yaml.safe_load(open(os.path.join(share, "config", "replay.yaml")))
+    config["planner"]["ros__parameters"].update(color_topic=COLOR_COMPRESSED, depth_topic=DEPTH_COMPRESSED, frame_wait_s=30.0)
+    config["backprojection"]["ros__parameters"].update(depth_topic=DEPTH_COMPRESSED)
+    config["rollout_logger"]["ros__parameters"].update(color_topic=COLOR_COMPRESSED, depth_topic=DEPTH_COMPRESSED)
+    (tmp_path / "compressed.yaml").write_text(yaml.safe_dump(config))
+    child = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, os.path.join(share, "launch", "replay.launch.py"), "60", "bag:=~/bag",
+         "config:=~/compressed.yaml", "planner_backend:=replay", "replay_file:=~/plans.jsonl", "log_dir:=~/rollouts"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    node = rclpy.create_node("launch_replay_probe", context=rclpy_context)
+    try:
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(node)
+        client = node.create_client(GetGroundedPlan, "/grounded_planner/plan")
+        for instruction in PLANS:
+            response = call(executor, client, GetGroundedPlan.Request(instruction=instruction, backproject=True), 90.0,
+                            f"a plan for {instruction!r}")
+            assert response.success, response.message
+            assert all(p is not None for p in poses_from_msg(response.plan))
+        assert {"bag_player", "planner", "backprojection", "rollout_logger"} <= set(node.get_node_names())
+    finally:
+        node.destroy_node()
+        try:
+            out, _ = child.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, _ = child.communicate()
+    assert "Traceback" not in out, out
+    for name in ("bag_player_node", "planner_node", "backprojection_node", "executor_node", "rollout_logger_node"):
+        assert f"[{name}-" in out and f"[ERROR] [{name}-" not in out, out  # started, and not one died
+    assert (tmp_path / "rollouts").is_dir()  # log_dir:=~/rollouts, expanded

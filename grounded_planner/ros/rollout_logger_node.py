@@ -137,8 +137,14 @@ class RolloutLoggerNode(Node):
             return None
         recorder.close(status=status, error=error if status != "complete" else "")
         self.closed_rollouts.append(recorder.directory)
-        self._closed_pub.publish(String(data=str(recorder.directory)))
-        self.get_logger().info(f"rollout {status}: {recorder.directory}")
+        if not self.context.ok():  # Ctrl-C: the folder is closed; there is no graph left to announce it to
+            return recorder.directory
+        try:
+            self._closed_pub.publish(String(data=str(recorder.directory)))
+            self.get_logger().info(f"rollout {status}: {recorder.directory}")
+        except Exception:  # the context went away between the check and the publish
+            if self.context.ok():
+                raise
         return recorder.directory
 
     # -- callbacks ---------------------------------------------------------------------------------
