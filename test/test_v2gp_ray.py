@@ -3,7 +3,8 @@
 Byte for byte the local executor's plans, first-frame images and training JSONL on the same synthetic
 dataset; a broken episode recorded as failed by both, the rest planned; a rerun resumes from the caches
 without a single new VLM request. The VLM is the V2GP stand-in server (test/helpers/v2gp_vlm_server.py, a
-mock: no real model can run here) over real HTTP; each Ray actor talks to it with its own client.
+mock: no real model can run here) over real HTTP, two of them for the Ray run; each Ray actor talks to them
+with its own client.
 """
 
 from __future__ import annotations
@@ -45,29 +46,35 @@ def test_ray_executor_matches_the_local_one_byte_for_byte_and_resumes(tmp_path):
     dataset = write_synthetic_dataset(tmp_path / "ds", SyntheticConfig(episodes=5, seed=7), "v2.1")
     (dataset / "data" / "chunk-000" / f"episode_{BROKEN:06d}.parquet").write_bytes(b"not a parquet file")
     common = ["--dataset", str(dataset), "--grounder", "oracle", "--model", MODEL]
-    with V2GPVLMServer(scene_colors(), {name: kind for name, (_, kind, _) in SCENE.items()}) as server:
+    kinds = {name: kind for name, (_, kind, _) in SCENE.items()}
+    with V2GPVLMServer(scene_colors(), kinds) as server, V2GPVLMServer(scene_colors(), kinds) as second:
         config = V2GPConfig(gripper="observation.state[gripper]", grounder="oracle", vlm_base_url=server.base_url,
                             vlm_model=MODEL, workers=2)
         local = run_pipeline(dataset, tmp_path / "local", config)
         config_file = tmp_path / "v2gp.yaml"
         config_file.write_text("gripper: observation.state[gripper]\n")
 
+        # the Ray run spreads its model calls over two servers of the same model
         sent = len(server.requests)
-        ray_run = v2gp_run(*common, "--out", str(tmp_path / "ray"), "--config", str(config_file),
-                           "--vlm", server.base_url, "--executor", "ray", "--workers", "2")
-        ray_requests = len(server.requests) - sent
+        servers = ["--vlm", server.base_url, "--vlm", second.base_url]
+        ray_run = v2gp_run(*common, "--out", str(tmp_path / "ray"), "--config", str(config_file), *servers,
+                           "--executor", "ray", "--workers", "2")
+        ray_requests = len(server.requests) - sent + len(second.requests)
         # the broken episode fails the run's exit status, not the run
         assert ray_run.returncode == 1, ray_run.stderr[-3000:]
         summary = json.loads(ray_run.stdout)
 
-        rerun = v2gp_run(*common, "--out", str(tmp_path / "ray"), "--config", str(config_file),
-                         "--vlm", server.base_url, "--executor", "ray", "--workers", "2")
-        assert len(server.requests) - sent == ray_requests  # resumed from the caches: no new request
+        rerun = v2gp_run(*common, "--out", str(tmp_path / "ray"), "--config", str(config_file), *servers,
+                         "--executor", "ray", "--workers", "2")
+        assert len(server.requests) - sent + len(second.requests) == ray_requests  # resumed: no new request
+        first_served, second_served = len(server.requests) - sent, len(second.requests)
 
     assert set(local.failed_episodes) == set(summary["failed_episodes"]) == {str(BROKEN)}
     assert local.failed_episodes[str(BROKEN)] == summary["failed_episodes"][str(BROKEN)]
     assert summary["episodes"] == local.episodes == 4 and summary["episodes_with_plan"] == local.episodes_with_plan
-    assert ray_requests > 0 and sum(c["served"] for c in summary["servers"].values()) == ray_requests
+    assert summary["servers"] == {server.base_url: {"served": first_served, "failed": 0},
+                                  second.base_url: {"served": second_served, "failed": 0}}
+    assert first_served >= 2 and second_served >= 2  # both servers took a share
     assert tree(tmp_path / "ray") == tree(tmp_path / "local")
     assert len(tree(tmp_path / "local")) == 1 + 2 * local.episodes_with_plan
 
