@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, requires_ros
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")
 
@@ -215,3 +215,28 @@ def test_a_pull_that_barely_moves_the_drawer_fails_its_check(tmp_path):
             cell.scenario.instruction)
     assert not result.success and result.failure_mode == "incorrect_spatial_outcome", result.attempts[0].message
     assert result.attempts[0].check == "incorrect_spatial_outcome" and "need +30 mm" in result.attempts[0].message
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--closed-loop", "--planner", "gt"], "--closed-loop re-grounds and replans with a VLM"),
+    (["--closed-loop", "--targets", "gt"], "--closed-loop re-grounds and replans with a VLM"),
+    (["--targets", "gt", "--planner", "openai"], "--targets gt needs the scenario's own GT plan"),
+])
+def test_sim_run_closed_loop_bad_flags_are_one_line(capsys, args, message):
+    from grounded_planner.cli.main import main
+
+    code = main(["sim", "run", str(SCENARIOS / "box_in_bowl.yaml"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+@requires_ros
+def test_approve_without_an_executor_says_so_in_one_line(ros_domain):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import sys; from grounded_planner.cli.main import main; "
+                           "sys.exit(main())", "approve", "--timeout", "1"], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+    assert done.returncode == 2 and "no executor offers /grounded_planner/approve" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
