@@ -62,9 +62,18 @@ def _load(episodes_path: str, predictions_path: str):
     from grounded_planner.bench.episodes import EpisodeError, load_episodes, load_predictions
 
     try:
-        return load_episodes(episodes_path), load_predictions(predictions_path)
+        episodes, predictions = load_episodes(episodes_path), load_predictions(predictions_path)
     except EpisodeError as exc:
         raise CliError(str(exc)) from None
+    _warn_duplicates(predictions_path, predictions)
+    return episodes, predictions
+
+
+def _warn_duplicates(label: str, predictions) -> None:
+    """A repeated prediction id is scored by its last line: say so, never silently."""
+    for ep_id, wheres in predictions.duplicates.items():
+        print(f"warning: {label}: prediction id {ep_id!r} appears {len(wheres)} times ({', '.join(wheres)}); "
+              "the last one is scored", file=sys.stderr)
 
 
 def _score(args: argparse.Namespace) -> int:
@@ -97,9 +106,7 @@ def _score(args: argparse.Namespace) -> int:
                   f"{args.episodes}; ignored", file=sys.stderr)
         results.append((label, result))
     for label, predictions in zip(labels, prediction_sets):
-        for ep_id, wheres in predictions.duplicates.items():
-            print(f"warning: {label}: prediction id {ep_id!r} appears {len(wheres)} times ({', '.join(wheres)}); "
-                  f"the last one is scored", file=sys.stderr)
+        _warn_duplicates(label, predictions)
     if args.per_episode:
         _write_per_episode(args.per_episode, episodes, prediction_sets[0])
     if args.json:
