@@ -138,8 +138,13 @@ def _execute(args: argparse.Namespace) -> int:
     except PlanError as exc:
         raise CliError(f"plan {args.plan}: {exc}") from exc
     targets = _load_targets(args.targets)
+    extra = {}
+    if config.backend == "moveit":  # the franka_gripper client is an rclpy action client (ROS installs only)
+        from grounded_planner.ros.franka_gripper import make_gripper_client
+
+        extra["gripper_factory"] = make_gripper_client
     try:
-        backend = make_backend(config.backend, config)
+        backend = make_backend(config.backend, config, **extra)
     except ConfigError as exc:
         raise CliError(str(exc)) from exc
 

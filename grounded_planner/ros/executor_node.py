@@ -32,13 +32,16 @@ from grounded_planner.ros.closed_loop_io import PlanServiceError, RosClosedLoopI
 from grounded_planner.ros.frames import LatestFrames, NoFrameError
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.visualize import plan_markers
-from grounded_planner.ros.params import (Param, declare_all, executor_config_file, extrinsics_file, non_empty, one_of,
-                                         positive, resolve_data_path, values)
+from grounded_planner.ros.params import (Param, declare_all, executor_config_file, existing_file, extrinsics_file,
+                                         non_empty, one_of, positive, resolve_data_path, values)
 
 PARAMS = [
     Param("backend", "sim", "robot backend: sim | franky | lerobot | moveit", one_of("sim", "franky", "lerobot", "moveit"), read_only=True),
     Param("config_file", "", "executor YAML (safety envelope, speeds, backend options); '' = built-in defaults",
           executor_config_file, read_only=True),
+    Param("moveit_params_file", "", "moveit backend: ROS parameters file with the robot's MoveIt configuration for "
+                                    "moveit_py (real.launch.py moveit_config:=... writes it); '' = "
+                                    "backends.moveit.params_files", existing_file, read_only=True),
     Param("dry_run", False, "check every target and report the motions without moving, whatever the goal asks"),
     Param("base_frame", "", "frame every pose must be in (the robot base); '' = accept the frame of the first pose"),
     Param("autostart", True, "configure and activate at startup; false: wait for lifecycle transitions", read_only=True),
@@ -96,6 +99,8 @@ class ExecutorNode(LifecycleNode):
             config = ExecutorConfig.load(resolve_data_path(p["config_file"])) if p["config_file"] else ExecutorConfig(backend=p["backend"])
             if config.backend != p["backend"]:  # the node's parameter names the backend; the file the rest
                 config = dataclasses.replace(config, backend=p["backend"])
+            if p["moveit_params_file"]:
+                config.backends.setdefault("moveit", {})["params_files"] = [resolve_data_path(p["moveit_params_file"])]
             if self._backend_factory is not None:
                 backend = self._backend_factory(p["backend"], config)
             else:
@@ -362,6 +367,10 @@ def _make_backend(name: str, config):
         from grounded_planner.sim.backend import SimBackend, SimBackendConfig  # the simulator needs no robot SDK
 
         return SimBackend(config=SimBackendConfig(**config.backend_options("sim")))
+    if name == "moveit":
+        from grounded_planner.ros.franka_gripper import make_gripper_client
+
+        return make_backend(name, config, gripper_factory=make_gripper_client)
     return make_backend(name, config)
 
 

@@ -1,4 +1,11 @@
-"""franka_gripper action client (move, grasp, homing) for the moveit execution backend: rclpy lives here, not there."""
+"""franka_gripper action client (homing, move, grasp) for the moveit execution backend: rclpy lives here, not there.
+
+Mirrors franka_ros2's ``franka_gripper/src/gripper_action_server.cpp`` (v1.x .. v3.4, identical there): the node
+serves ``~/homing``, ``~/move``, ``~/grasp`` (franka_msgs/action/Homing, Move, Grasp; result ``success`` and
+``error``), accepts every goal and every cancel (a cancel stops the fingers and ends the goal CANCELED), and
+publishes ``~/joint_states`` with both finger joints at width/2. The node's name depends on the release
+(:func:`grounded_planner.execution.backends.moveit_backend.franka_gripper_namespace`).
+"""
 
 from __future__ import annotations
 
@@ -7,60 +14,110 @@ import time
 from typing import Any
 
 FRANKA_HAND_MAX_WIDTH_M = 0.08
+#: rclpy's GoalStatus values (action_msgs/msg/GoalStatus)
+STATUS_NAMES = {0: "UNKNOWN", 1: "ACCEPTED", 2: "EXECUTING", 3: "CANCELING", 4: "SUCCEEDED", 5: "CANCELED",
+                6: "ABORTED"}
+STATUS_CANCELED = 5
+FRESH_WIDTH_WAIT_S = 0.5  # width() waits this long for joint_states newer than the last result
+SERVER_WAIT_S = 5.0  # how long a call waits to discover its action server before saying it is missing
 
 
 class FrankaGripperClient:
-    """Blocking calls to the ``<ns>/move``, ``<ns>/grasp`` and ``<ns>/homing`` actions of franka_gripper, with the
-    finger width read from ``<ns>/joint_states`` (sum of the two finger joints). Runs its own node and executor
-    thread in the default rclpy context (moveit_py has already initialised it on a ROS install)."""
+    """Blocking calls to the ``<namespace>/{homing,move,grasp}`` actions of franka_gripper, with the finger width
+    read from ``<namespace>/joint_states`` (sum of the two finger joints). Runs its own node and executor thread
+    (in ``context``, default: rclpy's default context, initialised here if nobody has).
 
-    def __init__(self, namespace: str = "/fr3_gripper", max_width_m: float = FRANKA_HAND_MAX_WIDTH_M):
+    Each call returns the action's ``success`` and keeps its ``error`` in :attr:`last_error`; it raises
+    ``ConnectionError`` when no server serves the action (after ``server_wait_s`` of discovery) and
+    ``TimeoutError`` when the server does not accept or finish the goal within ``timeout_s`` of sending it (the
+    goal is then cancelled). :meth:`cancel` (any thread) cancels
+    the goal in flight, also one whose acceptance has not arrived yet.
+    """
+
+    def __init__(self, namespace: str = "/franka_gripper", max_width_m: float = FRANKA_HAND_MAX_WIDTH_M,
+                 context: Any = None, node_name: str = "grounded_planner_franka_gripper",
+                 server_wait_s: float = SERVER_WAIT_S):
         import rclpy
         from franka_msgs.action import Grasp, Homing, Move
         from rclpy.action import ActionClient
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import JointState
 
-        if not rclpy.ok():
+        if context is None and not rclpy.ok():
             rclpy.init()
-        ns = namespace.rstrip("/")
+        self.namespace = "/" + namespace.strip("/")
         self._types = {"move": Move, "grasp": Grasp, "homing": Homing}
         self._max_width_m = float(max_width_m)
-        self._node = rclpy.create_node("grounded_planner_franka_gripper")
-        self._clients = {name: ActionClient(self._node, kind, f"{ns}/{name}") for name, kind in self._types.items()}
+        self._server_wait_s = float(server_wait_s)
+        self._node = rclpy.create_node(node_name, context=context)
+        self._clients = {name: ActionClient(self._node, kind, f"{self.namespace}/{name}")
+                         for name, kind in self._types.items()}
         self._width_m: float | None = None
-        self._node.create_subscription(JointState, f"{ns}/joint_states", self._on_joints, 10)
-        self._executor = SingleThreadedExecutor()
+        self._width_at = float("-inf")  # when the last joint_states arrived (monotonic)
+        self._goal_ended_at = float("-inf")  # when the last goal's result arrived
+        self._fresh = threading.Condition()
+        self._node.create_subscription(JointState, f"{self.namespace}/joint_states", self._on_joints, 10)
+        self._executor = SingleThreadedExecutor(context=context)
         self._executor.add_node(self._node)
         self._spin = threading.Thread(target=self._executor.spin, name="franka-gripper", daemon=True)
         self._spin.start()
+        self._state = threading.Lock()
         self._goal_handle: Any = None
+        self._cancel_requested = False
+        self._closed = False
+        self.last_error = ""
 
     def _on_joints(self, msg: Any) -> None:
-        self._width_m = float(sum(msg.position[:2]))
+        if len(msg.position) >= 2:
+            with self._fresh:
+                self._width_m = float(msg.position[0] + msg.position[1])
+                self._width_at = time.monotonic()
+                self._fresh.notify_all()
+
+    @staticmethod
+    def _wait(future: Any, deadline: float) -> bool:
+        done = threading.Event()
+        future.add_done_callback(lambda _: done.set())
+        return done.wait(max(0.0, deadline - time.monotonic()))
 
     def _call(self, name: str, goal: Any, timeout_s: float) -> bool:
         client = self._clients[name]
-        if not client.wait_for_server(timeout_sec=min(timeout_s, 5.0)):
-            raise RuntimeError(f"action server {client._action_name} not available")  # noqa: SLF001
+        action = f"{self.namespace}/{name}"
+        with self._state:
+            self._cancel_requested = False
+        # discovery has its own budget: timeout_s bounds the gripper's answer, not DDS discovery
+        if not client.wait_for_server(timeout_sec=self._server_wait_s):
+            raise ConnectionError(f"no action server {action} after {self._server_wait_s:.0f} s (is franka_gripper "
+                                  f"running, and is franka_ros2_version/robot_namespace right for its release?)")
+        deadline = time.monotonic() + float(timeout_s)
         sent = client.send_goal_async(goal)
-        deadline = time.monotonic() + timeout_s
-        while not sent.done():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.005)
+        if not self._wait(sent, deadline):
+            raise TimeoutError(f"{action} did not answer the goal within {timeout_s:.1f} s")
         handle = sent.result()
         if not handle.accepted:
+            self.last_error = f"{action} rejected the goal"
             return False
-        self._goal_handle = handle
-        result = handle.get_result_async()
-        while not result.done():
-            if time.monotonic() > deadline:
+        with self._state:
+            self._goal_handle = handle
+            cancel_now = self._cancel_requested
+        if cancel_now:  # cancel() came while the goal was on its way
+            handle.cancel_goal_async()
+        try:
+            result = handle.get_result_async()
+            if not self._wait(result, deadline):
                 handle.cancel_goal_async()
-                return False
-            time.sleep(0.005)
-        self._goal_handle = None
-        return bool(result.result().result.success)
+                raise TimeoutError(f"{action} did not finish within {timeout_s:.1f} s (goal cancelled)")
+        finally:
+            with self._state:
+                self._goal_handle = None
+        with self._fresh:
+            self._goal_ended_at = time.monotonic()
+        answer = result.result()
+        if answer.status == STATUS_CANCELED:
+            self.last_error = f"{action} canceled"
+            return False
+        self.last_error = str(answer.result.error)
+        return bool(answer.result.success)
 
     def move(self, width_m: float, speed_mps: float, timeout_s: float) -> bool:
         goal = self._types["move"].Goal()
@@ -78,18 +135,38 @@ class FrankaGripperClient:
         return self._call("homing", self._types["homing"].Goal(), timeout_s)
 
     def width(self) -> float:
-        if self._width_m is None:
-            raise RuntimeError("no gripper joint_states received yet")
-        return self._width_m
+        """Finger opening, m, from a joint_states message published after the last goal ended (joint_states come
+        at 15 Hz, so the one just before a result still shows the fingers moving); waits up to
+        ``FRESH_WIDTH_WAIT_S`` for it."""
+        with self._fresh:
+            self._fresh.wait_for(lambda: self._width_at > self._goal_ended_at, timeout=FRESH_WIDTH_WAIT_S)
+            if self._width_m is None:
+                raise RuntimeError(f"no {self.namespace}/joint_states received yet")
+            return self._width_m
 
     def max_width(self) -> float:
         return self._max_width_m
 
     def cancel(self) -> None:
-        handle = self._goal_handle
+        with self._state:
+            self._cancel_requested = True
+            handle = self._goal_handle
         if handle is not None:
             handle.cancel_goal_async()
 
     def close(self) -> None:
-        self._executor.shutdown()
+        """Stop the spin thread and release the node (idempotent; an open goal is left to the server)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.shutdown(timeout_sec=1.0)
+        for client in self._clients.values():
+            client.destroy()
         self._node.destroy_node()
+        self._spin.join(1.0)
+
+
+def make_gripper_client(config: Any) -> FrankaGripperClient:
+    """The moveit backend's ``gripper_factory``: a client for ``config.gripper_namespace``
+    (:class:`grounded_planner.execution.backends.moveit_backend.MoveItConfig`)."""
+    return FrankaGripperClient(config.gripper_namespace)

@@ -7,9 +7,12 @@ from grounded_planner.execution.backends._common import options
 from grounded_planner.execution.config import BACKEND_NAMES, ConfigError, ExecutorConfig
 
 
-def make_backend(name: str, config: ExecutorConfig | None = None) -> RobotBackend:
+def make_backend(name: str, config: ExecutorConfig | None = None, **moveit_args) -> RobotBackend:
     """Create (not connect) backend ``name`` (``sim|franky|lerobot|moveit``) with ``config.backends[name]``
-    settings and ``config.safety``. Raises :class:`ConfigError` for an unknown name or bad settings."""
+    settings and ``config.safety``. Raises :class:`ConfigError` for an unknown name or bad settings.
+
+    ``moveit_args`` go to :class:`MoveItBackend` (``gripper_factory``, ``config_dict``); the ROS side passes the
+    franka_gripper client factory there, since this layer imports no rclpy."""
     config = config or ExecutorConfig()
     opts = config.backend_options(name) if name in BACKEND_NAMES else {}
     if name == "franky":
@@ -23,7 +26,7 @@ def make_backend(name: str, config: ExecutorConfig | None = None) -> RobotBacken
     if name == "moveit":
         from grounded_planner.execution.backends.moveit_backend import MoveItBackend, MoveItConfig
 
-        return MoveItBackend(options(MoveItConfig, opts, name), config.safety)
+        return MoveItBackend(options(MoveItConfig, opts, name), config.safety, **moveit_args)
     if name == "sim":
         from grounded_planner.sim.backend import SimBackend, SimBackendConfig
 

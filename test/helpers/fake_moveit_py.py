@@ -1,0 +1,292 @@
+"""Test double of moveit_py (``moveit.planning``), mirroring moveit2 ``jazzy`` (moveit_py 2.12.4), awkward parts kept.
+
+moveit_py needs a ROS distribution with MoveIt, so the backend tests run against this double, installed as the
+``moveit.planning`` module. What it keeps of the real thing (moveit_py/src/moveit/moveit_ros/moveit_cpp/*.cpp,
+moveit_ros/planning/moveit_cpp, planning_pipeline_interfaces):
+
+- ``MoveItPy(node_name="moveit_py", name_space="", launch_params_filepaths=<the process's --params-file
+  arguments>, config_dict=None, provide_planning_service=True, remappings=None)``: ``config_dict`` wins over the
+  files; a params file applies to the node under ``/**``, its name or its full name. Start-up throws
+  ``RuntimeError`` as MoveItCpp does: no robot_description/_semantic -> "Unable to configure planning scene
+  monitor"; no ``planning_pipelines.pipeline_names`` -> "Failed to load planning pipelines from parameter server";
+  a named pipeline without ``<name>.planning_plugins`` -> "Planning plugin name is empty or not defined in
+  namespace '<name>'".
+- ``PlanRequestParameters(moveit, ns)`` (positional, no default) reads ``<ns>.plan_request_params.*`` and
+  ``plan_request_params.*`` for ``ns == ""``; missing values fall back to '' / 1.0 s / 5 attempts / 1.0.
+- ``plan(single_plan_parameters=...)`` keeps the GIL for as long as it plans (no ``gil_scoped_release``): here a
+  libc ``usleep`` through ``ctypes.PyDLL``, which does not release it either. A reachable goal is solved after
+  ``solve_s`` (TIMED_OUT when the slice is shorter); an unreachable one uses the whole planning_time and answers
+  PLANNING_FAILED; a pipeline name that is not loaded answers FAILURE ("No planning pipeline available for name").
+- ``execute(robot_trajectory, controllers)`` (both required) releases the GIL and is stopped by
+  ``get_trajectory_execution_manager().stop_execution()``.
+
+``HumbleMoveItPy`` mirrors moveit2 ``humble`` (moveit_py 2.5.9): ``PlanRequestParameters(moveit)``,
+``plan(parameters=)``, ``execute(group_name, robot_trajectory, blocking=True)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import sys
+import threading
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+MIRRORS = "moveit_py 2.12.4 (moveit2 jazzy)"
+REPO = Path(__file__).resolve().parents[2]
+# what MoveItConfigsBuilder("fr3", package_name="franka_fr3_moveit_config") contributes besides our
+# config/moveit_py_franka.yaml (abridged: the robot, kinematics, and OMPL planner configs without pipeline plugins)
+CONFIG_PACKAGE_PARAMS = {
+    "robot_description": "<robot name='fr3'/>",
+    "robot_description_semantic": "<robot name='fr3'><group name='fr3_arm'/></robot>",
+    "robot_description_kinematics": {"fr3_arm": {"kinematics_solver": "kdl_kinematics_plugin/KDLKinematicsPlugin"}},
+    "planning_pipelines": ["ompl"], "default_planning_pipeline": "ompl",
+    "ompl": {"planner_configs": {"RRTConnectkConfigDefault": {"type": "geometric::RRTConnect"}}},
+}
+REACH_M = 0.85
+SHOULDER = np.array([0.0, 0.0, 0.333])
+SUCCESS, FAILURE, PLANNING_FAILED, TIMED_OUT = 1, 99999, -1, -6
+_usleep_holding_the_gil = ctypes.PyDLL(None).usleep  # PyDLL: the call does not release the GIL
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """Nested YAML keys as ROS parameter names (``a: {b: 1}`` -> ``a.b``)."""
+    out = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def params_from_files(paths, node_name: str, name_space: str = "") -> dict:
+    full = "/" + "/".join(p for p in (name_space.strip("/"), node_name) if p)
+    params: dict = {}
+    for path in paths:
+        doc = yaml.safe_load(Path(path).read_text()) or {}
+        for key, section in doc.items():
+            if key in ("/**", node_name, full, f"/**/{node_name}") and isinstance(section, dict):
+                params.update(flatten(section.get("ros__parameters", {})))
+    return params
+
+
+def get_launch_params_filepaths(cli_args=None):  # moveit/utils.py
+    cli_args = sys.argv if cli_args is None else cli_args
+    return [cli_args[i + 1] for i, v in enumerate(cli_args[:-1]) if v == "--params-file"]
+
+
+class ErrorCode:
+    def __init__(self, val: int):
+        self.val = val
+
+
+class MotionPlanResponse:
+    def __init__(self, code: int, trajectory=None, planning_time: float = 0.0):
+        self.error_code, self.trajectory, self.planning_time = ErrorCode(code), trajectory, planning_time
+
+    def __bool__(self) -> bool:
+        return self.error_code.val == SUCCESS
+
+
+class ExecutionStatus:
+    def __init__(self, status: str):
+        self.status = status
+
+    def __bool__(self) -> bool:
+        return self.status == "SUCCEEDED"
+
+
+class PlanRequestParameters:
+    """moveit_py's PlanRequestParameters (jazzy binding: ``py::init(moveit_cpp, const std::string& ns)``)."""
+
+    def __init__(self, moveit, ns, /):
+        if not isinstance(ns, str):
+            raise TypeError("__init__(): incompatible constructor arguments")
+        prefix = f"{ns}.plan_request_params." if ns else "plan_request_params."
+        p = moveit.params
+        self.planner_id = p.get(prefix + "planner_id", "")
+        self.planning_pipeline = p.get(prefix + "planning_pipeline", "")
+        self.planning_time = float(p.get(prefix + "planning_time", 1.0))
+        self.planning_attempts = int(p.get(prefix + "planning_attempts", 5))
+        self.max_velocity_scaling_factor = float(p.get(prefix + "max_velocity_scaling_factor", 1.0))
+        self.max_acceleration_scaling_factor = float(p.get(prefix + "max_acceleration_scaling_factor", 1.0))
+
+
+class PlanningComponent:
+    def __init__(self, group: str, moveit: "MoveItPy"):
+        self.group, self.moveit = group, moveit
+        self._goal = None
+        self._own_parameters = PlanRequestParameters(moveit, "")  # PlanningComponent loads the default block
+
+    def set_start_state_to_current_state(self) -> None:
+        pass
+
+    def set_goal_state(self, configuration_name=None, robot_state=None, pose_stamped_msg=None, pose_link=None,
+                       motion_plan_constraints=None):
+        if (pose_stamped_msg is None) != (pose_link is None):
+            raise ValueError("Must specify both message and corresponding link")
+        self._goal = (pose_stamped_msg, pose_link)
+        return True
+
+    def plan(self, single_plan_parameters=None, multi_plan_parameters=None, planning_scene=None,
+             solution_selection_function=None, stopping_criterion_callback=None):
+        params = single_plan_parameters or self._own_parameters
+        fake = self.moveit
+        fake.plan_calls.append(params.planning_time)
+        if params.planning_pipeline not in fake.pipelines:  # "No planning pipeline available for name ''"
+            return MotionPlanResponse(FAILURE)
+        msg, link = self._goal
+        p = msg.pose.position
+        goal = np.array([p.x, p.y, p.z])
+        reachable = np.linalg.norm(goal - SHOULDER) <= REACH_M
+        took = fake.solve_s if reachable and fake.solve_s <= params.planning_time else params.planning_time
+        _usleep_holding_the_gil(int(took * 1e6))
+        if not reachable:
+            return MotionPlanResponse(PLANNING_FAILED, planning_time=took)
+        if fake.solve_s > params.planning_time:
+            return MotionPlanResponse(TIMED_OUT, planning_time=took)
+        fake.goals.append((msg, link, params, params.planning_pipeline, params.max_velocity_scaling_factor))
+        q = msg.pose.orientation
+        trajectory = (goal, np.array([q.x, q.y, q.z, q.w]), params.max_velocity_scaling_factor)
+        return MotionPlanResponse(SUCCESS, trajectory, took)
+
+
+class MoveItPy:
+    """moveit_py's MoveItPy (see the module docstring); the robot moves its TCP in straight lines."""
+
+    def __init__(self, node_name="moveit_py", name_space="", launch_params_filepaths=None, config_dict=None,
+                 provide_planning_service=True, remappings=None):
+        if launch_params_filepaths is None:
+            launch_params_filepaths = get_launch_params_filepaths()
+        self.node_name = node_name
+        self.params = (flatten(config_dict) if config_dict is not None
+                       else params_from_files(launch_params_filepaths, node_name, name_space))
+        if not self.params.get("robot_description") or not self.params.get("robot_description_semantic"):
+            raise RuntimeError("Unable to configure planning scene monitor")
+        names = list(self.params.get("planning_pipelines.pipeline_names") or [])
+        for name in names:
+            if not self.params.get(f"{name}.planning_plugins"):
+                raise RuntimeError(f"Planning plugin name is empty or not defined in namespace '{name}'")
+        if not names:
+            raise RuntimeError("Failed to load planning pipelines from parameter server")
+        self.pipelines = names
+        self.solve_s = 0.02
+        self.seconds_per_m = 0.2
+        self.execute_status = "SUCCEEDED"
+        self.position = np.array([0.3, 0.0, 0.5])
+        self.quaternion = np.array([1.0, 0.0, 0.0, 0.0])
+        self.goals: list = []
+        self.plan_calls: list = []  # planning_time of every plan() call
+        self.executed: list = []
+        self.execute_calls = 0
+        self.stop_calls = 0
+        self.shut_down = False
+        self._stop = threading.Event()
+
+    def get_planning_component(self, planning_component_name):
+        return PlanningComponent(planning_component_name, self)
+
+    def execute(self, robot_trajectory, controllers):
+        self.execute_calls += 1
+        goal, quaternion, velocity_scale = robot_trajectory
+        self._stop.clear()
+        duration = np.linalg.norm(goal - self.position) * self.seconds_per_m / velocity_scale
+        start, begin = self.position.copy(), time.monotonic()
+        while time.monotonic() - begin < duration:
+            if self._stop.wait(0.002):
+                self.position = start + (goal - start) * (time.monotonic() - begin) / duration
+                return ExecutionStatus("PREEMPTED")
+        self.position, self.quaternion = goal, quaternion
+        self.executed.append(goal)
+        return ExecutionStatus(self.execute_status)
+
+    def get_trajectory_execution_manager(self):
+        fake = self
+
+        class TrajectoryExecutionManager:
+            def stop_execution(self, auto_clear=True):
+                fake.stop_calls += 1
+                fake._stop.set()
+
+        return TrajectoryExecutionManager()
+
+    def get_planning_scene_monitor(self):
+        from geometry_msgs.msg import Pose
+
+        fake = self
+
+        class PlanningSceneMonitor:
+            @contextlib.contextmanager
+            def read_only(self):
+                pose = Pose()
+                pose.position.x, pose.position.y, pose.position.z = (float(v) for v in fake.position)
+                (pose.orientation.x, pose.orientation.y, pose.orientation.z,
+                 pose.orientation.w) = (float(v) for v in fake.quaternion)
+                yield types.SimpleNamespace(current_state=types.SimpleNamespace(get_pose=lambda link: pose))
+
+        return PlanningSceneMonitor()
+
+    def shutdown(self) -> None:
+        self.shut_down = True
+
+
+class HumblePlanRequestParameters(PlanRequestParameters):
+    """moveit_py 2.5.9 (humble): ``py::init(moveit_cpp)`` only."""
+
+    def __init__(self, moveit, /):
+        super().__init__(moveit, "")
+
+
+class HumbleMoveItPy(MoveItPy):
+    """moveit_py 2.5.9 (humble): ``execute(group_name, robot_trajectory, blocking=True)``."""
+
+    def execute(self, group_name, robot_trajectory, blocking=True):  # noqa: D102
+        return super().execute(robot_trajectory, [])
+
+
+def moveit_params(**overrides) -> dict:
+    """The config package's parameters with config/moveit_py_franka.yaml merged in, as real.launch.py merges them."""
+    from grounded_planner.execution.backends.moveit_backend import merge_parameters
+
+    shipped = yaml.safe_load((REPO / "config" / "moveit_py_franka.yaml").read_text())
+    return merge_parameters(merge_parameters(CONFIG_PACKAGE_PARAMS, shipped), overrides)
+
+
+def moveit_params_file(directory=None, **overrides) -> Path:
+    from grounded_planner.execution.backends.moveit_backend import write_params_file
+
+    return Path(write_params_file(moveit_params(**overrides), directory=None if directory is None else str(directory)))
+
+
+@contextlib.contextmanager
+def install_fake_moveit(humble: bool = False):
+    """Install the double as ``moveit.planning``; yields the list of MoveItPy instances made."""
+    made: list = []
+    cls = HumbleMoveItPy if humble else MoveItPy
+
+    def factory(*args, **kwargs):
+        made.append(cls(*args, **kwargs))
+        return made[-1]
+
+    planning = types.ModuleType("moveit.planning")
+    planning.MoveItPy = factory
+    planning.PlanRequestParameters = HumblePlanRequestParameters if humble else PlanRequestParameters
+    package = types.ModuleType("moveit")
+    package.planning = planning
+    saved = {name: sys.modules.get(name) for name in ("moveit", "moveit.planning")}
+    sys.modules.update({"moveit": package, "moveit.planning": planning})
+    try:
+        yield made
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
