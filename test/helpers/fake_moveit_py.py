@@ -147,6 +147,8 @@ class PlanningComponent:
         goal = np.array([p.x, p.y, p.z])
         reachable = np.linalg.norm(goal - SHOULDER) <= REACH_M
         took = fake.solve_s if reachable and fake.solve_s <= params.planning_time else params.planning_time
+        if fake.on_plan is not None:  # test hook, called before plan() takes hold of the GIL
+            fake.on_plan()
         _usleep_holding_the_gil(int(took * 1e6))
         if not reachable:
             return MotionPlanResponse(PLANNING_FAILED, planning_time=took)
@@ -186,6 +188,7 @@ class MoveItPy:
         self.plan_calls: list = []  # planning_time of every plan() call
         self.executed: list = []
         self.execute_calls = 0
+        self.on_plan = None
         self.stop_calls = 0
         self.shut_down = False
         self._stop = threading.Event()

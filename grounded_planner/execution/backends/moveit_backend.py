@@ -428,6 +428,8 @@ class MoveItBackend(RobotBackend):
         outcome: dict[str, Any] = {}
 
         def run() -> None:
+            if self._stop_requested.is_set():  # the last moment a stop can keep the trajectory from starting
+                return
             try:
                 outcome["status"] = self._moveit.execute(trajectory, controllers=[])
             except Exception as exc:  # surfaced in the calling thread
@@ -444,6 +446,8 @@ class MoveItBackend(RobotBackend):
                 if self._stop_requested.is_set():
                     raise MotionStoppedError("moveit: execution stopped by stop()")
                 raise MotionTimeoutError(f"moveit: execution not finished after {self.safety.motion_timeout_s} s")
+        if not outcome and self._stop_requested.is_set():
+            raise MotionStoppedError("moveit: stopped before execution started; the plan is dropped")
         if "error" in outcome:
             raise BackendFault(f"moveit: execution failed: {outcome['error']}")
         status = outcome.get("status")
