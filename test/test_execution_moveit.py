@@ -31,7 +31,7 @@ from grounded_planner.execution.executor import Executor  # noqa: E402
 from grounded_planner.execution.outcomes import Outcome  # noqa: E402
 from grounded_planner.geometry.targets import TargetSet  # noqa: E402
 from grounded_planner.plan import GroundedAction, GroundedPlan  # noqa: E402
-from helpers.fake_moveit_py import (CONFIG_PACKAGE_PARAMS, install_fake_moveit, moveit_params,  # noqa: E402
+from helpers.fake_moveit_py import (CONFIG_PACKAGE_PARAMS, FakeMoveItModule, moveit_params,  # noqa: E402
                                     moveit_params_file)
 from helpers.stopping import stop_during_move  # noqa: E402
 
@@ -76,8 +76,7 @@ class FakeGripper:
 
 @pytest.fixture
 def fake_moveit():
-    with install_fake_moveit() as made:
-        yield made
+    return FakeMoveItModule()
 
 
 @pytest.fixture
@@ -89,9 +88,10 @@ def franka_config() -> ExecutorConfig:
     return ExecutorConfig.load(ROOT / "config" / "execution_franka.yaml")
 
 
-def backend_with(gripper: FakeGripper, cfg: ExecutorConfig, params_file: Path, **options) -> MoveItBackend:
+def backend_with(fake: FakeMoveItModule, gripper: FakeGripper, cfg: ExecutorConfig, params_file: Path,
+                 **options) -> MoveItBackend:
     opts = {**cfg.backend_options("moveit"), "params_files": [str(params_file)], **options}
-    backend = MoveItBackend(MoveItConfig(**opts), cfg.safety, gripper_factory=lambda c: gripper)
+    backend = MoveItBackend(MoveItConfig(**opts), cfg.safety, **fake.backend_args(lambda c: gripper))
     backend.connect()
     return backend
 
@@ -99,7 +99,7 @@ def backend_with(gripper: FakeGripper, cfg: ExecutorConfig, params_file: Path, *
 def test_grasp_place_sends_top_down_pose_goals_within_the_caps(fake_moveit, params_file):
     cfg = franka_config()
     gripper = FakeGripper(object_width_m=0.035)
-    backend = backend_with(gripper, cfg, params_file)
+    backend = backend_with(fake_moveit, gripper, cfg, params_file)
     plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0)),
                                           GroundedAction("place", "cube", "plate", point=(5.0, 5.0))])
     targets = TargetSet.from_dict({"frame": "fr3_link0", "warnings": [], "targets": [
@@ -131,12 +131,12 @@ def test_planner_settings_are_read_where_moveit_reads_them(fake_moveit, tmp_path
     # a named block, as in MoveIt's tutorials (ompl_rrtc.plan_request_params.*)
     named = moveit_params_file(tmp_path, ompl_rrtc={"plan_request_params": {
         "planning_pipeline": "ompl", "planner_id": "RRTConnectkConfigDefault"}})
-    backend = backend_with(FakeGripper(0.03), franka_config(), named, plan_request_namespace="ompl_rrtc")
+    backend = backend_with(fake_moveit, FakeGripper(0.03), franka_config(), named, plan_request_namespace="ompl_rrtc")
     backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
     assert fake_moveit[-1].goals[-1][3] == "ompl"
     # a namespace with no plan_request_params under it: refused at connect, not "unreachable" on every move
     backend = MoveItBackend(MoveItConfig(params_files=[str(named)], plan_request_namespace="pilz_lin"),
-                            gripper_factory=lambda c: FakeGripper())
+                            **fake_moveit.backend_args(lambda c: FakeGripper()))
     with pytest.raises(BackendFault, match=r"pilz_lin\.plan_request_params\.planning_pipeline is not set"):
         backend.connect()
     assert not backend.is_connected and fake_moveit[-1].shut_down
@@ -144,23 +144,23 @@ def test_planner_settings_are_read_where_moveit_reads_them(fake_moveit, tmp_path
 
 def test_start_up_needs_the_moveit_configuration(fake_moveit, tmp_path, monkeypatch):
     monkeypatch.setattr("sys.argv", ["executor_node"])
-    backend = MoveItBackend(MoveItConfig(), gripper_factory=lambda c: FakeGripper())
+    backend = MoveItBackend(MoveItConfig(), **fake_moveit.backend_args(lambda c: FakeGripper()))
     with pytest.raises(BackendFault, match="no MoveIt configuration for moveit_py.*moveit_config:=franka_fr3_moveit_config"):
         backend.connect()
     # a file without the robot: MoveIt's own start-up error, named with where the parameters came from
     empty = Path(write_params_file({"plan_request_params": {"planning_pipeline": "ompl"}}, directory=str(tmp_path)))
-    backend = MoveItBackend(MoveItConfig(params_files=[str(empty)]), gripper_factory=lambda c: FakeGripper())
+    backend = MoveItBackend(MoveItConfig(params_files=[str(empty)]), **fake_moveit.backend_args(lambda c: FakeGripper()))
     with pytest.raises(BackendFault, match=f"did not start from params files {empty}: Unable to configure planning"):
         backend.connect()
     # franka_fr3_moveit_config alone names OMPL planners but no pipeline plugin: what our config file adds
     no_plugins = dict(CONFIG_PACKAGE_PARAMS, planning_pipelines={"pipeline_names": ["ompl"]})
-    backend = MoveItBackend(MoveItConfig(), gripper_factory=lambda c: FakeGripper(), config_dict=no_plugins)
+    backend = MoveItBackend(MoveItConfig(), **fake_moveit.backend_args(lambda c: FakeGripper()), config_dict=no_plugins)
     with pytest.raises(BackendFault, match="Planning plugin name is empty or not defined in namespace 'ompl'"):
         backend.connect()
     # config_dict (MoveItConfigsBuilder(...).to_dict()) and the process's --params-file both start it
-    MoveItBackend(MoveItConfig(), gripper_factory=lambda c: FakeGripper(), config_dict=moveit_params()).connect()
+    MoveItBackend(MoveItConfig(), **fake_moveit.backend_args(lambda c: FakeGripper()), config_dict=moveit_params()).connect()
     monkeypatch.setattr("sys.argv", ["executor_node", "--ros-args", "--params-file", str(moveit_params_file(tmp_path))])
-    MoveItBackend(MoveItConfig(), gripper_factory=lambda c: FakeGripper()).connect()
+    MoveItBackend(MoveItConfig(), **fake_moveit.backend_args(lambda c: FakeGripper())).connect()
     assert [m.pipelines for m in fake_moveit[-2:]] == [["ompl"], ["ompl"]]
     assert all(m.params["robot_description"] == CONFIG_PACKAGE_PARAMS["robot_description"] for m in fake_moveit[-2:])
 
@@ -176,23 +176,24 @@ def test_humble_and_iron_are_refused_by_name(tmp_path, monkeypatch, params_file)
     share.mkdir(parents=True)
     share.joinpath("package.xml").write_text("<package><name>moveit_py</name><version>2.5.9</version></package>")
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(tmp_path / "humble"))
-    with install_fake_moveit(humble=True) as made:
-        backend = MoveItBackend(MoveItConfig(params_files=[str(params_file)]), gripper_factory=lambda c: FakeGripper())
-        with pytest.raises(BackendFault, match="Humble"):
-            backend.connect()
-        assert made == []  # refused before MoveIt starts
-        # no package.xml to read, but Humble's binding: the signature gives it away
-        monkeypatch.setenv("AMENT_PREFIX_PATH", "")
-        monkeypatch.setenv("ROS_DISTRO", "")
-        with pytest.raises(BackendFault, match=r"Humble's PlanRequestParameters\(moveit\)"):
-            backend.connect()
-        assert made[-1].shut_down and not backend.is_connected
+    made = FakeMoveItModule(humble=True)  # moveit_py 2.5.9
+    backend = MoveItBackend(MoveItConfig(params_files=[str(params_file)]),
+                            **made.backend_args(lambda c: FakeGripper()))
+    with pytest.raises(BackendFault, match="Humble"):
+        backend.connect()
+    assert made == []  # refused before MoveIt starts
+    # no package.xml to read, but Humble's binding: the signature gives it away
+    monkeypatch.setenv("AMENT_PREFIX_PATH", "")
+    monkeypatch.setenv("ROS_DISTRO", "")
+    with pytest.raises(BackendFault, match=r"Humble's PlanRequestParameters\(moveit\)"):
+        backend.connect()
+    assert made[-1].shut_down and not backend.is_connected
 
 
 def test_no_plan_is_unreachable_after_the_whole_budget(fake_moveit, params_file):
     cfg = franka_config()
     cfg.safety.workspace_max_m = (1.5, 0.45, 0.6)  # let the envelope pass it so MoveIt must say no
-    backend = backend_with(FakeGripper(0.03), cfg, params_file, planning_time_s=1.0, plan_slice_s=0.25)
+    backend = backend_with(fake_moveit, FakeGripper(0.03), cfg, params_file, planning_time_s=1.0, plan_slice_s=0.25)
     plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0))])
     targets = TargetSet.from_dict({"frame": "b", "warnings": [], "targets": [
         {"index": 0, "type": "grasp", "object": "cube", "position": [1.2, 0.0, 0.05]}]})
@@ -208,7 +209,7 @@ def test_no_plan_is_unreachable_after_the_whole_budget(fake_moveit, params_file)
 
 
 def test_a_hard_plan_gets_the_whole_budget_in_slices(fake_moveit, params_file):
-    backend = backend_with(FakeGripper(0.03), franka_config(), params_file, planning_time_s=2.0, plan_slice_s=0.3)
+    backend = backend_with(fake_moveit, FakeGripper(0.03), franka_config(), params_file, planning_time_s=2.0, plan_slice_s=0.3)
     fake_moveit[0].solve_s = 0.2  # within one slice
     backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
     assert len(fake_moveit[0].executed) == 1
@@ -254,7 +255,7 @@ def stop_while_planning(backend, moveit, after_s: float) -> tuple[bool, float]:
 def test_stop_while_planning_returns_within_a_slice_and_the_plan_is_never_executed(fake_moveit, params_file):
     cfg = franka_config()
     slice_s = 0.3
-    backend = backend_with(FakeGripper(0.03), cfg, params_file, planning_time_s=5.0, plan_slice_s=slice_s)
+    backend = backend_with(fake_moveit, FakeGripper(0.03), cfg, params_file, planning_time_s=5.0, plan_slice_s=slice_s)
     # a stop waits for the plan() slice in progress (it cannot run before), never for the 5 s budget; the slack
     # is for a loaded machine waking the stopping thread late
     bound_s = slice_s + 1.0
@@ -277,7 +278,7 @@ def test_plan_slices_must_fit_the_stop_bound(params_file):
 
 def test_stop_halts_execution_through_the_execution_manager(fake_moveit, params_file):
     cfg = franka_config()
-    backend = backend_with(FakeGripper(0.03), cfg, params_file)
+    backend = backend_with(fake_moveit, FakeGripper(0.03), cfg, params_file)
     moveit = fake_moveit[0]
     moveit.seconds_per_m = 20.0
     stopped, took = stop_during_move(backend, (0.6, 0.2, 0.3), speed_scale=0.3)
@@ -287,7 +288,7 @@ def test_stop_halts_execution_through_the_execution_manager(fake_moveit, params_
 
 
 def test_aborted_execution_is_a_fault(fake_moveit, params_file):
-    backend = backend_with(FakeGripper(0.03), franka_config(), params_file)
+    backend = backend_with(fake_moveit, FakeGripper(0.03), franka_config(), params_file)
     fake_moveit[0].execute_status = "ABORTED"
     with pytest.raises(BackendFault, match="ABORTED"):
         backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
@@ -300,11 +301,11 @@ def test_gripper_errors_are_typed(fake_moveit, params_file):
         def move(self, width_m, speed_mps, timeout_s):
             raise TimeoutError("/franka_gripper/move did not finish within 20.0 s (goal cancelled)")
 
-    backend = backend_with(Silent(), franka_config(), params_file)
+    backend = backend_with(fake_moveit, Silent(), franka_config(), params_file)
     with pytest.raises(MotionTimeoutError, match="did not finish"):
         backend.gripper_open()
-    missing = MoveItBackend(MoveItConfig(params_files=[str(params_file)]), gripper_factory=lambda c: _raise(
-        ConnectionError("no action server /franka_gripper/homing")))
+    missing = MoveItBackend(MoveItConfig(params_files=[str(params_file)]), **fake_moveit.backend_args(lambda c: _raise(
+        ConnectionError("no action server /franka_gripper/homing"))))
     with pytest.raises(BackendFault, match=r"under /franka_gripper not usable \(franka_ros2_version 3\)"):
         missing.connect()
     assert not missing.is_connected and fake_moveit[-1].shut_down
@@ -328,22 +329,24 @@ def test_shipped_config_works_as_shipped(fake_moveit, params_file):
     cfg = franka_config()
     opts = cfg.backend_options("moveit")
     assert opts["plan_request_namespace"] == "" and opts["franka_ros2_version"] == "3"
-    backend = make_backend("moveit", cfg, gripper_factory=lambda c: FakeGripper(0.03))
+    backend = make_backend("moveit", cfg, **fake_moveit.backend_args(lambda c: FakeGripper(0.03)))
     backend.config.params_files = [str(params_file)]
     backend.connect()
     backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
     assert fake_moveit[0].executed
 
 
-def test_without_a_gripper_client_or_moveit_py_connect_says_what_is_missing(params_file):
-    import sys
+def test_without_a_ros_install_connect_says_what_is_missing(params_file):
+    import importlib.util
 
-    backend = make_backend("moveit", franka_config())
-    with pytest.raises(BackendFault, match="no franka_gripper client"):
+    from grounded_planner.ros.moveit import moveit_backend_args
+
+    backend = make_backend("moveit", franka_config())  # no ROS pieces passed in
+    with pytest.raises(BackendFault, match="come from a ROS install.*moveit_backend_args"):
         backend.connect()
-    if "moveit" in sys.modules:
+    if importlib.util.find_spec("moveit") is not None:
         pytest.skip("a real moveit_py is importable here")
-    backend = make_backend("moveit", franka_config(), gripper_factory=lambda c: FakeGripper())
-    with pytest.raises(BackendFault, match="needs moveit_py"):
+    backend = make_backend("moveit", franka_config(), **moveit_backend_args())  # what executor_node passes
+    with pytest.raises(BackendFault, match="needs moveit_py.*ros-jazzy-moveit-py"):
         backend.connect()
     assert not backend.is_connected

@@ -41,9 +41,6 @@ ALLOWED = {
 EXCEPTIONS = {
     # the backend registry builds the simulator backend by name; the simulator imports execution's base class
     ("grounded_planner.execution.backends", "sim"): "backend registry: 'sim' is one of its backends",
-    # moveit_py is itself a ROS client: its backend needs ROS messages and the Franka gripper action client.
-    # Moving it under ros/ (with make_backend('moveit') built by executor_node) is still to do.
-    ("grounded_planner.execution.backends.moveit_backend", "ros"): "moveit_py backend needs ROS (to move under ros/)",
 }
 # cli commands that run a ROS graph import grounded_planner.ros (rclpy is optional for the CLI: lazily).
 CLI_ROS_COMMANDS = {"grounded_planner.cli.bringup", "grounded_planner.cli.demo", "grounded_planner.cli.approve",

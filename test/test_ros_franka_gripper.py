@@ -189,33 +189,33 @@ def test_moveit_backend_gripper_through_the_real_client(gripper_server, rclpy_co
     from grounded_planner.execution.backend import MotionStoppedError
     from grounded_planner.execution.backends.moveit_backend import MoveItBackend, MoveItConfig
     from grounded_planner.ros.franka_gripper import FrankaGripperClient
-    from helpers.fake_moveit_py import install_fake_moveit, moveit_params_file
+    from helpers.fake_moveit_py import FakeMoveItModule, moveit_params_file
 
     gripper_server(object_width_m=0.03)
     config = MoveItConfig(params_files=[str(moveit_params_file(tmp_path))])
-    backend = MoveItBackend(config, gripper_factory=lambda c: FrankaGripperClient(c.gripper_namespace,
-                                                                                  context=rclpy_context))
-    with install_fake_moveit():
-        backend.connect()
-        try:
-            backend.gripper_open()
-            assert wait_width(backend._gripper, lambda w: abs(w - 0.08) < 1e-6) == pytest.approx(0.08)
-            assert backend.gripper_close(force_n=20.0) == pytest.approx(0.03, abs=1e-6)
-            backend.config.gripper_speed_mps = 0.01  # a slow opening, stopped half way
-            stopped: list = []
+    fake = FakeMoveItModule()
+    backend = MoveItBackend(config, **fake.backend_args(
+        lambda c: FrankaGripperClient(c.gripper_namespace, context=rclpy_context)))
+    backend.connect()
+    try:
+        backend.gripper_open()
+        assert wait_width(backend._gripper, lambda w: abs(w - 0.08) < 1e-6) == pytest.approx(0.08)
+        assert backend.gripper_close(force_n=20.0) == pytest.approx(0.03, abs=1e-6)
+        backend.config.gripper_speed_mps = 0.01  # a slow opening, stopped half way
+        stopped: list = []
 
-            def opening():
-                try:
-                    backend.gripper_open()
-                except MotionStoppedError as exc:
-                    stopped.append(exc)
+        def opening():
+            try:
+                backend.gripper_open()
+            except MotionStoppedError as exc:
+                stopped.append(exc)
 
-            worker = threading.Thread(target=opening)
-            worker.start()
-            wait_width(backend._gripper, lambda w: w > 0.035)
-            backend.stop()
-            worker.join(5.0)
-            assert not worker.is_alive() and stopped
-            assert backend.gripper_width() < 0.07
-        finally:
-            backend.disconnect()
+        worker = threading.Thread(target=opening)
+        worker.start()
+        wait_width(backend._gripper, lambda w: w > 0.035)
+        backend.stop()
+        worker.join(5.0)
+        assert not worker.is_alive() and stopped
+        assert backend.gripper_width() < 0.07
+    finally:
+        backend.disconnect()

@@ -139,10 +139,13 @@ def _execute(args: argparse.Namespace) -> int:
         raise CliError(f"plan {args.plan}: {exc}") from exc
     targets = _load_targets(args.targets)
     extra = {}
-    if config.backend == "moveit":  # the franka_gripper client is an rclpy action client (ROS installs only)
-        from grounded_planner.ros.franka_gripper import make_gripper_client
-
-        extra["gripper_factory"] = make_gripper_client
+    if config.backend == "moveit":  # moveit_py, its goal messages and the gripper client: ROS installs only
+        try:
+            from grounded_planner.ros.moveit import moveit_backend_args
+        except ImportError:  # no rclpy: a dry run still works, connecting says what is missing
+            pass
+        else:
+            extra = moveit_backend_args()
     try:
         backend = make_backend(config.backend, config, **extra)
     except ConfigError as exc:

@@ -32,6 +32,7 @@ from grounded_planner.ros.closed_loop_io import PlanServiceError, RosClosedLoopI
 from grounded_planner.ros.frames import LatestFrames, NoFrameError
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.visualize import plan_markers
+from grounded_planner.ros.moveit import moveit_backend_args
 from grounded_planner.ros.params import (Param, declare_all, executor_config_file, existing_file, extrinsics_file,
                                          non_empty, one_of, positive, resolve_data_path, values)
 
@@ -368,9 +369,7 @@ def _make_backend(name: str, config):
 
         return SimBackend(config=SimBackendConfig(**config.backend_options("sim")))
     if name == "moveit":
-        from grounded_planner.ros.franka_gripper import make_gripper_client
-
-        return make_backend(name, config, gripper_factory=make_gripper_client)
+        return make_backend(name, config, **moveit_backend_args())
     return make_backend(name, config)
 
 

@@ -268,28 +268,24 @@ def moveit_params_file(directory=None, **overrides) -> Path:
     return Path(write_params_file(moveit_params(**overrides), directory=None if directory is None else str(directory)))
 
 
-@contextlib.contextmanager
-def install_fake_moveit(humble: bool = False):
-    """Install the double as ``moveit.planning``; yields the list of MoveItPy instances made."""
-    made: list = []
-    cls = HumbleMoveItPy if humble else MoveItPy
+class FakeMoveItModule(list):
+    """The MoveItPy instances the double made (a list), its ``moveit.planning`` module, and the backend arguments
+    that put the double where ros/moveit.py's ``moveit_backend_args()`` puts the real moveit_py."""
 
-    def factory(*args, **kwargs):
-        made.append(cls(*args, **kwargs))
-        return made[-1]
+    def __init__(self, humble: bool = False):
+        super().__init__()
+        cls = HumbleMoveItPy if humble else MoveItPy
 
-    planning = types.ModuleType("moveit.planning")
-    planning.MoveItPy = factory
-    planning.PlanRequestParameters = HumblePlanRequestParameters if humble else PlanRequestParameters
-    package = types.ModuleType("moveit")
-    package.planning = planning
-    saved = {name: sys.modules.get(name) for name in ("moveit", "moveit.planning")}
-    sys.modules.update({"moveit": package, "moveit.planning": planning})
-    try:
-        yield made
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
+        def factory(*args, **kwargs):
+            self.append(cls(*args, **kwargs))
+            return self[-1]
+
+        self.planning = types.ModuleType("moveit.planning")
+        self.planning.MoveItPy = factory
+        self.planning.PlanRequestParameters = HumblePlanRequestParameters if humble else PlanRequestParameters
+
+    def backend_args(self, gripper_factory) -> dict:
+        from geometry_msgs.msg import PoseStamped
+
+        return {"moveit_loader": lambda: self.planning, "pose_stamped_type": PoseStamped,
+                "gripper_factory": gripper_factory}

@@ -11,8 +11,9 @@ def make_backend(name: str, config: ExecutorConfig | None = None, **moveit_args)
     """Create (not connect) backend ``name`` (``sim|franky|lerobot|moveit``) with ``config.backends[name]``
     settings and ``config.safety``. Raises :class:`ConfigError` for an unknown name or bad settings.
 
-    ``moveit_args`` go to :class:`MoveItBackend` (``gripper_factory``, ``config_dict``); the ROS side passes the
-    franka_gripper client factory there, since this layer imports no rclpy."""
+    ``moveit_args`` go to :class:`MoveItBackend` (``moveit_loader``, ``pose_stamped_type``, ``gripper_factory``,
+    ``config_dict``): what a ROS install provides, passed in by the ROS layer (``ros/moveit.py``), since this
+    layer imports no ROS module."""
     config = config or ExecutorConfig()
     opts = config.backend_options(name) if name in BACKEND_NAMES else {}
     if name == "franky":

@@ -18,8 +18,9 @@ For ROS installs (moveit_py is not on PyPI). What the real moveit_py does, and h
   ``stop_execution()`` halts it. Humble's (2.5) and Iron's (2.7/2.8) moveit_py have other signatures and an
   ``execute`` that keeps the GIL: :func:`check_moveit_py_version` refuses them by name.
 
-No rclpy here: the franka_gripper action client lives in the ROS layer (``ros/franka_gripper.py``), and whoever
-builds this backend from the ROS side (executor node, CLI) passes its factory as ``gripper_factory``.
+No ROS import here (layers): what a ROS install provides arrives as arguments, gathered by ``ros/moveit.py``
+(``moveit_backend_args()``, used by the executor node and the CLI): the loader of ``moveit.planning``, the
+``geometry_msgs/PoseStamped`` class of the goals and the franka_gripper action client factory.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
+import yaml
 
 from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError,
                                                 RobotBackend, UnreachableError, check_pose_args)
@@ -207,10 +210,8 @@ def _params_file_args(argv: Sequence[str]) -> list[str]:
     return [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--params-file"]
 
 
-def _pose_stamped(frame: str, position: np.ndarray, quaternion_xyzw: np.ndarray) -> Any:
-    from geometry_msgs.msg import PoseStamped  # moveit_py's pose goal type (the SDK's own argument type)
-
-    msg = PoseStamped()
+def _pose_stamped(pose_stamped_type: type, frame: str, position: np.ndarray, quaternion_xyzw: np.ndarray) -> Any:
+    msg = pose_stamped_type()
     msg.header.frame_id = frame
     msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in position)
     (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
@@ -237,15 +238,15 @@ class MoveItBackend(RobotBackend):
 
     ``config_dict`` is MoveIt's configuration as a dict (``MoveItConfigsBuilder(...).to_dict()``), handed to
     ``MoveItPy(config_dict=...)``; without it ``config.params_files`` or the process's ``--params-file`` arguments
-    are used. ``moveit_factory`` replaces ``moveit.planning.MoveItPy`` (same keyword arguments);
-    ``gripper_factory(config)`` builds the franka_gripper client (the ROS side passes ``make_gripper_client`` of
-    ``ros/franka_gripper.py``).
+    are used. ``moveit_loader()`` returns the ``moveit.planning`` module (MoveItPy, PlanRequestParameters),
+    ``pose_stamped_type`` is ``geometry_msgs.msg.PoseStamped`` and ``gripper_factory(config)`` builds the
+    franka_gripper client: ``ros/moveit.py``'s ``moveit_backend_args()`` gives all three; tests pass doubles.
     """
 
     name = "moveit"
 
     def __init__(self, config: MoveItConfig | None = None, safety: SafetyConfig | None = None,
-                 moveit_factory: Callable[..., Any] | None = None,
+                 moveit_loader: Callable[[], Any] | None = None, pose_stamped_type: type | None = None,
                  gripper_factory: Callable[[MoveItConfig], GripperClient] | None = None,
                  config_dict: Mapping[str, Any] | None = None):
         self.config = config or MoveItConfig()
@@ -254,7 +255,8 @@ class MoveItBackend(RobotBackend):
         if self.config.plan_slice_s >= self.stop_timeout_s:
             raise ConfigError(f"backends.moveit.plan_slice_s ({self.config.plan_slice_s} s) must be below "
                               f"safety.stop_timeout_s ({self.stop_timeout_s} s): a stop waits up to one plan slice")
-        self._moveit_factory = moveit_factory
+        self._moveit_loader = moveit_loader
+        self._pose_stamped_type = pose_stamped_type
         self._gripper_factory = gripper_factory
         self._config_dict = dict(config_dict) if config_dict is not None else None
         self._moveit: Any = None
@@ -268,11 +270,8 @@ class MoveItBackend(RobotBackend):
     def _start_moveit(self) -> tuple[Any, Any]:
         """``MoveItPy`` with the configuration, and ``PlanRequestParameters`` as the real binding reads them."""
         check_moveit_py_version()
-        try:
-            from moveit.planning import MoveItPy, PlanRequestParameters
-        except ImportError as exc:
-            raise BackendFault("moveit: the moveit backend needs moveit_py (ROS 2 Jazzy or later with MoveIt 2: "
-                               "apt install ros-jazzy-moveit-py); it is not importable here") from exc
+        planning = self._moveit_loader()  # moveit.planning; BackendFault when moveit_py is not installed
+        MoveItPy, PlanRequestParameters = planning.MoveItPy, planning.PlanRequestParameters  # noqa: N806
         kwargs: dict[str, Any] = {"node_name": self.config.node_name}
         if self._config_dict is not None:
             kwargs["config_dict"] = self._config_dict
@@ -291,9 +290,8 @@ class MoveItBackend(RobotBackend):
                 "kinematics, planning pipelines, controllers): launch with `real.launch.py executor_backend:=moveit "
                 "moveit_config:=franka_fr3_moveit_config`, set backends.moveit.params_files, or pass config_dict "
                 "(MoveItConfigsBuilder(...).to_dict()); see docs/franka_moveit.md")
-        factory = self._moveit_factory or MoveItPy
         try:
-            moveit = factory(**kwargs)
+            moveit = MoveItPy(**kwargs)
         except Exception as exc:
             raise BackendFault(f"moveit: MoveItPy did not start from {source}: {exc}") from exc
         ns = self.config.plan_request_namespace
@@ -314,9 +312,11 @@ class MoveItBackend(RobotBackend):
     def connect(self) -> None:
         if self._moveit is not None:
             return
-        if self._gripper_factory is None:
-            raise BackendFault("moveit: no franka_gripper client: build the backend through the executor node or "
-                               "the CLI (they pass the ROS layer's make_gripper_client), or pass gripper_factory")
+        if self._moveit_loader is None or self._pose_stamped_type is None or self._gripper_factory is None:
+            raise BackendFault("moveit: moveit_py, PoseStamped and the franka_gripper client come from a ROS install: "
+                               "build this backend through the executor node or `grounded-planner execute` (they "
+                               "pass ros/moveit.py's moveit_backend_args()), or pass moveit_loader, "
+                               "pose_stamped_type and gripper_factory")
         moveit, params = self._start_moveit()
         try:
             arm = moveit.get_planning_component(self.config.planning_group)
@@ -382,7 +382,7 @@ class MoveItBackend(RobotBackend):
             self._stop_requested.clear()
             _, current_yaw = self.current_pose()
             yaw = nearest_equivalent_yaw(float(yaw_rad), current_yaw)
-            goal = _pose_stamped(self.config.base_frame, position, yaw_to_quaternion(yaw))
+            goal = _pose_stamped(self._pose_stamped_type, self.config.base_frame, position, yaw_to_quaternion(yaw))
             try:
                 self._arm.set_start_state_to_current_state()
                 self._arm.set_goal_state(pose_stamped_msg=goal, pose_link=self.config.end_effector_link)
@@ -526,10 +526,6 @@ def merge_parameters(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict:
 
 def write_params_file(params: Mapping[str, Any], node: str = "/**", directory: str | None = None) -> str:
     """Write ``params`` as a ROS 2 parameters file for ``node`` (default: every node) and return its path."""
-    import tempfile
-
-    import yaml
-
     with tempfile.NamedTemporaryFile("w", prefix="moveit_params_", suffix=".yaml", dir=directory,
                                      delete=False) as handle:
         yaml.safe_dump({node: {"ros__parameters": _plain(params)}}, handle, default_flow_style=False)
