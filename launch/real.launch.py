@@ -3,6 +3,9 @@
 ros2 launch grounded_planner real.launch.py robot:=franka model:=Qwen/Qwen3-VL-8B-Instruct \
     base_url:=http://gpu-box:8000/v1 extrinsics_file:=/path/to/extrinsics.yaml
 Every node reads config/real.yaml; the arguments below override it.
+With executor_backend:=moveit, the robot's MoveIt config package (moveit_config:=franka_fr3_moveit_config) is
+read with moveit_configs_utils' MoveItConfigsBuilder, config/moveit_py_franka.yaml is merged over it, and the
+result reaches moveit_py in the executor as a parameters file (docs/franka_moveit.md).
 """
 
 import os
@@ -34,8 +37,65 @@ ARGUMENTS = [
     ("extrinsics_file", "", "camera -> robot base calibration YAML ('' = the robot's example: "
      "calibration/realsense_d435_eye_to_hand.yaml for franka, calibration/so101_d435_eye_to_hand.yaml for so101)"),
     ("log_dir", "rollouts", "folder for rollout logs (~ is expanded)"),
+    ("moveit_config", "franka_fr3_moveit_config", "executor_backend:=moveit: the robot's MoveIt config package"),
+    ("moveit_robot_name", "fr3", "executor_backend:=moveit: robot name for MoveItConfigsBuilder"),
+    ("moveit_py_config", os.path.join(SHARE, "config", "moveit_py_franka.yaml"),
+     "executor_backend:=moveit: moveit_py settings merged over the config package's (pipelines, "
+     "plan_request_params; ~ is expanded)"),
     ("config", os.path.join(SHARE, "config", "real.yaml"), "parameters file for every node (~ is expanded)"),
 ]
+
+
+def _franka_fr3_moveit_layout(builder):
+    """franka_fr3_moveit_config (franka_ros2 v3, Jazzy) is laid out for its own move_group launch file, not for
+    MoveItConfigsBuilder: the robot comes from franka_bringup's xacro, the SRDF from franka_description, and
+    config/fr3_controllers.yaml is the simple controller manager's block. Returns the builder and the parameters
+    to merge over its output (what franka's moveit.launch.py passes to move_group)."""
+    import yaml
+
+    bringup = get_package_share_directory("franka_bringup")
+    description = get_package_share_directory("franka_description")
+    builder = (builder
+               .robot_description(file_path=os.path.join(bringup, "urdf", "franka_arm.urdf.xacro"),
+                                  mappings={"robot_type": "fr3", "hand": "true", "ee_id": "franka_hand",
+                                            "robot_ip": "", "use_fake_hardware": "false",
+                                            "fake_sensor_commands": "false"})
+               .robot_description_semantic(file_path=os.path.join(description, "robots", "fr3", "fr3.srdf.xacro"),
+                                           mappings={"hand": "true", "ee_id": "franka_hand"})
+               .joint_limits(file_path="config/fr3_joint_limits.yaml")
+               .planning_pipelines(pipelines=["ompl"]))
+    package = get_package_share_directory("franka_fr3_moveit_config")
+    with open(os.path.join(package, "config", "fr3_controllers.yaml")) as handle:
+        controllers = yaml.safe_load(handle)
+    return builder, {"moveit_simple_controller_manager": controllers,
+                     "moveit_controller_manager": "moveit_simple_controller_manager/MoveItSimpleControllerManager",
+                     "moveit_manage_controllers": True,
+                     "trajectory_execution": {"allowed_execution_duration_scaling": 1.2,
+                                              "allowed_goal_duration_margin": 0.5, "allowed_start_tolerance": 0.01}}
+
+
+# MoveIt config packages that need more than MoveItConfigsBuilder's defaults
+MOVEIT_LAYOUTS = {"franka_fr3_moveit_config": _franka_fr3_moveit_layout}
+
+
+def _moveit_params_file(package, robot_name, moveit_py_config):
+    """The MoveIt configuration for moveit_py in the executor, as a ROS parameters file: the config package through
+    MoveItConfigsBuilder (as MoveIt's own launch files read it), then moveit_py's settings merged over it."""
+    import yaml
+    from moveit_configs_utils import MoveItConfigsBuilder  # ros-jazzy-moveit-configs-utils (comes with MoveIt)
+
+    from grounded_planner.execution.backends.moveit_backend import merge_parameters, write_params_file
+
+    builder = MoveItConfigsBuilder(robot_name, package_name=package)
+    extra = {}
+    if package in MOVEIT_LAYOUTS:
+        builder, extra = MOVEIT_LAYOUTS[package](builder)
+    else:
+        builder = builder.trajectory_execution()
+    params = merge_parameters(builder.to_moveit_configs().to_dict(), extra)
+    with open(moveit_py_config) as handle:
+        params = merge_parameters(params, yaml.safe_load(handle) or {})
+    return write_params_file(params)
 
 
 def _nodes(context):
@@ -47,6 +107,11 @@ def _nodes(context):
     backend, base_frame, executor_config, extrinsics = ROBOTS[arg["robot"]]
     arg["extrinsics_file"] = arg["extrinsics_file"] or extrinsics
     config = arg["config"]
+    executor_backend = arg["executor_backend"] or backend
+    moveit_params_file = ""
+    if executor_backend == "moveit":
+        moveit_params_file = _moveit_params_file(arg["moveit_config"], arg["moveit_robot_name"],
+                                                 os.path.expanduser(arg["moveit_py_config"]))
     return [
         Node(package=PACKAGE, executable="camera_node", name="camera", output="screen",
              parameters=[config, {"serial": arg["serial"]}]),
@@ -57,8 +122,8 @@ def _nodes(context):
         Node(package=PACKAGE, executable="backprojection_node", name="backprojection", output="screen",
              parameters=[config, {"extrinsics_file": arg["extrinsics_file"]}]),
         Node(package=PACKAGE, executable="executor_node", name="executor", output="screen",
-             parameters=[config, {"backend": arg["executor_backend"] or backend, "base_frame": base_frame,
-                                  "config_file": executor_config}]),
+             parameters=[config, {"backend": executor_backend, "base_frame": base_frame,
+                                  "config_file": executor_config, "moveit_params_file": moveit_params_file}]),
         Node(package=PACKAGE, executable="rollout_logger_node", name="rollout_logger", output="screen",
              parameters=[config, {"log_dir": arg["log_dir"]}]),
     ]

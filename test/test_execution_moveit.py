@@ -31,47 +31,11 @@ from grounded_planner.execution.executor import Executor  # noqa: E402
 from grounded_planner.execution.outcomes import Outcome  # noqa: E402
 from grounded_planner.geometry.targets import TargetSet  # noqa: E402
 from grounded_planner.plan import GroundedAction, GroundedPlan  # noqa: E402
-from helpers.fake_moveit_py import (CONFIG_PACKAGE_PARAMS, FakeMoveItModule, moveit_params,  # noqa: E402
+from helpers.fake_moveit_py import (CONFIG_PACKAGE_PARAMS, FakeGripper, FakeMoveItModule, moveit_params,  # noqa: E402
                                     moveit_params_file)
 from helpers.stopping import stop_during_move  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class FakeGripper:
-    """Test double of the franka_gripper client: closes on an object of ``object_width_m`` (None: nothing)."""
-
-    def __init__(self, object_width_m: float | None = None):
-        self.object_width_m = object_width_m
-        self._width = 0.08
-        self.calls: list = []
-        self.last_error = ""
-
-    def move(self, width_m, speed_mps, timeout_s):
-        self.calls.append(("move", width_m))
-        self._width = width_m
-        return True
-
-    def grasp(self, width_m, speed_mps, force_n, epsilon_inner_m, epsilon_outer_m, timeout_s):
-        self.calls.append(("grasp", width_m, force_n))
-        self._width = self.object_width_m or 0.0
-        return width_m - epsilon_inner_m <= self._width <= width_m + epsilon_outer_m
-
-    def homing(self, timeout_s):
-        self.calls.append(("homing",))
-        return True
-
-    def width(self):
-        return self._width
-
-    def max_width(self):
-        return 0.08
-
-    def cancel(self):
-        self.calls.append(("cancel",))
-
-    def close(self):
-        self.calls.append(("close",))
 
 
 @pytest.fixture

@@ -148,3 +148,57 @@ def test_profile_paths_resolve_from_any_working_directory(tmp_path, monkeypatch)
     found = resolve_data_path("calibration/realsense_d435_eye_to_hand.yaml")
     assert Path(found).is_file() and Path(found).is_absolute()
     assert resolve_data_path("calibration/no_such.yaml") == "calibration/no_such.yaml"  # errors name what was written
+
+
+def test_real_launch_with_moveit_hands_the_config_package_to_moveit_py(tmp_path, monkeypatch):
+    """`real.launch.py robot:=franka executor_backend:=moveit moveit_config:=franka_fr3_moveit_config`, run with the
+    test doubles of launch/launch_ros, MoveItConfigsBuilder and franka_ros2's file layout named in
+    helpers/fake_moveit_configs.py (none is installable here): the executor gets a parameters file with the config
+    package's robot, controllers and planners and our moveit_py settings, and moveit_py (double) starts and plans
+    from it."""
+    import importlib.util
+    import sys
+    import tempfile
+
+    import yaml
+
+    pytest.importorskip("ament_index_python")
+    pytest.importorskip("geometry_msgs.msg")
+    from grounded_planner.execution.backends.moveit_backend import MoveItBackend, MoveItConfig
+    from helpers.fake_moveit_configs import launch_modules, write_ament_prefix
+    from helpers.fake_moveit_py import FakeGripper, FakeMoveItModule
+
+    prefix = write_ament_prefix(tmp_path / "prefix", {"grounded_planner": REPO, "franka_fr3_moveit_config": None,
+                                                      "franka_bringup": None, "franka_description": None})
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the launch file writes the parameters file
+    nodes: list = []
+    for name, module in launch_modules(nodes).items():
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = importlib.util.spec_from_file_location("real_launch", REPO / "launch" / "real.launch.py")
+    real_launch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(real_launch)
+    *declared, make_nodes = real_launch.generate_launch_description()
+    defaults = dict(declared)
+
+    make_nodes({**defaults, "robot": "franka", "executor_backend": "moveit"})
+    executor = next(node for node in nodes if node["name"] == "executor")
+    overrides = executor["parameters"][1]
+    assert overrides["backend"] == "moveit" and Path(overrides["moveit_params_file"]).parent == tmp_path
+    params = yaml.safe_load(Path(overrides["moveit_params_file"]).read_text())["/**"]["ros__parameters"]
+    assert params["robot_description"].startswith("<robot name='fr3'><!-- hand true, ee franka_hand -->")
+    assert params["moveit_simple_controller_manager"]["controller_names"] == ["fr3_arm_controller", "fr3_gripper"]
+    assert params["ompl"]["planning_plugins"] == ["ompl_interface/OMPLPlanner"]  # ours, beside the package's:
+    assert "RRTConnectkConfigDefault" in params["ompl"]["planner_configs"]
+    assert params["planning_pipelines"] == {"pipeline_names": ["ompl"]}
+    fake = FakeMoveItModule()
+    backend = MoveItBackend(MoveItConfig(params_files=[overrides["moveit_params_file"]]),
+                            **fake.backend_args(lambda c: FakeGripper(0.03)))
+    backend.connect()
+    backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
+    assert fake[0].goals[-1][3] == "ompl" and fake[0].executed
+
+    nodes.clear()
+    make_nodes({**defaults, "robot": "franka"})  # franky: no MoveIt involved
+    executor = next(node for node in nodes if node["name"] == "executor")
+    assert executor["parameters"][1]["backend"] == "franky" and executor["parameters"][1]["moveit_params_file"] == ""

@@ -268,6 +268,43 @@ def moveit_params_file(directory=None, **overrides) -> Path:
     return Path(write_params_file(moveit_params(**overrides), directory=None if directory is None else str(directory)))
 
 
+class FakeGripper:
+    """Test double of the franka_gripper client (ros/franka_gripper.py; the real one meets a live server in
+    test_ros_franka_gripper.py): closes on an object of ``object_width_m`` (None: nothing)."""
+
+    def __init__(self, object_width_m: float | None = None):
+        self.object_width_m = object_width_m
+        self._width = 0.08
+        self.calls: list = []
+        self.last_error = ""
+
+    def move(self, width_m, speed_mps, timeout_s):
+        self.calls.append(("move", width_m))
+        self._width = width_m
+        return True
+
+    def grasp(self, width_m, speed_mps, force_n, epsilon_inner_m, epsilon_outer_m, timeout_s):
+        self.calls.append(("grasp", width_m, force_n))
+        self._width = self.object_width_m or 0.0
+        return width_m - epsilon_inner_m <= self._width <= width_m + epsilon_outer_m
+
+    def homing(self, timeout_s):
+        self.calls.append(("homing",))
+        return True
+
+    def width(self):
+        return self._width
+
+    def max_width(self):
+        return 0.08
+
+    def cancel(self):
+        self.calls.append(("cancel",))
+
+    def close(self):
+        self.calls.append(("close",))
+
+
 class FakeMoveItModule(list):
     """The MoveItPy instances the double made (a list), its ``moveit.planning`` module, and the backend arguments
     that put the double where ros/moveit.py's ``moveit_backend_args()`` puts the real moveit_py."""
