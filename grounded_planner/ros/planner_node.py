@@ -174,17 +174,28 @@ class PlannerNode(Node):
         backprojected = bool(plan.actions) and plan.is_backprojected
         response.success = backprojected or not request.backproject or not plan.actions
         response.message = "; ".join(m for m in (plan.reason, note) if m)
-        # the plan first, then its targets: the rollout logger opens an episode on the plan
-        self._plan_pub.publish(response.plan)
-        if backprojected:
-            self._targets_pub.publish(response.plan)
-        self._publish_status(request.instruction, response.success, response.message, started, len(plan.actions),
-                             backprojected)
-        # drawing the overlay and the markers must not delay the answer: a worker thread does it
-        self._visuals.submit(self._publish_visuals, plan, image_rgb, header)
-        self.get_logger().info(f"plan for {request.instruction!r}: {len(plan.actions)} action(s) from {plan.model or 'model'} "
-                               f"in {time.monotonic() - started:.2f} s{' — ' + note if note else ''}")
+        # Everything else happens after the answer, in order, on one worker thread: the plan, its targets and the
+        # status for the rollout logger (the plan first: it opens the episode), the log line (rclpy's logger looks
+        # up its caller's source file, ~10 ms here), the overlay and the markers.
+        duration_s = time.monotonic() - started
+        self._visuals.submit(self._after_answer, request.instruction, response.plan, plan, image_rgb, header,
+                             response.success, response.message, backprojected, duration_s, note)
         return response
+
+    def _after_answer(self, instruction, plan_msg, plan, image_rgb, header, success, message, backprojected,
+                      duration_s, note) -> None:
+        try:
+            self._plan_pub.publish(plan_msg)
+            if backprojected:
+                self._targets_pub.publish(plan_msg)
+            self._status_pub.publish(planner_status_msg(
+                rclpy_type, instruction, success, message, len(plan.actions), backprojected, duration_s=duration_s,
+                stamp_ns=self.get_clock().now().nanoseconds))
+            self.get_logger().info(f"plan for {instruction!r}: {len(plan.actions)} action(s) from "
+                                   f"{plan.model or 'model'} in {duration_s:.2f} s{' — ' + note if note else ''}")
+        except Exception as exc:  # the answer is out; a publishing problem must not take the planner down
+            self.get_logger().error(f"plan/status not published: {type(exc).__name__}: {exc}")
+        self._publish_visuals(plan, image_rgb, header)
 
     def plan(self, request: GetGroundedPlan.Request):
         """(plan, header, image_rgb, note) for a request; the plan carries its 3D targets when back-projected.

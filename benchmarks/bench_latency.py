@@ -1,0 +1,254 @@
+"""Benchmark: the latency budget of one 1280x720 plan request, stage by stage, against bare baselines in the same run.
+
+Stages (median and p95 over --requests, after warm-up), each timed with the code the nodes run:
+  frame wait       plan service with no image in the request (the node takes the latest camera frame, streamed at
+                   30 Hz by this process) minus the same request carrying the image
+  encode           Planner.encode (PNG of the frame)
+  HTTP             the bare HTTP round trip of the very request bytes the planner sends (httpx, keep-alive)
+  parse            parse_plan on the server's answer
+  back-projection  geometry.backproject on a 1280x720 depth image
+  publish          plan model -> GroundedPlan message + publish (targets inside)
+  plan -> motion   ExecutePlan goal's plan message -> first motion command sent to the robot backend (the
+                   Executor with a backend that only records the time of its first command)
+End to end: the plan service across processes (planner_node in a child process, GroundedPlannerClient here) at
+steady state and for the first request after node start, against Planner.plan in this process on the same server.
+The overlay image and the markers are drawn on a worker thread after the answer is sent (not on the response path).
+Goals (issue 14): plan service <= 5 ms above Planner.plan; Planner.plan <= 1.2x the bare HTTP round trip.
+
+Run: .venv/bin/python benchmarks/bench_latency.py [--requests 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from sensor_msgs.msg import Image
+
+from bench_ros import HEIGHT, INSTRUCTION, REPO, WIDTH, _percentiles, _start_vlm_process, _stop
+from grounded_planner.execution.backend import RobotBackend
+from grounded_planner.execution.config import ExecutorConfig
+from grounded_planner.execution.executor import Executor
+from grounded_planner.geometry.synthetic import realsense_camera
+from grounded_planner.geometry.targets import backproject
+from grounded_planner.msgs.plan import plan_from_msg, plan_to_msg
+from grounded_planner.plan import GroundedAction, GroundedPlan
+from grounded_planner.ros.client import GroundedPlannerClient
+from grounded_planner.ros.convert import numpy_to_image
+from grounded_planner.ros.msg_types import rclpy_type
+from grounded_planner.vlm import prompts
+from grounded_planner.vlm.backends.base import VLMRequest
+from grounded_planner.vlm.config import PlannerConfig
+from grounded_planner.vlm.factory import make_planner
+from grounded_planner.vlm.parse import parse_plan
+from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+
+
+def timed(fn, n: int, warmup: int = 3) -> list[float]:
+    samples = []
+    for i in range(n + warmup):
+        start = time.perf_counter()
+        fn()
+        if i >= warmup:
+            samples.append(time.perf_counter() - start)
+    return samples
+
+
+def med_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+class FirstCommandBackend(RobotBackend):
+    """Timing stand-in for a robot: records when the first command arrives and returns at once (no robot here)."""
+
+    name = "timing"
+    checks_reachability_offline = False
+
+    def __init__(self):
+        self.first_command_at: float | None = None
+        self._width = 0.08
+
+    def _command(self) -> None:
+        if self.first_command_at is None:
+            self.first_command_at = time.perf_counter()
+
+    def connect(self) -> None:
+        pass
+
+    def is_connected(self) -> bool:
+        return True
+
+    def disconnect(self) -> None:
+        pass
+
+    def move_to_pose(self, position_xyz, yaw_rad, speed_scale) -> None:
+        self._command()
+
+    def stop(self) -> None:
+        pass
+
+    def gripper_open(self, width_m=None) -> None:
+        self._command()
+        self._width = 0.08
+
+    def gripper_close(self, force_n=None) -> float:
+        self._command()
+        return 0.03  # something held
+
+    def gripper_width(self) -> float:
+        return self._width
+
+
+def scene():
+    """A 1280x720 frame (table, red cube, sensor noise) and depth of a table 0.8 m below a downward camera."""
+    rng = np.random.default_rng(0)
+    image = np.clip(rng.normal(200, 6, (HEIGHT, WIDTH, 3)), 0, 255).astype(np.uint8)
+    image[300:420, 500:580] = (220, 30, 30)
+    camera = realsense_camera(WIDTH, HEIGHT)
+    depth = np.full((HEIGHT, WIDTH), 0.8) + rng.normal(0, 0.001, (HEIGHT, WIDTH))
+    depth[300:420, 500:580] = 0.75
+    return image, depth, camera
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=20, help="timed requests per measurement")
+    args = parser.parse_args()
+    n = args.requests
+    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} (other jobs share these CPUs)")
+    image, depth, camera = scene()
+    server = _start_vlm_process()
+    rows: list[tuple[str, list[float]]] = []
+    try:
+        # -- in-process stages on the same server ----------------------------------------------------------------
+        config = PlannerConfig(backend="openai", model="qwen3-vl-bench", base_url=server.url, max_retries=0)
+        planner = make_planner(config)
+        encoded = planner.encode(image)
+        rows.append(("encode (PNG)", timed(lambda: planner.encode(image), n)))
+        seen = planner.backend.seen_size(encoded.size)
+        messages = [{"role": "system", "content": prompts.planning_system_prompt(config.family, *seen)},
+                    {"role": "user", "content": prompts.planning_user_prompt(INSTRUCTION, ())}]
+        request = VLMRequest(messages=messages, image=encoded, max_tokens=config.max_tokens,
+                             temperature=config.temperature, json_mode=config.json_mode)
+        body = json.dumps(planner.backend.payload(request)).encode("utf-8")
+        answer = {}
+        with httpx.Client(timeout=60.0) as bare:
+            def post():
+                response = bare.post(planner.backend.url, content=body, headers={"Content-Type": "application/json"})
+                answer["text"] = response.json()["choices"][0]["message"]["content"]
+            http = timed(post, n)
+        rows.append((f"HTTP, bare ({len(body) / 1e6:.2f} MB request)", http))
+        rows.append(("parse", timed(lambda: parse_plan(answer["text"], encoded.original_size, config.parse_convention,
+                                                       INSTRUCTION, model_image_size=seen), n)))
+        plan = planner.plan(image, INSTRUCTION)
+        if not plan.actions:
+            plan = GroundedPlan(INSTRUCTION, (WIDTH, HEIGHT), [GroundedAction("grasp", "red cube", bbox=(500, 300, 580, 420)),
+                                                               GroundedAction("place", "red cube", point=(900, 500))])
+        located = backproject(plan, depth, camera)
+        rows.append(("back-projection", timed(lambda: backproject(plan, depth, camera), n)))
+
+        context = Context()
+        domain = random.SystemRandom().randint(1, 200)
+        rclpy.init(context=context, domain_id=domain)
+        try:
+            node = rclpy.create_node("bench_latency", context=context)
+            executor = SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            plan_pub = node.create_publisher(GroundedPlanMsg, "/bench/plan", 10)
+            rows.append(("publish (plan -> message + publish)",
+                         timed(lambda: plan_pub.publish(plan_to_msg(located, rclpy_type)), n)))
+
+            # plan message -> first motion command: what executor_node does with a goal
+            goal_msg = plan_to_msg(_in_base_frame(located), rclpy_type)
+            config_x = ExecutorConfig(backend="sim")
+            to_motion = []
+            for i in range(n + 3):
+                backend = FirstCommandBackend()
+                start = time.perf_counter()
+                Executor(backend, config_x).execute(plan_from_msg(goal_msg))
+                if i >= 3:
+                    to_motion.append(backend.first_command_at - start)
+            rows.append(("plan -> first motion command", to_motion))
+
+            # -- the plan service across processes -------------------------------------------------------------
+            env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+            started = time.perf_counter()
+            child = subprocess.Popen([sys.executable, "-m", "grounded_planner.ros.planner_node", "--ros-args",
+                                      "-p", "backend:=openai", "-p", f"base_url:={server.url}",
+                                      "-p", "model:=qwen3-vl-bench", "-p", "max_retries:=0"],
+                                     cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                client = GroundedPlannerClient(node, executor=executor)
+                image_msg = numpy_to_image(image, "rgb8")
+                first = client.plan(INSTRUCTION, image=image_msg, backproject=False, timeout_s=60.0, service_wait_s=60.0)
+                first_s = time.perf_counter() - started
+                if not first.succeeded:
+                    raise RuntimeError(f"plan service: {client.last_error}")
+                first_call = first.duration_s
+                # the latest camera frame instead of an image in the request
+                color_pub = node.create_publisher(Image, "/camera/camera/color/image_raw", 2)
+                node.create_timer(1 / 30, lambda: color_pub.publish(image_msg))
+                # interleaved, so that the load of other jobs on the machine falls on all three alike
+                direct, service, from_camera = [], [], []
+                for i in range(n + 3):
+                    for samples, call in ((direct, lambda: planner.plan(image, INSTRUCTION)),
+                                          (service, lambda: _must(client.plan(INSTRUCTION, image=image_msg,
+                                                                              backproject=False), client)),
+                                          (from_camera, lambda: _must(client.plan(INSTRUCTION, backproject=False),
+                                                                      client))):
+                        start = time.perf_counter()
+                        call()
+                        if i >= 3:
+                            samples.append(time.perf_counter() - start)
+            finally:
+                _stop(child)
+                planner.close()
+        finally:
+            rclpy.shutdown(context=context)
+    finally:
+        server.stop()
+
+    print(f"\none {WIDTH}x{HEIGHT} plan request, stage by stage (this process unless said otherwise):")
+    for name, samples in rows:
+        print(f"  {name:42s} {_percentiles(samples)}")
+    print(f"  {'Planner.plan in-process (encode+HTTP+parse)':42s} {_percentiles(direct)}")
+    print(f"  {'plan service, image in request, 2 processes':42s} {_percentiles(service)}")
+    print(f"  {'plan service, latest camera frame (30 Hz)':42s} {_percentiles(from_camera)}")
+    print(f"  frame wait + frame decode (camera - image in request): {med_ms(from_camera) - med_ms(service):+.2f} ms")
+    print(f"  first request after node start: {first_call * 1000:.0f} ms for the call "
+          f"({first_s:.2f} s from launching the node; steady state {med_ms(service):.1f} ms)")
+    overhead = med_ms(service) - med_ms(direct)
+    ratio = statistics.median(direct) / statistics.median(http)
+    print(f"\ngoal 1: plan service - Planner.plan = {overhead:+.2f} ms (goal <= 5 ms): {'met' if overhead <= 5 else 'NOT met'}")
+    print(f"goal 2: Planner.plan / bare HTTP = {ratio:.2f}x (goal <= 1.2x): {'met' if ratio <= 1.2 else 'NOT met'}")
+
+
+def _in_base_frame(plan: GroundedPlan) -> GroundedPlan:
+    """The located plan with its targets moved inside the default workspace (the camera frame is not the robot's)."""
+    for action, xyz in zip(plan.actions, ((0.45, 0.1, 0.05), (0.45, -0.15, 0.02))):
+        action.target_3d.position = np.array(xyz)
+        action.target_3d.frame = "base_link"
+    return plan
+
+
+def _must(result, client):
+    if not result.succeeded:
+        raise RuntimeError(f"plan service: {client.last_error}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
