@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO, requires_ros, spawn_python
-from helpers.realdata import (COLOR_COMPRESSED, DEPTH_COMPRESSED, LIBREALSENSE_BAG, PLANS, real_frame,
+from helpers.realdata import (COLOR_COMPRESSED, DEPTH_COMPRESSED, LIBREALSENSE_BAG, PLANS, ask_every_plan, real_frame,
                               write_compressed_equidistant_bag, write_replay_file)
-from helpers.ros_wait import call, spin_until, stop_process
+from helpers.ros_wait import spin_until, stop_process
 
 pytest.importorskip("pyrealsense2")
 pytestmark = [requires_ros, pytest.mark.ros]
@@ -67,7 +67,6 @@ def test_bringup_on_a_compressed_real_bag_answers_two_plans_and_stays_up(model, 
     from rclpy.executors import SingleThreadedExecutor
 
     from grounded_planner.ros.convert import plan_from_msg
-    from grounded_planner_interfaces.srv import GetGroundedPlan
 
     bag = write_compressed_equidistant_bag(tmp_path / "bag", frame, distortion_model=model)
     replay = write_replay_file(tmp_path / "plans.jsonl")
@@ -83,10 +82,7 @@ def test_bringup_on_a_compressed_real_bag_answers_two_plans_and_stays_up(model, 
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
         executor.add_node(node)
-        client = node.create_client(GetGroundedPlan, "/grounded_planner/plan")
-        for instruction in PLANS:
-            response = call(executor, client, GetGroundedPlan.Request(instruction=instruction, backproject=True), 90.0,
-                            f"a plan for {instruction!r}")
+        for instruction, response in ask_every_plan(node, executor).items():
             if model == "F-Theta":
                 assert not response.success and "UnsupportedDistortionError" in response.message, response.message
                 assert "'F-Theta' is not supported" in response.message

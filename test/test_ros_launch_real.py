@@ -16,6 +16,7 @@ import textwrap
 import pytest
 
 from conftest import requires_ros
+from helpers.ros_wait import output_of
 
 launch_ros = pytest.importorskip("launch_ros")
 pytestmark = [requires_ros, pytest.mark.ros, pytest.mark.slow]
@@ -67,7 +68,7 @@ def test_real_launch_for_so101_under_ros2_launch(tmp_path, rclpy_context, monkey
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "plans.jsonl").write_text("")
     child = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, os.path.join(share, "launch", "real.launch.py"), "25",
+        [sys.executable, "-c", DRIVER, os.path.join(share, "launch", "real.launch.py"), "60",
          "robot:=so101", "log_dir:=~/so101_rollouts", "planner_backend:=replay", "replay_file:=~/plans.jsonl"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     node = rclpy.create_node("launch_probe", context=rclpy_context)
@@ -79,11 +80,7 @@ def test_real_launch_for_so101_under_ros2_launch(tmp_path, rclpy_context, monkey
         backprojection_extrinsics = _parameter(node, executor, "backprojection", "extrinsics_file")
     finally:
         node.destroy_node()
-        try:
-            out, _ = child.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            out, _ = child.communicate()
+        out = output_of(child, 120.0)
     assert Extrinsics.load(extrinsics).parent_frame == "base_link", extrinsics
     assert backprojection_extrinsics == extrinsics
     assert replay_file == "~/plans.jsonl"  # as given; the node expands it when it builds the planner
@@ -98,11 +95,9 @@ def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(tmp_pa
     import yaml
     from rclpy.executors import SingleThreadedExecutor
 
-    from grounded_planner.ros.convert import poses_from_msg
-    from grounded_planner_interfaces.srv import GetGroundedPlan
-    from helpers.realdata import COLOR_COMPRESSED, DEPTH_COMPRESSED, PLANS, real_frame, write_compressed_equidistant_bag, \
-        write_replay_file
-    from helpers.ros_wait import call
+    from grounded_planner.ros.convert import plan_from_msg
+    from helpers.realdata import (COLOR_COMPRESSED, DEPTH_COMPRESSED, ask_every_plan, real_frame,
+                                  write_compressed_equidistant_bag, write_replay_file)
 
     pytest.importorskip("pyrealsense2")
     share = _share()
@@ -122,20 +117,14 @@ def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(tmp_pa
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
         executor.add_node(node)
-        client = node.create_client(GetGroundedPlan, "/grounded_planner/plan")
-        for instruction in PLANS:
-            response = call(executor, client, GetGroundedPlan.Request(instruction=instruction, backproject=True), 90.0,
-                            f"a plan for {instruction!r}")
+        for response in ask_every_plan(node, executor).values():
             assert response.success, response.message
-            assert all(p is not None for p in poses_from_msg(response.plan))
+            targets = plan_from_msg(response.plan).target_set()
+            assert len(targets.targets) == 2 and targets.frame  # both actions got a 3D target
         assert {"bag_player", "planner", "backprojection", "rollout_logger"} <= set(node.get_node_names())
     finally:
         node.destroy_node()
-        try:
-            out, _ = child.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            out, _ = child.communicate()
+        out = output_of(child, 120.0)
     assert "Traceback" not in out, out
     for name in ("bag_player_node", "planner_node", "backprojection_node", "executor_node", "rollout_logger_node"):
         assert f"[{name}-" in out and f"[ERROR] [{name}-" not in out, out  # started, and not one died

@@ -89,3 +89,14 @@ def write_compressed_equidistant_bag(path: Path, frame: RealFrame, frames: int =
                      (DEPTH_COMPRESSED, stamp_ns, numpy_to_compressed_depth(frame.depth_mm, CompressedImage, header)),
                      (COLOR_INFO, stamp_ns, info(header)), (DEPTH_INFO, stamp_ns, info(header))]
     return write_bag(path, messages)
+
+
+def ask_every_plan(node, executor, timeout_s: float = 90.0) -> dict:
+    """Call ``/grounded_planner/plan`` (with back-projection) once per instruction of :data:`PLANS`; the responses."""
+    from grounded_planner_interfaces.srv import GetGroundedPlan
+
+    from helpers.ros_wait import call
+
+    client = node.create_client(GetGroundedPlan, "/grounded_planner/plan")
+    return {text: call(executor, client, GetGroundedPlan.Request(instruction=text, backproject=True), timeout_s,
+                       f"a plan for {text!r}") for text in PLANS}

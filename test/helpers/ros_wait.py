@@ -33,3 +33,15 @@ def stop_process(proc, timeout_s: float = 10.0) -> str:
             proc.kill()
             proc.wait(timeout=timeout_s)
     return proc.stdout.read() if proc.stdout else ""
+
+
+def output_of(proc, timeout_s: float) -> str:
+    """Wait for a child that ends by itself (a timed launch); killed after ``timeout_s``. Its output."""
+    import subprocess
+
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out or ""
