@@ -32,7 +32,7 @@ from grounded_planner.v2gp.segment import segment
 from grounded_planner.v2gp.synthetic import SyntheticConfig, write_synthetic_dataset
 from grounded_planner.vlm.backends.pool import server_counts
 from grounded_planner.vlm.config import PlannerConfig
-from grounded_planner.vlm.planner import make_planner
+from grounded_planner.vlm.factory import make_planner
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENE = {"red cup": RED, "bin": GREY, "drawer": BROWN}

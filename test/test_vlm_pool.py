@@ -25,7 +25,7 @@ from grounded_planner.vlm.backends.base import VLMRequest
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import VLMRequestError, VLMUnavailableError
 from grounded_planner.vlm.fake_server import FakeVLMServer, Reply
-from grounded_planner.vlm.planner import make_planner
+from grounded_planner.vlm.factory import make_planner
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample_bench"
 SCENE = {"red cup": RED, "bin": GREY, "drawer": BROWN}
@@ -70,7 +70,7 @@ def test_two_servers_share_the_load_and_a_dead_one_is_routed_around():
     assert counts[a.base_url]["served"] + counts[b.base_url]["served"] == 12
     assert min(counts[a.base_url]["served"], counts[b.base_url]["served"]) >= 4  # spread, not all on one
     # the dead server was tried once, then skipped while it is marked down
-    assert counts[dead] ["served"] == 0 and 1 <= counts[dead]["failed"] <= 2
+    assert counts[dead]["served"] == 0 and 1 <= counts[dead]["failed"] <= 2
     assert "Connect" in str(counts[dead]["last_error"])
 
 
@@ -91,6 +91,9 @@ def test_an_erroring_server_is_retried_elsewhere_but_a_rejected_request_is_not()
             with pytest.raises(VLMRequestError, match="HTTP 400"):
                 planner.backend.generate(request())
             assert len(a.requests) + len(b.requests) == sent + 1  # a bad request goes to one server only
+            counts = planner.backend.server_counts()
+        # the 503s count as failures of the server that sent them; the rejected request counts nowhere
+        assert sum(c["served"] for c in counts.values()) == 1 and sum(c["failed"] for c in counts.values()) == 2
 
 
 def test_yaml_list_of_servers_and_config_errors():

@@ -8,6 +8,7 @@ import sys
 
 from grounded_planner.cli.main import CliError
 from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
+from grounded_planner.vlm.backends.pool import served_line, server_counts
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -147,7 +148,6 @@ def _write_per_episode(path: str, episodes, predictions) -> None:
 def _run(args: argparse.Namespace) -> int:
     from grounded_planner.bench.episodes import EpisodeError, load_episodes
     from grounded_planner.bench.runner import run_bench
-    from grounded_planner.vlm.backends.pool import served_line, server_counts
     from grounded_planner.vlm.errors import VLMError
     from grounded_planner.vlm.factory import make_planner
 

@@ -8,6 +8,7 @@ import sys
 
 from grounded_planner.cli.main import CliError
 from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
+from grounded_planner.vlm.backends.pool import served_line, server_counts
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +38,6 @@ def _replay(args: argparse.Namespace) -> int:
     from grounded_planner.rollout.bag import BagError
     from grounded_planner.rollout.record import RolloutTopics
     from grounded_planner.rollout.replay import episodes_for_replay, replay_episodes
-    from grounded_planner.vlm.backends.pool import served_line, server_counts
     from grounded_planner.vlm.errors import VLMError, VLMUnavailableError
     from grounded_planner.vlm.factory import make_planner
 

@@ -9,8 +9,10 @@ loss covers only the assistant's answer. The adapter saved to ``ADAPTER_DIR`` lo
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import os
 import random
 import re
 import time
@@ -196,9 +198,6 @@ TOKEN_KEYS = ("input_ids", "attention_mask", "labels", "mm_token_type_ids", "tok
 
 def _reporters(choice: str) -> list[str]:
     """Trainer ``report_to``: TensorBoard when installed; W&B when installed and given a key or offline mode."""
-    import importlib.util
-    import os
-
     has_tb = importlib.util.find_spec("tensorboard") is not None or importlib.util.find_spec("tensorboardX") is not None
     has_wandb = importlib.util.find_spec("wandb") is not None
     if choice == "none":
@@ -255,8 +254,6 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
     first and last up-to-3), ``eval_loss`` (None without an eval split), ``samples``, ``eval_samples``,
     ``processes``, ``resumed_from``, ``seconds``, ``adapter_dir``.
     """
-    import os
-
     config = config or FinetuneConfig()
     torch = require("torch", "ml", "fine-tuning")
     peft = require("peft", "ml", "LoRA fine-tuning")

@@ -25,12 +25,8 @@ IN_FLIGHT_PER_ACTOR = 2
 MAX_ACTOR_CRASHES = 3
 # Object store of a local cluster: results are small dicts, and a 2-core CI machine has little /dev/shm.
 LOCAL_OBJECT_STORE_BYTES = 128 * 1024 ** 2
-
-
-def _project_root() -> str:
-    import grounded_planner
-
-    return str(Path(grounded_planner.__file__).resolve().parent.parent)
+# The folder holding the grounded_planner package: workers import it from where the driver does.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def start_ray(address: str, workers: int):
@@ -40,7 +36,7 @@ def start_ray(address: str, workers: int):
     if ray.is_initialized():
         return ray, False
     # Workers import this project from where the driver does (an editable install or PYTHONPATH).
-    path = os.pathsep.join(p for p in (_project_root(), os.environ.get("PYTHONPATH", "")) if p)
+    path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     runtime_env = {"env_vars": {"PYTHONPATH": path, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}}
     try:
         if address:

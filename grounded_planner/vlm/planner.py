@@ -16,6 +16,7 @@ import numpy as np
 from grounded_planner.plan import GroundedPlan, PlanError
 from grounded_planner.vlm import prompts
 from grounded_planner.vlm.backends.base import VLMBackend, VLMRequest
+from grounded_planner.vlm.backends.pool import ServerPool
 from grounded_planner.vlm.cache import ResponseCache, cache_key
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError, VLMTimeoutError
@@ -262,8 +263,6 @@ def make_backend(config: PlannerConfig, *, backend: str | None = None, model: st
                 raise VLMConfigError("the openai backend needs a model name (--model or GP_VLM_MODEL)")
             urls = config.server_urls if base_url.rstrip("/") == config.base_url.rstrip("/") else [base_url]
             if len(urls) > 1:  # several servers of one model: the pool retries across them, each server once
-                from grounded_planner.vlm.backends.pool import ServerPool
-
                 return ServerPool([OpenAIBackend(model, url, api_key=config.api_key(name), timeout_s=config.timeout_s,
                                                  max_retries=0, extra_headers=config.extra_headers) for url in urls],
                                   max_retries=config.max_retries, retry_backoff_s=config.retry_backoff_s)

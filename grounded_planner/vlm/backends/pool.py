@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from grounded_planner.vlm.backends.base import MAX_BACKOFF_S, VLMBackend, VLMRequest
-from grounded_planner.vlm.errors import VLMError, VLMProtocolError, VLMUnavailableError
+from grounded_planner.vlm.errors import VLMProtocolError, VLMUnavailableError
 
 log = logging.getLogger(__name__)
 # How long a server that failed is skipped (doubles per consecutive failure, up to the cap); after that one
@@ -93,10 +93,12 @@ class ServerPool(VLMBackend):
             self.servers[best].in_flight += 1
             return best
 
-    def _done(self, index: int, error: Exception | None) -> None:
+    def _done(self, index: int, error: Exception | None, counted: bool = True) -> None:
         with self._lock:
             state = self.servers[index]
             state.in_flight -= 1
+            if not counted:
+                return
             if error is None:
                 state.served += 1
                 state.consecutive_failures = 0
@@ -128,8 +130,8 @@ class ServerPool(VLMBackend):
                     if len(tried) < len(self.servers):
                         log.warning("%s failed (%s); sending the request to another server", state.url, exc)
                     continue
-                except BaseException as exc:  # a rejected request is the request's fault, not the server's
-                    self._done(index, None if isinstance(exc, VLMError) else exc)
+                except BaseException:  # a rejected request (4xx) is the request's fault, not the server's
+                    self._done(index, None, counted=False)
                     raise
                 self._done(index, None)
                 return answer
