@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from grounded_planner.fileio import write_text_atomic
 from grounded_planner.bench.episodes import Episode, Prediction
 from grounded_planner.bench.scoring import (
     IOU_THRESHOLD,
@@ -274,7 +275,4 @@ def write_report(episodes: list[Episode], predictions: Mapping[str, Prediction],
     """Write :func:`render_report` (``options`` are its keyword options) to ``out`` atomically; returns the path."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(render_report(episodes, predictions, title, **options), encoding="utf-8")
-    tmp.replace(out)
-    return out
+    return write_text_atomic(out, render_report(episodes, predictions, title, **options))

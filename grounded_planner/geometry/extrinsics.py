@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from grounded_planner.fileio import write_text_atomic
 from grounded_planner.geometry.errors import ExtrinsicsError
 from grounded_planner.geometry.transforms import invert_transform, make_transform, matrix_to_quat, quat_to_matrix
 from grounded_planner.geometry.yamlfile import read_yaml
@@ -108,9 +109,7 @@ class Extrinsics:
 
         path = Path(path)
         text = "".join(f"# {line}\n" for line in header.splitlines()) + yaml.safe_dump(self.to_dict(), sort_keys=False)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        write_text_atomic(path, text)
 
     # -- algebra ------------------------------------------------------------------------------
     @property

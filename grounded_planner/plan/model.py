@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from grounded_planner.fileio import write_text_atomic
 from grounded_planner.plan.errors import PlanError
 from grounded_planner.plan.targets import Target, TargetSet
 
@@ -271,10 +272,7 @@ def load_plan(path: str | Path, *, validate: bool = True) -> GroundedPlan:
 
 def save_plan(plan: GroundedPlan, path: str | Path) -> None:
     """Write a plan as canonical JSON (atomically: a crash never leaves half a file)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(plan.to_json() + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, plan.to_json() + "\n")
 
 
 def iter_pairs(actions: Iterable[GroundedAction]) -> list[tuple[GroundedAction, ...]]:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from grounded_planner import fileio
 from grounded_planner.rollout.taxonomy import auto_failure_mode, check_failure_mode
 
 FORMAT = "grounded_planner.rollout/1"
@@ -91,13 +92,7 @@ def _to_plain(value: Any) -> Any:
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     """Write JSON so that a crash leaves either the old or the new file, never half of one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    fileio.write_json_atomic(path, data, fsync=True)  # fsynced: rollout.json outlives a power loss too
 
 
 class RolloutRecorder:

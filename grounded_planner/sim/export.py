@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
+from grounded_planner.fileio import write_jsonl_atomic
 from grounded_planner.plan.model import GroundedAction, GroundedPlan
 from grounded_planner.sim.scenario import ScenarioError
 from grounded_planner.sim.scene import HANDLE_HALF_THICKNESS_M
@@ -176,6 +176,4 @@ def export_episodes(scenario_paths: Iterable[str | Path], out_dir: str | Path, s
 
 
 def _write_jsonl(path: Path, records: list[dict]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    tmp.replace(path)
+    write_jsonl_atomic(path, records)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from grounded_planner.fileio import write_json_atomic, write_jsonl_atomic
 from grounded_planner.plan import save_plan
 from grounded_planner.vlm.backends.pool import served_line, server_counts
 from grounded_planner.v2gp.config import V2GPConfig
@@ -86,9 +86,7 @@ class _Cache:
     def put(self, stage: str, key: dict[str, Any], value: Any) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / f"{stage}.json"
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps({"key": key, "value": value}, ensure_ascii=False), encoding="utf-8")
-        tmp.replace(path)  # atomic: a crash never leaves half a cache file
+        write_json_atomic(path, {"key": key, "value": value}, indent=None)  # a crash never leaves half a cache file
 
 
 def _key(config: V2GPConfig, stage: str, episode: DemoEpisode) -> dict[str, Any]:
@@ -361,9 +359,7 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
             else:
                 summary.samples_implicit += 1
     train = out / "train.jsonl"
-    tmp = train.with_name("train.jsonl.tmp")
-    tmp.write_text("".join(json.dumps(s, ensure_ascii=False) + "\n" for s in samples), encoding="utf-8")
-    tmp.replace(train)
+    write_jsonl_atomic(train, samples)
     summary.train_jsonl = str(train)
     summary.seconds = round(time.monotonic() - t0, 3)
     report_data = summary.to_dict()

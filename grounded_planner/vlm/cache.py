@@ -6,9 +6,10 @@ import hashlib
 import json
 import logging
 import os
-import threading
 from pathlib import Path
 from typing import Any
+
+from grounded_planner.fileio import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,7 @@ class ResponseCache:
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            # per process and thread: concurrent writers of one key (bench run --concurrency) never share a temp file
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text(json.dumps({"response": response, "meta": meta or {}}, ensure_ascii=False), encoding="utf-8")
-            tmp.replace(path)
+            # concurrent writers of one key (bench run --concurrency) never share a temp file
+            write_json_atomic(path, {"response": response, "meta": meta or {}}, indent=None)
         except OSError as exc:
             log.warning("cannot write cache entry %s: %s", path, exc)
