@@ -35,10 +35,10 @@ def test_depth_whose_camera_info_differs_from_colours_is_refused_unless_register
     assert "\n" not in str(info.value)
     with pytest.raises(DepthNotAlignedError, match="depth is 64x48 but the colour camera_info is 128x96"):
         backproject(plan, depth, _info(60.0, (128, 96)))
-    targets, poses = backproject(plan, depth, colour, depth_camera_info=depth_own, depth_registered=True)
-    assert poses[0].pose.position.z == pytest.approx(0.8, abs=1e-6)
-    _, poses = backproject(plan, depth, colour, depth_camera_info=_info(60.0))  # aligned: same camera_info
-    assert poses[0].pose.position.z == pytest.approx(0.8, abs=1e-6)
+    registered = backproject(plan, depth, colour, depth_camera_info=depth_own, depth_registered=True)
+    assert registered.actions[0].target_3d.position[2] == pytest.approx(0.8, abs=1e-6)
+    aligned = backproject(plan, depth, colour, depth_camera_info=_info(60.0))  # aligned: the same camera_info
+    assert aligned.actions[0].target_3d.position[2] == pytest.approx(0.8, abs=1e-6)
 
 
 def test_image_topic_follows_its_publishers_type_and_a_wrong_type_is_one_line(rclpy_context):
