@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("rosbags")
-planner_mod = pytest.importorskip("grounded_planner.vlm.planner")
+planner_mod = pytest.importorskip("grounded_planner.vlm.factory")  # make_planner
 
 from grounded_planner.cli.main import main  # noqa: E402
 from grounded_planner.rollout.record import RolloutRecorder  # noqa: E402
