@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_planner.geometry.transforms import fold_half_turn
 from grounded_planner.geometry.camera import CameraModel
 from grounded_planner.geometry.extrinsics import Extrinsics
 from grounded_planner.geometry.transforms import matrix_to_quat
@@ -42,7 +43,7 @@ class Box:
     def closing_yaw(self) -> float:
         """Yaw (rad, folded to (-pi/2, pi/2]) of the short footprint side: where a parallel gripper closes."""
         yaw = self.yaw + (math.pi / 2 if self.size[0] >= self.size[1] else 0.0)
-        return _fold(yaw)
+        return fold_half_turn(yaw)
 
 
 @dataclass
@@ -229,14 +230,6 @@ def render_board_view(board_image: np.ndarray, square_length_m: float, px_per_sq
     src = cv2.GaussianBlur(board_image, (0, 0), 0.6)
     return cv2.warpPerspective(src, H, (camera.width, camera.height), flags=cv2.INTER_LINEAR,
                                borderMode=cv2.BORDER_CONSTANT, borderValue=int(background))
-
-
-def _fold(yaw: float) -> float:
-    while yaw <= -math.pi / 2:
-        yaw += math.pi
-    while yaw > math.pi / 2:
-        yaw -= math.pi
-    return yaw
 
 
 def _hit_box(o: np.ndarray, rays: np.ndarray, box: Box, table_z: float) -> np.ndarray:

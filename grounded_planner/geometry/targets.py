@@ -23,6 +23,7 @@ from grounded_planner.geometry.errors import (
 )
 from grounded_planner.geometry.extrinsics import Extrinsics
 from grounded_planner.geometry.plane import Plane, fit_plane_ransac
+from grounded_planner.geometry.transforms import fold_half_turn
 from grounded_planner.plan import GroundedPlan, Target, TargetSet
 
 __all__ = ["DEFAULT_OPTICAL_FRAME", "METHODS", "Target", "TargetConfig", "TargetSet", "backproject",
@@ -215,13 +216,8 @@ class _TargetSolver:
             axis = closing_axis_cam
             if self.extrinsics is not None:
                 axis = self.extrinsics.transform_vectors(axis)[0]
-            yaw = math.atan2(axis[1], axis[0])
-            # A parallel gripper is symmetric: fold into (-pi/2, pi/2].
-            if yaw <= -math.pi / 2:
-                yaw += math.pi
-            elif yaw > math.pi / 2:
-                yaw -= math.pi
-            target.yaw = yaw
+            # a parallel gripper is symmetric: folded into (-pi/2, pi/2]
+            target.yaw = fold_half_turn(math.atan2(axis[1], axis[0]))
         return target
 
     # -- shared pieces ------------------------------------------------------------------------

@@ -7,14 +7,7 @@ import math
 from typing import Any, Mapping
 
 from grounded_planner.execution.config import ConfigError
-
-
-def wrap_pi(angle_rad: float) -> float:
-    """``angle_rad`` wrapped to (-pi, pi]."""
-    a = math.fmod(float(angle_rad) + math.pi, 2 * math.pi)
-    if a <= 0:
-        a += 2 * math.pi
-    return a - math.pi
+from grounded_planner.geometry.transforms import wrap_pi
 
 
 def nearest_equivalent_yaw(yaw_rad: float, reference_rad: float) -> float:
