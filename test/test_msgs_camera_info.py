@@ -71,3 +71,10 @@ def test_same_calibration_names_the_first_difference():
     other_k[0, 0] = 390.0
     assert "intrinsics differ" in same_calibration(colour, _info("plumb_bob", [0.0] * 5, k=other_k))
     assert "sizes differ" in same_calibration(colour, _info("plumb_bob", [0.0] * 5, size=(640, 480)))
+
+
+def test_a_calibration_yaml_with_librealsense_names_loads_too():
+    data = {"width": 848, "height": 800, "k": K.ravel().tolist(), "d": FISHEYE_D + [0.0],
+            "distortion_model": "Kannala Brandt4", "header": {"frame_id": "camera_fisheye1_optical_frame"}}
+    camera = CameraModel.from_dict(data)
+    assert camera.distortion_model == "equidistant" and camera.D.tolist() == FISHEYE_D

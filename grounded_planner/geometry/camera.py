@@ -19,6 +19,43 @@ from grounded_planner.geometry.yamlfile import read_yaml
 # shorter D vectors are padded with zeros, as OpenCV does. equidistant is OpenCV's fisheye model (k1..k4 on
 # the angle theta from the optical axis), what realsense-ros publishes for Kannala-Brandt lenses (T265, D405 IR).
 DISTORTION_MODELS = {"plumb_bob": 5, "rational_polynomial": 8, "equidistant": 4}
+# librealsense model name (as rs2_distortion_to_string spells it) -> (ROS model, how many coefficients to keep)
+LIBREALSENSE_MODELS = {
+    "Brown Conrady": ("plumb_bob", 5),
+    "Modified Brown Conrady": ("plumb_bob", 5),
+    "Inverse Brown Conrady": ("plumb_bob", 5),
+    "Kannala Brandt4": ("equidistant", 4),
+    "None": ("plumb_bob", 0),
+}
+
+
+class UnsupportedDistortionError(CameraModelError):
+    """A camera_info whose distortion model this project cannot deproject (names the model and the ones it can)."""
+
+    rule_default = "unsupported_distortion_model"
+
+
+def ros_distortion_model(name: str) -> tuple[str, int | None]:
+    """ROS model name and how many coefficients count, for a ROS or librealsense model name.
+
+    ``""`` (an uncalibrated driver leaves it empty) is plumb_bob, as image_geometry treats it.
+
+    Raises
+    ------
+    UnsupportedDistortionError
+        For any other name (``fisheye``, ``F-Theta``, ...).
+    """
+    name = str(name or "").strip()
+    if not name:
+        return "plumb_bob", None
+    if name in DISTORTION_MODELS:
+        return name, None
+    if name in LIBREALSENSE_MODELS:
+        return LIBREALSENSE_MODELS[name]
+    known = list(DISTORTION_MODELS) + [f"{n!r} (librealsense)" for n in LIBREALSENSE_MODELS]
+    raise UnsupportedDistortionError(f"distortion_model {name!r} is not supported (expected one of {', '.join(known)})")
+
+
 # Undistortion is a fixed-point iteration; it stops when no coordinate moves more than this (normalised units,
 # about 1e-9 px) or after _UNDISTORT_MAX_ITER rounds.
 _UNDISTORT_TOL = 1e-12
@@ -42,7 +79,8 @@ class CameraModel:
         Distortion coefficients in ROS/OpenCV order: plumb_bob (k1, k2, p1, p2, k3), rational_polynomial
         (k1, k2, p1, p2, k3, k4, k5, k6), equidistant (k1, k2, k3, k4; OpenCV fisheye).
     distortion_model : str
-        ``plumb_bob``, ``rational_polynomial`` or ``equidistant``.
+        ``plumb_bob``, ``rational_polynomial`` or ``equidistant``; librealsense's names are accepted and mapped
+        (``Brown Conrady`` -> plumb_bob, ``Kannala Brandt4`` -> equidistant, ...: :data:`LIBREALSENSE_MODELS`).
     frame_id : str
         Optical frame of the stream (``camera_color_optical_frame``); ``""`` when the source did not say.
     """
@@ -73,13 +111,11 @@ class CameraModel:
         if not np.allclose(K[2], [0, 0, 1]) or K[1, 0] != 0:
             raise CameraModelError(f"camera matrix K must have the pinhole form [[fx,s,cx],[0,fy,cy],[0,0,1]], got {K.tolist()}")
         self.K = K
-        model = str(self.distortion_model or "plumb_bob")
-        if model not in DISTORTION_MODELS:
-            raise CameraModelError(
-                f"distortion_model {model!r} is not supported (expected one of {', '.join(DISTORTION_MODELS)})"
-            )
+        model, keep = ros_distortion_model(self.distortion_model)  # librealsense's names too; typed error otherwise
         self.distortion_model = model
         D = np.asarray(self.D if self.D is not None else [], dtype=float).reshape(-1)
+        if keep is not None:
+            D = D[:keep]
         n = DISTORTION_MODELS[model]
         if D.size > n and not np.any(D[n:]):
             D = D[:n]  # trailing zeros (a 5-vector written for a 4-coefficient model) say nothing

@@ -15,44 +15,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from grounded_planner.geometry.camera import DISTORTION_MODELS, CameraModel
+from grounded_planner.geometry.camera import (CameraModel, UnsupportedDistortionError,  # noqa: F401 (re-exported)
+                                              ros_distortion_model)
 from grounded_planner.geometry.errors import CameraModelError
-
-# librealsense model name (as rs2_distortion_to_string spells it) -> (ROS model, how many coefficients to keep)
-LIBREALSENSE_MODELS = {
-    "Brown Conrady": ("plumb_bob", 5),
-    "Modified Brown Conrady": ("plumb_bob", 5),
-    "Inverse Brown Conrady": ("plumb_bob", 5),
-    "Kannala Brandt4": ("equidistant", 4),
-    "None": ("plumb_bob", 0),
-}
-
-
-class UnsupportedDistortionError(CameraModelError):
-    """A camera_info whose distortion model this project cannot deproject (names the model and the ones it can)."""
-
-    rule_default = "unsupported_distortion_model"
-
-
-def ros_distortion_model(name: str) -> tuple[str, int | None]:
-    """ROS model name and how many coefficients count, for a ROS or librealsense model name.
-
-    ``""`` (an uncalibrated driver leaves it empty) is plumb_bob, as image_geometry treats it.
-
-    Raises
-    ------
-    UnsupportedDistortionError
-        For any other name (``fisheye``, ``F-Theta``, ...).
-    """
-    name = str(name or "").strip()
-    if not name:
-        return "plumb_bob", None
-    if name in DISTORTION_MODELS:
-        return name, None
-    if name in LIBREALSENSE_MODELS:
-        return LIBREALSENSE_MODELS[name]
-    known = list(DISTORTION_MODELS) + [f"{n!r} (librealsense)" for n in LIBREALSENSE_MODELS]
-    raise UnsupportedDistortionError(f"distortion_model {name!r} is not supported (expected one of {', '.join(known)})")
 
 
 def camera_model_from_msg(msg: Any, frame_id: str = "") -> CameraModel:
@@ -63,16 +28,12 @@ def camera_model_from_msg(msg: Any, frame_id: str = "") -> CameraModel:
     CameraModelError
         (UnsupportedDistortionError for an unknown model) naming what is wrong with the calibration.
     """
-    model, keep = ros_distortion_model(msg.distortion_model)
-    D = np.asarray(msg.d, dtype=float).reshape(-1)
-    if keep is not None:
-        D = D[:keep]
     try:
         K = np.asarray(msg.k, dtype=float).reshape(3, 3)
     except ValueError as exc:
         raise CameraModelError(f"camera_info k must have 9 values, got {len(msg.k)}") from exc
-    return CameraModel.from_camera_info(K, D, int(msg.width), int(msg.height), model,
-                                        frame_id or msg.header.frame_id)
+    return CameraModel.from_camera_info(K, np.asarray(msg.d, dtype=float), int(msg.width), int(msg.height),
+                                        str(msg.distortion_model), frame_id or msg.header.frame_id)
 
 
 def camera_model_to_msg(camera: CameraModel, make: Callable[..., Any], header: Any) -> Any:

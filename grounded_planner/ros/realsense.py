@@ -56,8 +56,12 @@ def parse_profile(text: str, what: str) -> tuple[int, int]:
 
 def _ros_distortion(rs: Any, model: Any) -> str:
     # realsense-ros reports Brown-Conrady variants as plumb_bob (same 5 coefficients) and Kannala-Brandt as equidistant.
-    if model in (rs.distortion.kannala_brandt4, rs.distortion.ftheta):
+    # F-Theta has no ROS model (one coefficient, another formula): its librealsense name goes out as is, so that
+    # back-projection refuses it with a typed error instead of deprojecting with the wrong lens model.
+    if model == rs.distortion.kannala_brandt4:
         return "equidistant"
+    if model == rs.distortion.ftheta:
+        return "F-Theta"
     return "plumb_bob"
 
 
