@@ -185,8 +185,16 @@ def test_recorder_closes_with_auto_labels_and_rejects_reuse(tmp_path):
     assert data["timings_s"]["plan"] == 1.25 and len(data["config_hash"]) == 16
     assert data["steps"][0]["outcome"] == "grasp_failed"
     assert data["bag"]["messages"] == 8  # instruction, color, depth, plan, targets, feedback, result, joints
-    topics = [m.topic for m in B.read_bag(episode)]
+    messages = list(B.read_bag(episode))
+    topics = [m.topic for m in messages]
     assert topics.count(RolloutTopics().feedback) == 1 and RolloutTopics().joint_states in topics
+    # typed messages a ROS tool can show, no JSON in std_msgs/String
+    types = {m.topic: m.msgtype for m in messages}
+    assert types[RolloutTopics().targets] == "grounded_planner_interfaces/msg/GroundedPlan"
+    assert types[RolloutTopics().feedback] == "grounded_planner_interfaces/msg/ExecutionEvent"
+    assert types[RolloutTopics().result] == "grounded_planner_interfaces/msg/ExecutionResult"
+    result = next(m.msg for m in messages if m.topic == RolloutTopics().result)
+    assert not result.success and [s.outcome for s in result.steps] == ["grasp_failed"]
     assert typestore() is typestore()
 
     with pytest.raises(RolloutError, match="already holds a rollout"):

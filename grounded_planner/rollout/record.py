@@ -18,12 +18,16 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from grounded_planner.msgs.execution import execution_event_msg, execution_result_msg
+from grounded_planner.plan import GroundedAction, GroundedPlan, TargetSet
+from grounded_planner.rollout.bag import plan_msg, typestore
 from grounded_planner import fileio
 from grounded_planner.rollout.taxonomy import auto_failure_mode, check_failure_mode
 
@@ -48,9 +52,10 @@ class RolloutTopics:
     camera_info: str = "/camera/camera/color/camera_info"               # sensor_msgs/CameraInfo
     instruction: str = "/grounded_planner/instruction"                  # std_msgs/String (plain text)
     plan: str = "/grounded_planner/plan"                                # grounded_planner_interfaces/GroundedPlan
-    targets: str = "/grounded_planner/targets"                          # std_msgs/String, TargetSet JSON
-    feedback: str = "/grounded_planner/execution/feedback"              # std_msgs/String JSON per step state
-    result: str = "/grounded_planner/execution/result"                  # std_msgs/String, ExecutionResult JSON
+    targets: str = "/grounded_planner/targets"                          # grounded_planner_interfaces/GroundedPlan,
+    #                                                                     the plan with its 3D targets inside
+    feedback: str = "/grounded_planner/execution/feedback"              # grounded_planner_interfaces/ExecutionEvent
+    result: str = "/grounded_planner/execution/result"                  # grounded_planner_interfaces/ExecutionResult
     joint_states: str = "/joint_states"                                 # sensor_msgs/JointState
     events: str = "/grounded_planner/rollout/events"                    # std_msgs/String JSON (labels, notes)
     attempts: str = "/grounded_planner/execution/attempts"              # grounded_planner_interfaces/StepOutcome,
@@ -300,24 +305,32 @@ class RolloutRecorder:
             self._flush_json()
 
     def log_targets(self, targets: Any) -> None:
-        """3D targets (a geometry ``TargetSet`` or its ``to_dict()``) -> rollout.json and a JSON String."""
-        from grounded_planner.rollout.bag import string_msg
-
+        """3D targets (a ``TargetSet`` or its ``to_dict()``) -> rollout.json, and the logged plan with its targets
+        inside as a GroundedPlan message on ``topics.targets``."""
         with self._lock:
             payload = _to_plain(targets)
-            self._write(self.topics.targets, string_msg(payload))
+            self._write(self.topics.targets, plan_msg(self._plan_with_targets(payload), self._stamp(None)))
             self._data["targets"] = payload
             self._flush_json()
 
-    def log_feedback(self, step_index: int, state: str, action: Any = None, message: str = "") -> None:
-        """One executor feedback event (bag only; rollout.json keeps the step outcomes)."""
-        from grounded_planner.rollout.bag import string_msg
+    def _plan_with_targets(self, targets: Mapping[str, Any]) -> GroundedPlan:
+        """The logged plan with the targets it has (by action index); an empty plan when none was logged."""
+        data = self._data.get("plan")
+        plan = GroundedPlan.from_dict(data, validate=False) if isinstance(data, dict) else \
+            GroundedPlan(str(self._data.get("instruction", "")), (1, 1), [], reason="no plan logged")
+        target_set = TargetSet.from_dict(targets)
+        by_index = {int(t.index): t for t in target_set.targets}
+        for i, action in enumerate(plan.actions):
+            target = by_index.get(i)
+            action.target_3d = target if target is not None and target.type == action.type else None
+        return plan
 
-        payload = {"step_index": int(step_index), "state": str(state), "message": message,
-                   "t_s": round(time.monotonic() - self._t0, 6)}
-        if action is not None:
-            payload["action"] = _to_plain(action)
-        self._write(self.topics.feedback, string_msg(payload))
+    def log_feedback(self, step_index: int, state: str, action: Any = None, message: str = "") -> None:
+        """One executor feedback event as an ExecutionEvent message (bag only; rollout.json keeps the outcomes)."""
+        if isinstance(action, Mapping):
+            action = GroundedAction.from_dict(dict(action))
+        self._write(self.topics.feedback, execution_event_msg(typestore().types, step_index, state, action, message,
+                                                              stamp_ns=self._stamp(None)))
 
     def log_step(self, index: int, type: str, outcome: str, message: str = "") -> None:
         """A finished step's outcome (``ok``, ``grasp_failed``, ...) as it happens, before the final result."""
@@ -352,14 +365,19 @@ class RolloutRecorder:
             self._flush_json()
 
     def log_result(self, result: Any, execution_time_s: float | None = None) -> None:
-        """The executor's ExecutionResult (or its ``to_dict()``): stored, and its steps become the step list."""
-        from grounded_planner.rollout.bag import string_msg
-
+        """The executor's ExecutionResult (or its ``to_dict()``): stored, its steps become the step list, and an
+        ExecutionResult message goes into the bag."""
         with self._lock:
             payload = _to_plain(result)
             if not isinstance(payload, dict):
                 raise RolloutError(f"execution result must be a dict or have to_dict(), got {type(result).__name__}")
-            self._write(self.topics.result, string_msg(payload))
+            outcome = SimpleNamespace(success=bool(payload.get("success")), message=str(payload.get("message", "")),
+                                      steps=[s for s in payload.get("steps") or [] if isinstance(s, Mapping)])
+            scene = payload.get("scene_success")
+            self._write(self.topics.result, execution_result_msg(
+                typestore().types, outcome, self._data.get("instruction", ""), bool(payload.get("dry_run", False)),
+                scene if isinstance(scene, bool) else None, str(payload.get("condition") or "open_loop"),
+                int(payload.get("replans") or 0), stamp_ns=self._stamp(None)))
             self._data["execution"] = payload
             if isinstance(payload.get("steps"), list):
                 self._data["steps"] = payload["steps"]
