@@ -87,12 +87,15 @@ class BagPlayerNode(Node):
 
     def _play_once(self) -> None:
         first_ns = None
-        start = time.monotonic()
+        start = 0.0
         for topic, _msgtype, stamp_ns, raw in read_bag_raw(self.bag_path, self._topic_pubs):
             if self._stop.is_set():
                 return
             if first_ns is None:
-                first_ns = stamp_ns
+                # the clock starts at the first message, not before the bag is opened: opening a sqlite3 bag
+                # on a busy machine takes longer than a recorded gap, and starting earlier played the first
+                # frames back to back
+                first_ns, start = stamp_ns, time.monotonic()
             # the rate is re-read per message so that `ros2 param set rate` takes effect mid-bag
             due = start + (stamp_ns - first_ns) / 1e9 / self.get_parameter("rate").value
             delay_s = due - time.monotonic()
