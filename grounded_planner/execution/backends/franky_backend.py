@@ -129,6 +129,7 @@ class FrankyBackend(RobotBackend):
         franky = self._franky
         with self._lock:
             self._stop_requested.clear()
+            timed_out = False
             try:
                 current, current_yaw = self.current_pose()  # type: ignore[misc]
                 yaw = nearest_equivalent_yaw(float(yaw_rad), current_yaw)
@@ -146,12 +147,19 @@ class FrankyBackend(RobotBackend):
                         self._robot.join_motion(self.stop_timeout_s)
                         raise MotionStoppedError("franky: motion stopped by stop()")
                     if time.monotonic() > deadline:
+                        timed_out = True
                         self._robot.stop()
                         self._robot.join_motion(self.stop_timeout_s)
                         raise MotionTimeoutError(f"franky: motion not finished after {self.safety.motion_timeout_s} s")
             except self._errors as exc:
-                if self._stop_requested.is_set():  # franky reports a preempted motion as a ControlException
+                # robot.stop() sends libfranka's StopMove: the running Move then ends with the ControlException
+                # "Move command preempted!", raised by the join after our own stop. That is the stop or the
+                # timeout we asked for, not a fault of the robot.
+                if self._stop_requested.is_set():
                     raise MotionStoppedError(f"franky: motion stopped by stop() ({exc})") from exc
+                if timed_out:
+                    raise MotionTimeoutError(f"franky: motion not finished after {self.safety.motion_timeout_s} s, "
+                                             f"stopped ({exc})") from exc
                 raise BackendFault(f"franky: {type(exc).__name__}: {exc}") from exc
 
     def stop(self) -> None:
