@@ -20,7 +20,7 @@ from grounded_planner.geometry import (
     compute_targets,
 )
 from grounded_planner.geometry.synthetic import Box, Cylinder, Panel, Scene, look_at, realsense_camera
-from grounded_planner.plan import GroundedAction, GroundedPlan, PlanError
+from grounded_planner.plan import GroundedAction, GroundedPlan, PlanError, Target
 
 PLACE_WORLD = np.array([0.0, 0.02, 0.0])  # between the objects' cells, on the table
 
@@ -318,6 +318,17 @@ def test_malformed_target_json_and_config_are_refused():
     with pytest.raises(PlanError, match="invalid target") as info:
         TargetSet.from_dict({"frame": "base", "targets": [{"index": 0, "type": "grasp", "position": [1, 2]}]})
     assert info.value.rule == "target_format"
+    # a hand-edited file with the wrong JSON shape names the field instead of dying of an AttributeError
+    with pytest.raises(PlanError, match=r"field 'targets' must be a JSON list, got dict") as info:
+        TargetSet.from_dict({"frame": "base", "targets": {"index": 0, "type": "grasp", "position": [1, 2, 3]}})
+    assert info.value.rule == "target_format"
+    with pytest.raises(PlanError, match=r"field 'targets\[1\]' must be a JSON object, got str 'grasp'"):
+        TargetSet.from_dict({"frame": "base", "targets": [{"index": 0, "type": "grasp", "position": [1, 2, 3]},
+                                                          "grasp"]})
+    with pytest.raises(PlanError, match=r"field 'warnings' must be a JSON list, got str"):
+        TargetSet.from_dict({"frame": "base", "targets": [], "warnings": "low depth"})
+    with pytest.raises(PlanError, match="a target must be a JSON object .* got str"):
+        Target.from_dict("grasp", "base")
     with pytest.raises(ValueError, match="min_depth_m < max_depth_m"):
         TargetConfig(min_depth_m=2.0, max_depth_m=1.0)
     with pytest.raises(ValueError, match="place_window_px must be a positive odd number"):
