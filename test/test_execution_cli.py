@@ -113,6 +113,31 @@ def test_bad_targets_are_one_line_errors(tmp_path, capsys, mutate, message):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("mutate, message", [
+    (lambda t: t["targets"][0].update(width=-0.02), "targets {targets}: step 0 (grasp) width: -0.02 must be a finite"),
+    (lambda t: t.update(targets=t["targets"][:1]), "do not match: action 1 (place) has no target"),
+    (lambda t: t.update(frame="camera_color_optical_frame"), "not the robot base frame"),
+])
+def test_a_bad_file_is_refused_before_the_robot_is_connected(tmp_path, capsys, mutate, message):
+    """A real run (no --dry-run) on franky aimed at an address where no robot listens: a connect attempt would
+    fail with 'cannot connect', so the error shows whether the file was checked first."""
+    pytest.importorskip("franky")
+    plan, targets = write_case(tmp_path, [
+        {"type": "grasp", "object": "cup", "position": [0.5, 0.1, 0.05], "yaw": 0.2, "width": 0.05},
+        {"type": "place", "object": "cup", "position": [0.55, -0.1, 0.0]}])
+    args = ("--plan", str(plan), "--targets", str(targets), "--backend", "franky", "--config", str(FRANKA),
+            "-o", "hostname=127.0.0.2", "-o", "realtime=false")
+    code, out, err = run_cli(capsys, *args)  # the sound file: the backend does try to connect
+    assert code == 1 and out is None and "franky: cannot connect to the robot at 127.0.0.2" in err, err
+    data = json.loads(targets.read_text())
+    mutate(data)
+    targets.write_text(json.dumps(data))
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2 and out is None, err
+    assert message.format(targets=targets) in err and "cannot connect" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_bad_backend_option_is_a_one_line_error(tmp_path, capsys):
     plan, targets = write_case(tmp_path, [{"type": "grasp", "object": "cup", "position": [0.5, 0.1, 0.05]},
                                           {"type": "place", "object": "cup", "position": [0.5, -0.1, 0.0]}])

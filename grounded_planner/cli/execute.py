@@ -128,8 +128,8 @@ def _execute(args: argparse.Namespace) -> int:
     from grounded_planner.execution.backend import BackendError
     from grounded_planner.execution.backends import make_backend
     from grounded_planner.execution.config import ConfigError
-    from grounded_planner.execution.executor import ExecutionInputError, Executor
-    from grounded_planner.execution.validate import InvalidGoalError
+    from grounded_planner.execution.executor import Executor
+    from grounded_planner.execution.validate import ExecutionInputError, InvalidGoalError, check_goal
     from grounded_planner.plan import PlanError, load_plan
 
     config = _load_config(args)
@@ -138,6 +138,13 @@ def _execute(args: argparse.Namespace) -> int:
     except PlanError as exc:
         raise CliError(f"plan {args.plan}: {exc}") from exc
     targets = _load_targets(args.targets)
+    try:
+        # every check that needs no robot, before a backend exists: a bad file never connects an arm
+        check_goal(plan, targets)
+    except InvalidGoalError as exc:  # a NaN, a negative width, no frame
+        raise CliError(f"targets {args.targets}: {exc}") from exc
+    except ExecutionInputError as exc:
+        raise CliError(f"plan {args.plan} and targets {args.targets} do not match: {exc}") from exc
     extra = {}
     if config.backend == "moveit":  # moveit_py, its goal messages and the gripper client: ROS installs only
         try:
@@ -165,10 +172,6 @@ def _execute(args: argparse.Namespace) -> int:
                     result = executor.execute(plan, targets, cancel=cancel)
             finally:
                 signal.signal(signal.SIGINT, previous)
-    except InvalidGoalError as exc:  # a NaN, a negative width, no frame: refused before any motion, dry run too
-        raise CliError(f"targets {args.targets}: {exc}") from exc
-    except ExecutionInputError as exc:
-        raise CliError(f"plan {args.plan} and targets {args.targets} do not match: {exc}") from exc
     except BackendError as exc:  # connecting failed, or a dry-run reachability check could not run
         raise CliError(f"{config.backend}: {exc}", code=1) from exc
     print(json.dumps(result.to_dict(), indent=None if args.compact else 2))

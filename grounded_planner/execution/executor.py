@@ -15,8 +15,8 @@ from grounded_planner.execution.backend import (BackendError, BackendFault, Moti
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.motions import Motion, StepFailure, fmt_position, plan_primitive
 from grounded_planner.execution.outcomes import Outcome
-from grounded_planner.execution.validate import ExecutionInputError, InvalidGoalError, check_targets  # noqa: F401 (re-exported)
-from grounded_planner.plan import PlanError
+from grounded_planner.execution.validate import (ExecutionInputError, InvalidGoalError, check_goal,  # noqa: F401 (re-exported)
+                                                 check_targets)
 
 log = logging.getLogger(__name__)
 
@@ -75,32 +75,6 @@ class Executor:
         """The motions of one primitive and notes about adjustments (:func:`~grounded_planner.execution.motions.plan_primitive`)."""
         return plan_primitive(action, target, self.config, held_yaw)
 
-    def _pair(self, plan: Any, targets: Any) -> list[tuple[int, Any, Any]]:
-        frame = str(getattr(targets, "frame", ""))
-        if "optical" in frame:
-            # backproject without --extrinsics leaves targets in the camera frame: metres, but not the robot's
-            raise ExecutionInputError(f"targets are in the camera frame {frame!r}, not the robot base frame: "
-                                      "back-project with the camera extrinsics (--extrinsics)")
-        actions = list(getattr(plan, "actions", []))
-        by_index: dict[int, Any] = {}
-        for target in getattr(targets, "targets", []):
-            if int(target.index) in by_index:
-                raise ExecutionInputError(f"targets: two targets for action {target.index}")
-            by_index[int(target.index)] = target
-        pairs = []
-        for index, action in enumerate(actions):
-            target = by_index.pop(index, None)
-            if target is None:
-                raise ExecutionInputError(f"action {index} ({action.type}) has no target in the target set "
-                                          f"(targets for actions {sorted(t.index for t in targets.targets)})")
-            if str(target.type) != str(action.type):
-                raise ExecutionInputError(f"action {index} is a {action.type} but its target is a {target.type}")
-            pairs.append((index, action, target))
-        if by_index:
-            raise ExecutionInputError(f"targets for actions {sorted(by_index)} that the plan ({len(actions)} "
-                                      "actions) does not have")
-        return pairs
-
     def _plan_all(self, pairs: list[tuple[int, Any, Any]], dry_run: bool) -> list[StepResult]:
         """Plan and check every step (envelope, then the backend's reachability); outcome ``ok`` when it passes."""
         checked: list[StepResult] = []
@@ -144,13 +118,7 @@ class Executor:
         non-finite number, a negative width or a target set without a frame, and :class:`ExecutionInputError`
         when plan and targets do not match — in a dry run too; every robot-side problem becomes a step outcome.
         """
-        if targets is None:
-            try:
-                targets = plan.target_set()
-            except PlanError as exc:
-                raise ExecutionInputError(str(exc)) from exc
-        pairs = self._pair(plan, targets)
-        check_targets(targets)  # before anything computes a motion: a NaN yaw must never reach the IK
+        targets, pairs = check_goal(plan, targets)  # before anything computes a motion: a NaN yaw must never reach the IK
         if not pairs:
             return ExecutionResult(True, "empty plan: nothing to do", [])
         checked = self._plan_all(pairs, dry_run)

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from grounded_planner.plan import PlanError
+
 # How far |q| may be from 1 (a quaternion normalised in float32 is within ~1e-7; hand-written ones such as
 # (0, 0, 0.7071, 0.7071) within ~1e-5).
 UNIT_QUATERNION_TOLERANCE = 1e-3
@@ -95,6 +97,54 @@ def check_targets(targets: Any, expected_frame: str = "") -> None:
         if own and own != frame:
             raise InvalidGoalError(index, kind, "frame", f"{own!r} differs from the plan's frame {frame!r}")
         check_target(index, kind, target)
+
+
+def pair_steps(plan: Any, targets: Any) -> list[tuple[int, Any, Any]]:
+    """``(index, action, target)`` for every plan action; :class:`ExecutionInputError` when they do not fit.
+
+    Every action needs exactly one target of its own type, and every target an action; targets still in a
+    camera optical frame are refused (back-projected without extrinsics: metres, but not the robot's).
+    """
+    frame = str(getattr(targets, "frame", ""))
+    if "optical" in frame:
+        raise ExecutionInputError(f"targets are in the camera frame {frame!r}, not the robot base frame: "
+                                  "back-project with the camera extrinsics (--extrinsics)")
+    actions = list(getattr(plan, "actions", []))
+    by_index: dict[int, Any] = {}
+    for target in getattr(targets, "targets", []):
+        if int(target.index) in by_index:
+            raise ExecutionInputError(f"targets: two targets for action {target.index}")
+        by_index[int(target.index)] = target
+    pairs = []
+    for index, action in enumerate(actions):
+        target = by_index.pop(index, None)
+        if target is None:
+            raise ExecutionInputError(f"action {index} ({action.type}) has no target in the target set "
+                                      f"(targets for actions {sorted(t.index for t in targets.targets)})")
+        if str(target.type) != str(action.type):
+            raise ExecutionInputError(f"action {index} is a {action.type} but its target is a {target.type}")
+        pairs.append((index, action, target))
+    if by_index:
+        raise ExecutionInputError(f"targets for actions {sorted(by_index)} that the plan ({len(actions)} "
+                                  "actions) does not have")
+    return pairs
+
+
+def check_goal(plan: Any, targets: Any = None) -> tuple[Any, list[tuple[int, Any, Any]]]:
+    """Every check that needs no robot: plan and targets fit (:func:`pair_steps`), every target sound
+    (:func:`check_targets`). ``targets`` None: the targets the plan's actions carry.
+
+    Returns the target set and the ``(index, action, target)`` pairs. Raises :class:`InvalidGoalError` or
+    :class:`ExecutionInputError`; callers run it before connecting a robot, so a bad file never connects one.
+    """
+    if targets is None:
+        try:
+            targets = plan.target_set()
+        except PlanError as exc:
+            raise ExecutionInputError(str(exc)) from exc
+    pairs = pair_steps(plan, targets)
+    check_targets(targets)
+    return targets, pairs
 
 
 def check_quaternion(step: int, kind: str, q_xyzw: Sequence[Any]) -> None:
