@@ -100,6 +100,8 @@ def test_dry_run_on_the_so101_reports_unreachable_from_its_ik(tmp_path, capsys):
 @pytest.mark.parametrize("mutate, message", [
     (lambda t: t.update(targets=t["targets"][:1]), "has no target"),
     (lambda t: t["targets"][0].pop("position"), "invalid target"),
+    (lambda t: t.update(targets={"0": t["targets"][0]}), "field 'targets' must be a JSON list, got dict"),
+    (lambda t: t["targets"].append("place"), "field 'targets[2]' must be a JSON object, got str"),
 ])
 def test_bad_targets_are_one_line_errors(tmp_path, capsys, mutate, message):
     plan, targets = write_case(tmp_path, [

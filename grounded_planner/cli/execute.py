@@ -82,16 +82,9 @@ def _load_targets(path: str):
         raise CliError(f"targets file {path} is not UTF-8 text (byte offset {exc.start})") from exc
     except json.JSONDecodeError as exc:
         raise CliError(f"targets file {path} is not JSON: {exc}") from exc
-    expected = "a JSON object with 'frame' and a 'targets' list of objects, as `grounded-planner backproject` prints"
-    if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
-        got = type(data.get("targets")).__name__ if isinstance(data, dict) else type(data).__name__
-        raise CliError(f"targets file {path}: expected {expected}; got {'targets as ' if isinstance(data, dict) else ''}{got}")
-    for i, target in enumerate(data["targets"]):
-        if not isinstance(target, dict):
-            raise CliError(f"targets file {path}: targets[{i}] is a {type(target).__name__}, expected an object")
     try:
-        return TargetSet.from_dict(data)
-    except ValueError as exc:  # PlanError / GeometryError: a field of one target
+        return TargetSet.from_dict(data)  # PlanError naming the field for a wrong shape, as backproject prints it
+    except ValueError as exc:  # PlanError / GeometryError: a field of the set or of one target
         raise CliError(f"targets file {path}: {exc}") from exc
 
 
