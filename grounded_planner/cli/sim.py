@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
+import sys
+import threading
 from pathlib import Path
 
 from grounded_planner.cli.main import CliError
+from grounded_planner.sim.backend import default_scenario_path
+from grounded_planner.sim.so101_bus import So101BusSim
 
 
 def register(subparsers) -> None:
@@ -71,6 +77,9 @@ def register(subparsers) -> None:
                      help="write the calibration file (so101_sim.json) here (default: a temporary folder)")
     bus.add_argument("--unplug", action="append", default=[], metavar="ID:SECONDS",
                      help="servo ID (1-6) stops answering SECONDS after start (a cable pulled); repeatable")
+    bus.add_argument("--unplug-on-signal", action="append", type=int, default=[], metavar="ID",
+                     help="servo ID (1-6) stops answering when the bus process gets SIGUSR1 (kill -USR1 PID): a cable "
+                          "pulled at a moment of your choosing; repeatable")
     bus.set_defaults(func=_so101_bus)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -232,13 +241,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _so101_bus(args: argparse.Namespace) -> int:
-    import signal
-    import sys
-    import threading
-
-    from grounded_planner.sim.backend import default_scenario_path
     from grounded_planner.sim.scenario import ScenarioError
-    from grounded_planner.sim.so101_bus import So101BusSim
     from grounded_planner.sim.workcell import SimError
 
     unplug = []
@@ -250,7 +253,17 @@ def _so101_bus(args: argparse.Namespace) -> int:
             raise CliError(f"--unplug must be ID:SECONDS (e.g. 3:5.0), got {item!r}") from None
         if not (1 <= unplug[-1][0] <= 6 and unplug[-1][1] >= 0) or not sep:
             raise CliError(f"--unplug must be ID:SECONDS with ID 1-6 and SECONDS >= 0, got {item!r}")
+    if any(not 1 <= sid <= 6 for sid in args.unplug_on_signal):
+        raise CliError(f"--unplug-on-signal takes servo ids 1-6, got {args.unplug_on_signal}")
     scenario = args.scenario or str(default_scenario_path("box_in_bowl_so101.yaml"))
+    # Servos answer within microseconds; LeRobot waits ~50 ms for a status packet. On a busy CPU the simulated bus
+    # must not miss that window: a higher scheduling priority where the OS allows it (root), and quick hand-offs of
+    # the GIL from the physics thread to the thread answering the pty.
+    try:
+        os.nice(-10)
+    except OSError:
+        pass
+    sys.setswitchinterval(0.0005)
     try:
         sim = So101BusSim(scenario, seed=args.seed, calibration_dir=args.calibration_dir)
     except (ScenarioError, SimError) as exc:
@@ -258,6 +271,7 @@ def _so101_bus(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    signal.signal(signal.SIGUSR1, lambda *_: sim.bus.silent.update(args.unplug_on_signal))
     with sim:
         print(json.dumps({"port": sim.port, "calibration": str(sim.calibration_path)}), flush=True)
         for sid, after in unplug:

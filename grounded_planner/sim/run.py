@@ -15,7 +15,7 @@ from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.executor import Executor
 from grounded_planner.geometry.errors import GeometryError
 from grounded_planner.geometry.targets import TargetSet, compute_targets
-from grounded_planner.sim.backend import SimBackend
+from grounded_planner.sim.backend import SimBackend, default_scenario_path
 from grounded_planner.sim.camera import BASE_FRAME
 from grounded_planner.sim.export import gt_plan, gt_targets
 from grounded_planner.sim.video import FrameRecorder
@@ -92,8 +92,6 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
         config = executor_config or ExecutorConfig()
         if executor_config is None and cell.robot.name == "so101":
             # the SO-101's own heights and envelope (the defaults are sized for a Franka): the shipped SO-101 config
-            from grounded_planner.sim.backend import default_scenario_path
-
             config = ExecutorConfig.load(default_scenario_path("../execution_so101.yaml"))
         recorder = None
         if rollout_dir is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from grounded_planner.sim.feetech import ADDR, RESOLUTION, FeetechBus, PtyBusServer
+from grounded_planner.sim.workcell import CONTROL_DT_S, SimWorkcell
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +89,6 @@ class So101BusSim:
 
     def __init__(self, scenario_path: str | Path, seed: int | None = 0, calibration_dir: str | Path | None = None,
                  realtime_factor: float = 1.0):
-        from grounded_planner.sim.workcell import CONTROL_DT_S, SimWorkcell
-
         self.cell = SimWorkcell.from_scenario(scenario_path, seed=seed, robot="so101")
         self.control_dt_s = CONTROL_DT_S
         self.realtime_factor = realtime_factor
@@ -138,8 +138,6 @@ class So101BusSim:
         return path
 
     def start(self) -> "So101BusSim":
-        import tempfile
-
         if self.calibration_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="so101-bus-")
             self.calibration_dir = Path(self._tmp.name)
@@ -220,9 +218,12 @@ class So101BusSim:
         return {name: round(math.degrees(float(v)), 2) for name, v in zip(MOTORS, q)}
 
     def final_report(self) -> dict:
-        """The last JSON line: joint positions (deg), the scenario's task check, bus statistics."""
+        """The last JSON line: joint positions (deg), torque on/off per servo, the scenario's task check, bus
+        statistics."""
         evaluated = self.cell.evaluate()
-        report = {"joints_deg": self.joints_deg(), "success": all(r.ok for r in evaluated),
+        with self.bus.lock:
+            torque = {c.name: self.bus.servos[c.servo_id].torque_enabled for c in self.calibration}
+        report = {"joints_deg": self.joints_deg(), "torque": torque, "success": all(r.ok for r in evaluated),
                   "predicates": [r.to_dict() for r in evaluated], "held": self.cell.held_body,
                   "packets": self.bus.stats.packets, "bad_checksums": self.bus.stats.bad_checksums,
                   "sim_time_s": round(self.cell.time_s, 3)}

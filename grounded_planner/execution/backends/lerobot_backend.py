@@ -62,6 +62,9 @@ class LeRobotConfig:
     gripper_closed_pos: float = 0.0  # gripper position commanded to close (the servo stalls on an object)
     gripper_max_width_m: float = 0.06  # jaw opening at gripper position 100, m (width is taken as linear in it)
     gripper_settle_s: float = 1.5  # time a gripper command may take to stop moving, s
+    # a read or command that got no status packet is repeated this often before the arm counts as faulted (one
+    # packet lost on the serial line must not end a motion; a servo that stays silent still does)
+    bus_retries: int = 2
 
     def __post_init__(self) -> None:
         # YAML gives 10 for 10.0; LeRobot's ensure_safe_goal_position accepts only a float (an int raises TypeError
@@ -70,6 +73,8 @@ class LeRobotConfig:
             value = getattr(self, f.name)
             if f.type in ("float", float) and isinstance(value, int) and not isinstance(value, bool):
                 setattr(self, f.name, float(value))
+        if not isinstance(self.bus_retries, int) or isinstance(self.bus_retries, bool) or not 0 <= self.bus_retries <= 10:
+            raise ConfigError(f"backends.lerobot.bus_retries must be an integer in [0, 10], got {self.bus_retries!r}")
         if self.on_disconnect not in ON_DISCONNECT:
             raise ConfigError(f"backends.lerobot.on_disconnect must be one of {', '.join(ON_DISCONNECT)}, "
                               f"got {self.on_disconnect!r}")
@@ -143,6 +148,17 @@ def make_so_follower(config: LeRobotConfig) -> Any:
     return Follower(FollowerConfig(**so_follower_config_kwargs(config)))
 
 
+def _close_port(robot: Any) -> None:
+    """Close the serial port a failed ``connect()`` left open, without LeRobot's disconnect() (which would turn the
+    servos' torque off first and drop the arm)."""
+    handler = getattr(getattr(robot, "bus", None), "port_handler", None)
+    try:
+        if handler is not None and getattr(handler, "is_open", False):
+            handler.closePort()
+    except Exception as exc:  # nothing more to do about a port that will not close
+        log.debug("lerobot: closing the port after a failed connect: %s", exc)
+
+
 class LeRobotBackend(RobotBackend):
     """An SO-101 follower arm. Cartesian goals go through :class:`So101Kinematics` (placo), then a joint-space
     path interpolated at ``control_period_s`` is streamed with ``send_action`` (LeRobot clips each step to
@@ -183,12 +199,19 @@ class LeRobotBackend(RobotBackend):
     def connect(self) -> None:
         if self._robot is not None:
             return
-        robot = self._factory(self.config)
-        try:
-            # calibrate=False: LeRobot's calibration asks questions on the terminal; a robot driver never may
-            robot.connect(calibrate=False)
-        except Exception as exc:  # serial/SDK errors come in many types; all mean the arm is not there
-            raise BackendFault(f"lerobot: cannot connect to the SO-101 on {self.config.port}: {exc}") from exc
+        for attempt in range(self.config.bus_retries + 1):
+            robot = self._factory(self.config)
+            try:
+                # calibrate=False: LeRobot's calibration asks questions on the terminal; a robot driver never may
+                robot.connect(calibrate=False)
+                break
+            except Exception as exc:  # serial/SDK errors come in many types; all mean the arm is not there
+                _close_port(robot)
+                if attempt == self.config.bus_retries or not isinstance(exc, (ConnectionError, RuntimeError)):
+                    raise BackendFault(f"lerobot: cannot connect to the SO-101 on {self.config.port}: {exc}") from exc
+                # a status packet lost during the handshake (ping, firmware, configure): try once more
+                log.warning("lerobot: connecting failed, retrying (%d/%d): %s", attempt + 1, self.config.bus_retries,
+                            str(exc).splitlines()[0])
         if not getattr(robot, "is_calibrated", True):
             robot.disconnect()
             raise BackendFault(f"lerobot: the SO-101 on {self.config.port} is not calibrated for id "
@@ -225,9 +248,21 @@ class LeRobotBackend(RobotBackend):
             self._settle(np.array([rest[k] for k in ARM_KEYS]))
 
     # -- state -------------------------------------------------------------------------------------
+    def _bus_call(self, call: Callable[[], Any]) -> Any:
+        """``call()``, repeated up to ``bus_retries`` times when the bus lost a status packet (LeRobot raises
+        ConnectionError); reads and absolute position goals are safe to repeat. A servo that stays silent still
+        raises after the retries."""
+        for attempt in range(self.config.bus_retries + 1):
+            try:
+                return call()
+            except ConnectionError as exc:
+                if attempt == self.config.bus_retries:
+                    raise
+                log.warning("lerobot: bus error, retrying (%d/%d): %s", attempt + 1, self.config.bus_retries, exc)
+
     def _observe(self) -> dict[str, float]:
         try:
-            obs = self._robot.get_observation()
+            obs = self._bus_call(self._robot.get_observation)
             return {k: float(obs[f"{k}.pos"]) for k in (*ARM_KEYS, GRIPPER_KEY)}
         except (KeyError, TypeError, ValueError) as exc:
             raise BackendFault(f"lerobot: observation without the SO-101 joints: {exc}") from exc
@@ -235,8 +270,9 @@ class LeRobotBackend(RobotBackend):
             raise BackendFault(f"lerobot: cannot read the servos: {exc}") from exc
 
     def _send(self, action: dict[str, float]) -> dict[str, float]:
+        command = {f"{k}.pos": float(v) for k, v in action.items()}
         try:
-            return self._robot.send_action({f"{k}.pos": float(v) for k, v in action.items()})
+            return self._bus_call(lambda: self._robot.send_action(command))
         except Exception as exc:
             raise BackendFault(f"lerobot: cannot command the servos: {exc}") from exc
 
