@@ -1,4 +1,4 @@
-"""Fine-tuning on the CPU: V2GP training JSONL -> `grounded-planner finetune` (TRL SFTTrainer, LoRA) -> the adapter
+"""Fine-tuning on the CPU: V2GP training JSONL -> `grounded-planner finetune` (transformers Trainer, LoRA) -> the adapter
 loaded by the planner's transformers backend -> a plan through the planner's parser; two gloo processes under
 torchrun against one process with the same global batch; resume from a checkpoint; TensorBoard logs.
 
@@ -22,7 +22,7 @@ pytest.importorskip("pyarrow")
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
-pytest.importorskip("trl")
+pytest.importorskip("accelerate")
 
 from grounded_planner.v2gp.config import V2GPConfig  # noqa: E402
 from grounded_planner.v2gp.dataset import open_dataset  # noqa: E402

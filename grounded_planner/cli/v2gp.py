@@ -60,7 +60,7 @@ def register(subparsers) -> None:
     synth.set_defaults(func=_synth)
 
     ft = subparsers.add_parser("finetune", help="LoRA fine-tuning of a Qwen3-VL planner on V2GP training JSONL",
-                               description="TRL SFTTrainer + accelerate. Several processes: accelerate launch "
+                               description="transformers Trainer + accelerate. Several processes: accelerate launch "
                                            "[--config_file fsdp.yaml] $(which grounded-planner) finetune ... "
                                            "(see docs/scale.md).")
     ft.add_argument("--data", required=True, metavar="TRAIN.jsonl", help="training JSONL written by 'v2gp run'")

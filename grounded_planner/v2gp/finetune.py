@@ -1,4 +1,4 @@
-"""LoRA fine-tuning of a Qwen3-VL planner on V2GP training JSONL (TRL's SFTTrainer, accelerate, peft).
+"""LoRA fine-tuning of a Qwen3-VL planner on V2GP training JSONL (transformers' Trainer, accelerate, peft).
 
 Each JSONL line is a chat sample as ``v2gp run`` writes it: system (the planner's prompt), user (image +
 instruction), assistant (the plan in the qwen3 convention). The chat is rendered with the model's own
@@ -14,7 +14,6 @@ import json
 import math
 import os
 import random
-import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -243,7 +242,7 @@ def last_checkpoint(folder: Path) -> Path | None:
 
 def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: FinetuneConfig | None = None,
              progress: TextIO | None = None) -> dict[str, Any]:
-    """Train a LoRA adapter on ``data`` for ``base_model`` with TRL's SFTTrainer; save it to ``out``.
+    """Train a LoRA adapter on ``data`` for ``base_model`` with transformers' Trainer; save it to ``out``.
 
     Runs as one process, or as several under ``accelerate launch`` / ``torchrun`` (data parallel; FSDP or
     DeepSpeed through an accelerate config): the global batch ``batch_size`` is split over the processes and
@@ -258,8 +257,7 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
     torch = require("torch", "ml", "fine-tuning")
     peft = require("peft", "ml", "LoRA fine-tuning")
     transformers = require("transformers", "ml", "fine-tuning")
-    trl = require("trl", "scale", "fine-tuning")
-    datasets = require("datasets", "scale", "fine-tuning")
+    require("accelerate", "scale", "fine-tuning")  # the Trainer's engine; named here so a missing one says so
     samples = load_training_jsonl(data)
     base = Path(base_model)
     if not base.is_dir():
@@ -295,7 +293,7 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
     steps_per_epoch = math.ceil(len(train_ids) / config.batch_size)
     total = config.max_steps or max(1, math.ceil(config.epochs * steps_per_epoch))
     # the training arguments before the model: under DeepSpeed ZeRO-3 they make from_pretrained load it sharded
-    args = trl.SFTConfig(
+    args = transformers.TrainingArguments(
         output_dir=str(checkpoints), max_steps=total, learning_rate=config.learning_rate, weight_decay=0.0,
         lr_scheduler_type="constant_with_warmup", warmup_steps=config.warmup_steps,
         per_device_train_batch_size=config.micro_batch_size, per_device_eval_batch_size=config.micro_batch_size,
@@ -304,15 +302,9 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
         save_strategy="steps", save_steps=config.save_every or total, save_total_limit=config.save_total_limit,
         eval_strategy="steps" if (n_eval and config.eval_every) else "no", eval_steps=config.eval_every or None,
         use_cpu=on_cpu, bf16=dtype == torch.bfloat16, dataloader_num_workers=config.dataloader_workers,
-        # the samples are rendered by our collator exactly as the planner's transformers backend renders a
-        # request (its chat template, its image resize), the loss masked to the answer: TRL's own dataset
-        # preparation and column pruning must leave them alone
-        dataset_kwargs={"skip_prepare_dataset": True}, remove_unused_columns=False, max_length=None,
-        ddp_find_unused_parameters=False,
-        # TRL's default chunked loss never builds the full logits (large vocabularies), but cannot run through a
-        # LoRA on lm_head: then the plain token loss
-        **({"loss_type": "nll"} if re.fullmatch(config.target_modules, "lm_head") or
-           re.fullmatch(config.target_modules, "model.lm_head") else {}),
+        # rows are sample indices; the collator renders them exactly as the planner's transformers backend
+        # renders a request (its chat template, its image resize), the loss masked to the answer
+        remove_unused_columns=False, ddp_find_unused_parameters=False,
     )
     try:
         processor = _load_processor(base)
@@ -328,10 +320,10 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
     if not any(p.requires_grad for p in model.parameters()):
         raise V2GPError(f"no module of {base} matches target_modules {config.target_modules!r}")
 
-    train_set = datasets.Dataset.from_list([{"sample": i} for i in train_ids])
-    eval_set = datasets.Dataset.from_list([{"sample": i} for i in eval_ids]) if n_eval else None
+    train_set = [{"sample": i} for i in train_ids]
+    eval_set = [{"sample": i} for i in eval_ids] if n_eval else None
     tracker = type("ProgressCallback", (_Progress, transformers.TrainerCallback), {})(progress)
-    trainer = trl.SFTTrainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
                              data_collator=Collator(processor, samples, config.max_image_side),
                              processing_class=getattr(processor, "tokenizer", processor), callbacks=[tracker])
     trainer.remove_callback(transformers.PrinterCallback)  # stdout is the report's; progress goes to `progress`
