@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable
+import yaml
 
 
 def read_yaml(path: str | Path, what: str, error: Callable[..., Exception], **error_kwargs: Any) -> Any:
@@ -12,7 +13,6 @@ def read_yaml(path: str | Path, what: str, error: Callable[..., Exception], **er
 
     ``what`` names the file's role in messages ("extrinsics file", "executor config", "profile").
     """
-    import yaml
 
     path = Path(path)
     try:

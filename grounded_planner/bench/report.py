@@ -25,6 +25,7 @@ from grounded_planner.bench.scoring import (
     segment_steps,
 )
 from grounded_planner.bench.table import HORIZONS, TYPES, episode_counts, table_cells
+from PIL import Image
 
 # Failure categories, in the order the report lists them.
 CATEGORIES = ("missing prediction", "no plan", "unparseable", "invalid step", "wrong box", "place outside target",
@@ -134,7 +135,6 @@ def _image_data(episode: Episode, max_side_px: int) -> tuple[str | None, tuple[i
     Images whose longest side exceeds ``max_side_px`` are embedded shrunk (JPEG) to keep the report small;
     the overlay still uses original pixel coordinates because the SVG stretches the image to full size.
     """
-    from PIL import Image
 
     try:
         raw = episode.image.read_bytes()

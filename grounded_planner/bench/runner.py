@@ -14,6 +14,7 @@ from typing import Any, Callable, TextIO
 import numpy as np
 
 from grounded_planner.bench.episodes import Episode, EpisodeError
+from PIL import Image
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,6 @@ def read_done(out_path: Path, retry_errors: bool = False) -> set[str]:
 
 def load_rgb(path: Path) -> np.ndarray:
     """An episode image as (H, W, 3) uint8 RGB."""
-    from PIL import Image
 
     with Image.open(path) as img:
         return np.asarray(img.convert("RGB"))

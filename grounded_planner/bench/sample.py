@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from PIL import Image, ImageDraw
 
 IMAGE_SIZE = (320, 240)  # (width, height) px of every sample image
 TABLE_RGB = (196, 164, 120)
@@ -58,7 +59,6 @@ def _layout(rng: random.Random, things: list[tuple[str, str, tuple[int, int, int
 
 def draw_scene(things: list[Thing]):
     """Render the scene as a PIL image (flat colours: small PNGs)."""
-    from PIL import Image, ImageDraw
 
     img = Image.new("RGB", IMAGE_SIZE, TABLE_RGB)
     d = ImageDraw.Draw(img)

@@ -14,6 +14,7 @@ import numpy as np
 
 from grounded_planner.geometry.errors import CameraModelError
 from grounded_planner.geometry.yamlfile import read_yaml
+import yaml
 
 # Number of coefficients of each supported ROS distortion model (sensor_msgs/distortion_models.hpp);
 # shorter D vectors are padded with zeros, as OpenCV does. equidistant is OpenCV's fisheye model (k1..k4 on
@@ -189,8 +190,6 @@ class CameraModel:
         }
 
     def save_yaml(self, path: str | Path) -> None:
-        import yaml
-
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
 
     # -- properties ---------------------------------------------------------------------------

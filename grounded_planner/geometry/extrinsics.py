@@ -13,6 +13,7 @@ from grounded_planner.fileio import write_text_atomic
 from grounded_planner.geometry.errors import ExtrinsicsError
 from grounded_planner.geometry.transforms import invert_transform, make_transform, matrix_to_quat, quat_to_matrix
 from grounded_planner.geometry.yamlfile import read_yaml
+import yaml
 
 # A stored quaternion whose norm is further than this from 1 is rejected as a typo rather than renormalised:
 # YAML files written by tools carry ~1e-9 rounding, a hand-edited wrong digit shows up as >1e-3.
@@ -105,7 +106,6 @@ class Extrinsics:
 
     def save(self, path: str | Path, header: str = "") -> None:
         """Write the YAML file atomically; ``header`` lines become leading ``#`` comments."""
-        import yaml
 
         path = Path(path)
         text = "".join(f"# {line}\n" for line in header.splitlines()) + yaml.safe_dump(self.to_dict(), sort_keys=False)

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from grounded_planner.geometry.transforms import fold_half_turn
+from grounded_planner.geometry.transforms import fold_half_turn, matrix_to_quat
 from grounded_planner.geometry.camera import CameraModel
 from grounded_planner.geometry.extrinsics import Extrinsics
-from grounded_planner.geometry.transforms import matrix_to_quat
+from PIL import Image
+from grounded_planner.plan import GroundedAction, GroundedPlan, save_plan
 
 
 @dataclass
@@ -343,9 +344,7 @@ def write_scene_files(seed: int, out_dir: str | Path, width: int = 640, height: 
     position, yaw}]}``: grasp at the true top-face centre with the true closing yaw (None for round objects),
     place at the place pixel's ray on the table).
     """
-    from PIL import Image
 
-    from grounded_planner.plan import GroundedAction, GroundedPlan, save_plan
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ import numpy as np
 from grounded_planner.geometry.camera import (CameraModel, UnsupportedDistortionError,  # noqa: F401 (re-exported)
                                               ros_distortion_model)
 from grounded_planner.geometry.errors import CameraModelError
+import sys
 
 
 def camera_model_from_msg(msg: Any, frame_id: str = "") -> CameraModel:
@@ -47,7 +48,6 @@ def camera_model_to_msg(camera: CameraModel, make: Callable[..., Any], header: A
                   k=camera.K.astype(np.float64).ravel(), r=np.eye(3).ravel(), p=P.ravel(), binning_x=0, binning_y=0)
     roi_type = getattr(make, "__dataclass_fields__", {}).get("roi")
     if roi_type is not None:  # rosbags: a dataclass whose RegionOfInterest class sits in the same module
-        import sys
 
         roi_cls = getattr(sys.modules[make.__module__], str(roi_type.type).split(".")[-1])
         fields["roi"] = roi_cls(x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)

@@ -20,6 +20,7 @@ import struct
 from typing import Any, Callable
 
 import numpy as np
+from PIL import Image as PILImage, UnidentifiedImageError
 
 IMAGE_MSGTYPE = "sensor_msgs/msg/Image"
 COMPRESSED_MSGTYPE = "sensor_msgs/msg/CompressedImage"
@@ -179,7 +180,6 @@ def numpy_to_compressed(array: np.ndarray, make: Callable[..., Any], fmt: str = 
 
     ``format`` reads ``"rgb8; jpeg compressed bgr8"`` (or ``png``), as compressed_image_transport 4.x spells it.
     """
-    from PIL import Image as PILImage
 
     if fmt not in ("jpeg", "png"):
         raise ImageDecodeError(f"compressed format must be jpeg or png, got {fmt!r}")
@@ -233,7 +233,6 @@ def numpy_to_compressed_depth(depth: np.ndarray, make: Callable[..., Any], heade
     The bytes are what compressed_depth_image_transport's publisher writes with its defaults
     (``depth_max`` 10 m, ``depth_quantization`` 100, PNG).
     """
-    from PIL import Image as PILImage
 
     depth = np.ascontiguousarray(depth)
     quant_a = quant_b = 0.0
@@ -315,8 +314,6 @@ def describe(msg: Any) -> str:
 
 # -- helpers ----------------------------------------------------------------------------------------------
 def _open_image(data: bytes, what: str, load: bool = True):
-    from PIL import Image as PILImage, UnidentifiedImageError
-
     try:
         image = PILImage.open(io.BytesIO(data))
         if load:

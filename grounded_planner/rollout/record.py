@@ -27,7 +27,10 @@ import numpy as np
 
 from grounded_planner.msgs.execution import execution_event_msg, execution_result_msg
 from grounded_planner.plan import GroundedAction, GroundedPlan, TargetSet
-from grounded_planner.rollout.bag import plan_msg, typestore
+from grounded_planner.rollout.bag import (
+    BagError, McapBagWriter, camera_info_msg, depth_msg, image_msg, joint_state_msg, plan_msg, recover_mcap,
+    step_outcome_msg, string_msg, typestore, write_empty_mcap,
+)
 from grounded_planner import fileio
 from grounded_planner.rollout.taxonomy import auto_failure_mode, check_failure_mode
 
@@ -134,8 +137,6 @@ class RolloutRecorder:
                  config: Any = None, episode_id: str | None = None, notes: str = "",
                  topics: RolloutTopics | None = None, fsync_every_s: float | None = 1.0,
                  extra: Mapping[str, Any] | None = None, clock_ns: Callable[[], int] | None = None):
-        from grounded_planner.rollout.bag import McapBagWriter
-
         self.directory = Path(directory)
         if (self.directory / JSON_NAME).exists() or (self.directory / BAG_NAME).exists():
             raise RolloutError(f"{self.directory} already holds a rollout; use a new folder per episode")
@@ -218,14 +219,12 @@ class RolloutRecorder:
     def log_color(self, rgb: np.ndarray, stamp_ns: int | None = None,
                   frame_id: str = "camera_color_optical_frame") -> None:
         """(H, W, 3) uint8 RGB image -> sensor_msgs/Image rgb8 on ``topics.color``."""
-        from grounded_planner.rollout.bag import image_msg
 
         self._write(self.topics.color, image_msg(rgb, self._stamp(stamp_ns), frame_id))
 
     def log_depth(self, depth: np.ndarray, stamp_ns: int | None = None,
                   frame_id: str = "camera_color_optical_frame", depth_unit_m: float = 0.001) -> None:
         """(H, W) depth (float metres or uint16 counts of ``depth_unit_m``) -> 16UC1 image on ``topics.depth``."""
-        from grounded_planner.rollout.bag import depth_msg
 
         self._write(self.topics.depth, depth_msg(depth, self._stamp(stamp_ns), frame_id, depth_unit_m))
 
@@ -233,7 +232,6 @@ class RolloutRecorder:
                         distortion_model: str = "plumb_bob", stamp_ns: int | None = None,
                         frame_id: str = "camera_color_optical_frame") -> None:
         """Intrinsics (3x3 ``K`` in pixels, distortion ``D``) -> sensor_msgs/CameraInfo on ``topics.camera_info``."""
-        from grounded_planner.rollout.bag import camera_info_msg
 
         self._write(self.topics.camera_info, camera_info_msg(K, width, height, self._stamp(stamp_ns), D,
                                                              distortion_model, frame_id))
@@ -256,8 +254,6 @@ class RolloutRecorder:
 
     def log_joint_state(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float] = (),
                         effort: Sequence[float] = (), stamp_ns: int | None = None) -> None:
-        from grounded_planner.rollout.bag import joint_state_msg
-
         self._write(self.topics.joint_states, joint_state_msg(names, position, self._stamp(stamp_ns), velocity, effort))
 
     def log_message(self, topic: str, msg: Any) -> None:
@@ -266,8 +262,6 @@ class RolloutRecorder:
 
     # -- planning and execution -------------------------------------------------------------------
     def log_instruction(self, instruction: str) -> None:
-        from grounded_planner.rollout.bag import string_msg
-
         with self._lock:
             self._write(self.topics.instruction, string_msg(instruction))
             if instruction != self._data["instruction"]:
@@ -276,7 +270,6 @@ class RolloutRecorder:
 
     def log_plan(self, plan: Any, stamp_ns: int | None = None, planning_time_s: float | None = None) -> None:
         """The planner's GroundedPlan (plan model) -> rollout.json ``plan`` and a GroundedPlan message."""
-        from grounded_planner.rollout.bag import plan_msg
 
         with self._lock:
             self._write(self.topics.plan, plan_msg(plan, self._stamp(stamp_ns)))
@@ -345,7 +338,6 @@ class RolloutRecorder:
     def log_attempt(self, attempt: Any) -> None:
         """One closed-loop try of a step (an ``Attempt`` or its dict: step, attempt, type, outcome, check, message,
         duration_s, ...) -> rollout.json ``attempts`` and a StepOutcome message on ``topics.attempts``."""
-        from grounded_planner.rollout.bag import step_outcome_msg
 
         with self._lock:
             payload = _to_plain(attempt)
@@ -356,7 +348,6 @@ class RolloutRecorder:
     def log_replan(self, plan: Any, reason: str = "", stamp_ns: int | None = None) -> None:
         """A new plan made during the episode (closed loop): appended to rollout.json ``plans`` and written as a
         GroundedPlan message on ``topics.plan``; the first plan stays in ``plan``."""
-        from grounded_planner.rollout.bag import plan_msg
 
         with self._lock:
             self._write(self.topics.plan, plan_msg(plan, self._stamp(stamp_ns)))
@@ -572,7 +563,6 @@ def recover_rollout(directory: str | Path) -> RolloutRecord:
     valid bag, one whose rollout.json was never written gets one, and an unreadable bag is kept aside as
     ``rollout.mcap.corrupt`` next to an empty one. Raises RolloutError only while the writer is still alive.
     """
-    from grounded_planner.rollout.bag import BagError, recover_mcap, write_empty_mcap
 
     directory = Path(directory)
     reasons = []

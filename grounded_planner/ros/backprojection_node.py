@@ -15,6 +15,7 @@ from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject,
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, declare_all, extrinsics_file, resolve_data_path, non_empty, non_negative, values
 from grounded_planner.ros.visualize import plan_markers
+from grounded_planner.geometry.extrinsics import Extrinsics
 
 PARAMS = [
     Param("input_topic", names.PLAN_PIXELS, "GroundedPlan in pixels to back-project", non_empty, read_only=True),
@@ -64,8 +65,6 @@ class BackprojectionNode(Node):
     def extrinsics(self):
         path = self.get_parameter("extrinsics_file").value
         if path and self._extrinsics is None:
-            from grounded_planner.geometry.extrinsics import Extrinsics
-
             self._extrinsics = Extrinsics.load(resolve_data_path(path))
         return self._extrinsics if path else None
 

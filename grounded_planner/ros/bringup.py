@@ -11,6 +11,7 @@ from typing import Any, Callable
 import yaml
 
 from grounded_planner.yamlfile import read_yaml
+import importlib
 
 # Node name in a profile (the section key, as in a ROS 2 parameters file) -> "module:Class".
 NODE_TYPES = {
@@ -75,8 +76,6 @@ class Profile:
 
 
 def _node_module(name: str):
-    import importlib
-
     return importlib.import_module(NODE_TYPES[name].split(":")[0])
 
 

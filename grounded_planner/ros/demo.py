@@ -16,6 +16,13 @@ import numpy as np
 
 from grounded_planner.ros import names
 from grounded_planner.ros.bringup import Bringup, Profile
+from grounded_planner.ros.bags import write_bag
+from grounded_planner.sim.export import gt_plan
+from grounded_planner.sim.workcell import SimWorkcell
+from grounded_planner.vlm.image import image_sha256
+from grounded_planner.msgs.execution import execution_result_from_msg
+from grounded_planner.sim.backend import SimBackend
+from PIL import Image
 
 SCENARIO = Path(__file__).resolve().parents[2] / "config" / "scenarios" / "box_in_bowl.yaml"
 FRAMES = 10  # frames in the sample bag (10 Hz: one second of camera)
@@ -79,11 +86,7 @@ def write_scene(out_dir: Path, seed: int, say: Callable[[str], None]):
     """
     from sensor_msgs.msg import CameraInfo
 
-    from grounded_planner.ros.bags import write_bag
     from grounded_planner.ros.convert import numpy_to_image
-    from grounded_planner.sim.export import gt_plan
-    from grounded_planner.sim.workcell import SimWorkcell
-    from grounded_planner.vlm.image import image_sha256
 
     cell = SimWorkcell.from_scenario(SCENARIO, seed=seed)
     rgb, depth_m = cell.render()
@@ -154,10 +157,8 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from std_msgs.msg import String
 
-    from grounded_planner.msgs.execution import execution_result_from_msg
     from grounded_planner.ros.client import GroundedPlannerClient
     from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
-    from grounded_planner.sim.backend import SimBackend
     from grounded_planner_interfaces.msg import ExecutionResult as ExecutionResultMsg
     from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
@@ -219,8 +220,6 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
             say(f"  empty plan: {plan.reason}")
         overlay = _overlay_of(graph.nodes["planner"], 10.0)  # drawn off the response path: it may lag the answer
         if overlay is not None:
-            from PIL import Image
-
             report.overlay = out_dir / "overlay.png"
             Image.fromarray(overlay).save(report.overlay)
             say(f"  overlay image: {report.overlay}")

@@ -15,9 +15,9 @@ from std_srvs.srv import SetBool
 from visualization_msgs.msg import MarkerArray
 
 from grounded_planner_interfaces.action import ExecutePlan
-from grounded_planner_interfaces.msg import ExecutionEvent
-from grounded_planner_interfaces.msg import ExecutionResult as ExecutionResultMsg
-from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+from grounded_planner_interfaces.msg import (
+    ExecutionEvent, ExecutionResult as ExecutionResultMsg, GroundedPlan as GroundedPlanMsg,
+)
 
 from grounded_planner.execution.approval import ApprovalGate
 from grounded_planner.execution.closed_loop import CONDITION as CLOSED_LOOP, ClosedLoop, ClosedLoopResult
@@ -35,6 +35,7 @@ from grounded_planner.ros.visualize import plan_markers
 from grounded_planner.ros.moveit import moveit_backend_args
 from grounded_planner.ros.params import (Param, declare_all, executor_config_file, existing_file, extrinsics_file,
                                          non_empty, one_of, positive, resolve_data_path, values)
+from grounded_planner.geometry.extrinsics import Extrinsics
 
 PARAMS = [
     Param("backend", "sim", "robot backend: sim | franky | lerobot | moveit", one_of("sim", "franky", "lerobot", "moveit"), read_only=True),
@@ -117,7 +118,6 @@ class ExecutorNode(LifecycleNode):
             if not p["extrinsics_file"]:
                 self.get_logger().error("configure failed: closed_loop needs extrinsics_file (camera -> robot base)")
                 return TransitionCallbackReturn.FAILURE
-            from grounded_planner.geometry.extrinsics import Extrinsics
 
             try:
                 extrinsics = Extrinsics.load(resolve_data_path(p["extrinsics_file"]))

@@ -242,7 +242,6 @@ def values(node: Node, params: list[Param]) -> dict[str, Any]:
 
 def expand_path(path: str) -> str:
     """``~`` and ``~user`` expanded: launch files and YAML pass paths as text, and no shell expands them there."""
-    import os
 
     return os.path.expanduser(path) if path else path
 

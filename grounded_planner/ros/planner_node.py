@@ -12,8 +12,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import Image
 from visualization_msgs.msg import MarkerArray
 
-from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
-from grounded_planner_interfaces.msg import PlannerStatus
+from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg, PlannerStatus
 from grounded_planner_interfaces.srv import GetGroundedPlan
 
 from grounded_planner.msgs.execution import planner_status_msg
@@ -28,6 +27,9 @@ from grounded_planner.ros.params import (Param, declare_all, existing_file, expa
 from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
 from grounded_planner.vlm.errors import VLMBusyError
 from grounded_planner.vlm.gate import RequestGate
+from grounded_planner.vlm.config import PlannerConfig
+from grounded_planner.vlm.factory import make_planner
+from grounded_planner.geometry.extrinsics import Extrinsics
 
 BACKENDS = ("openai", "gemini", "transformers", "replay", "decoupled")
 
@@ -70,7 +72,6 @@ PLANNER_PARAMS = {"backend", "model", "base_url", "api_key_env", "timeout_s", "m
 
 def planner_config(p: dict):
     """The PlannerConfig the node's parameter values describe (ValueError when they do not fit together)."""
-    from grounded_planner.vlm.config import PlannerConfig
 
     return PlannerConfig(backend=p["backend"], model=p["model"], base_url=p["base_url"], api_key_env=p["api_key_env"],
                          timeout_s=p["timeout_s"], max_retries=p["max_retries"], prompt_family=p["prompt_family"],
@@ -135,7 +136,6 @@ class PlannerNode(Node):
 
     def planner(self):
         """The planner for the current parameters (built on first use; VLMError/ValueError when it cannot be)."""
-        from grounded_planner.vlm.factory import make_planner
 
         with self._planner_lock:
             if self._planner is None:
@@ -147,8 +147,6 @@ class PlannerNode(Node):
         if not path:
             return None
         if self._extrinsics is None:
-            from grounded_planner.geometry.extrinsics import Extrinsics
-
             self._extrinsics = Extrinsics.load(resolve_data_path(path))
         return self._extrinsics
 

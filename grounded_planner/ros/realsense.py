@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import os
 
 # realsense-ros publishes aligned depth in millimetres (16UC1); D400 depth units default to 1 mm.
 DEPTH_UNIT_M = 0.001
@@ -97,8 +98,6 @@ class RealSenseSource:
 
         config = rs.config()
         if playback_file:
-            import os
-
             if not os.path.isfile(playback_file):
                 raise CameraError(f"playback_file {playback_file!r} does not exist")
             config.enable_device_from_file(playback_file, repeat_playback=loop_playback)

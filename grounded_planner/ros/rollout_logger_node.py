@@ -13,10 +13,9 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import CameraInfo
 from std_msgs.msg import String
 
-from grounded_planner_interfaces.msg import ExecutionEvent
-from grounded_planner_interfaces.msg import ExecutionResult as ExecutionResultMsg
-from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
-from grounded_planner_interfaces.msg import PlannerStatus
+from grounded_planner_interfaces.msg import (
+    ExecutionEvent, ExecutionResult as ExecutionResultMsg, GroundedPlan as GroundedPlanMsg, PlannerStatus,
+)
 
 from grounded_planner.msgs.execution import execution_event_from_msg, execution_result_from_msg
 from grounded_planner.ros import names
@@ -27,6 +26,7 @@ from grounded_planner.ros.convert import plan_from_msg
 from grounded_planner.ros.frames import TypedSubscription, camera_model
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, all_of, declare_all, expand_path, non_empty, non_negative, values, writable_folder
+from grounded_planner.rollout.record import RolloutRecorder
 
 PENDING_S = 5.0  # events older than this when an episode opens belong to no episode (logged and dropped)
 
@@ -88,8 +88,6 @@ class RolloutLoggerNode(Node):
 
     # -- episode boundaries ------------------------------------------------------------------------
     def _open(self, instruction: str, model: str = ""):
-        from grounded_planner.rollout.record import RolloutRecorder
-
         if self._has_result:
             self._close("complete")
         else:

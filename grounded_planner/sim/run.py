@@ -21,6 +21,8 @@ from grounded_planner.sim.export import gt_plan, gt_targets
 from grounded_planner.sim.video import FrameRecorder
 from grounded_planner.sim.workcell import SimWorkcell
 from grounded_planner.vlm.errors import VLMError
+from grounded_planner.rollout.taxonomy import auto_failure_mode
+from grounded_planner.rollout.record import RolloutRecorder
 
 TARGET_SOURCES = ("depth", "gt")
 CONDITIONS = ("open_loop", "closed_loop")
@@ -95,8 +97,6 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
             config = ExecutorConfig.load(default_scenario_path("../execution_so101.yaml"))
         recorder = None
         if rollout_dir is not None:
-            from grounded_planner.rollout.record import RolloutRecorder
-
             active = [p.type for p in cell.scenario.perturbations if p.active]
             recorder = stack.enter_context(RolloutRecorder(
                 rollout_dir, instruction=cell.scenario.instruction, task=cell.scenario.name, condition=condition,
@@ -178,7 +178,6 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
 def _failure_mode(execution) -> str:
     """Why a run the success predicates call failed: what the closed loop's checks or the executor's step outcomes
     say, else the object did not end up where the instruction wanted it."""
-    from grounded_planner.rollout.taxonomy import auto_failure_mode
 
     mode = getattr(execution, "failure_mode", None)
     if mode:

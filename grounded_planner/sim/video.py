@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 
 class FrameRecorder:
@@ -54,7 +55,6 @@ class FrameRecorder:
 
     def save_gif(self, path: str | Path, speedup: float = 1.0) -> Path:
         """Write the frames as a looping GIF playing at ``speedup`` x simulated time; returns the path."""
-        from PIL import Image
 
         if not self.frames:
             raise ValueError("no frames recorded: use the recorder as a context manager around the motions")

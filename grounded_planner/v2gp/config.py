@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from grounded_planner.v2gp.segment import ROBOT_PROFILES, SegmentConfig, config_for_robot
+from grounded_planner.vlm.config import PlannerConfig
+from grounded_planner.yamlfile import read_yaml
 
 GROUNDERS = ("oracle", "vlm", "sam3")
 IDENTIFIERS = ("vlm", "oracle")
@@ -102,7 +104,6 @@ class V2GPConfig:
 
     def planner_config(self, cache_dir: str = ""):
         """The vlm layer's PlannerConfig for object naming, grounding requests and rewrites."""
-        from grounded_planner.vlm.config import PlannerConfig
 
         return PlannerConfig(backend=self.vlm_backend, model=self.vlm_model, base_url=self.vlm_base_url,
                              base_urls=list(self.vlm_base_urls),
@@ -157,7 +158,6 @@ class V2GPConfig:
     @classmethod
     def load(cls, path: str | Path) -> "V2GPConfig":
         """Read a YAML file; a top-level ``v2gp:`` key is unwrapped."""
-        from grounded_planner.yamlfile import read_yaml
 
         path = Path(path)
         data = read_yaml(path, "V2GP config", ValueError) or {}

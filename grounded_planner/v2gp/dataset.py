@@ -29,6 +29,7 @@ import numpy as np
 from grounded_planner.v2gp.episode import DemoEpisode, ObjectTrack
 from grounded_planner.v2gp.errors import DatasetError, VideoUnavailableError, require
 from grounded_planner.v2gp.rollouts import RolloutDataset
+from PIL import Image
 
 __all__ = ["DemoEpisode", "LeRobotDataset", "ObjectTrack", "RolloutDataset", "flat_names", "open_dataset"]
 
@@ -58,8 +59,6 @@ def _load_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _decode_image(cell: Any, root: Path, where: str) -> np.ndarray:
-    from PIL import Image
-
     if isinstance(cell, dict):
         data, rel = cell.get("bytes"), cell.get("path")
         if data:

@@ -1,6 +1,7 @@
 """Typed errors of the V2GP pipeline (each names the input and what was expected)."""
 
 from __future__ import annotations
+import importlib
 
 
 class V2GPError(RuntimeError):
@@ -26,7 +27,6 @@ class TrainingDataError(V2GPError, ValueError):
 def require(module: str, extra: str, feature: str, install: str = ""):
     """Import ``module`` or raise :class:`MissingDependencyError` naming what to install (``install``, else
     the project's ``extra``)."""
-    import importlib
 
     try:
         return importlib.import_module(module)

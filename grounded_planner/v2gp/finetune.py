@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from grounded_planner.v2gp.errors import TrainingDataError, V2GPError, require
+from PIL import Image
+from grounded_planner.vlm.backends.transformers import chat_turns, load_processor, pick_device
 
 REPORTERS = ("auto", "tensorboard", "wandb", "none")
 # LoRA on the language model's attention and MLP projections (the vision tower stays frozen)
@@ -125,7 +127,6 @@ def load_training_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 def _render(processor, sample: dict[str, Any], max_image_side: int):
     """input_ids, labels (prompt masked with -100) and vision inputs of one sample."""
-    from PIL import Image
 
     image = Image.open(sample["image"]).convert("RGB")
     if max_image_side and max(image.size) > max_image_side:
@@ -133,7 +134,6 @@ def _render(processor, sample: dict[str, Any], max_image_side: int):
         image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))),
                              Image.Resampling.BOX)
     # the very chat the transformers backend builds for a request (image part first in the user turn)
-    from grounded_planner.vlm.backends.transformers import chat_turns
 
     flat = [{"role": m["role"], "content": "".join(p.get("text", "") for p in m["content"] if p.get("type") == "text")}
             for m in sample["messages"]]
@@ -154,7 +154,6 @@ def _render(processor, sample: dict[str, Any], max_image_side: int):
 
 def _load_processor(base: Path):
     """The processor exactly as the transformers planner backend loads it (same chat rendering at inference)."""
-    from grounded_planner.vlm.backends.transformers import load_processor
 
     return load_processor(str(base))
 
@@ -281,7 +280,6 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
         raise V2GPError(f"eval_fraction {config.eval_fraction} leaves no training sample of {len(samples)}")
     eval_ids, train_ids = sorted(order[:n_eval]), sorted(order[n_eval:])
 
-    from grounded_planner.vlm.backends.transformers import pick_device
 
     if config.device.startswith("cuda:") and config.device != "cuda:0":
         raise V2GPError(f"device {config.device}: pick the GPU with CUDA_VISIBLE_DEVICES={config.device[5:]} and "

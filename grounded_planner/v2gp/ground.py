@@ -26,8 +26,14 @@ import numpy as np
 
 from grounded_planner.v2gp.dataset import DemoEpisode, ObjectTrack
 from grounded_planner.v2gp.errors import MissingDependencyError, V2GPError, require
-from grounded_planner.v2gp.identify import ObjectIdentity, moved_object, name_similarity
+from grounded_planner.v2gp.identify import ObjectIdentity, first_json_object, moved_object, name_similarity
 from grounded_planner.v2gp.segment import Segment
+from grounded_planner.vlm import prompts
+from grounded_planner.vlm.conventions import BOX_KEY, POINT_KEY, box_to_px, point_to_px
+from grounded_planner.vlm.image import resized_size
+from grounded_planner.vlm.parse import strip_thinking
+from grounded_planner.vlm.backends.transformers import pick_device
+from PIL import Image
 
 
 @dataclass
@@ -152,12 +158,6 @@ class VLMGrounder(_TextCueGrounder):
         self.planner = planner
 
     def _ask(self, image: np.ndarray, kind: str, description: str):
-        from grounded_planner.v2gp.identify import first_json_object
-        from grounded_planner.vlm import prompts
-        from grounded_planner.vlm.conventions import BOX_KEY, POINT_KEY, box_to_px, point_to_px
-        from grounded_planner.vlm.image import resized_size
-        from grounded_planner.vlm.parse import strip_thinking
-
         family = self.planner.config.family
         h, w = image.shape[:2]
         sent = resized_size(w, h, self.planner.config.max_image_side)
@@ -198,7 +198,6 @@ class Sam3Grounder(_TextCueGrounder):
         if not hasattr(transformers, "Sam3Model"):
             raise MissingDependencyError(f"the sam3 grounder needs a transformers with SAM 3 (have "
                                          f"{transformers.__version__})")
-        from grounded_planner.vlm.backends.transformers import pick_device
 
         self.device = pick_device(device)
         self.threshold = float(threshold)
@@ -214,7 +213,6 @@ class Sam3Grounder(_TextCueGrounder):
 
     def detect(self, image: np.ndarray, cue: str) -> tuple[list[float], float] | None:
         """Best instance of ``cue``: (x1, y1, x2, y2) in pixels of ``image`` and its score, or None."""
-        from PIL import Image
 
         torch = self.torch
         with self._lock, torch.inference_mode():

@@ -11,6 +11,7 @@ import numpy as np
 
 from grounded_planner.v2gp.dataset import DemoEpisode, ObjectTrack
 from grounded_planner.v2gp.segment import Segment
+from grounded_planner.vlm.parse import strip_thinking
 
 INTERACTIONS = ("pick_place", "open", "close")
 
@@ -93,7 +94,6 @@ def first_json_object(text: str) -> dict[str, Any] | None:
 
 def parse_identity(text: str) -> ObjectIdentity:
     """Read the identifier's JSON answer (reasoning blocks and code fences allowed)."""
-    from grounded_planner.vlm.parse import strip_thinking
 
     body, _ = strip_thinking(text)
     data = first_json_object(body)

@@ -38,6 +38,9 @@ from grounded_planner.v2gp.ray_executor import run_on_ray
 from grounded_planner.v2gp.plans import (EpisodePlan, build_episode_plan, clean_implicit, implicit_prompt,
                                          training_messages)
 from grounded_planner.v2gp.segment import Segment, segment
+from PIL import Image
+from grounded_planner.vlm.image import resized_size
+from grounded_planner.vlm.factory import make_planner
 
 STAGES = ("segments", "objects", "grounding", "plan")
 
@@ -183,9 +186,7 @@ def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner
 
 def _save_image(episode: DemoEpisode, out: Path, max_side: int) -> tuple[str, tuple[int, int]]:
     """First frame resized like the planner sends it; returns (path relative to out, sent size)."""
-    from PIL import Image
 
-    from grounded_planner.vlm.image import resized_size
 
     first = episode.frame(0)
     size = resized_size(first.shape[1], first.shape[0], max_side)
@@ -240,8 +241,6 @@ class EpisodeWorker:
 
 
 def _make_planner(config: V2GPConfig, out: Path):
-    from grounded_planner.vlm.factory import make_planner
-
     return make_planner(config.planner_config(cache_dir=str(out / "cache" / "vlm")))
 
 

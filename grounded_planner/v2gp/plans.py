@@ -25,6 +25,9 @@ from grounded_planner.plan import GroundedAction, GroundedPlan, PlanError
 from grounded_planner.v2gp.ground import Grounding
 from grounded_planner.v2gp.identify import ObjectIdentity
 from grounded_planner.v2gp.segment import Segment, SegmentConfig
+from grounded_planner.vlm.parse import parse_plan, strip_thinking
+from grounded_planner.vlm import prompts
+from grounded_planner.vlm.conventions import render_plan
 
 TRAINING_CONVENTION = "qwen3"
 
@@ -165,7 +168,6 @@ def implicit_prompt(instruction: str) -> str:
 
 def clean_implicit(answer: str, explicit: str, max_chars: int = 200) -> tuple[str, str]:
     """(rewrite, "") when the LLM's rewrite is usable, else ("", reason)."""
-    from grounded_planner.vlm.parse import strip_thinking
 
     text = strip_thinking(answer)[0].strip()
     text = re.sub(r"^(implicit instruction|rewritten instruction|instruction)\s*:\s*", "", text, flags=re.I)
@@ -186,8 +188,6 @@ def clean_implicit(answer: str, explicit: str, max_chars: int = 200) -> tuple[st
 # -- training samples -------------------------------------------------------------------------------------
 def training_messages(image_ref: str, image_size_sent: Sequence[int], instruction: str, plan: GroundedPlan) -> list[dict]:
     """One Qwen3-VL chat sample: the planner's system prompt, image + user prompt, answer in qwen3 convention."""
-    from grounded_planner.vlm import prompts
-    from grounded_planner.vlm.conventions import render_plan
 
     system = prompts.planning_system_prompt(TRAINING_CONVENTION, int(image_size_sent[0]), int(image_size_sent[1]))
     answer = render_plan(plan, TRAINING_CONVENTION)
@@ -201,7 +201,6 @@ def training_messages(image_ref: str, image_size_sent: Sequence[int], instructio
 
 def sample_plan(sample: dict[str, Any]) -> GroundedPlan:
     """The plan a training sample teaches, read back with the planner's own parser (qwen3 convention)."""
-    from grounded_planner.vlm.parse import parse_plan
 
     messages = sample["messages"]
     answer = "".join(p["text"] for p in messages[-1]["content"] if p.get("type") == "text")

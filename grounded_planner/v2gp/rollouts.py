@@ -18,6 +18,8 @@ import numpy as np
 
 from grounded_planner.v2gp.episode import DemoEpisode
 from grounded_planner.v2gp.errors import DatasetError
+from grounded_planner.rollout.record import RolloutError, RolloutTopics, find_rollouts
+from grounded_planner.rollout.bag import BagError, image_to_rgb, read_bag
 
 _COLOR_ENCODINGS = ("rgb8", "bgr8", "rgba8", "bgra8", "mono8")
 
@@ -26,8 +28,6 @@ class RolloutDataset:
     """Rollout folders at or below ``root`` as V2GP episodes (index = position in path order)."""
 
     def __init__(self, root: str | Path, gripper: str = "", camera: str | None = None):
-        from grounded_planner.rollout.record import RolloutError, RolloutTopics, find_rollouts
-
         self.root = Path(root)
         try:
             self.records = [r for r in find_rollouts([self.root])]
@@ -45,8 +45,6 @@ class RolloutDataset:
         return list(range(len(self.records)))
 
     def episode(self, index: int) -> DemoEpisode:
-        from grounded_planner.rollout.bag import BagError, read_bag
-
         if not 0 <= index < len(self.records):
             raise DatasetError(f"{self.root}: no episode {index} (have {len(self.records)} rollouts)")
         record = self.records[index]
@@ -94,8 +92,6 @@ class _BagFrames:
         self._lock = threading.Lock()
 
     def get(self, i: int) -> np.ndarray:
-        from grounded_planner.rollout.bag import image_to_rgb, read_bag
-
         with self._lock:
             if i in self._cache:
                 self._cache.move_to_end(i)

@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 
 from grounded_planner.v2gp.errors import require
+from PIL import Image
+from fractions import Fraction
+from grounded_planner.rollout.record import RolloutRecorder
 
 CAMERA = "observation.images.front"
 WIDTH, HEIGHT = 320, 240
@@ -214,8 +217,6 @@ class _Episode:
 
 
 def _png(image: np.ndarray) -> bytes:
-    from PIL import Image
-
     buf = io.BytesIO()
     Image.fromarray(image).save(buf, format="PNG", compress_level=1)  # lossless either way; level 1 is fast
     return buf.getvalue()
@@ -223,7 +224,6 @@ def _png(image: np.ndarray) -> bytes:
 
 def _write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
     av = require("av", "v2gp", "writing synthetic videos")
-    from fractions import Fraction
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), mode="w") as container:
@@ -262,7 +262,6 @@ def write_synthetic_rollouts(out: str | Path, cfg: SyntheticConfig | None = None
                              joint: str = "fr3_finger_joint1") -> Path:
     """The same episodes as rollout folders (rollout.json + rollout.mcap): color frames, and the gripper as a
     Franka finger joint (0.04 m open, 0 closed) in sensor_msgs/JointState; ``v2gp_truth.jsonl`` beside them."""
-    from grounded_planner.rollout.record import RolloutRecorder
 
     cfg = cfg or SyntheticConfig()
     root = Path(out)

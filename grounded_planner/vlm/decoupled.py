@@ -19,6 +19,7 @@ from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError
 from grounded_planner.vlm.image import EncodedImage, check_image, image_sha256
 from grounded_planner.vlm.parse import ParseError, parse_location
 from grounded_planner.vlm.planner import Planner, _check_instruction, make_backend
+from PIL import Image
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +116,6 @@ class Sam3Grounder(Grounder):
         self._cache: tuple[str, object] | None = None
 
     def locate(self, image_rgb, encoded, name, kind, carried=""):
-        from PIL import Image
-
         description = name
         key = image_sha256(image_rgb)
         if self._cache is None or self._cache[0] != key:  # one image embedding per plan, not per step

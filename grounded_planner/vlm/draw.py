@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from grounded_planner.plan import GroundedPlan
+from PIL import Image, ImageDraw, ImageFont
+from grounded_planner.vlm.image import check_image
 
 BOX_COLOR = (0, 200, 0)
 PLACE_COLOR = (230, 0, 0)
@@ -16,9 +18,7 @@ def draw_plan(image_rgb: np.ndarray, plan: GroundedPlan):
 
     Line width and font size scale with the image so the overlay reads the same at 640 px and 4K.
     """
-    from PIL import Image, ImageDraw, ImageFont
 
-    from grounded_planner.vlm.image import check_image
 
     image_rgb = check_image(image_rgb)
     img = Image.fromarray(image_rgb, "RGB")

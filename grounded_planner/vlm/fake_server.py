@@ -26,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 # Colours of the demo scene (see make_demo_scene); tests pass their own.
 DEMO_SCENE = {"red block": (220, 30, 30), "blue plate": (30, 60, 220), "green drawer handle": (30, 200, 60)}
@@ -227,8 +228,6 @@ class FakeVLMServer:
 
     @staticmethod
     def _decode(b64: str) -> np.ndarray:
-        from PIL import Image
-
         data = base64.b64decode(b64 + "=" * (-len(b64) % 4), altchars=b"-_" if ("-" in b64 or "_" in b64) else None)
         return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
 

@@ -16,6 +16,9 @@ import numpy as np
 from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError,
                                                 RobotBackend, UnreachableError, check_pose_args)
 from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
+from grounded_planner.execution.backends.so101_kinematics import (
+    KinematicsError, So101Kinematics, closing_yaw, target_rotation,
+)
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +189,6 @@ class LeRobotBackend(RobotBackend):
     def kinematics(self) -> Any:
         """The IK solver, created on first use (no robot needed: dry runs use it)."""
         if self._kinematics is None:
-            from grounded_planner.execution.backends.so101_kinematics import KinematicsError, So101Kinematics
-
             try:
                 self._kinematics = So101Kinematics(self.config.urdf_path, self.safety.joint_limits_rad,
                                                    self.config.ik_tolerance_m, self.config.max_tilt_deg)
@@ -283,8 +284,6 @@ class LeRobotBackend(RobotBackend):
         return np.array([obs[k] for k in ARM_KEYS])
 
     def current_pose(self) -> tuple[np.ndarray, float]:
-        from grounded_planner.execution.backends.so101_kinematics import closing_yaw
-
         tip = self.kinematics.forward(np.deg2rad(self.joints_deg()))
         return self._center(tip), closing_yaw(tip)
 
@@ -295,7 +294,6 @@ class LeRobotBackend(RobotBackend):
     def _solve(self, center: np.ndarray, yaw_rad: float, seed_rad: np.ndarray | None = None):
         """IK for the jaws' middle at ``center``: the tip goal follows the solved orientation (the 5-joint arm may
         tilt the tool up to max_tilt_deg), re-solved until the middle lands within the IK tolerance."""
-        from grounded_planner.execution.backends.so101_kinematics import target_rotation
 
         rotation = target_rotation(yaw_rad)
         solution = None
