@@ -9,6 +9,8 @@ import sys
 from grounded_planner.cli.main import CliError
 from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
 from grounded_planner.vlm.backends.pool import served_line, server_counts
+from pathlib import Path
+from grounded_planner.vlm.errors import VLMError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,8 +80,6 @@ def _warn_duplicates(label: str, predictions) -> None:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from grounded_planner.bench.episodes import EpisodeError, load_episodes, load_predictions
     from grounded_planner.bench.scoring import score, score_episodes
     from grounded_planner.bench.table import format_tables
@@ -148,7 +148,6 @@ def _write_per_episode(path: str, episodes, predictions) -> None:
 def _run(args: argparse.Namespace) -> int:
     from grounded_planner.bench.episodes import EpisodeError, load_episodes
     from grounded_planner.bench.runner import run_bench
-    from grounded_planner.vlm.errors import VLMError
     from grounded_planner.vlm.factory import make_planner
 
     if args.concurrency < 1:
@@ -186,8 +185,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from grounded_planner.bench.report import write_report
 
     if args.image_max_side < 0:

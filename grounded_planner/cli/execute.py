@@ -7,6 +7,15 @@ import json
 import signal
 import sys
 from pathlib import Path
+import yaml
+from grounded_planner.cli.main import CliError
+from grounded_planner.execution.config import ConfigError, ExecutorConfig
+from grounded_planner.geometry.targets import TargetSet
+import select
+import threading
+from grounded_planner.execution.backend import BackendError
+from grounded_planner.execution.backends import make_backend
+from grounded_planner.plan import PlanError, load_plan
 
 BACKENDS = ("sim", "franky", "lerobot", "moveit")
 # shipped configs per backend when --config is not given
@@ -45,10 +54,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load_config(args: argparse.Namespace):
-    import yaml
-
-    from grounded_planner.cli.main import CliError
-    from grounded_planner.execution.config import ConfigError, ExecutorConfig
     from grounded_planner.ros.params import resolve_data_path
 
     path = args.config or DEFAULT_CONFIGS.get(args.backend or "", DEFAULT_CONFIG)
@@ -71,9 +76,6 @@ def _load_config(args: argparse.Namespace):
 
 
 def _load_targets(path: str):
-    from grounded_planner.cli.main import CliError
-    from grounded_planner.geometry.targets import TargetSet
-
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -90,9 +92,7 @@ def _load_targets(path: str):
 
 def _confirmed(executor, plan, targets, timeout_s: float) -> bool:
     """Preview the checked plan on stderr and wait for 'y' on stdin; anything else, or silence, rejects."""
-    import select
 
-    from grounded_planner.cli.main import CliError
 
     if not timeout_s > 0:
         raise CliError(f"--confirm-timeout must be > 0 seconds, got {timeout_s}")
@@ -115,15 +115,8 @@ def _confirmed(executor, plan, targets, timeout_s: float) -> bool:
 
 
 def _execute(args: argparse.Namespace) -> int:
-    import threading
-
-    from grounded_planner.cli.main import CliError
-    from grounded_planner.execution.backend import BackendError
-    from grounded_planner.execution.backends import make_backend
-    from grounded_planner.execution.config import ConfigError
     from grounded_planner.execution.executor import Executor
     from grounded_planner.execution.validate import ExecutionInputError, InvalidGoalError, check_goal
-    from grounded_planner.plan import PlanError, load_plan
 
     config = _load_config(args)
     try:

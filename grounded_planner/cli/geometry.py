@@ -6,6 +6,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+import numpy as np
+from grounded_planner.cli.main import CliError
+from grounded_planner.geometry import CameraModel, Extrinsics, GeometryError, compute_targets
+from grounded_planner.geometry.errors import CameraModelError
+from grounded_planner.plan import PlanError, load_plan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,10 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def read_depth_png(path: str | Path, depth_scale: float):
     """A single-channel 16-bit PNG in depth units -> (H, W) float metres (0 stays 0: a hole)."""
-    import numpy as np
     from PIL import Image
 
-    from grounded_planner.cli.main import CliError
 
     path = Path(path)
     try:
@@ -67,11 +70,6 @@ def read_depth_png(path: str | Path, depth_scale: float):
 
 
 def _backproject(args: argparse.Namespace) -> int:
-    from grounded_planner.cli.main import CliError
-    from grounded_planner.geometry import CameraModel, Extrinsics, GeometryError, compute_targets
-    from grounded_planner.geometry.errors import CameraModelError
-    from grounded_planner.plan import PlanError, load_plan
-
     if not args.depth_scale > 0:
         raise CliError(f"--depth-scale must be > 0 metres per unit, got {args.depth_scale}")
     try:
@@ -95,10 +93,6 @@ def _backproject(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from grounded_planner.cli.main import CliError
-    from grounded_planner.geometry import CameraModel, GeometryError
     from grounded_planner.geometry.handeye import CharucoBoardSpec, calibrate_hand_eye, detect_board, load_samples
 
     samples_dir = Path(args.samples)

@@ -7,6 +7,9 @@ import sys
 
 from grounded_planner.cli.main import CliError
 from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
+import numpy as np
+from grounded_planner.plan import PlanError, load_plan, save_plan
+from grounded_planner.vlm.errors import VLMError, VLMResponseError, VLMUnavailableError
 
 # Exit codes of `plan` beyond argparse's 2: the model could not be reached / gave no valid plan.
 EXIT_UNAVAILABLE = 3
@@ -59,7 +62,6 @@ def register(subparsers) -> None:
 
 
 def _load_rgb(path: str):
-    import numpy as np
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -72,8 +74,6 @@ def _load_rgb(path: str):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from grounded_planner.plan import save_plan
-    from grounded_planner.vlm.errors import VLMError, VLMResponseError, VLMUnavailableError
     from grounded_planner.vlm.factory import make_planner
 
     image = _load_rgb(args.image)
@@ -129,7 +129,6 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 
 def cmd_draw(args: argparse.Namespace) -> int:
-    from grounded_planner.plan import PlanError, load_plan
     from grounded_planner.vlm.draw import draw_plan
 
     image = _load_rgb(args.image)

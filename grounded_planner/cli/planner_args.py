@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from grounded_planner.cli.main import CliError
+from grounded_planner.yamlfile import read_yaml
 
 
 def add_planner_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,8 +34,6 @@ def planner_config_from_args(args: argparse.Namespace):
 
     values: dict = {}
     if getattr(args, "config", None):
-        from grounded_planner.yamlfile import read_yaml
-
         loaded = read_yaml(args.config, "planner config", CliError) or {}
         if not isinstance(loaded, dict):
             raise CliError(f"planner config {args.config} must be a YAML mapping of PlannerConfig fields")

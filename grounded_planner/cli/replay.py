@@ -9,6 +9,8 @@ import sys
 from grounded_planner.cli.main import CliError
 from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
 from grounded_planner.vlm.backends.pool import served_line, server_counts
+from dataclasses import replace
+from grounded_planner.vlm.errors import VLMError, VLMUnavailableError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,12 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from grounded_planner.rollout.bag import BagError
     from grounded_planner.rollout.record import RolloutTopics
     from grounded_planner.rollout.replay import episodes_for_replay, replay_episodes
-    from grounded_planner.vlm.errors import VLMError, VLMUnavailableError
     from grounded_planner.vlm.factory import make_planner
 
     if not args.bags and not args.episodes:

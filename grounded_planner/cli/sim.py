@@ -13,6 +13,13 @@ from pathlib import Path
 from grounded_planner.cli.main import CliError
 from grounded_planner.sim.backend import default_scenario_path
 from grounded_planner.sim.so101_bus import So101BusSim
+from grounded_planner.sim.scenario import ScenarioError, load_scenario
+from grounded_planner.sim.workcell import SimError, SimWorkcell
+import numpy as np
+from grounded_planner.execution.config import ConfigError, ExecutorConfig
+from grounded_planner.geometry.errors import GeometryError
+from grounded_planner.plan.model import PlanError, load_plan
+from grounded_planner.vlm.errors import VLMError
 
 
 def register(subparsers) -> None:
@@ -126,8 +133,6 @@ def _scenario_files(arg: str) -> list[Path]:
 
 def _export(args: argparse.Namespace) -> int:
     from grounded_planner.sim.export import export_episodes
-    from grounded_planner.sim.scenario import ScenarioError
-    from grounded_planner.sim.workcell import SimError
 
     if args.seeds < 1:
         raise CliError(f"--seeds must be >= 1, got {args.seeds}")
@@ -141,11 +146,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    import numpy as np
     from PIL import Image
 
-    from grounded_planner.sim.scenario import ScenarioError
-    from grounded_planner.sim.workcell import SimError, SimWorkcell
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -163,15 +165,9 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from grounded_planner.execution.config import ConfigError, ExecutorConfig
-    from grounded_planner.geometry.errors import GeometryError
-    from grounded_planner.plan.model import PlanError, load_plan
     from grounded_planner.rollout.record import RolloutError
     from grounded_planner.sim.run import run_scenario
-    from grounded_planner.sim.scenario import ScenarioError
-    from grounded_planner.sim.workcell import SimError
 
-    from grounded_planner.vlm.errors import VLMError
 
     try:
         plan = load_plan(args.plan) if args.plan else None
@@ -193,16 +189,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    import sys
-
-    from grounded_planner.execution.config import ConfigError, ExecutorConfig
-    from grounded_planner.geometry.errors import GeometryError
     from grounded_planner.rollout.record import RolloutError, find_rollouts
     from grounded_planner.rollout.stats import format_summary, summarize
     from grounded_planner.sim.run import CONDITIONS, run_scenario
-    from grounded_planner.sim.scenario import ScenarioError, load_scenario
-    from grounded_planner.sim.workcell import SimError
-    from grounded_planner.vlm.errors import VLMError
 
     if args.seeds < 1:
         raise CliError(f"--seeds must be >= 1, got {args.seeds}")
@@ -241,9 +230,6 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _so101_bus(args: argparse.Namespace) -> int:
-    from grounded_planner.sim.scenario import ScenarioError
-    from grounded_planner.sim.workcell import SimError
-
     unplug = []
     for item in args.unplug:
         sid, sep, after = item.partition(":")

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from grounded_planner.cli.main import CliError
+import dataclasses
+from grounded_planner.vlm.errors import VLMError
 
 
 def register(subparsers) -> None:
@@ -98,7 +101,6 @@ def register(subparsers) -> None:
 
 
 def _segment(args: argparse.Namespace) -> int:
-    from grounded_planner.cli.main import CliError
     from grounded_planner.v2gp.segment import SignalError, config_for_robot, load_gripper_csv, segment
 
     if args.dataset:
@@ -129,9 +131,7 @@ def _warn_not_reopened(dropped, where: str) -> None:
 
 def _segment_dataset(args: argparse.Namespace) -> int:
     """Stage 1 over every episode of a dataset: gripper signals only, no video, no model."""
-    import dataclasses
 
-    from grounded_planner.cli.main import CliError
     from grounded_planner.v2gp.config import V2GPConfig
     from grounded_planner.v2gp.dataset import open_dataset
     from grounded_planner.v2gp.errors import V2GPError
@@ -166,7 +166,6 @@ def _segment_dataset(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from grounded_planner.cli.main import CliError
     from grounded_planner.v2gp.config import V2GPConfig, parse_episode_list
     from grounded_planner.v2gp.errors import V2GPError
     from grounded_planner.v2gp.pipeline import run_pipeline
@@ -181,7 +180,6 @@ def _run(args: argparse.Namespace) -> int:
         episodes = parse_episode_list(args.episodes) if args.episodes else None
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc
-    from grounded_planner.vlm.errors import VLMError
 
     try:
         summary = run_pipeline(args.dataset, args.out, config, episodes=episodes,
@@ -200,7 +198,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from grounded_planner.cli.main import CliError
     from grounded_planner.v2gp.synthetic import SyntheticConfig, write_synthetic_dataset
 
     try:
@@ -213,7 +210,6 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _finetune(args: argparse.Namespace) -> int:
-    from grounded_planner.cli.main import CliError
     from grounded_planner.v2gp.errors import V2GPError
     from grounded_planner.v2gp.finetune import FinetuneConfig, finetune
 

@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
+import importlib.metadata
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Mapping, Sequence
 
@@ -234,9 +235,7 @@ def _record(op: int, body: bytes) -> bytes:
 def _file_start(library: str = "grounded_planner") -> bytes:
     """Magic bytes and the Header record every file of ours starts with."""
     try:
-        from importlib.metadata import version
-
-        lib = f"{library}+rosbags-{version('rosbags')}"
+        lib = f"{library}+rosbags-{importlib.metadata.version('rosbags')}"
     except Exception:  # rosbags installed without metadata: the library name is informational only
         lib = library
     return MCAP_MAGIC + _record(_OP_HEADER, _str(PROFILE) + _str(lib))

@@ -23,6 +23,7 @@ from grounded_planner.execution.approval import ApprovalGate
 from grounded_planner.execution.closed_loop import CONDITION as CLOSED_LOOP, ClosedLoop, ClosedLoopResult
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.executor import ExecutionResult, Executor
+from grounded_planner.execution.backends import make_backend
 from grounded_planner.execution.validate import ExecutionInputError, GoalPose, check_poses
 from grounded_planner.ros import names
 from grounded_planner.msgs.execution import execution_event_msg, execution_result_from_msg, execution_result_msg
@@ -360,14 +361,6 @@ def goal_poses(plan_msg) -> list[GoalPose]:
 
 
 def _make_backend(name: str, config):
-    try:
-        from grounded_planner.execution.backends import make_backend
-    except ImportError:
-        if name != "sim":
-            raise
-        from grounded_planner.sim.backend import SimBackend, SimBackendConfig  # the simulator needs no robot SDK
-
-        return SimBackend(config=SimBackendConfig(**config.backend_options("sim")))
     if name == "moveit":
         return make_backend(name, config, **moveit_backend_args())
     return make_backend(name, config)

@@ -16,7 +16,9 @@ import numpy as np
 from grounded_planner.plan import GroundedPlan, PlanError
 from grounded_planner.vlm import prompts
 from grounded_planner.vlm.backends.base import VLMBackend, VLMRequest
+from grounded_planner.vlm.backends.gemini import GeminiBackend
 from grounded_planner.vlm.backends.pool import ServerPool
+from grounded_planner.vlm.backends.transformers import TransformersBackend
 from grounded_planner.vlm.cache import ResponseCache, cache_key
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError, VLMTimeoutError
@@ -270,14 +272,10 @@ def make_backend(config: PlannerConfig, *, backend: str | None = None, model: st
                                  max_retries=config.max_retries, retry_backoff_s=config.retry_backoff_s,
                                  extra_headers=config.extra_headers)
         if name == "gemini":
-            from grounded_planner.vlm.backends.gemini import GeminiBackend
-
             return GeminiBackend(model or "gemini-2.5-flash", api_key=config.api_key(name), base_url=base_url,
                                  timeout_s=config.timeout_s, max_retries=config.max_retries,
                                  retry_backoff_s=config.retry_backoff_s)
         if name == "transformers":
-            from grounded_planner.vlm.backends.transformers import TransformersBackend
-
             if not model:
                 raise VLMConfigError("the transformers backend needs a model folder or hub id (--model)")
             return TransformersBackend(model, adapter_path=config.adapter_path, device=config.device)
