@@ -25,6 +25,7 @@ def _approve(args: argparse.Namespace) -> int:
     if not args.timeout_s > 0:
         raise CliError(f"--timeout must be > 0 seconds, got {args.timeout_s}")
     try:
+        # lazy: a ROS command; the CLI runs without rclpy
         from grounded_planner.ros.approve_client import ApprovalError, send_approval
     except ImportError as exc:
         raise CliError(f"approve needs rclpy and std_srvs (a ROS 2 install or the ros extra): {exc}") from None

@@ -62,6 +62,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _load(episodes_path: str, predictions_path: str):
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.bench.episodes import EpisodeError, load_episodes, load_predictions
 
     try:
@@ -80,9 +81,13 @@ def _warn_duplicates(label: str, predictions) -> None:
 
 
 def _score(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.bench.episodes import EpisodeError, load_episodes, load_predictions
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.bench.scoring import score, score_episodes
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.bench.table import format_tables
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.stats import mcnemar_exact
 
     if args.json and len(args.predictions) != 1:
@@ -128,6 +133,7 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _write_per_episode(path: str, episodes, predictions) -> None:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.bench.report import diagnose
 
     lines = []
@@ -146,8 +152,11 @@ def _write_per_episode(path: str, episodes, predictions) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.bench.episodes import EpisodeError, load_episodes
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.bench.runner import run_bench
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.vlm.factory import make_planner
 
     if args.concurrency < 1:
@@ -185,6 +194,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.bench.report import write_report
 
     if args.image_max_side < 0:

@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load_config(args: argparse.Namespace):
-    from grounded_planner.ros.params import resolve_data_path
+    from grounded_planner.ros.params import resolve_data_path  # lazy: a ROS command; the CLI runs without rclpy
 
     path = args.config or DEFAULT_CONFIGS.get(args.backend or "", DEFAULT_CONFIG)
     try:
@@ -115,7 +115,9 @@ def _confirmed(executor, plan, targets, timeout_s: float) -> bool:
 
 
 def _execute(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.execution.executor import Executor
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.execution.validate import ExecutionInputError, InvalidGoalError, check_goal
 
     config = _load_config(args)
@@ -134,6 +136,7 @@ def _execute(args: argparse.Namespace) -> int:
     extra = {}
     if config.backend == "moveit":  # moveit_py, its goal messages and the gripper client: ROS installs only
         try:
+            # lazy: a ROS command; the CLI runs without rclpy
             from grounded_planner.ros.moveit import moveit_backend_args
         except ImportError:  # no rclpy: a dry run still works, connecting says what is missing
             pass

@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def read_depth_png(path: str | Path, depth_scale: float):
     """A single-channel 16-bit PNG in depth units -> (H, W) float metres (0 stays 0: a hole)."""
-    from PIL import Image
+    from PIL import Image  # lazy: 'grounded-planner --help' imports every command module; this one's handler only
 
 
     path = Path(path)
@@ -93,11 +93,12 @@ def _backproject(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.geometry.handeye import CharucoBoardSpec, calibrate_hand_eye, detect_board, load_samples
 
     samples_dir = Path(args.samples)
     try:
-        import cv2
+        import cv2  # lazy: optional SDK (cv2), not in install_requires
     except ImportError as exc:
         raise CliError("calibrate needs OpenCV: pip install 'grounded_planner[geometry]'") from exc
     try:

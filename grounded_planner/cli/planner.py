@@ -62,6 +62,7 @@ def register(subparsers) -> None:
 
 
 def _load_rgb(path: str):
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -74,6 +75,7 @@ def _load_rgb(path: str):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.vlm.factory import make_planner
 
     image = _load_rgb(args.image)
@@ -97,6 +99,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.out:
         save_plan(plan, args.out)
     if args.overlay:
+        # lazy: 'grounded-planner --help' imports every command module; this one's handler only
         from grounded_planner.vlm.draw import draw_plan
 
         draw_plan(image, plan).save(args.overlay)
@@ -107,6 +110,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.vlm.parse import ParseError, parse_plan
 
     if args.width <= 0 or args.height <= 0:
@@ -129,6 +133,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 
 def cmd_draw(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.vlm.draw import draw_plan
 
     image = _load_rgb(args.image)

@@ -30,6 +30,7 @@ def add_planner_arguments(parser: argparse.ArgumentParser) -> None:
 
 def planner_config_from_args(args: argparse.Namespace):
     """PlannerConfig from GP_VLM_* variables, then --config YAML, then the flags (later wins)."""
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.vlm.config import PlannerConfig
 
     values: dict = {}

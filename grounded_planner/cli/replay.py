@@ -35,15 +35,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.bag import BagError
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.record import RolloutTopics
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.replay import episodes_for_replay, replay_episodes
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.vlm.factory import make_planner
 
     if not args.bags and not args.episodes:
         raise CliError("name at least one BAG or an --episodes file whose images are bags")
     gt = []
     if args.episodes:
+        # lazy: 'grounded-planner --help' imports every command module; this one's handler only
         from grounded_planner.bench.episodes import EpisodeError, load_episodes
 
         try:
@@ -84,7 +89,9 @@ def _replay(args: argparse.Namespace) -> int:
 
     scored_ids = {r["id"] for r in records} & {ep.id for ep in gt}
     if gt:
+        # lazy: 'grounded-planner --help' imports every command module; this one's handler only
         from grounded_planner.bench.episodes import Prediction
+        # lazy: 'grounded-planner --help' imports every command module; this one's handler only
         from grounded_planner.bench.scoring import score
 
         if not scored_ids:

@@ -48,6 +48,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _records(dirs: list[str]):
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.record import RolloutError, find_rollouts
 
     try:
@@ -60,6 +61,7 @@ def _records(dirs: list[str]):
 
 
 def _label(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.label import label_rollouts
 
     counts = label_rollouts(_records(args.dirs), sys.stdin, sys.stdout, relabel=args.relabel)
@@ -69,6 +71,7 @@ def _label(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.stats import StatsError, format_summary, summarize
 
     by = [f.strip() for f in args.by.split(",") if f.strip()]
@@ -78,6 +81,7 @@ def _summary(args: argparse.Namespace) -> int:
     except StatsError as exc:
         raise CliError(str(exc)) from exc
     if args.plot:
+        # lazy: 'grounded-planner --help' imports every command module; this one's handler only
         from grounded_planner.rollout.plot import plot_summary
 
         try:
@@ -94,6 +98,7 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _recover(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.record import RolloutError, find_unfinished, recover_rollout
 
     try:
@@ -118,6 +123,7 @@ def _recover(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.export import ExportError, export_lerobot
 
     records = _records(args.dirs)

@@ -102,7 +102,9 @@ def _add_planner_flags(parser) -> None:
 
 def _vlm_from_args(args: argparse.Namespace):
     """The ``vlm`` argument of run_scenario: a real backend (--planner), the stand-in (default), or None (gt)."""
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.sim.vlm import sim_vlm
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.vlm.config import PlannerConfig
 
     if args.planner == "gt":
@@ -132,6 +134,7 @@ def _scenario_files(arg: str) -> list[Path]:
 
 
 def _export(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.sim.export import export_episodes
 
     if args.seeds < 1:
@@ -146,7 +149,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from PIL import Image
+    from PIL import Image  # lazy: 'grounded-planner --help' imports every command module; this one's handler only
 
 
     out = Path(args.out)
@@ -165,7 +168,9 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.record import RolloutError
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.sim.run import run_scenario
 
 
@@ -189,8 +194,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.record import RolloutError, find_rollouts
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.rollout.stats import format_summary, summarize
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.sim.run import CONDITIONS, run_scenario
 
     if args.seeds < 1:

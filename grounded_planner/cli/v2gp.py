@@ -101,6 +101,7 @@ def register(subparsers) -> None:
 
 
 def _segment(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.v2gp.segment import SignalError, config_for_robot, load_gripper_csv, segment
 
     if args.dataset:
@@ -132,9 +133,13 @@ def _warn_not_reopened(dropped, where: str) -> None:
 def _segment_dataset(args: argparse.Namespace) -> int:
     """Stage 1 over every episode of a dataset: gripper signals only, no video, no model."""
 
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.v2gp.config import V2GPConfig
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.v2gp.dataset import open_dataset
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.v2gp.errors import V2GPError
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.v2gp.segment import ROBOT_TYPES, SignalError, segment
 
     try:
@@ -166,8 +171,11 @@ def _segment_dataset(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.v2gp.config import V2GPConfig, parse_episode_list
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.v2gp.errors import V2GPError
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.v2gp.pipeline import run_pipeline
 
     try:
@@ -198,6 +206,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.v2gp.synthetic import SyntheticConfig, write_synthetic_dataset
 
     try:
@@ -210,7 +219,9 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _finetune(args: argparse.Namespace) -> int:
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.v2gp.errors import V2GPError
+    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
     from grounded_planner.v2gp.finetune import FinetuneConfig, finetune
 
     overrides = {"epochs": args.epochs, "max_steps": args.max_steps, "learning_rate": args.lr, "lora_rank": args.rank,

@@ -82,7 +82,7 @@ class CharucoBoardSpec:
 
     def board(self):
         """The ``cv2.aruco.CharucoBoard``."""
-        import cv2
+        import cv2  # lazy: optional SDK (cv2), not in install_requires
 
         dict_id = getattr(cv2.aruco, self.dictionary, None)
         if dict_id is None:
@@ -130,7 +130,7 @@ def detect_board(image: np.ndarray, camera: CameraModel, spec: CharucoBoardSpec,
     CalibrationError
         Fewer than ``spec.min_corners`` corners found.
     """
-    import cv2
+    import cv2  # lazy: optional SDK (cv2), not in install_requires
 
     img = np.asarray(image)
     if img.ndim == 3:
@@ -223,7 +223,7 @@ def calibrate_hand_eye(gripper2base: Sequence[np.ndarray], target2cam: Sequence[
         ``camera_frame``; a residual per sample: the spread of the implied fixed transform (board in the
         flange for eye-to-hand, board in the base for eye-in-hand).
     """
-    import cv2
+    import cv2  # lazy: optional SDK (cv2), not in install_requires
 
     if mode not in MODES:
         raise CalibrationError(f"mode must be one of {', '.join(MODES)}, got {mode!r}", rule="mode")

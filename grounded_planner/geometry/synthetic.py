@@ -91,7 +91,7 @@ class Scene:
         cam = self.camera
         v, u = np.mgrid[0:cam.height, 0:cam.width].astype(float)
         if cam.has_distortion:
-            import cv2
+            import cv2  # lazy: optional SDK (cv2), not in install_requires
 
             pts = np.stack([u.ravel(), v.ravel()], axis=1).reshape(-1, 1, 2)
             criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 20, 1e-12)  # converged to ~1e-11 px
@@ -221,7 +221,7 @@ def render_board_view(board_image: np.ndarray, square_length_m: float, px_per_sq
     -------
     image : ndarray, shape (camera.height, camera.width) uint8
     """
-    import cv2
+    import cv2  # lazy: optional SDK (cv2), not in install_requires
 
     s = square_length_m / px_per_square
     # Board pixel (centre convention) -> board metres -> camera pixel.

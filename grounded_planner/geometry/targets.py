@@ -541,7 +541,7 @@ def _pick_component(pix: np.ndarray, shape: tuple[int, int], central: bool) -> n
     mask = np.zeros(shape, dtype=np.uint8)
     mask[pix[:, 0], pix[:, 1]] = 1
     try:
-        import cv2
+        import cv2  # lazy: optional SDK (cv2), not in install_requires
     except ImportError:  # the geometry extra brings OpenCV; without it every pixel counts
         return np.ones(len(pix), dtype=bool)
     n, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)

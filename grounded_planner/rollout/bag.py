@@ -66,6 +66,7 @@ def _interfaces_msg_dirs() -> list[Path]:
 @lru_cache(maxsize=1)
 def typestore():
     """rosbags typestore: the newest ROS 2 standard types plus grounded_planner_interfaces messages."""
+    # lazy: optional SDK (rosbags), not in install_requires
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
     store_name = next((n for n in ("ROS2_KILTED", "ROS2_JAZZY", "LATEST") if hasattr(Stores, n)), "LATEST")
@@ -432,7 +433,7 @@ def _decompress(comp: str, data: bytes, where: Path) -> bytes:
             from backports import zstd  # type: ignore[no-redef]  # a rosbags dependency
         return zstd.decompress(data)
     if comp == "lz4":
-        import lz4.frame
+        import lz4.frame  # lazy: optional SDK (lz4), not in install_requires
 
         return lz4.frame.decompress(data)
     if comp:
@@ -448,6 +449,7 @@ def iter_mcap(path: str | Path, *, decode: bool = True, topics: Sequence[str] | 
     as far as their complete chunks go. Types are built from the schemas in the file itself. Messages
     on other ``topics`` are counted, not decoded. ``result`` (optional) is filled as the file is read.
     """
+    # lazy: optional SDK (rosbags), not in install_requires
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
     path = Path(path)
@@ -630,7 +632,7 @@ def read_bag(path: str | Path, topics: Sequence[str] | None = None) -> Iterator[
             log.warning("%s has no MCAP footer (writer did not close it): read %d messages up to the last "
                         "complete record, %d trailing bytes dropped", bag, scan.message_count, scan.truncated_bytes)
             return
-    from rosbags.highlevel import AnyReader
+    from rosbags.highlevel import AnyReader  # lazy: optional SDK (rosbags), not in install_requires
 
     try:
         with AnyReader([bag]) as reader:

@@ -106,6 +106,7 @@ def export_lerobot(records: Sequence[RolloutRecord], repo_id: str, root: str | P
                    robot_type: str = "", topics: RolloutTopics | None = None) -> dict[str, Any]:
     """Write ``records`` as a new LeRobotDataset at ``root``; returns a small report dict."""
     try:
+        # lazy: optional SDK (lerobot), not in install_requires
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
     except Exception as exc:  # ImportError, or a broken torch/torchvision pairing raising at import time
         raise ExportError(f"exporting needs lerobot, which does not import here ({type(exc).__name__}: {exc}); "

@@ -14,10 +14,10 @@ def plot_summary(summary: dict[str, Any], out_path: str | Path, title: str = "")
     Left: success rate per group, whiskers = two-sided Wilson 95% interval, ``s/n`` above each bar.
     Right: failure-mode composition per group, normalised within the group's failures (``n`` = failures).
     """
-    import matplotlib
+    import matplotlib  # lazy: optional SDK (matplotlib), not in install_requires
 
     matplotlib.use("Agg")  # files only: never needs a display
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional SDK (matplotlib), not in install_requires
 
     out_path = Path(out_path)
     groups = [g for g in summary["groups"] if g["n"]]

@@ -33,9 +33,9 @@ def write_bag(path: str | Path, messages: Iterable[tuple[str, int, Any]], storag
 
     The CDR bytes come from rclpy's own serializer; rosbags adds the metadata and (for MCAP) the schemas.
     """
-    from rclpy.serialization import serialize_message
-    from rosbags.rosbag2 import StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
+    from rclpy.serialization import serialize_message  # lazy: ROS package (rclpy), absent without a ROS install
+    from rosbags.rosbag2 import StoragePlugin, Writer  # lazy: optional SDK (rosbags), not in install_requires
+    from rosbags.typesys import Stores, get_typestore  # lazy: optional SDK (rosbags), not in install_requires
 
     if storage not in STORAGES:
         raise BagFileError(f"storage must be one of {', '.join(STORAGES)}, got {storage!r}")
@@ -65,7 +65,7 @@ def read_bag_raw(path: str | Path, topics: Iterable[str] = ()) -> Iterator[tuple
     BagFileError
         When ``path`` does not exist, is not a rosbag2 bag, or none of ``topics`` is in it.
     """
-    from rosbags.rosbag2 import Reader
+    from rosbags.rosbag2 import Reader  # lazy: optional SDK (rosbags), not in install_requires
 
     path = Path(path)
     if not path.exists():
@@ -89,7 +89,7 @@ def read_bag_raw(path: str | Path, topics: Iterable[str] = ()) -> Iterator[tuple
 
 def bag_topics(path: str | Path) -> dict[str, str]:
     """Topic -> message type of every topic in the bag."""
-    from rosbags.rosbag2 import Reader
+    from rosbags.rosbag2 import Reader  # lazy: optional SDK (rosbags), not in install_requires
 
     path = Path(path)
     if not path.exists():

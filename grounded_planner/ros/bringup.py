@@ -93,7 +93,7 @@ def checked_values(name: str, values: dict[str, Any]) -> dict[str, Any]:
     Raises ProfileError for a parameter the node does not have (a typo must not silently fall back to a default),
     a value of the wrong type, or one its check refuses (a missing file, a negative timeout).
     """
-    from grounded_planner.ros.params import check_value
+    from grounded_planner.ros.params import check_value  # lazy: a ROS command; the CLI runs without rclpy
 
     table = {p.name: p for p in getattr(_node_module(name), "PARAMS", [])}
     out = {}
@@ -108,7 +108,7 @@ def checked_values(name: str, values: dict[str, Any]) -> dict[str, Any]:
 
 def parameter_overrides(name: str, values: dict[str, Any]) -> list:
     """rclpy Parameters for node ``name`` (see :func:`checked_values` for what is refused)."""
-    from rclpy.parameter import Parameter
+    from rclpy.parameter import Parameter  # lazy: ROS package (rclpy), absent without a ROS install
 
     return [Parameter(key, value=value) for key, value in checked_values(name, values).items()]
 
@@ -122,9 +122,9 @@ class Bringup:
 
     def __init__(self, profile: Profile, factories: dict[str, dict[str, Any]] | None = None,
                  domain_id: int | None = None, num_threads: int = 8):
-        import rclpy
-        from rclpy.context import Context
-        from rclpy.executors import MultiThreadedExecutor
+        import rclpy  # lazy: ROS package (rclpy), absent without a ROS install
+        from rclpy.context import Context  # lazy: ROS package (rclpy), absent without a ROS install
+        from rclpy.executors import MultiThreadedExecutor  # lazy: ROS package (rclpy), absent without a ROS install
 
         checked = {name: checked_values(name, values) for name, values in profile.params.items()}  # before any node starts
         if "planner" in checked:  # a thread per VLM request the planner lets into flight, on top of the shared ones
@@ -146,6 +146,7 @@ class Bringup:
             raise
 
     def _create(self, name: str, extra: dict[str, Any]):
+        # lazy: a ROS command; the CLI runs without rclpy
         from grounded_planner.ros.node_main import ConfigureError, autostart
 
         overrides = parameter_overrides(name, self.profile.params[name])
@@ -173,7 +174,7 @@ class Bringup:
     def spin(self) -> None:
         """Spin until :meth:`shutdown` or Ctrl-C. Spins in short slices so that shutdown can stop the loop
         *before* it shuts the executor down (shutting it down under a spinning thread races inside rclpy)."""
-        from rclpy.executors import ExternalShutdownException
+        from rclpy.executors import ExternalShutdownException  # lazy: ROS package (rclpy), absent without a ROS install
 
         try:
             while self.context.ok() and not self._stop.is_set():
@@ -182,7 +183,7 @@ class Bringup:
             pass
 
     def shutdown(self) -> None:
-        import rclpy
+        import rclpy  # lazy: ROS package (rclpy), absent without a ROS install
 
         # Stop the spin loop, then the executor (waits for running callbacks), then destroy the nodes: doing it
         # the other way round made worker threads trip over destroyed handles ("InvalidHandle").

@@ -84,9 +84,9 @@ def write_scene(out_dir: Path, seed: int, say: Callable[[str], None]):
 
     Returns (workcell, bag path, extrinsics path, replay file path).
     """
-    from sensor_msgs.msg import CameraInfo
+    from sensor_msgs.msg import CameraInfo  # lazy: ROS package (sensor_msgs), absent without a ROS install
 
-    from grounded_planner.ros.convert import numpy_to_image
+    from grounded_planner.ros.convert import numpy_to_image  # lazy: a ROS command; the CLI runs without rclpy
 
     cell = SimWorkcell.from_scenario(SCENARIO, seed=seed)
     rgb, depth_m = cell.render()
@@ -153,13 +153,16 @@ def _overlay_of(planner_node, timeout_s: float):
 def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str] | None = None,
              say: Callable[[str], None] = print) -> DemoReport:
     """Run the whole graph on the sample scene; raises DemoError when a stage cannot run."""
-    import rclpy
-    from rclpy.qos import DurabilityPolicy, QoSProfile
-    from std_msgs.msg import String
+    import rclpy  # lazy: ROS package (rclpy), absent without a ROS install
+    from rclpy.qos import DurabilityPolicy, QoSProfile  # lazy: ROS package (rclpy), absent without a ROS install
+    from std_msgs.msg import String  # lazy: ROS package (std_msgs), absent without a ROS install
 
-    from grounded_planner.ros.client import GroundedPlannerClient
+    from grounded_planner.ros.client import GroundedPlannerClient  # lazy: a ROS command; the CLI runs without rclpy
+    # lazy: a ROS command; the CLI runs without rclpy
     from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
+    # lazy: ROS package (grounded_planner_interfaces), absent without a ROS install
     from grounded_planner_interfaces.msg import ExecutionResult as ExecutionResultMsg
+    # lazy: ROS package (grounded_planner_interfaces), absent without a ROS install
     from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
     env = dict(os.environ if env is None else env)

@@ -37,11 +37,12 @@ class FrankaGripperClient:
     def __init__(self, namespace: str = "/franka_gripper", max_width_m: float = FRANKA_HAND_MAX_WIDTH_M,
                  context: Any = None, node_name: str = "grounded_planner_franka_gripper",
                  server_wait_s: float = SERVER_WAIT_S):
-        import rclpy
+        import rclpy  # lazy: ROS package (rclpy), absent without a ROS install
+        # lazy: ROS package (franka_msgs), absent without a ROS install
         from franka_msgs.action import Grasp, Homing, Move
-        from rclpy.action import ActionClient
-        from rclpy.executors import SingleThreadedExecutor
-        from sensor_msgs.msg import JointState
+        from rclpy.action import ActionClient  # lazy: ROS package (rclpy), absent without a ROS install
+        from rclpy.executors import SingleThreadedExecutor  # lazy: ROS package (rclpy), absent without a ROS install
+        from sensor_msgs.msg import JointState  # lazy: ROS package (sensor_msgs), absent without a ROS install
 
         if context is None and not rclpy.ok():
             rclpy.init()

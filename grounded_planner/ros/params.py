@@ -258,6 +258,7 @@ def resolve_data_path(path: str) -> str:
         return path
     roots = [Path(__file__).resolve().parents[2]]  # the source tree (editable install)
     try:
+        # lazy: ROS package (ament_index_python), absent without a ROS install
         from ament_index_python.packages import get_package_share_directory
 
         roots.append(Path(get_package_share_directory("grounded_planner")))

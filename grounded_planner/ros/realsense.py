@@ -74,7 +74,7 @@ class RealSenseSource:
     """
 
     def __init__(self, frames: Any, depth_scale_m: float, stop: Any = None):
-        import pyrealsense2 as rs
+        import pyrealsense2 as rs  # lazy: optional SDK (pyrealsense2), not in install_requires
 
         self._rs = rs
         self._frames = frames
@@ -94,7 +94,7 @@ class RealSenseSource:
         CameraError
             When no device matches, the file is missing, or the profiles are not offered.
         """
-        import pyrealsense2 as rs
+        import pyrealsense2 as rs  # lazy: optional SDK (pyrealsense2), not in install_requires
 
         config = rs.config()
         if playback_file:
@@ -173,7 +173,7 @@ class SoftwareCamera:
 
     def __init__(self, color_size: tuple[int, int], depth_size: tuple[int, int], fx_px: float, fps: int = 30,
                  depth_to_color_m: tuple[float, float, float] = (0.0, 0.0, 0.0)):
-        import pyrealsense2 as rs
+        import pyrealsense2 as rs  # lazy: optional SDK (pyrealsense2), not in install_requires
 
         self._rs = rs
         self.device = rs.software_device()

@@ -15,14 +15,17 @@ from grounded_planner.sim.scenario import Scenario, ScenarioError, load_scenario
 def __getattr__(name: str):
     # SimWorkcell / SimBackend pull in MuJoCo (and the execution layer): load them on first use only
     if name in ("SimWorkcell", "SimError"):
+        # lazy: keeps 'import grounded_planner.sim' (scenario files) free of the MuJoCo modules
         from grounded_planner.sim import workcell
 
         return getattr(workcell, name)
     if name == "IKError":
+        # lazy: keeps 'import grounded_planner.sim' (scenario files) free of the MuJoCo modules
         from grounded_planner.sim.robots import IKError
 
         return IKError
     if name in ("SimBackend", "SimBackendConfig"):
+        # lazy: keeps 'import grounded_planner.sim' (scenario files) free of the MuJoCo modules
         from grounded_planner.sim import backend
 
         return getattr(backend, name)

@@ -140,7 +140,7 @@ def franky_sim_assets() -> Path:
 def attach_fr3(scene_spec) -> None:
     """Attach franky-sim's FR3 (with its hand) at the base-frame origin of an MjSpec, gravity-compensated, with
     a ``tcp`` site on the hand."""
-    import mujoco
+    import mujoco  # lazy: optional SDK (mujoco), not in install_requires
 
     assets = franky_sim_assets()
     fr3 = mujoco.MjSpec.from_file(str(assets / "fr3.xml"))
@@ -177,7 +177,7 @@ def attach_so101(scene_spec) -> None:
     objects. The position actuators get ``SO101_STIFFEN`` times the gain (see there); no gravity compensation:
     a servo with torque off lets its joint fall, as the real arm does when LeRobot disconnects.
     """
-    import mujoco
+    import mujoco  # lazy: optional SDK (mujoco), not in install_requires
 
     path = so101_assets()
     arm = mujoco.MjSpec.from_file(str(path))
@@ -214,7 +214,7 @@ def attach_so101(scene_spec) -> None:
 
 
 def _visual_capsule(body, start, end, radius: float, rgba) -> None:
-    import mujoco
+    import mujoco  # lazy: optional SDK (mujoco), not in install_requires
 
     start, end = np.asarray(start, float), np.asarray(end, float)
     if np.linalg.norm(end - start) < 1e-3:
@@ -228,7 +228,7 @@ def _so101_tcp(site_pos, site_quat) -> tuple[list[float], list[float]]:
     jaw along the closing axis), 1 cm above the pads' tips, with the workcell's tool axes (z out of the jaws, y the
     closing axis). The model's gripperframe site (URDF gripper_frame_link) sits on the fixed jaw: x out of the
     jaws, z towards the moving jaw."""
-    import mujoco
+    import mujoco  # lazy: optional SDK (mujoco), not in install_requires
 
     rot = np.zeros(9)
     mujoco.mju_quat2Mat(rot, np.asarray(site_quat, float))
@@ -305,7 +305,7 @@ class NumericIK:
     def __init__(self, model, robot: RobotSpec, home_q: np.ndarray, tolerance_m: float = 1e-4,
                  tolerance_rad: float = 1e-3, max_iterations: int = 300, damping: float = 1e-3,
                  fallback_seeds: Sequence[np.ndarray] = ()):
-        import mujoco
+        import mujoco  # lazy: optional SDK (mujoco), not in install_requires
 
         self.mujoco = mujoco
         self.model = model

@@ -48,7 +48,7 @@ def _import_mujoco():
     # with Mesa (libegl1 + libgl1-mesa-dri); set MUJOCO_GL=osmesa where EGL is missing.
     os.environ.setdefault("MUJOCO_GL", "egl")
     try:
-        import mujoco
+        import mujoco  # lazy: optional SDK (mujoco), not in install_requires
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise SimError("the simulated workcell needs MuJoCo: pip install 'grounded_planner[sim]'") from exc
     # MuJoCo picks its GL backend when it is first imported: if something imported it before MUJOCO_GL was set

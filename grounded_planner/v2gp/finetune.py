@@ -170,7 +170,7 @@ class Collator:
         self.pad_id = getattr(getattr(processor, "tokenizer", processor), "pad_token_id", None) or 0
 
     def __call__(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        import torch
+        import torch  # lazy: optional SDK (torch), not in install_requires
 
         rendered = []
         for row in rows:

@@ -104,9 +104,10 @@ class Sam3Grounder(Grounder):
 
     def __init__(self):
         try:  # sam3 first: without it there is no reason to pay for importing torch
+            # lazy: optional SDK (sam3), not in install_requires
             from sam3.model.sam3_image_processor import Sam3Processor
-            from sam3.model_builder import build_sam3_image_model
-            import torch
+            from sam3.model_builder import build_sam3_image_model  # lazy: optional SDK (sam3), not in install_requires
+            import torch  # lazy: optional SDK (torch), not in install_requires
         except ImportError as exc:
             raise VLMConfigError(f"the sam3 grounder needs the sam3 package and torch ({exc}); "
                                  "use --grounder vlm or embodied-r1 otherwise") from exc

@@ -259,6 +259,7 @@ def make_backend(config: PlannerConfig, *, backend: str | None = None, model: st
     base_url = config.base_url if base_url is None else base_url
     try:
         if name == "openai":
+            # lazy: loads httpx, an optional SDK (not in install_requires)
             from grounded_planner.vlm.backends.openai import OpenAIBackend
 
             if not model:

@@ -90,7 +90,7 @@ class FrankyBackend(RobotBackend):
         if self._robot is not None:
             return
         try:
-            import franky
+            import franky  # lazy: optional SDK (franky), not in install_requires
         except ImportError as exc:
             raise BackendFault("franky backend needs franky-control: pip install 'grounded_planner[execution]'") from exc
         self._franky = franky

@@ -123,6 +123,7 @@ def so_follower_config_kwargs(config: LeRobotConfig) -> dict[str, Any]:
     them (``max_relative_target`` a float), the calibration folder found by :func:`find_calibration_dir`, torque
     kept on at disconnect only for ``on_disconnect: hold``."""
     try:
+        # lazy: optional SDK (lerobot), not in install_requires
         from lerobot.utils.constants import HF_LEROBOT_CALIBRATION
     except ImportError:  # LeRobot 0.3 kept the constant elsewhere; its default folder is the same
         HF_LEROBOT_CALIBRATION = Path(os.environ.get("HF_LEROBOT_CALIBRATION",
@@ -138,7 +139,9 @@ def so_follower_config_kwargs(config: LeRobotConfig) -> dict[str, Any]:
 def make_so_follower(config: LeRobotConfig) -> Any:
     """LeRobot's SO-101 follower for ``config`` (0.4+/0.6: ``lerobot.robots.so_follower``; 0.3: ``so101_follower``)."""
     try:
+        # lazy: optional SDK (lerobot), not in install_requires
         from lerobot.robots.so_follower import SOFollower as Follower
+        # lazy: optional SDK (lerobot), not in install_requires
         from lerobot.robots.so_follower import SOFollowerRobotConfig as FollowerConfig
     except ImportError:
         try:

@@ -109,7 +109,7 @@ class So101Kinematics:
     def __init__(self, urdf_path: str | Path | None = None, joint_limits_rad: Mapping[str, Sequence[float]] | None = None,
                  position_tolerance_m: float = 0.002, max_tilt_deg: float = 10.0, max_iterations: int = 300):
         try:
-            import placo
+            import placo  # lazy: optional SDK (placo), not in install_requires
         except ImportError as exc:
             raise KinematicsError("SO-101 IK needs placo: pip install 'grounded_planner[execution]'") from exc
         self.urdf_path = Path(urdf_path) if urdf_path else default_so101_urdf()

@@ -24,8 +24,8 @@ class GeminiBackend(VLMBackend):
     def __init__(self, model: str, api_key: str = "", base_url: str = "", timeout_s: float = 60.0,
                  max_retries: int = 2, retry_backoff_s: float = 0.5):
         super().__init__(model)
-        from google import genai
-        from google.genai import types
+        from google import genai  # lazy: optional SDK (google-genai), not in install_requires
+        from google.genai import types  # lazy: optional SDK (google-genai), not in install_requires
 
         if not api_key:
             raise VLMConfigError("the gemini backend needs an API key: set GEMINI_API_KEY (or name another variable "
@@ -76,7 +76,7 @@ class GeminiBackend(VLMBackend):
         return text or ""
 
     def _call_once(self, contents, config):
-        from google.genai import errors
+        from google.genai import errors  # lazy: optional SDK (google-genai), not in install_requires
 
         try:
             return self._client.models.generate_content(model=self.model, contents=contents, config=config)

@@ -21,6 +21,7 @@ class ComposedProcessor:
     """
 
     def __init__(self, path: str):
+        # lazy: optional SDK (transformers), not in install_requires
         from transformers import AutoImageProcessor, AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -34,7 +35,7 @@ class ComposedProcessor:
         return self.tokenizer.apply_chat_template(chat, tokenize=tokenize, add_generation_prompt=add_generation_prompt)
 
     def __call__(self, text, images=None, return_tensors="pt"):
-        from transformers import BatchFeature
+        from transformers import BatchFeature  # lazy: optional SDK (transformers), not in install_requires
 
         features = {}
         text = list(text)
@@ -77,7 +78,7 @@ def chat_turns(messages: list[dict], with_image: bool = True) -> list[dict]:
 
 def load_processor(path: str):
     """The checkpoint's processor, or a ComposedProcessor when its class cannot be built here."""
-    from transformers import AutoProcessor
+    from transformers import AutoProcessor  # lazy: optional SDK (transformers), not in install_requires
 
     try:
         return AutoProcessor.from_pretrained(path)
@@ -88,7 +89,7 @@ def load_processor(path: str):
 
 def pick_device(device: str) -> str:
     """``auto`` -> cuda if available, else mps, else cpu; anything else is passed through."""
-    import torch
+    import torch  # lazy: optional SDK (torch), not in install_requires
 
     if device != "auto":
         return device
@@ -118,7 +119,8 @@ class TransformersBackend(VLMBackend):
 
     def __init__(self, model: str, adapter_path: str = "", device: str = "auto"):
         super().__init__(model)
-        import torch
+        import torch  # lazy: optional SDK (torch), not in install_requires
+        # lazy: optional SDK (transformers), not in install_requires
         from transformers import AutoModelForImageTextToText
 
         self._torch = torch
@@ -131,7 +133,7 @@ class TransformersBackend(VLMBackend):
             raise VLMConfigError(f"cannot load a vision-language model from {model!r}: {exc}") from exc
         if adapter_path:
             try:
-                from peft import PeftModel
+                from peft import PeftModel  # lazy: optional SDK (peft), not in install_requires
             except ImportError as exc:
                 raise VLMConfigError("a LoRA adapter needs the peft package (pip install 'grounded_planner[ml]')") from exc
             try:
@@ -162,8 +164,10 @@ class TransformersBackend(VLMBackend):
         size = getattr(ip, "size", None)
         try:
             try:
+                # lazy: optional SDK (transformers), not in install_requires
                 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
             except ImportError:  # that module needs torchvision; the PIL one (transformers >= 5) does not
+                # lazy: optional SDK (transformers), not in install_requires
                 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
 
             factor = int(ip.patch_size) * int(ip.merge_size)
