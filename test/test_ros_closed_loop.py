@@ -33,9 +33,12 @@ def camera_publisher(context, cell, period_s=0.2):
     cam = cell.camera_model
 
     def publish():
+        # stamped at the exposure, before the render, as the real driver stamps the capture time: a stamp taken
+        # after a slow render (a loaded CPU) labels a scene from before the executor's last motion as newer than
+        # its request, and the closed loop then replans on the arm still carrying the box (a grasp into the air)
+        stamp = node.get_clock().now().to_msg()
         rgb, depth_m = cell.render()
         depth_mm = np.rint(np.nan_to_num(depth_m) * 1000.0).astype(np.uint16)
-        stamp = node.get_clock().now().to_msg()
         info = CameraInfo(width=cam.width, height=cam.height, distortion_model=cam.distortion_model,
                           d=[float(v) for v in np.ravel(cam.D)], k=[float(v) for v in np.ravel(cam.K)],
                           r=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
