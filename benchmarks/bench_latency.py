@@ -183,39 +183,20 @@ def main() -> None:
                     to_motion.append(backend.first_command_at - start)
             rows.append(("plan -> first motion command", to_motion))
 
-            # -- the plan service across processes -------------------------------------------------------------
-            env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
-            started = time.perf_counter()
-            child = subprocess.Popen([sys.executable, "-m", "grounded_planner.ros.planner_node", "--ros-args",
-                                      "-p", "backend:=openai", "-p", f"base_url:={server.url}",
-                                      "-p", "model:=qwen3-vl-bench", "-p", "max_retries:=0"],
-                                     cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            # -- the plan service across processes: on the stand-in server (it decodes the image and analyses
+            # colours: CPU-heavy, so on a small machine it competes with the node and the client for the CPUs), then on
+            # a light server that answers the same text after a fixed sleep (no CPU), which isolates the service
+            # overhead from CPU contention
+            stand_in = _service_round(node, executor, domain, server.url, planner, image, n, camera=True)
+            light = _start_light_server(answer["text"], LIGHT_LATENCY_S)
             try:
-                client = GroundedPlannerClient(node, executor=executor)
-                image_msg = numpy_to_image(image, "rgb8")
-                first = client.plan(INSTRUCTION, image=image_msg, backproject=False, timeout_s=60.0, service_wait_s=60.0)
-                first_s = time.perf_counter() - started
-                if not first.succeeded:
-                    raise RuntimeError(f"plan service: {client.last_error}")
-                first_call = first.duration_s
-                # the latest camera frame instead of an image in the request
-                color_pub = node.create_publisher(Image, "/camera/camera/color/image_raw", 2)
-                node.create_timer(1 / 30, lambda: color_pub.publish(image_msg))
-                # interleaved, so that the load of other jobs on the machine falls on all three alike
-                direct, service, from_camera = [], [], []
-                for i in range(n + 3):
-                    for samples, call in ((direct, lambda: planner.plan(image, INSTRUCTION)),
-                                          (service, lambda: _must(client.plan(INSTRUCTION, image=image_msg,
-                                                                              backproject=False), client)),
-                                          (from_camera, lambda: _must(client.plan(INSTRUCTION, backproject=False),
-                                                                      client))):
-                        start = time.perf_counter()
-                        call()
-                        if i >= 3:
-                            samples.append(time.perf_counter() - start)
+                light_planner = make_planner(PlannerConfig(backend="openai", model="qwen3-vl-bench",
+                                                           base_url=light.url, max_retries=0))
+                light_round = _service_round(node, executor, domain, light.url, light_planner, image, n, camera=False)
+                light_planner.close()
             finally:
-                _stop(child)
-                planner.close()
+                light.stop()
+            planner.close()
         finally:
             rclpy.shutdown(context=context)
     finally:
@@ -224,16 +205,113 @@ def main() -> None:
     print(f"\none {WIDTH}x{HEIGHT} plan request, stage by stage (this process unless said otherwise):")
     for name, samples in rows:
         print(f"  {name:42s} {_percentiles(samples)}")
+    direct, service, from_camera = stand_in["direct"], stand_in["service"], stand_in["camera"]
     print(f"  {'Planner.plan in-process (encode+HTTP+parse)':42s} {_percentiles(direct)}")
     print(f"  {'plan service, image in request, 2 processes':42s} {_percentiles(service)}")
     print(f"  {'plan service, latest camera frame (30 Hz)':42s} {_percentiles(from_camera)}")
     print(f"  frame wait + frame decode (camera - image in request): {med_ms(from_camera) - med_ms(service):+.2f} ms")
-    print(f"  first request after node start: {first_call * 1000:.0f} ms for the call "
-          f"({first_s:.2f} s from launching the node; steady state {med_ms(service):.1f} ms)")
+    print(f"  first request after node start: {stand_in['first_call'] * 1000:.0f} ms for the call "
+          f"({stand_in['first_s']:.2f} s from launching the node; steady state {med_ms(service):.1f} ms)")
+    print(f"\nthe same on a light server (fixed answer after a {LIGHT_LATENCY_S * 1000:.0f} ms sleep, no CPU burnt; "
+          f"no camera publisher):")
+    print(f"  {'Planner.plan in-process':42s} {_percentiles(light_round['direct'])}")
+    print(f"  {'plan service, image in request':42s} {_percentiles(light_round['service'])}")
     overhead = med_ms(service) - med_ms(direct)
+    light_overhead = med_ms(light_round["service"]) - med_ms(light_round["direct"])
     ratio = statistics.median(direct) / statistics.median(http)
-    print(f"\ngoal 1: plan service - Planner.plan = {overhead:+.2f} ms (goal <= 5 ms): {'met' if overhead <= 5 else 'NOT met'}")
+    print(f"\ngoal 1: plan service - Planner.plan (goal <= 5 ms):")
+    print(f"  light server (service overhead alone):        {light_overhead:+.2f} ms: "
+          f"{'met' if light_overhead <= 5 else 'NOT met'}")
+    print(f"  stand-in server (overhead + CPU contention with the CPU-heavy server on {os.cpu_count()} CPUs): "
+          f"{overhead:+.2f} ms: {'met' if overhead <= 5 else 'NOT met'}")
     print(f"goal 2: Planner.plan / bare HTTP = {ratio:.2f}x (goal <= 1.2x): {'met' if ratio <= 1.2 else 'NOT met'}")
+
+
+LIGHT_LATENCY_S = 0.05  # the light server's fixed answer time
+
+
+def _service_round(node, executor, domain, url, planner, image, n, camera):
+    """Planner.plan in-process vs the plan service (planner_node in a child process) on the server at ``url``,
+    interleaved; with ``camera`` also the plan service on the latest frame of a 30 Hz camera publisher."""
+    env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    started = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-m", "grounded_planner.ros.planner_node", "--ros-args",
+                              "-p", "backend:=openai", "-p", f"base_url:={url}",
+                              "-p", "model:=qwen3-vl-bench", "-p", "max_retries:=0"],
+                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    timer = None
+    try:
+        client = GroundedPlannerClient(node, executor=executor)
+        image_msg = numpy_to_image(image, "rgb8")
+        first = client.plan(INSTRUCTION, image=image_msg, backproject=False, timeout_s=60.0, service_wait_s=60.0)
+        first_s = time.perf_counter() - started
+        if not first.succeeded:
+            raise RuntimeError(f"plan service: {client.last_error}")
+        calls = [("direct", lambda: planner.plan(image, INSTRUCTION)),
+                 ("service", lambda: _must(client.plan(INSTRUCTION, image=image_msg, backproject=False), client))]
+        if camera:  # the latest camera frame instead of an image in the request
+            color_pub = node.create_publisher(Image, "/camera/camera/color/image_raw", 2)
+            timer = node.create_timer(1 / 30, lambda: color_pub.publish(image_msg))
+            calls.append(("camera", lambda: _must(client.plan(INSTRUCTION, backproject=False), client)))
+        # interleaved, so that the load of other jobs on the machine falls on all alike
+        samples = {name: [] for name, _ in calls}
+        for i in range(n + 3):
+            for name, call in calls:
+                start = time.perf_counter()
+                call()
+                if i >= 3:
+                    samples[name].append(time.perf_counter() - start)
+        samples["first_call"] = first.duration_s
+        samples["first_s"] = first_s
+        return samples
+    finally:
+        if timer is not None:
+            node.destroy_timer(timer)
+        _stop(child)
+
+
+class _LightServer:
+    def __init__(self, proc):
+        self.proc = proc
+        self.url = proc.stdout.readline().strip()
+
+    def stop(self):
+        _stop(self.proc)
+
+
+_LIGHT_SERVER = r"""
+import json, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+answer = json.dumps({"id": "light", "object": "chat.completion", "model": "qwen3-vl-bench",
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": sys.argv[1]}}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        time.sleep(float(sys.argv[2]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+s = ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(f"http://127.0.0.1:{s.server_address[1]}/v1", flush=True)
+try:
+    s.serve_forever()
+except KeyboardInterrupt:
+    pass
+"""
+
+
+def _start_light_server(answer_text: str, latency_s: float) -> _LightServer:
+    """A fixed-answer OpenAI-style server in its own process: reads the request, sleeps ``latency_s``, answers
+    ``answer_text`` (what the stand-in answered in this run). Its latency burns no CPU."""
+    return _LightServer(subprocess.Popen([sys.executable, "-c", _LIGHT_SERVER, answer_text, str(latency_s)],
+                                         stdout=subprocess.PIPE, text=True))
+
 
 
 def _in_base_frame(plan: GroundedPlan) -> GroundedPlan:

@@ -119,17 +119,28 @@ def image_to_numpy(msg: Any) -> np.ndarray:
     itemsize = np.dtype(dtype).itemsize
     height, width, step = int(msg.height), int(msg.width), int(msg.step)
     row = width * channels * itemsize
-    data = bytes(msg.data)
+    data = _byte_view(msg.data)
     if step < row or len(data) < step * height:
         raise ImageDecodeError(f"image data too short: {len(data)} bytes for {width}x{height} {msg.encoding} "
                                f"(step {step})")
-    buf = np.frombuffer(data, dtype=np.uint8)[: step * height].reshape(height, step)[:, :row]
+    buf = data[: step * height].reshape(height, step)[:, :row]
     arr = np.ascontiguousarray(buf).view(np.dtype(dtype).newbyteorder(">" if msg.is_bigendian else "<"))
     arr = arr.astype(dtype, copy=False)
     arr = arr.reshape(height, width, channels) if channels > 1 else arr.reshape(height, width)
     if msg.encoding in ("bgr8", "bgra8"):
         arr = arr[..., [2, 1, 0] + ([3] if channels == 4 else [])]
     return arr
+
+
+def _byte_view(data: Any) -> np.ndarray:
+    """Read-only uint8 view of a message's ``data`` without copying it: rclpy gives ``array.array('B')``, rosbags a
+    uint8 ndarray, hand-made messages bytes; anything else (a list of ints) is copied once."""
+    try:
+        view = np.frombuffer(data, dtype=np.uint8)
+    except (TypeError, ValueError):
+        view = np.frombuffer(bytes(data), dtype=np.uint8)
+    view.flags.writeable = False  # a view of the message: the caller's array must not write into it
+    return view
 
 
 def numpy_to_image(array: np.ndarray, make: Callable[..., Any], encoding: str | None = None, header: Any = None) -> Any:
