@@ -44,7 +44,7 @@ from grounded_planner.execution.executor import Executor
 from grounded_planner.geometry.synthetic import realsense_camera
 from grounded_planner.geometry.targets import backproject
 from grounded_planner.msgs.plan import plan_from_msg, plan_to_msg
-from grounded_planner.plan import GroundedAction, GroundedPlan
+from grounded_planner.plan import GroundedAction, GroundedPlan, save_plan
 from grounded_planner.ros.client import GroundedPlannerClient
 from grounded_planner.ros.convert import numpy_to_image
 from grounded_planner.ros.msg_types import rclpy_type
@@ -197,6 +197,7 @@ def main() -> None:
             finally:
                 light.stop()
             planner.close()
+            bare_service = _bare_service_round(node, executor, domain, numpy_to_image(image, "rgb8"), n)
         finally:
             rclpy.shutdown(context=context)
     finally:
@@ -216,6 +217,11 @@ def main() -> None:
           f"no camera publisher):")
     print(f"  {'Planner.plan in-process':42s} {_percentiles(light_round['direct'])}")
     print(f"  {'plan service, image in request':42s} {_percentiles(light_round['service'])}")
+    print(f"  {'bare plan service round trip, image in request':42s} {_percentiles(bare_service['image'])}")
+    print(f"  {'bare plan service round trip, no image':42s} {_percentiles(bare_service['none'])}")
+    print(f"  (bare: test/helpers/fixed_plan_server.py answers a fixed plan; the difference is the {image.nbytes / 1e6:.1f} MB"
+          f" raw image through serialization + DDS + deserialization: "
+          f"{med_ms(bare_service['image']) - med_ms(bare_service['none']):+.2f} ms)")
     overhead = med_ms(service) - med_ms(direct)
     light_overhead = med_ms(light_round["service"]) - med_ms(light_round["direct"])
     ratio = statistics.median(direct) / statistics.median(http)
@@ -268,6 +274,35 @@ def _service_round(node, executor, domain, url, planner, image, n, camera):
         if timer is not None:
             node.destroy_timer(timer)
         _stop(child)
+
+
+def _bare_service_round(node, executor, domain, image_msg, n):
+    """The plan service round trip alone: test/helpers/fixed_plan_server.py (a fixed plan, no planner) in a child
+    process, called with the 1280x720 image in the request and without, interleaved."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan_path = os.path.join(tmp, "plan.json")
+        save_plan(GroundedPlan(INSTRUCTION, (WIDTH, HEIGHT), [
+            GroundedAction("grasp", "red cube", bbox=(500, 300, 580, 420)),
+            GroundedAction("place", "red cube", point=(900, 500))]), plan_path)
+        env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+        child = subprocess.Popen([sys.executable, os.path.join("test", "helpers", "fixed_plan_server.py"), plan_path],
+                                 cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            client = GroundedPlannerClient(node, executor=executor)
+            _must(client.plan(INSTRUCTION, image=image_msg, backproject=False, timeout_s=60.0, service_wait_s=60.0),
+                  client)
+            samples = {"image": [], "none": []}
+            for i in range(n + 3):
+                for name, kwargs in (("image", {"image": image_msg}), ("none", {})):
+                    start = time.perf_counter()
+                    _must(client.plan(INSTRUCTION, backproject=False, **kwargs), client)
+                    if i >= 3:
+                        samples[name].append(time.perf_counter() - start)
+            return samples
+        finally:
+            _stop(child)
 
 
 class _LightServer:
