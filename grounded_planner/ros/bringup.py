@@ -182,6 +182,23 @@ class Bringup:
         except ExternalShutdownException:
             pass
 
+    def _reap_shutdown_tasks(self) -> None:
+        """A callback that the executor had already handed to a worker when shutdown began can end with rclpy's
+        InvalidHandle ("cannot use Destroyable because destruction was requested"): expected while the graph is
+        being torn down. Read those from the executor's finished tasks so that their garbage collection does not
+        print "exception was never retrieved"; any other exception is reported."""
+        from rclpy.exceptions import InvalidHandle  # lazy: ROS package (rclpy), absent without a ROS install
+
+        for task, _entity, _node in list(getattr(self.executor, "_tasks", ())):
+            try:
+                if not task.done():
+                    continue
+                exc = task.exception()
+            except Exception:  # noqa: BLE001 - a task that cannot even say how it ended has nothing to report
+                continue
+            if exc is not None and not isinstance(exc, InvalidHandle):
+                print(f"bringup: a callback failed during shutdown: {exc}", file=sys.stderr, flush=True)
+
     def shutdown(self) -> None:
         import rclpy  # lazy: ROS package (rclpy), absent without a ROS install
 
@@ -198,6 +215,7 @@ class Bringup:
                 pass
         self.nodes = {}
         self._extra_nodes = []
+        self._reap_shutdown_tasks()
         try:
             rclpy.try_shutdown(context=self.context)
         except Exception as exc:  # a half-built node failing to clean up must not hide the error that stopped bringup
