@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 
-from grounded_planner.cli.main import CliError
+from grounded_planner.cli.main import CliError, add_command
 
 log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "approve", help="approve the plan executor_node is holding (require_approval), or --reject it",
+    parser = add_command(subparsers, "approve",
         description="Calls /grounded_planner/approve (std_srvs/SetBool): true approves, false rejects. "
                     "Exit 0 when the executor took the answer, 1 when no plan was waiting, 2 when no executor answered.")
     parser.add_argument("--reject", metavar="REASON", help="reject the plan; the reason is logged here")

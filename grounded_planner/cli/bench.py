@@ -5,18 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-
-from grounded_planner.cli.main import CliError
-from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
-from grounded_planner.vlm.backends.pool import served_line, server_counts
 from pathlib import Path
+
+from grounded_planner.bench.episodes import EpisodeError, load_episodes, load_predictions
+from grounded_planner.bench.report import diagnose, write_report
+from grounded_planner.bench.runner import run_bench
+from grounded_planner.bench.scoring import score, score_episodes
+from grounded_planner.bench.table import format_tables
+from grounded_planner.cli.main import CliError, add_command
+from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
+from grounded_planner.rollout.stats import mcnemar_exact
+from grounded_planner.vlm.backends.pool import served_line, server_counts
 from grounded_planner.vlm.errors import VLMError
+from grounded_planner.vlm.factory import make_planner
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    bench = subparsers.add_parser("bench", help="score, run and report GroundedPlanBench-style episodes",
-                                  description="GroundedPlanBench-style evaluation: TSR/ARR scoring (Table I layout), "
-                                              "batch planning over an episode set, self-contained HTML reports.")
+    bench = add_command(subparsers, "bench",
+        description="GroundedPlanBench-style evaluation: TSR/ARR scoring (Table I layout), "
+                    "batch planning over an episode set, self-contained HTML reports.")
     sub = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     bench.set_defaults(func=lambda args: _usage(bench))
 
@@ -62,9 +69,6 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _load(episodes_path: str, predictions_path: str):
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.bench.episodes import EpisodeError, load_episodes, load_predictions
-
     try:
         episodes, predictions = load_episodes(episodes_path), load_predictions(predictions_path)
     except EpisodeError as exc:
@@ -81,15 +85,6 @@ def _warn_duplicates(label: str, predictions) -> None:
 
 
 def _score(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.bench.episodes import EpisodeError, load_episodes, load_predictions
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.bench.scoring import score, score_episodes
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.bench.table import format_tables
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.stats import mcnemar_exact
-
     if args.json and len(args.predictions) != 1:
         raise CliError(f"--json scores one predictions file, got {len(args.predictions)}")
     labels = [Path(p).stem for p in args.predictions]
@@ -133,9 +128,6 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _write_per_episode(path: str, episodes, predictions) -> None:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.bench.report import diagnose
-
     lines = []
     for episode in episodes:
         d = diagnose(episode, predictions.get(episode.id))
@@ -152,13 +144,6 @@ def _write_per_episode(path: str, episodes, predictions) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.bench.episodes import EpisodeError, load_episodes
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.bench.runner import run_bench
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.vlm.factory import make_planner
-
     if args.concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {args.concurrency}")
     if args.limit is not None and args.limit < 0:
@@ -194,9 +179,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.bench.report import write_report
-
     if args.image_max_side < 0:
         raise CliError(f"--image-max-side must be >= 0 pixels (0 = embed as is), got {args.image_max_side}")
     episodes, predictions = _load(args.episodes, args.predictions)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from grounded_planner.cli.main import CliError
+from grounded_planner.cli.main import CliError, add_command
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "bringup", help="run the nodes of a config profile in one process (multi-threaded executor)",
+    parser = add_command(subparsers, "bringup",
         description="Start every node a profile (a ROS 2 parameters file: config/real.yaml, config/replay.yaml) "
                     "names, in this process, until Ctrl-C. Nodes: camera, bag_player, planner, backprojection, "
                     "executor, rollout_logger.")

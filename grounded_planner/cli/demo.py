@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from grounded_planner.cli.main import CliError
+from grounded_planner.cli.main import CliError, add_command
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "demo", help="run camera bag -> planner -> back-projection -> executor -> rollout on a sample scene",
+    parser = add_command(subparsers, "demo",
         description="Render a sample scene in the MuJoCo workcell, write it as an RGB-D rosbag, and run every node "
                     "in this process: a recorded plan (or your VLM when GP_VLM_BASE_URL / GP_VLM_MODEL / an API key "
                     "is set), back-projection, execution on the simulator, rollout logging.")

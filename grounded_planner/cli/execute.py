@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import select
 import signal
 import sys
-from pathlib import Path
-import yaml
-from grounded_planner.cli.main import CliError
-from grounded_planner.execution.config import ConfigError, ExecutorConfig
-from grounded_planner.geometry.targets import TargetSet
-import select
 import threading
+from pathlib import Path
+
+import yaml
+
+from grounded_planner.cli.main import CliError, add_command
 from grounded_planner.execution.backend import BackendError
 from grounded_planner.execution.backends import make_backend
+from grounded_planner.execution.config import ConfigError, ExecutorConfig
+from grounded_planner.execution.executor import Executor
+from grounded_planner.execution.validate import ExecutionInputError, InvalidGoalError, check_goal
+from grounded_planner.geometry.targets import TargetSet
 from grounded_planner.plan import PlanError, load_plan
 
 BACKENDS = ("sim", "franky", "lerobot", "moveit")
@@ -24,8 +28,7 @@ DEFAULT_CONFIG = "config/execution_franka.yaml"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    ex = subparsers.add_parser(
-        "execute", help="execute a plan's 3D targets on a robot (or check them with --dry-run)",
+    ex = add_command(subparsers, "execute",
         description='Print {"success": bool, "steps": [{"index", "type", "outcome", "message"}]}. Outcomes: ok, '
                     "outside_workspace, unreachable, grasp_failed, timeout, cancelled, fault. Every target is "
                     "checked against the safety envelope before the first motion; a failed step aborts the plan. "
@@ -92,8 +95,6 @@ def _load_targets(path: str):
 
 def _confirmed(executor, plan, targets, timeout_s: float) -> bool:
     """Preview the checked plan on stderr and wait for 'y' on stdin; anything else, or silence, rejects."""
-
-
     if not timeout_s > 0:
         raise CliError(f"--confirm-timeout must be > 0 seconds, got {timeout_s}")
     preview = executor.execute(plan, targets, dry_run=True)
@@ -115,11 +116,6 @@ def _confirmed(executor, plan, targets, timeout_s: float) -> bool:
 
 
 def _execute(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.execution.executor import Executor
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.execution.validate import ExecutionInputError, InvalidGoalError, check_goal
-
     config = _load_config(args)
     try:
         plan = load_plan(args.plan)

@@ -6,16 +6,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
 import numpy as np
-from grounded_planner.cli.main import CliError
+from PIL import Image
+
+from grounded_planner.cli.main import CliError, add_command
 from grounded_planner.geometry import CameraModel, Extrinsics, GeometryError, compute_targets
 from grounded_planner.geometry.errors import CameraModelError
+from grounded_planner.geometry.handeye import CharucoBoardSpec, calibrate_hand_eye, detect_board, load_samples
 from grounded_planner.plan import PlanError, load_plan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    bp = subparsers.add_parser(
-        "backproject", help="3D targets of a plan from an aligned depth image, intrinsics and extrinsics",
+    bp = add_command(subparsers, "backproject",
         description="Print {\"frame\", \"targets\": [{index, type, object, position, yaw, width, normal, method, "
                     "confidence}], \"warnings\"} with positions in metres in the extrinsics' parent frame (the camera "
                     "optical frame without --extrinsics).")
@@ -30,8 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bp.add_argument("--compact", action="store_true", help="one-line JSON")
     bp.set_defaults(func=_backproject)
 
-    cal = subparsers.add_parser(
-        "calibrate", help="hand-eye calibration from ChArUco images + robot poses",
+    cal = add_command(subparsers, "calibrate",
         description="DIR holds NAME.png + NAME.yaml pairs (the flange pose in the robot base frame, in the "
                     "extrinsics format), plus camera.yaml and board.yaml unless given. Prints residuals per sample "
                     "and overall, writes the camera extrinsics YAML.")
@@ -51,9 +53,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def read_depth_png(path: str | Path, depth_scale: float):
     """A single-channel 16-bit PNG in depth units -> (H, W) float metres (0 stays 0: a hole)."""
-    from PIL import Image  # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-
-
     path = Path(path)
     try:
         with Image.open(path) as img:
@@ -93,9 +92,6 @@ def _backproject(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.geometry.handeye import CharucoBoardSpec, calibrate_hand_eye, detect_board, load_samples
-
     samples_dir = Path(args.samples)
     try:
         import cv2  # lazy: optional SDK (cv2), not in install_requires

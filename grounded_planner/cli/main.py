@@ -1,6 +1,5 @@
-"""Entry point of the `grounded-planner` command: every module in this package that defines
-``register(subparsers)`` contributes its subcommands (kept cheap to import: heavy imports go
-inside the handlers)."""
+"""Entry point of the `grounded-planner` command: a table of commands, each registered by its module of this
+package (``register(subparsers)``), which is imported only when its command runs."""
 
 from __future__ import annotations
 
@@ -8,11 +7,9 @@ import argparse
 import importlib
 import logging
 import os
-import pkgutil
 import sys
 
 import grounded_planner
-import grounded_planner.cli as cli_pkg
 
 
 class CliError(Exception):
@@ -23,7 +20,49 @@ class CliError(Exception):
         self.code = code
 
 
-def build_parser() -> argparse.ArgumentParser:
+# command -> (module of grounded_planner.cli that registers it, its line in `grounded-planner --help`), in the order
+# of that listing. A command's module is imported only when that command runs: `grounded-planner --help` stays quick
+# and no command loads what another one needs (MuJoCo, torch, Ray, LeRobot, rclpy, ...). A module that registers
+# several commands lists them next to each other, in the order it registers them.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "approve": ("approve", "approve the plan executor_node is holding (require_approval), or --reject it"),
+    "bench": ("bench", "score, run and report GroundedPlanBench-style episodes"),
+    "bringup": ("bringup", "run the nodes of a config profile in one process (multi-threaded executor)"),
+    "demo": ("demo", "run camera bag -> planner -> back-projection -> executor -> rollout on a sample scene"),
+    "execute": ("execute", "execute a plan's 3D targets on a robot (or check them with --dry-run)"),
+    "backproject": ("geometry", "3D targets of a plan from an aligned depth image, intrinsics and extrinsics"),
+    "calibrate": ("geometry", "hand-eye calibration from ChArUco images + robot poses"),
+    "plan": ("planner", "ask a VLM for a grounded plan of an image and an instruction"),
+    "parse": ("planner", "read a raw model answer on stdin, print the canonical plan JSON"),
+    "draw": ("planner", "draw a plan over its image (boxes, place crosses, step numbers)"),
+    "replay": ("replay", "run the planner on frames+instructions recorded in bags; write (and score) predictions"),
+    "rollouts": ("rollouts", "label, summarise, recover and export recorded rollouts"),
+    "sim": ("sim", "the simulated MuJoCo workcell: export episodes, render scenarios"),
+    "v2gp": ("v2gp", "V2GP: robot demonstrations -> grounded plans -> training JSONL"),
+    "finetune": ("v2gp", "LoRA fine-tuning of a Qwen3-VL planner on V2GP training JSONL"),
+}
+
+
+def add_command(subparsers: argparse._SubParsersAction, name: str, **kwargs) -> argparse.ArgumentParser:
+    """The parser of command ``name`` (for a module's ``register``), with its help line from :data:`COMMANDS`."""
+    return subparsers.add_parser(name, help=COMMANDS[name][1], **kwargs)
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The command word of a command line: its first argument that is not an option (the options before the
+    command take no value)."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--":
+            return next(args, None)
+        if arg == "-" or not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(commands: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of `grounded-planner`, complete for ``commands`` (every command when None); the other commands
+    are listed with their help line only, and their modules are not imported."""
     parser = argparse.ArgumentParser(
         prog="grounded-planner",
         description="Spatially grounded plans from VLMs: plan, score, back-project, execute, replay.",
@@ -31,13 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"grounded-planner {grounded_planner.__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages to stderr")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(cli_pkg.__path__), key=lambda m: m.name):
-        if info.name == "main":
-            continue
-        module = importlib.import_module(f"{cli_pkg.__name__}.{info.name}")
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(subparsers)
+    wanted = {module for name, (module, _) in COMMANDS.items() if commands is None or name in commands}
+    registered: set[str] = set()
+    for name, (module, help_line) in COMMANDS.items():
+        if module not in wanted:
+            subparsers.add_parser(name, help=help_line)
+        elif module not in registered:
+            registered.add(module)
+            importlib.import_module(f"{__package__}.{module}").register(subparsers)
     return parser
 
 
@@ -99,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command. No traceback for bad input: typed errors become one line ``error: ...`` on stderr
     (exit 2 for a bad input, 1 for a failure), a closed output pipe ends quietly, Ctrl-C exits 130."""
     try:
-        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else list(argv)
+        parser = build_parser([command_of(argv) or ""])
         args = parser.parse_args(argv)
     except BrokenPipeError:
         return _quiet_broken_pipe()

@@ -5,11 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from grounded_planner.cli.main import CliError
-from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
 import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from grounded_planner.cli.main import CliError, add_command
+from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
 from grounded_planner.plan import PlanError, load_plan, save_plan
+from grounded_planner.vlm.draw import draw_plan
 from grounded_planner.vlm.errors import VLMError, VLMResponseError, VLMUnavailableError
+from grounded_planner.vlm.factory import make_planner
+from grounded_planner.vlm.parse import ParseError, parse_plan
 
 # Exit codes of `plan` beyond argparse's 2: the model could not be reached / gave no valid plan.
 EXIT_UNAVAILABLE = 3
@@ -17,10 +22,10 @@ EXIT_NO_PLAN = 4
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("plan", help="ask a VLM for a grounded plan of an image and an instruction",
-                              description="Send an image and an instruction to a VLM and print the canonical plan "
-                                          "JSON (pixels of the image). Settings: GP_VLM_* variables, then --config, "
-                                          "then the flags.")
+    p = add_command(subparsers, "plan",
+        description="Send an image and an instruction to a VLM and print the canonical plan "
+                    "JSON (pixels of the image). Settings: GP_VLM_* variables, then --config, "
+                    "then the flags.")
     p.add_argument("--image", required=True, help="RGB image file (PNG/JPEG)")
     p.add_argument("--instruction", required=True, help="what the robot should do")
     add_planner_arguments(p)
@@ -39,10 +44,10 @@ def register(subparsers) -> None:
     p.add_argument("--overlay", default=None, help="also draw the plan over the image into this PNG")
     p.set_defaults(func=cmd_plan)
 
-    p = subparsers.add_parser("parse", help="read a raw model answer on stdin, print the canonical plan JSON",
-                              description="Read raw VLM text on stdin and print the canonical plan JSON on stdout. "
-                                          "Exit 0 on success, 2 with a one-line reason on stderr when no valid plan "
-                                          "can be read.")
+    p = add_command(subparsers, "parse",
+        description="Read raw VLM text on stdin and print the canonical plan JSON on stdout. "
+                    "Exit 0 on success, 2 with a one-line reason on stderr when no valid plan "
+                    "can be read.")
     p.add_argument("--width", type=int, required=True, help="original image width, px")
     p.add_argument("--height", type=int, required=True, help="original image height, px")
     p.add_argument("--convention", choices=["auto", "qwen3", "gemini", "pixel"], default="auto",
@@ -54,7 +59,7 @@ def register(subparsers) -> None:
     p.add_argument("--compact", action="store_true", help="one-line JSON")
     p.set_defaults(func=cmd_parse)
 
-    p = subparsers.add_parser("draw", help="draw a plan over its image (boxes, place crosses, step numbers)")
+    p = add_command(subparsers, "draw")
     p.add_argument("--image", required=True)
     p.add_argument("--plan", required=True, help="canonical plan JSON")
     p.add_argument("--out", required=True, help="output PNG")
@@ -62,9 +67,6 @@ def register(subparsers) -> None:
 
 
 def _load_rgb(path: str):
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from PIL import Image, UnidentifiedImageError
-
     try:
         with Image.open(path) as img:
             return np.asarray(img.convert("RGB"))
@@ -75,9 +77,6 @@ def _load_rgb(path: str):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.vlm.factory import make_planner
-
     image = _load_rgb(args.image)
     config = planner_config_from_args(args)
     extras = {name: getattr(args, name) for name in ("convention", "max_image_side", "repair_attempts", "max_tokens", "json_mode", "record_file",
@@ -99,9 +98,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.out:
         save_plan(plan, args.out)
     if args.overlay:
-        # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-        from grounded_planner.vlm.draw import draw_plan
-
         draw_plan(image, plan).save(args.overlay)
     print(plan.to_json())
     for warning in plan.warnings:
@@ -110,9 +106,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.vlm.parse import ParseError, parse_plan
-
     if args.width <= 0 or args.height <= 0:
         raise CliError(f"--width and --height must be positive pixels, got {args.width}x{args.height}")
     model_size = None
@@ -133,9 +126,6 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 
 def cmd_draw(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.vlm.draw import draw_plan
-
     image = _load_rgb(args.image)
     try:
         plan = load_plan(args.plan)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from grounded_planner.cli.main import CliError
+from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.yamlfile import read_yaml
 
 
@@ -30,9 +31,6 @@ def add_planner_arguments(parser: argparse.ArgumentParser) -> None:
 
 def planner_config_from_args(args: argparse.Namespace):
     """PlannerConfig from GP_VLM_* variables, then --config YAML, then the flags (later wins)."""
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.vlm.config import PlannerConfig
-
     values: dict = {}
     if getattr(args, "config", None):
         loaded = read_yaml(args.config, "planner config", CliError) or {}

@@ -5,17 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-
-from grounded_planner.cli.main import CliError
-from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
-from grounded_planner.vlm.backends.pool import served_line, server_counts
 from dataclasses import replace
+
+from grounded_planner.bench.episodes import EpisodeError, Prediction, load_episodes
+from grounded_planner.bench.scoring import score
+from grounded_planner.cli.main import CliError, add_command
+from grounded_planner.cli.planner_args import add_planner_arguments, planner_config_from_args
+from grounded_planner.rollout.bag import BagError
+from grounded_planner.rollout.record import RolloutTopics
+from grounded_planner.rollout.replay import episodes_for_replay, replay_episodes
+from grounded_planner.vlm.backends.pool import served_line, server_counts
 from grounded_planner.vlm.errors import VLMError, VLMUnavailableError
+from grounded_planner.vlm.factory import make_planner
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "replay", help="run the planner on frames+instructions recorded in bags; write (and score) predictions",
+    p = add_command(subparsers, "replay",
         description="Offline evaluation on old rollouts: each plan (or instruction) in a bag is planned again "
                     "on the color frame it was made on. Predictions are JSONL lines {id, plan, error} as "
                     "`bench score` reads them; with --episodes they are scored against that ground truth.")
@@ -35,22 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.bag import BagError
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.record import RolloutTopics
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.replay import episodes_for_replay, replay_episodes
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.vlm.factory import make_planner
-
     if not args.bags and not args.episodes:
         raise CliError("name at least one BAG or an --episodes file whose images are bags")
     gt = []
     if args.episodes:
-        # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-        from grounded_planner.bench.episodes import EpisodeError, load_episodes
-
         try:
             gt = load_episodes(args.episodes)
         except (EpisodeError, OSError) as exc:
@@ -89,11 +82,6 @@ def _replay(args: argparse.Namespace) -> int:
 
     scored_ids = {r["id"] for r in records} & {ep.id for ep in gt}
     if gt:
-        # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-        from grounded_planner.bench.episodes import Prediction
-        # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-        from grounded_planner.bench.scoring import score
-
         if not scored_ids:
             raise CliError(f"no replayed episode id is in {args.episodes} (ids: "
                            f"{', '.join(sorted(r['id'] for r in records)[:5])}...)", 1)

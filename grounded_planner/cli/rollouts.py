@@ -6,12 +6,17 @@ import argparse
 import json
 import sys
 
-from grounded_planner.cli.main import CliError
+from grounded_planner.cli.main import CliError, add_command
+from grounded_planner.rollout.export import ExportError, export_lerobot
+from grounded_planner.rollout.label import label_rollouts
+from grounded_planner.rollout.plot import plot_summary
+from grounded_planner.rollout.record import RolloutError, find_rollouts, find_unfinished, recover_rollout
+from grounded_planner.rollout.stats import StatsError, format_summary, summarize
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("rollouts", help="label, summarise, recover and export recorded rollouts",
-                                   description="Work on rollout folders (rollout.json + rollout.mcap, one per episode).")
+    parser = add_command(subparsers, "rollouts",
+        description="Work on rollout folders (rollout.json + rollout.mcap, one per episode).")
     sub = parser.add_subparsers(dest="rollouts_command", metavar="ACTION")
     parser.set_defaults(func=lambda args: _usage(parser))
 
@@ -48,9 +53,6 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _records(dirs: list[str]):
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.record import RolloutError, find_rollouts
-
     try:
         records = find_rollouts(dirs)
     except RolloutError as exc:
@@ -61,9 +63,6 @@ def _records(dirs: list[str]):
 
 
 def _label(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.label import label_rollouts
-
     counts = label_rollouts(_records(args.dirs), sys.stdin, sys.stdout, relabel=args.relabel)
     print(f"labelled {counts.labelled}, skipped {counts.skipped}, already labelled {counts.already}"
           f"{' (stopped early)' if counts.quit else ''}")
@@ -71,9 +70,6 @@ def _label(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.stats import StatsError, format_summary, summarize
-
     by = [f.strip() for f in args.by.split(",") if f.strip()]
     records = _records(args.dirs)
     try:
@@ -81,9 +77,6 @@ def _summary(args: argparse.Namespace) -> int:
     except StatsError as exc:
         raise CliError(str(exc)) from exc
     if args.plot:
-        # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-        from grounded_planner.rollout.plot import plot_summary
-
         try:
             plot_summary(result, args.plot)
         except (ValueError, OSError) as exc:
@@ -98,9 +91,6 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _recover(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.record import RolloutError, find_unfinished, recover_rollout
-
     try:
         folders = find_unfinished(args.dirs)
     except RolloutError as exc:
@@ -123,9 +113,6 @@ def _recover(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.export import ExportError, export_lerobot
-
     records = _records(args.dirs)
     if args.only_success:
         records = [r for r in records if r.success]

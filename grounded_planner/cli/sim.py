@@ -10,20 +10,28 @@ import sys
 import threading
 from pathlib import Path
 
-from grounded_planner.cli.main import CliError
-from grounded_planner.sim.backend import default_scenario_path
-from grounded_planner.sim.so101_bus import So101BusSim
-from grounded_planner.sim.scenario import ScenarioError, load_scenario
-from grounded_planner.sim.workcell import SimError, SimWorkcell
 import numpy as np
+from PIL import Image
+
+from grounded_planner.cli.main import CliError, add_command
 from grounded_planner.execution.config import ConfigError, ExecutorConfig
 from grounded_planner.geometry.errors import GeometryError
 from grounded_planner.plan.model import PlanError, load_plan
+from grounded_planner.rollout.record import RolloutError, find_rollouts
+from grounded_planner.rollout.stats import format_summary, summarize
+from grounded_planner.sim.backend import default_scenario_path
+from grounded_planner.sim.export import export_episodes
+from grounded_planner.sim.run import CONDITIONS, run_scenario
+from grounded_planner.sim.scenario import ScenarioError, load_scenario
+from grounded_planner.sim.so101_bus import So101BusSim
+from grounded_planner.sim.vlm import sim_vlm
+from grounded_planner.sim.workcell import SimError, SimWorkcell
+from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import VLMError
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("sim", help="the simulated MuJoCo workcell: export episodes, render scenarios")
+    parser = add_command(subparsers, "sim")
     sub = parser.add_subparsers(dest="sim_command", metavar="SIM_COMMAND")
 
     exp = sub.add_parser("export", help="render each scenario's first frame with its exact GT plan as bench episodes")
@@ -102,11 +110,6 @@ def _add_planner_flags(parser) -> None:
 
 def _vlm_from_args(args: argparse.Namespace):
     """The ``vlm`` argument of run_scenario: a real backend (--planner), the stand-in (default), or None (gt)."""
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.sim.vlm import sim_vlm
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.vlm.config import PlannerConfig
-
     if args.planner == "gt":
         return None
     if args.planner is None:
@@ -134,9 +137,6 @@ def _scenario_files(arg: str) -> list[Path]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.sim.export import export_episodes
-
     if args.seeds < 1:
         raise CliError(f"--seeds must be >= 1, got {args.seeds}")
     try:
@@ -149,9 +149,6 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from PIL import Image  # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-
-
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -168,12 +165,6 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.record import RolloutError
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.sim.run import run_scenario
-
-
     try:
         plan = load_plan(args.plan) if args.plan else None
         config = ExecutorConfig.load(args.executor_config) if args.executor_config else None
@@ -194,13 +185,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.record import RolloutError, find_rollouts
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.rollout.stats import format_summary, summarize
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.sim.run import CONDITIONS, run_scenario
-
     if args.seeds < 1:
         raise CliError(f"--seeds must be >= 1, got {args.seeds}")
     if args.first_seed < 0:

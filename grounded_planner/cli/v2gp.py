@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
-from grounded_planner.cli.main import CliError
-import dataclasses
+
+from grounded_planner.cli.main import CliError, add_command
+from grounded_planner.v2gp.config import V2GPConfig, parse_episode_list
+from grounded_planner.v2gp.dataset import open_dataset
+from grounded_planner.v2gp.errors import V2GPError
+from grounded_planner.v2gp.finetune import FinetuneConfig, finetune
+from grounded_planner.v2gp.pipeline import run_pipeline
+from grounded_planner.v2gp.segment import ROBOT_TYPES, SignalError, config_for_robot, load_gripper_csv, segment
+from grounded_planner.v2gp.synthetic import SyntheticConfig, write_synthetic_dataset
 from grounded_planner.vlm.errors import VLMError
 
 
 def register(subparsers) -> None:
-    v2gp = subparsers.add_parser("v2gp", help="V2GP: robot demonstrations -> grounded plans -> training JSONL")
+    v2gp = add_command(subparsers, "v2gp")
     sub = v2gp.add_subparsers(dest="v2gp_command", metavar="V2GP_COMMAND")
     v2gp.set_defaults(func=lambda args: (v2gp.print_help(), 2)[1])
 
@@ -62,10 +70,10 @@ def register(subparsers) -> None:
     synth.add_argument("--seed", type=int, default=0)
     synth.set_defaults(func=_synth)
 
-    ft = subparsers.add_parser("finetune", help="LoRA fine-tuning of a Qwen3-VL planner on V2GP training JSONL",
-                               description="transformers Trainer + accelerate. Several processes: accelerate launch "
-                                           "[--config_file fsdp.yaml] $(which grounded-planner) finetune ... "
-                                           "(see docs/scale.md).")
+    ft = add_command(subparsers, "finetune",
+        description="transformers Trainer + accelerate. Several processes: accelerate launch "
+                    "[--config_file fsdp.yaml] $(which grounded-planner) finetune ... "
+                    "(see docs/scale.md).")
     ft.add_argument("--data", required=True, metavar="TRAIN.jsonl", help="training JSONL written by 'v2gp run'")
     ft.add_argument("--base-model", required=True, metavar="PATH", help="local Hugging Face model folder")
     ft.add_argument("--out", required=True, metavar="ADAPTER_DIR", help="where the LoRA adapter is saved")
@@ -101,9 +109,6 @@ def register(subparsers) -> None:
 
 
 def _segment(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.v2gp.segment import SignalError, config_for_robot, load_gripper_csv, segment
-
     if args.dataset:
         return _segment_dataset(args)
     if args.config:
@@ -132,16 +137,6 @@ def _warn_not_reopened(dropped, where: str) -> None:
 
 def _segment_dataset(args: argparse.Namespace) -> int:
     """Stage 1 over every episode of a dataset: gripper signals only, no video, no model."""
-
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.v2gp.config import V2GPConfig
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.v2gp.dataset import open_dataset
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.v2gp.errors import V2GPError
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.v2gp.segment import ROBOT_TYPES, SignalError, segment
-
     try:
         config = V2GPConfig.load(args.config) if args.config else V2GPConfig()
         ds = open_dataset(args.dataset, gripper=config.gripper, camera=config.camera or None)
@@ -171,13 +166,6 @@ def _segment_dataset(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.v2gp.config import V2GPConfig, parse_episode_list
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.v2gp.errors import V2GPError
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.v2gp.pipeline import run_pipeline
-
     try:
         config = V2GPConfig.load(args.config) if args.config else V2GPConfig()
         config = config.with_overrides(vlm=args.vlm, model=args.model, grounder=args.grounder, workers=args.workers,
@@ -206,9 +194,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.v2gp.synthetic import SyntheticConfig, write_synthetic_dataset
-
     try:
         cfg = SyntheticConfig(episodes=args.episodes, seed=args.seed, video=args.video)
         path = write_synthetic_dataset(args.out, cfg, version=args.format)
@@ -219,11 +204,6 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _finetune(args: argparse.Namespace) -> int:
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.v2gp.errors import V2GPError
-    # lazy: 'grounded-planner --help' imports every command module; this one's handler only
-    from grounded_planner.v2gp.finetune import FinetuneConfig, finetune
-
     overrides = {"epochs": args.epochs, "max_steps": args.max_steps, "learning_rate": args.lr, "lora_rank": args.rank,
                  "lora_dropout": args.dropout, "target_modules": args.target_modules,
                  "batch_size": args.batch_size, "max_image_side": args.max_image_side, "device": args.device,
