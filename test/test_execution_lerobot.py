@@ -28,7 +28,7 @@ pytest.importorskip("placo")
 from grounded_planner.execution.backend import BackendFault, UnreachableError  # noqa: E402
 from grounded_planner.execution.backends.lerobot_backend import (ARM_KEYS, LeRobotBackend, LeRobotConfig,  # noqa: E402
                                                                   so_follower_config_kwargs)
-from grounded_planner.execution.backends.so101_kinematics import KinematicsError, default_so101_urdf  # noqa: E402
+from grounded_planner.execution.so101_kinematics import KinematicsError, default_so101_urdf  # noqa: E402
 from grounded_planner.execution.config import ExecutorConfig  # noqa: E402
 from grounded_planner.execution.executor import Executor  # noqa: E402
 from grounded_planner.execution.outcomes import Outcome  # noqa: E402

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("placo")
 
-from grounded_planner.execution.backends.so101_kinematics import (ARM_JOINTS, KinematicsError,  # noqa: E402
+from grounded_planner.execution.so101_kinematics import (ARM_JOINTS, KinematicsError,  # noqa: E402
                                                                   So101Kinematics, closing_yaw,
                                                                   default_so101_urdf)
 

