@@ -203,6 +203,31 @@ def test_recorder_closes_with_auto_labels_and_rejects_reuse(tmp_path):
         rec.log_instruction("again")
 
 
+def test_closed_loop_attempts_and_the_result_share_the_step_outcome_message(tmp_path):
+    from grounded_planner.execution.closed_loop import Attempt
+
+    tries = [Attempt(step=0, attempt=1, plan_index=0, type="grasp", object="spoon", outcome="grasp_failed",
+                     check="grasp_failure", message="empty", duration_s=1.5, recovery="reground"),
+             Attempt(step=0, attempt=2, plan_index=0, type="grasp", object="spoon", outcome="ok", check="ok",
+                     message="", duration_s=1.25)]
+    with RolloutRecorder(tmp_path / "ep", instruction="put the spoon on the plate", condition="closed_loop") as rec:
+        rec.log_attempt(tries[0])
+        rec.log_attempt(tries[1].to_dict())  # the dict a recorder in another process gets
+        rec.log_result({"success": True, "message": "done", "steps": [
+            {"index": 0, "type": "grasp", "outcome": "ok", "message": "", "attempts": 2, "check": "ok"}]})
+    data = load_rollout(tmp_path / "ep").data
+    assert [(a["step"], a["attempt"], a["check"], a["recovery"]) for a in data["attempts"]] == \
+        [(0, 1, "grasp_failure", "reground"), (0, 2, "ok", "")]  # rollout.json keeps the Attempt's own keys
+    messages = list(B.read_bag(tmp_path / "ep"))
+    attempts = [m for m in messages if m.topic == RolloutTopics().attempts]
+    assert {m.msgtype for m in attempts} == {"grounded_planner_interfaces/msg/StepOutcome"}
+    assert [(a.msg.index, a.msg.attempts, a.msg.type, a.msg.outcome, a.msg.check, a.msg.message) for a in attempts] \
+        == [(0, 1, "grasp", "grasp_failed", "grasp_failure", "empty"), (0, 2, "grasp", "ok", "ok", "")]
+    assert [round(a.msg.duration_s, 3) for a in attempts] == [1.5, 1.25]
+    result = next(m.msg for m in messages if m.topic == RolloutTopics().result)
+    assert [(s.index, s.attempts, s.outcome, s.check) for s in result.steps] == [(0, 2, "ok", "ok")]
+
+
 def test_exception_in_episode_closes_record_as_aborted(tmp_path):
     with pytest.raises(RuntimeError):
         with RolloutRecorder(tmp_path / "ep", instruction="x") as rec:

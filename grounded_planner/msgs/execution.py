@@ -58,13 +58,30 @@ def execution_event_from_msg(msg: Any) -> dict[str, Any]:
 
 
 # -- execution result -------------------------------------------------------------------------------------------
+def _getter(source: Any):
+    """``get(key, default)`` over a dict or an object's attributes (a dataclass the executor returns)."""
+    if isinstance(source, Mapping):
+        return lambda key, default=None: source.get(key, default)
+    return lambda key, default=None: getattr(source, key, default)
+
+
 def step_outcome_msg(types: TypeSource, step: Any) -> Any:
-    """A StepOutcome from an executor ``StepResult`` (or a dict of the same keys)."""
-    get = (lambda k, d=None: step.get(k, d)) if isinstance(step, Mapping) else (lambda k, d=None: getattr(step, k, d))
+    """A StepOutcome from an executor ``StepResult`` (or a dict of the same keys: index, type, outcome, message,
+    duration_s, attempts, check)."""
+    get = _getter(step)
     return resolver(types)(STEP_OUTCOME_MSGTYPE)(
         index=int(get("index", 0)), type=str(get("type", "")), outcome=_value(get("outcome", "")),
         message=str(get("message", "")), duration_s=float(get("duration_s", 0.0) or 0.0),
         attempts=int(get("attempts", 1) or 1), check=str(get("check", "") or ""))
+
+
+def attempt_outcome_msg(types: TypeSource, attempt: Any) -> Any:
+    """A StepOutcome for one closed-loop try: a ``closed_loop.Attempt`` (or its dict), whose ``step`` is the
+    message's ``index`` and whose ``attempt`` (1 = the first try) is its ``attempts``."""
+    get = _getter(attempt)
+    fields = {key: get(key) for key in ("type", "outcome", "message", "duration_s", "check")}
+    return step_outcome_msg(types, {"index": get("step", 0), "attempts": get("attempt", 1),
+                                    **{key: value for key, value in fields.items() if value is not None}})
 
 
 def execution_result_msg(types: TypeSource, result: Any, instruction: str = "", dry_run: bool = False,

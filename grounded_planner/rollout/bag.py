@@ -161,17 +161,6 @@ def string_msg(payload: Any):
     return String(data=text)
 
 
-def step_outcome_msg(attempt: Mapping[str, Any]):
-    """grounded_planner_interfaces/StepOutcome from a closed-loop attempt's dict (step, type, outcome, message,
-    duration_s, attempt, check)."""
-    StepOutcome = typestore().types["grounded_planner_interfaces/msg/StepOutcome"]
-    return StepOutcome(index=int(attempt.get("step", attempt.get("index", 0))), type=str(attempt.get("type", "")),
-                       outcome=str(attempt.get("outcome", "")), message=str(attempt.get("message", "")),
-                       duration_s=float(attempt.get("duration_s", 0.0)),
-                       attempts=int(attempt.get("attempt", attempt.get("attempts", 1))),
-                       check=str(attempt.get("check", "")))
-
-
 def joint_state_msg(names: Sequence[str], position: Sequence[float], stamp_ns: int,
                     velocity: Sequence[float] = (), effort: Sequence[float] = ()):
     """sensor_msgs/JointState (positions in rad or m, as the robot reports them)."""

@@ -25,11 +25,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from grounded_planner.msgs.execution import execution_event_msg, execution_result_msg
+from grounded_planner.msgs.execution import attempt_outcome_msg, execution_event_msg, execution_result_msg
 from grounded_planner.plan import GroundedAction, GroundedPlan, TargetSet
 from grounded_planner.rollout.bag import (
     BagError, McapBagWriter, camera_info_msg, depth_msg, image_msg, joint_state_msg, plan_msg, recover_mcap,
-    step_outcome_msg, string_msg, typestore, write_empty_mcap,
+    string_msg, typestore, write_empty_mcap,
 )
 from grounded_planner import fileio
 from grounded_planner.rollout.taxonomy import auto_failure_mode, check_failure_mode
@@ -341,7 +341,7 @@ class RolloutRecorder:
 
         with self._lock:
             payload = _to_plain(attempt)
-            self._write(self.topics.attempts, step_outcome_msg(payload))
+            self._write(self.topics.attempts, attempt_outcome_msg(typestore().types, payload))
             self._data["attempts"].append({**payload, "t_s": round(time.monotonic() - self._t0, 6)})
             self._flush_json()
 
