@@ -5,21 +5,19 @@ an ``equidistant`` camera_info) for bringup and `replay`."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from conftest import REPO, requires_ros, spawn_python
+from helpers.bringup import CLI, start_bringup, stop_bringup
 from helpers.realdata import (COLOR_COMPRESSED, DEPTH_COMPRESSED, LIBREALSENSE_BAG, PLANS, ask_every_plan, real_frame,
                               write_compressed_equidistant_bag, write_replay_file)
 from helpers.ros_wait import spin_until, stop_process
 
 pytest.importorskip("pyrealsense2")
 pytestmark = [requires_ros, pytest.mark.ros]
-CLI = [sys.executable, "-c", "import sys; from grounded_planner.cli.main import main; sys.exit(main())"]
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +73,7 @@ def test_bringup_on_a_compressed_real_bag_answers_two_plans_and_stays_up(model, 
             "backprojection.depth_topic": DEPTH_COMPRESSED, "rollout_logger.color_topic": COLOR_COMPRESSED,
             "rollout_logger.depth_topic": DEPTH_COMPRESSED, "rollout_logger.log_dir": tmp_path / "rollouts",
             "planner.frame_wait_s": 20.0}
-    child = subprocess.Popen([*CLI, "bringup", "--config", "config/replay.yaml",
-                              *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")]],
-                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    child = start_bringup("config/replay.yaml", sets)
     node = rclpy.create_node("realdata_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
@@ -98,13 +94,7 @@ def test_bringup_on_a_compressed_real_bag_answers_two_plans_and_stays_up(model, 
         assert child.poll() is None
     finally:
         node.destroy_node()
-        child.send_signal(signal.SIGINT)
-        try:
-            out, _ = child.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            out, _ = child.communicate()
-            pytest.fail(f"bringup did not stop within 30 s of Ctrl-C:\n{out[-3000:]}")
+        out = stop_bringup(child)
     assert child.returncode == 0, out
     assert "Traceback" not in out, out
     # the logger kept the real frames and the camera_info as recorded

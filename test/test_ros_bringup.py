@@ -1,18 +1,15 @@
 """`grounded-planner bringup --config config/replay.yaml` in a child process: the profile's nodes in one process
 serve a client in another (bag as camera, planner against a local VLM server, back-projection from the bag's depth)."""
 
-import signal
 import subprocess
-import sys
 
 import pytest
 
 from conftest import REPO, requires_ros
+from helpers.bringup import CLI, start_bringup, stop_bringup
 from helpers.ros_wait import spin_until
 from helpers.tabletop import CUBE_M, EXTRINSICS, INSTRUCTION, SCENE_COLORS, base_point, scene_messages
 
-# the CLI as its console script runs it (`python -m ...cli.main` would make CliError a __main__ class)
-CLI = [sys.executable, "-c", "import sys; from grounded_planner.cli.main import main; sys.exit(main())"]
 pytestmark = [requires_ros, pytest.mark.ros]
 
 
@@ -30,12 +27,10 @@ def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
     bag = write_bag(tmp_path / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))])
     (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
     with FakeVLMServer(SCENE_COLORS) as vlm:
-        child = subprocess.Popen(
-            [*CLI, "bringup", "--config", "config/replay.yaml",
-             "--set", f"bag_player.bag={bag}", "--set", f"planner.base_url={vlm.base_url}", "--set", "planner.model=qwen3-vl-test",
-             "--set", f"planner.extrinsics_file={tmp_path / 'extrinsics.yaml'}", "--set", "planner.timeout_s=10",
-             "--set", f"rollout_logger.log_dir={tmp_path / 'rollouts'}"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        child = start_bringup("config/replay.yaml", {
+            "bag_player.bag": bag, "planner.base_url": vlm.base_url, "planner.model": "qwen3-vl-test",
+            "planner.extrinsics_file": tmp_path / "extrinsics.yaml", "planner.timeout_s": 10,
+            "rollout_logger.log_dir": tmp_path / "rollouts"})
         node = rclpy.create_node("bringup_probe", context=rclpy_context)
         try:
             executor = SingleThreadedExecutor(context=rclpy_context)
@@ -52,13 +47,7 @@ def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
                        "backprojection node")
         finally:
             node.destroy_node()
-            child.send_signal(signal.SIGINT)
-            try:
-                out, _ = child.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()  # never leave a stuck bringup behind for the next tests
-                out, _ = child.communicate()
-                pytest.fail(f"bringup did not stop within 30 s of Ctrl-C:\n{out[-3000:]}")
+            out = stop_bringup(child)
     assert child.returncode == 0, out
     assert "bringup: rollout_logger, bag_player, planner, backprojection, executor running" in out
     assert "Traceback" not in out, out
