@@ -125,6 +125,10 @@ class FakeVLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # TCP_NODELAY, as uvicorn (vLLM's server) sets: headers and body go out in two writes, and with Nagle
+            # on, the body waited for the client's delayed ACK of the headers (40 ms on Linux) whenever the
+            # client's reading thread was not scheduled at once
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):  # keep test output clean
                 pass
