@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import requires_ros
-from helpers.ros_wait import call, spin_until
+from helpers.ros_wait import call, reach, spin_until
 from test_closed_loop_sim import small
 
 pytestmark = [requires_ros, pytest.mark.ros,
@@ -105,6 +105,7 @@ def test_executor_node_closed_loop_recovers_a_slip_through_the_plan_service(tmp_
             assert plan.success and len(plan.plan.actions) == 2, plan.message
             client = ActionClient(probe, ExecutePlan, "/grounded_planner/execute")
             assert client.wait_for_server(timeout_sec=30.0)
+            reach(local, probe, "/grounded_planner/execute", 30.0, action=True)
             sent = client.send_goal_async(ExecutePlan.Goal(plan=plan.plan))
             spin_until(local, sent.done, 30.0, "goal accepted")
             result = sent.result().get_result_async()

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from conftest import requires_ros, spawn_python
-from helpers.ros_wait import spin_until, stop_process
+from helpers.ros_wait import reach, spin_until, stop_process
 
 pytestmark = [requires_ros, pytest.mark.ros]
 
@@ -56,6 +56,7 @@ def test_bad_goals_end_with_a_result_naming_step_and_field(ros_domain, tmp_path,
         node.create_subscription(ExecutionResult, "/grounded_planner/execution/result", results.append,
                                  QoSProfile(depth=20))
         assert client.wait_for_server(timeout_sec=60.0), "/grounded_planner/execute never appeared"
+        reach(executor, node, "/grounded_planner/execute", 60.0, action=True)
 
         def run(goal):
             sent = client.send_goal_async(goal)

@@ -6,7 +6,7 @@ import importlib.util
 import pytest
 
 from conftest import REPO, requires_ros, spawn_python
-from helpers.ros_wait import call, spin_until, stop_process
+from helpers.ros_wait import call, reach, spin_until, stop_process
 
 # find_spec, not importorskip: importing mujoco before the sim layer sets MUJOCO_GL breaks headless rendering
 pytestmark = [requires_ros, pytest.mark.ros,
@@ -52,6 +52,7 @@ class ActionClientSide:
 
     def send(self, goal, feedback=None, timeout_s=60.0):
         assert self.client.wait_for_server(timeout_sec=timeout_s), "/grounded_planner/execute never appeared"
+        reach(self.executor, self.node, "/grounded_planner/execute", timeout_s, action=True)
         future = self.client.send_goal_async(goal, feedback_callback=feedback)
         spin_until(self.executor, future.done, timeout_s, "the goal to be accepted or rejected")
         return future.result()

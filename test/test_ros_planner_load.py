@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import requires_ros
-from helpers.ros_wait import call, spin_until, stop_process
+from helpers.ros_wait import call, reach, spin_until, stop_process
 from test_ros_planner_node import INSTRUCTION, Graph, start_planner
 
 pytestmark = [requires_ros, pytest.mark.ros]
@@ -41,6 +41,7 @@ def test_a_burst_of_40_requests_is_answered_every_one(vlm, tmp_path, rclpy_conte
                    for _ in range(40)]
         for client in clients:
             assert client.wait_for_service(timeout_sec=30.0), "/grounded_planner/plan never appeared"
+        reach(graph.executor, graph.node, "/grounded_planner/plan", 30.0)
         futures = [client.call_async(graph.Request(instruction=INSTRUCTION, image=graph.color)) for client in clients]
         spin_until(graph.executor, lambda: all(f.done() for f in futures), 180.0,
                    "an answer to every one of 40 concurrent requests")
@@ -66,6 +67,7 @@ def test_fast_requests_are_answered_while_slow_ones_hang(vlm, tmp_path, rclpy_co
     graph = Graph(rclpy_context, camera=False)
     try:
         assert graph.client.wait_for_service(timeout_sec=30.0)
+        reach(graph.executor, graph.node, "/grounded_planner/plan", 30.0)
         slow = [graph.client.call_async(graph.Request(instruction=f"{INSTRUCTION} ({i})", image=graph.color))
                 for i in range(4)]
         spin_until(graph.executor, lambda: len(vlm.requests) >= 4, 60.0, "four slow requests to reach the VLM")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import requires_ros, spawn_python
-from helpers.ros_wait import call, spin_until, stop_process
+from helpers.ros_wait import call, reach, spin_until, stop_process
 
 pytestmark = [requires_ros, pytest.mark.ros]
 pytest.importorskip("httpx")
@@ -195,6 +195,7 @@ def test_slow_vlm_times_out_without_blocking_other_callbacks(vlm, tmp_path, rclp
     graph = Graph(rclpy_context)
     try:
         assert graph.client.wait_for_service(timeout_sec=30.0)
+        reach(graph.executor, graph.node, "/grounded_planner/plan", 30.0)
         started = time.monotonic()
         pending = graph.client.call_async(graph.Request(instruction=INSTRUCTION, image=graph.color))
         spin_until(graph.executor, lambda: len(vlm.requests) >= 1, 30.0, "the request to reach the slow VLM")

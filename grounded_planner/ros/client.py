@@ -19,10 +19,9 @@ from enum import Enum
 from typing import Any, Callable
 
 import numpy as np
-import rclpy
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
-from rclpy.executors import Executor
+from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.node import Node
 
 from grounded_planner_interfaces.action import ExecutePlan
@@ -32,6 +31,7 @@ from grounded_planner.msgs.plan import action_from_msg
 from grounded_planner.plan import GroundedAction, GroundedPlan, PlanError
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import numpy_to_image, plan_from_msg, plan_to_msg
+from grounded_planner.ros.reach import Reachability
 
 FeedbackCallback = Callable[[int, str, "GroundedAction | None"], None]
 
@@ -90,6 +90,7 @@ class GroundedPlannerClient:
                  executor: Executor | None = None):
         self.node = node
         self.executor = executor
+        self._own_executor: SingleThreadedExecutor | None = None
         self._plan_client = node.create_client(GetGroundedPlan, plan_service)
         self._execute_client = ActionClient(node, ExecutePlan, execute_action)
         self.plan_service, self.execute_action = plan_service, execute_action
@@ -97,6 +98,9 @@ class GroundedPlannerClient:
         self._lock = threading.Lock()
         self.last_error = ""  # the reason of the last call that did not succeed ('' after a success)
         self.last_status: PlanStatus | ExecuteStatus | None = None
+        # before the first request to a server (re)start: make sure the server sees this client, or the request
+        # can be lost for good (see ros/reach.py)
+        self._reach = Reachability(node, self._wait)
 
     # -- waiting on futures --------------------------------------------------------------------------------
     def _wait(self, future, timeout_s: float) -> bool:
@@ -104,8 +108,14 @@ class GroundedPlannerClient:
         if self.executor is not None:
             self.executor.spin_until_future_complete(future, timeout_sec=timeout_s)
             return future.done()
-        if self.node.executor is None:
-            rclpy.spin_until_future_complete(self.node, future, timeout_sec=timeout_s)
+        if self.node.executor is None or self.node.executor is self._own_executor:
+            # nobody spins the node: an executor of this client's own (not rclpy's global one: removing a node
+            # from an executor leaves node.executor set, so the next call took it for one spinning elsewhere
+            # and waited on nothing until its time limit)
+            if self._own_executor is None:
+                self._own_executor = SingleThreadedExecutor(context=self.node.context)
+            self._own_executor.add_node(self.node)
+            self._own_executor.spin_until_future_complete(future, timeout_sec=timeout_s)
             return future.done()
         done = threading.Event()
         future.add_done_callback(lambda _f: done.set())
@@ -121,7 +131,13 @@ class GroundedPlannerClient:
         deadline = time.monotonic() + timeout_s
         if not self._plan_client.wait_for_service(timeout_sec=timeout_s):
             return False
-        return not execute or self._execute_client.wait_for_server(timeout_sec=max(0.0, deadline - time.monotonic()))
+        self._reach.ensure(self.plan_service, max(0.0, deadline - time.monotonic()))
+        if not execute:
+            return True
+        if not self._execute_client.wait_for_server(timeout_sec=max(0.0, deadline - time.monotonic())):
+            return False
+        self._reach.ensure(self.execute_action, max(0.0, deadline - time.monotonic()), action=True)
+        return True
 
     # -- planning --------------------------------------------------------------------------------------------
     def plan(self, instruction: str, image: Any = None, backproject: bool = True, timeout_s: float = 60.0,
@@ -135,12 +151,14 @@ class GroundedPlannerClient:
         if not self._plan_client.wait_for_service(timeout_sec=service_wait_s):
             return self._fail(PlanStatus.UNAVAILABLE, f"{self.plan_service} is not available "
                                                       f"(waited {service_wait_s:.1f} s)", PlanResult)
+        self._reach.ensure(self.plan_service, service_wait_s)
         request = GetGroundedPlan.Request(instruction=str(instruction), backproject=bool(backproject))
         if image is not None:
             request.image = numpy_to_image(np.asarray(image)) if isinstance(image, np.ndarray) else image
         future = self._plan_client.call_async(request)
         if not self._wait(future, timeout_s):
             self._plan_client.remove_pending_request(future)
+            self._reach.forget(self.plan_service)
             return self._fail(PlanStatus.TIMED_OUT, f"no plan for {instruction!r} within {timeout_s:.1f} s", PlanResult,
                               duration_s=time.monotonic() - started)
         response = future.result()
@@ -169,6 +187,7 @@ class GroundedPlannerClient:
             return self._fail(ExecuteStatus.UNAVAILABLE, f"{self.execute_action} is not available "
                                                          f"(waited {server_wait_s:.1f} s)", ExecuteResult)
         plan_msg = plan_to_msg(plan) if isinstance(plan, GroundedPlan) else plan
+        self._reach.ensure(self.execute_action, server_wait_s, action=True)
 
         def on_feedback(message) -> None:
             if feedback is not None:
@@ -179,6 +198,7 @@ class GroundedPlannerClient:
         send = self._execute_client.send_goal_async(ExecutePlan.Goal(plan=plan_msg, dry_run=bool(dry_run)),
                                                     feedback_callback=on_feedback)
         if not self._wait(send, server_wait_s + 10.0):
+            self._reach.forget(self.execute_action, action=True)
             return self._fail(ExecuteStatus.TIMED_OUT, "the executor did not answer the goal", ExecuteResult)
         handle = send.result()
         if not handle.accepted:
@@ -220,3 +240,6 @@ class GroundedPlannerClient:
     def destroy(self) -> None:
         self._execute_client.destroy()
         self.node.destroy_client(self._plan_client)
+        if self._own_executor is not None:
+            self._own_executor.remove_node(self.node)
+            self._own_executor.shutdown()

@@ -21,6 +21,7 @@ from grounded_planner.plan import GroundedAction, GroundedPlan
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import plan_from_msg
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, camera_model, check_depth_aligned
+from grounded_planner.ros.reach import Reachability, wait_spun_elsewhere
 from grounded_planner.vlm.prompts import instruction_with_done
 
 
@@ -48,6 +49,7 @@ class RosClosedLoopIO:
         self.service_timeout_s = service_timeout_s
         self.instruction = ""  # the episode's instruction (set by the caller before each run)
         self._client = node.create_client(GetGroundedPlan, names.PLAN_SERVICE, callback_group=ReentrantCallbackGroup())
+        self._reach = Reachability(node, wait_spun_elsewhere)  # the node spins in the executor's other threads
 
     def observe(self) -> Observation:
         """A frame taken after this call (colour and depth both newer): a check must not look at the scene as it
@@ -71,10 +73,13 @@ class RosClosedLoopIO:
         request.image.header.frame_id = "camera_color_optical_frame"
         if not self._client.wait_for_service(timeout_sec=self.frame_wait_s):
             raise PlanServiceError(f"{names.PLAN_SERVICE} is not available (is planner_node running?)")
+        self._reach.ensure(names.PLAN_SERVICE, self.frame_wait_s)
         done_event = threading.Event()
         future = self._client.call_async(request)
         future.add_done_callback(lambda _f: done_event.set())
         if not done_event.wait(self.service_timeout_s) or future.result() is None:
+            self._client.remove_pending_request(future)
+            self._reach.forget(names.PLAN_SERVICE)
             raise PlanServiceError(f"{names.PLAN_SERVICE} did not answer within {self.service_timeout_s:g} s")
         response = future.result()
         if not response.success:

@@ -44,6 +44,8 @@ class FrankaGripperClient:
         from rclpy.executors import SingleThreadedExecutor  # lazy: ROS package (rclpy), absent without a ROS install
         from sensor_msgs.msg import JointState  # lazy: ROS package (sensor_msgs), absent without a ROS install
 
+        from grounded_planner.ros.reach import Reachability, wait_spun_elsewhere  # lazy: imports rclpy (above)
+
         if context is None and not rclpy.ok():
             rclpy.init()
         self.namespace = "/" + namespace.strip("/")
@@ -53,6 +55,8 @@ class FrankaGripperClient:
         self._node = rclpy.create_node(node_name, context=context)
         self._clients = {name: ActionClient(self._node, kind, f"{self.namespace}/{name}")
                          for name, kind in self._types.items()}
+        # before the first goal to a gripper server (re)start: the server must see this client (ros/reach.py)
+        self._reach = Reachability(self._node, wait_spun_elsewhere)
         self._width_m: float | None = None
         self._width_at = float("-inf")  # when the last joint_states arrived (monotonic)
         self._goal_ended_at = float("-inf")  # when the last goal's result arrived
@@ -90,9 +94,11 @@ class FrankaGripperClient:
         if not client.wait_for_server(timeout_sec=self._server_wait_s):
             raise ConnectionError(f"no action server {action} after {self._server_wait_s:.0f} s (is franka_gripper "
                                   f"running, and is franka_ros2_version/robot_namespace right for its release?)")
+        self._reach.ensure(action, self._server_wait_s, action=True)
         deadline = time.monotonic() + float(timeout_s)
         sent = client.send_goal_async(goal)
         if not self._wait(sent, deadline):
+            self._reach.forget(action, action=True)
             raise TimeoutError(f"{action} did not answer the goal within {timeout_s:.1f} s")
         handle = sent.result()
         if not handle.accepted:

@@ -13,9 +13,29 @@ def spin_until(executor, predicate: Callable[[], bool], timeout_s: float, what: 
         executor.spin_once(timeout_sec=0.05)
 
 
+def spin_wait(executor):
+    """A ``wait(future, timeout_s) -> done`` that spins ``executor`` (for grounded_planner.ros.reach)."""
+    def wait(future, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not future.done() and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.05)
+        return future.done()
+    return wait
+
+
+def reach(executor, node, name: str, timeout_s: float, action: bool = False) -> None:
+    """After wait_for_service/wait_for_server: make sure the server has discovered ``node``'s clients, or the
+    first request can be lost for good (grounded_planner/ros/reach.py says why). Clients must exist already."""
+    from grounded_planner.ros.reach import confirm_reachable
+
+    assert confirm_reachable(node, name, spin_wait(executor), timeout_s, action), f"{name} did not answer a probe"
+
+
 def call(executor, client, request, timeout_s: float, what: str):
     """Call a service and spin until the response arrives; AssertionError naming ``what`` on timeout."""
     assert client.wait_for_service(timeout_sec=timeout_s), f"service for {what} never appeared"
+    owner = next(node for node in executor.get_nodes() if client in node.clients)
+    reach(executor, owner, client.srv_name, timeout_s)
     future = client.call_async(request)
     spin_until(executor, future.done, timeout_s, what)
     return future.result()
