@@ -176,9 +176,18 @@ class Bringup:
         *before* it shuts the executor down (shutting it down under a spinning thread races inside rclpy)."""
         from rclpy.executors import ExternalShutdownException  # lazy: ROS package (rclpy), absent without a ROS install
 
+        # lazy: a ROS command; the CLI runs without rclpy
+        from grounded_planner.ros.node_main import rcl_error_line, response_not_delivered
+
         try:
             while self.context.ok() and not self._stop.is_set():
-                self.executor.spin_once(timeout_sec=0.1)
+                try:
+                    self.executor.spin_once(timeout_sec=0.1)
+                except Exception as exc:  # a response rmw could not deliver is the client's loss, not the graph's
+                    if not response_not_delivered(exc):
+                        raise
+                    print(f"bringup: a client did not get its response (not discovered yet, or gone): "
+                          f"{rcl_error_line(exc)}", file=sys.stderr, flush=True)
         except ExternalShutdownException:
             pass
 

@@ -143,7 +143,7 @@ class CameraNode(LifecycleNode):
 
     def _publish_loop(self) -> None:
         missed = 0
-        while self._running.is_set() and self._source is not None:
+        while self._running.is_set() and self._source is not None and self.context.ok():
             timeout_s = self.get_parameter("read_timeout_s").value
             try:
                 frames = self._source.read(timeout_s)
@@ -157,7 +157,12 @@ class CameraNode(LifecycleNode):
                     missed = 0
                 continue
             missed = 0
-            self.publish(frames)
+            try:
+                self.publish(frames)
+            except Exception:  # Ctrl-C shut the context down between the check above and this publish: just end
+                if self.context.ok() and self._running.is_set():
+                    raise
+                return
 
     def publish(self, frames: AlignedFrames) -> None:
         """Publish one aligned set; all four messages carry the same stamp and frame id."""

@@ -38,6 +38,26 @@ def rcl_error_line(exc: Exception) -> str:
     return one_line(re.sub(r",? at /\S+:\d+", "", str(exc)))
 
 
+def response_not_delivered(exc: BaseException) -> bool:
+    """True for rmw's "client will not receive response": a service (or action) response that rmw_fastrtps gave up
+    sending because the server had not yet discovered the client's response reader (or the client left). rclpy
+    raises it out of the executor; it is the client's loss, never a reason for the server to die."""
+    return isinstance(exc, _rclpy.RCLError) and "will not receive response" in str(exc)
+
+
+def spin_serving(executor, node: Node) -> None:
+    """``executor.spin()`` until the context shuts down, surviving undeliverable responses (logged as warnings)."""
+    while node.context.ok():
+        try:
+            executor.spin()
+            return
+        except _rclpy.RCLError as exc:
+            if not response_not_delivered(exc):
+                raise
+            node.get_logger().warning(f"a client did not get its response (not discovered yet, or gone): "
+                                      f"{rcl_error_line(exc)}")
+
+
 def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, args=None) -> None:
     """Spin the node ``make_node()`` until Ctrl-C or an external shutdown.
 
@@ -59,7 +79,7 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
             threads = max(num_threads, int(getattr(node, "executor_threads", 1)))
             executor = MultiThreadedExecutor(num_threads=threads) if threads > 1 else SingleThreadedExecutor()
             executor.add_node(node)
-            executor.spin()
+            spin_serving(executor, node)
         finally:
             node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -1,0 +1,103 @@
+"""How often the first request of a fresh client process is lost to the DDS discovery race, with and without the
+reachability probe of grounded_planner/ros/reach.py (the baseline: plain ``wait_for_service()`` then call, as
+rclpy's tutorials do). Each client is a new process (a new DDS participant) calling a plain rclpy Trigger service
+in another process while ``--load`` busy processes compete for the CPUs, as on a loaded CI machine.
+
+    python benchmarks/bench_discovery.py --clients 30 --load 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+SERVER = """
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from std_srvs.srv import Trigger
+def answer(request, response):
+    response.success = True
+    return response
+try:
+    with rclpy.init():
+        node = rclpy.create_node("bench_discovery_server")
+        node.create_service(Trigger, "/bench_discovery/ping", answer)
+        print("ready", flush=True)
+        rclpy.spin(node)
+except (KeyboardInterrupt, ExternalShutdownException):
+    pass
+"""
+
+CLIENT = """
+import sys, time, rclpy
+from rclpy.executors import SingleThreadedExecutor
+from std_srvs.srv import Trigger
+from grounded_planner.ros.reach import confirm_reachable
+with rclpy.init():
+    node = rclpy.create_node("bench_discovery_client")
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    def wait(future, timeout_s):
+        executor.spin_until_future_complete(future, timeout_sec=timeout_s)
+        return future.done()
+    client = node.create_client(Trigger, "/bench_discovery/ping")
+    assert client.wait_for_service(timeout_sec=60.0)
+    started = time.monotonic()
+    if sys.argv[1] == "probe":
+        confirm_reachable(node, "/bench_discovery/ping", wait, 30.0)
+    answered = wait(client.call_async(Trigger.Request()), float(sys.argv[2]))
+    print("ANSWERED" if answered else "LOST", f"{(time.monotonic() - started) * 1e3:.1f}", flush=True)
+"""
+
+
+def run_client(mode: str, answer_wait_s: float, env: dict) -> tuple[bool, float]:
+    out = subprocess.run([sys.executable, "-c", CLIENT, mode, str(answer_wait_s)], env=env, cwd=REPO,
+                         capture_output=True, text=True, timeout=180).stdout
+    line = next((ln for ln in out.splitlines() if ln.startswith(("ANSWERED", "LOST"))), "LOST nan")
+    word, ms = line.split()
+    return word == "ANSWERED", float(ms)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=30, help="fresh client processes per mode")
+    parser.add_argument("--load", type=int, default=6, help="busy processes competing for the CPUs")
+    parser.add_argument("--answer-wait", type=float, default=8.0, help="seconds a client waits for its answer")
+    args = parser.parse_args()
+    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    env = dict(os.environ, ROS_DOMAIN_ID=str(random.randint(100, 200)), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    server = subprocess.Popen([sys.executable, "-c", SERVER], env=env, stdout=subprocess.PIPE, text=True)
+    load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        results = {"baseline (wait_for_service, call)": [], "probe (reach.confirm_reachable, call)": []}
+        modes = dict(zip(results, ["plain", "probe"]))
+        for _ in range(args.clients):  # interleaved, so that both modes see the same load
+            for label, mode in modes.items():
+                results[label].append(run_client(mode, args.answer_wait, env))
+        print(f"{args.clients} fresh client processes per mode, {args.load} busy processes, "
+              f"answer awaited {args.answer_wait:g} s")
+        for label, runs in results.items():
+            lost = sum(not ok for ok, _ms in runs)
+            times = sorted(ms for ok, ms in runs if ok)
+            median = times[len(times) // 2] if times else float("nan")
+            print(f"  {label:40s} lost {lost:3d}/{len(runs)}   median first answer {median:7.1f} ms")
+    finally:
+        for proc in load:
+            proc.kill()
+        server.terminate()
+        server.wait(timeout=10)
+        time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    main()
