@@ -1,9 +1,10 @@
 """How often the first request of a fresh client process is lost to the DDS discovery race, with and without the
 reachability probe of grounded_planner/ros/reach.py (the baseline: plain ``wait_for_service()`` then call, as
 rclpy's tutorials do). Each client is a new process (a new DDS participant) calling a plain rclpy Trigger service
-in another process while ``--load`` busy processes compete for the CPUs, as on a loaded CI machine.
+in another process, ``--together`` of them starting at once, while ``--load`` busy processes compete for the
+CPUs, as on a loaded CI machine.
 
-    python benchmarks/bench_discovery.py --clients 30 --load 6
+    python benchmarks/bench_discovery.py --clients 32 --together 4 --load 6
 """
 
 from __future__ import annotations
@@ -58,34 +59,45 @@ with rclpy.init():
 """
 
 
-def run_client(mode: str, answer_wait_s: float, env: dict) -> tuple[bool, float]:
-    out = subprocess.run([sys.executable, "-c", CLIENT, mode, str(answer_wait_s)], env=env, cwd=REPO,
-                         capture_output=True, text=True, timeout=180).stdout
-    line = next((ln for ln in out.splitlines() if ln.startswith(("ANSWERED", "LOST"))), "LOST nan")
-    word, ms = line.split()
-    return word == "ANSWERED", float(ms)
+def run_clients(mode: str, count: int, answer_wait_s: float, env: dict) -> list[tuple[bool, float]]:
+    """``count`` fresh client processes started together; (answered, ms from the end of discovery) of each."""
+    procs = [subprocess.Popen([sys.executable, "-c", CLIENT, mode, str(answer_wait_s)], env=env, cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(count)]
+    results = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        line = next((ln for ln in out.splitlines() if ln.startswith(("ANSWERED", "LOST"))), "LOST nan")
+        word, ms = line.split()
+        results.append((word == "ANSWERED", float(ms)))
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=30, help="fresh client processes per mode")
+    parser.add_argument("--together", type=int, default=4, help="client processes started at the same moment")
     parser.add_argument("--load", type=int, default=6, help="busy processes competing for the CPUs")
     parser.add_argument("--answer-wait", type=float, default=8.0, help="seconds a client waits for its answer")
+    parser.add_argument("--discovery-range", default="", choices=["", "LOCALHOST", "SUBNET"],
+                        help="ROS_AUTOMATIC_DISCOVERY_RANGE (default: as the environment says; ROS's default SUBNET)")
     args = parser.parse_args()
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    env = dict(os.environ, ROS_DOMAIN_ID=str(random.randint(100, 200)), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+    env = dict(os.environ, ROS_DOMAIN_ID=str(random.randint(100, 200)),
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if args.discovery_range:
+        env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = args.discovery_range
     server = subprocess.Popen([sys.executable, "-c", SERVER], env=env, stdout=subprocess.PIPE, text=True)
     load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
     try:
         assert server.stdout.readline().strip() == "ready"
         results = {"baseline (wait_for_service, call)": [], "probe (reach.confirm_reachable, call)": []}
         modes = dict(zip(results, ["plain", "probe"]))
-        for _ in range(args.clients):  # interleaved, so that both modes see the same load
+        for _ in range(max(1, args.clients // args.together)):  # interleaved: both modes see the same load
             for label, mode in modes.items():
-                results[label].append(run_client(mode, args.answer_wait, env))
-        print(f"{args.clients} fresh client processes per mode, {args.load} busy processes, "
-              f"answer awaited {args.answer_wait:g} s")
+                results[label] += run_clients(mode, args.together, args.answer_wait, env)
+        print(f"{len(results[next(iter(results))])} fresh client processes per mode, {args.together} at a time, "
+              f"{args.load} busy processes, answer awaited "
+              f"{args.answer_wait:g} s, discovery range {env.get('ROS_AUTOMATIC_DISCOVERY_RANGE', 'SUBNET (default)')}")
         for label, runs in results.items():
             lost = sum(not ok for ok, _ms in runs)
             times = sorted(ms for ok, ms in runs if ok)

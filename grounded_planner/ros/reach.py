@@ -85,8 +85,10 @@ def confirm_reachable(node: Node, name: str, wait: Waiter, timeout_s: float, act
         probe = node.create_client(GetParameters, _probe_service(node_name, namespace),
                                    callback_group=ReentrantCallbackGroup())
         try:
-            if not probe.wait_for_service(timeout_sec=max(0.0, deadline - time.monotonic())):
-                return False
+            while not probe.service_is_ready():  # not wait_for_service(): it polls every 0.1 s
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.005)
             while True:
                 future = probe.call_async(GetParameters.Request())
                 if wait(future, min(attempt_s, max(0.0, deadline - time.monotonic()))):
