@@ -147,11 +147,12 @@ def main() -> None:
                              temperature=config.temperature, json_mode=config.json_mode)
         body = json.dumps(planner.backend.payload(request)).encode("utf-8")
         answer = {}
-        with httpx.Client(timeout=60.0) as bare:
-            def post():
-                response = bare.post(planner.backend.url, content=body, headers={"Content-Type": "application/json"})
-                answer["text"] = response.json()["choices"][0]["message"]["content"]
-            http = timed(post, n)
+        bare = httpx.Client(timeout=60.0)
+
+        def post():
+            response = bare.post(planner.backend.url, content=body, headers={"Content-Type": "application/json"})
+            answer["text"] = response.json()["choices"][0]["message"]["content"]
+        http = timed(post, n)
         rows.append((f"HTTP, bare ({len(body) / 1e6:.2f} MB request)", http))
         rows.append(("parse", timed(lambda: parse_plan(answer["text"], encoded.original_size, config.parse_convention,
                                                        INSTRUCTION, model_image_size=seen), n)))
@@ -189,7 +190,9 @@ def main() -> None:
             # colours: CPU-heavy, so on a small machine it competes with the node and the client for the CPUs), then on
             # a light server that answers the same text after a fixed sleep (no CPU), which isolates the service
             # overhead from CPU contention
-            stand_in = _service_round(node, executor, domain, server.url, planner, image, n)
+            # goal 2 in the same rounds as Planner.plan (the same load: camera stream, planner node, other jobs)
+            stand_in = _service_round(node, executor, domain, server.url, planner, image, n, extra=[("http", post)])
+            bare.close()
             light = _start_light_server(answer["text"], LIGHT_LATENCY_S)
             try:
                 light_planner = make_planner(PlannerConfig(backend="openai", model="qwen3-vl-bench",
@@ -233,7 +236,7 @@ def main() -> None:
     profile = os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE", "")
     print(f"  (Fast DDS profile of this process and its children: {profile or 'none (Fast DDS defaults)'})")
 
-    ratio = statistics.median(stand_in["direct"]) / statistics.median(http)
+    ratio = statistics.median(stand_in["direct"]) / statistics.median(stand_in["http"])
     print("\ngoal 1: plan service - Planner.plan on the same server (goal <= 5 ms): the median of the differences "
           "within each round\n(the calls of a round run back to back, so the load of other jobs falls on both alike), "
           "in brackets the difference of the medians:")
@@ -244,13 +247,14 @@ def main() -> None:
             overhead = statistics.median(s - d for s, d in zip(service, direct)) * 1000
             print(f"    {label:74s} {overhead:+7.2f} ms ({med_ms(service) - med_ms(direct):+.2f}): "
                   f"{'met' if overhead <= 5 else 'NOT met'}")
-    print(f"goal 2: Planner.plan / bare HTTP = {ratio:.2f}x (goal <= 1.2x): {'met' if ratio <= 1.2 else 'NOT met'}")
+    print(f"goal 2: Planner.plan / bare HTTP of the same bytes, stand-in server, in the same rounds = {ratio:.2f}x "
+          f"(goal <= 1.2x): {'met' if ratio <= 1.2 else 'NOT met'}")
 
 
 LIGHT_LATENCY_S = 0.05  # the light server's fixed answer time
 
 
-def _service_round(node, executor, domain, url, planner, image, n, first_from_camera=False):
+def _service_round(node, executor, domain, url, planner, image, n, first_from_camera=False, extra=()):
     """Planner.plan in-process vs the plan service (planner_node in a child process) on the server at ``url``, both
     request paths, interleaved: (a) the image in the request (the client sends the 1280x720 frame) and (b) no image
     (the node plans on the latest frame of its camera subscription, streamed at 30 Hz by a camera process, as
@@ -274,7 +278,7 @@ def _service_round(node, executor, domain, url, planner, image, n, first_from_ca
             raise RuntimeError(f"plan service: {client.last_error}")
         calls = [("direct", lambda: planner.plan(image, INSTRUCTION)),
                  ("service", lambda: _must(client.plan(INSTRUCTION, image=image_msg, backproject=False), client)),
-                 ("camera", lambda: _must(client.plan(INSTRUCTION, backproject=False), client))]
+                 ("camera", lambda: _must(client.plan(INSTRUCTION, backproject=False), client)), *extra]
         # interleaved, so that the load of other jobs on the machine (and the camera stream) falls on all alike;
         # the first 3 rounds warm up (client, connections, the node's planner)
         samples = {name: [] for name, _ in calls}
