@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import yaml
 
+from grounded_planner.ros.malloc import keep_image_buffers
 from grounded_planner.yamlfile import read_yaml
 import importlib
 
@@ -239,6 +240,7 @@ class Bringup:
 
 def run(config: str | Path, overrides: list[str] = (), on_ready: Callable[[Bringup], None] | None = None) -> int:
     """Bring up ``config`` with ``overrides`` and spin until Ctrl-C; returns an exit code."""
+    keep_image_buffers()  # this process is the nodes' process, as run_node's is theirs
     profile = Profile.load(config)
     for assignment in overrides:
         profile.set(assignment)

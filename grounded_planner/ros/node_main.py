@@ -12,6 +12,7 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.node import Node
 
+from grounded_planner.ros.malloc import keep_image_buffers
 from grounded_planner.ros.params import one_line
 
 
@@ -67,7 +68,9 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
     process with one line naming the node, not a traceback. ``num_threads`` > 1 spins a multi-threaded executor
     (so that a slow callback, such as a VLM request, never blocks the others); a node that needs more threads
     (the planner: one per VLM request it lets into flight) says so in its ``executor_threads`` attribute.
+    Freed image buffers stay in the process (:func:`keep_image_buffers`), set before rclpy starts.
     """
+    memory = keep_image_buffers()
     try:
         rclpy.init(args=args)
     except (_rclpy.RCLError, _rclpy.UnknownROSArgsError) as exc:  # malformed --ros-args / --params-file
@@ -75,6 +78,7 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
     try:
         node = make_node()
         try:
+            node.get_logger().debug(memory)
             autostart(node)
             threads = max(num_threads, int(getattr(node, "executor_threads", 1)))
             executor = MultiThreadedExecutor(num_threads=threads) if threads > 1 else SingleThreadedExecutor()
