@@ -74,7 +74,7 @@ setup(
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", glob("launch/*.py")),
-        ("share/" + PACKAGE + "/config", glob("config/*.yaml")),
+        ("share/" + PACKAGE + "/config", glob("config/*.yaml") + glob("config/*.xml")),
         ("share/" + PACKAGE + "/config/scenarios", glob("config/scenarios/*.yaml")),
         ("share/" + PACKAGE + "/calibration", glob("calibration/*.yaml")),
     ],
