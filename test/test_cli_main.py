@@ -20,6 +20,17 @@ def test_no_command_prints_help_and_fails():
     assert "usage: grounded-planner" in out.stdout
 
 
+def test_python_m_gives_the_console_scripts_one_line_error():
+    """`python -m grounded_planner.cli.main` (main.py run as __main__) handles bad input as the console script does:
+    the command's CliError is caught: the same one line and exit 2 (it was caught as an unknown error: exit 1)."""
+    outs = [subprocess.run([*launcher, "approve", "--timeout", "-1"], capture_output=True, text=True, timeout=60)
+            for launcher in ([str(Path(sys.executable).with_name("grounded-planner"))],
+                             [sys.executable, "-m", "grounded_planner.cli.main"])]
+    for out in outs:
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip() == "grounded-planner approve: --timeout must be > 0 seconds, got -1.0"
+
+
 def _modules_loaded_by(argv: list[str]) -> set[str]:
     """The modules a fresh interpreter holds after `grounded-planner ARGV` (argparse exits for --help)."""
     code = ("import sys\nfrom grounded_planner.cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"

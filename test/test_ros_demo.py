@@ -5,14 +5,12 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from conftest import REPO, requires_ros
+from helpers.bringup import CLI
 
-# the CLI as its console script runs it (`python -m ...cli.main` would make CliError a __main__ class)
-CLI = [sys.executable, "-c", "import sys; from grounded_planner.cli.main import main; sys.exit(main())"]
 pytestmark = [requires_ros, pytest.mark.ros, pytest.mark.slow,
               pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")]
 VLM_VARS = ("GP_VLM_BASE_URL", "GP_VLM_MODEL", "GP_VLM_BACKEND", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")

@@ -170,4 +170,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m grounded_planner.cli.main`: run the imported module's main, not this __main__ copy's, so that the
+    # CliError the command modules raise (grounded_planner.cli.main.CliError) is the class main() catches
+    from grounded_planner.cli.main import main as module_main
+
+    sys.exit(module_main())

@@ -6,14 +6,14 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any, Mapping
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-# the CLI as its console script runs it (`python -m ...cli.main` would make CliError a __main__ class)
-CLI = [sys.executable, "-c", "import sys; from grounded_planner.cli.main import main; sys.exit(main())"]
+from conftest import REPO
+
+# the CLI of this venv, handling errors as its console script does (test_cli_main checks that)
+CLI = [sys.executable, "-m", "grounded_planner.cli.main"]
 
 
 def start_bringup(config: str, overrides: Mapping[str, Any]) -> subprocess.Popen:
