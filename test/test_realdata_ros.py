@@ -10,11 +10,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import REPO, requires_ros, spawn_python
+from conftest import REPO, requires_ros
 from helpers.bringup import CLI, start_bringup, stop_bringup
 from helpers.realdata import (COLOR_COMPRESSED, DEPTH_COMPRESSED, LIBREALSENSE_BAG, PLANS, ask_every_plan, real_frame,
                               write_compressed_equidistant_bag, write_replay_file)
-from helpers.ros_wait import spin_until, stop_process
+from helpers.ros_wait import first_camera_frames
 
 pytest.importorskip("pyrealsense2")
 pytestmark = [requires_ros, pytest.mark.ros]
@@ -26,33 +26,15 @@ def frame():
 
 
 def test_camera_node_plays_librealsenses_recording(frame, rclpy_context):
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.qos import QoSProfile
-    from sensor_msgs.msg import CameraInfo, Image
-
     from grounded_planner.msgs.images import color_to_rgb, depth_to_m
 
-    child = spawn_python(["-m", "grounded_planner.ros.camera_node", "--ros-args", "-p", f"playback_file:={LIBREALSENSE_BAG}",
-                          "-p", "color_profile:=640x480", "-p", "depth_profile:=640x480"])
-    node = rclpy.create_node("playback_probe", context=rclpy_context)
-    try:
-        executor = SingleThreadedExecutor(context=rclpy_context)
-        executor.add_node(node)
-        got = {"color": [], "depth": [], "info": []}
-        qos = QoSProfile(depth=5)
-        node.create_subscription(Image, "/camera/camera/color/image_raw", got["color"].append, qos)
-        node.create_subscription(Image, "/camera/camera/aligned_depth_to_color/image_raw", got["depth"].append, qos)
-        node.create_subscription(CameraInfo, "/camera/camera/color/camera_info", got["info"].append, qos)
-        spin_until(executor, lambda: all(got.values()), 60.0, "frames played from the librealsense recording")
-    finally:
-        node.destroy_node()
-        out = stop_process(child)
+    got, out = first_camera_frames(rclpy_context, [f"playback_file:={LIBREALSENSE_BAG}", "color_profile:=640x480",
+                                                   "depth_profile:=640x480"], "frames played from the librealsense recording")
     assert "Traceback" not in out, out
-    np.testing.assert_array_equal(color_to_rgb(got["color"][0]), frame.color_rgb)
-    depth_m = depth_to_m(got["depth"][0])
+    np.testing.assert_array_equal(color_to_rgb(got["color"]), frame.color_rgb)
+    depth_m = depth_to_m(got["depth"])
     assert 1.3 < np.median(depth_m[300:400, 250:330][depth_m[300:400, 250:330] > 0]) < 1.7  # the backpack
-    info = got["info"][0]
+    info = got["info"]
     assert (info.width, info.height, info.distortion_model) == (640, 480, "plumb_bob")
     assert info.k[0] == pytest.approx(frame.K[0, 0])
 

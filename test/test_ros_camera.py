@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import requires_ros, spawn_python
-from helpers.ros_wait import call, spin_until, stop_process
+from helpers.ros_wait import call, first_camera_frames, spin_until, stop_process
 
 pytest.importorskip("pyrealsense2")
 
@@ -113,10 +113,6 @@ def test_lifecycle_camera_publishes_aligned_frames_and_matching_info(rclpy_conte
 def test_camera_node_plays_a_realsense_recording(tmp_path, rclpy_context):
     """A recording made with pyrealsense2's recorder from the software device, played by camera_node (playback_file)."""
     import pyrealsense2 as rs
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.qos import QoSProfile
-    from sensor_msgs.msg import CameraInfo, Image
 
     from grounded_planner.ros.convert import image_to_numpy
     from grounded_planner.ros.realsense import SoftwareCamera
@@ -132,22 +128,9 @@ def test_camera_node_plays_a_realsense_recording(tmp_path, rclpy_context):
     del recorder  # closes the file
     camera.close()
 
-    child = spawn_python(["-m", "grounded_planner.ros.camera_node", "--ros-args", "-p", f"playback_file:={recording}"])
-    node = rclpy.create_node("playback_probe", context=rclpy_context)
-    try:
-        executor = SingleThreadedExecutor(context=rclpy_context)
-        executor.add_node(node)
-        got = {"color": [], "depth": [], "info": []}
-        qos = QoSProfile(depth=10)
-        node.create_subscription(Image, "/camera/camera/color/image_raw", got["color"].append, qos)
-        node.create_subscription(Image, "/camera/camera/aligned_depth_to_color/image_raw", got["depth"].append, qos)
-        node.create_subscription(CameraInfo, "/camera/camera/color/camera_info", got["info"].append, qos)
-        spin_until(executor, lambda: all(got.values()), 60.0, "frames played from the recording")
-        assert np.array_equal(image_to_numpy(got["color"][0]), color_px)
-        depth_mm = image_to_numpy(got["depth"][0])
-        assert depth_mm.shape == color_px.shape[:2] and np.median(depth_mm[:, 90:150]) == 1200
-        assert got["info"][0].k[0] == FX_PX
-    finally:
-        node.destroy_node()
-        out = stop_process(child)
+    got, out = first_camera_frames(rclpy_context, [f"playback_file:={recording}"], "frames played from the recording")
     assert "Traceback" not in out, out
+    assert np.array_equal(image_to_numpy(got["color"]), color_px)
+    depth_mm = image_to_numpy(got["depth"])
+    assert depth_mm.shape == color_px.shape[:2] and np.median(depth_mm[:, 90:150]) == 1200
+    assert got["info"].k[0] == FX_PX

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from conftest import requires_ros, spawn_python
-from helpers.ros_wait import spin_wait, stop_process
+from helpers.ros_wait import spin_until, stop_process
 
 pytestmark = [requires_ros, pytest.mark.ros]
 
@@ -54,11 +54,11 @@ def start_server(tmp_path, name):
 def test_the_probe_names_the_serving_node_and_proves_it_answers(probe_node, tmp_path):
     from std_srvs.srv import Trigger
 
-    from grounded_planner.ros.reach import confirm_reachable, host_nodes
+    from grounded_planner.ros.reach import confirm_reachable, host_nodes, wait_spinning
 
     node, executor = probe_node
     client = node.create_client(Trigger, "/discovery_test/ping")
-    wait = spin_wait(executor)
+    wait = wait_spinning(executor)
     # nobody serves it yet: no host, and the probe says so within its time limit instead of hanging
     assert not confirm_reachable(node, "/discovery_test/ping", wait, timeout_s=0.5)
     child = start_server(tmp_path, "ping_server")
@@ -76,11 +76,12 @@ def test_the_probe_names_the_serving_node_and_proves_it_answers(probe_node, tmp_
 def test_a_restarted_server_is_probed_again(probe_node, tmp_path):
     from std_srvs.srv import Trigger
 
-    from grounded_planner.ros.reach import Reachability, host_key, host_nodes
+    from grounded_planner.ros.reach import Reachability, host_key, host_nodes, wait_spinning
 
     node, executor = probe_node
     client = node.create_client(Trigger, "/discovery_test/ping")
-    reach = Reachability(node, spin_wait(executor))
+    wait = wait_spinning(executor)
+    reach = Reachability(node, wait)
     keys = []
     for _incarnation in range(2):
         child = start_server(tmp_path, "ping_server")
@@ -89,16 +90,11 @@ def test_a_restarted_server_is_probed_again(probe_node, tmp_path):
             assert reach.ensure("/discovery_test/ping", 30.0)
             keys.append(host_key(node, host_nodes(node, "/discovery_test/ping")))
             future = client.call_async(Trigger.Request())
-            assert spin_wait(executor)(future, 10.0) and future.result().success
+            assert wait(future, 10.0) and future.result().success
         finally:
             stop_process(child)
-        spin_wait(executor)(_never_done(), 0.5)  # let the graph notice the server left
+        spin_until(executor, lambda: not host_nodes(node, "/discovery_test/ping"), 30.0, "the graph to drop the server")
     assert keys[0] and keys[1] and keys[0] != keys[1], "the second server start looked like the first"
-
-
-class _never_done:
-    def done(self):
-        return False
 
 
 def test_a_response_rmw_cannot_deliver_does_not_end_the_node(rclpy_context):

@@ -7,7 +7,7 @@ from rclpy.executors import SingleThreadedExecutor
 from std_srvs.srv import SetBool
 
 from grounded_planner.ros import names
-from grounded_planner.ros.reach import confirm_reachable
+from grounded_planner.ros.reach import confirm_reachable, wait_spinning
 
 
 class ApprovalError(RuntimeError):
@@ -26,12 +26,8 @@ def send_approval(approved: bool, timeout_s: float = 10.0, service: str = names.
             if not client.wait_for_service(timeout_sec=timeout_s):
                 raise ApprovalError(f"no executor offers {service} (waited {timeout_s:g} s): is executor_node running "
                                     "with require_approval:=true?")
-            def wait(future, wait_s: float) -> bool:
-                executor.spin_until_future_complete(future, timeout_sec=wait_s)
-                return future.done()
-
             # a fresh process: the executor must see this client before the one request goes out (ros/reach.py)
-            confirm_reachable(node, service, wait, timeout_s)
+            confirm_reachable(node, service, wait_spinning(executor), timeout_s)
             future = client.call_async(SetBool.Request(data=bool(approved)))
             executor.spin_until_future_complete(future, timeout_sec=timeout_s)
             if not future.done() or future.result() is None:

@@ -13,22 +13,12 @@ def spin_until(executor, predicate: Callable[[], bool], timeout_s: float, what: 
         executor.spin_once(timeout_sec=0.05)
 
 
-def spin_wait(executor):
-    """A ``wait(future, timeout_s) -> done`` that spins ``executor`` (for grounded_planner.ros.reach)."""
-    def wait(future, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while not future.done() and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.05)
-        return future.done()
-    return wait
-
-
 def reach(executor, node, name: str, timeout_s: float, action: bool = False) -> None:
     """After wait_for_service/wait_for_server: make sure the server has discovered ``node``'s clients, or the
     first request can be lost for good (grounded_planner/ros/reach.py says why). Clients must exist already."""
-    from grounded_planner.ros.reach import confirm_reachable
+    from grounded_planner.ros.reach import confirm_reachable, wait_spinning
 
-    assert confirm_reachable(node, name, spin_wait(executor), timeout_s, action), f"{name} did not answer a probe"
+    assert confirm_reachable(node, name, wait_spinning(executor), timeout_s, action), f"{name} did not answer a probe"
 
 
 def call(executor, client, request, timeout_s: float, what: str):
@@ -65,3 +55,31 @@ def output_of(proc, timeout_s: float) -> str:
         proc.kill()
         out, _ = proc.communicate()
     return out or ""
+
+
+def first_camera_frames(context, params: list[str], what: str, timeout_s: float = 60.0) -> tuple[dict, str]:
+    """camera_node in a child process with ``-p`` ``params``: the first colour image, aligned depth image and colour
+    camera_info it publishes (keys color, depth, info) and the child's output once stopped with Ctrl-C."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import CameraInfo, Image
+
+    from conftest import spawn_python
+
+    args = [arg for param in params for arg in ("-p", param)]
+    child = spawn_python(["-m", "grounded_planner.ros.camera_node", "--ros-args", *args])
+    node = rclpy.create_node("playback_probe", context=context)
+    got: dict[str, list] = {"color": [], "depth": [], "info": []}
+    try:
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        qos = QoSProfile(depth=10)
+        node.create_subscription(Image, "/camera/camera/color/image_raw", got["color"].append, qos)
+        node.create_subscription(Image, "/camera/camera/aligned_depth_to_color/image_raw", got["depth"].append, qos)
+        node.create_subscription(CameraInfo, "/camera/camera/color/camera_info", got["info"].append, qos)
+        spin_until(executor, lambda: all(got.values()), timeout_s, what)
+    finally:
+        node.destroy_node()
+        out = stop_process(child)
+    return {key: messages[0] for key, messages in got.items()}, out
