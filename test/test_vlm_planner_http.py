@@ -153,6 +153,28 @@ def test_hanging_server_times_out(server, scene):
     assert time.monotonic() - start < 8.0  # the server would take 30 s; slack for a loaded machine
 
 
+def test_timeout_s_bounds_the_whole_request(server, scene):
+    # slow answers that stay invalid: with a budget per answer, five tries of 0.6 s each ran for 3 s
+    bad = '[{"type": "grasp", "object": "red block", "bbox_2d": [100, 100, 200, 200]}]'  # grasp without place
+    server.script += [Reply(content=bad, delay_s=0.6) for _ in range(5)]
+    with make_planner(config(server, timeout_s=1.0, repair_attempts=4, max_retries=0)) as planner:
+        start = time.monotonic()
+        with pytest.raises(VLMTimeoutError, match=r"answer within 0\.\d s"):  # the second try got what was left
+            planner.plan(scene, INSTRUCTION)
+        elapsed = time.monotonic() - start
+    assert len(server.requests) == 2  # the re-prompt got what was left of the second; no third try started
+    assert elapsed < 2.5  # 1 s budget; slack for a loaded machine
+
+
+def test_retries_stop_at_the_request_deadline(server, scene):
+    server.script += [Reply(status=503) for _ in range(20)]
+    with make_planner(config(server, timeout_s=1.0, max_retries=10, retry_backoff_s=0.3)) as planner:
+        with pytest.raises(VLMTimeoutError, match="503.*timeout_s"):
+            planner.plan(scene, INSTRUCTION)
+    # waits of 0.3, 0.6, 1.2 s: the third would pass the deadline, so it is not waited for
+    assert 2 <= len(server.requests) <= 3
+
+
 def test_cache_makes_a_rerun_free(server, scene, tmp_path):
     cfg = config(server, cache_dir=str(tmp_path / "cache"))
     with make_planner(cfg) as planner:

@@ -23,8 +23,8 @@ from grounded_planner.bench.episodes import load_predictions
 from grounded_planner.bench.sample import BROWN, GREY, RED
 from grounded_planner.vlm.backends.base import VLMRequest
 from grounded_planner.vlm.config import PlannerConfig
-from grounded_planner.vlm.errors import VLMRequestError, VLMUnavailableError
-from grounded_planner.vlm.fake_server import FakeVLMServer, Reply
+from grounded_planner.vlm.errors import VLMRequestError, VLMTimeoutError, VLMUnavailableError
+from grounded_planner.vlm.fake_server import FakeVLMServer, Reply, make_demo_scene
 from grounded_planner.vlm.factory import make_planner
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample_bench"
@@ -94,6 +94,23 @@ def test_an_erroring_server_is_retried_elsewhere_but_a_rejected_request_is_not()
             counts = planner.backend.server_counts()
         # the 503s count as failures of the server that sent them; the rejected request counts nowhere
         assert sum(c["served"] for c in counts.values()) == 1 and sum(c["failed"] for c in counts.values()) == 2
+
+
+def test_the_pool_stops_at_the_request_deadline():
+    # every server keeps answering 503: rounds start at 0, 0.3 and 0.9 s; the next wait (1.2 s) would pass timeout_s
+    with FakeVLMServer(scene=SCENE) as a, FakeVLMServer(scene=SCENE) as b:
+        for srv in (a, b):
+            srv.script += [Reply(status=503) for _ in range(30)]
+        config = PlannerConfig(backend="openai", model=MODEL, base_url=a.base_url, base_urls=[b.base_url],
+                               timeout_s=1.0, max_retries=10, retry_backoff_s=0.3)
+        with make_planner(config) as planner:
+            with pytest.raises(VLMTimeoutError, match="timeout_s.*503"):
+                planner.ask(make_demo_scene(320, 240), "Say hi.")
+            counts = planner.backend.server_counts()
+        sent = len(a.requests) + len(b.requests)
+    assert 2 <= sent <= 6  # three rounds at most, not eleven
+    # a server is blamed only for the tries it was sent, never for the time the request ran out of
+    assert counts[a.base_url]["failed"] + counts[b.base_url]["failed"] == sent
 
 
 def test_yaml_list_of_servers_and_config_errors():

@@ -5,6 +5,7 @@ through the same parser as every backend's."""
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
@@ -16,7 +17,7 @@ if not hasattr(transformers, "Qwen3VLForConditionalGeneration"):
 
 from grounded_planner.vlm import prompts  # noqa: E402
 from grounded_planner.vlm.config import PlannerConfig  # noqa: E402
-from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError  # noqa: E402
+from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError, VLMTimeoutError  # noqa: E402
 from grounded_planner.vlm.fake_server import make_demo_scene  # noqa: E402
 from grounded_planner.vlm.factory import make_planner  # noqa: E402
 from helpers.tiny_qwen3vl import build_tiny_qwen3vl, teach, teach_lora  # noqa: E402
@@ -84,6 +85,16 @@ def test_untrained_model_output_is_a_typed_error_after_repair(models):
                                                          return_tensors="pt")["image_grid_thw"][0]
         assert seen == (int(grid[2]) * 16, int(grid[1]) * 16) and seen != (320, 240)
     assert info.value.attempts == 2 and isinstance(info.value.raw_response, str)
+
+
+def test_timeout_s_stops_generation(models):
+    base, _, _ = models
+    # an untrained model rambles on to max_tokens: generation itself stops at the request's deadline
+    with make_planner(config(base, max_tokens=1200, timeout_s=0.3, repair_attempts=3)) as planner:
+        start = time.monotonic()
+        with pytest.raises(VLMTimeoutError, match="timeout_s"):
+            planner.plan(make_demo_scene(320, 240), INSTRUCTION)
+        assert time.monotonic() - start < 10.0  # not four answers of 1200 tokens; slack for a loaded machine
 
 
 def test_missing_model_folder_is_a_config_error(tmp_path):

@@ -25,7 +25,7 @@ def add_planner_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grounded: the VLM answers boxes and points; decoupled: it plans in words and a grounder "
                              "(--grounder) localizes each step; --backend then names the language planner's backend")
     parser.add_argument("--grounder", choices=["vlm", "embodied-r1", "sam3"], default=None, help="decoupled mode's grounder")
-    parser.add_argument("--timeout", type=float, dest="timeout_s", default=None, help="seconds per request (default 60)")
+    parser.add_argument("--timeout", type=float, dest="timeout_s", default=None, help="seconds one plan request may take, every try included (default 60)")
     parser.add_argument("--cache-dir", help="response cache folder (a re-run with the same requests is free)")
 
 

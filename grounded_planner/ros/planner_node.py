@@ -39,7 +39,7 @@ PARAMS = [
     Param("model", "", "model name on the server, Gemini model id, or local path for transformers"),
     Param("base_url", "", "OpenAI-compatible server root including /v1, e.g. http://localhost:8000/v1"),
     Param("api_key_env", "", "environment variable holding the API key ('' = OPENAI_API_KEY / GEMINI_API_KEY)"),
-    Param("timeout_s", 60.0, "wall-clock limit of one VLM request, seconds", positive),
+    Param("timeout_s", 60.0, "wall-clock limit of one plan request (model calls, retries, repair re-prompts, parsing), seconds", positive),
     Param("max_retries", 1, "extra VLM tries on connection errors / 429 / 5xx", non_negative),
     Param("prompt_family", "auto", "prompt and coordinate convention: auto | qwen3 | gemini | pixel", one_of("auto", "qwen3", "gemini", "pixel")),
     Param("replay_file", "", "JSONL of recorded plans for backend replay", existing_file),

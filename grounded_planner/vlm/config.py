@@ -51,7 +51,7 @@ class PlannerConfig:
     # around a dead one (YAML may also give base_url as a list)
     base_urls: list[str] = field(default_factory=list)
     api_key_env: str = ""  # name of the environment variable holding the API key ("" = OPENAI_API_KEY / GEMINI_API_KEY)
-    timeout_s: float = 60.0  # wall-clock limit of one request, whole response included
+    timeout_s: float = 60.0  # wall-clock limit of one plan request: every try, retry, repair re-prompt and parse
     max_retries: int = 2  # extra tries on 429/5xx/connection errors, with exponential backoff
     retry_backoff_s: float = 0.5  # first backoff; doubles per retry, Retry-After honoured up to 4x this cap
     repair_attempts: int = 1  # re-prompts quoting the parse/validation error before giving up

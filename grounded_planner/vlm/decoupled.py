@@ -18,7 +18,7 @@ from grounded_planner.vlm.config import PlannerConfig, prompt_family_for
 from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError
 from grounded_planner.vlm.image import EncodedImage, check_image, image_sha256
 from grounded_planner.vlm.parse import ParseError, parse_location
-from grounded_planner.vlm.planner import Planner, _check_instruction, make_backend
+from grounded_planner.vlm.planner import Planner, _check_instruction, make_backend, request_deadline
 from PIL import Image
 
 log = logging.getLogger(__name__)
@@ -149,6 +149,10 @@ class DecoupledPlanner(Planner):
         self.grounder = grounder
 
     def plan(self, image_rgb: np.ndarray, instruction: str) -> GroundedPlan:
+        with request_deadline(self.config.timeout_s):  # the language step and every grounding share timeout_s
+            return self._plan_decoupled(image_rgb, instruction)
+
+    def _plan_decoupled(self, image_rgb: np.ndarray, instruction: str) -> GroundedPlan:
         image_rgb = check_image(image_rgb)
         instruction = _check_instruction(instruction)
         encoded = self.encode(image_rgb)

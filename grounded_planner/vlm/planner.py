@@ -7,6 +7,8 @@ import logging
 import os
 import threading
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,6 +29,25 @@ from grounded_planner.vlm.image import EncodedImage, check_image, encode_image, 
 from grounded_planner.vlm.parse import ParseDeadlineError, ParseError, parse_plan
 
 log = logging.getLogger(__name__)
+
+# The deadline (time.monotonic()) of the request this thread is serving. timeout_s bounds a whole request: its
+# model calls, their retries, the repair re-prompts and the parsing share one budget; a planner called inside
+# another's request (the decoupled mode's grounder) keeps the outer request's deadline.
+_DEADLINE: ContextVar[float | None] = ContextVar("grounded_planner_request_deadline", default=None)
+
+
+@contextmanager
+def request_deadline(timeout_s: float):
+    """Run a request within ``timeout_s`` seconds from now, or within the enclosing request's deadline."""
+    outer = _DEADLINE.get()
+    if outer is not None:
+        yield outer
+        return
+    token = _DEADLINE.set(time.monotonic() + timeout_s)
+    try:
+        yield _DEADLINE.get()
+    finally:
+        _DEADLINE.reset(token)
 
 
 @dataclass
@@ -92,8 +113,13 @@ class Planner:
 
         ``done`` (closed loop, replanning the rest): the steps the robot already carried out, told to the model.
         An empty plan with a reason is a valid result. Raises VLMResponseError when the answers stay
-        invalid after the repair re-prompts, VLMUnavailableError when the model cannot be reached.
+        invalid after the repair re-prompts, VLMUnavailableError when the model cannot be reached,
+        VLMTimeoutError when the whole request (every try) takes longer than ``timeout_s``.
         """
+        with request_deadline(self.config.timeout_s):
+            return self._plan(image_rgb, instruction, done)
+
+    def _plan(self, image_rgb: np.ndarray, instruction: str, done: Sequence[str]) -> GroundedPlan:
         image_rgb = check_image(image_rgb)
         instruction = _check_instruction(instruction)
         encoded = self.encode(image_rgb)
@@ -113,9 +139,10 @@ class Planner:
         image_rgb = check_image(image_rgb)
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError(f"prompt must be a non-empty string, got {prompt!r}")
-        encoded = self.encode(image_rgb)
-        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
-        answer = self.complete(messages, encoded)
+        with request_deadline(self.config.timeout_s):
+            encoded = self.encode(image_rgb)
+            messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+            answer = self.complete(messages, encoded)
         if self.recorder is not None:
             self.recorder.record("", image_sha256(image_rgb), prompt=prompt, response=answer)
         return answer
@@ -136,21 +163,27 @@ class Planner:
 
     def complete_plan(self, messages: list[dict[str, str]], encoded: EncodedImage, instruction: str,
                       convention: str, validate: bool = True) -> GroundedPlan:
-        """Request, parse, and re-prompt with the error until the answer is a valid plan."""
+        """Request, parse, and re-prompt with the error until the answer is a valid plan, all within the request's
+        deadline (:func:`request_deadline`)."""
+        with request_deadline(self.config.timeout_s) as deadline:
+            return self._complete_plan(messages, encoded, instruction, convention, validate, deadline)
+
+    def _complete_plan(self, messages, encoded, instruction, convention, validate, deadline) -> GroundedPlan:
         messages = list(messages)
         reason, raw, first_reason = "", "", ""
         attempts = self.config.repair_attempts + 1
         for attempt in range(attempts):
-            # timeout_s bounds each answer as a whole: the model's request and the parsing of its text
-            deadline = time.monotonic() + self.config.timeout_s
+            if attempt and time.monotonic() >= deadline:
+                raise VLMTimeoutError(f"no valid plan within timeout_s={self.config.timeout_s:g} s: {attempt} answer(s) "
+                                      f"were not valid plans (last: {reason})")
             raw = self.complete(messages, encoded, json_mode=self.config.json_mode)
             seen = self.backend.seen_size(encoded.size) if self.backend is not None else encoded.size
             try:
                 plan = parse_plan(raw, encoded.original_size, convention, instruction,
                                   model_image_size=seen, validate=validate, model=self.model_name, deadline=deadline)
             except ParseDeadlineError as exc:
-                raise VLMTimeoutError(f"answer {attempt + 1} was not parsed within timeout_s={self.config.timeout_s:g} s "
-                                      f"({len(raw)} characters)") from exc
+                raise VLMTimeoutError(f"answer {attempt + 1} was not parsed within the request's timeout_s="
+                                      f"{self.config.timeout_s:g} s ({len(raw)} characters)") from exc
             except ParseError as exc:
                 reason = exc.reason
                 first_reason = first_reason or reason
@@ -166,11 +199,16 @@ class Planner:
         raise VLMResponseError(reason, raw, attempts)
 
     def complete(self, messages: list[dict[str, str]], encoded: EncodedImage | None, json_mode: bool = False) -> str:
-        """One backend request through the response cache (``json_mode``: plan requests of a json_mode config)."""
+        """One backend request through the response cache (``json_mode``: plan requests of a json_mode config),
+        within the request's deadline (:func:`request_deadline`)."""
         if self.backend is None:
             raise VLMConfigError(f"the {self.config.backend} planner has no model backend for raw requests")
-        request = VLMRequest(messages=messages, image=encoded, max_tokens=self.config.max_tokens,
-                             temperature=self.config.temperature, json_mode=json_mode)
+        with request_deadline(self.config.timeout_s) as deadline:
+            request = VLMRequest(messages=messages, image=encoded, max_tokens=self.config.max_tokens,
+                                 temperature=self.config.temperature, json_mode=json_mode, deadline=deadline)
+            return self._complete(request, messages, encoded, json_mode)
+
+    def _complete(self, request: VLMRequest, messages, encoded, json_mode) -> str:
         key = None
         if self.cache is not None:
             key = cache_key(backend=self.backend.name, model=self.backend.model,

@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
-from grounded_planner.vlm.errors import VLMUnavailableError
+from grounded_planner.vlm.errors import VLMTimeoutError, VLMUnavailableError
 from grounded_planner.vlm.image import EncodedImage
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,19 @@ class VLMRequest:
     temperature: float = 0.0
     json_mode: bool = False  # the answer must be one JSON object (servers that support it enforce it)
     extra: dict = field(default_factory=dict)
+    # time.monotonic() by which the whole plan request must be answered (the planner's timeout_s, shared by its
+    # repair re-prompts and retries); None: each try has the backend's own timeout_s
+    deadline: float | None = None
+
+    def time_left(self, timeout_s: float, what: str) -> float:
+        """Seconds one try may take: ``timeout_s``, cut to what is left before ``deadline``; raises
+        VLMTimeoutError naming ``what`` when nothing is left."""
+        if self.deadline is None:
+            return timeout_s
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise VLMTimeoutError(f"{what}: the request's time (timeout_s) ran out before this try")
+        return min(timeout_s, left)
 
 
 class VLMBackend(ABC):
@@ -72,10 +85,11 @@ class RetryableError(Exception):
 
 
 def retry_call(fn: Callable[[], T], *, max_retries: int, backoff_s: float, what: str,
-               sleep: Callable[[float], None] = time.sleep) -> T:
+               sleep: Callable[[float], None] = time.sleep, deadline: float | None = None) -> T:
     """Call ``fn``; on RetryableError wait (exponential backoff, Retry-After honoured) and try again.
 
-    After ``max_retries`` extra tries the last failure becomes a VLMUnavailableError naming ``what``.
+    After ``max_retries`` extra tries the last failure becomes a VLMUnavailableError naming ``what``; when the
+    wait would pass ``deadline`` (time.monotonic()), a VLMTimeoutError naming the last failure, at once.
     Other exceptions pass through at once.
     """
     attempt = 0
@@ -89,6 +103,9 @@ def retry_call(fn: Callable[[], T], *, max_retries: int, backoff_s: float, what:
             if exc.retry_after_s is not None:
                 wait = max(wait, exc.retry_after_s)
             wait = min(wait, MAX_BACKOFF_S)
+            if deadline is not None and time.monotonic() + wait >= deadline:
+                raise VLMTimeoutError(f"{what}: {exc} (after {attempt + 1} tries; no time left for another within "
+                                      "the request's timeout_s)") from exc
             log.warning("%s: %s; retry %d/%d in %.2f s", what, exc, attempt + 1, max_retries, wait)
             sleep(wait)
             attempt += 1

@@ -67,17 +67,21 @@ class GeminiBackend(VLMBackend):
         config = self._types.GenerateContentConfig(
             system_instruction=system or None, temperature=request.temperature, max_output_tokens=request.max_tokens,
             response_mime_type="application/json" if request.json_mode else None)
-        response = retry_call(lambda: self._call_once(contents, config), max_retries=self.max_retries,
-                              backoff_s=self.retry_backoff_s, what=f"{self.where} (model {self.model!r})")
+        response = retry_call(lambda: self._call_once(contents, config, request), max_retries=self.max_retries,
+                              backoff_s=self.retry_backoff_s, what=f"{self.where} (model {self.model!r})",
+                              deadline=request.deadline)
         try:
             text = response.text
         except (ValueError, AttributeError) as exc:
             raise VLMProtocolError(f"Gemini answered without text: {exc}") from exc
         return text or ""
 
-    def _call_once(self, contents, config):
+    def _call_once(self, contents, config, request: VLMRequest):
         from google.genai import errors  # lazy: optional SDK (google-genai), not in install_requires
 
+        limit = request.time_left(self.timeout_s, self.where)
+        if request.deadline is not None:  # the SDK merges a request's http_options over the client's
+            config = config.model_copy(update={"http_options": self._types.HttpOptions(timeout=max(1, int(limit * 1000)))})
         try:
             return self._client.models.generate_content(model=self.model, contents=contents, config=config)
         except errors.APIError as exc:
@@ -88,7 +92,7 @@ class GeminiBackend(VLMBackend):
         except Exception as exc:  # the SDK's transport (httpx/httpx2) errors share no importable base class
             kind = type(exc).__name__
             if "Timeout" in kind:
-                raise VLMTimeoutError(f"{self.where}: no answer within {self.timeout_s:.1f} s ({kind})") from exc
+                raise VLMTimeoutError(f"{self.where}: no answer within {limit:.1f} s ({kind})") from exc
             if any(k in kind for k in ("Connect", "Network", "Protocol", "ReadError", "WriteError", "Transport")):
                 raise RetryableError(f"cannot reach the server: {exc or kind}") from exc
             raise

@@ -105,8 +105,8 @@ class OpenAIBackend(VLMBackend):
         for _ in range(3):  # at most two parameter adaptations, then the error stands
             data = json.dumps(self.payload(request)).encode("utf-8")
             try:
-                body = retry_call(lambda: self._post_once(data), max_retries=self.max_retries,
-                                  backoff_s=self.retry_backoff_s, what=what)
+                body = retry_call(lambda: self._post_once(data, request), max_retries=self.max_retries,
+                                  backoff_s=self.retry_backoff_s, what=what, deadline=request.deadline)
             except VLMRequestError as exc:
                 if not self._adapt(exc):
                     raise
@@ -129,20 +129,22 @@ class OpenAIBackend(VLMBackend):
             return True
         return False
 
-    def _post_once(self, data: bytes) -> Any:
-        deadline = time.monotonic() + self.timeout_s
+    def _post_once(self, data: bytes, request: VLMRequest) -> Any:
+        limit = request.time_left(self.timeout_s, self.url)  # the request's deadline cuts this try short
+        deadline = time.monotonic() + limit
+        timeout = httpx.Timeout(limit, connect=min(limit, MAX_CONNECT_TIMEOUT_S))
         try:
-            with self._client.stream("POST", self.url, content=data) as response:
+            with self._client.stream("POST", self.url, content=data, timeout=timeout) as response:
                 chunks = []
                 for chunk in response.iter_bytes():
                     chunks.append(chunk)
                     if time.monotonic() > deadline:
-                        raise VLMTimeoutError(f"{self.url}: no complete answer within {self.timeout_s:.1f} s")
+                        raise VLMTimeoutError(f"{self.url}: no complete answer within {limit:.1f} s")
                 raw = b"".join(chunks)
                 status = response.status_code
                 headers = response.headers
         except httpx.TimeoutException as exc:
-            raise VLMTimeoutError(f"{self.url}: no answer within {self.timeout_s:.1f} s ({type(exc).__name__})") from exc
+            raise VLMTimeoutError(f"{self.url}: no answer within {limit:.1f} s ({type(exc).__name__})") from exc
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
             raise RetryableError(f"cannot reach the server: {exc or type(exc).__name__}") from exc
         except httpx.HTTPError as exc:

@@ -4,7 +4,8 @@ vLLM and SGLang scale by running more servers; a client that talks to one of the
 pool sends each request to the live server with the fewest requests in flight, and when a server cannot be
 reached, times out or answers 429/5xx/garbage, it marks that server down for a while and sends the same
 request to the next one. Only when every server has failed in a round does it back off and try another round
-(``max_retries`` extra rounds, as a single backend retries). A request the server *rejects* (4xx: bad model
+(``max_retries`` extra rounds, as a single backend retries), never past the request's deadline (the planner's
+``timeout_s``): a server is not marked down for time the request no longer had. A request the server *rejects* (4xx: bad model
 name, payload too large) is not retried elsewhere: every server of the same model would reject it too.
 """
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from grounded_planner.vlm.backends.base import MAX_BACKOFF_S, VLMBackend, VLMRequest
-from grounded_planner.vlm.errors import VLMProtocolError, VLMUnavailableError
+from grounded_planner.vlm.errors import VLMProtocolError, VLMTimeoutError, VLMUnavailableError
 
 log = logging.getLogger(__name__)
 # How long a server that failed is skipped (doubles per consecutive failure, up to the cap); after that one
@@ -112,14 +113,24 @@ class ServerPool(VLMBackend):
 
     def generate(self, request: VLMRequest) -> str:
         last: Exception | None = None
+
+        def out_of_time(wait: float = 0.0) -> None:
+            if request.deadline is not None and time.monotonic() + wait >= request.deadline:
+                raise VLMTimeoutError(f"no server of model {self.model!r} answered within the request's timeout_s; "
+                                      f"last error: {last}") from last
+
         for round_ in range(self.max_retries + 1):
             if round_:
                 wait = min(MAX_BACKOFF_S, self.retry_backoff_s * 2 ** (round_ - 1))
+                out_of_time(wait)
                 log.warning("every server of the pool failed (last: %s); round %d/%d in %.2f s",
                             last, round_ + 1, self.max_retries + 1, wait)
                 self._sleep(wait)
             tried: set[int] = set()
             while (index := self._pick(tried)) is not None:
+                if request.deadline is not None and time.monotonic() >= request.deadline:
+                    self._done(index, None, counted=False)  # the server is not to blame for the request's deadline
+                    out_of_time()
                 tried.add(index)
                 state = self.servers[index]
                 try:

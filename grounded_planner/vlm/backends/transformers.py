@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 from grounded_planner.vlm.backends.base import VLMBackend, VLMRequest
-from grounded_planner.vlm.errors import VLMConfigError, VLMError
+from grounded_planner.vlm.errors import VLMConfigError, VLMError, VLMTimeoutError
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +193,10 @@ class TransformersBackend(VLMBackend):
             self._seen[request.image.size] = (grid_w * patch, grid_h * patch)
         sampling = {"do_sample": True, "temperature": request.temperature} if request.temperature > 0 else {"do_sample": False}
         with self._lock, torch.inference_mode():
+            if request.deadline is not None:  # generation stops at the request's deadline (transformers' max_time)
+                sampling["max_time"] = request.time_left(float("inf"), f"transformers ({self.model})")
             out = self.net.generate(**inputs, max_new_tokens=request.max_tokens, **sampling)
+        if request.deadline is not None and time.monotonic() >= request.deadline:
+            raise VLMTimeoutError(f"transformers ({self.model}): generation stopped at the request's timeout_s")
         new_tokens = out[:, inputs["input_ids"].shape[1]:]
         return self.processor.batch_decode(new_tokens, skip_special_tokens=True)[0]
