@@ -226,6 +226,23 @@ def test_place_keeps_the_yaw_of_the_grasp():
     assert yaws == {round(0.3 - math.pi / 2, 6)}
 
 
+def test_a_place_run_on_its_own_keeps_the_yaw_it_is_told_the_object_is_held_at():
+    # the closed loop runs one step per call: its place keeps the yaw the earlier call's grasp closed at
+    arm = KinematicArm()
+    arm.connect()
+    executor = Executor(arm, config())
+    grasp = executor.execute(make_plan("grasp"), make_targets(("grasp", (0.5, 0.1, 0.04), {"yaw": 0.3})))
+    held = grasp.steps[0].motions[0].yaw_rad
+    arm.calls.clear()
+    executor.execute(make_plan("place"), make_targets(("place", (0.5, -0.2, 0.0), {"yaw": 1.2})), held_yaw=held)
+    assert {round(c[2], 6) for c in arm.moves()} == {round(0.3 - math.pi / 2, 6)}
+    arm.calls.clear()
+    executor.execute(make_plan("place"), make_targets(("place", (0.5, -0.2, 0.0), {"yaw": 1.2})))
+    assert {round(c[2], 6) for c in arm.moves()} == {round(1.2 - math.pi / 2, 6)}  # nothing held: its own yaw
+    with pytest.raises(ValueError, match="held_yaw"):
+        executor.execute(make_plan("place"), make_targets(PLACE_IN), held_yaw=float("nan"))
+
+
 def test_open_pulls_along_the_surface_normal():
     arm = KinematicArm()
     arm.connect()

@@ -150,6 +150,7 @@ class ClosedLoop:
         self.on_attempt = on_attempt
         self.on_plan = on_plan
         self.target_config = target_config
+        self._grasp_yaw: float | None = None  # the yaw (backend convention) the last attempt's grasp closed at
 
     # -- the episode -------------------------------------------------------------------------------
     def run(self, instruction: str, plan: GroundedPlan | None = None, first: Observation | None = None,
@@ -168,6 +169,7 @@ class ClosedLoop:
         plan_obs = obs  # the frame the queued actions are grounded in
         step = 0
         held_from: tuple[GroundedAction, Observation] | None = None  # the grasp that holds the object now
+        held_yaw: float | None = None  # the yaw that grasp closed at: the place keeps it, as in one open-loop run
         while queue:
             action = queue[0]
             attempt, recovered = 0, False
@@ -179,7 +181,7 @@ class ClosedLoop:
                     return self._end(result, False, f"time budget of {cfg.time_budget_s:g} s spent at step {step}",
                                      _mode_of(result))
                 record, check = self._try(step, attempt, len(result.plans) - 1, action, plan_obs, held_from, cancel,
-                                          on_feedback)
+                                          on_feedback, held_yaw if held_from is not None else None)
                 result.attempts.append(record)
                 self._report(result, record)
                 if check.ok:
@@ -208,6 +210,7 @@ class ClosedLoop:
             if check.ok:
                 done.append(describe_step(action))
                 held_from = (action, plan_obs) if action.type == "grasp" else None
+                held_yaw = self._grasp_yaw if action.type == "grasp" else None
                 queue.pop(0)
                 step += 1
                 continue
@@ -229,15 +232,16 @@ class ClosedLoop:
             if not plan.actions:
                 return self._end(result, True, f"replan: nothing left to do ({plan.reason or 'empty plan'})", None)
             queue = list(plan.actions)
-            held_from = None
+            held_from, held_yaw = None, None
         return self._end(result, True, f"all steps done and checked ({len(result.attempts)} attempts, "
                                        f"{result.replans} replans)", None)
 
     # -- one attempt -------------------------------------------------------------------------------
     def _try(self, step: int, attempt: int, plan_index: int, action: GroundedAction, obs: Observation,
              held_from: tuple[GroundedAction, Observation] | None, cancel: threading.Event,
-             on_feedback: FeedbackFn | None) -> tuple[Attempt, Check]:
+             on_feedback: FeedbackFn | None, held_yaw: float | None = None) -> tuple[Attempt, Check]:
         start = time.perf_counter()
+        self._grasp_yaw = None
         one = GroundedPlan(instruction=describe_step(action), image_size=(int(obs.rgb.shape[1]), int(obs.rgb.shape[0])),
                            actions=[action])
         record = Attempt(step, attempt, plan_index, action.type, action.object, "", "", "", 0.0, action.to_dict())
@@ -261,10 +265,12 @@ class ClosedLoop:
                 on_feedback(step, state, act)
 
         try:
-            execution = self.executor.execute(one, targets, cancel=cancel, on_feedback=feedback)
+            execution = self.executor.execute(one, targets, cancel=cancel, on_feedback=feedback, held_yaw=held_yaw)
         except ExecutionInputError as exc:  # one action with its own target always pairs; a bug if not
             raise RuntimeError(f"closed loop: step {step} could not be paired with its target: {exc}") from exc
         outcome = execution.steps[0].outcome if execution.steps else Outcome.OK
+        if action.type == "grasp" and execution.steps and execution.steps[0].motions:
+            self._grasp_yaw = execution.steps[0].motions[0].yaw_rad  # what the executor closed the gripper at
         record.outcome, record.message = outcome.value, execution.message if not execution.steps else \
             execution.steps[0].message
         if not outcome.is_ok:

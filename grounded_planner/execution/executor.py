@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -75,10 +76,11 @@ class Executor:
         """The motions of one primitive and notes about adjustments (:func:`~grounded_planner.execution.motions.plan_primitive`)."""
         return plan_primitive(action, target, self.config, held_yaw)
 
-    def _plan_all(self, pairs: list[tuple[int, Any, Any]], dry_run: bool) -> list[StepResult]:
-        """Plan and check every step (envelope, then the backend's reachability); outcome ``ok`` when it passes."""
+    def _plan_all(self, pairs: list[tuple[int, Any, Any]], dry_run: bool,
+                  held_yaw: float | None = None) -> list[StepResult]:
+        """Plan and check every step (envelope, then the backend's reachability); outcome ``ok`` when it passes.
+        A place keeps the yaw of the grasp before it (``held_yaw``: of a grasp run by an earlier call)."""
         checked: list[StepResult] = []
-        held_yaw: float | None = None
         for index, action, target in pairs:
             start = time.perf_counter()
             try:
@@ -110,8 +112,11 @@ class Executor:
 
     # -- running -----------------------------------------------------------------------------------
     def execute(self, plan: Any, targets: Any = None, dry_run: bool = False, cancel: threading.Event | None = None,
-                on_feedback: FeedbackFn | None = None) -> ExecutionResult:
+                on_feedback: FeedbackFn | None = None, held_yaw: float | None = None) -> ExecutionResult:
         """Run (or with ``dry_run`` only check) ``plan`` with its 3D targets.
+
+        ``held_yaw`` (radians, backend convention): the yaw of an object grasped by an earlier call, which a first
+        place keeps (the closed loop runs one step per call; within one plan a place keeps its grasp's yaw anyway).
 
         ``targets`` (a ``TargetSet``) defaults to the targets the plan's actions carry (``action.target_3d``).
         Raises :class:`~grounded_planner.execution.validate.InvalidGoalError` (naming step and field) for a
@@ -121,7 +126,9 @@ class Executor:
         targets, pairs = check_goal(plan, targets)  # before anything computes a motion: a NaN yaw must never reach the IK
         if not pairs:
             return ExecutionResult(True, "empty plan: nothing to do", [])
-        checked = self._plan_all(pairs, dry_run)
+        if held_yaw is not None and not math.isfinite(held_yaw):
+            raise ValueError(f"held_yaw must be a finite angle in radians, got {held_yaw!r}")
+        checked = self._plan_all(pairs, dry_run, held_yaw)
         refused = [s for s in checked if not s.outcome.is_ok]
         if dry_run:
             ok = not refused
