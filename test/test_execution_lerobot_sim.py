@@ -167,13 +167,27 @@ def test_disconnect_with_hold_keeps_torque_on(bus):
     assert max(abs(report["joints_deg"][k] - before[i]) for i, k in enumerate(ARM_KEYS)) < 2.0
 
 
-def test_cli_bus_and_execute_from_a_terminal(tmp_path):
-    """What the checker does: sim so101-bus, execute --backend lerobot -o port=... -o calibration=..., then the
-    bus's last line after SIGINT."""
-    plan, targets = _plan_and_targets(seed=1)
-    (tmp_path / "plan.json").write_text(json.dumps(plan.to_dict()))
-    (tmp_path / "targets.json").write_text(json.dumps(targets.to_dict()))
-    bus = BusProcess(1)
+def test_cli_export_backproject_bus_and_execute_from_a_terminal(tmp_path):
+    """What the checker does, all from a terminal: sim export the scenario, backproject its GT plan on the exported
+    depth, sim so101-bus on the same scenario and seed, execute --backend lerobot -o port=... -o calibration=...,
+    then the bus's last line after SIGINT."""
+    seed, root = 1, tmp_path / "episodes"
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([*CLI, *args], capture_output=True, text=True, env=ENV, timeout=240)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    cli("sim", "export", "--scenarios", str(SCENARIO), "--out", str(root), "--seeds", str(seed + 1))
+    episode = [json.loads(line) for line in (root / "episodes.jsonl").read_text().splitlines()][seed]["sim"]
+    assert episode["seed"] == seed
+    (tmp_path / "plan.json").write_text(json.dumps(episode["plan"]))
+    targets = json.loads(cli("backproject", "--plan", str(tmp_path / "plan.json"), "--depth", str(root / episode["depth"]),
+                             "--camera-info", str(root / episode["camera_info"]),
+                             "--extrinsics", str(root / episode["extrinsics"])))
+    assert targets["frame"] == "base_link" and [t["type"] for t in targets["targets"]] == ["grasp", "place"]
+    (tmp_path / "targets.json").write_text(json.dumps(targets))
+    bus = BusProcess(seed)
     try:
         assert bus.port.startswith("/dev/pts/") and Path(bus.calibration).is_file()
         run = subprocess.run([*CLI, "execute", "--plan", str(tmp_path / "plan.json"), "--targets",
