@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from grounded_planner.vlm.config import PlannerConfig
-from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError
+from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError, VLMTimeoutError
 from grounded_planner.vlm.fake_server import DEMO_SCENE, FakeVLMServer, Reply, find_color, make_demo_scene
 from grounded_planner.vlm.parse import ParseError, parse_location
 from grounded_planner.vlm.factory import make_planner
@@ -43,6 +43,20 @@ def test_language_plan_grounded_by_a_vlm(scene, grounder_model):
     assert plan.actions[0].bbox == pytest.approx(find_color(scene, DEMO_SCENE["red block"]), abs=2.5)
     assert plan.actions[1].point == pytest.approx(plate_centre(scene), abs=2.5)
     assert plan.model == "gpt-5.2 + vlm"
+
+
+def test_the_language_step_and_every_grounding_share_timeout_s(scene):
+    # 0.5 s for the language plan, 0.6 s per grounding: each call fits in timeout_s = 1 s, the request does not
+    with FakeVLMServer() as planner_srv, FakeVLMServer() as grounder_srv:
+        planner_srv.script.append(Reply(delay_s=0.5))
+        grounder_srv.script += [Reply(delay_s=0.6), Reply(delay_s=0.6)]
+        cfg = PlannerConfig(backend="decoupled", model="gpt-5.2", base_url=planner_srv.base_url, grounder="vlm",
+                            grounder_model="gpt-4o", grounder_base_url=grounder_srv.base_url, max_image_side=640,
+                            timeout_s=1.0, max_retries=0)
+        with make_planner(cfg) as planner:
+            with pytest.raises(VLMTimeoutError):
+                planner.plan(scene, INSTRUCTION)
+        assert len(planner_srv.requests) == 1 and len(grounder_srv.requests) == 1  # the second grounding never started
 
 
 def test_embodied_r1_points_and_boxes_around_them(scene):
