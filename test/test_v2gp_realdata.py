@@ -52,6 +52,14 @@ def _check_one_grasp_per_episode(episodes: dict[str, list[list[int]]]) -> None:
         assert g[-1] < 5.0
 
 
+def test_the_commanded_gripper_is_the_action_element_of_the_same_name():
+    episode = open_dataset(REAL, gripper="observation.state[gripper.pos]").episode(0)
+    assert episode.commanded is not None and episode.commanded.shape == episode.gripper.shape
+    # the leader's gripper: it follows the follower's, and closes further than the follower can on the cube
+    assert np.corrcoef(episode.commanded, episode.gripper)[0, 1] > 0.9
+    assert open_dataset(REAL, gripper="action[gripper.pos]").episode(0).commanded is None
+
+
 def test_cli_segment_over_the_real_dataset_finds_one_grasp_per_episode_with_the_so101_profile():
     done = _cli("v2gp", "segment", "--dataset", str(REAL), "--robot", "so101")
     assert done.returncode == 0, done.stderr

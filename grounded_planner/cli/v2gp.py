@@ -154,7 +154,7 @@ def _segment_dataset(args: argparse.Namespace) -> int:
     for index in ds.episode_indices:
         try:
             episode = ds.episode(index)
-            result = segment(episode.gripper, episode.frame_indices, seg_config)
+            result = segment(episode.gripper, episode.frame_indices, seg_config, commanded=episode.commanded)
         except (V2GPError, SignalError, ValueError, OSError) as exc:
             failed += 1
             print(f"warning: episode {index} skipped: {exc}", file=sys.stderr)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from grounded_planner.v2gp.segment import ROBOT_PROFILES, SegmentConfig, config_for_robot
+from grounded_planner.v2gp.segment import ROBOT_PROFILES, SEGMENT_RULE, SegmentConfig, config_for_robot
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.yamlfile import read_yaml
 
@@ -112,7 +112,8 @@ class V2GPConfig:
     def stage_key(self, stage: str) -> dict[str, Any]:
         """The settings a stage's cached output depends on (a change invalidates that cache)."""
         seg = dataclasses.asdict(self.segment_config())
-        keys: dict[str, Any] = {"gripper": self.gripper, "camera": self.camera, "segment": seg}
+        keys: dict[str, Any] = {"gripper": self.gripper, "camera": self.camera, "segment": seg,
+                                "segment_rule": SEGMENT_RULE}
         if stage == "segments":
             return keys
         keys.update({"identifier": self.identifier, "vlm_model": self.vlm_model, "keyframes": self.keyframes})

@@ -135,6 +135,7 @@ class LeRobotDataset:
         self.camera = camera
         self.camera_is_video = self.features[camera]["dtype"] == "video"
         self.gripper_column, self.gripper_index = self._resolve_gripper(gripper)
+        self.command_column, self.command_index = self._resolve_command()
         self._pq = require("pyarrow.parquet", "v2gp", "reading LeRobot parquet files")
         self._episodes = self._load_episodes()
         self._objects = {int(d["episode_index"]): d for d in _load_jsonl(self.root / OBJECTS_FILE)}
@@ -159,6 +160,19 @@ class LeRobotDataset:
             if sel in names:
                 return column, names.index(sel)
             raise DatasetError(f"{self.root}: {column} has no element named {sel!r} (names: {names})") from None
+
+    def _resolve_command(self) -> tuple[str | None, int | None]:
+        """The commanded gripper: the ``action`` element named as the gripper's element (in teleoperation the
+        leader arm's gripper), or (None, None)."""
+        if self.gripper_column == "action" or self.gripper_index is None or "action" not in self.features:
+            return None, None
+        names = flat_names(self.features[self.gripper_column].get("names"))
+        action_names = flat_names(self.features["action"].get("names"))
+        try:
+            name = names[self.gripper_index]
+        except IndexError:
+            return None, None
+        return ("action", action_names.index(name)) if name in action_names else (None, None)
 
     def _load_episodes(self) -> dict[int, dict[str, Any]]:
         meta = self.root / "meta"
@@ -220,6 +234,8 @@ class LeRobotDataset:
         if not path.exists():
             raise DatasetError(f"{self.root}: data file {path} of episode {index} is missing")
         columns = [self.gripper_column, "frame_index", "timestamp", "episode_index", "task_index"]
+        if self.command_column:
+            columns.append(self.command_column)
         if not self.camera_is_video:
             columns.append(self.camera)
         schema = self._pq.read_schema(path)
@@ -234,19 +250,11 @@ class LeRobotDataset:
         n = table.num_rows
         if n == 0:
             raise DatasetError(f"{path}: no rows of episode {index}")
-        grip_col = table.column(self.gripper_column).to_pylist()
-        gripper = np.full(n, np.nan)
-        for i, v in enumerate(grip_col):
-            if v is None:
-                continue
-            if isinstance(v, (list, tuple)):
-                if self.gripper_index is None:
-                    raise DatasetError(f"{path}: {self.gripper_column} is a vector; name the element, "
-                                       f"e.g. '{self.gripper_column}[-1]'")
-                item = v[self.gripper_index]
-                gripper[i] = np.nan if item is None else float(item)
-            else:
-                gripper[i] = float(v)
+        gripper = _element(table.column(self.gripper_column).to_pylist(), self.gripper_index, path, self.gripper_column)
+        commanded = None
+        if self.command_column and self.command_column in table.column_names:
+            commanded = _element(table.column(self.command_column).to_pylist(), self.command_index, path,
+                                 self.command_column)
         frames = (np.asarray(table.column("frame_index").to_numpy(), dtype=np.int64)
                   if "frame_index" in table.column_names else np.arange(n))
         timestamps = (np.asarray(table.column("timestamp").to_numpy(), dtype=float)
@@ -279,7 +287,24 @@ class LeRobotDataset:
         if index in self._objects:
             objects = [ObjectTrack.from_dict(o) for o in self._objects[index].get("objects", [])]
         return DemoEpisode(index=index, instruction=instruction, fps=self.fps, gripper=gripper,
-                           frame_indices=frames, source=source, camera=self.camera, _reader=reader, objects=objects)
+                           frame_indices=frames, source=source, camera=self.camera, _reader=reader, objects=objects,
+                           commanded=commanded)
+
+
+def _element(cells: list, index: int | None, path: Path, column: str) -> np.ndarray:
+    """One float per row from a column of numbers or of vectors (element ``index``); None cells are NaN."""
+    out = np.full(len(cells), np.nan)
+    for i, v in enumerate(cells):
+        if v is None:
+            continue
+        if isinstance(v, (list, tuple)):
+            if index is None:
+                raise DatasetError(f"{path}: {column} is a vector; name the element, e.g. '{column}[-1]'")
+            item = v[index]
+            out[i] = np.nan if item is None else float(item)
+        else:
+            out[i] = float(v)
+    return out
 
 
 def flat_names(names: Any) -> list[str]:

@@ -51,6 +51,8 @@ class DemoEpisode:
     camera: str
     _reader: Any = field(repr=False, default=None)
     objects: list[ObjectTrack] | None = None
+    # (T,) the commanded gripper in the same raw units (the dataset's ``action``), None when there is none
+    commanded: np.ndarray | None = None
 
     @property
     def length(self) -> int:

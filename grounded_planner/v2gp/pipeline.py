@@ -122,7 +122,7 @@ def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner
     key = _key(config, "segments", episode)
     cached = cache.get("segments", key)
     if cached is None:
-        result = segment(episode.gripper, episode.frame_indices, seg_config)
+        result = segment(episode.gripper, episode.frame_indices, seg_config, commanded=episode.commanded)
         cached = {"segments": [dataclasses.asdict(s) for s in result.segments],
                   "dropped": [{"segment": [f, None], "reason": r, "detail": "closed spell at this frame"}
                               for f, r in result.dropped if r == "not_reopened"]

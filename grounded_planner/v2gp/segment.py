@@ -44,6 +44,11 @@ the rest as one. Instead each episode's levels are learned from its own signal:
   at rest); a spell whose level is within ``max(10 % of the range, 3 noise sigma)`` of the rest level (or
   beyond it) is a closure on nothing (``empty_closure``), any other is a **grasp**: something stopped the
   fingers. Without a rest spell nothing is called empty here (the plan filters still catch empty grasps);
+* a thin object stops the fingers only a little short of the rest level (a roll of tape: held at 3.6 of 100
+  against a rest of 1, with openings of 20-46). Where the dataset has the commanded gripper (``action``, the
+  leader arm's gripper in teleoperation), a spell the fingers hold short of the command by more than they do
+  at rest (``max(4 % of the range, 4 noise sigma)`` more) is a grasp whatever its level: on nothing the
+  follower reaches what the leader commands;
 * a grasp's **start** is the last frame still at the level of the opening before it, its **end** the first
   frame at the level of the opening after it (the convention above); a closed spell with no opening before
   it (the rest-closed start) is not a segment, one with no opening after it is dropped as ``not_reopened``.
@@ -124,7 +129,7 @@ ROBOT_PROFILES: dict[str, dict[str, float]] = {
     # SO-100/SO-101 gripper joint in LeRobot's 0..100 range, 100 fully open; real teleoperation rests closed on
     # nothing, opens part way and holds at an intermediate level: levels learned per episode
     "so101": {"open_value": 100.0, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15,
-              "levels": "auto"},
+              "levels": "auto", "prominence": 0.15},
 }
 # LeRobot ``robot_type`` (meta/info.json) -> profile, for datasets segmented without --robot
 ROBOT_TYPES = {"so100": "so101", "so101": "so101", "so100_follower": "so101", "so101_follower": "so101",
@@ -174,12 +179,17 @@ class SegmentResult:
         return {"segments": [s.to_list() for s in self.segments]}
 
 
+#: what a cached stage-1 result depends on besides the config (bumped when the rule changes)
+SEGMENT_RULE = "levels-and-command/1"
+
+
 def segment(values: Sequence[float], frames: Sequence[int] | None = None,
-            config: SegmentConfig | None = None) -> "SegmentResult":
-    """Segments by the config's rule: :func:`segment_levels` for ``levels: auto``, else :func:`segment_signal`."""
+            config: SegmentConfig | None = None, commanded: Sequence[float] | None = None) -> "SegmentResult":
+    """Segments by the config's rule: :func:`segment_levels` for ``levels: auto`` (which also reads the
+    ``commanded`` gripper when there is one), else :func:`segment_signal`."""
     config = config or SegmentConfig()
     if config.levels == "auto":
-        return segment_levels(values, frames, config)
+        return segment_levels(values, frames, config, commanded)
     return segment_signal(values, frames, config)
 
 
@@ -506,7 +516,7 @@ def _zigzag(values: np.ndarray, delta: float) -> list[tuple[int, str]]:
 
 
 def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
-                   config: SegmentConfig | None = None) -> SegmentResult:
+                   config: SegmentConfig | None = None, commanded: Sequence[float] | None = None) -> SegmentResult:
     """Grasp segments from each episode's own gripper levels (see "Learned levels" in the module docstring).
 
     Parameters
@@ -518,6 +528,10 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
     config : SegmentConfig, optional
         ``open_value`` / ``closed_value`` give the polarity (either may be None), ``prominence`` the size of a
         move that counts, ``min_frames`` the shortest closed spell.
+    commanded : sequence of float, shape (N,), optional
+        The commanded gripper in the same raw units (a teleoperation dataset's ``action``: the leader's
+        gripper). A closed spell the fingers hold short of the command, by more than they do at rest, is a grasp
+        even when its level is near the rest level (a thin object).
 
     Returns
     -------
@@ -575,6 +589,12 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
 
     rest_levels = [level for _, before, after, level in spells if before is None or after is None]
     rest = max(rest_levels) if rest_levels else None
+    dense_cmd = None
+    if commanded is not None:
+        if len(commanded) != len(values):
+            raise SignalError(f"{len(commanded)} commanded gripper values for {len(values)} gripper values")
+        dense_cmd, _ = _dense_signal(commanded, frames)
+    blocked = _blocked_by_an_object(dense_cmd, dense_raw.size, config, closedness, smooth, spells, tol, span, sigma)
 
     for pivot, before, after, level in spells:
         frame = pivot + first_frame
@@ -584,7 +604,7 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
             if rest is None or level < rest - margin:
                 result.dropped.append((frame, "not_reopened"))
             continue
-        if rest is not None and level >= rest - margin:
+        if rest is not None and level >= rest - margin and not blocked.get(pivot, False):
             result.dropped.append((frame, "empty_closure"))
             continue
         open_before, open_after = levels[before], levels[after]
@@ -607,6 +627,37 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
             release_frame=release_frame + first_frame,
             closed_level=closed_level(level)))
     return result
+
+
+def _blocked_by_an_object(commanded, n: int, config: SegmentConfig, closedness: np.ndarray, smooth: np.ndarray,
+                          spells: list, tol: float, span: float, sigma: float) -> dict[int, bool]:
+    """Per closed spell (by pivot): did something stop the fingers short of the command?
+
+    On an empty closure, and at rest, the follower's gripper reaches what the leader commands (give or take a
+    calibration offset, the same at rest as anywhere); on an object it stays short of it by the object's
+    thickness. A spell counts as blocked when its median shortfall exceeds the rest spells' (or, with none, the
+    episode's median shortfall) by ``max(4 % of the range, 4 noise sigma)``. Empty without a usable command.
+    """
+    if commanded is None:
+        return {}
+    cmd = np.asarray(commanded, dtype=float).reshape(-1)
+    if cmd.size != n or not np.isfinite(cmd).any():
+        return {}
+    cmd_closedness, _ = _closedness_auto(_fill_missing(cmd), config)
+    if cmd_closedness.size != closedness.size:
+        return {}
+    shortfall = cmd_closedness - closedness  # > 0: commanded more closed than the fingers are
+
+    def held(pivot: int, before: int | None, after: int | None, level: float) -> np.ndarray:
+        a = before if before is not None else 0
+        b = after + 1 if after is not None else closedness.size
+        near = np.flatnonzero(np.abs(smooth[a:b] - level) <= tol) + a
+        return shortfall[near] if near.size else shortfall[pivot:pivot + 1]
+
+    rest = [float(np.median(held(p, bf, af, lv))) for p, bf, af, lv in spells if bf is None or af is None]
+    baseline = max(rest) if rest else float(np.median(shortfall))
+    needed = max(0.04 * span, 4.0 * sigma)
+    return {p: float(np.median(held(p, bf, af, lv))) - baseline >= needed for p, bf, af, lv in spells}
 
 
 def load_gripper_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
