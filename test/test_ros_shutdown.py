@@ -43,3 +43,40 @@ def test_bag_player_ends_quietly_on_ctrl_c_mid_playback(tmp_path, rclpy_context)
         node.destroy_node()
     for out in outputs:
         assert "Traceback" not in out and "context is invalid" not in out, out
+
+
+def test_a_callback_that_never_returns_does_not_hold_the_shutdown(rclpy_context):
+    """rclpy's MultiThreadedExecutor.shutdown joins its worker threads with no limit (its timeout_sec does not
+    bound that): bringup's shutdown_executor waits for a running callback only as long as it is told to."""
+    import threading
+    import time
+
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    from grounded_planner.ros.bringup import shutdown_executor
+
+    node = rclpy.create_node("stuck_callback_probe", context=rclpy_context)
+    started, release = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        started.set()
+        release.wait(60.0)
+
+    timer = node.create_timer(0.01, stuck)
+    executor = MultiThreadedExecutor(num_threads=2, context=rclpy_context)
+    executor.add_node(node)
+    try:
+        deadline = time.monotonic() + 10.0
+        while not started.is_set() and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.05)
+        assert started.is_set(), "the timer callback never ran"
+        timer.cancel()
+        t0 = time.monotonic()
+        stuck_threads = shutdown_executor(executor, 0.5)
+        waited = time.monotonic() - t0
+        assert len(stuck_threads) == 1, stuck_threads
+        assert waited < 5.0  # bounded by its 0.5 s, not by the callback's 60 s
+    finally:
+        release.set()
+        node.destroy_node()
