@@ -80,3 +80,36 @@ def test_a_callback_that_never_returns_does_not_hold_the_shutdown(rclpy_context)
     finally:
         release.set()
         node.destroy_node()
+
+
+def test_sigint_stops_a_node_started_with_sigint_ignored(ros_domain, tmp_path):
+    """A background job of a non-interactive shell (`bringup ... &` in a script, CI) starts with SIGINT ignored;
+    rclpy kept it ignored, so Ctrl-C / `kill -INT` / ros2 launch's SIGINT never stopped bringup or a node."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    profile = tmp_path / "one_node.yaml"
+    profile.write_text("backprojection:\n  ros__parameters:\n    depth_registered: false\n")
+
+    def ignore_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    for command in (["-m", "grounded_planner.ros.backprojection_node"],
+                    ["-m", "grounded_planner.cli.main", "bringup", "--config", str(profile)]):
+        child = subprocess.Popen([sys.executable, *command], cwd=REPO, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, preexec_fn=ignore_sigint)
+        try:
+            time.sleep(3.0)  # up and spinning
+            assert child.poll() is None, child.communicate()[0]
+            child.send_signal(signal.SIGINT)
+            out, _ = child.communicate(timeout=30)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+        assert child.returncode == 0, (command, out)
+        assert "Traceback" not in out, out

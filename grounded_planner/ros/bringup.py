@@ -295,6 +295,10 @@ def _exit_watchdog(limit_s: float) -> None:
 def run(config: str | Path, overrides: list[str] = (), on_ready: Callable[[Bringup], None] | None = None) -> int:
     """Bring up ``config`` with ``overrides`` and spin until Ctrl-C; returns an exit code."""
     keep_image_buffers()  # this process is the nodes' process, as run_node's is theirs
+    if threading.current_thread() is threading.main_thread():
+        from grounded_planner.ros.node_main import stop_on_sigint  # lazy: a ROS command; the CLI runs without rclpy
+
+        stop_on_sigint()
     profile = Profile.load(config)
     for assignment in overrides:
         profile.set(assignment)

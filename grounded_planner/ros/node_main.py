@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import sys
 from typing import Callable
 
@@ -59,6 +60,17 @@ def spin_serving(executor, node: Node) -> None:
                                       f"{rcl_error_line(exc)}")
 
 
+def stop_on_sigint() -> None:
+    """Let SIGINT stop this process even when its parent left SIGINT ignored.
+
+    ``ros2 launch`` and Ctrl-C stop nodes with SIGINT, but a background job of a non-interactive shell
+    (``bringup ... &`` in a script) starts with SIGINT ignored, which rclpy keeps: such a process never stopped.
+    Call it from the main thread before ``rclpy.init``.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, args=None) -> None:
     """Spin the node ``make_node()`` until Ctrl-C or an external shutdown.
 
@@ -71,6 +83,7 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
     Freed image buffers stay in the process (:func:`keep_image_buffers`), set before rclpy starts.
     """
     memory = keep_image_buffers()
+    stop_on_sigint()
     try:
         rclpy.init(args=args)
     except (_rclpy.RCLError, _rclpy.UnknownROSArgsError) as exc:  # malformed --ros-args / --params-file
