@@ -150,7 +150,6 @@ class ClosedLoop:
         self.on_attempt = on_attempt
         self.on_plan = on_plan
         self.target_config = target_config
-        self._grasp_yaw: float | None = None  # the yaw (backend convention) the last attempt's grasp closed at
 
     # -- the episode -------------------------------------------------------------------------------
     def run(self, instruction: str, plan: GroundedPlan | None = None, first: Observation | None = None,
@@ -180,8 +179,8 @@ class ClosedLoop:
                 if time.monotonic() > deadline:
                     return self._end(result, False, f"time budget of {cfg.time_budget_s:g} s spent at step {step}",
                                      _mode_of(result))
-                record, check = self._try(step, attempt, len(result.plans) - 1, action, plan_obs, held_from, cancel,
-                                          on_feedback, held_yaw if held_from is not None else None)
+                record, check, grasp_yaw = self._try(step, attempt, len(result.plans) - 1, action, plan_obs,
+                                                     held_from, cancel, on_feedback, held_yaw)
                 result.attempts.append(record)
                 self._report(result, record)
                 if check.ok:
@@ -210,7 +209,7 @@ class ClosedLoop:
             if check.ok:
                 done.append(describe_step(action))
                 held_from = (action, plan_obs) if action.type == "grasp" else None
-                held_yaw = self._grasp_yaw if action.type == "grasp" else None
+                held_yaw = grasp_yaw if action.type == "grasp" else None
                 queue.pop(0)
                 step += 1
                 continue
@@ -239,9 +238,9 @@ class ClosedLoop:
     # -- one attempt -------------------------------------------------------------------------------
     def _try(self, step: int, attempt: int, plan_index: int, action: GroundedAction, obs: Observation,
              held_from: tuple[GroundedAction, Observation] | None, cancel: threading.Event,
-             on_feedback: FeedbackFn | None, held_yaw: float | None = None) -> tuple[Attempt, Check]:
+             on_feedback: FeedbackFn | None, held_yaw: float | None = None) -> tuple[Attempt, Check, float | None]:
+        """One try of ``action``: its record, its check, and for a grasp the yaw the gripper closed at."""
         start = time.perf_counter()
-        self._grasp_yaw = None
         one = GroundedPlan(instruction=describe_step(action), image_size=(int(obs.rgb.shape[1]), int(obs.rgb.shape[0])),
                            actions=[action])
         record = Attempt(step, attempt, plan_index, action.type, action.object, "", "", "", 0.0, action.to_dict())
@@ -251,7 +250,7 @@ class ClosedLoop:
             record.outcome, record.check, record.message = Outcome.OUTSIDE_WORKSPACE.value, "refused", \
                 f"no 3D target: {exc}"
             record.duration_s = time.perf_counter() - start
-            return record, Check("refused", record.message)
+            return record, Check("refused", record.message), None
         target = targets.targets[0]
         record.target = target.to_dict()
         backend = self.executor.backend
@@ -269,19 +268,19 @@ class ClosedLoop:
         except ExecutionInputError as exc:  # one action with its own target always pairs; a bug if not
             raise RuntimeError(f"closed loop: step {step} could not be paired with its target: {exc}") from exc
         outcome = execution.steps[0].outcome if execution.steps else Outcome.OK
-        if action.type == "grasp" and execution.steps and execution.steps[0].motions:
-            self._grasp_yaw = execution.steps[0].motions[0].yaw_rad  # what the executor closed the gripper at
+        grasp_yaw = execution.steps[0].motions[0].yaw_rad if action.type == "grasp" and execution.steps and \
+            execution.steps[0].motions else None  # what the executor closed the gripper at
         record.outcome, record.message = outcome.value, execution.message if not execution.steps else \
             execution.steps[0].message
         if not outcome.is_ok:
             mode = _OUTCOME_MODE.get(outcome)
             record.check = mode or outcome.value
             record.duration_s = time.perf_counter() - start
-            return record, Check(record.check, record.message)
+            return record, Check(record.check, record.message), grasp_yaw
         check = self._check(action, target, obs, held_from, width_at_release[0] if width_at_release else None)
         record.check, record.duration_s = check.verdict, time.perf_counter() - start
         record.message += f"; check: {check.verdict} ({check.detail})"
-        return record, check
+        return record, check, grasp_yaw
 
     # -- step checks -------------------------------------------------------------------------------
     def _check(self, action: GroundedAction, target: Target, before: Observation,

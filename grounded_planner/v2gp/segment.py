@@ -594,7 +594,7 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
         if len(commanded) != len(values):
             raise SignalError(f"{len(commanded)} commanded gripper values for {len(values)} gripper values")
         dense_cmd, _ = _dense_signal(commanded, frames)
-    blocked = _blocked_by_an_object(dense_cmd, dense_raw.size, config, closedness, smooth, spells, tol, span, sigma)
+    blocked = _blocked_by_an_object(dense_cmd, config, closedness, smooth, spells, tol, span, sigma)
 
     for pivot, before, after, level in spells:
         frame = pivot + first_frame
@@ -629,35 +629,32 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
     return result
 
 
-def _blocked_by_an_object(commanded, n: int, config: SegmentConfig, closedness: np.ndarray, smooth: np.ndarray,
-                          spells: list, tol: float, span: float, sigma: float) -> dict[int, bool]:
+def _blocked_by_an_object(commanded: np.ndarray | None, config: SegmentConfig, closedness: np.ndarray,
+                          smooth: np.ndarray, spells: list, tol: float, span: float, sigma: float) -> dict[int, bool]:
     """Per closed spell (by pivot): did something stop the fingers short of the command?
 
     On an empty closure, and at rest, the follower's gripper reaches what the leader commands (give or take a
     calibration offset, the same at rest as anywhere); on an object it stays short of it by the object's
     thickness. A spell counts as blocked when its median shortfall exceeds the rest spells' (or, with none, the
-    episode's median shortfall) by ``max(4 % of the range, 4 noise sigma)``. Empty without a usable command.
+    episode's median shortfall) by ``max(4 % of the range, 4 noise sigma)``. Empty without a command.
+    ``commanded`` is on the same dense grid as ``closedness`` (:func:`_dense_signal` of the same frames).
     """
     if commanded is None:
         return {}
-    cmd = np.asarray(commanded, dtype=float).reshape(-1)
-    if cmd.size != n or not np.isfinite(cmd).any():
-        return {}
-    cmd_closedness, _ = _closedness_auto(_fill_missing(cmd), config)
-    if cmd_closedness.size != closedness.size:
-        return {}
+    cmd_closedness, _ = _closedness_auto(_fill_missing(commanded), config)
     shortfall = cmd_closedness - closedness  # > 0: commanded more closed than the fingers are
 
-    def held(pivot: int, before: int | None, after: int | None, level: float) -> np.ndarray:
+    def held(pivot: int, before: int | None, after: int | None, level: float) -> float:
         a = before if before is not None else 0
         b = after + 1 if after is not None else closedness.size
         near = np.flatnonzero(np.abs(smooth[a:b] - level) <= tol) + a
-        return shortfall[near] if near.size else shortfall[pivot:pivot + 1]
+        return float(np.median(shortfall[near] if near.size else shortfall[pivot:pivot + 1]))
 
-    rest = [float(np.median(held(p, bf, af, lv))) for p, bf, af, lv in spells if bf is None or af is None]
+    shortfalls = {p: held(p, bf, af, lv) for p, bf, af, lv in spells}
+    rest = [shortfalls[p] for p, bf, af, _ in spells if bf is None or af is None]
     baseline = max(rest) if rest else float(np.median(shortfall))
     needed = max(0.04 * span, 4.0 * sigma)
-    return {p: float(np.median(held(p, bf, af, lv))) - baseline >= needed for p, bf, af, lv in spells}
+    return {p: value - baseline >= needed for p, value in shortfalls.items()}
 
 
 def load_gripper_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray]:

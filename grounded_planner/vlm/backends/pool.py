@@ -127,10 +127,11 @@ class ServerPool(VLMBackend):
                             last, round_ + 1, self.max_retries + 1, wait)
                 self._sleep(wait)
             tried: set[int] = set()
-            while (index := self._pick(tried)) is not None:
-                if request.deadline is not None and time.monotonic() >= request.deadline:
-                    self._done(index, None, counted=False)  # the server is not to blame for the request's deadline
-                    out_of_time()
+            while True:
+                out_of_time()  # before a server is picked: none is to blame for the request's deadline
+                index = self._pick(tried)
+                if index is None:
+                    break
                 tried.add(index)
                 state = self.servers[index]
                 try:
