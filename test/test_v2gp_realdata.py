@@ -60,6 +60,26 @@ def test_the_commanded_gripper_is_the_action_element_of_the_same_name():
     assert open_dataset(REAL, gripper="action[gripper.pos]").episode(0).commanded is None
 
 
+def test_vectors_shorter_than_their_names_are_named_and_the_command_is_optional(tmp_path, caplog):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from grounded_planner.v2gp.errors import DatasetError
+
+    copy = tmp_path / "short"
+    shutil.copytree(REAL, copy)
+    files = sorted(copy.glob("data/**/*.parquet"))
+    for f in files:  # action vectors of 3 elements where meta/info.json names 6
+        table = pq.read_table(f)
+        short = pa.array([None if a is None else a[:3] for a in table.column("action").to_pylist()])
+        pq.write_table(table.set_column(table.column_names.index("action"), "action", short), f)
+    episode = open_dataset(copy).episode(0)  # segmented from the follower alone, and said so
+    assert episode.commanded is None and np.isfinite(episode.gripper).any()
+    assert "commanded gripper not used" in caplog.text and "action row 0 has 3 elements" in caplog.text
+    with pytest.raises(DatasetError, match=r"action row 0 has 3 elements, no element 5"):
+        open_dataset(copy, gripper="action[gripper.pos]").episode(0)
+
+
 def test_cli_segment_over_the_real_dataset_finds_one_grasp_per_episode_with_the_so101_profile():
     done = _cli("v2gp", "segment", "--dataset", str(REAL), "--robot", "so101")
     assert done.returncode == 0, done.stderr

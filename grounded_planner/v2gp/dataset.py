@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import re
 import threading
 from pathlib import Path
@@ -33,6 +34,7 @@ from PIL import Image
 
 __all__ = ["DemoEpisode", "LeRobotDataset", "ObjectTrack", "RolloutDataset", "flat_names", "open_dataset"]
 
+log = logging.getLogger(__name__)
 OBJECTS_FILE = "meta/v2gp_objects.jsonl"
 
 
@@ -253,8 +255,11 @@ class LeRobotDataset:
         gripper = _element(table.column(self.gripper_column).to_pylist(), self.gripper_index, path, self.gripper_column)
         commanded = None
         if self.command_column and self.command_column in table.column_names:
-            commanded = _element(table.column(self.command_column).to_pylist(), self.command_index, path,
-                                 self.command_column)
+            try:
+                commanded = _element(table.column(self.command_column).to_pylist(), self.command_index, path,
+                                     self.command_column)
+            except DatasetError as exc:  # an extra signal: the episode is still segmented from the gripper alone
+                log.warning("episode %d: commanded gripper not used: %s", index, exc)
         frames = (np.asarray(table.column("frame_index").to_numpy(), dtype=np.int64)
                   if "frame_index" in table.column_names else np.arange(n))
         timestamps = (np.asarray(table.column("timestamp").to_numpy(), dtype=float)
@@ -300,6 +305,8 @@ def _element(cells: list, index: int | None, path: Path, column: str) -> np.ndar
         if isinstance(v, (list, tuple)):
             if index is None:
                 raise DatasetError(f"{path}: {column} is a vector; name the element, e.g. '{column}[-1]'")
+            if not -len(v) <= index < len(v):
+                raise DatasetError(f"{path}: {column} row {i} has {len(v)} elements, no element {index}")
             item = v[index]
             out[i] = np.nan if item is None else float(item)
         else:
