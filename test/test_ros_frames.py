@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import requires_ros
+from conftest import requires_ros, spawn_python
 from helpers.ros_wait import spin_until
 
 pytestmark = [requires_ros, pytest.mark.ros]
@@ -74,3 +74,92 @@ def test_image_topic_follows_its_publishers_type_and_a_wrong_type_is_one_line(rc
     (error,) = errors
     assert "\n" not in error
     assert "/cam/depth" in error and "std_msgs/msg/String" in error and "sensor_msgs/msg/CompressedImage" in error
+
+
+CAMERA_STREAM = r"""
+import sys, rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.qos import QoSProfile
+from sensor_msgs.msg import Image
+try:
+    with rclpy.init():
+        node = rclpy.create_node("camera_stream")
+        pub = node.create_publisher(Image, "/stream/color", QoSProfile(depth=2))
+        # 640x480 rgb8: 0.9 MB, more than one DDS fragment (64 KB), as every real camera frame
+        msg = Image(height=480, width=640, encoding="rgb8", step=640 * 3, data=bytes(640 * 480 * 3))
+        def tick():
+            msg.header.stamp = node.get_clock().now().to_msg()
+            pub.publish(msg)
+        node.create_timer(1 / 30, tick)
+        print("streaming", flush=True)
+        rclpy.spin(node)
+except (KeyboardInterrupt, ExternalShutdownException):
+    pass
+"""
+
+
+def test_images_are_taken_on_demand_newest_and_an_idle_node_does_not_spin(rclpy_context):
+    """A node holding LatestFrames on a multi-threaded executor (as planner_node) beside a 30 Hz camera process:
+    each snapshot gives the newest frame (not the oldest still queued, and not one stuck frame: a reader history of
+    depth 1 stalled on fragmented frames), and between requests the node's executor sleeps (the subscription's QoS
+    events, ready while data waits untaken, once kept it at 100 % of a CPU)."""
+    import threading
+    import time
+
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    from grounded_planner.ros.frames import LatestFrames
+
+    camera = spawn_python(["-c", CAMERA_STREAM])
+    node = rclpy.create_node("frames_on_demand", context=rclpy_context)
+    executor = MultiThreadedExecutor(num_threads=4, context=rclpy_context)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    try:
+        frames = LatestFrames(node, "/stream/color", "", "")
+        spinner.start()
+        frames.wait_for(("color",), 30.0)
+        stamps, ages = [], []
+        cpu_before, wall_before = time.process_time(), time.monotonic()
+        for _ in range(8):
+            time.sleep(0.25)
+            color = frames.snapshot().color
+            stamp_ns = color.header.stamp.sec * 1_000_000_000 + color.header.stamp.nanosec
+            stamps.append(stamp_ns)
+            ages.append((node.get_clock().now().nanoseconds - stamp_ns) / 1e9)
+        cpu_share = (time.process_time() - cpu_before) / (time.monotonic() - wall_before)
+    finally:
+        executor.shutdown(timeout_sec=5.0)
+        node.destroy_node()
+        camera.terminate()
+        camera.wait(timeout=20)
+    assert all(b > a for a, b in zip(stamps, stamps[1:])), f"a snapshot gave an old frame again: {stamps}"
+    assert max(ages) < 0.2, f"snapshots were not the newest frame (ages {ages} s at 30 Hz)"
+    # receiving the 0.9 MB frames costs a few % of a CPU; an executor that never sleeps costs 100 %
+    assert cpu_share < 0.5, f"the idle node used {cpu_share:.0%} of a CPU"
+
+
+def test_a_best_effort_camera_is_received(rclpy_context):
+    """Camera drivers often publish images best effort (sensor data QoS), which a reliable reader never matches;
+    the images taken on demand have no QoS event handler to warn of it, so their reader follows the publisher."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image
+
+    from grounded_planner.ros.convert import numpy_to_image
+    from grounded_planner.ros.frames import LatestFrames
+
+    node = rclpy.create_node("best_effort_probe", context=rclpy_context)
+    try:
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(node)
+        pub = node.create_publisher(Image, "/be/color", qos_profile_sensor_data)
+        msg = numpy_to_image(np.full((48, 64, 3), 90, np.uint8), "rgb8")
+        node.create_timer(0.05, lambda: pub.publish(msg))
+        frames = LatestFrames(node, "/be/color", "", "")
+        spin_until(executor, lambda: frames.snapshot().color is not None, 20.0, "a frame from the best-effort camera")
+        assert frames.subscriptions["color"].best_effort
+    finally:
+        node.destroy_node()

@@ -3,16 +3,26 @@
 Image topics are subscribed with the type their publishers advertise (sensor_msgs/Image or CompressedImage),
 else the type image_transport's naming implies (``.../compressed``, ``.../compressedDepth``); a topic of any
 other type is reported once, in one line naming the topic, its type and the accepted types.
+
+The images are taken on demand: the middleware keeps the newest one of each topic in its reader history, and it
+becomes a Python message only when a request asks for it, not 30 times a second in the executor. A node that plans
+on one frame every few seconds no longer spends CPU (and the GIL its request handlers need) turning every frame of
+a camera stream into a message it then drops.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
+from rclpy.callback_groups import CallbackGroup
+from rclpy.event_handler import SubscriptionEventCallbacks
+from rclpy.exceptions import InvalidHandle
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.subscription import Subscription
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
 from grounded_planner.msgs.camera_info import camera_model_from_msg, same_calibration
@@ -24,6 +34,8 @@ from grounded_planner.plan import GroundedPlan
 MESSAGE_CLASSES = {IMAGE_MSGTYPE: Image, COMPRESSED_MSGTYPE: CompressedImage, CAMERA_INFO_MSGTYPE: CameraInfo}
 # how often a subscription's type is checked against what the topic's publishers advertise, seconds
 TYPE_CHECK_PERIOD_S = 1.0
+# how often wait_for looks again for an image that is taken on demand, while none has arrived yet, seconds
+ON_DEMAND_POLL_S = 0.005
 _WHAT = {"color": "colour image", "depth": "depth image", "camera_info": "camera_info", "depth_camera_info": "camera_info"}
 
 
@@ -55,13 +67,50 @@ def depth_info_topic(param: str, depth_topic: str) -> str:
     return camera_info_topic_of(depth_topic) if param == "auto" else param
 
 
-def advertised_types(node: Node, topic: str) -> list[str]:
-    """The types ``topic``'s publishers advertise (empty when nobody publishes it yet); our subscriptions don't count."""
+def _advertised(publishers) -> tuple[list[str], bool]:
+    """(the types ``publishers`` advertise, whether any of them publishes best effort), from
+    ``Node.get_publishers_info_by_topic`` (empty when nobody publishes yet; our subscriptions don't count)."""
     types: list[str] = []
-    for info in node.get_publishers_info_by_topic(topic):
+    for info in publishers:
         if info.topic_type not in types:
             types.append(info.topic_type)
-    return types
+    best_effort = any(info.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT for info in publishers)
+    return types, best_effort
+
+
+class TakenOnDemand(CallbackGroup):
+    """A callback group that no rclpy executor runs: its subscriptions' messages wait in the middleware's reader
+    history (KEEP_LAST: the newest ``depth`` of them) until their owner takes them with :func:`take_newest`.
+
+    Nothing in the group runs, the subscriptions' QoS event handlers included: rmw_fastrtps reports a
+    subscription's events ready while its data waits untaken, so an executor that waited on them would never
+    sleep (a node at 100 % of a CPU); create the subscriptions without event handlers
+    (``SubscriptionEventCallbacks(use_default_callbacks=False)``). rclpy's Python executors (SingleThreaded,
+    MultiThreaded) honour ``can_execute``; the experimental C++ EventsExecutor does not look at callback groups
+    and would run the callbacks.
+    """
+
+    def can_execute(self, entity) -> bool:
+        return False
+
+    def beginning_execution(self, entity) -> bool:
+        return False
+
+    def ending_execution(self, entity) -> None:
+        pass
+
+
+def take_newest(subscription: Subscription):
+    """The newest message waiting in ``subscription``'s reader history (older ones are dropped), or None when
+    nothing is waiting or the subscription was destroyed meanwhile."""
+    newest = None
+    try:
+        with subscription.handle:
+            while (taken := subscription.handle.take_message(subscription.msg_type, subscription.raw)) is not None:
+                newest = taken[0]
+    except InvalidHandle:  # destroyed by a type change (TypedSubscription.check) while we took
+        return None
+    return newest
 
 
 class TypedSubscription:
@@ -70,34 +119,55 @@ class TypedSubscription:
     Created with the advertised type (or image_transport's naming); when the graph later shows the publisher
     uses the other accepted type, it subscribes again with that one. A topic of an unaccepted type gets one
     error line (repeated only when its type changes) and no subscription.
+
+    ``on_demand``: no callbacks; :meth:`take` returns the newest message waiting in the middleware (see
+    :class:`TakenOnDemand`). Such a subscription has no QoS event handlers, so instead of a warning about
+    incompatible QoS it follows the publishers' reliability: best effort as soon as one publishes best effort
+    (a best-effort reader matches every writer), ``qos``'s own otherwise.
     """
 
-    def __init__(self, node: Node, topic: str, what: str, callback, qos, callback_group=None):
+    def __init__(self, node: Node, topic: str, what: str, callback, qos, callback_group=None, on_demand: bool = False):
         self._node, self.topic, self.what = node, topic, what
-        self._callback, self._qos, self._group = callback, qos, callback_group
+        self._callback, self._qos = callback, qos
+        self._group = TakenOnDemand() if on_demand else callback_group
+        self.on_demand = on_demand
         self._sub = None
         self.msgtype = ""
+        self.best_effort = False  # the on-demand subscription's reliability follows the publishers'
         self.error = ""
         self.check()
         self._timer = node.create_timer(TYPE_CHECK_PERIOD_S, self.check, callback_group=callback_group)
 
+    def take(self):
+        """The newest message waiting for an ``on_demand`` subscription (None when none is waiting)."""
+        sub = self._sub
+        return None if sub is None else take_newest(sub)
+
     def check(self) -> None:
+        types, best_effort = _advertised(self._node.get_publishers_info_by_topic(self.topic))
         try:
-            wanted = image_topic_type(self.topic, advertised_types(self._node, self.topic), self.what)
+            wanted = image_topic_type(self.topic, types, self.what)
         except TopicTypeError as exc:
             if str(exc) != self.error:
                 self.error = str(exc)
                 self._node.get_logger().error(self.error)
             return
-        if wanted == self.msgtype and self._sub is not None:
+        best_effort = best_effort and self.on_demand
+        if wanted == self.msgtype and best_effort == self.best_effort and self._sub is not None:
             return
         if self._sub is not None:
             self._node.destroy_subscription(self._sub)
-            self._node.get_logger().info(f"{self.topic} is {wanted}: subscribing with that type")
+            self._node.get_logger().info(f"{self.topic} is {wanted}{', best effort' if best_effort else ''}: "
+                                         "subscribing with that type")
+        qos = self._qos
+        if best_effort:
+            qos = QoSProfile(depth=qos.depth, history=qos.history, reliability=ReliabilityPolicy.BEST_EFFORT,
+                             durability=qos.durability)
+        extra = {"event_callbacks": SubscriptionEventCallbacks(use_default_callbacks=False)} if self.on_demand else {}
         try:
-            self._sub = self._node.create_subscription(MESSAGE_CLASSES[wanted], self.topic, self._callback, self._qos,
-                                                       callback_group=self._group)
-            self.msgtype, self.error = wanted, ""
+            self._sub = self._node.create_subscription(MESSAGE_CLASSES[wanted], self.topic, self._callback, qos,
+                                                       callback_group=self._group, **extra)
+            self.msgtype, self.best_effort, self.error = wanted, best_effort, ""
         except Exception as exc:  # rclpy's RCLError when a same-process publisher holds another type
             self._sub = None
             message = f"{self.what} topic {self.topic}: cannot subscribe as {wanted} ({exc})"
@@ -109,8 +179,13 @@ class TypedSubscription:
 class LatestFrames:
     """Subscribes to colour, depth and camera_info (and optionally the depth's camera_info); keeps the newest.
 
-    An empty topic name leaves that stream out. Thread-safe.
+    The colour and depth images are taken on demand (:class:`TakenOnDemand`): :meth:`snapshot` and
+    :meth:`wait_for` take the newest image waiting in the middleware, so a camera stream costs the node no Python
+    work between requests. The camera_info messages (small) arrive through callbacks in ``callback_group``, which
+    also runs the image topics' type checks. An empty topic name leaves that stream out. Thread-safe.
     """
+
+    IMAGES = ("color", "depth")
 
     def __init__(self, node: Node, color_topic: str, depth_topic: str, camera_info_topic: str, callback_group=None,
                  depth_camera_info_topic: str = ""):
@@ -119,16 +194,18 @@ class LatestFrames:
         self._lock = threading.Lock()
         self._latest: dict[str, object] = {}
         self._arrived = threading.Condition(self._lock)
-        qos = QoSProfile(depth=2)
         self.subscriptions: dict[str, TypedSubscription] = {}
         for key in ("color", "depth", "camera_info", "depth_camera_info"):
             if not self.topics[key]:
                 continue  # "" = the caller does not need this stream
-            if key in ("color", "depth"):
-                self.subscriptions[key] = TypedSubscription(node, self.topics[key], _WHAT[key], self._keeper(key), qos,
-                                                            callback_group)
+            if key in self.IMAGES:
+                # the reader history holds the newest images, which is all a request takes; the callback runs
+                # only under an executor that ignores callback groups (then it keeps every image)
+                self.subscriptions[key] = TypedSubscription(node, self.topics[key], _WHAT[key], self._keeper(key),
+                                                            QoSProfile(depth=2), callback_group, on_demand=True)
             else:
-                node.create_subscription(CameraInfo, self.topics[key], self._keeper(key), qos, callback_group=callback_group)
+                node.create_subscription(CameraInfo, self.topics[key], self._keeper(key), QoSProfile(depth=2),
+                                         callback_group=callback_group)
 
     def _keeper(self, key: str):
         def keep(msg) -> None:
@@ -137,22 +214,41 @@ class LatestFrames:
                 self._arrived.notify_all()
         return keep
 
+    def _take_images(self) -> None:
+        """Move the newest waiting image of each image topic into ``_latest`` (caller holds the lock)."""
+        for key, sub in self.subscriptions.items():
+            msg = sub.take()
+            if msg is not None:
+                self._latest[key] = msg
+
+    def _current(self) -> Snapshot:
+        return Snapshot(*(self._latest.get(k) for k in ("color", "depth", "camera_info", "depth_camera_info")))  # type: ignore[arg-type]
+
     def snapshot(self) -> Snapshot:
         with self._lock:
-            return Snapshot(*(self._latest.get(k) for k in ("color", "depth", "camera_info", "depth_camera_info")))  # type: ignore[arg-type]
+            self._take_images()
+            return self._current()
 
     def wait_for(self, keys: tuple[str, ...], timeout_s: float) -> Snapshot:
         """Wait up to ``timeout_s`` until each of ``keys`` has arrived; NoFrameError naming the missing topics."""
+        deadline = time.monotonic() + timeout_s
         with self._arrived:
-            self._arrived.wait_for(lambda: all(k in self._latest for k in keys), timeout=timeout_s)
-            missing = [k for k in keys if k not in self._latest]
+            while True:
+                self._take_images()
+                missing = [k for k in keys if k not in self._latest]
+                left = deadline - time.monotonic()
+                if not missing or left <= 0:
+                    break
+                # camera_info callbacks notify; images taken on demand are looked for again after a short poll
+                self._arrived.wait(min(left, ON_DEMAND_POLL_S) if set(missing) & set(self.IMAGES) else left)
+            snap = self._current()
         if missing:
             why = []
             for k in missing:
                 sub = self.subscriptions.get(k)
                 why.append(f"{self.topics[k]} ({sub.error})" if sub is not None and sub.error else self.topics[k])
             raise NoFrameError(f"nothing received on {', '.join(why)} within {timeout_s:.1f} s")
-        return self.snapshot()
+        return snap
 
 
 def check_depth_aligned(depth, camera_info: CameraInfo, depth_camera_info: CameraInfo | None = None,
