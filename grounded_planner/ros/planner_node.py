@@ -78,6 +78,55 @@ def planner_config(p: dict):
                          replay_file=resolve_data_path(p["replay_file"]), record_file=expand_path(p["record_file"]))
 
 
+# how long the after-answer work waits for its response to be sent, seconds (reached only where the executor does not
+# send through Service.send_response, e.g. rclpy's experimental C++ EventsExecutor)
+RESPONSE_SENT_WAIT_S = 0.2
+
+
+class AfterResponse:
+    """Runs work on one worker thread, in order, each item once the service response it follows has been sent.
+
+    The work (publishing the plan and status, a log line, drawing the overlay: 5-15 ms of Python) would otherwise
+    take the GIL from the executor thread that is still sending the response; CPython hands the GIL back only
+    after its 5 ms switch interval, which delayed every answer by 2-3 ms. rclpy's executors send a service's
+    response with ``service.send_response(response, header)`` once the callback returned; this wraps that method
+    of the one service to release the work queued for that response.
+    """
+
+    def __init__(self, service, thread_name_prefix: str):
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name_prefix)
+        self._lock = threading.Lock()
+        self._pending: dict[int, threading.Event] = {}  # id(response) -> set when it was sent
+        send = service.send_response
+
+        def send_then_release(response, header) -> None:
+            try:
+                send(response, header)
+            finally:
+                with self._lock:
+                    sent = self._pending.pop(id(response), None)
+                if sent is not None:
+                    sent.set()
+
+        service.send_response = send_then_release
+
+    def submit(self, response, fn, *args) -> None:
+        """Run ``fn(*args)`` after ``response`` was sent (or after RESPONSE_SENT_WAIT_S)."""
+        sent = threading.Event()
+        with self._lock:
+            self._pending[id(response)] = sent
+        self._pool.submit(self._run, id(response), sent, fn, args)
+
+    def _run(self, key: int, sent: threading.Event, fn, args) -> None:
+        if not sent.wait(RESPONSE_SENT_WAIT_S):
+            with self._lock:
+                self._pending.pop(key, None)
+        fn(*args)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
 class PlannerNode(Node):
     """Serves ``/grounded_planner/plan``; publishes the last plan, its RViz markers and an overlay image.
 
@@ -103,11 +152,12 @@ class PlannerNode(Node):
         # for the rollout logger: every request's outcome, and the 3D targets of back-projected plans
         self._status_pub = self.create_publisher(PlannerStatus, names.PLANNER_STATUS, QoSProfile(depth=10))
         self._targets_pub = self.create_publisher(GroundedPlanMsg, names.TARGETS, QoSProfile(depth=10))
-        self._visuals = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner_visuals")
         self._gate = RequestGate(p["max_concurrent_requests"])
         self.executor_threads = p["max_concurrent_requests"] + SPARE_THREADS  # read by run_node
-        self.create_service(GetGroundedPlan, names.PLAN_SERVICE, self._on_request,
-                            qos_profile=QoSProfile(depth=p["request_queue_depth"]), callback_group=ReentrantCallbackGroup())
+        service = self.create_service(GetGroundedPlan, names.PLAN_SERVICE, self._on_request,
+                                      qos_profile=QoSProfile(depth=p["request_queue_depth"]),
+                                      callback_group=ReentrantCallbackGroup())
+        self._visuals = AfterResponse(service, thread_name_prefix="planner_visuals")
         self.requests_served = 0
         self.last_overlay_rgb = None  # the newest overlay, for in-process callers (demo, bringup)
         self.get_logger().info(f"serving {names.PLAN_SERVICE} with backend {p['backend']} {p['model'] or ''}".rstrip())
@@ -172,11 +222,11 @@ class PlannerNode(Node):
         backprojected = bool(plan.actions) and plan.is_backprojected
         response.success = backprojected or not request.backproject or not plan.actions
         response.message = "; ".join(m for m in (plan.reason, note) if m)
-        # Everything else happens after the answer, in order, on one worker thread: the plan, its targets and the
-        # status for the rollout logger (the plan first: it opens the episode), the log line (rclpy's logger looks
-        # up its caller's source file, ~10 ms here), the overlay and the markers.
+        # Everything else happens after the answer is sent, in order, on one worker thread: the plan, its targets and
+        # the status for the rollout logger (the plan first: it opens the episode), the log line (rclpy's logger
+        # looks up its caller's source file, ~10 ms here), the overlay and the markers.
         duration_s = time.monotonic() - started
-        self._visuals.submit(self._after_answer, request.instruction, response.plan, plan, image_rgb, header,
+        self._visuals.submit(response, self._after_answer, request.instruction, response.plan, plan, image_rgb, header,
                              response.success, response.message, backprojected, duration_s, note)
         return response
 
@@ -242,7 +292,7 @@ class PlannerNode(Node):
     def destroy_node(self):
         visuals = getattr(self, "_visuals", None)  # absent when __init__ refused a parameter
         if visuals is not None:
-            visuals.shutdown(wait=True)
+            visuals.shutdown()
         return super().destroy_node()
 
 
