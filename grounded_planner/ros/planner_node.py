@@ -7,6 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import Image
@@ -148,7 +149,14 @@ class PlannerNode(Node):
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._plan_pub = self.create_publisher(GroundedPlanMsg, names.LAST_PLAN, latched)
         self._markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
-        self._overlay_pub = self.create_publisher(Image, names.OVERLAY, latched)
+        # The overlay (a full-size image) is drawn and published only while someone subscribes, as image_transport
+        # publishers do; a subscriber that comes later gets the last plan's overlay when it matches, as from any
+        # latched topic. Drawing and publishing 2.8 MB for nobody delayed the next request by ~2.5 ms.
+        self._overlay_lock = threading.Lock()
+        self._overlay_source = None  # (plan, image_rgb, header) of the newest answer, until its overlay is drawn
+        self._overlay_rgb, self._overlay_header, self._overlay_sent = None, None, True
+        self._overlay_pub = self.create_publisher(Image, names.OVERLAY, latched,
+                                                  event_callbacks=PublisherEventCallbacks(matched=self._on_overlay_matched))
         # for the rollout logger: every request's outcome, and the 3D targets of back-projected plans
         self._status_pub = self.create_publisher(PlannerStatus, names.PLANNER_STATUS, QoSProfile(depth=10))
         self._targets_pub = self.create_publisher(GroundedPlanMsg, names.TARGETS, QoSProfile(depth=10))
@@ -159,7 +167,6 @@ class PlannerNode(Node):
                                       callback_group=ReentrantCallbackGroup())
         self._visuals = AfterResponse(service, thread_name_prefix="planner_visuals")
         self.requests_served = 0
-        self.last_overlay_rgb = None  # the newest overlay, for in-process callers (demo, bringup)
         self.get_logger().info(f"serving {names.PLAN_SERVICE} with backend {p['backend']} {p['model'] or ''}".rstrip())
 
     def _on_params_changed(self, changed: dict) -> None:
@@ -283,11 +290,38 @@ class PlannerNode(Node):
     def _publish_visuals(self, plan, image_rgb, header) -> None:
         try:
             self._markers_pub.publish(plan_markers(plan, stamp=header.stamp))
-            overlay = draw_plan_overlay(image_rgb, plan)
-            self.last_overlay_rgb = overlay
-            self._overlay_pub.publish(numpy_to_image(overlay, "rgb8", header=header))
+            with self._overlay_lock:
+                self._overlay_source = (plan, image_rgb, header)
+            if self._overlay_pub.get_subscription_count() > 0:
+                self._overlay(publish=True)
         except Exception as exc:  # a drawing problem must never take the planner down
             self.get_logger().error(f"overlay/markers not published: {type(exc).__name__}: {exc}")
+
+    def _overlay(self, publish: bool):
+        """The newest answer's overlay, drawn now if it was not yet; published once when ``publish``."""
+        with self._overlay_lock:
+            if self._overlay_source is not None:
+                plan, image_rgb, header = self._overlay_source
+                self._overlay_source = None
+                self._overlay_rgb, self._overlay_header = draw_plan_overlay(image_rgb, plan), header
+                self._overlay_sent = False
+            if publish and not self._overlay_sent:
+                self._overlay_pub.publish(numpy_to_image(self._overlay_rgb, "rgb8", header=self._overlay_header))
+                self._overlay_sent = True
+            return self._overlay_rgb
+
+    def _on_overlay_matched(self, info) -> None:
+        if info.current_count_change <= 0:
+            return
+        try:
+            self._overlay(publish=True)
+        except Exception as exc:  # a drawing problem must never take the planner down
+            self.get_logger().error(f"overlay not published: {type(exc).__name__}: {exc}")
+
+    @property
+    def last_overlay_rgb(self):
+        """The newest answer's overlay (RGB array; None before the first plan), for in-process callers (demo, bringup)."""
+        return self._overlay(publish=False)
 
     def destroy_node(self):
         visuals = getattr(self, "_visuals", None)  # absent when __init__ refused a parameter
