@@ -1,4 +1,4 @@
-"""Ctrl-C while a node is busy: bag_player_node publishing a looping bag ends without a traceback, every time."""
+"""Ctrl-C while a node is busy: a node ends without a traceback, every time, and within a bound."""
 
 from __future__ import annotations
 
@@ -47,14 +47,14 @@ def test_bag_player_ends_quietly_on_ctrl_c_mid_playback(tmp_path, rclpy_context)
 
 def test_a_callback_that_never_returns_does_not_hold_the_shutdown(rclpy_context):
     """rclpy's MultiThreadedExecutor.shutdown joins its worker threads with no limit (its timeout_sec does not
-    bound that): bringup's shutdown_executor waits for a running callback only as long as it is told to."""
+    bound that): shutdown_executor (run_node, bringup) waits for a running callback only as long as it is told to."""
     import threading
     import time
 
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
 
-    from grounded_planner.ros.bringup import shutdown_executor
+    from grounded_planner.ros.shutdown import shutdown_executor
 
     node = rclpy.create_node("stuck_callback_probe", context=rclpy_context)
     started, release = threading.Event(), threading.Event()
@@ -113,3 +113,58 @@ def test_sigint_stops_a_node_started_with_sigint_ignored(ros_domain, tmp_path):
                 child.communicate()
         assert child.returncode == 0, (command, out)
         assert "Traceback" not in out, out
+
+
+def test_ctrl_c_ends_the_planner_node_while_a_vlm_request_hangs(rclpy_context):
+    """A VLM server that takes the connection and never answers holds a plan request until the planner's
+    timeout_s (120 s here). Ctrl-C used to wait for it: the executor joined its worker threads with no limit, and
+    the process went on for as long as the request did. It now ends within CALLBACK_WAIT_S, naming the callback
+    it left behind."""
+    import signal
+    import socket
+    import threading
+    import time
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from grounded_planner.ros.convert import numpy_to_image
+    from grounded_planner.ros.shutdown import CALLBACK_WAIT_S
+    from grounded_planner_interfaces.srv import GetGroundedPlan
+    from helpers.ros_wait import reach
+
+    import numpy as np
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    accepted: list = []
+    threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True).start()
+    child = spawn_python(["-m", "grounded_planner.ros.planner_node", "--ros-args", "-p", "backend:=openai",
+                          "-p", f"base_url:=http://127.0.0.1:{server.getsockname()[1]}/v1", "-p", "model:=m",
+                          "-p", "timeout_s:=120.0", "-p", "max_retries:=0"])
+    node = rclpy.create_node("hung_vlm_probe", context=rclpy_context)
+    try:
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(node)
+        client = node.create_client(GetGroundedPlan, "/grounded_planner/plan")
+        assert client.wait_for_service(timeout_sec=30.0), "planner_node never served /grounded_planner/plan"
+        reach(executor, node, "/grounded_planner/plan", 30.0)
+        request = GetGroundedPlan.Request(instruction="pick up the cube", backproject=False)
+        request.image = numpy_to_image(np.zeros((48, 64, 3), np.uint8), "rgb8")
+        client.call_async(request)
+        spin_until(executor, lambda: bool(accepted), 30.0, "the plan request to reach the hung server")
+        time.sleep(0.5)  # the handler is now waiting for the answer
+        started = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out = child.communicate(timeout=CALLBACK_WAIT_S + 30.0)[0]
+        took = time.monotonic() - started
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        node.destroy_node()
+        server.close()
+    assert child.returncode == 0, out
+    assert took < CALLBACK_WAIT_S + 10.0, f"Ctrl-C took {took:.1f} s with a VLM request in flight"
+    assert "left behind" in out and "Traceback" not in out, out

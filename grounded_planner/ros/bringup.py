@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import faulthandler
 import os
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -14,13 +12,9 @@ from typing import Any, Callable
 import yaml
 
 from grounded_planner.ros.malloc import keep_image_buffers
+from grounded_planner.ros.shutdown import CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, leave_stuck_callbacks, shutdown_executor
 from grounded_planner.yamlfile import read_yaml
 import importlib
-
-# How long Ctrl-C waits for callbacks that are still running, and how long the whole shutdown may take before
-# bringup prints every thread's stack and leaves anyway (a stop must always work), seconds.
-CALLBACK_WAIT_S = 5.0
-SHUTDOWN_LIMIT_S = 20.0
 
 # Node name in a profile (the section key, as in a ROS 2 parameters file) -> "module:Class".
 NODE_TYPES = {
@@ -247,51 +241,6 @@ class Bringup:
         self.shutdown()
 
 
-def shutdown_executor(executor, timeout_s: float) -> list[str]:
-    """Shut ``executor`` down, waiting at most ``timeout_s`` for callbacks still running; returns the names of the
-    worker threads still busy after that.
-
-    rclpy's ``Executor.shutdown(timeout_sec)`` (Jazzy, Kilted) does not wait for running callbacks (it tests its
-    shutdown flag right after setting it), and ``MultiThreadedExecutor.shutdown`` then joins its worker threads
-    with no limit: one callback that does not return kept Ctrl-C from ending bringup (seen in CI).
-    """
-    pool = getattr(executor, "_executor", None)  # MultiThreadedExecutor's ThreadPoolExecutor
-    if pool is None:
-        executor.shutdown(timeout_sec=timeout_s)
-        return []
-    try:
-        executor.shutdown(timeout_sec=timeout_s, wait_for_threads=False)
-    except TypeError:  # an rclpy whose shutdown has no wait_for_threads: it joins the threads itself
-        executor.shutdown(timeout_sec=timeout_s)
-        return []
-    deadline = time.monotonic() + timeout_s
-    threads = list(getattr(pool, "_threads", ()))
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    frames = sys._current_frames()
-    stuck = []
-    for thread in threads:
-        if thread.is_alive():
-            frame = frames.get(thread.ident)
-            where = f" in {frame.f_code.co_name} ({Path(frame.f_code.co_filename).name}:{frame.f_lineno})" if frame else ""
-            stuck.append(f"{thread.name}{where}")
-    return stuck
-
-
-def _exit_watchdog(limit_s: float) -> None:
-    """Ctrl-C always ends bringup: a shutdown still going ``limit_s`` after spinning stopped prints the stack of
-    every thread (where it is stuck) and ends the process with exit code 1."""
-    def fire() -> None:
-        print(f"bringup: shutdown did not finish within {limit_s:g} s of Ctrl-C; the stack of every thread follows",
-              file=sys.stderr, flush=True)
-        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-        os._exit(1)
-
-    timer = threading.Timer(limit_s, fire)
-    timer.daemon = True
-    timer.start()
-
-
 def run(config: str | Path, overrides: list[str] = (), on_ready: Callable[[Bringup], None] | None = None) -> int:
     """Bring up ``config`` with ``overrides`` and spin until Ctrl-C; returns an exit code."""
     keep_image_buffers()  # this process is the nodes' process, as run_node's is theirs
@@ -312,12 +261,7 @@ def run(config: str | Path, overrides: list[str] = (), on_ready: Callable[[Bring
             bringup.spin()
         except KeyboardInterrupt:
             pass
-        _exit_watchdog(SHUTDOWN_LIMIT_S)
-    if bringup.stuck_callbacks:
-        # the nodes are destroyed and rollouts closed; only the stuck callbacks are left, and the interpreter would
-        # wait for their threads at exit for ever
-        print(f"bringup: {len(bringup.stuck_callbacks)} callback(s) still running {CALLBACK_WAIT_S:g} s after Ctrl-C "
-              f"({', '.join(bringup.stuck_callbacks)}): left behind", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(0)
+        watchdog = exit_watchdog(SHUTDOWN_LIMIT_S, "bringup")
+    watchdog.cancel()  # shut down (Bringup.__exit__)
+    leave_stuck_callbacks(bringup.stuck_callbacks, "bringup")
     return 0

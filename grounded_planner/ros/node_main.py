@@ -15,6 +15,7 @@ from rclpy.node import Node
 
 from grounded_planner.ros.malloc import keep_image_buffers
 from grounded_planner.ros.params import one_line
+from grounded_planner.ros.shutdown import CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, leave_stuck_callbacks, shutdown_executor
 
 
 class ConfigureError(ValueError):
@@ -80,7 +81,9 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
     process with one line naming the node, not a traceback. ``num_threads`` > 1 spins a multi-threaded executor
     (so that a slow callback, such as a VLM request, never blocks the others); a node that needs more threads
     (the planner: one per VLM request it lets into flight) says so in its ``executor_threads`` attribute.
-    Freed image buffers stay in the process (:func:`keep_image_buffers`), set before rclpy starts.
+    Freed image buffers stay in the process (:func:`keep_image_buffers`), set before rclpy starts. Ctrl-C ends the
+    process within :data:`CALLBACK_WAIT_S` even while a callback runs on (it is left behind, named on stderr), and
+    any shutdown still going after :data:`SHUTDOWN_LIMIT_S` prints every thread's stack and exits 1.
     """
     memory = keep_image_buffers()
     stop_on_sigint()
@@ -88,8 +91,11 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
         rclpy.init(args=args)
     except (_rclpy.RCLError, _rclpy.UnknownROSArgsError) as exc:  # malformed --ros-args / --params-file
         raise SystemExit(f"{name}: bad --ros-args: {rcl_error_line(exc)}")
+    stuck: list[str] = []
+    watchdog = None
     try:
         node = make_node()
+        executor = None
         try:
             node.get_logger().debug(memory)
             autostart(node)
@@ -98,6 +104,11 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
             executor.add_node(node)
             spin_serving(executor, node)
         finally:
+            if executor is not None:
+                # a callback still running (a VLM request waiting on a hung server, up to timeout_s) must not keep
+                # Ctrl-C from ending the process: wait for it a bounded time, and bound the whole shutdown
+                watchdog = exit_watchdog(SHUTDOWN_LIMIT_S, name)
+                stuck = shutdown_executor(executor, CALLBACK_WAIT_S)
             node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
@@ -108,3 +119,6 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
             rclpy.try_shutdown()
         except Exception as exc:  # a half-built node failing to clean up must not hide the error that ended the run
             print(f"{name}: while shutting down: {one_line(exc)}", file=sys.stderr, flush=True)
+        if watchdog is not None:
+            watchdog.cancel()
+    leave_stuck_callbacks(stuck, name)

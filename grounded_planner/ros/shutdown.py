@@ -1,0 +1,78 @@
+"""Ending a node process on Ctrl-C within a bound, whatever its callbacks are doing (a stop must always work).
+
+Shared by ``run_node`` (one node per process) and ``bringup`` (every node in one process). Pure Python: bringup's
+module is imported by the CLI where rclpy may be absent.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+# How long Ctrl-C waits for callbacks that are still running, and how long the whole shutdown may take before the
+# process prints every thread's stack and leaves anyway, seconds.
+CALLBACK_WAIT_S = 5.0
+SHUTDOWN_LIMIT_S = 20.0
+
+
+def shutdown_executor(executor, timeout_s: float) -> list[str]:
+    """Shut ``executor`` down, waiting at most ``timeout_s`` for callbacks still running; returns the names of the
+    worker threads still busy after that.
+
+    rclpy's ``Executor.shutdown(timeout_sec)`` (Jazzy, Kilted) does not wait for running callbacks (it tests its
+    shutdown flag right after setting it), and ``MultiThreadedExecutor.shutdown`` then joins its worker threads
+    with no limit: one callback that does not return kept Ctrl-C from ending bringup (seen in CI).
+    """
+    pool = getattr(executor, "_executor", None)  # MultiThreadedExecutor's ThreadPoolExecutor
+    if pool is None:
+        executor.shutdown(timeout_sec=timeout_s)
+        return []
+    try:
+        executor.shutdown(timeout_sec=timeout_s, wait_for_threads=False)
+    except TypeError:  # an rclpy whose shutdown has no wait_for_threads: it joins the threads itself
+        executor.shutdown(timeout_sec=timeout_s)
+        return []
+    deadline = time.monotonic() + timeout_s
+    threads = list(getattr(pool, "_threads", ()))
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    frames = sys._current_frames()
+    stuck = []
+    for thread in threads:
+        if thread.is_alive():
+            frame = frames.get(thread.ident)
+            where = f" in {frame.f_code.co_name} ({Path(frame.f_code.co_filename).name}:{frame.f_lineno})" if frame else ""
+            stuck.append(f"{thread.name}{where}")
+    return stuck
+
+
+def exit_watchdog(limit_s: float, name: str) -> threading.Timer:
+    """Ctrl-C always ends the process ``name``: a shutdown still going ``limit_s`` after spinning stopped prints the
+    stack of every thread (where it is stuck) and ends the process with exit code 1. Cancel the returned timer
+    once the shutdown is done (the caller may go on running)."""
+    def fire() -> None:
+        print(f"{name}: shutdown did not finish within {limit_s:g} s of Ctrl-C; the stack of every thread follows",
+              file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        os._exit(1)
+
+    timer = threading.Timer(limit_s, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def leave_stuck_callbacks(stuck: list[str], name: str) -> None:
+    """End the process now when callbacks are still running after shutdown: the nodes are destroyed (rollouts
+    closed) and the interpreter would wait at exit for their threads, as long as they run (a VLM request: up to its
+    timeout)."""
+    if not stuck:
+        return
+    print(f"{name}: {len(stuck)} callback(s) still running {CALLBACK_WAIT_S:g} s after Ctrl-C ({', '.join(stuck)}): "
+          "left behind", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(0)
