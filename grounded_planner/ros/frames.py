@@ -199,8 +199,9 @@ class LatestFrames:
             if not self.topics[key]:
                 continue  # "" = the caller does not need this stream
             if key in self.IMAGES:
-                # the reader history holds the newest images, which is all a request takes; the callback runs
-                # only under an executor that ignores callback groups (then it keeps every image)
+                # the reader history holds the newest images, which is all a request takes (two: with a history of
+                # one, rmw_fastrtps stalled on the first fragmented frame); the callback runs only under an executor
+                # that ignores callback groups (then it keeps every image)
                 self.subscriptions[key] = TypedSubscription(node, self.topics[key], _WHAT[key], self._keeper(key),
                                                             QoSProfile(depth=2), callback_group, on_demand=True)
             else:
@@ -214,12 +215,13 @@ class LatestFrames:
                 self._arrived.notify_all()
         return keep
 
-    def _take_images(self) -> None:
-        """Move the newest waiting image of each image topic into ``_latest`` (caller holds the lock)."""
+    def _take_images(self, keys=IMAGES) -> None:
+        """Move the newest waiting image of each of ``keys``' image topics into ``_latest`` (caller holds the lock)."""
         for key, sub in self.subscriptions.items():
-            msg = sub.take()
-            if msg is not None:
-                self._latest[key] = msg
+            if key in keys:
+                msg = sub.take()
+                if msg is not None:
+                    self._latest[key] = msg
 
     def _current(self) -> Snapshot:
         return Snapshot(*(self._latest.get(k) for k in ("color", "depth", "camera_info", "depth_camera_info")))  # type: ignore[arg-type]
@@ -230,11 +232,14 @@ class LatestFrames:
             return self._current()
 
     def wait_for(self, keys: tuple[str, ...], timeout_s: float) -> Snapshot:
-        """Wait up to ``timeout_s`` until each of ``keys`` has arrived; NoFrameError naming the missing topics."""
+        """Wait up to ``timeout_s`` until each of ``keys`` has arrived; NoFrameError naming the missing topics.
+
+        Only the images among ``keys`` are taken (each costs a deserialization on the request path); the other
+        images in the snapshot are as :meth:`snapshot` last took them."""
         deadline = time.monotonic() + timeout_s
         with self._arrived:
             while True:
-                self._take_images()
+                self._take_images(keys)
                 missing = [k for k in keys if k not in self._latest]
                 left = deadline - time.monotonic()
                 if not missing or left <= 0:
