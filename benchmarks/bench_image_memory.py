@@ -43,35 +43,32 @@ seconds = float(sys.argv[2])
 rclpy.init()
 node = rclpy.create_node("bench_subscriber")
 count = [0]
+TOPIC = "/camera/camera/color/image_raw"
 if setting == "on_demand":
+    from grounded_planner.ros.frames import LatestFrames
+    latest = LatestFrames(node, TOPIC, "", "")
+else:
+    node.create_subscription(Image, TOPIC, lambda msg: count.__setitem__(0, count[0] + 1), QoSProfile(depth=2))
+if setting in ("keep_mt", "on_demand"):
     import threading
     from rclpy.executors import MultiThreadedExecutor
-    from grounded_planner.ros.frames import LatestFrames
-    frames = LatestFrames(node, "/camera/camera/color/image_raw", "", "")
     executor = MultiThreadedExecutor(4)
     executor.add_node(node)
     threading.Thread(target=executor.spin, daemon=True).start()
+if setting == "on_demand":
     def spin_for(s):
         end = time.monotonic() + s
         while time.monotonic() < end:
             time.sleep(min(1.0, max(0.0, end - time.monotonic())))
-            if frames.snapshot().color is not None:
+            if latest.snapshot().color is not None:
                 count[0] += 1
+elif setting == "keep_mt":
+    spin_for = time.sleep
 else:
-    node.create_subscription(Image, "/camera/camera/color/image_raw", lambda msg: count.__setitem__(0, count[0] + 1),
-                             QoSProfile(depth=2))
-    if setting == "keep_mt":
-        import threading
-        from rclpy.executors import MultiThreadedExecutor
-        executor = MultiThreadedExecutor(4)
-        executor.add_node(node)
-        threading.Thread(target=executor.spin, daemon=True).start()
-        spin_for = time.sleep
-    else:
-        def spin_for(s):
-            end = time.monotonic() + s
-            while time.monotonic() < end:
-                rclpy.spin_once(node, timeout_sec=0.1)
+    def spin_for(s):
+        end = time.monotonic() + s
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.1)
 spin_for(3.0)  # discovery and warm-up
 before, n0, t0 = resource.getrusage(resource.RUSAGE_SELF), count[0], time.monotonic()
 spin_for(seconds)
