@@ -33,8 +33,11 @@ ALLOWED = {
     "bench": {"util", "plan", "vlm", "rollout"},
     "v2gp": {"util", "plan", "vlm", "geometry", "rollout"},
     "sim": {"util", "plan", "geometry", "vlm", "execution", "rollout", "msgs"},
-    "ros": {"util", "plan", "geometry", "vlm", "execution", "rollout", "msgs", "sim", "bench", "v2gp", "ros"},
-    "cli": {"util", "plan", "geometry", "vlm", "execution", "rollout", "msgs", "sim", "bench", "v2gp", "ros"},
+    "spabench": {"util", "plan", "geometry", "vlm", "execution", "rollout", "sim"},
+    "ros": {"util", "plan", "geometry", "vlm", "execution", "rollout", "msgs", "sim", "bench", "v2gp", "spabench",
+            "ros"},
+    "cli": {"util", "plan", "geometry", "vlm", "execution", "rollout", "msgs", "sim", "bench", "v2gp", "spabench",
+            "ros"},
 }
 # Named exceptions, each with its reason; the list only shrinks.
 EXCEPTIONS = {

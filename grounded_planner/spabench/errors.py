@@ -1,0 +1,23 @@
+"""Spa-Bench's errors: bad benchmark input (names, config files, records) and scenes that cannot be generated."""
+
+from __future__ import annotations
+
+
+class SpaBenchError(ValueError):
+    """Bad Spa-Bench input; the message is one line naming the file and field (or the task and seed).
+
+    A ``ValueError`` like the package's other input errors (``ScenarioError``, ``StatsError``), so callers that map
+    bad input to exit code 2 keep working until the common root of ``grounded_planner/errors.py`` lands.
+    """
+
+
+class TrialRecordError(SpaBenchError):
+    """A trial record (a line of ``trials.jsonl`` or ``cards.jsonl``) that breaks the contract."""
+
+
+class ConfigError(SpaBenchError):
+    """``config/spabench/inventory.yaml`` or ``matrix.yaml`` is malformed or inconsistent."""
+
+
+class GenerationError(SpaBenchError):
+    """No scene for a task and seed could be drawn within the robot's reach in the bounded number of draws."""
