@@ -106,6 +106,10 @@ def _recover(args: argparse.Namespace) -> int:
             print(f"{folder}: {exc}", file=sys.stderr)
             failed += 1
             continue
+        except OSError as exc:  # the folder could not be written (a full disk): a failure at run time, try again later
+            print(f"{folder}: not recovered: {exc}", file=sys.stderr)
+            failed += 1
+            continue
         recovery = fixed.data.get("recovery") or {}
         print(f"{folder}: recovered {fixed.data['bag']['messages']} bag messages, status {fixed.status}: "
               f"{recovery.get('reason', 'already finished')}")

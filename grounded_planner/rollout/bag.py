@@ -13,6 +13,7 @@ complete record and can be finalised in place by :func:`recover_mcap`.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -47,6 +48,12 @@ _OP_SUMMARY_OFFSET, _OP_DATA_END = 0x0E, 0x0F
 
 class BagError(ValueError):
     """A bag that cannot be read or written as asked (names the file and what was expected)."""
+
+
+class BagWriteError(OSError):
+    """The file system refused a write to a bag (full disk, quota, I/O error): not bad input, a failure at run
+    time. The writer has cut the file back to its last complete record, so the bag stays readable; ``errno``
+    is the refusal's (``errno.ENOSPC`` for a full disk)."""
 
 
 # -- typestore -----------------------------------------------------------------------------------
@@ -268,13 +275,17 @@ class McapBagWriter:
         self._write_all(_file_start(library))
 
     def _write_all(self, data: bytes) -> None:
-        # an unbuffered write may be short (signal, full disk): finish it or fail loudly
-        view = memoryview(data)
-        while view:
-            n = self._file.write(view)
-            if not n:
-                raise BagError(f"cannot write to bag {self.path} (disk full?)")
-            view = view[n:]
+        """Write one whole record or none of it: a write the file system refuses part way (a full disk accepts
+        the bytes that fit, then fails) is truncated away, so a reader never meets half a record and later
+        records (once there is space again) follow the last complete one."""
+        start = self._file.tell()
+        try:
+            _write_fully(self._file, data)
+        except OSError as exc:
+            self._file.truncate(start)  # frees space: possible on a full disk too
+            self._file.seek(start)
+            raise BagWriteError(exc.errno, f"cannot write to bag {self.path}: {exc.strerror or exc}; "
+                                           f"cut back to its last complete record") from exc
 
     # connections -------------------------------------------------------------------------------
     def add_topic(self, topic: str, msgtype: str) -> None:
@@ -291,15 +302,15 @@ class McapBagWriter:
             sid = len(self._schemas) + 1
             rec = _record(_OP_SCHEMA, _u16(sid) + _str(msgtype) + _str("ros2msg") + _u32(len(msgdef.encode()))
                           + msgdef.encode())
-            self._schemas[msgtype] = (sid, rec)
             self._write_all(rec)
+            self._schemas[msgtype] = (sid, rec)  # only once in the file: a refused write declares nothing
         cid = len(self._channels) + 1
         chan = _Channel(cid, self._schemas[msgtype][0], topic, msgtype)
         rec = _record(_OP_CHANNEL, _u16(cid) + _u16(chan.schema_id) + _str(topic) + _str("cdr")
                       + _map({"offered_qos_profiles": ""}))
+        self._write_all(rec)
         self._channels[topic] = chan
         self._channel_records.append(rec)
-        self._write_all(rec)
 
     # messages ----------------------------------------------------------------------------------
     def write(self, topic: str, msg: Any, msgtype: str | None = None, log_time_ns: int | None = None) -> int:
@@ -323,9 +334,9 @@ class McapBagWriter:
         elif log_time_ns < self._last_log_time_ns:
             raise BagError(f"log time {log_time_ns} ns on {topic} is before the previous message "
                            f"({self._last_log_time_ns} ns); an unindexed bag must be written in time order")
-        chan.count += 1
-        body = _u16(chan.id) + _u32(chan.count) + _u64(log_time_ns) + _u64(log_time_ns) + cdr
+        body = _u16(chan.id) + _u32(chan.count + 1) + _u64(log_time_ns) + _u64(log_time_ns) + cdr
         self._write_all(_record(_OP_MESSAGE, body))  # unbuffered: in the kernel once this returns
+        chan.count += 1
         self._last_log_time_ns = log_time_ns
         if self._first_log_time_ns is None:
             self._first_log_time_ns = log_time_ns
@@ -337,14 +348,25 @@ class McapBagWriter:
 
     # closing -----------------------------------------------------------------------------------
     def close(self) -> None:
-        """Append DataEnd, the summary (schemas, channels, statistics) and the footer."""
+        """Append DataEnd, the summary (schemas, channels, statistics) and the footer.
+
+        On a full disk the summary is cut away again and :class:`BagWriteError` raised: the file is closed,
+        readable up to its last message, and :func:`recover_mcap` finishes it once there is space."""
         if self.closed:
             return
-        _append_summary(self._file, self._file.tell(), [rec for _, rec in self._schemas.values()],
-                        self._channel_records,
-                        {c.id: c.count for c in self._channels.values()},
-                        self._first_log_time_ns or 0, self._last_log_time_ns)
-        os.fsync(self._file.fileno())
+        data_end = self._file.tell()
+        try:
+            _append_summary(self._file, data_end, [rec for _, rec in self._schemas.values()],
+                            self._channel_records,
+                            {c.id: c.count for c in self._channels.values()},
+                            self._first_log_time_ns or 0, self._last_log_time_ns)
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            self._file.truncate(data_end)
+            self._file.close()
+            self.closed = True
+            raise BagWriteError(exc.errno, f"cannot finish bag {self.path}: {exc.strerror or exc}; left without "
+                                           f"its summary, readable up to its last message") from exc
         self._file.close()
         self.closed = True
 
@@ -355,29 +377,39 @@ class McapBagWriter:
         self.close()
 
 
+def _write_fully(f: BinaryIO, data: bytes) -> None:
+    """All of ``data`` to an unbuffered file, whose ``write`` may take only part of it (a signal, a full disk)."""
+    view = memoryview(data)
+    while view:
+        n = f.write(view)
+        if not n:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[n:]
+
+
 def _append_summary(f: BinaryIO, data_end_pos: int, schema_records: list[bytes], channel_records: list[bytes],
                     counts: dict[int, int], start_ns: int, end_ns: int) -> None:
     f.seek(data_end_pos)
-    f.write(_record(_OP_DATA_END, _u32(0)))
+    _write_fully(f, _record(_OP_DATA_END, _u32(0)))
     summary_start = f.tell()
     schema_start = f.tell()
     for rec in schema_records:
-        f.write(rec)
+        _write_fully(f, rec)
     channel_start = f.tell()
     for rec in channel_records:
-        f.write(rec)
+        _write_fully(f, rec)
     stats_start = f.tell()
     stats = (_u64(sum(counts.values())) + _u16(len(schema_records)) + _u32(len(channel_records)) + _u32(0)
              + _u32(0) + _u32(0) + _u64(start_ns) + _u64(end_ns)
              + _u32(len(counts) * 10) + b"".join(_u16(cid) + _u64(n) for cid, n in sorted(counts.items())))
-    f.write(_record(_OP_STATISTICS, stats))
+    _write_fully(f, _record(_OP_STATISTICS, stats))
     offsets_start = f.tell()
     for op, start, end in ((_OP_SCHEMA, schema_start, channel_start), (_OP_CHANNEL, channel_start, stats_start),
                            (_OP_STATISTICS, stats_start, offsets_start)):
         if end > start:
-            f.write(_record(_OP_SUMMARY_OFFSET, bytes([op]) + _u64(start) + _u64(end - start)))
-    f.write(_record(_OP_FOOTER, _u64(summary_start) + _u64(offsets_start) + _u32(0)))
-    f.write(MCAP_MAGIC)
+            _write_fully(f, _record(_OP_SUMMARY_OFFSET, bytes([op]) + _u64(start) + _u64(end - start)))
+    _write_fully(f, _record(_OP_FOOTER, _u64(summary_start) + _u64(offsets_start) + _u32(0)))
+    _write_fully(f, MCAP_MAGIC)
     f.truncate()
 
 
@@ -560,15 +592,19 @@ def recover_mcap(path: str | Path) -> ScanResult:
         scan.data_end_pos, scan.truncated_bytes = 0, len(start)
     else:
         raise BagError(f"{path} is not an MCAP file (magic bytes missing)")
-    with open(path, "r+b") as f:
+    with open(path, "r+b", buffering=0) as f:  # unbuffered: a refused write is cut away, not left in a buffer
         if scan.data_end_pos <= len(MCAP_MAGIC):  # the header record never became whole: start the file again
             scan.truncated_bytes = os.fstat(f.fileno()).st_size
             f.seek(0)
-            f.write(_file_start())
+            _write_fully(f, _file_start())
             scan.data_end_pos = f.tell()
-        _append_summary(f, scan.data_end_pos, scan.schema_records, scan.channel_records, scan.channel_counts,
-                        scan.start_ns, scan.end_ns)
-        os.fsync(f.fileno())
+        try:
+            _append_summary(f, scan.data_end_pos, scan.schema_records, scan.channel_records, scan.channel_counts,
+                            scan.start_ns, scan.end_ns)
+            os.fsync(f.fileno())
+        except OSError as exc:  # a full disk: leave the file as it was found, to be finished once there is space
+            f.truncate(scan.data_end_pos)
+            raise BagWriteError(exc.errno, f"cannot finish bag {path}: {exc.strerror or exc}") from exc
     final = ScanResult()
     for _ in iter_mcap(path, decode=False, result=final):
         pass
@@ -643,7 +679,7 @@ def _tail_bytes(path: Path, n: int) -> bytes:
 
 
 __all__ = [
-    "BagError", "BagMessage", "McapBagWriter", "ScanResult", "camera_info_msg", "depth_msg", "depth_to_m",
+    "BagError", "BagMessage", "BagWriteError", "McapBagWriter", "ScanResult", "camera_info_msg", "depth_msg", "depth_to_m",
     "image_msg", "image_to_rgb", "iter_mcap", "joint_state_msg", "plan_msg", "read_bag",
     "recover_mcap", "resolve_bag_path", "scan_mcap", "stamp_to_ns", "string_msg", "typestore",
 ]
