@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("replay", "run the planner on frames+instructions recorded in bags; write (and score) predictions"),
     "rollouts": ("rollouts", "label, summarise, recover and export recorded rollouts"),
     "sim": ("sim", "the simulated MuJoCo workcell: export episodes, render scenarios"),
+    "spabench": ("spabench", "Spa-Bench: run, report, scene cards, operator sessions, demonstrations"),
     "v2gp": ("v2gp", "V2GP: robot demonstrations -> grounded plans -> training JSONL"),
     "finetune": ("v2gp", "LoRA fine-tuning of a Qwen3-VL planner on V2GP training JSONL"),
 }
