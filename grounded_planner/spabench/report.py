@@ -422,49 +422,54 @@ svg{display:block;margin:6px 0 18px;max-width:100%}
 """
 
 
-def _svg_bars(groups: Sequence[tuple[str, Sequence[tuple[str, Mapping[str, Any]]]]], series: Sequence[str],
+def _svg_bars(groups: Sequence[tuple[str, Sequence[tuple[str, Mapping[str, Any] | None]]]], series: Sequence[str],
               title: str) -> str:
-    """Grouped vertical bars (rate in %) with Wilson 95% whiskers: ``groups`` = [(label, [(series, cell)])]."""
+    """Horizontal bars (rate in %) with Wilson 95% whiskers, one block of bars per group (a task or a row) and one
+    bar per series (a condition or a policy): ``groups`` = [(label, [(series, cell)])]."""
     if not groups:
         return ""
-    bar_w, gap, group_gap, top, left, plot_h = 18, 3, 26, 30, 44, 180
-    per_group = len(series) * (bar_w + gap) - gap
-    width = left + len(groups) * (per_group + group_gap) + 10
-    legend_w = sum(14 + 7 * len(s) + 18 for s in series)
-    width = max(width, left + legend_w + 10, 360)
-    height = top + plot_h + 70
-    y = lambda rate: top + plot_h * (1 - rate)  # noqa: E731 - a local scale
+    left, plot_w, bar_h, gap, group_gap, top = 230, 460, 14, 2, 10, 40
+    block = len(series) * (bar_h + gap) - gap
+    legend_h = 22 if len(series) > 1 else 0
+    height = top + len(groups) * (block + group_gap) + 24 + legend_h
+    width = left + plot_w + 140
+    x = lambda rate: left + plot_w * rate  # noqa: E731 - a local scale
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" font-size="11" role="img" aria-label="{html.escape(title)}">',
-             f'<text x="{left}" y="14" font-size="13" font-weight="bold">{html.escape(title)}</text>']
+             f'<text x="4" y="14" font-size="13" font-weight="bold">{html.escape(title)}</text>']
+    axis_bottom = top + len(groups) * (block + group_gap) - group_gap + 4
     for pct in (0, 25, 50, 75, 100):
-        yy = y(pct / 100)
-        parts.append(f'<line x1="{left}" x2="{width - 6}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#ddd"/>'
-                     f'<text x="{left - 4}" y="{yy + 4:.1f}" text-anchor="end">{pct}%</text>')
+        xx = x(pct / 100)
+        parts.append(f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{top - 6}" y2="{axis_bottom}" stroke="#ddd"/>'
+                     f'<text x="{xx:.1f}" y="{top - 10}" text-anchor="middle">{pct}%</text>')
     for gi, (label, bars) in enumerate(groups):
-        x0 = left + 8 + gi * (per_group + group_gap)
+        y0 = top + gi * (block + group_gap)
+        parts.append(f'<text x="{left - 8}" y="{y0 + block / 2 + 4:.1f}" text-anchor="end">'
+                     f'{html.escape(label.replace("_", " "))}</text>')
+        by_series = dict(bars)
         for si, name in enumerate(series):
-            c = dict(bars).get(name)
+            c = by_series.get(name)
             if not c or not c.get("n"):
                 continue
-            x = x0 + si * (bar_w + gap)
+            y = y0 + si * (bar_h + gap)
             colour = PALETTE[si % len(PALETTE)]
             rate, (lo, hi) = c["rate"], c["ci95"]
-            parts.append(f'<rect x="{x}" y="{y(rate):.1f}" width="{bar_w}" height="{plot_h * rate:.1f}" '
-                         f'fill="{colour}"><title>{html.escape(label)} - {html.escape(name)}: '
-                         f'{html.escape(c["cell"])}</title></rect>')
-            cx = x + bar_w / 2
-            parts.append(f'<path d="M{cx:.1f},{y(lo):.1f}V{y(hi):.1f}M{cx - 4:.1f},{y(lo):.1f}h8'
-                         f'M{cx - 4:.1f},{y(hi):.1f}h8" stroke="#111" stroke-width="1.2" fill="none"/>')
-        parts.append(f'<text x="{x0 + per_group / 2:.1f}" y="{top + plot_h + 14}" text-anchor="middle">'
-                     f'{html.escape(label.replace("_", " "))}</text>')
-    lx = left
-    for si, name in enumerate(series):
-        parts.append(f'<rect x="{lx}" y="{height - 22}" width="10" height="10" fill="{PALETTE[si % len(PALETTE)]}"/>'
-                     f'<text x="{lx + 14}" y="{height - 13}">{html.escape(name)}</text>')
-        lx += 14 + 7 * len(name) + 18
-    parts.append(f'<text x="{width - 6}" y="{height - 13}" text-anchor="end" fill="#555">'
-                 'whiskers: Wilson 95%</text></svg>')
+            parts.append(f'<rect x="{left}" y="{y}" width="{plot_w * rate:.1f}" height="{bar_h}" fill="{colour}">'
+                         f'<title>{html.escape(label)} - {html.escape(name)}: {html.escape(c["cell"])}</title></rect>')
+            cy = y + bar_h / 2
+            parts.append(f'<path d="M{x(lo):.1f},{cy:.1f}H{x(hi):.1f}M{x(lo):.1f},{cy - 4:.1f}v8'
+                         f'M{x(hi):.1f},{cy - 4:.1f}v8" stroke="#111" stroke-width="1.2" fill="none"/>')
+            parts.append(f'<text x="{left + plot_w + 6}" y="{cy + 4:.1f}" fill="#333">{c["k"]}/{c["n"]} '
+                         f'{100 * rate:.0f}%</text>')
+    ly = height - 8 - legend_h
+    if legend_h:
+        lx = left
+        for si, name in enumerate(series):
+            parts.append(f'<rect x="{lx}" y="{ly + 6}" width="10" height="10" fill="{PALETTE[si % len(PALETTE)]}"/>'
+                         f'<text x="{lx + 14}" y="{ly + 15}">{html.escape(name)}</text>')
+            lx += 14 + 7 * len(name) + 18
+    parts.append(f'<text x="{left + plot_w}" y="{height - 6}" text-anchor="end" fill="#555">'
+                 'whiskers: Wilson 95% interval</text></svg>')
     return "".join(parts)
 
 
