@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grounded_planner.v2gp.segment import (SegmentConfig, SignalError, config_for_robot, load_gripper_csv, segment,
-                                          segment_signal)
+from grounded_planner.v2gp.grippers import load_gripper_csv
+from grounded_planner.v2gp.profiles import config_for_robot
+from grounded_planner.v2gp.segment import SegmentConfig, SignalError, segment, segment_signal
 
 
 def cycle_signal(n: int, cycles: list[tuple[int, int]], ramp: int, closed_level: float = 1.0) -> np.ndarray:

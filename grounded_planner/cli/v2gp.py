@@ -13,7 +13,10 @@ from grounded_planner.v2gp.dataset import open_dataset
 from grounded_planner.v2gp.errors import V2GPError
 from grounded_planner.v2gp.finetune import FinetuneConfig, finetune
 from grounded_planner.v2gp.pipeline import run_pipeline
-from grounded_planner.v2gp.segment import ROBOT_TYPES, SignalError, config_for_robot, load_gripper_csv, segment
+from grounded_planner.v2gp.grippers import load_gripper_csv
+from grounded_planner.v2gp.profiles import ROBOT_PROFILES, config_for_robot
+from grounded_planner.v2gp.segment import SignalError, segment
+from grounded_planner.v2gp.stage1 import plan_grippers, segment_episode
 from grounded_planner.v2gp.synthetic import SyntheticConfig, write_synthetic_dataset
 from grounded_planner.vlm.errors import VLMError
 
@@ -25,15 +28,18 @@ def register(subparsers) -> None:
 
     seg = sub.add_parser("segment", help="stage 1 only: grasp segments of a frame,gripper CSV or of every episode of a dataset",
                          description="With --gripper: print {\"segments\": [[start, end], ...]}. With --dataset: print "
-                                     "{\"episodes\": {\"<episode index>\": [[start, end], ...], ...}} (no model, no video). "
-                                     "start = frame where the gripper starts closing, end = frame where it is open again.")
+                                     "{\"episodes\": {\"<episode index>\": [[start, end], ...], ...}} (no model, no video; "
+                                     "a dataset without cameras is fine), with \"reasons\": {\"<episode>\": \"why no "
+                                     "segment\"} for every episode without one and, on a robot with several grippers, "
+                                     "\"hands\": {\"<episode>\": [\"left\", ...]} (the gripper of each segment). "
+                                     "start = frame where the gripper starts closing, end = frame where it is fully open again.")
     source = seg.add_mutually_exclusive_group(required=True)
     source.add_argument("--gripper", metavar="SIGNAL.csv", help="CSV with columns frame,gripper")
     source.add_argument("--dataset", metavar="PATH", help="LeRobot v2.x/v3.0 dataset folder or a folder of rollouts")
     seg.add_argument("--config", default=None, help="V2GP YAML config (gripper column, robot, gripper values); --dataset")
     seg.add_argument("--robot", default=None,
-                     help="robot profile (default, droid, franka_width, franka_finger, so101); a dataset's "
-                          "robot_type picks one when neither this nor the config names it")
+                     help=f"robot profile ({', '.join(sorted(ROBOT_PROFILES))}); a dataset's LeRobot robot_type "
+                          "picks one when neither this nor the config names it (docs/v2gp.md, robot profiles)")
     seg.add_argument("--close-threshold", type=float, default=None, help="level at/above which the gripper is closed")
     seg.add_argument("--open-threshold", type=float, default=None, help="level at/below which it is released")
     seg.add_argument("--min-frames", type=int, default=None, help="shortest grasp (and longest bridged dropout), frames")
@@ -123,45 +129,55 @@ def _segment(args: argparse.Namespace) -> int:
         result = segment(values, frames, config)
     except SignalError as exc:
         raise CliError(str(exc), 2) from exc
-    _warn_not_reopened(result.dropped, "")
+    if not result.segments and result.dropped:
+        print(f"warning: no segment: the gripper {result.explain()}", file=sys.stderr)
+    else:
+        for frame, reason in result.dropped:
+            if reason == "not_reopened":
+                print(f"warning: the gripper closes at frame {frame} and is not open again by the last frame; "
+                      "no segment reported", file=sys.stderr)
     print(json.dumps(result.to_dict()))
     return 0
-
-
-def _warn_not_reopened(dropped, where: str) -> None:
-    for frame, reason in dropped:
-        if reason == "not_reopened":
-            print(f"warning: {where}the gripper closes at frame {frame} and is not open again by the last frame; "
-                  "no segment reported", file=sys.stderr)
 
 
 def _segment_dataset(args: argparse.Namespace) -> int:
     """Stage 1 over every episode of a dataset: gripper signals only, no video, no model."""
     try:
         config = V2GPConfig.load(args.config) if args.config else V2GPConfig()
-        ds = open_dataset(args.dataset, gripper=config.gripper, camera=config.camera or None)
-        robot = args.robot or (config.robot if config.robot != "default" else
-                               ROBOT_TYPES.get(str(getattr(ds, "info", {}).get("robot_type", "")).lower(), "default"))
-        changes = {"robot": robot}
-        for name in ("close_threshold", "open_threshold", "min_frames"):
-            if getattr(args, name) is not None:
-                changes[name] = getattr(args, name)
-        seg_config = dataclasses.replace(config, **changes).segment_config()
+        changes = {name: getattr(args, name) for name in ("close_threshold", "open_threshold", "min_frames")
+                   if getattr(args, name) is not None}
+        if args.robot:
+            changes["robot"] = args.robot
+        config = dataclasses.replace(config, **changes)
+        robot = config.robot if config.robot != "default" else None
+        ds = open_dataset(args.dataset, gripper=config.gripper, camera=config.camera or None, robot=robot)
+        plans, warnings = plan_grippers(ds, config)
     except (ValueError, V2GPError) as exc:
         raise CliError(str(exc), 2) from exc
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
     episodes: dict[str, list[list[int]]] = {}
+    hands: dict[str, list[str]] = {}
+    reasons: dict[str, str] = {}
     failed = 0
     for index in ds.episode_indices:
         try:
-            episode = ds.episode(index)
-            result = segment(episode.gripper, episode.frame_indices, seg_config, commanded=episode.commanded)
+            result = segment_episode(ds.episode(index), plans)
         except (V2GPError, SignalError, ValueError, OSError) as exc:
             failed += 1
+            reasons[str(index)] = f"not read: {exc}"
             print(f"warning: episode {index} skipped: {exc}", file=sys.stderr)
             continue
-        _warn_not_reopened(result.dropped, f"episode {index}: ")
         episodes[str(index)] = [s.to_list() for s in result.segments]
-    print(json.dumps({"episodes": episodes}))
+        hands[str(index)] = [s.hand for s in result.segments]
+        if result.reason:
+            reasons[str(index)] = result.reason
+    out: dict = {"episodes": episodes}
+    if len(plans) > 1:
+        out["hands"] = hands
+    if reasons:
+        out["reasons"] = reasons
+    print(json.dumps(out))
     return 1 if failed and not episodes else 0
 
 

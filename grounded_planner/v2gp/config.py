@@ -8,7 +8,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from grounded_planner.v2gp.segment import ROBOT_PROFILES, SEGMENT_RULE, SegmentConfig, config_for_robot
+from grounded_planner.v2gp.profiles import ROBOT_PROFILES, config_for_robot
+from grounded_planner.v2gp.segment import SEGMENT_RULE, SegmentConfig
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.yamlfile import read_yaml
 
@@ -22,10 +23,14 @@ class V2GPConfig:
     """Every knob of ``grounded-planner v2gp run`` (YAML keys have the same names)."""
 
     # -- inputs
-    gripper: str = "observation.state[-1]"  # gripper column: NAME, NAME[INDEX] or NAME[ELEMENT_NAME]
-    camera: str = ""  # image/video feature of the third-person camera ("" = the first one)
+    # gripper column: NAME, NAME[INDEX] or NAME[ELEMENT_NAME]; "" = found by name through the robot profile
+    # (every gripper of a two-armed robot; docs/v2gp.md "Which column is the gripper")
+    gripper: str = ""
+    camera: str = ""  # image/video feature of the third-person camera ("" = the first one; stages 2-4 only)
     # -- stage 1: segmentation (robot profile, then the explicit values that are not None)
-    robot: str = "default"  # profile in segment.ROBOT_PROFILES (default, droid, franka_width, franka_finger, so101)
+    # profile in profiles.ROBOT_PROFILES (so101, koch, aloha, piper, xarm, widowx, droid, ur5, g1_inspire, ...);
+    # "default": the dataset's robot_type picks one (LeRobot datasets), else 0..1 with fixed thresholds
+    robot: str = "default"
     close_threshold: float | None = None  # normalised level at/above which the gripper is closed
     open_threshold: float | None = None  # normalised level at/below which it is released
     min_frames: int | None = None  # shortest grasp, frames

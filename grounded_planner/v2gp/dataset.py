@@ -9,9 +9,11 @@ Layouts read (``meta/info.json`` says which; ``codebase_version``):
   (``videos/<key>/from_timestamp``); ``meta/tasks.parquet`` the instructions.
 
 Camera features of dtype ``image`` live in the parquet (struct of PNG/JPEG ``bytes`` and/or a ``path``);
-``video`` features are decoded with PyAV. The gripper signal is a column named by config, optionally one
-element of a vector column: ``observation.state[6]`` or ``observation.state[gripper]`` (a name from the
-feature's ``names``). Simulated datasets may carry ``meta/v2gp_objects.jsonl`` (per episode, per frame
+``video`` features are decoded with PyAV; a dataset with no camera feature is read too (stage 1 needs none;
+the later stages name the camera they need). The gripper signal(s) are found by name through the robot
+profile (:mod:`grounded_planner.v2gp.grippers`) or named by config: ``observation.state[6]`` or
+``observation.state[gripper]`` (a name from the feature's ``names`` or ``name``). Per-frame
+``language_instruction*`` columns (DROID's port) give the instruction where the tasks give none. Simulated datasets may carry ``meta/v2gp_objects.jsonl`` (per episode, per frame
 object boxes), which the ``oracle`` grounder uses.
 """
 
@@ -27,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from grounded_planner.v2gp.episode import DemoEpisode, ObjectTrack
+from grounded_planner.v2gp.episode import DemoEpisode, GripperTrace, ObjectTrack
 from grounded_planner.v2gp.errors import DatasetError, VideoUnavailableError, require
+from grounded_planner.v2gp.grippers import combine, element_names, elements, find_grippers
 from grounded_planner.v2gp.rollouts import RolloutDataset
 from PIL import Image
 
@@ -116,7 +119,7 @@ class _VideoFrames:
 class LeRobotDataset:
     """A LeRobot v2.x / v3.0 dataset folder, read with pyarrow (no lerobot install needed)."""
 
-    def __init__(self, root: str | Path, gripper: str = "observation.state[-1]", camera: str | None = None):
+    def __init__(self, root: str | Path, gripper: str = "", camera: str | None = None, robot: str | None = None):
         self.root = Path(root)
         self.info = _load_json(self.root / "meta" / "info.json")
         version = str(self.info.get("codebase_version", ""))
@@ -126,55 +129,39 @@ class LeRobotDataset:
         self.v3 = self.version.startswith("3")
         self.fps = float(self.info.get("fps") or 0) or 30.0
         self.features: dict[str, Any] = self.info.get("features") or {}
-        cameras = [k for k, f in self.features.items() if f.get("dtype") in ("image", "video")]
+        self.robot_type = self.info.get("robot_type")
+        self.cameras = [k for k, f in self.features.items() if f.get("dtype") in ("image", "video")]
         if camera is None:
-            if not cameras:
-                raise DatasetError(f"{self.root}: no image or video feature in meta/info.json")
-            camera = cameras[0]
-        elif camera not in cameras:
+            # stage 1 reads no frame: a dataset without a camera is segmented; the later stages name what is missing
+            camera = self.cameras[0] if self.cameras else None
+        elif camera not in self.cameras:
             raise DatasetError(f"{self.root}: camera {camera!r} is not an image/video feature "
-                               f"(have: {', '.join(cameras) or 'none'})")
+                               f"(have: {', '.join(self.cameras) or 'none'})")
         self.camera = camera
-        self.camera_is_video = self.features[camera]["dtype"] == "video"
-        self.gripper_column, self.gripper_index = self._resolve_gripper(gripper)
-        self.command_column, self.command_index = self._resolve_command()
+        self.camera_is_video = camera is not None and self.features[camera]["dtype"] == "video"
+        self.channels, self.warnings = find_grippers(self.features, self.robot_type, robot, gripper, str(self.root))
+        first = self.channels[0]
+        self.gripper_column = first.column
+        self.gripper_index = first.indices[0] if first.indices and len(first.indices) == 1 else None
+        self.command_column = first.command_column
+        self.command_index = (first.command_indices[0] if first.command_indices and len(first.command_indices) == 1
+                              else None)
+        # DROID's LeRobot port keeps up to three instructions per frame beside its tasks
+        self.instruction_columns = [k for k in ("language_instruction", "language_instruction_2",
+                                                "language_instruction_3") if k in self.features]
         self._pq = require("pyarrow.parquet", "v2gp", "reading LeRobot parquet files")
         self._episodes = self._load_episodes()
         self._objects = {int(d["episode_index"]): d for d in _load_jsonl(self.root / OBJECTS_FILE)}
         self._videos: dict[Path, _VideoFrames] = {}
         self._videos_lock = threading.Lock()
 
-    # -- metadata ---------------------------------------------------------------------------------
-    def _resolve_gripper(self, spec: str) -> tuple[str, int | None]:
-        m = re.match(r"^(.+?)(?:\[([^\]]+)\])?$", spec.strip())
-        if not m:
-            raise DatasetError(f"gripper column spec {spec!r}: expected COLUMN or COLUMN[INDEX|NAME]")
-        column, sel = m.group(1), m.group(2)
-        if column not in self.features:
-            raise DatasetError(f"{self.root}: gripper column {column!r} is not a feature "
-                               f"(have: {', '.join(sorted(self.features))})")
-        if sel is None:
-            return column, None
-        try:
-            return column, int(sel)
-        except ValueError:
-            names = flat_names(self.features[column].get("names"))
-            if sel in names:
-                return column, names.index(sel)
-            raise DatasetError(f"{self.root}: {column} has no element named {sel!r} (names: {names})") from None
-
-    def _resolve_command(self) -> tuple[str | None, int | None]:
-        """The commanded gripper: the ``action`` element named as the gripper's element (in teleoperation the
-        leader arm's gripper), or (None, None)."""
-        if self.gripper_column == "action" or self.gripper_index is None or "action" not in self.features:
-            return None, None
-        names = flat_names(self.features[self.gripper_column].get("names"))
-        action_names = flat_names(self.features["action"].get("names"))
-        try:
-            name = names[self.gripper_index]
-        except IndexError:
-            return None, None
-        return ("action", action_names.index(name)) if name in action_names else (None, None)
+    def require_camera(self, stage: str = "stages 2-4 (objects, grounding, plans)") -> str:
+        """The camera the later stages read; DatasetError naming what is needed when the dataset has none."""
+        if self.camera is None:
+            raise DatasetError(f"{self.root}: {stage} need a camera: an image or video feature in meta/info.json "
+                               f"(features: {', '.join(sorted(self.features))}); this dataset has none, so only "
+                               "stage 1 runs on it (grounded-planner v2gp segment --dataset ...)")
+        return self.camera
 
     def _load_episodes(self) -> dict[int, dict[str, Any]]:
         meta = self.root / "meta"
@@ -227,39 +214,57 @@ class LeRobotDataset:
         chunk = index // int(self.info.get("chunks_size") or 1000)
         return self.root / template.format(episode_chunk=chunk, video_key=self.camera, episode_index=index), 0.0
 
-    def episode(self, index: int) -> DemoEpisode:
-        """Read one episode's table (gripper, timestamps, image column) and return it."""
+    def gripper_table(self, index: int, extra: tuple[str, ...] = ()):
+        """One episode's rows: the gripper and command columns of every channel, frame numbers, ``extra``."""
         if index not in self._episodes:
             raise DatasetError(f"{self.root}: no episode {index} (have {len(self._episodes)} episodes)")
         ep = self._episodes[index]
         path = self._data_path(ep, index)
         if not path.exists():
             raise DatasetError(f"{self.root}: data file {path} of episode {index} is missing")
-        columns = [self.gripper_column, "frame_index", "timestamp", "episode_index", "task_index"]
-        if self.command_column:
-            columns.append(self.command_column)
-        if not self.camera_is_video:
-            columns.append(self.camera)
+        columns = ["frame_index", "timestamp", "episode_index", "task_index", *self.instruction_columns, *extra]
+        for ch in self.channels:
+            columns += [ch.column] + ([ch.command_column] if ch.command_column else [])
         schema = self._pq.read_schema(path)
         # v3 files hold many episodes: the filter skips row groups of others by their statistics
         filters = [("episode_index", "=", index)] if self.v3 and "episode_index" in schema.names else None
-        table = self._pq.read_table(path, columns=[c for c in columns if c in schema.names], filters=filters)
-        if self.gripper_column not in table.column_names:
-            raise DatasetError(f"{path}: no column {self.gripper_column!r}")
+        wanted = [c for c in dict.fromkeys(columns) if c in schema.names]
+        table = self._pq.read_table(path, columns=wanted, filters=filters)
+        for ch in self.channels:
+            if ch.column not in table.column_names:
+                raise DatasetError(f"{path}: no column {ch.column!r}")
         if "episode_index" in table.column_names:
             mask = np.asarray(table.column("episode_index").to_numpy()) == index
             table = table.filter(mask)
-        n = table.num_rows
-        if n == 0:
+        if table.num_rows == 0:
             raise DatasetError(f"{path}: no rows of episode {index}")
-        gripper = _element(table.column(self.gripper_column).to_pylist(), self.gripper_index, path, self.gripper_column)
-        commanded = None
-        if self.command_column and self.command_column in table.column_names:
-            try:
-                commanded = _element(table.column(self.command_column).to_pylist(), self.command_index, path,
-                                     self.command_column)
-            except DatasetError as exc:  # an extra signal: the episode is still segmented from the gripper alone
-                log.warning("episode %d: commanded gripper not used: %s", index, exc)
+        return ep, path, table
+
+    def _traces(self, table, path: Path, index: int) -> list[GripperTrace]:
+        traces = []
+        for ch in self.channels:
+            values = combine(elements(table.column(ch.column).to_pylist(), ch.indices, path, ch.column), ch.combine)
+            commanded = None
+            if ch.command_column and ch.command_column in table.column_names:
+                try:
+                    commanded = combine(elements(table.column(ch.command_column).to_pylist(), ch.command_indices,
+                                                 path, ch.command_column), ch.combine)
+                except DatasetError as exc:  # an extra signal: the episode is still segmented from the gripper alone
+                    log.warning("episode %d: commanded gripper not used: %s", index, exc)
+            traces.append(GripperTrace(ch.hand, ch.label, values, commanded))
+        return traces
+
+    def gripper_traces(self, index: int) -> list[GripperTrace]:
+        """One episode's gripper signals only (no image, no video): what stage 1 reads."""
+        _, path, table = self.gripper_table(index)
+        return self._traces(table, path, index)
+
+    def episode(self, index: int) -> DemoEpisode:
+        """Read one episode's table (gripper signals, timestamps, image column) and return it."""
+        ep, path, table = self.gripper_table(index, () if self.camera_is_video or self.camera is None
+                                             else (self.camera,))
+        n = table.num_rows
+        traces = self._traces(table, path, index)
         frames = (np.asarray(table.column("frame_index").to_numpy(), dtype=np.int64)
                   if "frame_index" in table.column_names else np.arange(n))
         timestamps = (np.asarray(table.column("timestamp").to_numpy(), dtype=float)
@@ -269,10 +274,19 @@ class LeRobotDataset:
             tasks = [tasks]
         if not tasks and "task_index" in table.column_names:
             tasks = [self._tasks.get(int(table.column("task_index")[0].as_py()), "")]
-        instruction = str(tasks[0]) if tasks else ""
+        instruction = str(tasks[0]) if tasks and str(tasks[0]).strip() else ""
+        for column in self.instruction_columns:  # DROID: the first non-empty language_instruction of the episode
+            if instruction:
+                break
+            texts = [t for t in table.column(column).to_pylist() if isinstance(t, str) and t.strip()]
+            instruction = texts[0].strip() if texts else ""
         source = f"{self.root}#episode={index}"
 
-        if self.camera_is_video:
+        if self.camera is None:
+            def reader(i: int) -> np.ndarray:
+                self.require_camera()
+                raise AssertionError("unreachable")
+        elif self.camera_is_video:
             video_path, offset_s = self._video_path(ep, index)
             with self._videos_lock:
                 video = self._videos.setdefault(video_path, _VideoFrames(video_path))
@@ -291,54 +305,28 @@ class LeRobotDataset:
         objects = None
         if index in self._objects:
             objects = [ObjectTrack.from_dict(o) for o in self._objects[index].get("objects", [])]
-        return DemoEpisode(index=index, instruction=instruction, fps=self.fps, gripper=gripper,
-                           frame_indices=frames, source=source, camera=self.camera, _reader=reader, objects=objects,
-                           commanded=commanded)
-
-
-def _element(cells: list, index: int | None, path: Path, column: str) -> np.ndarray:
-    """One float per row from a column of numbers or of vectors (element ``index``); None cells are NaN."""
-    out = np.full(len(cells), np.nan)
-    for i, v in enumerate(cells):
-        if v is None:
-            continue
-        if isinstance(v, (list, tuple)):
-            if index is None:
-                raise DatasetError(f"{path}: {column} is a vector; name the element, e.g. '{column}[-1]'")
-            if not -len(v) <= index < len(v):
-                raise DatasetError(f"{path}: {column} row {i} has {len(v)} elements, no element {index}")
-            item = v[index]
-            out[i] = np.nan if item is None else float(item)
-        else:
-            out[i] = float(v)
-    return out
+        return DemoEpisode(index=index, instruction=instruction, fps=self.fps, gripper=traces[0].values,
+                           frame_indices=frames, source=source, camera=self.camera or "", _reader=reader,
+                           objects=objects, commanded=traces[0].commanded, grippers=traces)
 
 
 def flat_names(names: Any) -> list[str]:
     """A feature's element names as one flat list: ``[...]``, ``{"motors": [...]}`` or nested ``[["a", "b"]]``."""
-    if isinstance(names, dict):  # {"motors": [...]}
-        names = next(iter(names.values()), None)
-    out: list[str] = []
-    stack = [names] if names is not None else []
-    while stack:
-        item = stack.pop(0)
-        if isinstance(item, (list, tuple)):
-            stack[:0] = list(item)
-        elif item is not None:
-            out.append(str(item))
-    return out
+    return element_names({"names": names})
 
 
-def open_dataset(path: str | Path, gripper: str = "observation.state[-1]", camera: str | None = None):
+def open_dataset(path: str | Path, gripper: str = "", camera: str | None = None, robot: str | None = None):
     """Open a demonstration dataset folder: LeRobot v2.x/v3.0, or a folder of this project's rollouts.
 
-    Returns an object with ``episode_indices`` and ``episode(index) -> DemoEpisode``.
+    ``gripper``: a column named by the user ("" = found by name through the robot profile, see
+    :mod:`grounded_planner.v2gp.grippers`); ``robot``: a profile name that overrides the dataset's robot_type.
+    Returns an object with ``episode_indices``, ``channels``, ``warnings`` and ``episode(index) -> DemoEpisode``.
     """
     root = Path(path)
     if not root.is_dir():
         raise DatasetError(f"dataset {root} is not a folder")
     if (root / "meta" / "info.json").exists():
-        return LeRobotDataset(root, gripper=gripper, camera=camera)
+        return LeRobotDataset(root, gripper=gripper, camera=camera, robot=robot)
     if (root / "rollout.json").exists() or next(root.rglob("rollout.json"), None) is not None:
         return RolloutDataset(root, gripper=gripper, camera=camera)
     raise DatasetError(f"{root}: not a LeRobot dataset (no meta/info.json) and no rollout folders (rollout.json)")

@@ -39,6 +39,16 @@ class ObjectTrack:
 
 
 @dataclass
+class GripperTrace:
+    """One gripper's signal in an episode (several on a two-armed robot or a humanoid with two hands)."""
+
+    hand: str  # "" for the only gripper; "left", "right", ... otherwise
+    label: str  # where it was read: observation.state[gripper.pos]
+    values: np.ndarray  # (T,) raw readings, NaN = missing
+    commanded: np.ndarray | None = None  # (T,) the commanded gripper in the same units, None when there is none
+
+
+@dataclass
 class DemoEpisode:
     """One demonstration: instruction, gripper signal, frames of one camera, optional known objects."""
 
@@ -53,6 +63,8 @@ class DemoEpisode:
     objects: list[ObjectTrack] | None = None
     # (T,) the commanded gripper in the same raw units (the dataset's ``action``), None when there is none
     commanded: np.ndarray | None = None
+    # every gripper of the robot (the first is ``gripper``/``commanded``); None: the one above only
+    grippers: list[GripperTrace] | None = None
 
     @property
     def length(self) -> int:

@@ -37,7 +37,8 @@ from grounded_planner.v2gp.identify import (IdentifyError, ObjectIdentity, ident
 from grounded_planner.v2gp.ray_executor import run_on_ray
 from grounded_planner.v2gp.plans import (EpisodePlan, build_episode_plan, clean_implicit, implicit_prompt,
                                          training_messages)
-from grounded_planner.v2gp.segment import Segment, segment
+from grounded_planner.v2gp.segment import Segment
+from grounded_planner.v2gp.stage1 import GripperPlan, plan_grippers, segment_episode
 from PIL import Image
 from grounded_planner.vlm.image import resized_size
 from grounded_planner.vlm.factory import make_planner
@@ -64,7 +65,8 @@ class RunSummary:
     failed_episodes: dict[str, str] = field(default_factory=dict)  # episode -> error
     skipped_episodes: dict[str, str] = field(default_factory=dict)  # episode -> why (missing/unreadable video)
     servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # VLM server -> requests served/failed
-    notes: list[str] = field(default_factory=list)  # what the run left out and why
+    notes: list[str] = field(default_factory=list)  # what the run left out and why, and what stage 1 assumed
+    no_segments: dict[str, str] = field(default_factory=dict)  # episode -> why stage 1 found no segment in it
     seconds: float = 0.0
     train_jsonl: str = ""
 
@@ -113,17 +115,21 @@ class _LazyGrounder:
 
 
 def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner=None,
-                    grounder: _LazyGrounder | None = None) -> dict[str, Any]:
-    """Stages 1-4 for one episode; returns a JSON-able result (plan, drops, cache hits, implicit variant)."""
+                    grounder: _LazyGrounder | None = None, plans: list[GripperPlan] | None = None) -> dict[str, Any]:
+    """Stages 1-4 for one episode; returns a JSON-able result (plan, drops, cache hits, implicit variant).
+
+    ``plans``: how each gripper is segmented (:func:`~grounded_planner.v2gp.stage1.plan_grippers`); default: the
+    episode's one gripper with the config's settings."""
     cache = _Cache(out, episode.index)
     hits: list[str] = []
-    seg_config = config.segment_config()
+    plans = plans or [GripperPlan("", "gripper", "gripper", config.segment_config())]
+    seg_config = plans[0].config
 
-    key = _key(config, "segments", episode)
+    key = {**_key(config, "segments", episode), "grippers": [p.key() for p in plans]}
     cached = cache.get("segments", key)
     if cached is None:
-        result = segment(episode.gripper, episode.frame_indices, seg_config, commanded=episode.commanded)
-        cached = {"segments": [dataclasses.asdict(s) for s in result.segments],
+        result = segment_episode(episode, plans)
+        cached = {"segments": [dataclasses.asdict(s) for s in result.segments], "reason": result.reason,
                   "dropped": [{"segment": [f, None], "reason": r, "detail": "closed spell at this frame"}
                               for f, r in result.dropped if r == "not_reopened"]
                    + [{"segment": [f, None], "reason": r, "detail": "closed on nothing (at the rest level) at this frame"}
@@ -134,7 +140,8 @@ def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner
     segments = [Segment(**s) for s in cached["segments"]]
     incomplete = cached["dropped"]
 
-    key = _key(config, "objects", episode)
+    no_segment = cached.get("reason", "")
+    key = {**_key(config, "objects", episode), "grippers": [p.key() for p in plans]}
     cached = cache.get("objects", key)
     if cached is None:
         identities = []
@@ -153,7 +160,7 @@ def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner
         hits.append("objects")
     identities = [ObjectIdentity.from_dict(d) for d in cached]
 
-    key = _key(config, "grounding", episode)
+    key = {**_key(config, "grounding", episode), "grippers": [p.key() for p in plans]}
     cached = cache.get("grounding", key)
     if cached is None:
         stage3 = (grounder or _LazyGrounder(config, planner)).get() if segments else None
@@ -165,7 +172,7 @@ def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner
 
     first = episode.frame(0)
     image_size = (int(first.shape[1]), int(first.shape[0]))
-    key = _key(config, "plan", episode)
+    key = {**_key(config, "plan", episode), "grippers": [p.key() for p in plans]}
     cached = cache.get("plan", key)
     implicit_reject = ""
     if cached is None:
@@ -181,7 +188,7 @@ def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner
         hits.append("plan")
     episode_plan = EpisodePlan.from_dict(cached["episode_plan"])
     return {"index": episode.index, "segments": len(segments), "episode_plan": episode_plan, "hits": hits,
-            "implicit_rejected": cached["implicit_rejected"], "image_size": image_size}
+            "implicit_rejected": cached["implicit_rejected"], "image_size": image_size, "no_segment": no_segment}
 
 
 def _save_image(episode: DemoEpisode, out: Path, max_side: int) -> tuple[str, tuple[int, int]]:
@@ -215,7 +222,9 @@ class EpisodeWorker:
     def __init__(self, dataset: str, out: str, config: V2GPConfig, with_planner: bool):
         self.out = Path(out)
         self.config = config
-        self.dataset = open_dataset(dataset, gripper=config.gripper, camera=config.camera or None)
+        self.dataset = open_dataset(dataset, gripper=config.gripper, camera=config.camera or None,
+                                    robot=config.robot if config.robot != "default" else None)
+        self.plans, self.warnings = plan_grippers(self.dataset, config)
         self.planner = _make_planner(config, self.out) if with_planner else None
         self.grounder = _LazyGrounder(config, self.planner)
 
@@ -223,7 +232,7 @@ class EpisodeWorker:
         """One episode's result with the plan as a dict (JSON-able, cheap to send between processes)."""
         try:
             episode = self.dataset.episode(index)
-            result = process_episode(episode, self.out, self.config, self.planner, self.grounder)
+            result = process_episode(episode, self.out, self.config, self.planner, self.grounder, self.plans)
             episode.frame(0)  # the training image: an unreadable video skips the episode here, not at the end
         except VideoUnavailableError as exc:
             return {"index": index, "skipped": str(exc)}
@@ -251,13 +260,20 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
     t0 = time.monotonic()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    ds = open_dataset(dataset, gripper=config.gripper, camera=config.camera or None)
+    ds = open_dataset(dataset, gripper=config.gripper, camera=config.camera or None,
+                      robot=config.robot if config.robot != "default" else None)
+    if hasattr(ds, "require_camera"):
+        ds.require_camera()  # stages 2-4 read frames: say which feature is missing before any work
     indices = ds.episode_indices if episodes is None else episodes
     missing = sorted(set(indices) - set(ds.episode_indices))
     if missing:
         raise DatasetError(f"{dataset}: no episode(s) {missing} (the dataset has {len(ds.episode_indices)})")
     with_planner = False
-    notes: list[str] = []
+    _, stage1_notes = plan_grippers(ds, config)  # what stage 1 assumed (unknown robot, constant followers, ...)
+    notes: list[str] = [f"stage 1: {line}" for line in stage1_notes]
+    if progress:
+        for line in notes:
+            print(f"v2gp: {line}", file=progress, flush=True)
     if config.needs_vlm:
         if not config.vlm_base_url and config.vlm_backend == "openai":
             if config.identifier == "vlm" or config.grounder == "vlm":
@@ -330,6 +346,8 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
         ep: EpisodePlan = result["episode_plan"]
         summary.episodes += 1
         summary.segments += result["segments"]
+        if result.get("no_segment"):
+            summary.no_segments[str(index)] = result["no_segment"]
         for hit in result["hits"]:
             summary.cache_hits[hit] += 1
         for d in ep.dropped:

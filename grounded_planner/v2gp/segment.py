@@ -1,79 +1,32 @@
-"""V2GP stage 1: split a demonstration into close-open gripper cycles (manipulation segments).
+"""V2GP stage 1, the rule: close-open gripper cycles (manipulation segments) of one gripper signal.
 
-Definition (the one ``grounded-planner v2gp segment`` prints):
-
-* The signal is normalised so that 0 is fully open and 1 fully closed (``open_value``/``closed_value``
-  map raw units such as a Franka finger width in metres).
-* Detection uses hysteresis: the gripper counts as *closed* from the first frame at or above
-  ``close_threshold`` until the first frame at or below ``open_threshold``. A closed spell shorter than
-  ``min_frames`` is a glitch and is ignored; an open spell shorter than ``min_frames`` inside a grasp
-  is a sensor dropout and is bridged (both counted in measured samples). Missing samples (empty/NaN
-  cells, skipped frame numbers) are interpolated for detection only.
-* **start** is the frame where the gripper *starts closing*: walking back from the close-threshold
-  crossing to where the rise began, i.e. the last frame still at the open level before the rise. On a
-  noisy signal a single frame cannot show that, so the edge is fitted: the open level is the median of
-  the flat open frames, the noise band is ``open_level + tol`` with ``tol = max(4 sigma, 0.02)`` (sigma
-  from the median absolute frame-to-frame difference of the open frames), and a ramp model (flat at the
-  open level, straight rise, flat at the closed level) is least-squares fitted to the samples around the
-  edge; the start is the frame nearest to the fitted knee. For a linear ramp ``0, 0, 0.25, 0.5, ...`` that
-  is the last ``0``; for an instantaneous step ``0, 0, 1, 1`` it is also the last ``0`` (the last open
-  frame: the step happened right after it).
-* **end** is the frame where the gripper is *fully open again*: the same fit on the falling edge, the frame
-  nearest to where the fall reaches the open level, i.e. the first frame back at the open level (``1, 0.5,
-  0, 0`` -> the first ``0``; a step ``1, 1, 0, 0`` -> the first ``0``).
-* Precision: on noisy signals the boundaries are exact while each ramp frame moves the gripper by well
-  over the noise (e.g. 2 % noise, ramps of up to ~10 frames); slower ramps in noise are placed within one
-  frame. A boundary frame that is itself missing is inferred from its neighbours.
-* A gripper already closed at the first frame gives a segment starting there (``truncated_start``); a
-  gripper still closed at the last frame has no "fully open again" frame, so that cycle is reported
-  in :attr:`SegmentResult.dropped` (reason ``not_reopened``) and not as a segment.
-
-Learned levels (``levels: auto``, the ``so101`` profile; :func:`segment_levels`): real teleoperation does not
-look like a textbook. An SO-101 gripper rests closed on nothing (about 2 of 100), opens only part way (30-39)
-and holds a cube at an intermediate level (about 10). Fixed thresholds then either miss the grasp or report
-the rest as one. Instead each episode's levels are learned from its own signal:
-
-* the signal is turned into closedness (0 open .. 1 closed) with the configured polarity (``open_value`` /
-  ``closed_value``; either may be ``None`` = auto: the closed side is then the signal's extreme farthest
-  from the given open value, or the reverse);
-* the turning points (openings and closings) are found by a zig-zag over the lightly smoothed signal: a
-  move counts when it covers ``prominence`` of the episode's range (learned: most open to most closed), so
-  a partial release still counts while sensor noise and hesitations of the operator do not;
-* each closing between two openings is one closed spell with a flat level (1-D clustering of the samples
-  near its peak). The **rest** level is the level of a spell that starts or ends the episode closed (the arm
-  at rest); a spell whose level is within ``max(10 % of the range, 3 noise sigma)`` of the rest level (or
-  beyond it) is a closure on nothing (``empty_closure``), any other is a **grasp**: something stopped the
-  fingers. Without a rest spell nothing is called empty here (the plan filters still catch empty grasps);
-* a thin object stops the fingers only a little short of the rest level (a roll of tape: held at 3.6 of 100
-  against a rest of 1, with openings of 20-46). Where the dataset has the commanded gripper (``action``, the
-  leader arm's gripper in teleoperation), a spell the fingers hold short of the command by more than they do
-  at rest (``max(4 % of the range, 4 noise sigma)`` more) is a grasp whatever its level: on nothing the
-  follower reaches what the leader commands;
-* a grasp's **start** is the last frame still at the level of the opening before it, its **end** the first
-  frame at the level of the opening after it (the convention above); a closed spell with no opening before
-  it (the rest-closed start) is not a segment, one with no opening after it is dropped as ``not_reopened``.
+The paper's rule (V2GP stage 1): a segment runs from the frame where the gripper begins to close to the frame
+where it is fully open again. The full specification (fixed thresholds, learned levels, what counts as a grasp,
+empty closures, the commanded gripper) is in ``docs/v2gp.md``; the numerical tools live in
+:mod:`grounded_planner.v2gp.levels`, the robot profiles in :mod:`grounded_planner.v2gp.profiles` and the
+readers that find a dataset's gripper signal in :mod:`grounded_planner.v2gp.grippers`.
 """
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from grounded_planner.v2gp.levels import (SignalError, dense_signal, edge_end, fill_missing, flat_level,
+                                          hysteresis, median_smooth, noise_sigma, ramp_knee, runs, zigzag)
 
-class SignalError(ValueError):
-    """A gripper signal that cannot be segmented (bad file, bad column, bad values)."""
+__all__ = ["SEGMENT_RULE", "Segment", "SegmentConfig", "SegmentResult", "SignalError", "normalise", "segment",
+           "segment_levels", "segment_signal", "DROP_REASONS"]
 
 
 @dataclass
 class SegmentConfig:
-    """Per-robot segmentation settings (see the module docstring for the exact definition)."""
+    """Per-robot segmentation settings (``docs/v2gp.md``, "Stage 1")."""
 
-    # normalised level at/above which the gripper counts as closed (0 = open, 1 = closed)
+    # normalised level at/above which the gripper counts as closed (0 = open, 1 = closed); levels "fixed" only
     close_threshold: float = 0.5
     # normalised level at/below which a closed gripper counts as released; must be < close_threshold
     open_threshold: float = 0.2
@@ -86,7 +39,7 @@ class SegmentConfig:
     # normalised closed level at/above which the fingers met nothing: an empty grasp (used by the filters)
     empty_grasp_level: float = 0.97
     # "fixed": the thresholds above on open_value..closed_value; "auto": each episode's levels learned from the
-    # signal (segment_levels; open_value/closed_value then give the polarity, None = learned from the signal)
+    # signal (segment_levels; open_value/closed_value then give the polarity and the stroke, None = learned)
     levels: str = "fixed"
     # auto levels: a closing or opening counts when it covers this fraction of the episode's learned range
     prominence: float = 0.25
@@ -117,52 +70,35 @@ class SegmentConfig:
             raise ValueError(f"open_value and closed_value must differ, both are {self.open_value}")
 
 
-# Settings per robot (the `--robot` option and `segment.robot` in the V2GP config).
-ROBOT_PROFILES: dict[str, dict[str, float]] = {
-    "default": {},
-    # DROID's Robotiq 2F-85 `gripper_position`: 0 open, 1 closed; thick objects stop it near 0.4
-    "droid": {"close_threshold": 0.3, "open_threshold": 0.1, "min_frames": 4},
-    # Franka Hand finger width in metres: 0.08 open, 0 closed
-    "franka_width": {"open_value": 0.08, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15},
-    # Franka Hand finger joint (sensor_msgs/JointState of rollouts): 0.04 m per finger open, 0 closed
-    "franka_finger": {"open_value": 0.04, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15},
-    # SO-100/SO-101 gripper joint in LeRobot's 0..100 range, 100 fully open; real teleoperation rests closed on
-    # nothing, opens part way and holds at an intermediate level: levels learned per episode
-    "so101": {"open_value": 100.0, "closed_value": 0.0, "close_threshold": 0.4, "open_threshold": 0.15,
-              "levels": "auto", "prominence": 0.15},
-}
-# LeRobot ``robot_type`` (meta/info.json) -> profile, for datasets segmented without --robot
-ROBOT_TYPES = {"so100": "so101", "so101": "so101", "so100_follower": "so101", "so101_follower": "so101",
-               "so_follower": "so101", "koch": "so101", "koch_follower": "so101"}
-
-
-def config_for_robot(robot: str, **overrides) -> SegmentConfig:
-    """The :class:`SegmentConfig` of a named robot profile, with keyword overrides (None values ignored)."""
-    if robot not in ROBOT_PROFILES:
-        raise ValueError(f"unknown robot profile {robot!r} (expected one of {', '.join(sorted(ROBOT_PROFILES))})")
-    values = dict(ROBOT_PROFILES[robot])
-    # "auto" for open_value/closed_value: learned from the signal (None in SegmentConfig)
-    values.update({k: (None if v == "auto" and k.endswith("_value") else v) for k, v in overrides.items()
-                   if v is not None})
-    if overrides.get("close_threshold") is not None or overrides.get("open_threshold") is not None:
-        values["levels"] = "fixed"  # thresholds given by hand: the user asked for the fixed rule
-    return SegmentConfig(**values)
-
-
 @dataclass
 class Segment:
     """One close-open cycle, in the signal's frame numbers (both ends inclusive)."""
 
     start: int  # frame where the gripper starts closing
     end: int  # frame where the gripper is fully open again
-    close_frame: int  # first frame at/above close_threshold
-    release_frame: int  # first frame at/below open_threshold after the grasp
+    close_frame: int  # first frame at/above close_threshold (auto levels: half way into the closing)
+    release_frame: int  # first frame at/below open_threshold after the grasp (auto: half way into the opening)
     closed_level: float  # median normalised level while closed (about 1 for an empty grasp)
     truncated_start: bool = False  # already closed at the first frame: the real start is earlier
     dropped_mid_grasp: bool = False  # the fingers closed fully during the hold: the object slipped out
+    hand: str = ""  # which gripper of a multi-gripper robot ("left", "right", ...); "" for a single one
 
     def to_list(self) -> list[int]:
         return [int(self.start), int(self.end)]
+
+
+#: why a closed spell (or a whole signal) gave no segment, in words (``SegmentResult.dropped`` reasons)
+DROP_REASONS = {
+    "not_reopened": "closes at frame {frame} and is not open again by the last frame",
+    "empty_closure": "closes at frame {frame} on nothing (to its rest or fully closed level, not stopped by an object)",
+    "too_short": "closes at frame {frame} for fewer than min_frames measured frames",
+    "shallow": "closes only a little at frame {frame} (less than 40 % of its deepest closing) and opens again",
+    "closed_at_start": "is already closed at the first frame and opens at frame {frame} (a rest, or a grasp whose "
+                       "start was not recorded)",
+    "no_motion": "does not move (range {detail})",
+    "no_signal": "has no finite sample",
+    "no_cycle": "moves (range {detail}) but never closes after being open and opens again",
+}
 
 
 @dataclass
@@ -170,17 +106,27 @@ class SegmentResult:
     """Segments plus what was left out and why (nothing is silently dropped)."""
 
     segments: list[Segment] = field(default_factory=list)
-    # (close_frame, reason) of closed spells that are not segments: "not_reopened", "too_short"
+    # (frame, reason) of closed spells that are not segments (keys of DROP_REASONS)
     dropped: list[tuple[int, str]] = field(default_factory=list)
     open_level: float = 0.0
     noise_sigma: float = 0.0
+    # details per reason (e.g. the range of a signal that does not move), for the explanation
+    details: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"segments": [s.to_list() for s in self.segments]}
 
+    def explain(self) -> str:
+        """Why this signal has no (more) segments, in one line ("" when nothing was left out)."""
+        parts = []
+        for frame, reason in self.dropped:
+            text = DROP_REASONS.get(reason, reason + " at frame {frame}")
+            parts.append(text.format(frame=frame, detail=self.details.get(reason, "")))
+        return "; ".join(dict.fromkeys(parts))
+
 
 #: what a cached stage-1 result depends on besides the config (bumped when the rule changes)
-SEGMENT_RULE = "levels-and-command/1"
+SEGMENT_RULE = "paper-rule/2"
 
 
 def segment(values: Sequence[float], frames: Sequence[int] | None = None,
@@ -196,139 +142,6 @@ def segment(values: Sequence[float], frames: Sequence[int] | None = None,
 def normalise(raw: np.ndarray, config: SegmentConfig) -> np.ndarray:
     """Map raw gripper readings to 0 = open, 1 = closed (NaN stays NaN)."""
     return (np.asarray(raw, dtype=float) - config.open_value) / (config.closed_value - config.open_value)
-
-
-def _dense_signal(values: Sequence[float], frames: Sequence[int] | None) -> tuple[np.ndarray | None, int]:
-    """Raw samples on a dense grid over the frame range (skipped frame numbers and NaN = missing), first frame.
-
-    Returns (None, 0) for a signal with no finite sample; SignalError for frame numbers that do not increase.
-    """
-    raw = np.asarray(values, dtype=float).reshape(-1)
-    if frames is None:
-        frames_arr = np.arange(raw.size)
-    else:
-        frames_arr = np.asarray(frames).reshape(-1)
-        if frames_arr.size != raw.size:
-            raise SignalError(f"{frames_arr.size} frame numbers for {raw.size} gripper values")
-        if frames_arr.size and np.any(np.diff(frames_arr) <= 0):
-            bad = int(np.flatnonzero(np.diff(frames_arr) <= 0)[0]) + 1
-            raise SignalError(f"frame numbers must be strictly increasing; row {bad} has frame {frames_arr[bad]} "
-                              f"after {frames_arr[bad - 1]}")
-    if raw.size == 0 or not np.isfinite(raw).any():
-        return None, 0
-    first_frame = int(frames_arr[0])
-    dense = np.full(int(frames_arr[-1]) - first_frame + 1, np.nan)
-    dense[frames_arr.astype(np.int64) - first_frame] = raw
-    return dense, first_frame
-
-
-def _fill_missing(values: np.ndarray) -> np.ndarray:
-    """Linear interpolation over NaN samples, edges held (for detection only)."""
-    good = np.isfinite(values)
-    if good.all():
-        return values
-    idx = np.arange(values.size)
-    return np.interp(idx, idx[good], values[good])
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """[start, stop) index ranges where ``mask`` is True."""
-    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
-    diff = np.diff(padded)
-    return list(zip(np.flatnonzero(diff == 1).tolist(), np.flatnonzero(diff == -1).tolist()))
-
-
-def _hysteresis(values: np.ndarray, close_threshold: float, open_threshold: float) -> np.ndarray:
-    closed = np.zeros(values.size, dtype=bool)
-    state = False
-    for i, v in enumerate(values):
-        if not state and v >= close_threshold:
-            state = True
-        elif state and v <= open_threshold:
-            state = False
-        closed[i] = state
-    return closed
-
-
-def _flat_level(values: np.ndarray, tol: float) -> float:
-    """Level of the flat part of ``values``: starting at the median, twice the median of the values within
-    ``tol`` of it, so the ramp samples of a slow gripper do not drag the level toward the other state."""
-    level = float(np.median(values))
-    for _ in range(2):
-        near = values[np.abs(values - level) <= max(tol, 1e-3)]
-        if not near.size:
-            break
-        level = float(np.median(near))
-    return level
-
-
-def _ramp_sse(t: np.ndarray, vals: np.ndarray, level: float, closed: float, knees: np.ndarray,
-              lengths: np.ndarray, rising: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Squared error of the ramp model per knee (best length) and that best length; shapes (K,), (K,)."""
-    k = knees[:, None, None]
-    length = lengths[None, :, None]
-    if rising:
-        frac = np.clip((t[None, None, :] - k) / length, 0.0, 1.0)
-    else:
-        frac = np.clip((k - t[None, None, :]) / length, 0.0, 1.0)
-    sse = (((level + (closed - level) * frac) - vals[None, None, :]) ** 2).sum(axis=2)
-    best = sse.argmin(axis=1)
-    return sse[np.arange(knees.size), best], lengths[best]
-
-
-def _ramp_knee(t: np.ndarray, vals: np.ndarray, level: float, closed: float, knee_lo: float, knee_hi: float,
-               rising: bool, sigma: float) -> int | None:
-    """Least-squares fit of a linear ramp between the open ``level`` and the ``closed`` level.
-
-    The model is ``level`` up to the knee ``k``, a straight ramp of length ``L`` frames, then ``closed``
-    (mirrored when not ``rising``: ``closed`` until ``k - L``, ramp, ``level`` from ``k``). Every sample of
-    the window counts, the flat ones included, which makes the knee far less noise-sensitive than a
-    threshold crossing. Searched coarse to fine (60 x 60 grid, then 0.05 frame around the best).
-
-    The knees whose squared error is insignificantly above the best form the tied range [lo, hi]; the
-    answer is the frame nearest its centre, kept inside the range's integer frames when it has any: a step
-    between two samples ties every knee between them, giving the last open frame before a rise and the
-    first open frame after a fall, also when the frames in between were not measured.
-
-    Parameters
-    ----------
-    t, vals : ndarray, shape (M,)
-        Frame indices and normalised values of the measured samples in the window.
-    knee_lo, knee_hi : float
-        Range of candidate knee instants (fractional frame indices).
-    sigma : float
-        Noise standard deviation; knees whose squared error is within a quarter of its square of the
-        best count as tied.
-
-    Returns
-    -------
-    int or None
-        The knee frame: where the rise leaves (or the fall reaches) the open level; None for an empty range.
-    """
-    if knee_hi < knee_lo or t.size == 0:
-        return None
-    span = float(t.max() - t.min()) + 1.0
-    fine = 0.05
-    n_knees = int((knee_hi - knee_lo) / fine) + 1
-    coarse_knees = np.linspace(knee_lo, knee_hi, min(60, n_knees))
-    coarse_lengths = np.linspace(fine, span, 60)
-    sse, best_len = _ramp_sse(t, vals, level, closed, coarse_knees, coarse_lengths, rising)
-    i = int(sse.argmin())
-    dk = coarse_knees[1] - coarse_knees[0] if coarse_knees.size > 1 else fine
-    dl = coarse_lengths[1] - coarse_lengths[0]
-    if n_knees <= 120:
-        knees = np.linspace(knee_lo, knee_hi, n_knees)
-    else:
-        knees = np.arange(max(knee_lo, coarse_knees[i] - 3 * dk), min(knee_hi, coarse_knees[i] + 3 * dk) + 1e-9, fine)
-    lengths = np.unique(np.concatenate([coarse_lengths, np.linspace(max(fine, best_len[i] - 2 * dl),
-                                                                    best_len[i] + 2 * dl, 41)]))
-    sse, _ = _ramp_sse(t, vals, level, closed, knees, lengths, rising)
-    tied = knees[sse <= sse.min() + 0.25 * max(sigma, 0.01) ** 2]
-    lo, hi = float(tied.min()), float(tied.max())
-    frame = math.floor((lo + hi) / 2 + 0.5) if rising else math.ceil((lo + hi) / 2 - 0.5)
-    if math.ceil(lo - 1e-6) <= math.floor(hi + 1e-6):
-        frame = min(max(frame, math.ceil(lo - 1e-6)), math.floor(hi + 1e-6))
-    return int(frame)
 
 
 def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
@@ -351,23 +164,23 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
     config = config or SegmentConfig()
     if config.open_value is None or config.closed_value is None:
         raise SignalError("fixed-threshold segmentation needs raw open_value and closed_value (or use levels: auto)")
-    dense_raw, first_frame = _dense_signal(values, frames)
+    dense_raw, first_frame = dense_signal(values, frames)
     if dense_raw is None:
         return SegmentResult()
     dense = normalise(dense_raw, config)
-    sig = _fill_missing(dense)
+    sig = fill_missing(dense)
     n = sig.size
 
-    closed = _hysteresis(sig, config.close_threshold, config.open_threshold)
+    closed = hysteresis(sig, config.close_threshold, config.open_threshold)
     # bridge short open spells inside a grasp (dropouts), then forget short closed spells (glitches)
     # spells are measured in measured samples: a missing sample is no evidence of opening or closing
     valid = np.isfinite(dense)
-    for a, b in _runs(~closed):
+    for a, b in runs(~closed):
         if a > 0 and b < n and int(valid[a:b].sum()) < config.min_frames:
             closed[a:b] = True
     result = SegmentResult()
     spells = []
-    for a, b in _runs(closed):
+    for a, b in runs(closed):
         if int(valid[a:b].sum()) < config.min_frames and b < n:
             result.dropped.append((a + first_frame, "too_short"))
             closed[a:b] = False
@@ -379,11 +192,11 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
     diffs = np.diff(sig)[both_open]
     sigma = 1.4826 * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2) if diffs.size else 0.0
     result.noise_sigma = sigma
-    level = _flat_level(sig[open_mask], 4.0 * sigma) if open_mask.any() else 0.0
+    level = flat_level(sig[open_mask], 4.0 * sigma) if open_mask.any() else 0.0
     # noise band of the open gripper: 4 sigma (at least 2 % of the range: sigma from a few samples is unsure),
     # kept below the close threshold so a grasp always leaves it
     tol = min(max(4.0 * sigma, 0.02), 0.5 * max(config.close_threshold - level, 1e-3))
-    result.open_level = level = _flat_level(sig[open_mask], tol) if open_mask.any() else 0.0
+    result.open_level = level = flat_level(sig[open_mask], tol) if open_mask.any() else 0.0
     floor = level + tol
     above = sig > floor
 
@@ -393,7 +206,7 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
             result.dropped.append((a + first_frame, "not_reopened"))
             continue
         held = sig[a:b][valid[a:b]] if valid[a:b].any() else sig[a:b]
-        closed_level = _flat_level(held, tol)
+        closed_level = flat_level(held, tol)
         plateau = closed_level - max(tol, 0.05 * closed_level)
         next_start = spells[k + 1][0] if k + 1 < len(spells) else n
 
@@ -417,7 +230,7 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
             t_meas = t0
             while t_meas < a and not valid[t_meas]:
                 t_meas += 1  # first measured frame above the band: the rise left the open level before it
-            knee = _ramp_knee(window, sig[window], level, closed_level, lo, t_meas - 0.05, rising=True, sigma=sigma)
+            knee = ramp_knee(window, sig[window], level, closed_level, lo, t_meas - 0.05, rising=True, sigma=sigma)
             start = t0 if knee is None else int(min(t_meas - 1, max(lo, knee)))
 
         # -- end: first measured frame back inside the open band after release, refined on the falling edge
@@ -434,7 +247,7 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
         hi = min(next_start - 1, n - 1, e0 + 2 * fall + 2)
         window = np.arange(max(a, last_top - fall - 2), hi + 1)
         window = window[valid[window] & ((window >= last_top) | (sig[window] >= plateau))]
-        knee = _ramp_knee(window, sig[window], level, closed_level, e_last_above + 0.05, hi, rising=False,
+        knee = ramp_knee(window, sig[window], level, closed_level, e_last_above + 0.05, hi, rising=False,
                           sigma=sigma)
         end = e0 if knee is None else int(max(e_last_above + 1, min(hi, knee)))
 
@@ -449,85 +262,91 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
     return result
 
 
-# Auto levels: the smallest range (fraction of |closed_value - open_value|, or 8 noise sigmas) that counts as a
-# gripper that moved at all; below it an episode has no grasp (a still gripper's noise is no cycle).
-_MIN_RANGE_FRACTION = 0.05
+# Auto levels: the smallest range (fraction of the stroke |closed_value - open_value|, or 8 noise sigmas) that
+# counts as a gripper that moved at all; below it an episode has no grasp (a still gripper's noise is no cycle).
+_MIN_RANGE_FRACTION = 0.1
 # half-width of the median filter the turning points are found on, frames (a 1-2 frame spike is no turn)
 _SMOOTH_HALF = 2
+# a closing that ends within this share of the stroke (or 3 noise sigmas) of the closed end met nothing
+_FULLY_CLOSED_SHARE = 0.03
+# a spell that starts or ends the episode closed is a rest *on nothing* only this near the closed end; a rest
+# further open (a humanoid hand resting half open) says nothing about what a closure on nothing looks like
+_REST_CLOSED_SHARE = 0.15
+# an opening between two closings releases the object when it gives back at least this share of the closing;
+# a smaller one (the fingers adjusting on the object) leaves both closings in one grasp: not fully open again
+_RELEASE_SHARE = 0.5
+# the walk to the start (end) goes past a pause that is still this share of the closing from the open level
+_PAUSE_SHARE = 0.25
+# frames a move may pause and still be one move (the look-ahead of the edge walk)
+_SETTLE = 4
+# the edge walk stops where the signal creeps by less than this share of the range within _SETTLE frames: the
+# level is reached (a gripper easing into its end position is there, for the eye and for the paper's rule)
+_EDGE_SHARE = 0.05
+# ... and the level counts as reached within this share of the range (or 3 noise sigmas) of it
+_NEAR_SHARE = 0.03
+# a closing shallower than this share of the episode's deepest closing between two openings is a hesitation of
+# the hand (it closes a little and opens again), not a grasp
+_SHALLOW_SHARE = 0.4
+# a pause this long (frames) near the open level is the open level (drifted), not a pause of the closing
+_LONG_PAUSE = 12
 
 
-def _closedness_auto(raw: np.ndarray, config: SegmentConfig) -> tuple[np.ndarray, float]:
-    """Raw samples -> closedness (larger = more closed, in raw units) and the raw scale of a full stroke.
+def _closedness_auto(raw: np.ndarray, config: SegmentConfig) -> tuple[np.ndarray, float, float | None]:
+    """Raw samples -> closedness (larger = more closed, in raw units), the raw stroke and the closed end.
 
     The polarity comes from the config's raw open/closed values; an ``auto`` (None) one is the side of the
-    signal away from the other.
+    signal away from the other. The closed end (in closedness units) is None when it is not known.
     """
     lo, hi = float(np.nanmin(raw)), float(np.nanmax(raw))
     if config.open_value is not None and config.closed_value is not None:
         sign = 1.0 if config.closed_value > config.open_value else -1.0
         scale = abs(config.closed_value - config.open_value)
+        limit = sign * config.closed_value
     elif config.open_value is not None:  # closed = the extreme farthest from the open value
         sign = 1.0 if abs(hi - config.open_value) >= abs(lo - config.open_value) else -1.0
         scale = max(abs(hi - config.open_value), abs(lo - config.open_value))
+        limit = None
     else:
         sign = -1.0 if abs(hi - config.closed_value) >= abs(lo - config.closed_value) else 1.0
         scale = max(abs(hi - config.closed_value), abs(lo - config.closed_value))
-    return sign * raw, max(scale, 1e-12)
+        limit = sign * config.closed_value
+    return sign * raw, max(scale, 1e-12), limit
 
 
-def _median_smooth(values: np.ndarray, half: int) -> np.ndarray:
-    padded = np.pad(values, half, mode="edge")
-    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
-    return np.median(windows, axis=1)
-
-
-def _zigzag(values: np.ndarray, delta: float) -> list[tuple[int, str]]:
-    """Turning points ``(index, "open"|"closed")`` of closedness ``values`` (a zig-zag indicator).
-
-    Alternating extremes, each at least ``delta`` away from the one before; the extreme of the last leg ends
-    the list. An extreme is the first sample of its plateau.
-    """
-    points: list[tuple[int, str]] = []
-    direction = 0  # 0: no move of delta yet; +1: closing; -1: opening
-    lo_i = hi_i = ext_i = 0
-    for i in range(1, values.size):
-        v = values[i]
-        if direction == 0:
-            hi_i = i if v > values[hi_i] else hi_i
-            lo_i = i if v < values[lo_i] else lo_i
-            if values[hi_i] - values[lo_i] >= delta:
-                first, kind, direction, ext_i = (lo_i, "open", 1, hi_i) if hi_i > lo_i else (hi_i, "closed", -1, lo_i)
-                points.append((first, kind))
-        elif direction == 1:
-            if v > values[ext_i]:
-                ext_i = i
-            elif values[ext_i] - v >= delta:
-                points.append((ext_i, "closed"))
-                direction, ext_i = -1, i
-        else:
-            if v < values[ext_i]:
-                ext_i = i
-            elif v - values[ext_i] >= delta:
-                points.append((ext_i, "open"))
-                direction, ext_i = 1, i
-    if direction:
-        points.append((ext_i, "closed" if direction == 1 else "open"))
-    return points
+def _walk(smooth: np.ndarray, frm: int, stop: int, step: int, tol: float, open_level: float, depth: float,
+          near: float) -> int:
+    """From a frame inside a closing (step -1) or an opening (step +1), the frame where the move meets the open
+    level: the edge walk of :func:`levels.edge_end`, going on past brief pauses (an operator closing in steps)
+    and stopping at a long one near the open level (an open level that drifted a little is not the closing)."""
+    t = edge_end(smooth, frm, stop, step, tol, _SETTLE)
+    while t != stop and smooth[t] > open_level + tol:
+        nxt = next((i for i in range(t + step, stop + step, step) if smooth[i] < smooth[t] - tol), None)
+        if nxt is None:
+            break
+        if smooth[t] <= open_level + _PAUSE_SHARE * depth and abs(nxt - t) >= _LONG_PAUSE:
+            break
+        t = edge_end(smooth, nxt, stop, step, tol, _SETTLE)
+    # the level is reached at the frame nearest the move that lies within tol of it: the last open frame before
+    # a closing, the first fully open frame after an opening
+    level = smooth[t]
+    while t - step != frm and 0 <= t - step < smooth.size and smooth[t - step] <= level + near:
+        t -= step
+    return t
 
 
 def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
                    config: SegmentConfig | None = None, commanded: Sequence[float] | None = None) -> SegmentResult:
-    """Grasp segments from each episode's own gripper levels (see "Learned levels" in the module docstring).
+    """Grasp segments from each episode's own gripper levels (``docs/v2gp.md``, "Learned levels").
 
     Parameters
     ----------
     values : sequence of float, shape (N,)
-        Raw gripper readings (NaN = missing sample).
+        Raw gripper readings (NaN = missing sample), any units and polarity.
     frames : sequence of int, shape (N,), optional
         Strictly increasing frame numbers of the samples. Default 0..N-1.
     config : SegmentConfig, optional
-        ``open_value`` / ``closed_value`` give the polarity (either may be None), ``prominence`` the size of a
-        move that counts, ``min_frames`` the shortest closed spell.
+        ``open_value`` / ``closed_value`` give the polarity and the stroke (either may be None),
+        ``prominence`` the size of a move that counts, ``min_frames`` the shortest closed spell.
     commanded : sequence of float, shape (N,), optional
         The commanded gripper in the same raw units (a teleoperation dataset's ``action``: the leader's
         gripper). A closed spell the fingers hold short of the command, by more than they do at rest, is a grasp
@@ -536,46 +355,60 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
     Returns
     -------
     SegmentResult
-        Grasp segments; closures on nothing (``empty_closure``), a spell still closed at the end
-        (``not_reopened``) and spells shorter than ``min_frames`` (``too_short``) in ``dropped``.
+        Grasp segments; what is not one is in ``dropped`` with its reason (:data:`DROP_REASONS`).
     """
     config = config or SegmentConfig(levels="auto")
-    dense_raw, first_frame = _dense_signal(values, frames)
+    dense_raw, first_frame = dense_signal(values, frames)
     result = SegmentResult()
     if dense_raw is None:
+        result.dropped.append((int(frames[0]) if frames is not None and len(frames) else 0, "no_signal"))
         return result
-    closedness, scale = _closedness_auto(_fill_missing(dense_raw), config)
-    smooth = _median_smooth(closedness, _SMOOTH_HALF) if closedness.size > 2 * _SMOOTH_HALF else closedness
-    diffs = np.diff(closedness)
-    sigma = 1.4826 * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2) if diffs.size else 0.0
+    closedness, scale, limit = _closedness_auto(fill_missing(dense_raw), config)
+    smooth = median_smooth(closedness, _SMOOTH_HALF) if closedness.size > 2 * _SMOOTH_HALF else closedness.copy()
+    sigma = noise_sigma(closedness)
     span = float(smooth.max() - smooth.min())
     result.noise_sigma = sigma / scale
     if span < max(_MIN_RANGE_FRACTION * scale, 8.0 * sigma):
-        return result  # the gripper never moved: no cycle
+        raw_lo, raw_hi = float(np.nanmin(dense_raw)), float(np.nanmax(dense_raw))
+        result.details["no_motion"] = (f"{raw_lo:.4g}..{raw_hi:.4g}, less than "
+                                       f"{max(_MIN_RANGE_FRACTION * scale, 8.0 * sigma):.3g}")
+        result.dropped.append((first_frame, "no_motion"))
+        return result
     tol = max(4.0 * sigma, 0.03 * span)  # the band a sample may wander and still be "at" a level
     # how near the rest level a closure on nothing ends up: levels are medians of many samples, far surer than one
     # sample, so a few sigma suffice; 10 % of the range covers a rest that differs a little between spells
     margin = max(0.1 * span, 3.0 * sigma)
-    points = _zigzag(smooth, config.prominence * span)
+    edge_tol = max(3.0 * sigma, _EDGE_SHARE * span)
+    near_tol = max(3.0 * sigma, _NEAR_SHARE * span)
+    points = zigzag(smooth, config.prominence * span)
 
     def level_near(i: int, a: int, b: int) -> float:
         """Flat level of closedness[a:b] near sample i (1-D cluster of the samples within tol of it)."""
         window = closedness[a:b]
-        return _flat_level(window[np.abs(window - smooth[i]) <= 2 * tol], tol) if window.size else float(smooth[i])
+        return flat_level(window[np.abs(window - smooth[i]) <= 2 * tol], tol) if window.size else float(smooth[i])
 
-    # each turning point's flat level, from the samples between its neighbouring turning points
     levels: dict[int, float] = {}
     for k, (i, _) in enumerate(points):
         lo = points[k - 1][0] if k > 0 else 0
         hi = points[k + 1][0] + 1 if k + 1 < len(points) else closedness.size
         levels[i] = level_near(i, lo, hi)
-    # closed spells: (pivot, index of the opening before or None, index of the opening after or None, level)
-    spells = []
+    # closed spells between openings; two closings whose opening in between gives back less than half of the
+    # closing are one grasp (the gripper was never fully open again in between)
+    spells: list[dict] = []
     for k, (i, kind) in enumerate(points):
-        if kind == "closed":
-            before = points[k - 1][0] if k > 0 else None
-            after = points[k + 1][0] if k + 1 < len(points) else None
-            spells.append((i, before, after, levels[i]))
+        if kind != "closed":
+            continue
+        before = points[k - 1][0] if k > 0 else None
+        after = points[k + 1][0] if k + 1 < len(points) else None
+        prev = spells[-1] if spells else None
+        if (prev is not None and before is not None and after is not None and prev["before"] is not None
+                and prev["after"] == before):
+            depth = prev["level"] - levels[prev["before"]]
+            if levels[before] > prev["level"] - _RELEASE_SHARE * depth:
+                prev.update(after=after, last=i, level_last=levels[i], pivots=prev["pivots"] + [i])
+                continue
+        spells.append({"pivot": i, "last": i, "before": before, "after": after, "level": levels[i],
+                       "level_last": levels[i], "pivots": [i]})
     result.open_level = float(min((levels[i] for i, kind in points if kind == "open"),
                                   default=float(smooth.min())) / scale)
     top = float(smooth.max())
@@ -587,45 +420,68 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
             return float(normalise(np.array([sign * level]), config)[0])
         return (level - result.open_level * scale) / max(top - result.open_level * scale, 1e-12)
 
-    rest_levels = [level for _, before, after, level in spells if before is None or after is None]
+    # the rest level says what a closure on nothing looks like only where the rest is closed (near the closed end)
+    rest_levels = [s["level"] if s["before"] is None else s["level_last"] for s in spells
+                   if s["before"] is None or s["after"] is None]
     rest = max(rest_levels) if rest_levels else None
+    if rest is not None:
+        if limit is not None:
+            rest_closed = rest >= limit - _REST_CLOSED_SHARE * scale
+        else:
+            rest_closed = rest >= max(s["level"] for s in spells) - margin
+        rest = rest if rest_closed else None
+    fully_closed = None if limit is None else limit - max(_FULLY_CLOSED_SHARE * scale, 3.0 * sigma)
     dense_cmd = None
     if commanded is not None:
         if len(commanded) != len(values):
             raise SignalError(f"{len(commanded)} commanded gripper values for {len(values)} gripper values")
-        dense_cmd, _ = _dense_signal(commanded, frames)
-    blocked = _blocked_by_an_object(dense_cmd, config, closedness, smooth, spells, tol, span, sigma)
+        dense_cmd, _ = dense_signal(commanded, frames)
+    blocked = _blocked_by_an_object(dense_cmd, config, closedness, smooth,
+                                    [(s["pivot"], s["before"], s["after"], s["level"]) for s in spells],
+                                    tol, span, sigma)
 
-    for pivot, before, after, level in spells:
+    deepest = max((s["level"] - levels[s["before"]] for s in spells
+                   if s["before"] is not None and s["after"] is not None), default=0.0)
+    for s in spells:
+        pivot, before, after, level = s["pivot"], s["before"], s["after"], s["level"]
         frame = pivot + first_frame
         if before is None:
-            continue  # closed from the first frame: the arm at rest, or a grasp whose start was not recorded
+            if after is not None and (rest is None or level < rest - margin):
+                result.dropped.append((after + first_frame, "closed_at_start"))
+            continue
         if after is None:
-            if rest is None or level < rest - margin:
+            if rest is None or s["level_last"] < rest - margin:
                 result.dropped.append((frame, "not_reopened"))
             continue
-        if rest is not None and level >= rest - margin and not blocked.get(pivot, False):
+        on_rest = rest is not None and level >= rest - margin
+        on_nothing = fully_closed is not None and max(level, s["level_last"]) >= fully_closed
+        if (on_rest or on_nothing) and not blocked.get(pivot, False):
             result.dropped.append((frame, "empty_closure"))
             continue
         open_before, open_after = levels[before], levels[after]
-        start = pivot
-        while start > before and smooth[start] > open_before + tol:  # the median-smoothed signal: a noise spike is no edge
-            start -= 1
-        end = pivot
-        while end < after and smooth[end] > open_after + tol:
-            end += 1
-        mid_close = open_before + 0.5 * (level - open_before)
+        depth_before, depth_after = level - open_before, s["level_last"] - open_after
+        if depth_before < _SHALLOW_SHARE * deepest:
+            result.dropped.append((frame, "shallow"))
+            continue
+        mid_close = open_before + 0.5 * depth_before
+        m = before + int(np.argmax(smooth[before:pivot + 1] >= mid_close))
+        start = _walk(smooth, m, before, -1, edge_tol, open_before, depth_before, near_tol)
+        last = s["last"]
+        mid_open = open_after + 0.5 * depth_after
+        m2 = last + int(np.argmax(smooth[last:after + 1] <= mid_open))
+        end = _walk(smooth, m2, after, 1, edge_tol, open_after, depth_after, near_tol)
         close_frame = start + int(np.argmax(closedness[start:pivot + 1] >= mid_close))
-        held = np.flatnonzero(np.abs(closedness[close_frame:end + 1] - level) <= max(tol, 0.25 * (level - open_after)))
-        last_held = close_frame + int(held[-1]) if held.size else pivot
-        release_frame = last_held + int(np.argmax(closedness[last_held:end + 1] <= open_after + 0.5 * (level - open_after)))
+        release_frame = m2
         if int(np.isfinite(dense_raw[close_frame:release_frame]).sum()) < config.min_frames:
             result.dropped.append((frame, "too_short"))
             continue
         result.segments.append(Segment(
             start=start + first_frame, end=end + first_frame, close_frame=close_frame + first_frame,
-            release_frame=release_frame + first_frame,
-            closed_level=closed_level(level)))
+            release_frame=release_frame + first_frame, closed_level=closed_level(max(level, s["level_last"]))))
+    if not result.segments and not result.dropped:
+        raw_lo, raw_hi = float(np.nanmin(dense_raw)), float(np.nanmax(dense_raw))
+        result.details["no_cycle"] = f"{raw_lo:.4g}..{raw_hi:.4g}"
+        result.dropped.append((first_frame, "no_cycle"))
     return result
 
 
@@ -637,11 +493,11 @@ def _blocked_by_an_object(commanded: np.ndarray | None, config: SegmentConfig, c
     calibration offset, the same at rest as anywhere); on an object it stays short of it by the object's
     thickness. A spell counts as blocked when its median shortfall exceeds the rest spells' (or, with none, the
     episode's median shortfall) by ``max(4 % of the range, 4 noise sigma)``. Empty without a command.
-    ``commanded`` is on the same dense grid as ``closedness`` (:func:`_dense_signal` of the same frames).
+    ``commanded`` is on the same dense grid as ``closedness`` (:func:`dense_signal` of the same frames).
     """
     if commanded is None:
         return {}
-    cmd_closedness, _ = _closedness_auto(_fill_missing(commanded), config)
+    cmd_closedness, _, _ = _closedness_auto(fill_missing(commanded), config)
     shortfall = cmd_closedness - closedness  # > 0: commanded more closed than the fingers are
 
     def held(pivot: int, before: int | None, after: int | None, level: float) -> float:
@@ -656,51 +512,3 @@ def _blocked_by_an_object(commanded: np.ndarray | None, config: SegmentConfig, c
     needed = max(0.04 * span, 4.0 * sigma)
     return {p: value - baseline >= needed for p, value in shortfalls.items()}
 
-
-def load_gripper_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """Read a ``frame,gripper`` CSV; empty or ``nan`` gripper cells are missing samples, ``true``/``false``
-    (``closed``/``open``) a binary gripper state.
-
-    Returns
-    -------
-    frames : ndarray of int64, shape (N,)
-    values : ndarray of float, shape (N,)
-    """
-    path = Path(path)
-    try:
-        handle = path.open(newline="", encoding="utf-8-sig")  # a BOM from spreadsheet exports is tolerated
-    except OSError as exc:
-        raise SignalError(f"cannot read gripper signal {path}: {exc.strerror}") from exc
-    frames: list[int] = []
-    values: list[float] = []
-    with handle:
-        reader = csv.DictReader(handle)
-        fields = [f.strip() for f in (reader.fieldnames or [])]
-        if "frame" not in fields or "gripper" not in fields:
-            raise SignalError(f"{path}: expected CSV columns 'frame,gripper', got {','.join(fields) or 'no header'}")
-        for line, row in enumerate(reader, start=2):
-            row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
-            try:
-                frames.append(int(float(row["frame"])))
-            except ValueError as exc:
-                raise SignalError(f"{path}:{line}: frame must be an integer, got {row['frame']!r}") from exc
-            cell = row["gripper"]
-            if cell == "" or cell.lower() in ("nan", "none", "null", "na"):
-                values.append(float("nan"))
-                continue
-            if cell.lower() in ("true", "closed", "false", "open"):  # a binary gripper state
-                values.append(1.0 if cell.lower() in ("true", "closed") else 0.0)
-                continue
-            try:
-                value = float(cell)
-            except ValueError as exc:
-                raise SignalError(f"{path}:{line}: gripper must be a number, got {cell!r}") from exc
-            if math.isinf(value):
-                raise SignalError(f"{path}:{line}: gripper must be finite, got {cell!r}")
-            values.append(value)
-    frames_arr = np.asarray(frames, dtype=np.int64)
-    if frames_arr.size > 1 and np.any(np.diff(frames_arr) <= 0):
-        bad = int(np.flatnonzero(np.diff(frames_arr) <= 0)[0]) + 1
-        raise SignalError(f"{path}: frame numbers must be strictly increasing; row {bad + 2} has frame "
-                          f"{frames_arr[bad]} after {frames_arr[bad - 1]}")
-    return frames_arr, np.asarray(values, dtype=float)
