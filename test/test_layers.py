@@ -46,7 +46,7 @@ EXCEPTIONS = {
 }
 # cli commands that run a ROS graph import grounded_planner.ros (rclpy is optional for the CLI: lazily).
 CLI_ROS_COMMANDS = {"grounded_planner.cli.bringup", "grounded_planner.cli.demo", "grounded_planner.cli.approve",
-                    "grounded_planner.cli.execute"}
+                    "grounded_planner.cli.execute", "grounded_planner.cli.spabench_session"}
 
 
 def _modules() -> dict[str, Path]:

@@ -6,9 +6,9 @@ import subprocess
 import pytest
 
 from conftest import REPO, requires_ros
-from helpers.bringup import CLI, start_bringup, stop_bringup
+from helpers.bringup import CLI, start_replay_bringup, stop_bringup
 from helpers.ros_wait import spin_until
-from helpers.tabletop import CUBE_M, EXTRINSICS, INSTRUCTION, SCENE_COLORS, base_point, scene_messages
+from helpers.tabletop import CUBE_M, INSTRUCTION, SCENE_COLORS, base_point
 
 pytestmark = [requires_ros, pytest.mark.ros]
 
@@ -17,20 +17,11 @@ def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from grounded_planner.ros.bags import write_bag
     from grounded_planner.ros.client import GroundedPlannerClient
     from grounded_planner.vlm.fake_server import FakeVLMServer
 
-    color, depth, info = scene_messages()
-    topics = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
-              "/camera/camera/color/camera_info")
-    bag = write_bag(tmp_path / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))])
-    (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
     with FakeVLMServer(SCENE_COLORS) as vlm:
-        child = start_bringup("config/replay.yaml", {
-            "bag_player.bag": bag, "planner.base_url": vlm.base_url, "planner.model": "qwen3-vl-test",
-            "planner.extrinsics_file": tmp_path / "extrinsics.yaml", "planner.timeout_s": 10,
-            "rollout_logger.log_dir": tmp_path / "rollouts"})
+        child = start_replay_bringup(tmp_path, vlm.base_url)
         node = rclpy.create_node("bringup_probe", context=rclpy_context)
         try:
             executor = SingleThreadedExecutor(context=rclpy_context)

@@ -8,7 +8,7 @@ import json
 import math
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from grounded_planner.fileio import write_text_atomic
 from grounded_planner.rollout.stats import format_rate, mcnemar_exact, wilson_interval
@@ -43,25 +43,33 @@ def load_trials(folder: str | Path) -> list[dict[str, Any]]:
         raise ReportError(f"{path}: no such file (a `spabench run` or `spabench session` folder has one)")
     trials: list[dict[str, Any]] = []
     seen: set[str] = set()
+    for where, rec in read_records(path, ReportError):
+        if rec["trial_id"] in seen:
+            raise ReportError(f"{where}: trial_id {rec['trial_id']!r} appears twice")
+        seen.add(rec["trial_id"])
+        trials.append(rec)
+    return trials
+
+
+def read_records(path: Path, error: type[SpaBenchError]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, line)`` of each trial-record line of a JSONL file (``trials.jsonl`` or ``cards.jsonl``), checked
+    against the contract; a bad line raises ``error`` naming the file and line."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
+            where = f"{path} line {lineno}"
             try:
-                rec = json.loads(line)
+                data = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ReportError(f"{path} line {lineno}: not JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise ReportError(f"{path} line {lineno}: expected a JSON object, got {type(rec).__name__}")
+                raise error(f"{where}: not JSON ({exc.msg})") from None
+            if not isinstance(data, dict):
+                raise error(f"{where}: expected a JSON object, got {type(data).__name__}")
             try:
-                rec = TrialRecord.from_dict(rec, where=f"{path} line {lineno}").to_dict()
+                record = TrialRecord.from_dict(data, where=where).to_dict()
             except SpaBenchError as exc:
-                raise ReportError(str(exc)) from None
-            if rec["trial_id"] in seen:
-                raise ReportError(f"{path} line {lineno}: trial_id {rec['trial_id']!r} appears twice")
-            seen.add(rec["trial_id"])
-            trials.append(rec)
-    return trials
+                raise error(str(exc)) from None
+            yield where, {**data, **record}
 
 
 # -- cells ------------------------------------------------------------------------------------------

@@ -35,3 +35,21 @@ def stop_bringup(child: subprocess.Popen, timeout_s: float = 30.0) -> str:
         out, _ = child.communicate()
         pytest.fail(f"bringup did not stop within {timeout_s:g} s of Ctrl-C:\n{out[-3000:]}")
     return out
+
+
+def start_replay_bringup(tmp_path, vlm_base_url: str) -> subprocess.Popen:
+    """The replay profile on the tabletop scene (helpers.tabletop) as a bag in ``tmp_path``, its extrinsics, the
+    planner asking the VLM server at ``vlm_base_url``, rollouts under ``tmp_path/rollouts``."""
+    from grounded_planner.ros.bags import write_bag
+    from helpers.tabletop import EXTRINSICS, scene_messages
+
+    color, depth, info = scene_messages()
+    topics = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
+              "/camera/camera/color/camera_info")
+    bag = write_bag(tmp_path / "bag", [(t, i * 100_000_000, m) for i in range(3)
+                                       for t, m in zip(topics, (color, depth, info))])
+    (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
+    return start_bringup("config/replay.yaml", {
+        "bag_player.bag": bag, "planner.base_url": vlm_base_url, "planner.model": "qwen3-vl-test",
+        "planner.extrinsics_file": tmp_path / "extrinsics.yaml", "planner.timeout_s": 10,
+        "rollout_logger.log_dir": tmp_path / "rollouts"})
