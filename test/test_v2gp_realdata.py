@@ -162,3 +162,35 @@ def test_one_missing_video_skips_that_episode_and_the_others_go_on(tmp_path):
     assert sorted(summary.skipped_episodes) == ["1", "2"]
     assert "missing" in summary.skipped_episodes["1"] and "cannot decode" in summary.skipped_episodes["2"]
     assert summary.episodes_with_plan == 1 and not summary.failed_episodes
+
+
+# -- a second embodiment: a Unitree G1 with Inspire hands (test/fixtures/lerobot_g1_inspire, real, MIT) ----------
+G1 = Path(__file__).parent / "fixtures" / "lerobot_g1_inspire"
+
+
+def test_real_humanoid_hand_episodes_match_the_truth_marked_from_the_raw_signal():
+    """The right hand rests half open (0.45-0.8), opens (0.85-0.95), closes part way on a bottle (0.4-0.7) and
+    opens fully; the truth was marked from the raw signal by the paper's rule (v2gp_truth.json says how)."""
+    done = _cli("v2gp", "segment", "--dataset", str(G1))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    truth = json.loads((G1 / "v2gp_truth.json").read_text())
+    assert sorted(out["episodes"], key=int) == sorted(
+        (k for k in truth["episodes"] if (G1 / f"data/chunk-000/episode_{int(k):06d}.parquet").exists()), key=int)
+    slack = 2  # frames beyond the truth's windows (which are already 3 frames wider on each side)
+    for index, segments in out["episodes"].items():
+        mine = sorted(s for s, h in zip(segments, out["hands"][index]) if h == "right")
+        want = truth["episodes"][index]["segments"]
+        assert len(mine) == len(want), (index, segments, want)
+        for s, w in zip(mine, want):
+            assert w["start"][0] - slack <= s[0] <= w["start"][1] + slack, (index, s, w)
+            assert w["end"][0] - slack <= s[1] <= w["end"][1] + slack, (index, s, w)
+    assert "reasons" not in out  # every episode has its grasp
+
+
+def test_the_g1_profile_reads_the_four_fingers_of_each_hand():
+    ds = open_dataset(G1)
+    assert [(ch.hand, ch.names) for ch in ds.channels] == [
+        ("left", ["kLeftHandPinky", "kLeftHandRing", "kLeftHandMiddle", "kLeftHandIndex"]),
+        ("right", ["kRightHandPinky", "kRightHandRing", "kRightHandMiddle", "kRightHandIndex"])]
+    assert all(ch.command_column == "action" for ch in ds.channels)
