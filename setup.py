@@ -35,7 +35,10 @@ ROS_WHEELS = [
 EXTRAS = {
     "ros": ROS_WHEELS,
     "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3",
-             "colcon-common-extensions"],  # the ROS-install path (colcon build) is checked by a test
+             "colcon-common-extensions",  # the ROS-install path (colcon build) is checked by a test
+             # drives Debian's chromium + chromium-driver (scripts/apt-packages.txt) in the console's browser tests;
+             # 4.52 needs a certifi newer than the package index has here
+             "selenium>=4.30,<4.52"],
     # one line per layer; keep each layer's optional dependencies on its own line
     "vlm": ["httpx>=0.27,<1", "google-genai>=3.0,<4"],  # OpenAI-compatible HTTP backend; Gemini SDK (retry options)
     # in-process Qwen3-VL (+LoRA). torch 2.14.1 + torchvision 0.29.1 (a matching pair on this machine kind's local
@@ -52,6 +55,9 @@ EXTRAS = {
     # pulls wandb, rerun, diffusers, gymnasium, ... that none of these modules import)
     "lerobot": ["draccus==0.10.0", "deepdiff>=7.0.1,<9", "datasets>=4.0,<5", "einops>=0.8,<0.9",
                 "feetech-servo-sdk>=1.0,<2", "pyserial>=3.5,<4"],
+    # the operator console's web server and push channel (console_node): aiohttp, ~2 MB with its small pure-Python
+    # deps (multidict, yarl, frozenlist, aiosignal, propcache, attrs), already pulled in by datasets' fsspec[http]
+    "console": ["aiohttp>=3.9,<4"],
     "sim": ["mujoco>=3.2,<5"],  # physics + headless EGL rendering of the simulated workcell
     "rollout": ["rosbags>=0.10", "matplotlib>=3.7", "mcap>=1.1"],  # bags without rclpy; plots; mcap: reference reader in tests
     "v2gp": ["pyarrow>=15", "av>=12"],  # LeRobot parquet + MP4 frames (PyAV); fine-tuning uses the ml extra
@@ -70,12 +76,16 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*"]),
+    # the console's page, script and style ship in the package: it works with no network (no CDN)
+    package_data={"grounded_planner.console": ["static/*.html", "static/*.js", "static/*.css"]},
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", glob("launch/*.py")),
         ("share/" + PACKAGE + "/config", glob("config/*.yaml") + glob("config/*.xml")),
         ("share/" + PACKAGE + "/config/scenarios", glob("config/scenarios/*.yaml")),
+        ("share/" + PACKAGE + "/config/rviz", glob("config/rviz/*.rviz")),
+        ("share/" + PACKAGE + "/config/foxglove", glob("config/foxglove/*.json")),
         ("share/" + PACKAGE + "/calibration", glob("calibration/*.yaml")),
     ],
     install_requires=["numpy>=1.24", "pyyaml>=6", "pillow>=10", "setuptools"],
@@ -95,6 +105,7 @@ setup(
             "backprojection_node = grounded_planner.ros.backprojection_node:main",
             "rollout_logger_node = grounded_planner.ros.rollout_logger_node:main",
             "executor_node = grounded_planner.ros.executor_node:main",
+            "console_node = grounded_planner.ros.console_node:main",
         ],
     },
 )

@@ -42,6 +42,11 @@ ARGUMENTS = [
     ("moveit_py_config", os.path.join(SHARE, "config", "moveit_py_franka.yaml"),
      "executor_backend:=moveit: moveit_py settings merged over the config package's (pipelines, "
      "plan_request_params; ~ is expanded)"),
+    ("console", "false", "true: also start the operator console (console_node), a web page to watch, instruct, "
+     "approve, stop and label"),
+    ("console_host", "127.0.0.1", "console: address to listen on (any but loopback requires a token)"),
+    ("console_port", "8080", "console: TCP port"),
+    ("console_token", "", "console: token for a non-loopback host ('' there = generated and printed once)"),
     ("config", os.path.join(SHARE, "config", "real.yaml"), "parameters file for every node (~ is expanded)"),
 ]
 
@@ -112,7 +117,7 @@ def _nodes(context):
     if executor_backend == "moveit":
         moveit_params_file = _moveit_params_file(arg["moveit_config"], arg["moveit_robot_name"],
                                                  os.path.expanduser(arg["moveit_py_config"]))
-    return [
+    nodes = [
         Node(package=PACKAGE, executable="camera_node", name="camera", output="screen",
              parameters=[config, {"serial": arg["serial"]}]),
         Node(package=PACKAGE, executable="planner_node", name="planner", output="screen",
@@ -127,6 +132,11 @@ def _nodes(context):
         Node(package=PACKAGE, executable="rollout_logger_node", name="rollout_logger", output="screen",
              parameters=[config, {"log_dir": arg["log_dir"]}]),
     ]
+    if arg["console"].lower() in ("true", "1", "yes"):
+        nodes.append(Node(package=PACKAGE, executable="console_node", name="console", output="screen",
+                          parameters=[config, {"host": arg["console_host"], "port": int(arg["console_port"]),
+                                               "token": arg["console_token"], "rollouts_dir": arg["log_dir"]}]))
+    return nodes
 
 
 def generate_launch_description():

@@ -26,6 +26,11 @@ ARGUMENTS = [
     ("extrinsics_file", os.path.join(SHARE, "calibration", "realsense_d435_eye_to_hand.yaml"),
      "camera -> robot base calibration YAML of the recorded cell"),
     ("log_dir", "rollouts", "folder for rollout logs (~ is expanded)"),
+    ("console", "false", "true: also start the operator console (console_node), a web page to watch, instruct, "
+     "approve, stop and label"),
+    ("console_host", "127.0.0.1", "console: address to listen on (any but loopback requires a token)"),
+    ("console_port", "8080", "console: TCP port"),
+    ("console_token", "", "console: token for a non-loopback host ('' there = generated and printed once)"),
     ("config", os.path.join(SHARE, "config", "replay.yaml"), "parameters file for every node (~ is expanded)"),
 ]
 
@@ -37,7 +42,7 @@ def _nodes(context):
     if not arg["bag"]:
         raise RuntimeError("bag:=PATH is required (a rosbag2 folder, .mcap or .db3)")
     config = arg["config"]
-    return [
+    nodes = [
         Node(package=PACKAGE, executable="bag_player_node", name="bag_player", output="screen",
              parameters=[config, {"bag": arg["bag"], "rate": float(arg["rate"]),
                                   "loop": arg["loop"].lower() in ("true", "1", "yes")}]),
@@ -52,6 +57,11 @@ def _nodes(context):
         Node(package=PACKAGE, executable="rollout_logger_node", name="rollout_logger", output="screen",
              parameters=[config, {"log_dir": arg["log_dir"]}]),
     ]
+    if arg["console"].lower() in ("true", "1", "yes"):
+        nodes.append(Node(package=PACKAGE, executable="console_node", name="console", output="screen",
+                          parameters=[config, {"host": arg["console_host"], "port": int(arg["console_port"]),
+                                               "token": arg["console_token"], "rollouts_dir": arg["log_dir"]}]))
+    return nodes
 
 
 def generate_launch_description():

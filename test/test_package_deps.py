@@ -20,6 +20,8 @@ ROSDEP_KEYS = {
     "cv2": "python3-opencv",
     "rosbags": "python3-rosbags-pip",
     "httpx": "python3-httpx",
+    "aiohttp": "python3-aiohttp",
+    "action_msgs": "action_msgs",
     "mujoco": "python3-mujoco-pip",
     "pyrealsense2": "python3-pyrealsense2-pip",
     "rclpy": "rclpy",

@@ -40,7 +40,7 @@ def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
             node.destroy_node()
             out = stop_bringup(child)
     assert child.returncode == 0, out
-    assert "bringup: rollout_logger, bag_player, planner, backprojection, executor running" in out
+    assert "bringup: rollout_logger, bag_player, planner, backprojection, executor, console running" in out
     assert "Traceback" not in out, out
 
 

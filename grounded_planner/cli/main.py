@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "approve": ("approve", "approve the plan executor_node is holding (require_approval), or --reject it"),
     "bench": ("bench", "score, run and report GroundedPlanBench-style episodes"),
     "bringup": ("bringup", "run the nodes of a config profile in one process (multi-threaded executor)"),
+    "console": ("console", "serve the operator console: watch, instruct, approve, stop and label in a browser"),
     "demo": ("demo", "run camera bag -> planner -> back-projection -> executor -> rollout on a sample scene"),
     "execute": ("execute", "execute a plan's 3D targets on a robot (or check them with --dry-run)"),
     "backproject": ("geometry", "3D targets of a plan from an aligned depth image, intrinsics and extrinsics"),

@@ -24,9 +24,10 @@ NODE_TYPES = {
     "backprojection": "grounded_planner.ros.backprojection_node:BackprojectionNode",
     "executor": "grounded_planner.ros.executor_node:ExecutorNode",
     "rollout_logger": "grounded_planner.ros.rollout_logger_node:RolloutLoggerNode",
+    "console": "grounded_planner.ros.console_node:ConsoleNode",
 }
 # Start order: sources before consumers, so that nothing a node waits for comes up after it.
-START_ORDER = ("rollout_logger", "camera", "bag_player", "planner", "backprojection", "executor")
+START_ORDER = ("rollout_logger", "camera", "bag_player", "planner", "backprojection", "executor", "console")
 
 
 class ProfileError(ValueError):

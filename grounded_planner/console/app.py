@@ -1,0 +1,432 @@
+"""The console's web app (aiohttp): pages, a JSON API, and one WebSocket per browser that pushes the shared state on
+every change and camera frames as fast as that browser shows them. It talks to the graph only through
+:class:`~grounded_planner.console.graph.ConsoleGraph`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import struct
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+from aiohttp import WSMsgType, web
+
+from grounded_planner.console import auth
+from grounded_planner.console.graph import ConsoleGraph, GraphError
+from grounded_planner.console.rollouts import NotARolloutError, OutsideFolderError, RolloutStore
+from grounded_planner.console.session import EvalSession, SessionError
+from grounded_planner.console.state import ConsoleState, DecisionError
+from grounded_planner.rollout.record import RolloutError
+from grounded_planner.rollout.taxonomy import FAILURE_MODES, FailureModeError
+
+log = logging.getLogger("grounded_planner.console")
+
+STATIC = resources.files("grounded_planner.console") / "static"
+PAGES = ("/", "/rollouts", "/rollout", "/session")
+FRAME_POLL_S = 0.005  # how often a browser waiting for a frame looks for a newer one, s
+FRAME_HEADER = struct.Struct(">qII")  # stamp_ns, width, height, then the JPEG
+APPROVAL_WAIT_S = 5.0  # how long an Approve waits for the executor to hold the plan it was sent, s
+MAX_BODY_BYTES = 64 * 1024
+BROADCASTER = web.AppKey("broadcaster", asyncio.Task)
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class ConsoleApp:
+    """The app for one graph. ``token``: '' (loopback bind, none needed) or the token every request must carry.
+    ``note(line)``: where approve, execute, stop and refused requests are logged (with the client's address)."""
+
+    def __init__(self, graph: ConsoleGraph, *, rollouts_dir: str | Path, token: str = "", session_dir: str = "",
+                 plan_timeout_s: float = 60.0, note: Callable[[str], None] | None = None,
+                 state: ConsoleState | None = None):
+        self.graph = graph
+        self.state = state or ConsoleState()
+        self.rollouts = RolloutStore(rollouts_dir)
+        self.token = token
+        self.plan_timeout_s = plan_timeout_s
+        self.session = EvalSession(session_dir) if session_dir else None
+        self._note = note or log.info
+        self._trial: dict[str, Any] | None = None  # the session's trial being run (its card, start time)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dirty: asyncio.Event | None = None
+        self._sockets: set[web.WebSocketResponse] = set()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console")
+        self._graph_lock = threading.Lock()  # one graph action (execute, approve, stop aside) at a time
+        self.state.set_listener(self._state_changed)
+        self.state.set_tally(self._tally())
+        if self.session is not None:
+            self.state.set_session(self.session.progress())
+
+    # -- logging -----------------------------------------------------------------------------------------------
+    def note(self, line: str) -> None:
+        self._note(line)
+        self.state.note(line)
+
+    # -- the app ----------------------------------------------------------------------------------------------
+    def make_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._guard], client_max_size=MAX_BODY_BYTES)
+        for page in PAGES:
+            app.router.add_get(page, self._page)
+        app.router.add_get("/static/{name}", self._static)
+        app.router.add_get("/ws", self._websocket)
+        app.router.add_get("/api/state", self._get_state)
+        app.router.add_post("/api/plan", self._post_plan)
+        app.router.add_post("/api/decision", self._post_decision)
+        app.router.add_post("/api/stop", self._post_stop)
+        app.router.add_post("/api/label", self._post_label)
+        app.router.add_get("/api/taxonomy", self._get_taxonomy)
+        app.router.add_get("/api/rollouts", self._get_rollouts)
+        app.router.add_get("/api/rollout", self._get_rollout)
+        app.router.add_get("/api/rollout/frame", self._get_frame)
+        app.router.add_get("/api/session", self._get_session)
+        app.router.add_post("/api/session/start", self._post_session_start)
+        app.router.add_get("/api/session/file", self._get_session_file)
+        app.on_startup.append(self._on_startup)
+        app.on_shutdown.append(self._on_shutdown)
+        return app
+
+    async def _on_startup(self, app: web.Application) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._dirty = asyncio.Event()
+        app[BROADCASTER] = asyncio.create_task(self._broadcast())
+
+    async def _on_shutdown(self, app: web.Application) -> None:
+        app[BROADCASTER].cancel()
+        for ws in list(self._sockets):
+            await ws.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _state_changed(self) -> None:
+        loop, dirty = self._loop, self._dirty
+        if loop is not None and dirty is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(dirty.set)
+
+    async def _broadcast(self) -> None:
+        """Every state change reaches every open page (changes in a burst go out as one snapshot)."""
+        assert self._dirty is not None
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            text = json.dumps({"type": "state", "state": self.state.snapshot()})
+            for ws in list(self._sockets):
+                if not ws.closed:
+                    try:
+                        await ws.send_str(text)
+                    except ConnectionError:
+                        self._sockets.discard(ws)
+
+    async def _run(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    # -- guard: token, origin -----------------------------------------------------------------------------------
+    @web.middleware
+    async def _guard(self, request: web.Request, handler):
+        client = request.remote or "?"
+        changes = request.method not in ("GET", "HEAD", "OPTIONS") or request.path == "/ws"
+        if changes and not auth.same_origin(request.headers.get("Origin"), request.host):
+            self.note(f"refused {request.method} {request.path} from {client}: cross-site request "
+                      f"(Origin {request.headers.get('Origin')})")
+            return web.json_response({"error": "cross-site request refused"}, status=403)
+        if not self.token:
+            return await handler(request)
+        supplied = auth.bearer(request.headers.get("Authorization")) or request.cookies.get(auth.COOKIE)
+        from_query = request.query.get("token")
+        if auth.token_matches(self.token, supplied):
+            return await handler(request)
+        if auth.token_matches(self.token, from_query):
+            if request.method == "GET" and request.path in PAGES:
+                # the token leaves the address bar (and the history) for a cookie
+                query = {k: v for k, v in request.query.items() if k != "token"}
+                response = web.HTTPFound(request.rel_url.with_query(query))
+                response.set_cookie(auth.COOKIE, self.token, httponly=True, samesite="Strict", path="/")
+                raise response
+            return await handler(request)
+        self.note(f"refused {request.method} {request.path} from {client}: no valid token")
+        return web.json_response({"error": "a valid token is required (Authorization: Bearer TOKEN, or open the "
+                                           "console once with ?token=TOKEN)"}, status=401,
+                                 headers={"WWW-Authenticate": 'Bearer realm="grounded_planner console"'})
+
+    # -- pages and static files ---------------------------------------------------------------------------------
+    async def _page(self, request: web.Request) -> web.Response:
+        return web.Response(text=(STATIC / "index.html").read_text(encoding="utf-8"), content_type="text/html",
+                            headers={"Cache-Control": "no-store"})
+
+    async def _static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        types = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".png": "image/png"}
+        item = STATIC / name
+        suffix = Path(name).suffix
+        if "/" in name or name.startswith(".") or suffix not in types or not item.is_file():
+            raise web.HTTPNotFound()
+        return web.Response(body=item.read_bytes(), content_type=types[suffix])
+
+    # -- push channel -------------------------------------------------------------------------------------------
+    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(heartbeat=20.0, max_msg_size=MAX_BODY_BYTES)
+        await ws.prepare(request)
+        self._sockets.add(ws)
+        ready = asyncio.Event()  # the browser showed the last frame it was sent (or asked for frames)
+        sender = asyncio.create_task(self._send_frames(ws, ready))
+        try:
+            await ws.send_str(json.dumps({"type": "state", "state": self.state.snapshot()}))
+            async for message in ws:
+                if message.type != WSMsgType.TEXT:
+                    continue
+                try:
+                    kind = json.loads(message.data).get("type")
+                except (ValueError, AttributeError):
+                    continue
+                if kind in ("frames", "ack"):
+                    ready.set()
+        finally:
+            sender.cancel()
+            self._sockets.discard(ws)
+        return ws
+
+    async def _send_frames(self, ws: web.WebSocketResponse, ready: asyncio.Event) -> None:
+        """One frame in flight per browser: the next goes out when the last one was shown (what the browser takes)."""
+        last_seq = 0
+        while not ws.closed:
+            await ready.wait()
+            frame = await self._run(self.graph.latest_frame, last_seq)
+            if frame is None:
+                await asyncio.sleep(FRAME_POLL_S)
+                continue
+            ready.clear()
+            last_seq = frame.seq
+            try:
+                await ws.send_bytes(FRAME_HEADER.pack(frame.stamp_ns, frame.width, frame.height) + frame.jpeg)
+            except ConnectionError:
+                return
+
+    # -- API: state, plan, decision, stop -------------------------------------------------------------------------
+    async def _json(self, request: web.Request) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise web.HTTPBadRequest(text=json.dumps({"error": "the body must be a JSON object"}),
+                                     content_type="application/json")
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(text=json.dumps({"error": "the body must be a JSON object"}),
+                                     content_type="application/json")
+        return body
+
+    @staticmethod
+    def _error(message: str, status: int = 400) -> web.Response:
+        return web.json_response({"error": message}, status=status)
+
+    async def _get_state(self, request: web.Request) -> web.Response:
+        return web.json_response(self.state.snapshot())
+
+    async def _post_plan(self, request: web.Request) -> web.Response:
+        body = await self._json(request)
+        instruction = str(body.get("instruction") or "").strip()
+        if not instruction:
+            return self._error("type an instruction first")
+        client = request.remote or "?"
+        self._supersede(client)
+        answer = await self._run(self.graph.plan, instruction, self.plan_timeout_s)
+        plan = self.state.new_plan(instruction, answer, client)
+        self.note(f"plan {plan['id']} for {instruction!r} requested by {client}: "
+                  f"{len((answer.plan or {}).get('actions') or [])} step(s)"
+                  f"{'' if answer.success else ', failed: ' + answer.message}")
+        return web.json_response({"plan": plan})
+
+    def _supersede(self, client: str) -> None:
+        """A new request replaces an undecided plan: one the executor holds for approval is rejected first."""
+        snap = self.state.snapshot()
+        plan = snap["plan"]
+        if plan is not None and plan["decision"] is None and snap["executor"]["state"] == "waiting_approval":
+            try:
+                self.state.decide(plan["id"], False, f"{client} (new plan requested)")
+                self.graph.answer_approval(False, 0.0)
+            except (DecisionError, GraphError):
+                pass
+
+    async def _post_decision(self, request: web.Request) -> web.Response:
+        body = await self._json(request)
+        client = request.remote or "?"
+        try:
+            plan_id, approved = int(body["plan_id"]), body["approve"]
+        except (KeyError, TypeError, ValueError):
+            return self._error("expected {\"plan_id\": N, \"approve\": true|false}")
+        if not isinstance(approved, bool):
+            return self._error("'approve' must be true or false")
+        try:
+            plan = self.state.decide(plan_id, approved, client)
+        except DecisionError as exc:
+            self.note(f"refused {'approve' if approved else 'reject'} of plan {plan_id} from {client}: {exc}")
+            return self._error(str(exc), 409)
+        verb = "approved" if approved else "rejected"
+        try:
+            message = await self._run(self._carry_out, plan, approved)
+        except GraphError as exc:
+            self.state.plan_error(plan_id, str(exc))
+            self.note(f"plan {plan_id} {verb} by {client}, but: {exc}")
+            return self._error(str(exc), 502)
+        self.note(f"plan {plan_id} {verb} by {client}: {message}")
+        return web.json_response({"plan_id": plan_id, "decision": verb, "message": message})
+
+    def _carry_out(self, plan: dict[str, Any], approved: bool) -> str:
+        """Approve: the executor's approval gate when it has one (the plan is sent, then approved once it is held),
+        else the plan goes to /grounded_planner/execute. Reject: the held plan is refused, or nothing is sent."""
+        with self._graph_lock:
+            requires = self.graph.requires_approval()
+            if not approved:
+                if requires and self.state.snapshot()["executor"]["state"] == "waiting_approval":
+                    taken, message = self.graph.answer_approval(False, 0.0)
+                    return f"answered {'' if taken else '(not taken) '}/grounded_planner/approve: {message}"
+                return "nothing was sent to the executor"
+            if self._trial is not None and self._trial.get("trial_id") and not self._trial.get("started_at"):
+                self._trial["started_at"], self._trial["t0"] = _now_iso(), time.monotonic()
+            self.graph.execute(plan["plan"])
+            if not requires:
+                return "sent to /grounded_planner/execute"
+            taken, message = self.graph.answer_approval(True, APPROVAL_WAIT_S)
+            if not taken:
+                raise GraphError(f"the executor did not take the approval: {message}")
+            return f"sent to /grounded_planner/execute and approved on /grounded_planner/approve ({message})"
+
+    async def _post_stop(self, request: web.Request) -> web.Response:
+        client = request.remote or "?"
+        cancelled = await self._run(self.graph.stop)
+        self.note(f"STOP from {client}: {'the running goal was cancelled' if cancelled else 'no goal was running'}")
+        return web.json_response({"cancelled": cancelled})
+
+    # -- API: labels, tally, rollouts ----------------------------------------------------------------------------
+    def _tally(self) -> list[dict[str, Any]]:
+        try:
+            return self.rollouts.tally()
+        except (OSError, ValueError) as exc:
+            log.warning("tally not computed: %s", exc)
+            return []
+
+    def on_rollout_closed(self, path: str) -> None:
+        """From the graph: a rollout folder was closed; the label panel shows it with the stack's own label."""
+        self.state.on_episode(self.rollouts.episode(path))
+        self.state.set_tally(self._tally())
+
+    async def _get_taxonomy(self, request: web.Request) -> web.Response:
+        return web.json_response({"failure_modes": FAILURE_MODES})
+
+    async def _post_label(self, request: web.Request) -> web.Response:
+        body = await self._json(request)
+        client = request.remote or "?"
+        rollout, success = str(body.get("rollout") or ""), body.get("success")
+        mode, notes = body.get("failure_mode") or None, body.get("notes")
+        if not isinstance(success, bool):
+            return self._error("'success' must be true or false")
+        try:
+            record = await self._run(self.rollouts.save_label, rollout, success, mode,
+                                     None if notes is None else str(notes))
+        except OutsideFolderError as exc:
+            self.note(f"refused label from {client}: {exc}")
+            raise web.HTTPNotFound()
+        except NotARolloutError as exc:
+            return self._error(str(exc), 404)
+        except (RolloutError, FailureModeError) as exc:
+            return self._error(str(exc))
+        self.note(f"rollout {rollout} labelled {'success' if success else 'failure: ' + str(mode)} by {client}")
+        episode = self.state.snapshot()["episode"]
+        if episode is not None and episode["id"] == rollout:
+            self.state.on_episode(self.rollouts.episode(record.directory))
+        trial = await self._run(self._record_trial, record, success, mode)
+        self.state.set_tally(self._tally())
+        return web.json_response({"rollout": rollout, "success": success, "failure_mode": mode, "trial": trial})
+
+    def _record_trial(self, record, success: bool, mode: str | None) -> dict[str, Any] | None:
+        """The session's running trial ends with its label: one line in trials.jsonl, then the next card."""
+        trial, self._trial = self._trial, None
+        if self.session is None or trial is None:
+            self._trial = trial
+            return None
+        d = record.data
+        steps = d.get("steps") or []
+        grasp_attempted = any(s.get("type") == "grasp" and s.get("outcome") not in ("outside_workspace", "unreachable")
+                              for s in steps) if steps else False
+        try:
+            line = self.session.record(
+                trial["trial_id"], success=success, failure_mode=mode, planner=str((d.get("plan") or {}).get("model")
+                                                                                   or d.get("model") or ""),
+                rollout_dir=record.directory, grasp_attempted=grasp_attempted,
+                error=d.get("planner_error") or d.get("error") or None, started_at=trial.get("started_at"),
+                wall_s=None if trial.get("t0") is None else time.monotonic() - trial["t0"])
+        except SessionError as exc:
+            self.note(f"trial {trial['trial_id']} not recorded: {exc}")
+            return None
+        self.state.set_session(self.session.progress())
+        return line
+
+    def _filters(self, request: web.Request) -> dict[str, str]:
+        return {k: request.query.get(k, "") for k in ("task", "condition", "outcome")}
+
+    async def _get_rollouts(self, request: web.Request) -> web.Response:
+        try:
+            listing = await self._run(lambda: self.rollouts.list(**self._filters(request)))
+        except ValueError as exc:
+            return self._error(str(exc))
+        return web.json_response(listing)
+
+    def _outside(self, request: web.Request, exc: Exception):
+        self.note(f"refused {request.path}?{request.query_string} from {request.remote}: {exc}")
+        return web.HTTPNotFound(text=json.dumps({"error": "no such rollout"}), content_type="application/json")
+
+    async def _get_rollout(self, request: web.Request) -> web.Response:
+        try:
+            return web.json_response(await self._run(self.rollouts.detail, request.query.get("id", "")))
+        except OutsideFolderError as exc:
+            raise self._outside(request, exc)
+        except NotARolloutError as exc:
+            return self._error(str(exc), 404)
+
+    async def _get_frame(self, request: web.Request) -> web.Response:
+        try:
+            k = int(request.query.get("k", "0"))
+            jpeg = await self._run(self.rollouts.frame_jpeg, request.query.get("id", ""), k)
+        except ValueError:
+            return self._error("k must be an integer")
+        except OutsideFolderError as exc:
+            raise self._outside(request, exc)
+        except NotARolloutError as exc:
+            return self._error(str(exc), 404)
+        return web.Response(body=jpeg, content_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
+
+    # -- API: evaluation session -----------------------------------------------------------------------------------
+    async def _get_session(self, request: web.Request) -> web.Response:
+        if self.session is None:
+            return web.json_response({"session": None})
+        return web.json_response({"session": self.session.progress(), "trial": self._trial})
+
+    async def _post_session_start(self, request: web.Request) -> web.Response:
+        if self.session is None:
+            return self._error("the console was started without a session folder (--session DIR)", 404)
+        body = await self._json(request)
+        try:
+            card = self.session.card(str(body.get("trial_id") or ""))
+        except SessionError as exc:
+            return self._error(str(exc), 404)
+        if card["trial_id"] in self.session.done():
+            return self._error(f"trial {card['trial_id']} is already recorded", 409)
+        self._trial = {"trial_id": card["trial_id"], "started_at": None, "t0": None}
+        self.note(f"trial {card['trial_id']} started by {request.remote}")
+        return web.json_response({"trial": self._trial, "instruction": card["instruction"]})
+
+    async def _get_session_file(self, request: web.Request) -> web.StreamResponse:
+        if self.session is None:
+            raise web.HTTPNotFound()
+        try:
+            path = self.session.file(request.query.get("path", ""))
+        except OutsideFolderError as exc:
+            raise self._outside(request, exc)
+        if not path.is_file():
+            raise web.HTTPNotFound()
+        return web.FileResponse(path)

@@ -1,0 +1,167 @@
+"""The rollouts folder as the console serves it: listing with filters, one rollout's record and frames, labels,
+the running tally. Every path a browser names is resolved inside the folder, and one that leaves it is refused."""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+from typing import Any, Iterable
+
+from PIL import Image
+
+from grounded_planner.rollout.bag import BagError, image_to_rgb, iter_mcap
+from grounded_planner.rollout.record import JSON_NAME, RolloutError, RolloutRecord, RolloutTopics, find_rollouts, load_rollout
+from grounded_planner.rollout.stats import group_stats
+from grounded_planner.rollout.taxonomy import FAILURE_MODES
+
+log = logging.getLogger(__name__)
+
+OUTCOMES = ("success", "failure", "unlabelled")
+JPEG_QUALITY = 80
+
+
+class OutsideFolderError(LookupError):
+    """A path that leaves the folder it must stay in (served as 404, and logged)."""
+
+
+class NotARolloutError(LookupError):
+    """A path inside the rollouts folder that holds no rollout (404)."""
+
+
+def inside(root: Path, relative: str) -> Path:
+    """``root / relative`` resolved (symlinks followed); OutsideFolderError when it is not at or below ``root``."""
+    if not relative or "\x00" in relative or Path(relative).is_absolute():
+        raise OutsideFolderError(f"{relative!r} is not a path relative to {root}")
+    root = root.resolve()
+    path = (root / relative).resolve()
+    if path != root and root not in path.parents:
+        raise OutsideFolderError(f"{relative!r} leaves {root}")
+    return path
+
+
+def outcome_of(data: dict[str, Any]) -> str:
+    """success | failure | unlabelled (a failure without its failure mode is not labelled yet)."""
+    if data.get("success") is True:
+        return "success"
+    if data.get("success") is False and data.get("failure_mode"):
+        return "failure"
+    return "unlabelled"
+
+
+def encode_jpeg(rgb, quality: int = JPEG_QUALITY) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(rgb).save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()
+
+
+class RolloutStore:
+    """The rollouts folder ``root`` (which need not exist yet: the logger creates it with the first rollout)."""
+
+    def __init__(self, root: str | Path, topics: RolloutTopics | None = None):
+        self.root = Path(root).expanduser()
+        self.topics = topics or RolloutTopics()
+        self._frame_cache: dict[tuple[str, float], list[int]] = {}
+
+    def _records(self) -> list[RolloutRecord]:
+        if not self.root.exists():
+            return []
+        try:
+            return find_rollouts([self.root])
+        except RolloutError as exc:  # one unreadable rollout.json must not hide the others: list them one by one
+            log.warning("rollouts folder %s: %s", self.root, exc)
+            out = []
+            for path in sorted(self.root.rglob(JSON_NAME)):
+                try:
+                    out.append(load_rollout(path.parent))
+                except RolloutError as one:
+                    log.warning("skipping %s", one)
+            return out
+
+    def rel(self, record: RolloutRecord) -> str:
+        return record.directory.resolve().relative_to(self.root.resolve()).as_posix()
+
+    def summary(self, record: RolloutRecord) -> dict[str, Any]:
+        d = record.data
+        return {"id": self.rel(record), "episode_id": record.episode_id, "task": d.get("task") or "",
+                "condition": d.get("condition") or "", "instruction": d.get("instruction") or "",
+                "status": record.status, "started_at": d.get("started_at"), "outcome": outcome_of(d),
+                "success": d.get("success"), "failure_mode": d.get("failure_mode"),
+                "label_source": d.get("label_source"), "steps": len(d.get("steps") or [])}
+
+    def list(self, task: str = "", condition: str = "", outcome: str = "") -> dict[str, Any]:
+        """Rollouts (newest first) matching the filters, and the values each filter can take."""
+        if outcome and outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+        rows = [self.summary(r) for r in self._records()]
+        tasks = sorted({r["task"] for r in rows})
+        conditions = sorted({r["condition"] for r in rows})
+        rows = [r for r in rows if (not task or r["task"] == task) and (not condition or r["condition"] == condition)
+                and (not outcome or r["outcome"] == outcome)]
+        rows.sort(key=lambda r: (r["started_at"] or "", r["id"]), reverse=True)
+        return {"rollouts": rows, "tasks": tasks, "conditions": conditions, "outcomes": list(OUTCOMES)}
+
+    def record(self, relative: str) -> RolloutRecord:
+        path = inside(self.root, relative)
+        try:
+            return load_rollout(path)
+        except RolloutError as exc:
+            raise NotARolloutError(str(exc)) from exc
+
+    def detail(self, relative: str) -> dict[str, Any]:
+        record = self.record(relative)
+        return {**self.summary(record), "record": record.data, "frames": len(self.frame_stamps(record)),
+                "failure_modes": FAILURE_MODES}
+
+    # -- frames ----------------------------------------------------------------------------------------
+    def frame_stamps(self, record: RolloutRecord) -> list[int]:
+        """Log times (ns) of the rollout's colour frames (cached while the bag is unchanged)."""
+        bag = record.bag_path
+        if not bag.exists():
+            return []
+        key = (str(bag), bag.stat().st_mtime)
+        if key not in self._frame_cache:
+            try:
+                self._frame_cache[key] = [m.log_time_ns for m in iter_mcap(bag, decode=False, topics=[self.topics.color])
+                                          if m.topic == self.topics.color]
+            except BagError as exc:
+                log.warning("rollout %s: bag unreadable: %s", record.directory, exc)
+                self._frame_cache[key] = []
+        return self._frame_cache[key]
+
+    def frame_jpeg(self, relative: str, k: int) -> bytes:
+        record = self.record(relative)
+        if k < 0:
+            raise NotARolloutError(f"frame {k} does not exist")
+        seen = 0
+        for message in iter_mcap(record.bag_path, topics=[self.topics.color]):
+            if message.topic != self.topics.color or message.msg is None:
+                continue
+            if seen == k:
+                return encode_jpeg(image_to_rgb(message.msg))
+            seen += 1
+        raise NotARolloutError(f"rollout {relative} has {seen} frames, no frame {k}")
+
+    # -- labels and the tally ----------------------------------------------------------------------------
+    def save_label(self, relative: str, success: bool, failure_mode: str | None, notes: str | None) -> RolloutRecord:
+        """As `grounded-planner rollouts label` writes it (RolloutError for a label the record refuses)."""
+        record = self.record(relative)
+        record.save_label(bool(success), failure_mode or None, notes=notes, source="human")
+        return record
+
+    def tally(self, by: Iterable[str] = ("task", "condition")) -> list[dict[str, Any]]:
+        """Success rate per task and condition with its Wilson 95% interval (labelled rollouts count)."""
+        return [g.to_dict() for g in group_stats([r.data for r in self._records()], tuple(by))]
+
+    def episode(self, path: str | Path) -> dict[str, Any] | None:
+        """A closed rollout as the label panel shows it (None when it lies outside the folder or is unreadable)."""
+        try:
+            relative = Path(path).resolve().relative_to(self.root.resolve()).as_posix()
+            record = self.record(relative)
+        except (ValueError, LookupError) as exc:
+            log.warning("closed rollout %s not shown: %s", path, exc)
+            return None
+        d = record.data
+        return {**self.summary(record), "auto": {"success": d.get("success"), "failure_mode": d.get("failure_mode"),
+                                                 "source": d.get("label_source")},
+                "labelled_by_person": d.get("label_source") == "human"}

@@ -1,0 +1,151 @@
+"""The console's shared state: one current plan and its one decision, the executor's progress, the episode waiting for
+its label. Every browser sees the same snapshot; every change is pushed to all of them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from grounded_planner.console.graph import PlanAnswer
+
+# executor event states that end a step (the executor's step outcomes); any other state is a motion of the step
+OK = "ok"
+CANCELLED = "cancelled"  # the step outcome of a cancelled goal (execution.outcomes.Outcome.CANCELLED)
+AWAITING_APPROVAL = "awaiting_approval"  # the event executor_node publishes while it holds a goal for approval
+LOG_LINES = 30
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class DecisionError(ValueError):
+    """A decision the console refuses: the plan is not the current one, or it was already decided."""
+
+
+class ConsoleState:
+    """Thread-safe; ``listener()`` is called (from whichever thread changed the state) after every change."""
+
+    def __init__(self, listener: Callable[[], None] | None = None):
+        self._lock = threading.RLock()
+        self._listener = listener
+        self.version = 0
+        self._next_plan_id = 1
+        self.planner: dict[str, Any] | None = None  # the last planner status (any client's request)
+        self.executor: dict[str, Any] = {"state": "idle", "step": None, "motion": "", "message": ""}
+        self.plan: dict[str, Any] | None = None  # the current plan (the console's last preview)
+        self.episode: dict[str, Any] | None = None  # the last closed rollout, waiting for (or holding) its label
+        self.tally: list[dict[str, Any]] = []
+        self.session: dict[str, Any] | None = None  # an evaluation session's progress and next card
+        self.log: list[str] = []
+
+    def set_listener(self, listener: Callable[[], None] | None) -> None:
+        self._listener = listener
+
+    def _changed(self) -> None:
+        self.version += 1
+        listener = self._listener
+        if listener is not None:
+            listener()
+
+    def note(self, line: str) -> None:
+        with self._lock:
+            self.log = (self.log + [f"{time.strftime('%H:%M:%S')} {line}"])[-LOG_LINES:]
+            self._changed()
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {"version": self.version, "planner": self.planner, "executor": dict(self.executor),
+                    "plan": None if self.plan is None else {**self.plan, "progress": dict(self.plan["progress"])},
+                    "episode": self.episode, "tally": self.tally, "session": self.session, "log": list(self.log)}
+
+    # -- the plan and its one decision --------------------------------------------------------------------
+    def new_plan(self, instruction: str, answer: PlanAnswer, requested_by: str) -> dict[str, Any]:
+        with self._lock:
+            plan_id = self._next_plan_id
+            self._next_plan_id += 1
+            refused = [s.index for s in answer.steps if s.verdict and s.verdict != OK]
+            self.plan = {"id": plan_id, "instruction": instruction, "success": answer.success,
+                         "message": answer.message, "plan": answer.plan, "steps": [s.to_dict() for s in answer.steps],
+                         "refused_steps": refused, "duration_s": round(answer.duration_s, 4),
+                         "requested_by": requested_by, "decision": None, "decided_by": None, "decided_at": None,
+                         "progress": {}, "result": None, "error": ""}
+            self._changed()
+            return self.plan
+
+    def decide(self, plan_id: int, approved: bool, client: str) -> dict[str, Any]:
+        """Record the one decision on plan ``plan_id``; DecisionError (with the reason shown to that browser) for a
+        plan that is not the current one, has nothing to run, or was decided already."""
+        with self._lock:
+            plan = self.plan
+            if plan is None or plan["id"] != plan_id:
+                raise DecisionError(f"plan {plan_id} is not the current plan"
+                                    f"{'' if plan is None else ' (that is plan ' + str(plan['id']) + ')'}")
+            if plan["decision"] is not None:
+                raise DecisionError(f"plan {plan_id} was already {plan['decision']} by {plan['decided_by']} at "
+                                    f"{plan['decided_at']}: one plan gets one decision")
+            if approved and (not plan["success"] or not (plan["plan"] or {}).get("actions")):
+                raise DecisionError(f"plan {plan_id} has nothing to run ({plan['message'] or 'empty plan'})")
+            if approved and plan["refused_steps"]:
+                raise DecisionError(f"plan {plan_id}: the safety envelope refuses step(s) "
+                                    f"{plan['refused_steps']}; the executor would move nothing")
+            plan["decision"] = "approved" if approved else "rejected"
+            plan["decided_by"], plan["decided_at"] = client, _now_iso()
+            self._changed()
+            return plan
+
+    def plan_error(self, plan_id: int, message: str) -> None:
+        with self._lock:
+            if self.plan is not None and self.plan["id"] == plan_id:
+                self.plan["error"] = message
+                self._changed()
+
+    # -- what the graph reports ---------------------------------------------------------------------------
+    def on_planner_status(self, status: dict[str, Any]) -> None:
+        with self._lock:
+            self.planner = {**status, "at": _now_iso()}
+            self._changed()
+
+    def on_feedback(self, event: dict[str, Any]) -> None:
+        """An executor event (``{step, state, message}``): a motion of a step, or the step's outcome."""
+        with self._lock:
+            step, state = int(event["step"]), str(event["state"])
+            if state == AWAITING_APPROVAL:  # the executor holds the goal until /grounded_planner/approve answers
+                self.executor = {"state": "waiting_approval", "step": None, "motion": "", "message": event.get("message", "")}
+                self._changed()
+                return
+            self.executor = {"state": "running", "step": step, "motion": state, "message": event.get("message", "")}
+            if self.plan is not None and self.plan["decision"] == "approved" and self.plan["result"] is None:
+                self.plan["progress"][str(step)] = state
+            self._changed()
+
+    def on_result(self, result: dict[str, Any]) -> None:
+        """How an execute goal ended (the executor's ExecutionResult as a dict)."""
+        with self._lock:
+            outcome = "succeeded" if result.get("success") else "failed"
+            if any(s.get("outcome") == CANCELLED for s in result.get("steps") or []) or \
+                    "cancelled" in str(result.get("message", "")):
+                outcome = "stopped"
+            self.executor = {"state": "idle", "step": None, "motion": "", "message": f"last plan {outcome}: "
+                                                                                     f"{result.get('message', '')}"}
+            if self.plan is not None and self.plan["decision"] == "approved" and self.plan["result"] is None:
+                self.plan["result"] = {**result, "outcome": outcome}
+            self._changed()
+
+    def on_episode(self, episode: dict[str, Any] | None) -> None:
+        """The last closed rollout (``{id, task, condition, instruction, auto: {success, failure_mode}, label}``)."""
+        with self._lock:
+            self.episode = episode
+            self._changed()
+
+    def set_tally(self, tally: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self.tally = tally
+            self._changed()
+
+    def set_session(self, session: dict[str, Any] | None) -> None:
+        with self._lock:
+            self.session = session
+            self._changed()

@@ -1,0 +1,246 @@
+"""console_node: serves the operator console (grounded_planner.console) and is its way into the graph — the plan
+service, the execute action, the approve service, and the planner, executor and rollout topics."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+from PIL import Image as PILImage
+from rclpy.action import ActionClient
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from action_msgs.srv import CancelGoal
+from std_msgs.msg import String
+from std_srvs.srv import SetBool
+
+from grounded_planner_interfaces.action import ExecutePlan
+from grounded_planner_interfaces.msg import ExecutionEvent, ExecutionResult as ExecutionResultMsg, PlannerStatus
+
+from grounded_planner.console.app import ConsoleApp
+from grounded_planner.console.auth import console_token
+from grounded_planner.console.graph import Frame, GraphError, PlanAnswer, StepPreview
+from grounded_planner.console.rollouts import encode_jpeg
+from grounded_planner.console.server import ConsoleServer
+from grounded_planner.execution.config import ExecutorConfig
+from grounded_planner.execution.executor import Executor
+from grounded_planner.msgs.execution import execution_event_from_msg, execution_result_from_msg, planner_status_from_msg
+from grounded_planner.msgs.images import color_to_rgb
+from grounded_planner.plan import GroundedPlan
+from grounded_planner.ros import names
+from grounded_planner.ros.client import GroundedPlannerClient
+from grounded_planner.ros.convert import plan_to_msg
+from grounded_planner.ros.frames import TypedSubscription
+from grounded_planner.ros.node_main import run_node
+from grounded_planner.ros.params import (Param, declare_all, executor_config_file, expand_path, non_empty, positive,
+                                         resolve_data_path, values)
+
+
+def valid_port(value) -> str | None:
+    return None if 0 <= value <= 65535 else f"must be a TCP port 0-65535 (0 = any free port), got {value}"
+
+
+def quality(value) -> str | None:
+    return None if 1 <= value <= 100 else f"must be a JPEG quality 1-100, got {value}"
+
+
+PARAMS = [
+    Param("host", "127.0.0.1", "address the console listens on; any address but loopback requires a token",
+          non_empty, read_only=True),
+    Param("port", 8080, "TCP port of the console (0 = any free port, printed at start)", valid_port, read_only=True),
+    Param("token", "", "token every request must carry on a non-loopback host ('' there = one generated and "
+                       "printed once at start); at least 16 characters", read_only=True),
+    Param("rollouts_dir", "rollouts", "the rollout logger's log_dir: the rollouts the console lists and labels "
+                                      "(no file outside it is ever served)", non_empty, read_only=True),
+    Param("session_dir", "", "a Spa-Bench scene-card folder (`spabench cards --out DIR`) to work through "
+                             "('' = no evaluation session)", read_only=True),
+    Param("color_topic", "/camera/camera/color/image_raw", "camera image shown live (Image, or CompressedImage: "
+                                                          ".../compressed)", non_empty, read_only=True),
+    Param("executor_config_file", "", "the executor's config_file, whose safety envelope judges each previewed step "
+                                      "('' = built-in defaults, as the executor)", executor_config_file, read_only=True),
+    Param("executor_node", "executor", "the executor node whose require_approval parameter the console reads",
+          non_empty, read_only=True),
+    Param("plan_timeout_s", 60.0, "how long a plan request from the console may take, seconds", positive),
+    Param("jpeg_quality", 80, "JPEG quality of the live camera frames (1-100)", quality),
+    Param("max_image_width", 1280, "live frames wider than this are scaled down first, pixels (0 = never)"),
+]
+SERVICE_WAIT_S = 5.0  # how long an action waits for the service or action server to be there, s
+APPROVAL_RETRY_S = 0.005  # how often an approval is offered again until the executor holds the goal, s
+
+
+class ConsoleNode(Node):
+    """The console's :class:`~grounded_planner.console.graph.ConsoleGraph`, and the web server that uses it."""
+
+    def __init__(self, node_name: str = "console", **kwargs):
+        super().__init__(node_name, **kwargs)
+        self._server = None
+        declare_all(self, PARAMS)
+        p = values(self, PARAMS)
+        self._p = p
+        config_file = p["executor_config_file"]
+        self._envelope = Executor(None, ExecutorConfig.load(resolve_data_path(config_file)) if config_file
+                                  else ExecutorConfig())
+        group = ReentrantCallbackGroup()
+        self._client = GroundedPlannerClient(self)
+        self._execute = ActionClient(self, ExecutePlan, names.EXECUTE_ACTION, callback_group=group)
+        self._approve = self.create_client(SetBool, names.APPROVE_SERVICE, callback_group=group)
+        # the action protocol's cancel service: an empty request (zero goal id and stamp) cancels every goal, so Stop
+        # works whoever sent the goal (this console, another one, a script)
+        self._cancel = self.create_client(CancelGoal, names.EXECUTE_ACTION + "/_action/cancel_goal", callback_group=group)
+        self._params = AsyncParameterClient(self, p["executor_node"], callback_group=group)
+        self._frame_lock = threading.Lock()
+        self._frame: Frame | None = None
+        self._seq = 0
+        # taken on demand (latest_frame), only while a page shows the camera: the stream costs nothing otherwise
+        self._camera = TypedSubscription(self, p["color_topic"], "colour image", lambda _msg: None, QoSProfile(depth=2),
+                                         MutuallyExclusiveCallbackGroup(), on_demand=True)
+        token, generated = console_token(p["host"], p["token"])
+        self.app = ConsoleApp(self, rollouts_dir=expand_path(p["rollouts_dir"]), token=token,
+                              session_dir=expand_path(p["session_dir"]), plan_timeout_s=p["plan_timeout_s"],
+                              note=lambda line: self.get_logger().info(line))
+        events = MutuallyExclusiveCallbackGroup()
+        qos = QoSProfile(depth=20)
+        self.create_subscription(PlannerStatus, names.PLANNER_STATUS,
+                                 lambda m: self.app.state.on_planner_status(planner_status_from_msg(m)), qos,
+                                 callback_group=events)
+        self.create_subscription(ExecutionEvent, names.EXECUTION_FEEDBACK,
+                                 lambda m: self.app.state.on_feedback(execution_event_from_msg(m)), qos,
+                                 callback_group=events)
+        self.create_subscription(ExecutionResultMsg, names.EXECUTION_RESULT,
+                                 lambda m: self.app.state.on_result(execution_result_from_msg(m)), qos,
+                                 callback_group=events)
+        self.create_subscription(String, names.ROLLOUT_CLOSED, lambda m: self.app.on_rollout_closed(m.data),
+                                 QoSProfile(depth=5, durability=DurabilityPolicy.TRANSIENT_LOCAL), callback_group=events)
+        self._server = ConsoleServer(self.app, p["host"], p["port"]).start()
+        url = self._server.url
+        if generated:  # printed once, here only (not in the ROS log): whoever started the console hands it on
+            print(f"console: token {token} (open {url}?token={token})", flush=True)
+        self.get_logger().info(f"console on {url}{' (token required)' if token else ''}; rollouts from "
+                               f"{p['rollouts_dir']}{'; session ' + p['session_dir'] if p['session_dir'] else ''}")
+
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    # -- waiting on futures (the node spins in its executor; these calls come from the web server's threads) -------
+    @staticmethod
+    def _wait(future, timeout_s: float) -> bool:
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        return done.wait(timeout_s) or future.done()
+
+    # -- ConsoleGraph -----------------------------------------------------------------------------------------------
+    def plan(self, instruction: str, timeout_s: float) -> PlanAnswer:
+        result = self._client.plan(instruction, backproject=True, timeout_s=timeout_s, service_wait_s=SERVICE_WAIT_S)
+        plan = result.plan
+        if plan is None:
+            return PlanAnswer(False, result.message, None, [], result.duration_s)
+        return PlanAnswer(result.succeeded, result.message, plan.to_dict(), self._preview(plan), result.duration_s)
+
+    def _preview(self, plan: GroundedPlan) -> list[StepPreview]:
+        """Each step with its 3D target and width, and the safety envelope's verdict (the executor's own check,
+        run without a robot: a dry run of the plan's motions)."""
+        verdicts: dict[int, tuple[str, str]] = {}
+        try:
+            checked = self._envelope.execute(plan, dry_run=True)
+            verdicts = {s.index: (str(getattr(s.outcome, "value", s.outcome)), s.message) for s in checked.steps}
+        except ValueError as exc:  # no 3D target, a NaN: the executor would refuse the goal
+            verdicts = {i: ("invalid", str(exc)) for i in range(len(plan.actions))}
+        steps = []
+        for i, action in enumerate(plan.actions):
+            t = action.target_3d
+            verdict, message = verdicts.get(i, ("", ""))
+            steps.append(StepPreview(
+                index=i, type=action.type, object=action.object, target=action.target,
+                bbox=None if action.bbox is None else [float(v) for v in action.bbox],
+                point=None if action.point is None else [float(v) for v in action.point],
+                position_m=None if t is None else [float(v) for v in t.position], frame="" if t is None else t.frame,
+                width_m=None if t is None or t.width is None else float(t.width), verdict=verdict,
+                verdict_message=message))
+        return steps
+
+    def requires_approval(self) -> bool:
+        if not self._params.wait_for_services(timeout_sec=SERVICE_WAIT_S):
+            raise GraphError(f"the executor node {self._p['executor_node']!r} does not answer parameter requests")
+        future = self._params.get_parameters(["require_approval"])
+        if not self._wait(future, SERVICE_WAIT_S) or future.result() is None:
+            raise GraphError("the executor did not say whether it requires approval")
+        values_ = future.result().values
+        return bool(values_ and values_[0].bool_value)
+
+    def execute(self, plan: dict) -> None:
+        if not self._execute.wait_for_server(timeout_sec=SERVICE_WAIT_S):
+            raise GraphError(f"no executor offers {names.EXECUTE_ACTION}")
+        goal = ExecutePlan.Goal(plan=plan_to_msg(GroundedPlan.from_dict(plan)))
+        future = self._execute.send_goal_async(goal)
+        if not self._wait(future, SERVICE_WAIT_S):
+            raise GraphError("the executor did not answer the goal")
+        if not future.result().accepted:
+            raise GraphError("the executor rejected the goal (busy with another plan, or not active)")
+
+    def answer_approval(self, approved: bool, wait_s: float) -> tuple[bool, str]:
+        if not self._approve.wait_for_service(timeout_sec=SERVICE_WAIT_S):
+            raise GraphError(f"no executor offers {names.APPROVE_SERVICE}")
+        deadline = time.monotonic() + wait_s
+        while True:
+            future = self._approve.call_async(SetBool.Request(data=bool(approved)))
+            if not self._wait(future, SERVICE_WAIT_S) or future.result() is None:
+                raise GraphError(f"{names.APPROVE_SERVICE} did not answer")
+            taken, message = bool(future.result().success), str(future.result().message)
+            if taken or time.monotonic() >= deadline:
+                return taken, message
+            time.sleep(APPROVAL_RETRY_S)  # the goal was accepted; the executor holds it a moment later
+
+    def stop(self) -> bool:
+        if not self._cancel.wait_for_service(timeout_sec=SERVICE_WAIT_S):
+            raise GraphError(f"no executor offers {names.EXECUTE_ACTION}")
+        future = self._cancel.call_async(CancelGoal.Request())
+        cancelled = self._wait(future, SERVICE_WAIT_S) and future.result() is not None and \
+            len(future.result().goals_canceling) > 0
+        if self._approve.service_is_ready():  # a goal held for approval: refuse it too
+            self._approve.call_async(SetBool.Request(data=False))
+        return cancelled
+
+    def latest_frame(self, after_seq: int) -> Frame | None:
+        with self._frame_lock:
+            msg = self._camera.take()
+            if msg is not None:
+                try:
+                    rgb = color_to_rgb(msg)
+                except ValueError as exc:  # ImageDecodeError: an encoding the console cannot show; the rest goes on
+                    self.get_logger().error(f"camera frame not shown: {exc}", throttle_duration_sec=10.0)
+                    return None
+                self._seq += 1
+                limit = self.get_parameter("max_image_width").value
+                if limit and rgb.shape[1] > limit:
+                    height = round(rgb.shape[0] * limit / rgb.shape[1])
+                    rgb = np.asarray(PILImage.fromarray(rgb).resize((limit, height), PILImage.BILINEAR))
+                stamp = msg.header.stamp
+                self._frame = Frame(self._seq, stamp.sec * 1_000_000_000 + stamp.nanosec, rgb.shape[1], rgb.shape[0],
+                                    encode_jpeg(rgb, self.get_parameter("jpeg_quality").value))
+            frame = self._frame
+        return frame if frame is not None and frame.seq > after_seq else None
+
+    def destroy_node(self):
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        return super().destroy_node()
+
+
+def main(args=None) -> None:
+    run_node(ConsoleNode, "console_node", num_threads=4, args=args)
+
+
+def run_console(values_: dict) -> None:
+    """`grounded-planner console`: the node with these parameter values (as typed: no YAML parsing of a token)."""
+    overrides = [Parameter(name, value=value) for name, value in values_.items()]
+    run_node(lambda: ConsoleNode(parameter_overrides=overrides), "console", num_threads=4, args=[])
+
+
+if __name__ == "__main__":
+    main()

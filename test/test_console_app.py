@@ -1,0 +1,371 @@
+"""The console's web app on its own (no ROS graph): one plan gets one decision, approval through the executor's gate
+when it has one, the envelope's refusal, the token and the origin guard, the rollouts folder's edge, labels and the
+tally, the evaluation session's trials.jsonl, and the push channel. The graph is RecordingGraph, a test double of the
+console's own ConsoleGraph protocol (the real one, ros/console_node.py, is tested in test_console_browser.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("aiohttp")
+from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
+
+from grounded_planner.console.app import ConsoleApp  # noqa: E402
+from grounded_planner.console.auth import TokenError, console_token, is_loopback  # noqa: E402
+from grounded_planner.console.graph import Frame, GraphError, PlanAnswer, StepPreview  # noqa: E402
+from grounded_planner.rollout.record import RolloutRecorder, load_rollout  # noqa: E402
+from grounded_planner.rollout.stats import wilson_interval  # noqa: E402
+
+PLAN = {"instruction": "put the red cube in the bowl", "image_size": [320, 240], "model": "test-vlm",
+        "actions": [{"type": "grasp", "object": "red cube", "bbox": [85, 95, 115, 145],
+                     "target_3d": {"frame": "base", "position": [0.5, 0.0, 0.05], "orientation": [0, 0, 0, 1],
+                                   "width": 0.03}},
+                    {"type": "place", "target": "bowl", "point": [200, 120],
+                     "target_3d": {"frame": "base", "position": [0.5, 0.2, 0.05], "orientation": [0, 0, 0, 1]}}]}
+
+
+class RecordingGraph:
+    """Test double of ConsoleGraph: answers with a fixed plan and records what the app asked of the graph."""
+
+    def __init__(self, require_approval=False, verdicts=("ok", "ok")):
+        self.require_approval = require_approval
+        self.verdicts = verdicts
+        self.calls: list[tuple] = []
+        self.frames: list[Frame] = []
+
+    def plan(self, instruction, timeout_s):
+        self.calls.append(("plan", instruction))
+        steps = [StepPreview(i, a["type"], verdict=v) for i, (a, v) in enumerate(zip(PLAN["actions"], self.verdicts))]
+        return PlanAnswer(True, "", {**PLAN, "instruction": instruction}, steps, 0.01)
+
+    def requires_approval(self):
+        return self.require_approval
+
+    def execute(self, plan):
+        self.calls.append(("execute", plan["instruction"]))
+
+    def answer_approval(self, approved, wait_s):
+        self.calls.append(("approve", approved))
+        return True, "approved" if approved else "rejected"
+
+    def stop(self):
+        self.calls.append(("stop",))
+        return True
+
+    def latest_frame(self, after_seq):
+        newer = [f for f in self.frames if f.seq > after_seq]
+        return newer[-1] if newer else None
+
+    def did(self, kind):
+        return [c for c in self.calls if c[0] == kind]
+
+
+def serve(app: ConsoleApp, body, **server_kwargs):
+    """Run ``body(client)`` against the app on a real local HTTP server."""
+    async def main():
+        async with TestClient(TestServer(app.make_app(), **server_kwargs)) as client:
+            return await body(client)
+    return asyncio.run(main())
+
+
+def make_app(tmp_path, graph=None, **kwargs):
+    notes = []
+    app = ConsoleApp(graph or RecordingGraph(), rollouts_dir=tmp_path / "rollouts", note=notes.append, **kwargs)
+    return app, notes
+
+
+def record_rollout(root: Path, name: str, task="pick", condition="id", success=None, mode=None) -> Path:
+    folder = root / name
+    with RolloutRecorder(folder, instruction=f"{task} {name}", task=task, condition=condition, fsync_every_s=None) as rec:
+        rec.log_color(np.full((24, 32, 3), 120, np.uint8))
+        rec.log_color(np.full((24, 32, 3), 200, np.uint8))
+        if success is not None:
+            rec.set_label(success, mode, source="human")
+    return folder
+
+
+def test_one_plan_gets_one_decision_and_a_late_approve_is_refused_with_the_reason(tmp_path):
+    graph = RecordingGraph()
+    app, notes = make_app(tmp_path, graph)
+
+    async def body(client):
+        plan = (await (await client.post("/api/plan", json={"instruction": "put the red cube in the bowl"})).json())["plan"]
+        assert [s["verdict"] for s in plan["steps"]] == ["ok", "ok"] and plan["decision"] is None
+        first = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
+        assert first.status == 200 and "sent to /grounded_planner/execute" in (await first.json())["message"]
+        late = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
+        assert late.status == 409
+        assert "already approved by 127.0.0.1" in (await late.json())["error"]
+        reject = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": False})
+        assert reject.status == 409
+
+    serve(app, body)
+    assert graph.did("execute") == [("execute", "put the red cube in the bowl")]  # once, whatever was clicked after
+    assert any("plan 1 approved by 127.0.0.1" in n for n in notes)
+    assert any("refused approve of plan 1 from 127.0.0.1" in n for n in notes)
+
+
+def test_with_require_approval_the_plan_is_held_by_the_executor_and_approved_on_its_service(tmp_path):
+    graph = RecordingGraph(require_approval=True)
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        plan = (await (await client.post("/api/plan", json={"instruction": "a"})).json())["plan"]
+        answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
+        assert answer.status == 200 and "approved on /grounded_planner/approve" in (await answer.json())["message"]
+
+    serve(app, body)
+    assert graph.calls[1:] == [("execute", "a"), ("approve", True)]
+
+
+def test_a_plan_the_envelope_refuses_cannot_be_approved_and_nothing_moves(tmp_path):
+    graph = RecordingGraph(verdicts=("ok", "outside_workspace"))
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        plan = (await (await client.post("/api/plan", json={"instruction": "a"})).json())["plan"]
+        assert plan["refused_steps"] == [1]
+        answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
+        assert answer.status == 409 and "safety envelope refuses step(s) [1]" in (await answer.json())["error"]
+
+    serve(app, body)
+    assert graph.did("execute") == []
+
+
+def test_a_graph_failure_is_shown_on_the_plan(tmp_path):
+    class Rejecting(RecordingGraph):
+        def execute(self, plan):
+            raise GraphError("the executor rejected the goal (busy with another plan, or not active)")
+
+    app, _ = make_app(tmp_path, Rejecting())
+
+    async def body(client):
+        plan = (await (await client.post("/api/plan", json={"instruction": "a"})).json())["plan"]
+        answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
+        assert answer.status == 502 and "rejected the goal" in (await answer.json())["error"]
+        state = await (await client.get("/api/state")).json()
+        assert "rejected the goal" in state["plan"]["error"]
+
+    serve(app, body)
+
+
+def test_without_the_token_every_request_gets_401_and_changes_nothing(tmp_path):
+    graph = RecordingGraph()
+    token = "s3cret-token-of-24-chars"
+    app, notes = make_app(tmp_path, graph, token=token)
+
+    async def body(client):
+        for method, path, payload in (("GET", "/", None), ("GET", "/api/state", None), ("GET", "/ws", None),
+                                      ("POST", "/api/plan", {"instruction": "a"}), ("POST", "/api/stop", None),
+                                      ("POST", "/api/decision", {"plan_id": 1, "approve": True})):
+            response = await client.request(method, path, json=payload)
+            assert response.status == 401, path
+            assert "token" in (await response.json())["error"]
+        wrong = await client.post("/api/stop", headers={"Authorization": "Bearer wrong-token-wrong-token"})
+        assert wrong.status == 401
+        ok = await client.get("/api/state", headers={"Authorization": f"Bearer {token}"})
+        assert ok.status == 200
+        # a person's page: ?token= once, then a cookie (and the token leaves the address bar)
+        first = await client.get(f"/rollouts?token={token}&outcome=success", allow_redirects=False)
+        assert first.status == 302 and first.headers["Location"] == "/rollouts?outcome=success"
+        assert "HttpOnly" in first.headers["Set-Cookie"] and "SameSite=Strict" in first.headers["Set-Cookie"]
+        again = await client.get("/api/state")  # the client keeps the cookie
+        assert again.status == 200
+        ws = await client.ws_connect("/ws")
+        assert json.loads((await ws.receive()).data)["type"] == "state"
+        await ws.close()
+
+    serve(app, body)
+    assert graph.calls == []  # nothing planned, nothing stopped, nothing sent
+    assert sum("no valid token" in n for n in notes) == 7
+
+
+def test_requests_from_another_site_are_refused_and_there_is_no_cors_wildcard(tmp_path):
+    graph = RecordingGraph()
+    app, notes = make_app(tmp_path, graph)
+
+    async def body(client):
+        evil = await client.post("/api/stop", headers={"Origin": "http://evil.example"})
+        assert evil.status == 403
+        same = await client.post("/api/stop", headers={"Origin": f"http://{client.host}:{client.port}"})
+        assert same.status == 200
+        for path in ("/", "/api/state", "/api/rollouts"):
+            response = await client.get(path, headers={"Origin": "http://evil.example"})
+            assert "Access-Control-Allow-Origin" not in response.headers
+        preflight = await client.options("/api/stop", headers={"Origin": "http://evil.example",
+                                                                "Access-Control-Request-Method": "POST"})
+        assert "Access-Control-Allow-Origin" not in preflight.headers
+
+    serve(app, body)
+    assert graph.did("stop") == [("stop",)]
+    assert any("STOP from 127.0.0.1" in n for n in notes)
+    assert any("cross-site request" in n for n in notes)
+
+
+@pytest.mark.parametrize("query", ["id=../outside", "id=%2Fetc%2Fpasswd", "id=a/../../outside", "id=link"])
+def test_a_rollout_path_that_leaves_the_folder_is_404_and_logged(tmp_path, query):
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "rollout.json").write_text('{"format": "grounded_planner.rollout/1"}')
+    root = tmp_path / "rollouts"
+    record_rollout(root, "a")
+    (root / "link").symlink_to(tmp_path / "outside")
+    app, notes = make_app(tmp_path)
+
+    async def body(client):
+        for path in ("/api/rollout", "/api/rollout/frame"):
+            response = await client.get(f"{path}?{query}")
+            assert response.status == 404, path
+            assert "outside" not in await response.text()
+
+    serve(app, body)
+    assert sum("leaves" in n or "not a path relative" in n for n in notes) == 2
+
+
+def test_rollouts_list_filters_and_a_label_changes_the_tally(tmp_path):
+    root = tmp_path / "rollouts"
+    record_rollout(root, "r1", success=True)
+    record_rollout(root, "r2", success=False, mode="grasp_failure")
+    record_rollout(root, "r3", condition="ood")
+    app, notes = make_app(tmp_path)
+
+    async def body(client):
+        listing = await (await client.get("/api/rollouts")).json()
+        assert {r["id"] for r in listing["rollouts"]} == {"r1", "r2", "r3"} and listing["conditions"] == ["id", "ood"]
+        unlabelled = await (await client.get("/api/rollouts?outcome=unlabelled")).json()
+        assert [r["id"] for r in unlabelled["rollouts"]] == ["r3"]
+        ood = await (await client.get("/api/rollouts?condition=ood&task=pick")).json()
+        assert [r["id"] for r in ood["rollouts"]] == ["r3"]
+        bad = await client.get("/api/rollouts?outcome=maybe")
+        assert bad.status == 400
+        detail = await (await client.get("/api/rollout?id=r1")).json()
+        assert detail["frames"] == 2 and detail["record"]["success"] is True
+        frame = await client.get("/api/rollout/frame?id=r1&k=1")
+        assert frame.status == 200 and (await frame.read())[:2] == b"\xff\xd8"
+        assert (await client.get("/api/rollout/frame?id=r1&k=2")).status == 404
+        tally = {(g["task"], g["condition"]): g for g in (await (await client.get("/api/state")).json())["tally"]}
+        assert tally[("pick", "id")]["successes"] == 1 and tally[("pick", "id")]["n"] == 2
+        refused = await client.post("/api/label", json={"rollout": "r3", "success": False, "failure_mode": "flew_away"})
+        assert refused.status == 400 and "unknown failure mode 'flew_away'" in (await refused.json())["error"]
+        saved = await client.post("/api/label", json={"rollout": "r3", "success": True, "notes": "clean"})
+        assert saved.status == 200
+        tally = {(g["task"], g["condition"]): g for g in (await (await client.get("/api/state")).json())["tally"]}
+        assert tally[("pick", "ood")]["successes"] == 1 and tally[("pick", "ood")]["unlabelled"] == 0
+        assert tally[("pick", "ood")]["ci95"] == pytest.approx(list(wilson_interval(1, 1)))
+
+    serve(app, body)
+    record = load_rollout(root / "r3")
+    assert record.success is True and record.data["label_source"] == "human" and record.data["notes"] == "clean"
+    assert any("rollout r3 labelled success by 127.0.0.1" in n for n in notes)
+
+
+def test_two_pages_get_every_state_change_and_frames_follow_the_browser(tmp_path):
+    graph = RecordingGraph()
+    graph.frames = [Frame(1, 111, 4, 2, b"\xff\xd8one"), Frame(2, 222, 4, 2, b"\xff\xd8two")]
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        a, b = await client.ws_connect("/ws"), await client.ws_connect("/ws")
+        for ws in (a, b):
+            assert json.loads((await ws.receive()).data)["state"]["plan"] is None
+        await client.post("/api/plan", json={"instruction": "stack the cups"})
+        for ws in (a, b):
+            state = json.loads((await ws.receive(timeout=5)).data)["state"]
+            assert state["plan"]["instruction"] == "stack the cups"
+        await a.send_str(json.dumps({"type": "frames"}))
+        message = await a.receive(timeout=5)
+        seq_stamp, width, height = struct.unpack(">qII", message.data[:16])
+        assert (seq_stamp, width, height, message.data[16:]) == (222, 4, 2, b"\xff\xd8two")  # the newest frame
+        with pytest.raises(asyncio.TimeoutError):  # nothing newer, and no ack: nothing more is sent
+            await a.receive(timeout=0.3)
+        graph.frames.append(Frame(3, 333, 4, 2, b"\xff\xd8three"))
+        with pytest.raises(asyncio.TimeoutError):  # newer, but the browser has not shown the last one yet
+            await a.receive(timeout=0.3)
+        await a.send_str(json.dumps({"type": "ack"}))
+        assert (await a.receive(timeout=5)).data[16:] == b"\xff\xd8three"
+        await a.close()
+        await b.close()
+
+    serve(app, body)
+
+
+def test_console_token_rules():
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and is_loopback("127.0.0.2")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.20")
+    assert console_token("127.0.0.1", "") == ("", False)
+    generated, was_generated = console_token("0.0.0.0", "")
+    assert was_generated and len(generated) >= 24
+    assert console_token("0.0.0.0", "a-token-of-20-chars!") == ("a-token-of-20-chars!", False)
+    with pytest.raises(TokenError, match="at least 16 characters"):
+        console_token("0.0.0.0", "short")
+
+
+def make_cards(folder: Path, trials) -> list[dict]:
+    """A scene-card folder as `spabench cards` lays it out (contract: cards.jsonl, cards/<task>_<condition>_<seed>.png)."""
+    from PIL import Image
+
+    from grounded_planner.spabench.trial import TrialRecord, TrialSpec
+
+    (folder / "cards").mkdir(parents=True)
+    cards = []
+    for task, condition, seed in trials:
+        record = TrialRecord(task=task, condition=condition, seed=seed, robot="gp5", planner="",
+                             instruction=f"put two blocks in the bowl (seed {seed})", expects_action=True,
+                             spec=TrialSpec(receptacle="bowl_0", receptacle_radius_m=0.08, count=2),
+                             initial_positions={"block_0": (0.4, 0.1, 0.02), "bowl_0": (0.45, -0.1, 0.03)})
+        png = f"cards/{task}_{condition}_{seed}.png"
+        Image.new("RGB", (40, 30), (200, 180, 20)).save(folder / png)
+        cards.append({**record.card_dict(), "objects": [], "success_rule": "two blocks end in the bowl",
+                      "card_png": png, "card_html": "cards.html"})
+    (folder / "cards.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cards))
+    return cards
+
+
+def test_an_evaluation_session_runs_card_by_card_into_trials_jsonl(tmp_path):
+    from grounded_planner.spabench.trial import RECORD_KEYS
+
+    session = tmp_path / "session"
+    cards = make_cards(session, [("counting", "id", 0), ("counting", "ood", 1)])
+    graph = RecordingGraph()
+    app, notes = make_app(tmp_path, graph, session_dir=str(session))
+    app.rollouts.root = session / "rollouts"  # the contract's place: DIR/rollouts/ (rollout_logger.log_dir there)
+
+    async def body(client):
+        progress = (await (await client.get("/api/session")).json())["session"]
+        assert progress["done"] == 0 and progress["total"] == 2 and progress["card"]["trial_id"] == cards[0]["trial_id"]
+        png = await client.get("/api/session/file?path=" + progress["card"]["card_png"])
+        assert png.status == 200 and (await png.read())[:4] == b"\x89PNG"
+        assert (await client.get("/api/session/file?path=../../etc/passwd")).status == 404
+        started = await (await client.post("/api/session/start", json={"trial_id": cards[0]["trial_id"]})).json()
+        assert started["instruction"] == cards[0]["instruction"]
+        plan = (await (await client.post("/api/plan", json={"instruction": started["instruction"]})).json())["plan"]
+        await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
+        folder = record_rollout(session / "rollouts", "trial0", task="counting")
+        app.on_rollout_closed(str(folder))
+        state = await (await client.get("/api/state")).json()
+        assert state["episode"]["id"] == "trial0"
+        labelled = await (await client.post("/api/label", json={"rollout": "trial0", "success": False,
+                                                                  "failure_mode": "wrong_object"})).json()
+        assert labelled["trial"]["trial_id"] == cards[0]["trial_id"]
+        state = await (await client.get("/api/state")).json()
+        assert state["session"]["done"] == 1 and state["session"]["card"]["trial_id"] == cards[1]["trial_id"]
+        again = await client.post("/api/session/start", json={"trial_id": cards[0]["trial_id"]})
+        assert again.status == 409  # recorded: one outcome per trial
+
+    serve(app, body)
+    lines = [json.loads(line) for line in (session / "trials.jsonl").read_text().splitlines()]
+    assert len(lines) == 1 and list(lines[0]) == list(RECORD_KEYS)
+    line = lines[0]
+    assert line["trial_id"] == cards[0]["trial_id"] and line["instruction"] == cards[0]["instruction"]
+    assert (line["success"], line["failure_mode"], line["outcome_source"]) == (False, "wrong_object", "operator")
+    assert line["rollout"] == "rollouts/trial0" and line["planner"] == "unknown"  # the rollout names no model
+    assert line["started_at"] and line["wall_s"] is not None
+    assert load_rollout(session / "rollouts" / "trial0").failure_mode == "wrong_object"
+    # resume: a new console on the same folder starts at the second card
+    resumed, _ = make_app(tmp_path, RecordingGraph(), session_dir=str(session))
+    assert resumed.state.snapshot()["session"]["card"]["trial_id"] == cards[1]["trial_id"]

@@ -1,0 +1,294 @@
+"""The operator console in a real browser (headless Chromium through Selenium) against a real bringup in another
+process (the replay profile: a bag as the camera, the planner against a local VLM server, the sim executor moving
+for real): instruct, preview, approve, watch the steps complete, label and see the tally change; a second browser
+sees the same state and its late Approve is refused; Stop mid-plan stops the arm; a non-local bind without the
+token answers 401 and moves nothing; a path leaving the rollouts folder is 404. Screenshots: out/console/."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, requires_ros
+from helpers.bringup import CLI, start_bringup, stop_bringup
+from helpers.browser import chromium, requires_browser, screenshot, wait_until
+from helpers.tabletop import EXTRINSICS, INSTRUCTION, SCENE_COLORS, scene_messages
+
+pytestmark = [requires_ros, requires_browser, pytest.mark.ros,
+              pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")]
+
+# The simulated workcell holds what the recorded camera sees: the red cube where the bag shows it (0.31 m ahead of
+# fr3_link0 through the tabletop extrinsics), and a tray where the planner places it ("the table" at the image centre)
+SCENE = """name: tabletop_cube
+instruction: put the red cube on the table
+objects:
+  - {id: red_cube, kind: box, name: red cube, size_m: [0.04, 0.04, 0.05], position_m: [0.308, 0.0], color: red}
+  - {id: tray, kind: bowl, name: tray, size_m: [0.085, 0.03], position_m: [0.50, 0.0], color: blue}
+plan:
+  - {type: grasp, object: red_cube}
+  - {type: place, target: tray}
+success:
+  - {type: inside, object: red_cube, target: tray}
+"""
+# the sim arm paced to the wall clock: a plan takes seconds, so Stop can land in the middle of it
+EXECUTOR_CONFIG = "backends:\n  sim:\n    realtime_factor: 1.0\n    seed: null\n    scenario: {scene}\n"
+CONSOLE_URL = re.compile(r"console on (http://[\d.]+:\d+/)")
+
+
+class Output:
+    """Reads a child process's output on a thread, so that a test can wait for a line while the child runs."""
+
+    def __init__(self, child: subprocess.Popen):
+        self.child, self.lines = child, []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self.child.stdout:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: re.Pattern, timeout_s: float) -> re.Match:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            match = pattern.search(self.text())
+            if match:
+                return match
+            if self.child.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no {pattern.pattern!r} in the output:\n{self.text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """One bringup for the module (a random ROS domain, localhost only): (console URL, rollouts folder, output)."""
+    from grounded_planner.ros.bags import write_bag
+    from grounded_planner.vlm.fake_server import FakeVLMServer
+
+    tmp = tmp_path_factory.mktemp("console")
+    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION")}
+    os.environ.update(ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)),
+                      ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", RMW_IMPLEMENTATION="rmw_fastrtps_cpp")
+    color, depth, info = scene_messages()
+    topics = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
+              "/camera/camera/color/camera_info")
+    bag = write_bag(tmp / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))])
+    (tmp / "extrinsics.yaml").write_text(EXTRINSICS)
+    (tmp / "scene.yaml").write_text(SCENE)
+    (tmp / "executor.yaml").write_text(EXECUTOR_CONFIG.format(scene=tmp / "scene.yaml"))
+    rollouts = tmp / "rollouts"
+    with FakeVLMServer(SCENE_COLORS) as vlm:
+        child = start_bringup("config/replay.yaml", {
+            "bag_player.bag": bag, "planner.base_url": vlm.base_url, "planner.model": "qwen3-vl-test",
+            "planner.extrinsics_file": tmp / "extrinsics.yaml", "planner.timeout_s": 20,
+            "executor.dry_run": "false", "executor.config_file": tmp / "executor.yaml",
+            "executor.approval_timeout_s": 30, "rollout_logger.log_dir": rollouts, "console.port": 0,
+            "console.rollouts_dir": rollouts, "console.executor_config_file": tmp / "executor.yaml"})
+        output = Output(child)
+        try:
+            url = output.wait_for(CONSOLE_URL, 60.0).group(1)
+            yield url, rollouts, output
+        finally:
+            out = stop_bringup(child)
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    text = output.text() + out
+    assert child.returncode == 0, text[-3000:]
+    assert "Traceback" not in text, text
+
+
+@pytest.fixture(scope="module")
+def browser():
+    driver = chromium()
+    yield driver
+    driver.quit()
+
+
+def rows(driver, table: str):
+    from selenium.webdriver.common.by import By
+
+    return [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+            for tr in driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")]
+
+
+def click(driver, selector: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.CSS_SELECTOR, selector).click()
+
+
+def plan_in(driver, instruction: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    box = driver.find_element(By.ID, "instruction")
+    box.clear()
+    box.send_keys(instruction)
+    click(driver, "#plan-btn")
+
+
+def camera_shown(driver) -> bool:
+    return driver.execute_script("const i = document.getElementById('camera'); return i.complete && i.naturalWidth > 0")
+
+
+def tally(driver) -> dict:
+    return {(r[0], r[1]): r[2] for r in rows(driver, "tally")}
+
+
+def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
+    url, rollouts, output = stack
+    browser.get(url)
+    wait_until(lambda: camera_shown(browser), 30, "the camera image", browser, "live_no_camera")
+    before = tally(browser)
+    plan_in(browser, INSTRUCTION)
+    steps = wait_until(lambda: len(rows(browser, "steps")) == 2 and rows(browser, "steps"), 60, "the plan preview",
+                       browser, "live_no_plan")
+    # before anything moves: each step with its 3D target in the base frame, the grasp width and the envelope's verdict
+    assert [s[1].split()[0] for s in steps] == ["grasp", "place"]
+    assert all("fr3_link0" in s[2] for s in steps) and steps[0][3].endswith("cm")
+    assert [s[4] for s in steps] == ["ok", "ok"] and [s[5] for s in steps] == ["—", "—"]
+    assert browser.execute_script("return document.querySelectorAll('#overlay rect').length") == 1  # the grasp box
+    assert browser.execute_script("return document.querySelectorAll('#overlay circle').length") == 1  # the place point
+    screenshot(browser, "live_preview")
+    assert not list(rollouts.glob("*/rollout.json")) or all(
+        json.loads(p.read_text()).get("execution") is None for p in rollouts.glob("*/rollout.json"))
+    click(browser, "#approve-btn")
+    wait_until(lambda: rows(browser, "steps")[0][5] not in ("—", "waiting"), 30, "the first step to start", browser,
+               "live_not_started")
+    screenshot(browser, "live_running")
+    done = wait_until(lambda: [s[5] for s in rows(browser, "steps")] == ["ok", "ok"] and rows(browser, "steps"), 90,
+                      "both steps to complete", browser, "live_not_done")
+    assert done
+    wait_until(lambda: "succeeded" in browser.find_element("id", "decision-msg").text, 30, "the plan's result", browser)
+    # the episode ended: its rollout waits for a label, the stack's own (the simulator's: success) preselected
+    wait_until(lambda: browser.find_element("id", "label-panel").is_displayed(), 30, "the label panel", browser,
+               "live_no_label")
+    assert "chosen" in browser.find_element("css selector", "#live-label button[data-outcome='true']").get_attribute("class")
+    assert "label from: simulator (success)" in browser.find_element("css selector", "#live-label .label-info").text
+    auto = wait_until(lambda: tally(browser).get((INSTRUCTION, "—")), 10, "the simulator's label in the tally", browser)
+    assert auto == "1/1", tally(browser)
+    screenshot(browser, "live_label")
+    # the operator saw it differently: a failure, with its failure mode
+    click(browser, "#live-label button[data-outcome='false']")
+    click(browser, "#live-label button[data-mode='incorrect_spatial_outcome']")
+    click(browser, "#live-label .save-label")
+    wait_until(lambda: "labelled by a person: failure, incorrect_spatial_outcome" in
+               browser.find_element("css selector", "#live-label .label-info").text, 10, "the label to be saved", browser)
+    after = wait_until(lambda: tally(browser).get((INSTRUCTION, "—")) == "0/1" and tally(browser), 10,
+                       "the tally to change", browser, "live_tally_unchanged")
+    assert after != before
+    screenshot(browser, "live_tally")
+    labelled = [json.loads(p.read_text()) for p in rollouts.glob("*/rollout.json")]
+    assert [(d["success"], d["failure_mode"], d["label_source"]) for d in labelled] == \
+        [(False, "incorrect_spatial_outcome", "human")]
+    assert re.search(r"plan \d+ approved by 127\.0\.0\.1", output.text())
+
+    # the rollouts pages: the list, then one rollout with its overlay, frames, plan and steps
+    browser.get(url + "rollouts")
+    wait_until(lambda: rows(browser, "rollout-list"), 10, "the rollouts list", browser)
+    screenshot(browser, "rollouts")
+    click(browser, "#rollout-list tbody tr a")
+    wait_until(lambda: len(rows(browser, "rollout-steps")) == 2, 10, "the rollout page", browser)
+    wait_until(lambda: browser.execute_script("return document.getElementById('rollout-image').naturalWidth > 0"), 10,
+               "a frame of the rollout", browser)
+    assert [r[2] for r in rows(browser, "rollout-steps")] == ["ok", "ok"]
+    screenshot(browser, "rollout")
+
+
+def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop_stops_the_arm(stack, browser):
+    url, rollouts, output = stack
+    second = chromium()
+    try:
+        browser.get(url)
+        second.get(url)
+        wait_until(lambda: camera_shown(second), 30, "the camera in the second browser", second)
+        plan_in(browser, INSTRUCTION)
+        wait_until(lambda: len(rows(second, "steps")) == 2 and rows(second, "steps")[0][4] == "ok", 60,
+                   "the first browser's plan in the second browser", second, "second_no_plan")
+        title = browser.find_element("id", "plan-title").text
+        assert second.find_element("id", "plan-title").text == title
+        click(browser, "#approve-btn")
+        wait_until(lambda: rows(second, "steps")[0][5] not in ("—", "waiting"), 30,
+                   "the second browser to see the first step running", second, "second_not_running")
+        click(second, "#approve-btn")  # late: the plan was approved in the first browser
+        refused = wait_until(lambda: second.find_element("id", "decision-msg").text.startswith("Approve refused"), 10,
+                             "the refusal in the second browser", second)
+        assert refused
+        message = second.find_element("id", "decision-msg").text
+        assert "was already approved by 127.0.0.1" in message and "one plan gets one decision" in message
+        screenshot(second, "second_browser_refused")
+        # Stop from the second browser, mid-plan: the goal is cancelled and the arm stops
+        click(second, "#stop-btn")
+        wait_until(lambda: "stopped" in browser.find_element("id", "decision-msg").text, 30,
+                   "the first browser to show the plan stopped", browser, "stop_not_shown")
+        progress = [s[5] for s in rows(browser, "steps")]
+        assert "cancelled" in progress and progress != ["ok", "ok"], progress
+        screenshot(browser, "stopped")
+        assert re.search(r"STOP from 127\.0\.0\.1: the running goal was cancelled", output.text())
+        assert "refused approve of plan" in output.text()
+    finally:
+        second.quit()
+
+
+def test_a_non_local_bind_without_the_token_answers_401_and_moves_nothing(stack, browser, tmp_path):
+    url, rollouts, output = stack
+    child = subprocess.Popen([*CLI, "console", "--host", "0.0.0.0", "--port", "0", "--rollouts-dir", str(rollouts)],
+                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    guarded = Output(child)
+    try:
+        token = guarded.wait_for(re.compile(r"console: token (\S+) "), 60).group(1)
+        port = guarded.wait_for(re.compile(r"console on http://0\.0\.0\.0:(\d+)/"), 30).group(1)
+        base = f"http://127.0.0.1:{port}"
+        executed_before = len(re.findall(r"plan .*: ok \(", output.text()))
+        for path, body in (("/api/plan", {"instruction": INSTRUCTION}), ("/api/decision", {"plan_id": 1, "approve": True}),
+                           ("/api/stop", {})):
+            request = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
+                                             headers={"Content-Type": "application/json"})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == 401
+        browser.get(base + "/")
+        assert "a valid token is required" in browser.page_source
+        screenshot(browser, "unauthorised")
+        # the same console with the token: the page opens (the token becomes a cookie) and the API answers
+        browser.get(f"{base}/?token={token}")
+        wait_until(lambda: browser.current_url == base + "/" and camera_shown(browser), 30,
+                   "the console opened with its token", browser, "token_page")
+        request = urllib.request.Request(base + "/api/state", headers={"Authorization": f"Bearer {token}"})
+        assert json.loads(urllib.request.urlopen(request, timeout=10).read())["plan"] is None  # nothing was planned
+        assert len(re.findall(r"plan .*: ok \(", output.text())) == executed_before  # nothing moved
+        assert guarded.text().count("no valid token") >= 4
+        assert guarded.text().count("console: token") == 1  # printed once
+    finally:
+        child.send_signal(2)
+        child.wait(timeout=30)
+
+
+def test_a_rollout_path_leaving_the_folder_is_404_and_logged(stack, browser):
+    url, rollouts, output = stack
+    for query in ("id=..%2F..%2F..%2Fetc", "id=%2Fetc%2Fpasswd"):
+        for path in ("api/rollout", "api/rollout/frame"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"{url}{path}?{query}", timeout=10)
+            assert refused.value.code == 404
+    browser.get(url + "rollout?id=../../etc")
+    wait_until(lambda: browser.find_element("id", "rollout-title").text == "Rollout not found", 10,
+               "the rollout page to say not found", browser)
+    wait_until(lambda: output.text().count("leaves") >= 3, 10, "the refusals in the log")
