@@ -11,37 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from grounded_planner.console.rollouts import inside
-from grounded_planner.spabench.errors import TrialRecordError
+from grounded_planner.spabench.errors import SpaBenchError
+from grounded_planner.spabench.report import load_trials, trials_path
+from grounded_planner.spabench.session import SessionError, load_cards
 from grounded_planner.spabench.trial import TrialRecord
 
-CARDS = "cards.jsonl"
-TRIALS = "trials.jsonl"
 OPERATOR = "operator"
-
-
-class SessionError(ValueError):
-    """A session folder that cannot be used (no cards.jsonl, a malformed line, an unknown trial)."""
-
-
-def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    out = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SessionError(f"cannot read {path}: {exc}") from exc
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SessionError(f"{path}:{number}: not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise SessionError(f"{path}:{number}: expected a JSON object, got {type(data).__name__}")
-        out.append((number, data))
-    return out
 
 
 class EvalSession:
@@ -49,27 +24,22 @@ class EvalSession:
 
     def __init__(self, folder: str | Path):
         self.folder = Path(folder).expanduser()
-        cards_path = self.folder / CARDS
-        if not cards_path.is_file():
-            raise SessionError(f"{self.folder} is not a scene-card folder: no {CARDS} (make one with `spabench cards "
-                               f"--out {self.folder}`)")
-        self.cards: list[dict[str, Any]] = []
-        for number, data in _read_jsonl(cards_path):
-            try:
-                TrialRecord.from_dict(data, where=f"{cards_path}:{number}")
-            except TrialRecordError as exc:
-                raise SessionError(str(exc)) from exc
-            self.cards.append(data)
+        self.cards: list[dict[str, Any]] = load_cards(self.folder)  # SessionError naming the file and line
         if not self.cards:
-            raise SessionError(f"{cards_path} holds no card")
+            raise SessionError(f"{self.folder}/cards.jsonl holds no card")
 
     @property
     def trials_path(self) -> Path:
-        return self.folder / TRIALS
+        return trials_path(self.folder)
 
     def done(self) -> set[str]:
-        """Trial ids already in trials.jsonl (a line that is not a JSON object is an error naming it)."""
-        return {str(data.get("trial_id")) for _n, data in _read_jsonl(self.trials_path)}
+        """Trial ids already in trials.jsonl (the same checked reader as `spabench report` and `spabench session`)."""
+        if not self.trials_path.exists():
+            return set()
+        try:
+            return {r["trial_id"] for r in load_trials(self.folder)}
+        except SpaBenchError as exc:
+            raise SessionError(str(exc)) from exc
 
     def next_card(self) -> dict[str, Any] | None:
         done = self.done()
@@ -79,7 +49,7 @@ class EvalSession:
         for card in self.cards:
             if card["trial_id"] == trial_id:
                 return card
-        raise SessionError(f"no card {trial_id!r} in {self.folder / CARDS}")
+        raise SessionError(f"no card {trial_id!r} in {self.folder}/cards.jsonl")
 
     def progress(self) -> dict[str, Any]:
         """What the page shows: how far the session is and the next card (without its bulky fields)."""
@@ -119,7 +89,7 @@ class EvalSession:
                 grasp_attempted=grasp_attempted, success=bool(success), failure_mode=None if success else failure_mode,
                 outcome_source=OPERATOR, rollout=rollout, error=error or None, started_at=started_at, wall_s=wall_s)
             line = json.dumps(record.to_dict(), ensure_ascii=False)
-        except TrialRecordError as exc:
+        except SpaBenchError as exc:
             raise SessionError(str(exc)) from exc
         with open(self.trials_path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
