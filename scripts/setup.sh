@@ -93,6 +93,15 @@ if ! stamp_ok interfaces "$ifaces" || ! "$VPY" -c "import grounded_planner_inter
   stamp_set interfaces "$ifaces"
 fi
 
+# 5. Foxglove's own MCAP + ROS 2 readers (npm), for the test that reads a rollout the way Foxglove does
+#    (test/test_rollout_node_readers.py); versions pinned by test/node/package-lock.json, 14 MB in test/node/node_modules
+nodedeps=$(digest test/node/package.json test/node/package-lock.json)
+if command -v npm >/dev/null && { ! stamp_ok node "$nodedeps" || [ ! -d test/node/node_modules/@mcap/core ]; }; then
+  log "installing Foxglove's MCAP readers into test/node/node_modules (npm ci)"
+  (cd test/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  stamp_set node "$nodedeps"
+fi
+
 "$VPY" -c "import rclpy, grounded_planner, grounded_planner_interfaces.srv" \
   || { log "the venv does not import rclpy/grounded_planner/grounded_planner_interfaces"; exit 1; }
 "$VPY" -c "import lerobot.robots.so_follower, lerobot.motors.feetech" \

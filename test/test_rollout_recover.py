@@ -24,18 +24,23 @@ REPO = Path(__file__).resolve().parents[1]
 # A recorder in a child process: logs `count` joint states (none: killed before any complete message), says
 # "ready", then keeps logging while `busy` (so the kill lands mid-record) or waits to be killed.
 WRITER = textwrap.dedent("""
-    import sys
+    import sys, time
     from grounded_planner.rollout.record import RolloutRecorder
     rec = RolloutRecorder(sys.argv[1], fsync_every_s=None)
     count, busy = int(sys.argv[2]), sys.argv[3] == "busy"
     for i in range(count):
         rec.log_joint_state(["j1", "j2"], [0.01 * i, 0.2])
-    print("ready", flush=True)
-    i = count
-    while busy:
+    if not busy:
+        time.sleep(0.6)  # past chunk_interval_s + 0.1 s: what a kill may not lose
+        print("ready", flush=True)
+        sys.stdin.readline()
+    i, ready_at = count, time.monotonic() + 0.7  # busy: ready once there are chunks older than 0.6 s, writing on
+    while True:
         rec.log_joint_state(["j1", "j2"] * 200, [0.01 * i, 0.2] * 200)
         i += 1
-    sys.stdin.readline()
+        if time.monotonic() > ready_at:
+            print("ready", flush=True)
+            ready_at = float("inf")
 """)
 
 

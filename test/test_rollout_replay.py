@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import time
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +22,7 @@ pytest.importorskip("rosbags")
 planner_mod = pytest.importorskip("grounded_planner.vlm.factory")  # make_planner
 
 from grounded_planner.cli.main import main  # noqa: E402
-from grounded_planner.rollout.record import RolloutRecorder  # noqa: E402
+from grounded_planner.rollout.record import RecordingOptions, RolloutRecorder  # noqa: E402
 from grounded_planner.vlm.config import PlannerConfig  # noqa: E402
 
 W, H = 64, 48
@@ -96,7 +97,10 @@ def bags(tmp_path):
         [("a0", (5, 5)), ("a1", (30, 20)), ("a2", (50, 40)), ("b0", (12, 33)), ("c0", (40, 8))])}
     expected = []  # (episode id, instruction, frame) the live planner had
     # rollout A: two planning rounds; the plan's header stamp names the frame it was made on
-    with RolloutRecorder(tmp_path / "ep_a", instruction="put the red block in the bowl", task="placement") as rec:
+    # raw frames: these tests compare the planner's input bit for bit (a compressed rollout has its own test)
+    raw = RecordingOptions(images="raw")
+    with RolloutRecorder(tmp_path / "ep_a", instruction="put the red block in the bowl", task="placement",
+                         options=raw) as rec:
         rec.log_frame(frames["a0"], np.full((H, W), 0.6), stamp_ns=1_000)
         rec.log_frame(frames["a1"], np.full((H, W), 0.6), stamp_ns=2_000)
         rec.log_plan(_any_plan("put the red block in the bowl"), stamp_ns=1_000)  # planned on a0
@@ -106,7 +110,7 @@ def bags(tmp_path):
     expected += [("ep_a#0", "put the red block in the bowl", frames["a0"]),
                  ("ep_a#1", "put the green block in the bowl", frames["a2"])]
     # rollout B: instruction logged before the first frame, no plan (the planner had died)
-    with RolloutRecorder(tmp_path / "ep_b", instruction="put the blue block in the bowl") as rec:
+    with RolloutRecorder(tmp_path / "ep_b", instruction="put the blue block in the bowl", options=raw) as rec:
         rec.log_frame(frames["b0"], None, stamp_ns=5_000)
     expected.append(("ep_b", "put the blue block in the bowl", frames["b0"]))
     # C: a bag written by someone else with rosbags' standard Writer (chunked, zstd), no rollout.json
@@ -214,13 +218,19 @@ def test_replay_errors(tmp_path, capsys, vlm):
 
 
 def test_replay_of_a_cut_short_rollout(vlm, tmp_path):
-    """A recorder that never closed (as after SIGKILL) leaves a footerless bag; replay still reads it."""
+    """A recorder that never closed (as after SIGKILL) leaves a footerless bag; replay still reads it, JPEG colour
+    (the recorder's default, on .../compressed) included."""
+    from grounded_planner.rollout.bag import image_to_rgb, read_bag
+
     frame = _frame((22, 11), 9)
     rec = RolloutRecorder(tmp_path / "cut", instruction="put the blue block in the bowl")
     rec.log_frame(_frame((1, 1), 8), None, stamp_ns=6)
     rec.log_frame(frame, None, stamp_ns=7)
     rec.log_plan(_any_plan("put the blue block in the bowl"), stamp_ns=7)
     rec.log_frame(_frame((40, 30), 10), None, stamp_ns=8)  # after the plan: not the planner's input
+    time.sleep(RecordingOptions().chunk_interval_s + 0.1)  # what a crash may not lose is in the file now
+    frame = next(image_to_rgb(m.msg) for m in read_bag(tmp_path / "cut") if m.msgtype.endswith("CompressedImage")
+                 and m.msg.header.stamp.nanosec == 7)  # the pixels the live planner saw, through JPEG
     out = tmp_path / "p.jsonl"
     assert main(["replay", str(tmp_path / "cut"), "--out", str(out), *_planner_args(vlm)]) == 0
     (record,) = map(json.loads, out.read_text().splitlines())

@@ -1,5 +1,8 @@
 """rollout_logger_node in a child process records an episode from the topics the other nodes publish."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from conftest import requires_ros, spawn_python
@@ -9,7 +12,10 @@ from helpers.tabletop import scene_messages
 pytestmark = [requires_ros, pytest.mark.ros]
 
 
-def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context):
+@pytest.mark.parametrize("recording", ["default", "session_raw"])
+def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context, recording):
+    """Default: one folder (rollout.json + compressed rollout.mcap) per episode. ``session:=true images:=raw``: the
+    episodes share one session file of raw Images, each with its own rollout.json folder."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -22,14 +28,14 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
     from grounded_planner.msgs.execution import execution_event_msg, execution_result_msg, planner_status_msg
     from grounded_planner.plan import GroundedAction, GroundedPlan, Target, TargetSet
     from grounded_planner.ros.msg_types import rclpy_type
-    from grounded_planner.rollout.bag import read_bag
     from grounded_planner.rollout.record import load_rollout
     from grounded_planner.ros.convert import plan_to_msg
     from grounded_planner_interfaces.msg import ExecutionEvent, ExecutionResult, PlannerStatus
     from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
     child = spawn_python(["-m", "grounded_planner.ros.rollout_logger_node", "--ros-args",
-                          "-p", f"log_dir:={tmp_path / 'rollouts'}", "-p", "condition:=test", "-p", "frame_rate_hz:=20.0"])
+                          "-p", f"log_dir:={tmp_path / 'rollouts'}", "-p", "condition:=test", "-p", "frame_rate_hz:=20.0",
+                          *(["-p", "session:=true", "-p", "images:=raw"] if recording == "session_raw" else [])])
     node = rclpy.create_node("logger_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
@@ -89,9 +95,18 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
     assert record["targets"]["frame"] == "fr3_link0" and record["targets"]["targets"][0]["width"] == pytest.approx(0.03)
     assert record["success"] is True  # the simulator's scene check, carried by the typed result
     assert [s["outcome"] for s in record["steps"]] == ["ok", "ok"] and record["execution"]["success"] is True
-    topics = [m.topic for m in read_bag(closed[0])]
-    for topic in ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
-                  "/camera/camera/color/camera_info", "/grounded_planner/plan", "/grounded_planner/targets",
+    if recording == "session_raw":
+        images = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw")
+        session = Path(closed[0]).parent
+        assert Path(closed[1]).parent == session and (session / "session.mcap").is_file()
+        index = json.loads((session / "session.json").read_text())
+        assert index["status"] == "complete" and [e["status"] for e in index["episodes"]] == ["complete"] * 2
+        assert not (Path(closed[0]) / "rollout.mcap").exists()
+    else:  # compressed by default, on image_transport's topics (the node received raw Images)
+        images = ("/camera/camera/color/image_raw/compressed",
+                  "/camera/camera/aligned_depth_to_color/image_raw/compressedDepth")
+    topics = [m.topic for m in load_rollout(closed[0]).messages()]
+    for topic in (*images, "/camera/camera/color/camera_info", "/grounded_planner/plan", "/grounded_planner/targets",
                   "/grounded_planner/execution/feedback", "/grounded_planner/execution/result"):
         assert topic in topics, f"{topic} missing from the rollout bag"
     assert topics.count("/grounded_planner/execution/feedback") == 3

@@ -10,7 +10,8 @@ from grounded_planner.cli.main import CliError, add_command
 from grounded_planner.rollout.export import ExportError, export_lerobot
 from grounded_planner.rollout.label import label_rollouts
 from grounded_planner.rollout.plot import plot_summary
-from grounded_planner.rollout.record import RolloutError, find_rollouts, find_unfinished, recover_rollout
+from grounded_planner.rollout.record import IN_PROGRESS, RolloutError, find_rollouts, find_unfinished, recover_rollout
+from grounded_planner.rollout.session import find_sessions, recover_session, session_status
 from grounded_planner.rollout.stats import StatsError, format_summary, summarize
 
 
@@ -91,14 +92,29 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _recover(args: argparse.Namespace) -> int:
+    failed = sessions = 0
     try:
+        for session in find_sessions(args.dirs):  # a session's file first: its episodes read their windows from it
+            if session_status(session) != IN_PROGRESS:
+                continue
+            try:
+                index = recover_session(session)
+            except RolloutError as exc:  # its recorder is still alive
+                print(f"{session}: {exc}", file=sys.stderr)
+                failed += 1
+                continue
+            except OSError as exc:  # a full disk: a failure at run time, try again later
+                print(f"{session}: not recovered: {exc}", file=sys.stderr)
+                failed += 1
+                continue
+            sessions += 1
+            print(f"{session}: session recovered, {len(index['episodes'])} episodes, status {index['status']}")
         folders = find_unfinished(args.dirs)
     except RolloutError as exc:
         raise CliError(str(exc)) from exc
-    if not folders:
+    if not folders and not sessions:
         print(f"nothing to recover under {', '.join(args.dirs)} (no rollout is in progress)")
-        return 0
-    failed = 0
+        return 1 if failed else 0
     for folder in folders:
         try:
             fixed = recover_rollout(folder)
@@ -111,7 +127,7 @@ def _recover(args: argparse.Namespace) -> int:
             failed += 1
             continue
         recovery = fixed.data.get("recovery") or {}
-        print(f"{folder}: recovered {fixed.data['bag']['messages']} bag messages, status {fixed.status}: "
+        print(f"{folder}: recovered {fixed.info.bag.messages} bag messages, status {fixed.status}: "
               f"{recovery.get('reason', 'already finished')}")
     return 1 if failed else 0
 

@@ -238,11 +238,13 @@ def compressed_depth_to_numpy(msg: Any) -> tuple[np.ndarray, str]:
 
 
 def numpy_to_compressed_depth(depth: np.ndarray, make: Callable[..., Any], header: Any = None,
-                              depth_max_m: float = 10.0, depth_quantization: float = 100.0) -> Any:
+                              depth_max_m: float = 10.0, depth_quantization: float = 100.0,
+                              png_level: int | None = None) -> Any:
     """Depth (uint16 mm -> ``16UC1``, float32 m -> ``32FC1``) -> a ``compressedDepth`` CompressedImage.
 
     The bytes are what compressed_depth_image_transport's publisher writes with its defaults
-    (``depth_max`` 10 m, ``depth_quantization`` 100, PNG).
+    (``depth_max`` 10 m, ``depth_quantization`` 100, PNG). ``png_level`` (0-9) is the zlib level of the PNG
+    (the publisher's ``png_level`` parameter, default 9; None = Pillow's default, 6): any level decodes alike.
     """
 
     depth = np.ascontiguousarray(depth)
@@ -263,7 +265,7 @@ def numpy_to_compressed_depth(depth: np.ndarray, make: Callable[..., Any], heade
     if depth.ndim != 2:
         raise ImageDecodeError(f"depth must be (H, W), got shape {depth.shape}")
     buf = io.BytesIO()
-    PILImage.fromarray(stored).save(buf, format="PNG")
+    PILImage.fromarray(stored).save(buf, format="PNG", **({} if png_level is None else {"compress_level": png_level}))
     data = _CONFIG_HEADER.pack(_INV_DEPTH, float(quant_a), float(quant_b)) + buf.getvalue()
     return _build(make, header, {"format": f"{encoding}; compressedDepth png"}, data)
 

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from grounded_planner.rollout.bag import image_to_rgb, read_bag
+from grounded_planner.rollout.bag import image_to_rgb
 from grounded_planner.rollout.record import RolloutRecord, RolloutTopics
 
 SIDECAR = "meta/grounded_planner_rollouts.jsonl"
@@ -52,10 +52,10 @@ def resample_rollout(record: RolloutRecord, fps: int, topics: RolloutTopics | No
     topics = topics or RolloutTopics()
     colors: list[tuple[int, Any]] = []
     joints: list[tuple[int, Any]] = []
-    for m in read_bag(record.bag_path, topics=[topics.color, topics.joint_states]):
-        (colors if m.topic == topics.color else joints).append((m.log_time_ns, m.msg))
+    for m in record.messages(topics=[*topics.color_topics, topics.joint_states]):  # raw or compressed colour
+        (colors if m.topic in topics.color_topics else joints).append((m.log_time_ns, m.msg))
     if not colors:
-        raise ExportError(f"{record.directory}: no color frames on {topics.color} to export")
+        raise ExportError(f"{record.directory}: no color frames on {' or '.join(topics.color_topics)} to export")
     t0, t_end = colors[0][0], max(colors[-1][0], joints[-1][0] if joints else 0)
     period_ns = 1e9 / fps
     n = int((t_end - t0) // period_ns) + 1

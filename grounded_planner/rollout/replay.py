@@ -25,7 +25,7 @@ import numpy as np
 from grounded_planner.msgs.images import COMPRESSED_MSGTYPE, IMAGE_MSGTYPE, IMAGE_MSGTYPES, is_compressed_depth
 from grounded_planner.rollout.bag import (BagError, BagMessage, image_to_rgb, read_bag, resolve_bag_path,
                                           stamp_to_ns)
-from grounded_planner.rollout.record import JSON_NAME, RolloutTopics
+from grounded_planner.rollout.record import JSON_NAME, RolloutTopics, load_rollout
 
 log = logging.getLogger(__name__)
 _COLOR_ENCODINGS = ("rgb8", "bgr8", "rgba8", "bgra8", "mono8")
@@ -66,15 +66,22 @@ def episodes_from_bag(path: str | Path, topics: RolloutTopics | None = None, ins
                       episode_id: str = "") -> list[ReplayEpisode]:
     """The planner inputs a bag holds (see the module docstring for the pairing rules)."""
     topics = topics or RolloutTopics()
-    bag = resolve_bag_path(path)
-    meta = _rollout_meta(bag)
+    start_ns = end_ns = None
+    if Path(path).is_dir() and (Path(path) / JSON_NAME).is_file():  # an episode folder (inside a session too)
+        record = load_rollout(path)
+        bag, (start_ns, end_ns) = record.bag_path, record.bag_window
+        meta = record.data
+    else:
+        bag = resolve_bag_path(path)
+        meta = _rollout_meta(bag)
     base_id = episode_id or str(meta.get("episode_id") or (bag.parent.name if bag.name == "rollout.mcap" else bag.stem))
+    window = {"start_ns": start_ns, "end_ns": end_ns}
     # Pass 1 keeps plans, instructions and only the metadata of images: a 30 Hz camera bag does not fit in memory.
     frames_by_topic: dict[str, list[_FrameRef]] = {}
     plans: list[BagMessage] = []
     instructions: list[BagMessage] = []
     topic_types: dict[str, str] = {}
-    for m in read_bag(bag):
+    for m in read_bag(bag, **window):
         topic_types.setdefault(m.topic, m.msgtype)
         if _is_color_frame(m, topics.color):
             refs = frames_by_topic.setdefault(m.topic, [])
@@ -84,6 +91,8 @@ def episodes_from_bag(path: str | Path, topics: RolloutTopics | None = None, ins
         elif m.topic == topics.instruction and m.msgtype == "std_msgs/msg/String":
             instructions.append(m)
     color_topic = topics.color
+    if color_topic not in frames_by_topic and topics.color_compressed in frames_by_topic:
+        color_topic = topics.color_compressed  # image_transport's compressed twin of the colour topic
     if color_topic not in frames_by_topic:
         if color_topic in topic_types:
             raise BagError(f"{bag}: color topic {color_topic} has type {topic_types[color_topic]}; expected "
@@ -126,7 +135,7 @@ def episodes_from_bag(path: str | Path, topics: RolloutTopics | None = None, ins
     needed = {frame.index for _, frame in pairs}
     images: dict[int, np.ndarray] = {}
     k = 0
-    for m in read_bag(bag, topics=[color_topic]):
+    for m in read_bag(bag, topics=[color_topic], **window):
         if _is_color_frame(m, color_topic):
             if k in needed:
                 images[k] = image_to_rgb(m.msg)
@@ -174,11 +183,13 @@ def expand_bag_paths(paths: Sequence[str | Path]) -> list[Path]:
     """Bags as named; a folder that is no bag itself stands for every rollout/rosbag2 folder below it."""
     out: list[Path] = []
     for path in map(Path, paths):
-        is_bag = path.is_file() or (path / "rollout.mcap").is_file() or (path / "metadata.yaml").is_file()
-        if is_bag or not path.is_dir() or len(list(path.glob("*.mcap"))) == 1:
+        is_bag = path.is_file() or any((path / name).is_file() for name in (JSON_NAME, "rollout.mcap", "metadata.yaml"))
+        is_session = (path / "session.json").is_file()  # its episodes, each its own window of session.mcap
+        if is_bag or not path.is_dir() or (len(list(path.glob("*.mcap"))) == 1 and not is_session):
             out.append(path)  # resolve_bag_path names what is wrong with it, if anything
             continue
-        below = sorted({p.parent for pattern in ("rollout.mcap", "metadata.yaml") for p in path.rglob(pattern)})
+        below = sorted({p.parent for pattern in (JSON_NAME, "rollout.mcap", "metadata.yaml")
+                        for p in path.rglob(pattern)})
         if not below:
             raise BagError(f"{path} holds no bag (no rollout.mcap, metadata.yaml or .mcap file below it)")
         out.extend(below)

@@ -25,10 +25,20 @@ from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, depth_t
 from grounded_planner.ros.convert import plan_from_msg
 from grounded_planner.ros.frames import TypedSubscription, camera_model
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import Param, all_of, declare_all, expand_path, non_empty, non_negative, values, writable_folder
-from grounded_planner.rollout.record import RolloutRecorder
+from grounded_planner.ros.params import (Param, all_of, declare_all, expand_path, non_empty, non_negative, one_of,
+                                         positive, values, writable_folder)
+from grounded_planner.rollout.bag_write import COMPRESSIONS
+from grounded_planner.rollout.record import IMAGE_TRANSPORTS, RecordingOptions, RolloutRecorder
+from grounded_planner.rollout.session import SessionRecorder
 
 PENDING_S = 5.0  # events older than this when an episode opens belong to no episode (logged and dropped)
+
+
+def _in_range(low: int, high: int):
+    def check(value) -> str | None:
+        return None if low <= value <= high else f"must be {low}-{high}, got {value}"
+    return check
+
 
 PARAMS = [
     Param("log_dir", "rollouts", "folder that receives one sub-folder per rollout", all_of(non_empty, writable_folder),
@@ -44,7 +54,27 @@ PARAMS = [
     Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
           "aligned depth to log (Image 16UC1/32FC1, or .../compressedDepth)", non_empty, read_only=True),
     Param("camera_info_topic", "/camera/camera/color/camera_info", "camera_info to log", non_empty, read_only=True),
+    # recording options (rollout.record.RecordingOptions): how frames and the bag are stored
+    Param("images", "compressed", "how frames are stored: compressed (colour JPEG on .../compressed, depth lossless "
+          "PNG on .../compressedDepth, as image_transport records them) or raw (sensor_msgs/Image)",
+          one_of(*IMAGE_TRANSPORTS), read_only=True),
+    Param("jpeg_quality", 90, "colour JPEG quality, 1-100 (images: compressed)", _in_range(1, 100), read_only=True),
+    Param("png_level", 1, "depth PNG zlib level, 0-9 (lossless at any level; 9 is smallest and slowest)",
+          _in_range(0, 9), read_only=True),
+    Param("compression", "zstd", "bag chunk compression: zstd, lz4 or none", one_of(*COMPRESSIONS), read_only=True),
+    Param("chunk_interval_s", 0.5, "a bag chunk is written at least this often; a crash loses at most this much, s",
+          non_negative, read_only=True),
+    Param("chunk_size", 1048576, "a bag chunk is written once it holds this many bytes", positive, read_only=True),
+    Param("session", False, "record every episode into one session file (log_dir/<stamp>_session/session.mcap, "
+          "session.json, one rollout.json folder per episode) instead of one bag per episode", read_only=True),
 ]
+
+
+def recording_options(p: dict) -> RecordingOptions:
+    """The logger's recording parameters as the recorder's options."""
+    return RecordingOptions(images=p["images"], jpeg_quality=p["jpeg_quality"], png_level=p["png_level"],
+                            compression=p["compression"], chunk_size=p["chunk_size"],
+                            chunk_interval_s=float(p["chunk_interval_s"]))
 
 
 class RolloutLoggerNode(Node):
@@ -59,6 +89,7 @@ class RolloutLoggerNode(Node):
         # before anything that can raise: rclpy destroys a half-built node at shutdown, and destroy_node uses these
         self._lock = threading.Lock()
         self._recorder = None
+        self._session = None
         self._has_result = False
         self._close_timer = None
         declare_all(self, PARAMS)
@@ -94,10 +125,16 @@ class RolloutLoggerNode(Node):
             self._close("aborted", "a new plan arrived before this one's execution result")
         self._count += 1
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-        folder = self.log_dir / f"{stamp}_{self._count:03d}"
         p = values(self, PARAMS)
-        self._recorder = RolloutRecorder(folder, instruction=instruction, task=p["task"] or instruction,
-                                         condition=p["condition"], scene_id=p["scene_id"], model=model)
+        labels = dict(instruction=instruction, task=p["task"] or instruction, condition=p["condition"],
+                      scene_id=p["scene_id"], model=model)
+        if p["session"]:
+            if self._session is None:
+                self._session = SessionRecorder(self.log_dir / f"{stamp}_session", recording_options(p))
+            self._recorder = self._session.episode(f"{stamp}_{self._count:03d}", **labels)
+        else:
+            self._recorder = RolloutRecorder(self.log_dir / f"{stamp}_{self._count:03d}",
+                                             options=recording_options(p), **labels)
         self._started = time.monotonic()  # (the recorder logs the instruction itself)
         self._log_frame()  # the frame the plan was (most likely) made on
         return self._recorder
@@ -257,6 +294,8 @@ class RolloutLoggerNode(Node):
                 self._close("complete")
             else:
                 self._close("aborted", "the logger shut down before the execution result")
+            if self._session is not None:
+                self._session.close()
         super().destroy_node()
 
 

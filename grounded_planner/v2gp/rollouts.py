@@ -18,8 +18,8 @@ import numpy as np
 
 from grounded_planner.v2gp.episode import DemoEpisode
 from grounded_planner.v2gp.errors import DatasetError
-from grounded_planner.rollout.record import RolloutError, RolloutTopics, find_rollouts
-from grounded_planner.rollout.bag import BagError, image_to_rgb, read_bag
+from grounded_planner.rollout.record import RolloutError, RolloutRecord, RolloutTopics, find_rollouts
+from grounded_planner.rollout.bag import IMAGE_MSGTYPES, BagError, image_to_rgb
 
 _COLOR_ENCODINGS = ("rgb8", "bgr8", "rgba8", "bgra8", "mono8")
 
@@ -37,6 +37,8 @@ class RolloutDataset:
             raise DatasetError(f"{self.root}: no rollout folders (rollout.json) found")
         self.topics = RolloutTopics()
         self.color_topic = camera or self.topics.color
+        # a rollout holds raw or compressed colour (image_transport's .../compressed beside the raw topic)
+        self.color_topics = (self.color_topic, f"{self.color_topic}/compressed")
         self.gripper_joint = "" if gripper.startswith("observation.") else gripper
         self.version = "rollout"
 
@@ -53,8 +55,8 @@ class RolloutDataset:
         joint_values: list[float] = []
         joint_name = self.gripper_joint
         try:
-            for m in read_bag(record.bag_path, topics=[self.color_topic, self.topics.joint_states]):
-                if m.topic == self.color_topic and m.msgtype == "sensor_msgs/msg/Image":
+            for m in record.messages(topics=[*self.color_topics, self.topics.joint_states]):
+                if m.topic in self.color_topics and m.msgtype in IMAGE_MSGTYPES:
                     frame_times.append(m.log_time_ns)
                 elif m.msgtype == "sensor_msgs/msg/JointState":
                     names = list(m.msg.name)
@@ -77,7 +79,7 @@ class RolloutDataset:
         gripper = np.where(pick >= 0, jv[np.clip(pick, 0, None)], np.nan)
         duration_s = (frame_times[-1] - frame_times[0]) / 1e9 if len(frame_times) > 1 else 0.0
         fps = (len(frame_times) - 1) / duration_s if duration_s > 0 else 30.0
-        frames = _BagFrames(record.bag_path, self.color_topic)
+        frames = _BagFrames(record, self.color_topics)
         return DemoEpisode(index=index, instruction=str(record.data.get("instruction") or ""), fps=fps,
                            gripper=gripper, frame_indices=np.arange(len(frame_times)),
                            source=f"{record.directory}", camera=self.color_topic, _reader=frames.get)
@@ -86,8 +88,9 @@ class RolloutDataset:
 class _BagFrames:
     """Color frames by index, decoded on demand (one pass over the bag per batch of misses, LRU of 32)."""
 
-    def __init__(self, bag: Path, topic: str):
-        self.bag, self.topic = bag, topic
+    def __init__(self, record: RolloutRecord, topics: tuple[str, ...]):
+        self.record, self.topics = record, topics
+        self.bag, self.topic = record.bag_path, " or ".join(topics)
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -97,8 +100,8 @@ class _BagFrames:
                 self._cache.move_to_end(i)
                 return self._cache[i]
             k = 0
-            for m in read_bag(self.bag, topics=[self.topic]):
-                if m.msgtype != "sensor_msgs/msg/Image":
+            for m in self.record.messages(topics=list(self.topics)):
+                if m.msgtype not in IMAGE_MSGTYPES:
                     continue
                 if k == i:
                     image = image_to_rgb(m.msg)

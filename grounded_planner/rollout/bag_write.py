@@ -1,0 +1,332 @@
+"""Writing rosbag2 MCAP files with the `mcap` library: chunked, compressed, indexed, with bounded loss on a crash.
+
+The `mcap` library's ``Writer`` keeps the open chunk in memory and writes it, with its message indexes,
+when it is full. :class:`McapBagWriter` also closes the open chunk once its first message is
+``chunk_interval_s`` old (a background thread checks four times per interval, at most every 50 ms, so a
+quiet topic is not kept back) and hands every finished chunk to the kernel at once. A process killed with
+SIGKILL therefore loses at most the open chunk: the messages of the last ``chunk_interval_s`` (plus the
+check period). ``fsync_every_s`` also forces the file to disk (power loss). A closed file has the summary
+the field's indexed readers want: schemas, channels, statistics (per-channel message counts), chunk
+indexes and summary offsets. :func:`grounded_planner.rollout.bag_recover.recover_mcap` rebuilds that
+summary for a file whose writer died, from the chunks on disk.
+
+A full disk never leaves half a chunk: a write the file system refuses part way (it takes the bytes that
+fit, then fails) is truncated away at once and raised as :class:`BagWriteError` (``errno`` ENOSPC), so the
+file stays readable to its last complete chunk; the messages of the refused chunk are lost (the error
+says so) and, once there is space, writing goes on after the last complete chunk. A refusal met by the
+chunk timer is raised by the next ``write``. A file that lost a chunk gets its summary from the chunks on
+disk at ``close()``; a ``close()`` on a full disk cuts its summary away again and raises, and ``rollouts
+recover`` finishes the file later.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grounded_planner.rollout.bag_common import (BagError, BagWriteError, MESSAGE_ENCODING, PROFILE, SCHEMA_ENCODING,
+                                                 library_name, typestore, write_fully)
+from grounded_planner.rollout.bag_recover import recover_mcap
+
+log = logging.getLogger(__name__)
+
+COMPRESSIONS = ("zstd", "lz4", "none")
+
+
+@dataclass(frozen=True)
+class BagOptions:
+    """How a bag is written (the rollout logger's recording options)."""
+
+    compression: str = "zstd"         # chunk compression: zstd (rosbag2's choice), lz4 (faster, larger) or none
+    chunk_size: int = 1024 * 1024     # bytes: a chunk is closed once its uncompressed records pass this size
+    chunk_interval_s: float = 0.5     # s: ... or once its first message is this old; SIGKILL loses at most this
+    #                                   (0 = a chunk per message: nothing lost, poor compression)
+    fsync_every_s: float | None = 1.0  # s: force the file to disk at most this often (power loss); None = never
+
+    def __post_init__(self):
+        if self.compression not in COMPRESSIONS:
+            raise BagError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {self.compression!r}")
+        if not isinstance(self.chunk_size, int) or self.chunk_size < 1:
+            raise BagError(f"chunk_size must be a positive number of bytes, got {self.chunk_size!r}")
+        if not self.chunk_interval_s >= 0:
+            raise BagError(f"chunk_interval_s must be >= 0 s, got {self.chunk_interval_s!r}")
+        if self.fsync_every_s is not None and not self.fsync_every_s >= 0:
+            raise BagError(f"fsync_every_s must be >= 0 s or None, got {self.fsync_every_s!r}")
+
+
+class _FileSink:
+    """The stream the mcap ``Writer`` writes into: records wait in memory until :meth:`commit` hands them to the
+    kernel; a commit the file system refuses is cut back to the previous one, so the file ends on a whole chunk."""
+
+    def __init__(self, path: Path):
+        try:
+            self.file = open(path, "xb", buffering=0)
+        except FileExistsError as exc:
+            raise BagError(f"bag {path} exists already; refusing to overwrite a recording") from exc
+        except OSError as exc:
+            raise BagError(f"cannot create bag {path}: {exc.strerror}") from exc
+        self.path = path
+        self.committed = 0
+        self.pending = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self.pending += data
+        return len(data)
+
+    def tell(self) -> int:
+        return self.committed + len(self.pending)
+
+    def flush(self) -> None:
+        pass  # the mcap Writer's flush() ends here; McapBagWriter commits itself, to catch a refused write
+
+    def commit(self, what: str = "write to") -> None:
+        if not self.pending:
+            return
+        start, data = self.committed, self.pending
+        self.pending = bytearray()
+        try:
+            self.file.seek(start)
+            write_fully(self.file, data)
+        except OSError as exc:
+            try:
+                self.file.truncate(start)  # frees the space the cut write took: possible on a full disk too
+                self.file.seek(start)
+            except OSError as trunc_exc:  # unusual: say so; the first error stands
+                log.error("%s: cannot cut the unfinished write away (%s)", self.path, trunc_exc.strerror)
+            raise BagWriteError(exc.errno, f"cannot {what} bag {self.path}: {exc.strerror or exc}; cut back to its "
+                                           f"last complete chunk ({start} bytes), readable") from exc
+        self.committed = start + len(data)
+
+    def fsync(self) -> None:
+        os.fsync(self.file.fileno())
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class McapBagWriter:
+    """rosbag2 MCAP writer over the `mcap` library, safe for many threads, that loses at most the open chunk on
+    SIGKILL (see the module docstring).
+
+    ``write`` with ``log_time_ns=None`` uses the wall clock, kept non-decreasing. Log times may also come out of
+    order (the file is indexed). Use as a context manager or call :meth:`close`.
+
+    Parameters
+    ----------
+    path : path
+        The new file (must not exist).
+    options : BagOptions, optional
+        Compression, chunk size and interval, fsync period.
+    fsync_every_s : float or None, optional
+        Overrides ``options.fsync_every_s`` (kept for callers of the earlier writer).
+    """
+
+    def __init__(self, path: str | Path, options: BagOptions | None = None, *, fsync_every_s: float | None | str = "",
+                 library: str = ""):
+        # lazy: optional SDK (mcap), not in install_requires
+        from mcap.writer import CompressionType, Writer
+
+        options = options or BagOptions()
+        if fsync_every_s != "":
+            options = BagOptions(options.compression, options.chunk_size, options.chunk_interval_s, fsync_every_s)
+        self.options = options
+        self.path = Path(path)
+        self._sink = _FileSink(self.path)
+        compression = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4,
+                       "none": CompressionType.NONE}[options.compression]
+        self._writer = Writer(self._sink, chunk_size=options.chunk_size, compression=compression)
+        self._lock = threading.RLock()
+        self._schemas: dict[str, int] = {}
+        self._channels: dict[str, tuple[int, str]] = {}   # topic -> (channel id, msgtype)
+        self._declared_since_commit: list[tuple[str, str]] = []  # ("schema", msgtype) / ("topic", topic)
+        self._sequence: dict[int, int] = {}
+        self._open_since: float | None = None             # monotonic time of the open chunk's first message
+        self._last_log_time_ns = 0
+        self._last_fsync = time.monotonic()
+        self._refused: BagWriteError | None = None        # met by the chunk timer, raised by the next write
+        self.damaged = False                              # a chunk was refused: the summary comes from the file
+        self.message_count = 0
+        self.closed = False
+        try:
+            self._writer.start(profile=PROFILE, library=library or library_name())
+            self._sink.commit()
+        except BaseException:
+            self._sink.close()
+            raise
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if options.chunk_interval_s > 0:
+            # the thread holds the writer weakly: a writer dropped without close() is collected, its timer ends
+            self._thread = threading.Thread(target=_chunk_timer, args=(weakref.ref(self), self._stop,
+                                                                       options.chunk_interval_s),
+                                            daemon=True, name=f"mcap chunk timer {self.path.name}")
+            self._thread.start()
+
+    # -- topics ------------------------------------------------------------------------------------
+    def add_topic(self, topic: str, msgtype: str) -> int:
+        """Declare ``topic`` with ROS type ``msgtype`` (e.g. ``sensor_msgs/msg/Image``); idempotent; the channel id."""
+        with self._lock:
+            if topic in self._channels:
+                cid, known = self._channels[topic]
+                if known != msgtype:
+                    raise BagError(f"topic {topic} already has type {known}, not {msgtype}")
+                return cid
+            store = typestore()
+            if msgtype not in store.types:
+                raise BagError(f"unknown message type {msgtype!r} for topic {topic} (not in the rosbags typestore)")
+            if msgtype not in self._schemas:
+                msgdef = store.generate_msgdef(msgtype, ros_version=2)[0]
+                self._schemas[msgtype] = self._writer.register_schema(msgtype, SCHEMA_ENCODING, msgdef.encode())
+                self._declared_since_commit.append(("schema", msgtype))
+            # rosbag2 stores the publishers' QoS here; rosbags and ros2 bag read an empty value as the default
+            cid = self._writer.register_channel(topic, MESSAGE_ENCODING, self._schemas[msgtype],
+                                                {"offered_qos_profiles": ""})
+            self._channels[topic] = (cid, msgtype)
+            self._declared_since_commit.append(("topic", topic))
+            return cid
+
+    @property
+    def topics(self) -> dict[str, str]:
+        """topic -> ROS type of every declared topic."""
+        with self._lock:
+            return {topic: msgtype for topic, (_, msgtype) in self._channels.items()}
+
+    # -- messages ----------------------------------------------------------------------------------
+    def write(self, topic: str, msg: Any, msgtype: str | None = None, log_time_ns: int | None = None) -> int:
+        """Serialise ``msg`` (a rosbags message object) to CDR and add it; returns the log time used."""
+        msgtype = msgtype or getattr(msg, "__msgtype__", None)
+        if not msgtype:
+            raise BagError(f"cannot tell the message type of {type(msg).__name__} for topic {topic}")
+        data = typestore().serialize_cdr(msg, msgtype)
+        with self._lock:
+            self._check_open()
+            self.add_topic(topic, msgtype)
+            return self.write_raw(topic, bytes(data), log_time_ns)
+
+    def write_raw(self, topic: str, cdr: bytes, log_time_ns: int | None = None) -> int:
+        """Add already-serialised CDR bytes on a declared topic; returns the log time used.
+
+        Raises BagWriteError when the file system refused the chunk this message closed (or one the chunk timer
+        closed before): that chunk's messages are lost, the file ends on the chunk before it.
+        """
+        with self._lock:
+            self._check_open()
+            if self._refused is not None:
+                refused, self._refused = self._refused, None
+                raise refused
+            if topic not in self._channels:
+                raise BagError(f"topic {topic} was not declared (add_topic) in bag {self.path}")
+            cid = self._channels[topic][0]
+            if log_time_ns is None:
+                log_time_ns = max(time.time_ns(), self._last_log_time_ns)
+            log_time_ns = int(log_time_ns)
+            seq = self._sequence.get(cid, 0) + 1
+            self._sequence[cid] = seq
+            self._writer.add_message(cid, log_time_ns, cdr, log_time_ns, seq)
+            self.message_count += 1
+            self._last_log_time_ns = max(self._last_log_time_ns, log_time_ns)
+            if self._sink.pending:  # the writer closed a full chunk
+                self._commit_chunk()
+            elif self._open_since is None:
+                self._open_since = time.monotonic()
+            if self.options.chunk_interval_s == 0 or (
+                    self._open_since is not None
+                    and time.monotonic() - self._open_since >= self.options.chunk_interval_s):
+                self.flush()
+            return log_time_ns
+
+    def flush(self) -> None:
+        """Close the open chunk and hand it to the kernel now (what the chunk timer does)."""
+        with self._lock:
+            self._check_open()
+            self._writer.flush()  # finishes the open chunk (and its message indexes) into the sink
+            self._commit_chunk()
+
+    def _commit_chunk(self) -> None:
+        self._open_since = None
+        try:
+            self._sink.commit()
+        except BagWriteError:
+            self.damaged = True
+            # what the refused chunk declared is not in the file: declare it again with the next message
+            for kind, name in self._declared_since_commit:
+                (self._schemas if kind == "schema" else self._channels).pop(name, None)
+            self._declared_since_commit.clear()
+            raise
+        self._declared_since_commit.clear()
+        fsync_s = self.options.fsync_every_s
+        if fsync_s is not None and time.monotonic() - self._last_fsync >= fsync_s:
+            self._sink.fsync()
+            self._last_fsync = time.monotonic()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise BagError(f"bag {self.path} is closed")
+
+    def _close_aged_chunk(self) -> None:
+        with self._lock:
+            if self.closed or self._open_since is None:
+                return
+            if time.monotonic() - self._open_since >= self.options.chunk_interval_s:
+                try:
+                    self.flush()
+                except BagWriteError as exc:  # the next write raises it: its caller learns of the loss
+                    log.error("%s", exc)
+                    self._refused = exc
+
+    # -- closing -----------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Write the open chunk, then the summary (schemas, channels, statistics, chunk indexes) and the footer.
+
+        On a full disk the summary is cut away again and BagWriteError raised: the file is closed, readable up
+        to its last complete chunk, and ``rollouts recover`` (:func:`recover_mcap`) finishes it once there is space.
+        """
+        with self._lock:
+            if self.closed:
+                return
+            self._stop.set()
+            self.closed = True
+            try:
+                self._writer.flush()
+                self._commit_chunk()
+                if not self.damaged:
+                    self._writer.finish()
+                    self._sink.commit("finish")
+                    self._sink.fsync()
+            except OSError as exc:
+                raise BagWriteError(exc.errno, f"cannot finish bag {self.path}: {exc.strerror or exc}; left without "
+                                               f"its summary, readable up to its last complete chunk") from exc
+            finally:
+                self._sink.close()
+            if self.damaged:  # the mcap Writer's own index counts the refused chunk: index the file as it is
+                recover_mcap(self.path)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
+
+    def __enter__(self) -> "McapBagWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        # a writer dropped without close(): stop its timer thread (the file keeps its complete chunks)
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+
+
+def _chunk_timer(writer_ref: "weakref.ref[McapBagWriter]", stop: threading.Event, interval_s: float) -> None:
+    """Close the open chunk once it is ``interval_s`` old, checking four times per interval (at most every 50 ms)."""
+    while not stop.wait(min(0.05, interval_s / 4)):
+        writer = writer_ref()
+        if writer is None:
+            return
+        writer._close_aged_chunk()
+        del writer

@@ -1,0 +1,138 @@
+"""Long sessions (issue 28.3): many episodes in one indexed MCAP file, episode markers, session.json, every
+`rollouts` command per episode, and a killed session finished by `rollouts recover`; the typed rollout record
+(28.4) read back from old and new files."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+from mcap.reader import make_reader
+
+from helpers.killed import kill_when_ready
+from grounded_planner.cli.main import main
+from grounded_planner.rollout import bag as B
+from grounded_planner.rollout.info import RolloutInfo, read_info
+from grounded_planner.rollout.record import RolloutTopics, find_rollouts, load_rollout
+from grounded_planner.rollout.session import SessionRecorder
+
+TOPICS = RolloutTopics()
+
+
+def _session(root: Path, episodes: int = 3) -> Path:
+    clock = [5_000_000_000]
+
+    def tick() -> int:
+        clock[0] += 50_000_000
+        return clock[0]
+
+    rng = np.random.default_rng(0)
+    with SessionRecorder(root / "s1", clock_ns=tick) as session:
+        for e in range(episodes):
+            with session.episode(instruction=f"task {e}", task="placement", condition="original",
+                                 scene_id=f"scene{e}") as rec:
+                for i in range(4 + e):
+                    rec.log_frame(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8),
+                                  np.full((48, 64), 0.5 + 0.1 * e, np.float32), stamp_ns=i)
+                    rec.log_joint_state(["fr3_finger_joint1"], [0.04 - 0.01 * i])
+                rec.set_label(e != 1, None if e != 1 else "grasp_failure")
+    return root / "s1"
+
+
+def test_one_file_many_episodes_each_read_alone(tmp_path):
+    session = _session(tmp_path)
+    assert sorted(p.name for p in session.iterdir()) == ["episode_0000", "episode_0001", "episode_0002",
+                                                          "session.json", "session.mcap"]
+    index = json.loads((session / "session.json").read_text())
+    assert index["status"] == "complete" and [e["status"] for e in index["episodes"]] == ["complete"] * 3
+    records = find_rollouts([session])
+    assert [r.episode_id for r in records] == ["episode_0000", "episode_0001", "episode_0002"]
+    for e, record in enumerate(records):
+        messages = list(record.messages())
+        colors = [m for m in messages if m.topic == TOPICS.color_compressed]
+        assert len(colors) == 4 + e  # only this episode's frames
+        depth = next(m for m in messages if m.topic == TOPICS.depth_compressed)
+        assert float(np.median(B.depth_to_m(depth.msg))) == pytest.approx(0.5 + 0.1 * e)
+        markers = [json.loads(m.msg.data) for m in messages if m.topic == TOPICS.episodes]
+        assert [(m["event"], m["episode_id"]) for m in markers] == [("start", record.episode_id),
+                                                                     ("end", record.episode_id)]
+        assert record.info.bag.messages == len(messages) == index["episodes"][e]["messages"]
+        assert record.bag_path.resolve() == (session / "session.mcap").resolve()
+    with open(session / "session.mcap", "rb") as f:
+        summary = make_reader(f).get_summary()
+    assert summary.statistics.message_count == sum(r.info.bag.messages for r in records)
+
+
+def test_rollouts_commands_work_per_episode_in_a_session(tmp_path, capsys):
+    session = _session(tmp_path)
+    assert main(["rollouts", "summary", str(session), "--json"]) == 0
+    groups = json.loads(capsys.readouterr().out)["groups"]
+    assert sum(g["n"] for g in groups) == 3
+    from grounded_planner.rollout.export import resample_rollout
+    from grounded_planner.v2gp.rollouts import RolloutDataset
+
+    frames = resample_rollout(load_rollout(session / "episode_0002"), fps=20)
+    assert len(frames.images) >= 6 and frames.joint_names == ["fr3_finger_joint1"]
+    dataset = RolloutDataset(session, gripper="fr3_finger_joint1")
+    episode = dataset.episode(1)
+    assert len(episode.frame_indices) == 5 and episode.instruction == "task 1"
+    assert episode.frame(4).shape == (48, 64, 3)
+
+
+KILLED_SESSION = textwrap.dedent("""
+    import sys, time
+    from grounded_planner.rollout.session import SessionRecorder
+    s = SessionRecorder(sys.argv[1])
+    with s.episode(instruction="first") as rec:
+        rec.log_joint_state(["j"], [0.0])
+    rec = s.episode(instruction="second")
+    for i in range(5):
+        rec.log_joint_state(["j"], [0.1 * i])
+    time.sleep(0.7)  # past chunk_interval_s + 0.1 s
+    print("ready", flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_a_killed_session_is_finished_by_recover(tmp_path, capsys):
+    kill_when_ready(KILLED_SESSION, str(tmp_path / "s"))
+    assert main(["rollouts", "recover", str(tmp_path)]) == 0
+    assert "session recovered, 2 episodes, status cut_short" in capsys.readouterr().out
+    first, second = (load_rollout(tmp_path / "s" / f"episode_000{i}") for i in range(2))
+    assert first.status == "complete" and second.status == "cut_short"
+    assert [json.loads(m.msg.data)["event"] for m in second.messages() if m.topic == TOPICS.episodes] == ["start"]
+    assert second.info.bag.messages == 1 + 1 + 5  # start marker, instruction, five joint states
+    index = json.loads((tmp_path / "s" / "session.json").read_text())
+    assert index["status"] == "cut_short" and index["episodes"][1]["status"] == "cut_short"
+    assert index["episodes"][1]["end_ns"] == second.info.bag.end_ns
+    assert main(["rollouts", "recover", str(tmp_path)]) == 0
+    assert "nothing to recover" in capsys.readouterr().out
+
+
+def test_one_open_episode_at_a_time(tmp_path):
+    with SessionRecorder(tmp_path / "s") as session:
+        session.episode()
+        with pytest.raises(ValueError, match="episode_0000 of session .* is still open"):
+            session.episode()
+    assert load_rollout(tmp_path / "s" / "episode_0000").status == "aborted"
+
+
+def test_typed_record_reads_version_1_files_and_keeps_unknown_keys(tmp_path):
+    folder = tmp_path / "old"
+    folder.mkdir()
+    old = {"format": "grounded_planner.rollout/1", "episode_id": "old", "status": "complete", "instruction": "x",
+           "task": "t", "trial": 2, "success": None, "failure_mode": None, "bag": {"file": "rollout.mcap", "messages": 3},
+           "operator_badge": "K-17"}
+    (folder / "rollout.json").write_text(json.dumps(old))
+    record = load_rollout(folder)
+    assert isinstance(record.info, RolloutInfo) and record.info.trial == 2 and record.info.bag.messages == 3
+    record.save_label(False, "wrong_object")
+    again = json.loads((folder / "rollout.json").read_text())
+    assert again["format"] == "grounded_planner.rollout/2" and again["operator_badge"] == "K-17"
+    assert (again["success"], again["failure_mode"], again["label_source"]) == (False, "wrong_object", "human")
+    assert read_info(folder).failure_mode == "wrong_object"
+    (folder / "rollout.json").write_text(json.dumps({**old, "trial": "two"}))
+    with pytest.raises(ValueError, match="'trial' must be a non-negative integer"):
+        load_rollout(folder)
