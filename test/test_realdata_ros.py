@@ -80,7 +80,7 @@ def test_bringup_on_a_compressed_real_bag_answers_two_plans_and_stays_up(model, 
     assert child.returncode == 0, out
     assert "Traceback" not in out, out
     # the logger kept the real frames and the camera_info as recorded
-    from grounded_planner.rollout.bag import read_bag
+    from grounded_planner.rollout.bag import image_to_rgb, read_bag
     from grounded_planner.rollout.record import load_rollout
 
     folders = sorted(p.parent for p in (tmp_path / "rollouts").rglob("rollout.json"))
@@ -91,8 +91,10 @@ def test_bringup_on_a_compressed_real_bag_answers_two_plans_and_stays_up(model, 
     assert infos and infos[0].distortion_model == model
     if model == "F-Theta":
         assert any("F-Theta" in w for w in record.get("warnings", [])), record.get("warnings")
-    colors = [m.msg for m in read_bag(folders[0]) if m.topic == "/camera/camera/color/image_raw"]
-    assert colors and (colors[0].width, colors[0].height) == (640, 480)
+    # stored as image_transport records it (the logger's default): JPEG on .../compressed
+    colors = [m.msg for m in read_bag(folders[0]) if m.topic == "/camera/camera/color/image_raw/compressed"]
+    assert colors and colors[0].format == "rgb8; jpeg compressed bgr8"
+    assert image_to_rgb(colors[0]).shape == (480, 640, 3)
 
 
 def test_replay_reads_a_bag_whose_colour_is_compressed(frame, tmp_path):
