@@ -122,8 +122,7 @@ class RolloutStore:
         key = (str(bag), bag.stat().st_mtime)
         if key not in self._frame_cache:
             try:
-                self._frame_cache[key] = [m.log_time_ns for m in iter_mcap(bag, decode=False, topics=[self.topics.color])
-                                          if m.topic == self.topics.color]
+                self._frame_cache[key] = [m.log_time_ns for m in self._colour_messages(record, decode=False)]
             except BagError as exc:
                 log.warning("rollout %s: bag unreadable: %s", record.directory, exc)
                 self._frame_cache[key] = []
@@ -134,13 +133,21 @@ class RolloutStore:
         if k < 0:
             raise NotARolloutError(f"frame {k} does not exist")
         seen = 0
-        for message in iter_mcap(record.bag_path, topics=[self.topics.color]):
-            if message.topic != self.topics.color or message.msg is None:
+        for message in self._colour_messages(record):
+            if message.msg is None:
                 continue
             if seen == k:
                 return encode_jpeg(image_to_rgb(message.msg))
             seen += 1
         raise NotARolloutError(f"rollout {relative} has {seen} frames, no frame {k}")
+
+    def _colour_messages(self, record: RolloutRecord, decode: bool = True):
+        """The rollout's colour frames, raw or compressed (the recorder's default), in its window of a session
+        file; read record by record, so a rollout still being recorded shows its frames so far."""
+        start_ns, end_ns = record.bag_window
+        topics = self.topics.color_topics
+        return (m for m in iter_mcap(record.bag_path, decode=decode, topics=list(topics), start_ns=start_ns,
+                                     end_ns=end_ns) if m.topic in topics)
 
     # -- labels and the tally ----------------------------------------------------------------------------
     def save_label(self, relative: str, success: bool, failure_mode: str | None, notes: str | None) -> RolloutRecord:
