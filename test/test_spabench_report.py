@@ -150,6 +150,9 @@ def test_blind_success_probability_by_task():
     assert blind_success_probability(record("object_state", "ood", 0, True, spec=two)) == pytest.approx(1 / 3)
     rel = TrialSpec(target="a", reference="b", direction="left", direction_xy=(0.0, -1.0))
     assert blind_success_probability(record("relational_placement", "id", 0, True, spec=rel)) == 0.25
+    # the category "block" names the reference block too: never a candidate to place beside itself
+    blocks = TrialSpec(target="a", reference="b", direction="left", direction_xy=(0.0, -1.0), distractors=("b", "c"))
+    assert blind_success_probability(record("relational_placement", "id", 0, True, spec=blocks)) == 0.125
     # relational control, relation already holds: the blind policy still moves, one side in four is right
     assert blind_success_probability(record("relational_placement", "relational_control", 0, True, spec=rel,
                                             expects_action=False)) == 0.25

@@ -134,11 +134,10 @@ def movable_outside(rec: Mapping[str, Any]) -> list[str]:
 
 def blind_candidates(rec: Mapping[str, Any]) -> list[str]:
     """The objects the blind policy draws its target from: the named category (the target and its same-category
-    distractors; an instruction naming only "object" makes every object a distractor)."""
+    distractors; an instruction naming only "object" makes every object a distractor), never the reference."""
     spec = rec.get("spec") or {}
-    if not spec.get("target"):
-        return sorted(spec.get("distractors") or [])
-    return sorted({spec["target"], *(spec.get("distractors") or [])})
+    named = {*(spec.get("distractors") or []), *([spec["target"]] if spec.get("target") else [])}
+    return sorted(named - {spec.get("reference")})
 
 
 def blind_success_probability(rec: Mapping[str, Any]) -> float:
