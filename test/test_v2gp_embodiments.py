@@ -118,8 +118,11 @@ def test_an_unknown_robot_reading_0_to_100_is_said_and_the_drifted_open_level_is
     path, truths = _arm(tmp_path / "arm")
     out, err = _segment(path)
     warnings = [line for line in err.splitlines() if line.startswith("warning:")]
-    assert any("'acme_arm_v2' has no robot profile" in w and "observation.state[gripper]" in w for w in warnings)
-    assert any("0..100" in w and "100 open" in w for w in warnings), warnings
+    # one warning says the robot type is unknown and what was assumed: the column and its range and polarity
+    unknown = [w for w in warnings if "no robot profile" in w]
+    assert len(unknown) == 1, warnings
+    assert "'acme_arm_v2'" in unknown[0] and "observation.state[gripper]" in unknown[0]
+    assert "0..100" in unknown[0] and "100 open" in unknown[0], unknown
     for k, truth in enumerate(truths):
         assert len(out["episodes"][str(k)]) == 1, out
         _assert_in(out["episodes"][str(k)][0], truth)

@@ -176,12 +176,7 @@ def find_grippers(features: dict[str, Any], robot_type: str | None, robot: str |
                                                                           profile.combine, profile.name)
             warnings.append(f"robot profile {profile.name!r}: its gripper pattern matched no element; found by name "
                             f"instead: {', '.join(ch.label for ch in channels)}")
-        elif robot_type is not None or robot is None:
-            warnings.append(
-                f"robot_type {robot_type!r} has no robot profile: assumed the gripper(s) "
-                f"{', '.join(ch.label + (' (' + ch.hand + ')' if ch.hand else '') for ch in channels)} (found by "
-                "name), and their range and polarity are learned from the data (see the next warning); give --robot "
-                "or gripper_open_value / gripper_closed_value if that is wrong")
+        # no profile: stage1.plan_grippers says so in one warning, with the range and polarity it assumes
     return channels, warnings
 
 

@@ -76,7 +76,9 @@ PROFILES: tuple[RobotProfile, ...] = (
         (("left", r"^left_gripper$|^left.*gripper"), ("right", r"^right_gripper$|^right.*gripper")), 1.0, 0.0,
         "normalised follower finger position (0 closed, 1 open)",
         ("github.com/tonyzhaozh/act constants.py: PUPPET_GRIPPER_POSITION_NORMALIZE_FN (0 = close, 1 = open), "
-         "which the LeRobot ALOHA datasets (lerobot/aloha_*) store as left_gripper / right_gripper",)),
+         "which the LeRobot ALOHA datasets (lerobot/aloha_*) store as left_gripper / right_gripper",
+         "a LeRobot ALOHA dataset card (v2.0, robot_type aloha, 50 fps): observation.state / action / "
+         "observation.effort names left_waist .. left_gripper, right_waist .. right_gripper")),
     RobotProfile(
         "piper", ("piper", "piper_follower", "bi_piper_follower", "agilex_piper", "cobot_magic"),
         (("left", r"^left.*gripper"), ("right", r"^right.*gripper"), ("", _GRIPPER)), None, 0.0,
@@ -99,7 +101,11 @@ PROFILES: tuple[RobotProfile, ...] = (
         "Robotiq 2F-85 gripper_position (0 open, 1 closed)",
         ("DROID (Khazatsky et al. 2024) and its LeRobot port (cadene/droid_1.0.1, lerobot/droid_1.0.1): "
          "observation.state.gripper_position and action.gripper_position in 0 (open) .. 1 (closed), "
-         "as issue #26 states"),
+         "as issue #26 states",
+         "readers of the port found by code search name its columns: observation.state.gripper_position, "
+         "observation.state.cartesian_position, observation.state.joint_position, action.gripper_position, "
+         "observation.images.exterior_1_left / wrist_left, language_instruction (one pins cadene/droid_1.0.1 "
+         "@56b622ac); another checks the state gripper lies in [0, 1]"),
         {"min_frames": 4}),
     RobotProfile(
         "franka_width", ("panda", "fr3", "franka_fr3", "franka_panda"),

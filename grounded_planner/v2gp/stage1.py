@@ -65,6 +65,7 @@ def plan_grippers(ds, config, robot: str | None = None) -> tuple[list[GripperPla
         except (ValueError, OSError) as exc:  # DatasetError: that episode is reported when it is segmented
             warnings.append(f"episode {index} not read to learn the gripper's range: {exc}")
     plans = []
+    assumed: list[str] = []  # no profile: what was assumed, said in one warning
     for k, ch in enumerate(channels):
         values = [t[k].values for t in traces]
         commands = [t[k].commanded for t in traces if t[k].commanded is not None]
@@ -86,10 +87,17 @@ def plan_grippers(ds, config, robot: str | None = None) -> tuple[list[GripperPla
                                 "COLUMN[ELEMENT] if this is not the gripper)")
         signal = values if use != "command" else commands
         seg_config, note = _settings(ch, signal, config, robot)
-        if note and use != "unused":
+        if not ch.profile and not _user_gave_settings(config):
+            assumed.append(f"the gripper {name}{' (its command)' if use == 'command' else ''} (found by name)"
+                           + (f", {note}" if note and use != "unused" else ""))
+        elif note and use != "unused":
             warnings.append(f"gripper {name}: {note}")
         plans.append(GripperPlan(ch.hand, ch.label if use != "command" else ch.command_label, use, seg_config,
                                  why if use == "unused" else ""))
+    if assumed:
+        warnings.insert(0, f"robot_type {getattr(ds, 'robot_type', None)!r} has no robot profile: assumed "
+                        + "; ".join(assumed) + ". Give --robot PROFILE, or gripper / gripper_open_value / "
+                        "gripper_closed_value in the config, if that is wrong")
     return plans, warnings
 
 
