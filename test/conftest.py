@@ -54,3 +54,35 @@ def spawn_python(code_or_args: list[str], **kwargs) -> subprocess.Popen:
     """Start `python ARGS...` of this venv as a child process (inherits ROS_DOMAIN_ID)."""
     return subprocess.Popen([sys.executable, *code_or_args], cwd=REPO, env=os.environ.copy(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+class _ParserBugs:
+    """Collects the parser's "parser bug" log records: parse_plan/parse_location turn any crash into a ParseError
+    with rule ``internal``, which a test that only expects *a* ParseError would take for a refusal."""
+
+    def __init__(self):
+        import logging
+
+        self.records: list = []
+        self.handler = logging.Handler(logging.ERROR)
+        self.handler.emit = self.records.append
+
+
+@pytest.fixture(autouse=True)
+def no_parser_bugs(request):
+    """Fail every test during which the VLM parser crashed (rule ``internal``), whatever the test expected.
+    A test that means to reach the catch-all marks itself ``parser_bug_expected``."""
+    import logging
+
+    bugs = _ParserBugs()
+    logger = logging.getLogger("grounded_planner.vlm.parse")
+    logger.addHandler(bugs.handler)
+    try:
+        yield bugs
+    finally:
+        logger.removeHandler(bugs.handler)
+    crashes = [r.getMessage() + (f": {r.exc_info[1]!r}" if r.exc_info else "") for r in bugs.records
+               if r.getMessage().startswith("parser bug")]
+    if crashes and not request.node.get_closest_marker("parser_bug_expected"):
+        pytest.fail(f"the VLM parser crashed (ParseError rule 'internal') {len(crashes)} time(s): {crashes[:3]}",
+                    pytrace=False)

@@ -123,6 +123,7 @@ def test_fuzz_only_parse_errors(text, size, convention):
     try:
         plan = parse_plan(text, size, convention)
     except ParseError as exc:
+        assert exc.rule != "internal", exc.reason  # a crash caught by parse_plan's catch-all, not a refusal
         assert exc.reason and "\n" not in exc.reason
         return
     plan.validate()  # whatever it returns is a valid plan inside the image
@@ -135,7 +136,8 @@ def test_fuzz_only_parse_errors(text, size, convention):
 def test_fuzz_grounding_answers_only_parse_errors(text, kind, convention):
     try:
         coords, _ = parse_location(text, (640, 480), kind, convention)
-    except ParseError:
+    except ParseError as exc:
+        assert exc.rule != "internal", exc.reason
         return
     assert len(coords) == (4 if kind == "box" else 2)
     assert all(0 <= v <= 640 for v in coords[0::2]) and all(0 <= v <= 480 for v in coords[1::2])
@@ -143,5 +145,6 @@ def test_fuzz_grounding_answers_only_parse_errors(text, kind, convention):
 
 def test_pathological_nesting_is_a_parse_error():
     for text in ["[" * 50_000, "[" * 5000 + "]" * 5000, "{\"a\":" * 3000 + "1" + "}" * 3000, "grasp(" * 10_000]:
-        with pytest.raises(ParseError):
+        with pytest.raises(ParseError) as info:
             parse_plan(text, (640, 480))
+        assert info.value.rule in ("no_plan", "too_complex", "truncated"), (text[:20], info.value.rule)
