@@ -248,3 +248,78 @@ def test_parse_command_exits_2_with_one_line_reason():
     assert len(lines) == 1 and "no plan found" in lines[0]
     out = run_cli(["--width", "640", "--height", "480"], "[{\"type\": \"grasp\", \"object\": \"cup\", \"bbox\": [700, 0, 900, 50]}]")
     assert out.returncode == 2 and "outside" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+# ---- boundaries: on the image edge, half a pixel past it, the action cap -------------------------------------
+def one_box(box, size=(W, H)):
+    return parse_plan(json.dumps([{"type": "open", "object": "door", "bbox": box}]), size)
+
+
+@pytest.mark.parametrize("box", [[-10, 10, 0, 20], [10, -10, 20, 0], [W, 10, W + 10, 20], [10, H, 20, H + 10]])
+def test_a_box_touching_the_image_from_outside_is_wholly_outside(box):
+    with pytest.raises(ParseError) as info:
+        one_box(box)
+    assert info.value.rule == "bbox_outside" and f"{W}x{H} image" in info.value.reason
+
+
+@pytest.mark.parametrize("box, clipped", [([-0.5, 10, 0.5, 20], (0.0, 10.0, 0.5, 20.0)),
+                                          ([W - 0.5, 10, W + 0.5, 20], (W - 0.5, 10.0, W, 20.0)),
+                                          ([10, H - 0.5, 20, H + 0.5], (10.0, H - 0.5, 20.0, H))])
+def test_a_box_half_a_pixel_past_the_edge_is_clipped_with_a_warning(box, clipped):
+    plan = one_box(box)
+    assert plan.actions[0].bbox == pytest.approx(clipped, abs=1e-9)
+    assert len(plan.warnings) == 1 and "clipped" in plan.warnings[0]
+
+
+def test_a_box_exactly_on_the_image_edges_is_kept_without_a_warning():
+    plan = one_box([0, 0, W, H])
+    assert plan.actions[0].bbox == (0.0, 0.0, W, H) and plan.warnings == []
+
+
+def place_at(x, y, size):
+    return parse_plan(json.dumps([{"type": "grasp", "object": "cup", "bbox": [10, 10, 20, 20]},
+                                  {"type": "place", "object": "cup", "point": [x, y]}]), size)
+
+
+def test_a_point_within_two_percent_outside_is_clipped_and_past_it_refused():
+    # 2 % of a 1000 x 500 image: 20 px to the sides, 10 px above and below
+    for x, y, clipped in [(1020, 250, (1000, 250)), (-20, 250, (0, 250)), (500, 510, (500, 500)), (500, -10, (500, 0))]:
+        plan = place_at(x, y, (1000, 500))
+        assert plan.actions[1].point == pytest.approx(clipped) and "just outside" in plan.warnings[0], (x, y)
+    for x, y in [(1020.5, 250), (-20.5, 250), (500, 510.5), (500, -10.5)]:
+        with pytest.raises(ParseError) as info:
+            place_at(x, y, (1000, 500))
+        assert info.value.rule == "point_outside" and info.value.index == 1, (x, y)
+
+
+def test_a_point_on_the_image_edge_is_kept_without_a_warning():
+    plan = place_at(W, H, (W, H))
+    assert plan.actions[1].point == (W, H) and plan.warnings == []
+
+
+def test_the_action_cap_allows_exactly_max_actions():
+    from grounded_planner.vlm.parse import MAX_ACTIONS
+
+    item = {"type": "open", "object": "door", "bbox": [1, 2, 30, 40]}
+    assert len(parse_plan(json.dumps([item] * MAX_ACTIONS), (W, H)).actions) == MAX_ACTIONS
+    with pytest.raises(ParseError) as info:
+        parse_plan(json.dumps([item] * (MAX_ACTIONS + 1)), (W, H))
+    assert info.value.rule == "too_many_actions" and str(MAX_ACTIONS + 1) in info.value.reason
+
+
+@pytest.mark.parametrize("text, kind, rule", [
+    ('{"point": [1, 2, 3]}', "point", "point_length"),
+    ('{"bbox_2d": [1, 2, 3]}', "box", "box_length"),
+    ('{"point": [1, 2, 3, 4, 5]}', "point", "point_length"),
+    ('[10, 20]', "box", "box_length"),
+    ('{"point": [10, 20]}', "box", "no_box"),
+    ("no coordinates here", "point", "no_point"),
+    ("no coordinates here", "box", "no_box"),
+    ('{"point": [5000, 20]}', "point", "point_outside"),
+])
+def test_unusable_grounding_answers_are_refused_by_rule(text, kind, rule):
+    from grounded_planner.vlm.parse import parse_location
+
+    with pytest.raises(ParseError) as info:
+        parse_location(text, (W, H), kind)
+    assert info.value.rule == rule, info.value.reason
