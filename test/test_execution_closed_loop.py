@@ -341,3 +341,15 @@ def test_the_loop_s_failure_modes_are_the_rollout_taxonomy_s():
     from grounded_planner.rollout.taxonomy import FAILURE_MODES as TAXONOMY
 
     assert set(FAILURE_MODES) <= set(TAXONOMY)
+
+
+def test_the_retreated_hand_above_the_handle_is_not_taken_for_the_handle():
+    # after an open the hand waits 30 cm above the pulled handle and covers most of its box in this top-down view:
+    # read as the handle, it would be a handle that moved the wrong way
+    moved = (HANDLE_BOX[0], HANDLE_BOX[1] - 20, HANDLE_BOX[2], HANDLE_BOX[3] - 20)
+    after = frame(moved)
+    after.depth_m[int(moved[1]):int(moved[3]) - 3, int(moved[0]):int(moved[2])] = 0.4  # the hand, z = 0.39 m
+    closed = loop(KinematicArm(), Stage([after]), handle_min_travel_m=0.03)
+    closed.locate = lambda rgb, action: GroundedAction("open", "drawer", bbox=moved)
+    verdict = closed.check_handle(GroundedAction("open", "drawer", bbox=HANDLE_BOX), handle_target((1.0, 0.0, 0.0)), after)
+    assert verdict.ok, verdict.detail

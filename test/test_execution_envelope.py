@@ -231,10 +231,11 @@ def pose(q) -> GoalPose:
 
 
 def test_quaternions_within_the_tolerance_pass_and_past_it_are_refused():
-    inside = 1.0 + 0.9 * UNIT_QUATERNION_TOLERANCE
-    check_poses([pose((0.0, 0.0, 0.0, inside))])
-    check_poses([pose((0.0, 0.0, 0.0, 2.0 - inside))])
-    for w in (1.0 + 1.1 * UNIT_QUATERNION_TOLERANCE, 1.0 - 1.1 * UNIT_QUATERNION_TOLERANCE):
+    assert UNIT_QUATERNION_TOLERANCE == 1e-3  # |q| within 1e-3 of 1; the numbers below are written for it
+    check_poses([pose((0.0, 0.0, 0.7071, 0.7071))])  # hand-written: |q| = 0.99999
+    check_poses([pose((0.0, 0.0, 0.0, 1.0009))])
+    check_poses([pose((0.0, 0.0, 0.0, 0.9991))])
+    for w in (1.002, 0.998, 1.0011):
         with pytest.raises(InvalidGoalError, match="not a unit quaternion") as info:
             check_poses([pose((0.0, 0.0, 0.0, w))])
         assert info.value.field == "pose.orientation"
