@@ -231,3 +231,25 @@ def test_droid_layout_goes_through_v2gp_run(tmp_path):
             for key in ("bbox", "point"):
                 if key in b:
                     np.testing.assert_allclose(a[key], b[key], atol=0.01)
+
+
+# -- what is a grasp between two openings ------------------------------------------------------------------------
+def test_a_shallow_closing_that_is_held_is_a_grasp_beside_a_deep_one():
+    from grounded_planner.v2gp.segment import SegmentConfig, segment
+
+    # DROID's polarity: a small object held at 0.9, then a big one at 0.3 (a third of the first closing)
+    g = plateaus((0.0, 40), (0.9, 60), (0.0, 40), (0.3, 60), (0.0, 40), noise=0.003, ramp=6)
+    result = segment(g, None, SegmentConfig(open_value=0.0, closed_value=1.0, levels="auto", prominence=0.15))
+    # the last open frames before the closings: 39, 139; the first fully open frames after them: 105, 205
+    assert [s.to_list() for s in result.segments] == [[39, 105], [139, 205]]
+
+
+def test_a_hand_that_closes_a_little_and_opens_again_is_no_grasp():
+    from grounded_planner.v2gp.segment import SegmentConfig, segment
+
+    # 1 = open: rest at 0.75, a dip to 0.66 without a hold, open to 0.78, the grasp at 0.45, fully open, rest
+    g = np.r_[np.full(60, 0.75), np.linspace(0.75, 0.66, 8), np.linspace(0.66, 0.78, 10)[1:], np.full(30, 0.78),
+              plateaus((0.78, 1), (0.45, 80), (0.95, 40), (0.75, 40), ramp=8)[1:]]
+    result = segment(g, None, SegmentConfig(open_value=1.0, closed_value=0.0, levels="auto", prominence=0.15))
+    assert len(result.segments) == 1 and 105 <= result.segments[0].start <= 108
+    assert "shallow" in [reason for _, reason in result.dropped]

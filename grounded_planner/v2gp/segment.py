@@ -92,7 +92,8 @@ DROP_REASONS = {
     "not_reopened": "closes at frame {frame} and is not open again by the last frame",
     "empty_closure": "closes at frame {frame} on nothing (to its rest or fully closed level, not stopped by an object)",
     "too_short": "closes at frame {frame} for fewer than min_frames measured frames",
-    "shallow": "closes only a little at frame {frame} (less than 40 % of its deepest closing) and opens again",
+    "shallow": "closes only a little at frame {frame} (less than 40 % of its deepest closing) and opens again "
+               "without holding",
     "closed_at_start": "is already closed at the first frame and opens at frame {frame} (a rest, or a grasp whose "
                        "start was not recorded)",
     "no_motion": "does not move (range {detail})",
@@ -284,9 +285,13 @@ _SETTLE = 4
 _EDGE_SHARE = 0.05
 # ... and the level counts as reached within this share of the range (or 3 noise sigmas) of it
 _NEAR_SHARE = 0.03
-# a closing shallower than this share of the episode's deepest closing between two openings is a hesitation of
-# the hand (it closes a little and opens again), not a grasp
+# a closing shallower than this share of the episode's deepest closing between two openings, and not held for
+# _HELD_FRAMES, is a hesitation of the hand (it closes a little and opens again), not a grasp; a shallow closing
+# that is held is one (a big object beside a small one)
 _SHALLOW_SHARE = 0.4
+_HELD_FRAMES = 15
+# ... or one that moves the gripper by less than this share of its stroke, held or not (a hand settling at rest)
+_SMALL_STROKE = 0.15
 # a pause this long (frames) near the open level is the open level (drifted), not a pause of the closing
 _LONG_PAUSE = 12
 
@@ -326,8 +331,18 @@ def _walk(smooth: np.ndarray, frm: int, stop: int, step: int, tol: float, open_l
         if smooth[t] <= open_level + _PAUSE_SHARE * depth and abs(nxt - t) >= _LONG_PAUSE:
             break
         t = edge_end(smooth, nxt, stop, step, tol, _SETTLE)
-    # the level is reached at the frame nearest the move that lies within tol of it: the last open frame before
-    # a closing, the first fully open frame after an opening
+    # a flat stretch of _LONG_PAUSE frames near the open level, nearer the move than the level the walk reached,
+    # is where the gripper was open last (an open level that drifted by less than the walk's tolerance)
+    flat = near
+    i = frm + step
+    while (t - i) * step > 0 and 0 <= i + step * (_LONG_PAUSE - 1) < smooth.size:
+        a, b = sorted((i, i + step * (_LONG_PAUSE - 1)))
+        if smooth[i] <= open_level + _PAUSE_SHARE * depth and float(np.ptp(smooth[a:b + 1])) <= flat:
+            t = i
+            break
+        i += step
+    # the level is reached at the frame nearest the move that lies within `near` of it: the last open frame
+    # before a closing, the first fully open frame after an opening
     level = smooth[t]
     while t - step != frm and 0 <= t - step < smooth.size and smooth[t - step] <= level + near:
         t -= step
@@ -460,7 +475,8 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
             continue
         open_before, open_after = levels[before], levels[after]
         depth_before, depth_after = level - open_before, s["level_last"] - open_after
-        if depth_before < _SHALLOW_SHARE * deepest:
+        held = int(np.sum(np.abs(smooth[before:after + 1] - level) <= tol))
+        if depth_before < _SHALLOW_SHARE * deepest and (held < _HELD_FRAMES or depth_before < _SMALL_STROKE * scale):
             result.dropped.append((frame, "shallow"))
             continue
         mid_close = open_before + 0.5 * depth_before
