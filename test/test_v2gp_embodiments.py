@@ -253,3 +253,14 @@ def test_a_hand_that_closes_a_little_and_opens_again_is_no_grasp():
     result = segment(g, None, SegmentConfig(open_value=1.0, closed_value=0.0, levels="auto", prominence=0.15))
     assert len(result.segments) == 1 and 105 <= result.segments[0].start <= 108
     assert "shallow" in [reason for _, reason in result.dropped]
+
+
+def test_an_unknown_robot_resting_open_at_0_gets_its_polarity_from_the_data(tmp_path):
+    # 0 = open, 1 = closed (DROID's convention) under a robot_type no profile knows: with "1 = open" no episode
+    # would have a closing between two openings (its grasps would read as openings), so 0 = open is assumed
+    episodes = [{"observation.state": np.c_[np.zeros(140), plateaus((0.0, 40), (0.6 + 0.05 * k, 60), (0.0, 40),
+                                                                    noise=0.003, seed=k)]} for k in range(4)]
+    features = {"observation.state": {"dtype": "float32", "shape": [2], "names": ["x", "gripper_state"]}}
+    out, err = _segment(write_v21(tmp_path / "ds", features, episodes, "acme_panda"))
+    assert out["episodes"] == {str(k): [[39, 105]] for k in range(4)}
+    assert "0..1 with 0 = open" in err and "4 of 4 episodes" in err, err

@@ -129,10 +129,19 @@ def _settings(ch: GripperChannel, signals: list[np.ndarray], config, robot: str 
             open_value, what = lo, f"larger = more closed (the name says so), range learned ({lo:.4g}..{hi:.4g})"
         elif -1.0 <= lo and hi <= 101.0 and hi > 1.5:
             open_value, closed_value, what = 100.0, 0.0, "LeRobot's 0..100 range (RANGE_0_100: 0 closed, 100 open)"
-        elif -0.05 <= lo and hi <= 1.05:
-            open_value, closed_value, what = 1.0, 0.0, "0..1 with 1 = open (a width or an opening)"
         else:
-            open_value, what = hi, f"larger = more open (a width or an opening), range learned ({lo:.4g}..{hi:.4g})"
+            unit = -0.05 <= lo and hi <= 1.05
+            larger_open = (1.0, 0.0) if unit else (hi, None)
+            smaller_open = (0.0, 1.0) if unit else (lo, None)
+            # the polarity under which more episodes hold a closing between two openings: with the wrong one a
+            # gripper resting open has none (its grasps read as openings); a tie keeps "larger = more open"
+            votes = [_episodes_with_a_grasp(finite, *pol) for pol in (larger_open, smaller_open)]
+            (open_value, closed_value) = smaller_open if votes[1] > votes[0] else larger_open
+            side = "larger = more open" if (open_value, closed_value) == larger_open else "smaller = more open"
+            what = (f"0..1 with {'1' if side.startswith('larger') else '0'} = open" if unit
+                    else f"{side}, range learned ({lo:.4g}..{hi:.4g})")
+            what += (f" (the polarity under which {max(votes)} of {len(finite)} episodes read have a closing "
+                     f"between two openings, against {min(votes)})")
         note = f"values {lo:.4g}..{hi:.4g}: assumed {what}"
     if config.min_frames is not None:
         extra["min_frames"] = config.min_frames
@@ -141,6 +150,12 @@ def _settings(ch: GripperChannel, signals: list[np.ndarray], config, robot: str 
         extra["levels"] = "auto"
     return SegmentConfig(open_value=open_value, closed_value=closed_value,
                          prominence=extra.pop("prominence", 0.15), **extra), note
+
+
+def _episodes_with_a_grasp(signals: list[np.ndarray], open_value: float | None,
+                           closed_value: float | None) -> int:
+    config = SegmentConfig(open_value=open_value, closed_value=closed_value, levels="auto", prominence=0.15)
+    return sum(1 for s in signals if segment(s, None, config).segments)
 
 
 def segment_episode(episode: DemoEpisode, plans: list[GripperPlan]) -> EpisodeSegments:
