@@ -6,7 +6,7 @@ import pytest
 
 from conftest import requires_ros, spawn_python
 from helpers.ros_wait import spin_until, stop_process
-from helpers.tabletop import CUBE_M, EXTRINSICS, TABLE_M, base_point, scene_messages
+from helpers.tabletop import CUBE_M, EXTRINSICS, FX, TABLE_M, base_point, scene_messages
 
 pytestmark = [requires_ros, pytest.mark.ros]
 
@@ -42,7 +42,7 @@ def test_pixel_plan_comes_back_with_base_frame_poses(tmp_path, rclpy_context):
 
         plan = GroundedPlan("put the red cube on the right", (320, 240), [
             GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
-            GroundedAction("place", "red cube", "table", point=(240.0, 120.0))])
+            GroundedAction("place", "red cube", "table", point=(240.0, 200.0))])  # far from the centre: fx != fy shows
         msg = plan_to_msg(plan)
         msg.header.frame_id = "camera_color_optical_frame"
         spin_until(executor, lambda: plan_pub.get_subscription_count() > 0, 30.0, "backprojection_node to subscribe")
@@ -54,10 +54,10 @@ def test_pixel_plan_comes_back_with_base_frame_poses(tmp_path, rclpy_context):
         grasp_t, place_t = (a.target_3d for a in located.actions)
         assert (grasp_t.frame, place_t.frame) == ("fr3_link0", "fr3_link0")
         assert list(grasp_t.position) == pytest.approx(base_point(100.5, 120.5, CUBE_M), abs=0.01)
-        assert list(place_t.position) == pytest.approx(base_point(240.0, 120.0, TABLE_M), abs=0.01)
+        assert list(place_t.position) == pytest.approx(base_point(240.0, 200.0, TABLE_M), abs=0.01)
         targets = plan_from_msg(got["targets"]).target_set().to_dict()
         assert targets["frame"] == "fr3_link0" and [t["type"] for t in targets["targets"]] == ["grasp", "place"]
-        assert np.isfinite(targets["targets"][0]["width"]) and targets["targets"][0]["width"] == pytest.approx(30 / 300 * CUBE_M, abs=0.01)  # 30 px wide
+        assert np.isfinite(targets["targets"][0]["width"]) and targets["targets"][0]["width"] == pytest.approx(30 / FX * CUBE_M, abs=0.01)  # 30 px wide
     finally:
         node.destroy_node()
         out = stop_process(child)

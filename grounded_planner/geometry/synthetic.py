@@ -179,11 +179,22 @@ def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray = (0.0, 0.0, 1.0
 
 
 def realsense_camera(width: int = 1280, height: int = 720, frame_id: str = "camera_color_optical_frame",
-                     D: tuple[float, ...] = ()) -> CameraModel:
-    """Intrinsics like a D435 colour stream at the given size (about 69 x 42 deg field of view)."""
+                     D: tuple[float, ...] = (), fy_over_fx: float = 1.0,
+                     principal_offset_px: tuple[float, float] = (-0.7, 1.3)) -> CameraModel:
+    """Intrinsics like a D435 colour stream at the given size (about 69 x 42 deg field of view).
+
+    ``fy_over_fx`` != 1 (non-square pixels) and a larger ``principal_offset_px`` (cx, cy from the image centre)
+    make a swapped fx/fy or cx/cy, or a centred principal point, show in the geometry; a real D435 has fy/fx
+    within 0.1 % of 1 and its principal point within a few pixels of the centre, where such bugs hide."""
     f = 0.72 * width
-    return CameraModel.from_camera_info([[f, 0, width / 2 - 0.7], [0, f, height / 2 + 1.3], [0, 0, 1]],
+    dx, dy = principal_offset_px
+    return CameraModel.from_camera_info([[f, 0, width / 2 + dx], [0, f * fy_over_fx, height / 2 + dy], [0, 0, 1]],
                                         list(D), width, height, "plumb_bob", frame_id)
+
+
+# The synthetic tabletops' camera: non-square pixels and a principal point well off the centre (see realsense_camera)
+TABLETOP_FY_OVER_FX = 1.15
+TABLETOP_PRINCIPAL_OFFSET_PX = (-13.7, 9.3)
 
 
 def add_holes(depth_m: np.ndarray, rng: np.random.Generator, n_holes: int = 20, max_radius_px: int = 12) -> np.ndarray:
@@ -304,7 +315,8 @@ def random_tabletop(seed: int, width: int = 640, height: int = 480, D: tuple[flo
         Of the clean render (see :meth:`Scene.render`).
     """
     rng = np.random.default_rng(seed)
-    camera = realsense_camera(width, height, D=D)
+    camera = realsense_camera(width, height, D=D, fy_over_fx=TABLETOP_FY_OVER_FX,
+                              principal_offset_px=TABLETOP_PRINCIPAL_OFFSET_PX)
     cells = [(-0.12, -0.12), (-0.12, 0.12), (0.12, -0.12), (0.12, 0.12)]
     objects: list = []
     for k, (cx, cy) in enumerate(cells):

@@ -2,7 +2,10 @@
 
 import numpy as np
 
-W, H, F = 320, 240, 300.0  # image size and focal length (pixels)
+W, H = 320, 240  # image size (pixels)
+# Non-square pixels and a principal point off the centre: an fx/fy or cx/cy mix-up moves a target by centimetres
+FX, FY = 300.0, 345.0  # focal lengths (pixels)
+CX, CY = W / 2 - 12.5, H / 2 + 7.5  # principal point (pixels)
 TABLE_M, CUBE_M = 1.0, 0.95  # depth of the table and of the cube's top
 CUBE_PX = (85, 95, 115, 145)  # x1, y1, x2, y2 of the cube in the image
 # What the stand-in VLM (grounded_planner.vlm.fake_server) looks for: it finds objects by colour.
@@ -28,7 +31,7 @@ def scene_messages():
     depth_mm[y1:y2, x1:x2] = int(CUBE_M * 1000)
     color, depth = numpy_to_image(rgb, "rgb8"), numpy_to_image(depth_mm, "16UC1")
     info = CameraInfo(width=W, height=H, distortion_model="plumb_bob", d=[0.0] * 5,
-                      k=[F, 0.0, W / 2, 0.0, F, H / 2, 0.0, 0.0, 1.0])
+                      k=[FX, 0.0, CX, 0.0, FY, CY, 0.0, 0.0, 1.0])
     for msg in (color, depth, info):
         msg.header.frame_id = "camera_color_optical_frame"
     return color, depth, info
@@ -36,6 +39,6 @@ def scene_messages():
 
 def base_point(u_px: float, v_px: float, depth_m: float) -> list[float]:
     """Where the plan pixel (u, v) at ``depth_m`` lies in fr3_link0 (plan pixel centres sit at +0.5)."""
-    x = (u_px - 0.5 - W / 2) / F * depth_m
-    y = (v_px - 0.5 - H / 2) / F * depth_m
+    x = (u_px - 0.5 - CX) / FX * depth_m
+    y = (v_px - 0.5 - CY) / FY * depth_m
     return [0.5 + x, -y, 1.0 - depth_m]
