@@ -2,8 +2,8 @@
 
 The `mcap` library's ``Writer`` keeps the open chunk in memory and writes it, with its message indexes,
 when it is full. :class:`McapBagWriter` also closes the open chunk once its first message is
-``chunk_interval_s`` old (a background thread checks four times per interval, at most every 50 ms, so a
-quiet topic is not kept back) and hands every finished chunk to the kernel at once. A process killed with
+``chunk_interval_s`` old (one background thread checks every writer of the process every 50 ms, so a quiet
+topic is not kept back) and hands every finished chunk to the kernel at once. A process killed with
 SIGKILL therefore loses at most the open chunk: the messages of the last ``chunk_interval_s`` (plus the
 check period). ``fsync_every_s`` also forces the file to disk (power loss). A closed file has the summary
 the field's indexed readers want: schemas, channels, statistics (per-channel message counts), chunk
@@ -27,6 +27,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,8 @@ class BagOptions:
     chunk_size: int = 1024 * 1024     # bytes: a chunk is closed once its uncompressed records pass this size
     chunk_interval_s: float = 0.5     # s: ... or once its first message is this old; SIGKILL loses at most this
     #                                   (0 = a chunk per message: nothing lost, poor compression)
-    fsync_every_s: float | None = 1.0  # s: force the file to disk at most this often (power loss); None = never
+    fsync_every_s: float | None = 1.0  # s: force the file to disk at most this often and at close (power loss);
+    #                                    None = never (the kernel writes it back in its own time)
 
     def __post_init__(self):
         if self.compression not in COMPRESSIONS:
@@ -159,14 +161,8 @@ class McapBagWriter:
         except BaseException:
             self._sink.close()
             raise
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         if options.chunk_interval_s > 0:
-            # the thread holds the writer weakly: a writer dropped without close() is collected, its timer ends
-            self._thread = threading.Thread(target=_chunk_timer, args=(weakref.ref(self), self._stop,
-                                                                       options.chunk_interval_s),
-                                            daemon=True, name=f"mcap chunk timer {self.path.name}")
-            self._thread.start()
+            _CHUNK_TIMER.watch(self)
 
     # -- topics ------------------------------------------------------------------------------------
     def add_topic(self, topic: str, msgtype: str) -> int:
@@ -181,8 +177,7 @@ class McapBagWriter:
             if msgtype not in store.types:
                 raise BagError(f"unknown message type {msgtype!r} for topic {topic} (not in the rosbags typestore)")
             if msgtype not in self._schemas:
-                msgdef = store.generate_msgdef(msgtype, ros_version=2)[0]
-                self._schemas[msgtype] = self._writer.register_schema(msgtype, SCHEMA_ENCODING, msgdef.encode())
+                self._schemas[msgtype] = self._writer.register_schema(msgtype, SCHEMA_ENCODING, _msgdef(msgtype))
                 self._declared_since_commit.append(("schema", msgtype))
             # rosbag2 stores the publishers' QoS here; rosbags and ros2 bag read an empty value as the default
             cid = self._writer.register_channel(topic, MESSAGE_ENCODING, self._schemas[msgtype],
@@ -290,15 +285,15 @@ class McapBagWriter:
         with self._lock:
             if self.closed:
                 return
-            self._stop.set()
-            self.closed = True
+            self.closed = True  # the chunk timer forgets a closed writer
             try:
                 self._writer.flush()
                 self._commit_chunk()
                 if not self.damaged:
                     self._writer.finish()
                     self._sink.commit("finish")
-                    self._sink.fsync()
+                    if self.options.fsync_every_s is not None:  # None: never forced to disk, at close neither
+                        self._sink.fsync()
             except OSError as exc:
                 raise BagWriteError(exc.errno, f"cannot finish bag {self.path}: {exc.strerror or exc}; left without "
                                                f"its summary, readable up to its last complete chunk") from exc
@@ -306,8 +301,6 @@ class McapBagWriter:
                 self._sink.close()
             if self.damaged:  # the mcap Writer's own index counts the refused chunk: index the file as it is
                 recover_mcap(self.path)
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=1.0)
 
     def __enter__(self) -> "McapBagWriter":
         return self
@@ -315,18 +308,43 @@ class McapBagWriter:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def __del__(self):
-        # a writer dropped without close(): stop its timer thread (the file keeps its complete chunks)
-        stop = getattr(self, "_stop", None)
-        if stop is not None:
-            stop.set()
 
 
-def _chunk_timer(writer_ref: "weakref.ref[McapBagWriter]", stop: threading.Event, interval_s: float) -> None:
-    """Close the open chunk once it is ``interval_s`` old, checking four times per interval (at most every 50 ms)."""
-    while not stop.wait(min(0.05, interval_s / 4)):
-        writer = writer_ref()
-        if writer is None:
-            return
-        writer._close_aged_chunk()
-        del writer
+@lru_cache(maxsize=None)
+def _msgdef(msgtype: str) -> bytes:
+    """The ``ros2msg`` schema of a type (its definition and those it uses), built once per process."""
+    return typestore().generate_msgdef(msgtype, ros_version=2)[0].encode()
+
+
+class _ChunkTimer:
+    """One thread for every open writer of the process (a campaign opens thousands, one after another): every
+    ``PERIOD_S`` it closes the open chunks that are ``chunk_interval_s`` old. Writers are held weakly: one dropped
+    without close() is collected and forgotten."""
+
+    PERIOD_S = 0.05
+
+    def __init__(self):
+        self._writers: "weakref.WeakSet[McapBagWriter]" = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, writer: McapBagWriter) -> None:
+        with self._lock:
+            self._writers.add(writer)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, daemon=True, name="mcap chunk timer")
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.PERIOD_S)
+            with self._lock:
+                for writer in [w for w in self._writers if w.closed]:
+                    self._writers.discard(writer)
+                writers = list(self._writers)
+            for writer in writers:
+                writer._close_aged_chunk()
+            del writers
+
+
+_CHUNK_TIMER = _ChunkTimer()
