@@ -13,7 +13,7 @@ from grounded_planner.v2gp.profiles import PROFILES, ROBOT_PROFILES, config_for_
 @pytest.mark.parametrize("robot_type, profile", [
     ("so100", "so101"), ("so101_follower", "so101"), ("so101_leader", "so101"), ("so100_leader", "so101"),
     ("bi_so100_follower", "bi_so101"), ("koch", "koch"), ("koch_follower", "koch"), ("aloha", "aloha"),
-    ("mobile_aloha", "aloha"), ("piper", "piper"), ("xarm", "xarm"), ("widowx", "widowx"), ("bridge", "widowx"),
+    ("mobile_aloha", "aloha"), ("piper", "piper"), ("agilex_piper_bimanual", "piper"), ("xarm", "xarm"), ("widowx", "widowx"), ("bridge", "widowx"),
     ("franka", "droid"), ("Franka", "droid"), ("droid", "droid"), ("ur5", "ur5"), ("ur5e", "ur5"),
     ("Unitree_G1_Inspire", "g1_inspire"), ("Unitree_G1_Dex3_Single_Cam", "g1_dex3"), ("realman", "realman")])
 def test_the_issue_s_embodiments_have_a_profile(robot_type, profile):

@@ -80,11 +80,14 @@ PROFILES: tuple[RobotProfile, ...] = (
          "a LeRobot ALOHA dataset card (v2.0, robot_type aloha, 50 fps): observation.state / action / "
          "observation.effort names left_waist .. left_gripper, right_waist .. right_gripper")),
     RobotProfile(
-        "piper", ("piper", "piper_follower", "bi_piper_follower", "agilex_piper", "cobot_magic"),
+        "piper", ("piper", "piper_follower", "bi_piper_follower", "agilex_piper*", "cobot_magic"),
         (("left", r"^left.*gripper"), ("right", r"^right.*gripper"), ("", _GRIPPER)), None, 0.0,
         "jaw opening (0 closed, larger open); m or mm depending on the recorder: stroke learned",
         ("github.com/richardSHkim/piper lerobot_robot_piper_follower/README.md (gripper.pos beside joint_1..6)",
-         "AgileX PiPER SDK: gripper angle is the jaw opening, 0 = closed")),
+         "AgileX PiPER SDK: gripper angle is the jaw opening, 0 = closed",
+         "github.com/Livioni/Lerobot_Datasets README (its agilex_piper_bimanual LeRobot v3.0 example: "
+         "observation.state left_joint_1..6, left_gripper, right_joint_1..6, right_gripper; the grippers are the "
+         "total distance between the two fingers in metres)")),
     RobotProfile(
         "xarm", ("xarm", "xarm5", "xarm6", "xarm7", "lite6", "uf850"),
         (("", _GRIPPER),), 850.0, 0.0, "xArm gripper position (0 closed, 850 open)",
