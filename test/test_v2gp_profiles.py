@@ -78,3 +78,15 @@ def test_a_named_column_wins_over_the_profile():
                 "action": _vector(["shoulder.pos", "gripper.pos"])}
     (ch,), _ = find_grippers(features, "so101_follower", spec="observation.state[0]")
     assert (ch.column, ch.indices, ch.command_indices) == ("observation.state", [0], [0])
+
+
+def test_two_fingers_of_opposite_sign_do_not_cancel():
+    import numpy as np
+
+    from grounded_planner.v2gp.grippers import combine
+
+    opening = np.r_[np.full(20, 0.04), np.linspace(0.04, 0.01, 10), np.full(20, 0.01)]
+    fingers = np.c_[opening, -opening]  # LIBERO / robomimic: the two finger joints, +x and -x
+    np.testing.assert_allclose(combine(fingers, "mean"), opening)
+    inspire = np.c_[opening, opening + 0.01]  # same-sign fingers: their plain mean
+    np.testing.assert_allclose(combine(inspire, "mean"), opening + 0.005)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,13 +258,20 @@ def _by_name(features: dict[str, Any]) -> list[GripperChannel]:
 
 
 def combine(rows: np.ndarray, how: str) -> np.ndarray:
-    """(T, K) elements of one hand -> (T,) signal: their mean, or the mean of their absolute values."""
+    """(T, K) elements of one hand -> (T,) signal: their mean, or the mean of their absolute values.
+
+    Elements of opposite sign (two fingers of a parallel gripper, +0.04 and -0.04 open: LIBERO's and
+    robomimic's finger joints) would cancel in a mean: their absolute values are averaged then.
+    """
     if rows.ndim == 1:
         return rows
     if rows.shape[1] == 1:
         return rows[:, 0]
-    with np.errstate(invalid="ignore"):
-        return np.nanmean(np.abs(rows), axis=1) if how == "abs_mean" else np.nanmean(rows, axis=1)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN row is a missing sample
+        medians = np.nanmedian(rows, axis=0)
+        mixed = bool(np.nanmax(medians) > 0 > np.nanmin(medians))
+        return np.nanmean(np.abs(rows), axis=1) if how == "abs_mean" or mixed else np.nanmean(rows, axis=1)
 
 
 def elements(cells: list, indices: list[int] | None, path: Path | str, column: str) -> np.ndarray:
