@@ -19,7 +19,18 @@ from grounded_planner.v2gp.levels import (SignalError, dense_signal, edge_end, f
                                           hysteresis, median_smooth, noise_sigma, ramp_knee, runs, zigzag)
 
 __all__ = ["SEGMENT_RULE", "Segment", "SegmentConfig", "SegmentResult", "SignalError", "normalise", "segment",
-           "segment_levels", "segment_signal", "DROP_REASONS"]
+           "segment_levels", "segment_signal", "DROP_REASONS", "config_for_robot", "load_gripper_csv", "ROBOT_PROFILES"]
+
+# kept importable from here (docs/INTERFACES.md): they live in the profiles and readers modules, which import this one
+_MOVED = {"config_for_robot": "profiles", "ROBOT_PROFILES": "profiles", "load_gripper_csv": "grippers"}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(f"grounded_planner.v2gp.{_MOVED[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
