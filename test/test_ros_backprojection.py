@@ -32,7 +32,13 @@ def test_pixel_plan_comes_back_with_base_frame_poses(tmp_path, rclpy_context):
         qos = QoSProfile(depth=2)
         depth_pub = node.create_publisher(Image, "/camera/camera/aligned_depth_to_color/image_raw", qos)
         info_pub = node.create_publisher(CameraInfo, "/camera/camera/color/camera_info", qos)
-        node.create_timer(0.1, lambda: (depth_pub.publish(depth), info_pub.publish(info)))
+
+        def camera():  # a 10 Hz depth camera: every message stamped, as a driver does
+            depth.header.stamp = info.header.stamp = node.get_clock().now().to_msg()
+            depth_pub.publish(depth)
+            info_pub.publish(info)
+
+        camera_timer = node.create_timer(0.1, camera)
         plan_pub = node.create_publisher(GroundedPlanMsg, "/grounded_planner/plan_pixels", QoSProfile(depth=5))
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         got = {}
@@ -58,7 +64,18 @@ def test_pixel_plan_comes_back_with_base_frame_poses(tmp_path, rclpy_context):
         targets = plan_from_msg(got["targets"]).target_set().to_dict()
         assert targets["frame"] == "fr3_link0" and [t["type"] for t in targets["targets"]] == ["grasp", "place"]
         assert np.isfinite(targets["targets"][0]["width"]) and targets["targets"][0]["width"] == pytest.approx(30 / FX * CUBE_M, abs=0.01)  # 30 px wide
+
+        # the depth camera dies (issue 30.1): the next plan is refused, naming the topic and the age, not located
+        # on the last depth image it left behind
+        camera_timer.cancel()
+        stopped = node.get_clock().now().nanoseconds
+        spin_until(executor, lambda: node.get_clock().now().nanoseconds - stopped > 1.5e9, 10.0, "the depth to age")
+        got.clear()
+        plan_pub.publish(msg)
+        spin_until(executor, lambda: node.get_clock().now().nanoseconds - stopped > 8e9, 15.0, "frame_wait_s to pass")
+        assert "plan" not in got, "a plan was back-projected on a stale depth image"
     finally:
         node.destroy_node()
         out = stop_process(child)
     assert "Traceback" not in out, out
+    assert "StaleFrameError: stale frame: /camera/camera/aligned_depth_to_color/image_raw is" in out, out

@@ -58,7 +58,7 @@ def test_player_replays_every_frame_at_scaled_rate(tmp_path, rclpy_context, stor
     bag, colors = write_test_bag(tmp_path / "scene", storage)
     rate = 0.5  # half speed: 3 frames 0.1 s apart must take at least 0.4 s
     child = spawn_python(["-m", "grounded_planner.ros.bag_player_node", "--ros-args", "-p", f"bag:={bag}",
-                          "-p", f"rate:={rate}", "-p", "wait_for_subscribers:=true"])
+                          "-p", f"rate:={rate}", "-p", "wait_for_subscribers:=true", "-p", "restamp:=false"])
     node = rclpy.create_node("bag_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
@@ -84,6 +84,49 @@ def test_player_replays_every_frame_at_scaled_rate(tmp_path, rclpy_context, stor
         node.destroy_node()
         out = stop_process(child)
     assert "Traceback" not in out, out
+
+
+def test_player_restamps_frames_to_playback_time_at_the_played_rate(tmp_path, rclpy_context):
+    """restamp (default): a recording plays as a live camera stamps (issue 30.1: nodes refuse frames older than
+    max_frame_age_s); colour, depth and camera_info of one frame keep one stamp, frames keep their spacing scaled
+    by the rate."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import CameraInfo, Image
+
+    bag, _ = write_test_bag(tmp_path / "scene", "mcap")
+    rate = 2.0
+    child = spawn_python(["-m", "grounded_planner.ros.bag_player_node", "--ros-args", "-p", f"bag:={bag}",
+                          "-p", f"rate:={rate}", "-p", "wait_for_subscribers:=true"])
+    node = rclpy.create_node("bag_probe", context=rclpy_context)
+    try:
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(node)
+        got = {"color": [], "depth": [], "info": []}
+        ages_s = []
+
+        def color(m):
+            got["color"].append(m)
+            ages_s.append((node.get_clock().now().nanoseconds - stamp(m)) / 1e9)
+
+        qos = QoSProfile(depth=10)
+        node.create_subscription(Image, COLOR, color, qos)
+        node.create_subscription(Image, DEPTH, got["depth"].append, qos)
+        node.create_subscription(CameraInfo, INFO, got["info"].append, qos)
+        spin_until(executor, lambda: all(len(v) == 3 for v in got.values()), 30.0, "3 frames from the bag")
+    finally:
+        node.destroy_node()
+        out = stop_process(child)
+    assert "Traceback" not in out, out
+    assert max(ages_s) < 1.0 and min(ages_s) > -0.1, f"frames not stamped at playback time: ages {ages_s} s"
+    assert [stamp(m) for m in got["color"]] == [stamp(m) for m in got["depth"]]  # one instant, as recorded
+    assert [stamp(m) for m in got["info"]] == [0, 0, 0]  # unstamped stays unstamped: refused, not passed off as fresh
+    assert stamp(got["color"][1]) - stamp(got["color"][0]) == pytest.approx(GAP_NS / rate, abs=1)
+
+
+def stamp(msg) -> int:
+    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
 
 
 def test_player_loops(tmp_path, rclpy_context):

@@ -11,7 +11,7 @@ from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
-from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject, depth_info_topic
+from grounded_planner.ros.frames import FRESHNESS_PARAMS, frame_check, stamp_ns, LatestFrames, NoFrameError, backproject, depth_info_topic
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import Param, declare_all, extrinsics_file, resolve_data_path, non_empty, non_negative, values
 from grounded_planner.ros.visualize import plan_markers
@@ -33,7 +33,9 @@ PARAMS = [
     Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
     Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
           extrinsics_file),
-    Param("frame_wait_s", 5.0, "how long a plan waits for a first depth image and camera_info, seconds", non_negative),
+    Param("frame_wait_s", 5.0, "how long a plan waits for a depth image and camera_info that are there, fresh and one "
+          "instant, seconds", non_negative),
+    *FRESHNESS_PARAMS,
 ]
 
 
@@ -88,10 +90,18 @@ class BackprojectionNode(Node):
         Raises NoFrameError, GeometryError or PlanError.
         """
         plan = plan_from_msg(msg)
-        snap = self._frames.wait_for(("depth", "camera_info"), self.get_parameter("frame_wait_s").value)
+        # depth and camera_info fresh and of one instant (StaleFrameError / UnmatchedFramesError otherwise)
+        snap = self._frames.wait_for(("depth", "camera_info"), self.get_parameter("frame_wait_s").value,
+                                     frame_check(self))
         located = backproject(plan, snap.depth, snap.camera_info, self.extrinsics(),
                               depth_camera_info=snap.depth_camera_info,
                               depth_registered=self.get_parameter("depth_registered").value)
+        # a plan made on an older image than this depth (a slow model upstream): said in the plan, not silent
+        plan_ns, max_age_s = stamp_ns(msg), self.get_parameter("max_frame_age_s").value
+        lag_s = (stamp_ns(snap.depth) - plan_ns) / 1e9
+        if plan_ns and max_age_s > 0 and lag_s > max_age_s:
+            located.warnings.append(f"depth is {lag_s:.1f} s newer than the plan's image (max_frame_age_s "
+                                    f"{max_age_s:g}): the scene may have changed since the model saw it")
         return plan_to_msg(located, header=msg.header), located
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 
@@ -20,7 +21,39 @@ PARAMS = [
     Param("wait_for_subscribers", False,
           "hold playback until every played topic has a subscriber (so nothing is lost to discovery)", read_only=True),
     Param("autostart", True, "start playing at startup (false: call play() in-process)", read_only=True),
+    Param("restamp", True, "move every header stamp to the playback time (the recording's spacing, scaled by rate), as a live "
+          "camera stamps its frames, so that nodes refusing old frames (max_frame_age_s) take the bag for a camera; "
+          "false: the recorded stamps (then run the graph on the bag's time)", read_only=True),
 ]
+CDR_LE = b"\x00\x01"  # the encapsulation of little-endian CDR, which every ROS 2 middleware writes
+
+
+def header_stamp_ns(raw: bytes) -> int:
+    """The header stamp (ns) of CDR bytes of a message whose first field is a std_msgs/Header; 0 when unknown."""
+    if raw[:2] != CDR_LE or len(raw) < 12:
+        return 0
+    sec, nanosec = struct.unpack_from("<iI", raw, 4)
+    return sec * 1_000_000_000 + nanosec
+
+
+def restamped(raw: bytes, offset_ns: int) -> bytes:
+    """CDR bytes of a message whose first field is a std_msgs/Header, with its stamp moved by ``offset_ns``
+    (an unstamped message, 0, stays so: it is refused as unstamped, not passed off as fresh)."""
+    stamp_ns = header_stamp_ns(raw)
+    if stamp_ns == 0:
+        return raw
+    sec, nanosec = divmod(stamp_ns + offset_ns, 1_000_000_000)
+    if not -2**31 <= sec < 2**31:
+        return raw
+    out = bytearray(raw)
+    struct.pack_into("<iI", out, 4, sec, nanosec)
+    return bytes(out)
+
+
+def starts_with_header(cls) -> bool:
+    """Does message class ``cls`` begin with a std_msgs/Header (Image, CompressedImage, CameraInfo, ...)?"""
+    fields = iter(cls.get_fields_and_field_types().items())
+    return next(fields, None) == ("header", "std_msgs/Header")
 
 
 class BagPlayerNode(Node):
@@ -41,6 +74,7 @@ class BagPlayerNode(Node):
         if missing:
             raise BagFileError(f"bag {self.bag_path} has no topic {', '.join(missing)} (it has {', '.join(sorted(types))})")
         self._topic_pubs = {}
+        self._stamped: set[str] = set()  # topics whose messages begin with a Header (restamped when asked)
         for topic, msgtype in sorted(types.items()):
             if wanted and topic not in wanted:
                 continue
@@ -50,6 +84,8 @@ class BagPlayerNode(Node):
                 self.get_logger().warning(f"skipping topic {topic}: {exc}")
                 continue
             self._topic_pubs[topic] = self.create_publisher(cls, topic, QoSProfile(depth=10))
+            if starts_with_header(cls):
+                self._stamped.add(topic)
         if not self._topic_pubs:
             raise BagFileError(f"bag {self.bag_path}: no topic with an importable message type")
         self.finished = threading.Event()  # set after the last message of a non-looping play
@@ -88,6 +124,8 @@ class BagPlayerNode(Node):
     def _play_once(self) -> None:
         first_ns = None
         start = 0.0
+        offset_ns = None  # playback time minus the recorded stamp of the pass's first stamped message
+        restamp = self.get_parameter("restamp").value
         for topic, _msgtype, stamp_ns, raw in read_bag_raw(self.bag_path, self._topic_pubs):
             if self._stop.is_set():
                 return
@@ -101,6 +139,12 @@ class BagPlayerNode(Node):
             delay_s = due - time.monotonic()
             if delay_s > 0 and self._stop.wait(delay_s):
                 return
+            if restamp and topic in self._stamped and header_stamp_ns(raw):
+                # stamped as a live camera would: at playback time, the recording's spacing scaled by the rate
+                played_ns = int((stamp_ns - first_ns) / self.get_parameter("rate").value)
+                if offset_ns is None:
+                    offset_ns = self.get_clock().now().nanoseconds - played_ns - header_stamp_ns(raw)
+                raw = restamped(raw, offset_ns + played_ns - (stamp_ns - first_ns))
             try:
                 self._topic_pubs[topic].publish(raw)
             except Exception:

@@ -4,8 +4,8 @@ for replanning the rest. Used by executor_node with ``closed_loop: true``."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-import time
 from typing import Sequence
 
 import numpy as np
@@ -20,13 +20,9 @@ from grounded_planner.msgs.images import color_to_rgb, depth_to_m, numpy_to_imag
 from grounded_planner.plan import GroundedAction, GroundedPlan
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import plan_from_msg
-from grounded_planner.ros.frames import LatestFrames, NoFrameError, camera_model, check_depth_aligned
+from grounded_planner.ros.frames import LatestFrames, camera_model, check_depth_aligned, frame_check
 from grounded_planner.ros.reach import Reachability, wait_spun_elsewhere
 from grounded_planner.vlm.prompts import instruction_with_done
-
-
-def _stamp_ns(msg) -> int:
-    return int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
 
 
 class PlanServiceError(RuntimeError):
@@ -55,14 +51,9 @@ class RosClosedLoopIO:
         """A frame taken after this call (colour and depth both newer): a check must not look at the scene as it
         was before the motion it checks."""
         asked_ns = self.node.get_clock().now().nanoseconds
-        deadline = time.monotonic() + self.frame_wait_s
-        snap = self.frames.wait_for(("color", "depth", "camera_info"), self.frame_wait_s)
-        while min(_stamp_ns(snap.color), _stamp_ns(snap.depth)) < asked_ns:
-            if time.monotonic() > deadline:
-                raise NoFrameError(f"no camera frame newer than the request within {self.frame_wait_s:g} s on "
-                                   f"{self.frames.topics['color']} and {self.frames.topics['depth']}")
-            time.sleep(0.02)  # frames arrive on the subscription threads
-            snap = self.frames.snapshot()
+        # colour, depth and camera_info taken together: fresh, of one instant, and taken after this call
+        check = dataclasses.replace(frame_check(self.node), not_before_ns=asked_ns)
+        snap = self.frames.wait_for(("color", "depth", "camera_info"), self.frame_wait_s, check)
         check_depth_aligned(snap.depth, snap.camera_info, snap.depth_camera_info)
         camera = camera_model(snap.camera_info, snap.depth.header.frame_id or snap.camera_info.header.frame_id)
         return Observation(color_to_rgb(snap.color), depth_to_m(snap.depth), camera, self.extrinsics)

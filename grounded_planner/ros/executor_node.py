@@ -30,7 +30,7 @@ from grounded_planner.msgs.execution import execution_event_msg, execution_resul
 from grounded_planner.ros.convert import action_to_msg, plan_from_msg
 from grounded_planner.ros.msg_types import rclpy_type
 from grounded_planner.ros.closed_loop_io import PlanServiceError, RosClosedLoopIO
-from grounded_planner.ros.frames import LatestFrames, NoFrameError
+from grounded_planner.ros.frames import FRESHNESS_PARAMS, LatestFrames, NoFrameError
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.visualize import plan_markers
 from grounded_planner.ros.moveit import moveit_backend_args
@@ -62,7 +62,9 @@ PARAMS = [
           non_empty, read_only=True),
     Param("extrinsics_file", "", "closed loop: camera->robot base calibration YAML (needed for closed loop)",
           extrinsics_file, read_only=True),
-    Param("frame_wait_s", 5.0, "closed loop: how long a check waits for a camera frame, seconds", positive),
+    Param("frame_wait_s", 5.0, "closed loop: how long a check waits for a camera frame set taken after it asked, "
+          "fresh and one instant, seconds", positive),
+    *FRESHNESS_PARAMS,
 ]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from rclpy.callback_groups import CallbackGroup
 from rclpy.event_handler import SubscriptionEventCallbacks
@@ -30,6 +30,7 @@ from grounded_planner.msgs.images import (CAMERA_INFO_MSGTYPE, COMPRESSED_MSGTYP
                                           camera_info_topic_of, depth_to_m, image_size, image_topic_type)
 from grounded_planner.geometry.targets import backproject as geometry_backproject
 from grounded_planner.plan import GroundedPlan
+from grounded_planner.ros.params import Param, non_negative
 
 MESSAGE_CLASSES = {IMAGE_MSGTYPE: Image, COMPRESSED_MSGTYPE: CompressedImage, CAMERA_INFO_MSGTYPE: CameraInfo}
 # how often a subscription's type is checked against what the topic's publishers advertise, seconds
@@ -41,6 +42,71 @@ _WHAT = {"color": "colour image", "depth": "depth image", "camera_info": "camera
 
 class NoFrameError(RuntimeError):
     """A frame, depth image or camera_info that a request needs has not arrived (names the topic)."""
+
+
+class StaleFrameError(NoFrameError):
+    """The newest message on a topic is older than ``max_frame_age_s`` by its stamp against the node's clock (a
+    camera that died, a bag that ended): ``stale frame: TOPIC is 34.2 s old (max_frame_age_s 1.0)``."""
+
+
+class UnmatchedFramesError(NoFrameError):
+    """Colour, depth and camera_info whose stamps lie further apart than the tolerance: not one instant."""
+
+
+# An age beyond this says the stamps and the node's clock count from different origins (a bag's stamps against
+# the wall clock, or no stamps at all), not that the camera is slow.
+CLOCK_MISMATCH_S = 24 * 3600.0
+
+
+def stamp_ns(msg) -> int:
+    """A message's header stamp in integer nanoseconds."""
+    return int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+
+
+@dataclass(frozen=True)
+class FrameCheck:
+    """What a frame set must satisfy: ``max_age_s`` by stamp against ``now_ns()`` (the node's clock, so bag time
+    under use_sim_time; 0 = no limit), and stamps within ``tolerance_s`` of each other. ``given_ns``: the stamp
+    of an image a request brought along, held to the same age limit (its depth comes from the topics: a much
+    older image would be located in a scene that has moved on)."""
+
+    now_ns: Callable[[], int]
+    max_age_s: float
+    tolerance_s: float
+    given_ns: int | None = None
+    not_before_ns: int | None = None  # every frame stamped at or after this (a check looks at the scene after a motion)
+
+    def __call__(self, snap: "Snapshot", keys: tuple[str, ...], topics: dict[str, str]) -> None:
+        """Raise StaleFrameError (the oldest topic and its age) or UnmatchedFramesError (the two topics and how far
+        apart) when the messages of ``keys`` in ``snap`` are not one fresh instant; keys without a message are
+        skipped."""
+        present = [(k, getattr(snap, k)) for k in keys if getattr(snap, k) is not None]
+        stamps = [(topics[k], stamp_ns(m)) for k, m in present]
+        if self.given_ns:
+            stamps.append(("the request's image", self.given_ns))
+        if self.max_age_s > 0 and stamps:
+            what, oldest_ns = min(stamps, key=lambda ws: ws[1])
+            age_s = (self.now_ns() - oldest_ns) / 1e9
+            if age_s > self.max_age_s:
+                hint = ("; its stamp and this node's clock count from different origins (a bag played without "
+                        "use_sim_time, or unstamped messages?)" if age_s > CLOCK_MISMATCH_S else "")
+                raise StaleFrameError(f"stale frame: {what} is {age_s:.1f} s old (max_frame_age_s "
+                                      f"{self.max_age_s:g}){hint}")
+        if not present:
+            return
+        if self.not_before_ns is not None:
+            for key, msg in present:
+                if stamp_ns(msg) < self.not_before_ns:
+                    raise StaleFrameError(f"stale frame: {topics[key]} is stamped {(self.not_before_ns - stamp_ns(msg)) / 1e9:.1f} s "
+                                          "before the frame was asked for (no camera frame newer than the request)")
+        ref_key, ref_ns = topics[present[0][0]], stamp_ns(present[0][1])
+        for key, msg in present:
+            apart_s = (stamp_ns(msg) - ref_ns) / 1e9
+            if abs(apart_s) > self.tolerance_s:
+                raise UnmatchedFramesError(
+                    f"frames do not match: {topics[key]} is stamped {abs(apart_s):.3f} s "
+                    f"{'after' if apart_s > 0 else 'before'} {ref_key} (frame_stamp_tolerance_s {self.tolerance_s:g}); "
+                    "colour, depth and camera_info must be one instant")
 
 
 class DepthNotAlignedError(ValueError):
@@ -55,6 +121,26 @@ class Snapshot:
     depth: Any
     camera_info: CameraInfo | None
     depth_camera_info: CameraInfo | None = None
+
+
+# The parameters of every node that takes camera frames (planner, back-projection, executor's closed loop).
+FRESHNESS_PARAMS = [
+    Param("max_frame_age_s", 1.0, "refuse a frame older than this by its header stamp against the node's clock "
+          "(bag time under use_sim_time), seconds; 0 = no limit", non_negative),
+    Param("frame_stamp_tolerance_s", 0.05, "colour, depth and camera_info are one instant when their stamps lie "
+          "within this of each other, seconds", non_negative),
+]
+
+
+def frame_check(node: Node, given_ns: int | None = None) -> "FrameCheck":
+    """The FrameCheck of a node that declared FRESHNESS_PARAMS (``given_ns``: the stamp of a request's image)."""
+    return FrameCheck(node_clock_ns(node), float(node.get_parameter("max_frame_age_s").value),
+                      float(node.get_parameter("frame_stamp_tolerance_s").value), given_ns)
+
+
+def node_clock_ns(node: Node) -> Callable[[], int]:
+    """The node's clock in ns (ROS time: the /clock of a bag under use_sim_time, else the wall clock)."""
+    return lambda: node.get_clock().now().nanoseconds
 
 
 def camera_model(info: CameraInfo, frame_id: str = ""):
@@ -231,22 +317,38 @@ class LatestFrames:
             self._take_images()
             return self._current()
 
-    def wait_for(self, keys: tuple[str, ...], timeout_s: float) -> Snapshot:
-        """Wait up to ``timeout_s`` until each of ``keys`` has arrived; NoFrameError naming the missing topics.
+    def wait_for(self, keys: tuple[str, ...], timeout_s: float, check: FrameCheck | None = None,
+                 optional: tuple[str, ...] = ()) -> Snapshot:
+        """Wait up to ``timeout_s`` until each of ``keys`` has arrived (and, with ``check``, until the newest of them
+        are fresh and one instant); NoFrameError naming the missing topics, or ``check``'s StaleFrameError /
+        UnmatchedFramesError when the deadline passes first.
 
+        The messages of ``keys`` are taken together, once they satisfy ``check``: one matched set. Keys in
+        ``optional`` are waited for too, but a snapshot without them is returned at the deadline (None there).
         Only the images among ``keys`` are taken (each costs a deserialization on the request path); the other
         images in the snapshot are as :meth:`snapshot` last took them."""
         deadline = time.monotonic() + timeout_s
+        problem: NoFrameError | None = None
         with self._arrived:
             while True:
                 self._take_images(keys)
                 missing = [k for k in keys if k not in self._latest]
+                snap = self._current()
+                problem = None
+                if check is not None:
+                    try:
+                        check(snap, keys, self.topics)
+                    except NoFrameError as exc:  # stale or unmatched: a newer frame may be on its way
+                        problem = exc
                 left = deadline - time.monotonic()
-                if not missing or left <= 0:
+                if (not missing and problem is None) or left <= 0:
                     break
                 # camera_info callbacks notify; images taken on demand are looked for again after a short poll
-                self._arrived.wait(min(left, ON_DEMAND_POLL_S) if set(missing) & set(self.IMAGES) else left)
-            snap = self._current()
+                polling = problem is not None or set(missing) & set(self.IMAGES)
+                self._arrived.wait(min(left, ON_DEMAND_POLL_S) if polling else left)
+        if problem is not None:
+            raise problem
+        missing = [k for k in missing if k not in optional]
         if missing:
             why = []
             for k in missing:

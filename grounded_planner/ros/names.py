@@ -2,6 +2,7 @@
 
 PLAN_SERVICE = "/grounded_planner/plan"  # GetGroundedPlan (planner_node)
 EXECUTE_ACTION = "/grounded_planner/execute"  # ExecutePlan (executor_node)
+RECONNECT_SERVICE = "/grounded_planner/reconnect"  # std_srvs/Trigger (executor_node): reconnect a robot that dropped out
 APPROVE_SERVICE = "/grounded_planner/approve"  # std_srvs/SetBool (executor_node, require_approval): true approves
 
 LAST_PLAN = "/grounded_planner/last_plan"  # GroundedPlan, latched: every plan planner_node returned
@@ -15,3 +16,8 @@ TARGET_MARKERS = "/grounded_planner/target_markers"  # MarkerArray of backprojec
 EXECUTION_FEEDBACK = "/grounded_planner/execution/feedback"  # ExecutionEvent: one per executor event
 EXECUTION_RESULT = "/grounded_planner/execution/result"  # ExecutionResult: how each execute goal ended
 ROLLOUT_CLOSED = "/grounded_planner/rollout/closed"  # String (a path, plain text), latched: the folder of each finished rollout
+# The frame set (colour rgb8, depth, camera_info; one instant) each plan was made on, published by planner_node just
+# before the plan for the rollout logger to record: Image, Image, CameraInfo
+PLAN_FRAMES_COLOR = "/grounded_planner/plan_frames/color"
+PLAN_FRAMES_DEPTH = "/grounded_planner/plan_frames/depth"
+PLAN_FRAMES_CAMERA_INFO = "/grounded_planner/plan_frames/camera_info"

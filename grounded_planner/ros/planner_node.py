@@ -10,7 +10,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image
 from visualization_msgs.msg import MarkerArray
 
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg, PlannerStatus
@@ -18,9 +18,10 @@ from grounded_planner_interfaces.srv import GetGroundedPlan
 
 from grounded_planner.msgs.execution import planner_status_msg
 from grounded_planner.ros import names
-from grounded_planner.msgs.images import color_to_rgb
+from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, depth_to_numpy, is_compressed
 from grounded_planner.ros.convert import numpy_to_image, plan_to_msg
-from grounded_planner.ros.frames import LatestFrames, NoFrameError, backproject, depth_info_topic
+from grounded_planner.ros.frames import (FRESHNESS_PARAMS, LatestFrames, Snapshot, backproject, depth_info_topic,
+                                         frame_check, stamp_ns)
 from grounded_planner.ros.msg_types import rclpy_type
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import (Param, declare_all, existing_file, expand_path, extrinsics_file, non_empty, non_negative, one_of,
@@ -39,6 +40,8 @@ PARAMS = [
           one_of(*BACKENDS)),
     Param("model", "", "model name on the server, Gemini model id, or local path for transformers"),
     Param("base_url", "", "OpenAI-compatible server root including /v1, e.g. http://localhost:8000/v1"),
+    Param("base_urls", [""], "more servers of the same model (the CLI's server pool): each request goes to the least "
+          "loaded of base_url and these, and around a dead or hung one; [''] = base_url alone"),
     Param("api_key_env", "", "environment variable holding the API key ('' = OPENAI_API_KEY / GEMINI_API_KEY)"),
     Param("timeout_s", 60.0, "wall-clock limit of one plan request (model calls, retries, repair re-prompts, parsing), seconds", positive),
     Param("max_retries", 1, "extra VLM tries on connection errors / 429 / 5xx", non_negative),
@@ -56,7 +59,9 @@ PARAMS = [
     Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
     Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
           extrinsics_file),
-    Param("frame_wait_s", 5.0, "how long a request waits for a first camera frame, seconds", non_negative),
+    Param("frame_wait_s", 5.0, "how long a request waits for a camera frame set that is there, fresh and one instant, "
+          "seconds", non_negative),
+    *FRESHNESS_PARAMS,
     Param("max_concurrent_requests", 4, "VLM requests in flight at once; one more is answered at once with success false, "
           "'busy: ...' (replayed plans, cache hits and requests failing before the model never count)", positive,
           read_only=True),
@@ -67,14 +72,15 @@ PARAMS = [
 # parameter services are served even while max_concurrent_requests slow VLM requests hold a thread each.
 SPARE_THREADS = 4
 # Parameters that change which planner is built: a change rebuilds it on the next request.
-PLANNER_PARAMS = {"backend", "model", "base_url", "api_key_env", "timeout_s", "max_retries", "prompt_family",
+PLANNER_PARAMS = {"backend", "model", "base_url", "base_urls", "api_key_env", "timeout_s", "max_retries", "prompt_family",
                   "replay_file", "record_file"}
 
 
 def planner_config(p: dict):
     """The PlannerConfig the node's parameter values describe (ValueError when they do not fit together)."""
 
-    return PlannerConfig(backend=p["backend"], model=p["model"], base_url=p["base_url"], api_key_env=p["api_key_env"],
+    return PlannerConfig(backend=p["backend"], model=p["model"], base_url=p["base_url"],
+                         base_urls=[u for u in p["base_urls"] if u], api_key_env=p["api_key_env"],
                          timeout_s=p["timeout_s"], max_retries=p["max_retries"], prompt_family=p["prompt_family"],
                          replay_file=resolve_data_path(p["replay_file"]), record_file=expand_path(p["record_file"]))
 
@@ -160,6 +166,10 @@ class PlannerNode(Node):
         # for the rollout logger: every request's outcome, and the 3D targets of back-projected plans
         self._status_pub = self.create_publisher(PlannerStatus, names.PLANNER_STATUS, QoSProfile(depth=10))
         self._targets_pub = self.create_publisher(GroundedPlanMsg, names.TARGETS, QoSProfile(depth=10))
+        # the frame set each plan was made on, for the rollout logger (published only while someone subscribes)
+        self._frames_pubs = (self.create_publisher(Image, names.PLAN_FRAMES_COLOR, QoSProfile(depth=2)),
+                             self.create_publisher(Image, names.PLAN_FRAMES_DEPTH, QoSProfile(depth=2)),
+                             self.create_publisher(CameraInfo, names.PLAN_FRAMES_CAMERA_INFO, QoSProfile(depth=2)))
         self._gate = RequestGate(p["max_concurrent_requests"])
         self.executor_threads = p["max_concurrent_requests"] + SPARE_THREADS  # read by run_node
         service = self.create_service(GetGroundedPlan, names.PLAN_SERVICE, self._on_request,
@@ -213,7 +223,7 @@ class PlannerNode(Node):
         self.requests_served += 1
         try:
             with self._gate.request():
-                plan, header, image_rgb, note = self.plan(request)
+                plan, header, image_rgb, note, frames = self.plan(request)
         except VLMBusyError as exc:  # not a planning failure: no planner_status (it would end the open episode)
             response.success, response.message = False, str(exc)
             self.get_logger().warning(f"plan request {request.instruction!r} refused: {exc}", throttle_duration_sec=1.0)
@@ -234,12 +244,13 @@ class PlannerNode(Node):
         # looks up its caller's source file, ~10 ms here), the overlay and the markers.
         duration_s = time.monotonic() - started
         self._visuals.submit(response, self._after_answer, request.instruction, response.plan, plan, image_rgb, header,
-                             response.success, response.message, backprojected, duration_s, note)
+                             response.success, response.message, backprojected, duration_s, note, frames)
         return response
 
     def _after_answer(self, instruction, plan_msg, plan, image_rgb, header, success, message, backprojected,
-                      duration_s, note) -> None:
+                      duration_s, note, frames) -> None:
         try:
+            self._publish_frames(image_rgb, header, frames)  # before the plan, which opens the episode
             self._plan_pub.publish(plan_msg)
             if backprojected:
                 self._targets_pub.publish(plan_msg)
@@ -253,33 +264,69 @@ class PlannerNode(Node):
         self._publish_visuals(plan, image_rgb, header)
 
     def plan(self, request: GetGroundedPlan.Request):
-        """(plan, header, image_rgb, note) for a request; the plan carries its 3D targets when back-projected.
+        """(plan, header, image_rgb, note, frames) for a request; the plan carries its 3D targets when back-projected;
+        ``frames`` is the Snapshot of the frame set it was made on (None for a request that brought its image and
+        asked for no back-projection).
 
-        Raises on any failure before a plan exists; a failed back-projection leaves the plan in pixels and says
+        Raises on any failure before a plan exists (StaleFrameError, UnmatchedFramesError: the frames taken before
+        the model call were old or not one instant); a failed back-projection leaves the plan in pixels and says
         why in note.
         """
         wait_s = self.get_parameter("frame_wait_s").value
-        if request.image.width and request.image.height:
-            image_msg = request.image
-        else:
-            image_msg = self._frames.wait_for(("color",), wait_s).color
+        given = bool(request.image.width and request.image.height)
+        # colour, depth and camera_info taken together, once, before the model call: the depth that locates the
+        # plan is of the instant the model saw (StaleFrameError / UnmatchedFramesError otherwise)
+        keys = ("color",) if not given else ()
+        optional: tuple[str, ...] = ()
+        if request.backproject:
+            keys, optional = keys + ("depth", "camera_info"), ("depth", "camera_info")
+        snap = None
+        if keys:
+            given_ns = stamp_ns(request.image) if given else None  # 0 (unstamped): not checked
+            snap = self._frames.wait_for(keys, wait_s, frame_check(self, given_ns), optional=optional)
+            if given:
+                snap.color = None  # the request's image, not the topic's
+            if not request.backproject:
+                snap.depth = snap.camera_info = snap.depth_camera_info = None  # not taken with this colour image
+        image_msg = request.image if given else snap.color
         image_rgb = color_to_rgb(image_msg)  # ImageDecodeError (a ValueError) names the encoding
         plan = self.planner().plan(image_rgb, request.instruction)
         header = image_msg.header
         if not header.frame_id:
             header.frame_id = "camera_color_optical_frame"
         if not request.backproject or not plan.actions:
-            return plan, header, image_rgb, ""
+            return plan, header, image_rgb, "", snap
+        if snap.depth is None or snap.camera_info is None:
+            missing = [self._frames.topics[k] for k in ("depth", "camera_info") if getattr(snap, k) is None]
+            return plan, header, image_rgb, (f"back-projection failed: NoFrameError: nothing received on "
+                                             f"{', '.join(missing)} within {wait_s:.1f} s"), snap
         try:
-            snap = self._frames.wait_for(("depth", "camera_info"), wait_s)
             extrinsics = self.extrinsics()
             located = backproject(plan, snap.depth, snap.camera_info, extrinsics,
                                   depth_camera_info=snap.depth_camera_info,
                                   depth_registered=self.get_parameter("depth_registered").value)
-        except (NoFrameError, ValueError) as exc:  # GeometryError is a ValueError
-            return plan, header, image_rgb, f"back-projection failed: {type(exc).__name__}: {exc}"
+        except ValueError as exc:  # GeometryError is a ValueError
+            return plan, header, image_rgb, f"back-projection failed: {type(exc).__name__}: {exc}", snap
         note = "" if extrinsics is not None else "no extrinsics_file: poses are in the camera optical frame"
-        return located, header, image_rgb, note
+        return located, header, image_rgb, note, snap
+
+    def _publish_frames(self, image_rgb, header, frames: Snapshot | None) -> None:
+        """The frame set the plan was made on, for the rollout logger: colour as rgb8 (the image the model saw),
+        depth as an Image (compressedDepth decoded), camera_info as it came; only while someone subscribes."""
+        color_pub, depth_pub, info_pub = self._frames_pubs
+        if color_pub.get_subscription_count() == 0:
+            return
+        color_pub.publish(numpy_to_image(image_rgb, "rgb8", header=header))
+        depth = frames.depth if frames is not None else None
+        if depth is not None:
+            try:
+                if is_compressed(depth):
+                    depth = numpy_to_image(depth_to_numpy(depth)[0], header=depth.header)
+                depth_pub.publish(depth)
+            except ImageDecodeError as exc:
+                self.get_logger().warning(f"depth of the plan's frame set not published: {exc}")
+        if frames is not None and frames.camera_info is not None:
+            info_pub.publish(frames.camera_info)
 
     def _publish_status(self, instruction: str, success: bool, message: str, started: float, num_actions: int = 0,
                         backprojected: bool = False) -> None:
