@@ -16,6 +16,7 @@ ROS_WHEELS = [
     "ros-kilted-sensor-msgs",
     "ros-kilted-geometry-msgs",
     "ros-kilted-visualization-msgs",
+    "ros-kilted-diagnostic-msgs",  # rollout_logger_node reports on /diagnostics whether episodes are recorded
     "ros-kilted-lifecycle-msgs",
     "ros-kilted-action-msgs",
     "ros-kilted-rosidl-default-runtime",

@@ -32,6 +32,7 @@ ROSDEP_KEYS = {
     "sensor_msgs": "sensor_msgs",
     "geometry_msgs": "geometry_msgs",
     "visualization_msgs": "visualization_msgs",
+    "diagnostic_msgs": "diagnostic_msgs",
     "lifecycle_msgs": "lifecycle_msgs",
     "grounded_planner_interfaces": "grounded_planner_interfaces",
 }

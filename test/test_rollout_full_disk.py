@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -28,6 +27,7 @@ from mcap.reader import make_reader
 from rosbags.highlevel import AnyReader
 
 from grounded_planner.rollout import bag as B
+from helpers.tmpfs import require_tmpfs_mount
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -196,12 +196,7 @@ TMPFS_SCRIPT = textwrap.dedent("""
 
 
 def run_on_tmpfs(tmp_path: Path) -> tuple[dict, str]:
-    if shutil.which("unshare") is None:
-        pytest.skip("no `unshare` here: cannot mount a small tmpfs to fill")
-    probe = subprocess.run(["unshare", "-rm", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(tmp_path)],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"mounting a tmpfs in a user namespace is not permitted here: {probe.stderr.strip()}")
+    require_tmpfs_mount(tmp_path)
     proc = subprocess.run(["unshare", "-rm", sys.executable, "-c", TMPFS_SCRIPT, str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT ")]

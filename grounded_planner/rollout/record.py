@@ -420,10 +420,12 @@ class RolloutRecorder:
         stack knows them. Returns the final rollout.json content. Calling it twice is harmless.
 
         A bag the disk refused to finish (BagWriteError: a full disk) still ends the episode: the record says
-        so in ``error`` and ``warnings``, and ``rollouts recover`` adds the bag's summary later.
+        so in ``error`` and ``warnings``, and ``rollouts recover`` adds the bag's summary later. ``cut_short``: the
+        recorder could not go on (a full disk, an executor that vanished; ``error`` says why). When rollout.json
+        itself cannot be written (OSError), the record stays open: call ``close`` again once there is space.
         """
-        if status not in (COMPLETE, ABORTED):
-            raise RolloutError(f"close status must be {COMPLETE!r} or {ABORTED!r}, got {status!r}")
+        if status not in (COMPLETE, ABORTED, CUT_SHORT):
+            raise RolloutError(f"close status must be {COMPLETE!r}, {ABORTED!r} or {CUT_SHORT!r}, got {status!r}")
         with self._lock:
             if self.closed:
                 return self.data
@@ -446,7 +448,11 @@ class RolloutRecorder:
                 info.success, info.failure_mode, info.label_source = success, mode, "auto"
             elif info.success is False and not info.failure_mode and mode:
                 info.failure_mode = mode  # e.g. a simulator said "failed" and the executor knows why
-            self._flush_json()
+            try:
+                self._flush_json()
+            except OSError:
+                info.status = IN_PROGRESS  # not closed on disk: a later close() tries again
+                raise
             return self.data
 
     def __enter__(self) -> "RolloutRecorder":

@@ -8,9 +8,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from sensor_msgs.msg import CameraInfo
+from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
 from grounded_planner_interfaces.msg import (
@@ -23,15 +24,19 @@ from grounded_planner.geometry.errors import CameraModelError
 from grounded_planner.msgs.camera_info import raw_calibration
 from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, depth_to_numpy, describe
 from grounded_planner.ros.convert import plan_from_msg
-from grounded_planner.ros.frames import TypedSubscription, camera_model
+from grounded_planner.ros.frames import TypedSubscription, camera_model, stamp_ns as msg_stamp_ns
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.params import (Param, all_of, declare_all, expand_path, non_empty, non_negative, one_of,
                                          positive, values, writable_folder)
 from grounded_planner.rollout.bag_write import COMPRESSIONS
-from grounded_planner.rollout.record import IMAGE_TRANSPORTS, RecordingOptions, RolloutRecorder
+from grounded_planner.rollout.record import CUT_SHORT, IMAGE_TRANSPORTS, RecordingOptions, RolloutRecorder
 from grounded_planner.rollout.session import SessionRecorder
 
 PENDING_S = 5.0  # events older than this when an episode opens belong to no episode (logged and dropped)
+WATCH_PERIOD_S = 1.0  # how often an open episode is checked for a vanished executor or a timeout, and diagnostics sent
+PLAN_FRAME_MATCH_S = 1.0  # depth/camera_info of a plan's frame set lie within this of its colour image's stamp
+DIAGNOSTICS_TOPIC = "/diagnostics"  # diagnostic_msgs/DiagnosticArray, as every ROS driver reports its health
+EXECUTE_STATUS_TOPIC = names.EXECUTE_ACTION + "/_action/status"  # published by the execute action server only
 
 
 def _in_range(low: int, high: int):
@@ -54,6 +59,8 @@ PARAMS = [
     Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
           "aligned depth to log (Image 16UC1/32FC1, or .../compressedDepth)", non_empty, read_only=True),
     Param("camera_info_topic", "/camera/camera/color/camera_info", "camera_info to log", non_empty, read_only=True),
+    Param("episode_timeout_s", 600.0, "an episode with no execution result this long after its plan ends as cut_short, "
+          "seconds (0 = no limit)", non_negative),
     # recording options (rollout.record.RecordingOptions): how frames and the bag are stored
     Param("images", "compressed", "how frames are stored: compressed (colour JPEG on .../compressed, depth lossless "
           "PNG on .../compressedDepth, as image_transport records them) or raw (sensor_msgs/Image)",
@@ -80,8 +87,12 @@ def recording_options(p: dict) -> RecordingOptions:
 class RolloutLoggerNode(Node):
     """One rollout per episode: it opens on a plan (or a planner failure) and closes on the execution result.
 
-    A new plan before a result closes the open rollout as ``aborted`` (the plan was never executed, or the
-    executor died); shutting down does the same. Each closed folder is announced on ``/grounded_planner/rollout/closed``.
+    A new plan before a result closes the open rollout as ``aborted`` (the plan was never executed); shutting down
+    does the same. An episode ends ``cut_short`` with the reason when its executor leaves the graph before the
+    result, when no result comes within ``episode_timeout_s``, or when the disk refuses a write (a full disk): then
+    one error is logged for the episode, nothing more is written into it, the node goes on serving, and
+    ``/diagnostics`` says that episodes are not being recorded until one is recorded again. Each closed folder is
+    announced on ``/grounded_planner/rollout/closed``.
     """
 
     def __init__(self, node_name: str = "rollout_logger", **kwargs):
@@ -92,6 +103,7 @@ class RolloutLoggerNode(Node):
         self._session = None
         self._has_result = False
         self._close_timer = None
+        self._unfinished: list = []  # recorders whose rollout.json could not be closed (full disk): retried
         declare_all(self, PARAMS)
         p = values(self, PARAMS)
         self.log_dir = Path(expand_path(p["log_dir"]))  # log_dir:=~/rollouts from a launch file is not shell-expanded
@@ -103,11 +115,22 @@ class RolloutLoggerNode(Node):
         self._last_frame_logged = 0.0
         self.closed_rollouts: list[Path] = []
         self._count = 0
+        # recording health: "" while episodes are recorded, else why they are not (for /diagnostics and tests)
+        self.not_recording = ""
+        self._episode_lost = False  # the current episode was cut short: its late events go nowhere
+        self._executor_seen = False  # an executor served goals while this episode was open
+        # the frame set the open episode's plan was made on (planner_node publishes it): still to log, by key
+        self._plan_frames: dict[str, object] = {}
+        self._plan_frames_for: int | None = None
+        self._plan_frames_logged: set[str] = set()
         sensor_qos = QoSProfile(depth=2)
         events_qos = QoSProfile(depth=20)
         self._image_subs = [TypedSubscription(self, p["color_topic"], "colour image", lambda m: self._on_sensor("color", m), sensor_qos),
                             TypedSubscription(self, p["depth_topic"], "depth image", lambda m: self._on_sensor("depth", m), sensor_qos)]
         self.create_subscription(CameraInfo, p["camera_info_topic"], lambda m: self._on_sensor("camera_info", m), sensor_qos)
+        for key, msg_type, topic in (("color", Image, names.PLAN_FRAMES_COLOR), ("depth", Image, names.PLAN_FRAMES_DEPTH),
+                                     ("camera_info", CameraInfo, names.PLAN_FRAMES_CAMERA_INFO)):
+            self.create_subscription(msg_type, topic, lambda m, key=key: self._on_plan_frame(key, m), sensor_qos)
         self.create_subscription(GroundedPlanMsg, names.LAST_PLAN, self._on_plan, events_qos)
         self.create_subscription(PlannerStatus, names.PLANNER_STATUS, self._on_planner_status, events_qos)
         self.create_subscription(GroundedPlanMsg, names.TARGETS, self._on_targets, events_qos)
@@ -115,29 +138,104 @@ class RolloutLoggerNode(Node):
         self.create_subscription(ExecutionResultMsg, names.EXECUTION_RESULT, self._on_result, events_qos)
         latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._closed_pub = self.create_publisher(String, names.ROLLOUT_CLOSED, latched)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, QoSProfile(depth=10))
+        self.create_timer(WATCH_PERIOD_S, self._watch)
         self.get_logger().info(f"logging rollouts under {self.log_dir.resolve()}")
 
     # -- episode boundaries ------------------------------------------------------------------------
     def _open(self, instruction: str, model: str = ""):
+        """A new episode's recorder, or None when the disk refuses it (said once, in the log and /diagnostics)."""
         if self._has_result:
             self._close("complete")
         else:
             self._close("aborted", "a new plan arrived before this one's execution result")
+        self._retry_unfinished()
+        self._episode_lost, self._executor_seen = False, False
+        self._plan_frames_for, self._plan_frames_logged = None, set()
         self._count += 1
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         p = values(self, PARAMS)
         labels = dict(instruction=instruction, task=p["task"] or instruction, condition=p["condition"],
                       scene_id=p["scene_id"], model=model)
-        if p["session"]:
-            if self._session is None:
-                self._session = SessionRecorder(self.log_dir / f"{stamp}_session", recording_options(p))
-            self._recorder = self._session.episode(f"{stamp}_{self._count:03d}", **labels)
-        else:
-            self._recorder = RolloutRecorder(self.log_dir / f"{stamp}_{self._count:03d}",
-                                             options=recording_options(p), **labels)
+        folder = self.log_dir / f"{stamp}_{self._count:03d}"
+        try:
+            if p["session"]:
+                if self._session is None:
+                    self._session = SessionRecorder(self.log_dir / f"{stamp}_session", recording_options(p))
+                folder = self._session.directory / folder.name
+                self._recorder = self._session.episode(f"{stamp}_{self._count:03d}", **labels)
+            else:
+                self._recorder = RolloutRecorder(folder, options=recording_options(p), **labels)
+        except OSError as exc:  # a full disk: this episode goes unrecorded, the next one is tried again
+            self._remove_empty_episode(folder)
+            self._lose_episode(folder, f"cannot start the rollout: {exc}")
+            return None
         self._started = time.monotonic()  # (the recorder logs the instruction itself)
-        self._log_frame()  # the frame the plan was (most likely) made on
+        self._log_frame()  # the newest camera frame, in case the planner publishes no frame set of its own
         return self._recorder
+
+    def _lose_episode(self, folder: Path, reason: str) -> None:
+        """The disk refused a write: one error for the episode, nothing more written into it."""
+        self._episode_lost = True
+        self.not_recording = f"episodes are not being recorded: {reason}"
+        self.get_logger().error(f"rollout {folder} cut short: {reason}; the logger goes on, and records the next "
+                                "episode once the disk has space")
+        self._send_diagnostics()
+
+    def _recorded(self) -> None:
+        """A write went through: episodes are recorded again (said once)."""
+        if self.not_recording:
+            self.not_recording = ""
+            self.get_logger().info("rollouts are being recorded again")
+            self._send_diagnostics()
+
+    def _cut_short(self, exc: OSError) -> None:
+        """The open episode could not be written (a full disk): close it cut_short with the reason; never raise."""
+        recorder, self._recorder = self._recorder, None
+        self._has_result = False
+        self._lose_episode(recorder.directory, f"cannot write: {exc}")
+        self._finish(recorder, CUT_SHORT, f"the disk refused a write: {exc}")
+
+    def _finish(self, recorder, status: str, error: str) -> bool:
+        """Close ``recorder``; a rollout.json the disk refuses is retried later (True when closed)."""
+        try:
+            recorder.close(status=status, error=error if status != "complete" else "")
+        except OSError as exc:
+            self.get_logger().warning(f"rollout {recorder.directory} not finished ({exc}): retried when an episode opens")
+            self._unfinished.append((recorder, status, error))
+            return False
+        self.closed_rollouts.append(recorder.directory)
+        return True
+
+    def _retry_unfinished(self) -> None:
+        unfinished, self._unfinished = self._unfinished, []
+        for recorder, status, error in unfinished:
+            if self._finish(recorder, status, error):
+                self._announce(recorder.directory, status)
+
+    @staticmethod
+    def _remove_empty_episode(folder: Path) -> None:
+        """Remove what a refused start left: a folder holding only an empty rollout.mcap (never anything else)."""
+        bag = folder / "rollout.mcap"
+        try:
+            if folder.is_dir() and {f.name for f in folder.iterdir()} <= {bag.name} and \
+                    (not bag.exists() or bag.stat().st_size == 0):
+                bag.unlink(missing_ok=True)
+                folder.rmdir()
+        except OSError:
+            pass  # left for `rollouts recover`, which finishes a bag without rollout.json
+
+    def _write(self, what, *args, **kwargs) -> bool:
+        """Call a recorder method; a refused write (OSError: a full disk) cuts the episode short. True when written."""
+        if self._recorder is None:
+            return False
+        try:
+            what(*args, **kwargs)
+        except OSError as exc:
+            self._cut_short(exc)
+            return False
+        self._recorded()
+        return True
 
     def _replay_pending(self) -> None:
         now = time.monotonic()
@@ -150,16 +248,18 @@ class RolloutLoggerNode(Node):
 
     def _log_event(self, kind: str, payload: dict) -> None:
         """Log targets/feedback/result into the open rollout, or keep them for the next one."""
+        if self._episode_lost:
+            return  # the episode was cut short: its events go nowhere, never into the next one
         if self._recorder is None:
             self._pending.append((time.monotonic(), kind, payload))
         elif kind == "result":
             self._log_result(payload)
         elif kind == "targets":
-            self._recorder.log_targets(payload)
+            self._write(self._recorder.log_targets, payload)
         else:
             step = int(payload.get("step", 0))
-            self._recorder.log_feedback(step, str(payload.get("state", "")), payload.get("action"),
-                                        str(payload.get("message", "")))
+            self._write(self._recorder.log_feedback, step, str(payload.get("state", "")), payload.get("action"),
+                        str(payload.get("message", "")))
 
     def _close(self, status: str = "complete", error: str = "") -> Path | None:
         if self._close_timer is not None:
@@ -170,17 +270,57 @@ class RolloutLoggerNode(Node):
         self._has_result = False
         if recorder is None:
             return None
-        recorder.close(status=status, error=error if status != "complete" else "")
-        self.closed_rollouts.append(recorder.directory)
+        if self._finish(recorder, status, error):
+            self._announce(recorder.directory, status)
+        return recorder.directory
+
+    def _announce(self, directory: Path, status: str) -> None:
         if not self.context.ok():  # Ctrl-C: the folder is closed; there is no graph left to announce it to
-            return recorder.directory
+            return
         try:
-            self._closed_pub.publish(String(data=str(recorder.directory)))
-            self.get_logger().info(f"rollout {status}: {recorder.directory}")
+            self._closed_pub.publish(String(data=str(directory)))
+            self.get_logger().info(f"rollout {status}: {directory}")
         except Exception:  # the context went away between the check and the publish
             if self.context.ok():
                 raise
-        return recorder.directory
+
+    # -- watching the open episode and the recording's health ----------------------------------------
+    def _watch(self) -> None:
+        with self._lock:
+            if self._recorder is not None and not self._has_result:
+                # an action server publishes its goals' status: the one topic only an executor publishes
+                executors = self.count_publishers(EXECUTE_STATUS_TOPIC)
+                self._executor_seen = self._executor_seen or executors > 0
+                timeout_s = self.get_parameter("episode_timeout_s").value
+                if self._executor_seen and executors == 0:
+                    self._end_orphan(f"the executor left the graph (no {names.EXECUTE_ACTION} action server) "
+                                     "before its execution result")
+                elif timeout_s > 0 and time.monotonic() - self._started > timeout_s:
+                    self._end_orphan(f"no execution result within episode_timeout_s ({timeout_s:g} s)")
+            self._send_diagnostics()
+
+    def _end_orphan(self, reason: str) -> None:
+        """Close the open episode as cut_short: nothing more is written into it; its late events are dropped."""
+        directory = self._recorder.directory
+        self._close(CUT_SHORT, reason)
+        self._episode_lost = True
+        self.get_logger().error(f"rollout {directory} cut short: {reason}")
+
+    def _send_diagnostics(self) -> None:
+        if not self.context.ok():
+            return
+        status = DiagnosticStatus(name=f"{self.get_name()}: rollout recording", hardware_id=str(self.log_dir),
+                                  level=DiagnosticStatus.ERROR if self.not_recording else DiagnosticStatus.OK,
+                                  message=self.not_recording or "episodes are being recorded")
+        status.values = [KeyValue(key="log_dir", value=str(self.log_dir)),
+                         KeyValue(key="episodes_closed", value=str(len(self.closed_rollouts)))]
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        try:
+            self._diagnostics_pub.publish(array)
+        except Exception:  # the context went away between the check and the publish
+            if self.context.ok():
+                raise
 
     # -- callbacks ---------------------------------------------------------------------------------
     def _on_sensor(self, key: str, msg) -> None:
@@ -196,10 +336,46 @@ class RolloutLoggerNode(Node):
         color, depth, info = (self._frame.get(k) for k in ("color", "depth", "camera_info"))
         if self._recorder is None or color is None:
             return
+        self._write(self._log_frame_of, color, depth, info)
+
+    def _on_plan_frame(self, key: str, msg) -> None:
+        """A message of the frame set a plan was made on (planner_node publishes it just before the plan)."""
+        with self._lock:
+            self._plan_frames[key] = msg
+            self._log_plan_frames()
+
+    def _log_plan_frames(self) -> None:
+        """Log the open episode's plan frame set as its messages arrive (colour by the plan's exact stamp)."""
+        if self._recorder is None or self._plan_frames_for is None:
+            return
+        for key in ("color", "depth", "camera_info"):
+            msg = self._plan_frames.get(key)
+            if msg is None or key in self._plan_frames_logged:
+                continue
+            apart_ns = abs(msg_stamp_ns(msg) - self._plan_frames_for)
+            if apart_ns > (0 if key == "color" else PLAN_FRAME_MATCH_S * 1e9):
+                continue  # another plan's (an older one, or the next one's arriving early)
+            self._plan_frames_logged.add(key)
+            del self._plan_frames[key]
+            if key == "color":
+                self._write(self._log_frame_of, msg, None, None)
+            elif key == "depth":
+                self._write(self._log_depth_of, msg)
+            else:
+                self._write(self._recorder.log_camera_info, list(msg.k), msg.width, msg.height, list(msg.d),
+                            msg.distortion_model, stamp_ns=msg_stamp_ns(msg), frame_id=msg.header.frame_id or
+                            "camera_color_optical_frame")
+
+    def _log_depth_of(self, depth) -> None:
         try:
-            self._log_frame_of(color, depth, info)
-        except Exception as exc:  # a logger that dies loses every later episode: report and keep going
-            self._sensor_warning(f"frame not logged: {type(exc).__name__}: {exc}")
+            depth_arr, encoding = depth_to_numpy(depth)
+        except ImageDecodeError as exc:
+            self._sensor_warning(f"depth of the plan's frame set not logged: {exc}")
+            return
+        if encoding == "32FC1":
+            depth_arr = depth_arr.astype(float)  # metres; the rollout stores 16UC1 millimetres
+        self._recorder.log_depth(depth_arr, stamp_ns=msg_stamp_ns(depth) or None,
+                                 frame_id=depth.header.frame_id or "camera_color_optical_frame")
 
     def _log_frame_of(self, color, depth, info) -> None:
         try:
@@ -239,11 +415,16 @@ class RolloutLoggerNode(Node):
         with self._lock:
             plan = plan_from_msg(msg, validate=False)
             recorder = self._open(msg.instruction, msg.model)
+            if recorder is None:
+                return
             # the plan's stamp is its image's: replay then finds the exact frame it was made on
             stamp_ns = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec or None
-            recorder.log_plan(plan, stamp_ns=stamp_ns)
+            if not self._write(recorder.log_plan, plan, stamp_ns=stamp_ns):
+                return
+            self._plan_frames_for = stamp_ns
+            self._log_plan_frames()  # the set may have arrived before the plan
             self._replay_pending()
-            if not plan.actions:  # nothing to execute: the episode ends here
+            if not plan.actions and self._recorder is not None:  # nothing to execute: the episode ends here
                 self._close("complete")
 
     def _on_planner_status(self, msg: PlannerStatus) -> None:
@@ -251,8 +432,10 @@ class RolloutLoggerNode(Node):
             return
         with self._lock:
             recorder = self._open(str(msg.instruction))
-            recorder.log_planner_error(str(msg.message))
-            self._close("complete")  # a finished episode: it failed at planning
+            if recorder is None:
+                return
+            if self._write(recorder.log_planner_error, str(msg.message)):
+                self._close("complete")  # a finished episode: it failed at planning
 
     def _on_targets(self, msg: GroundedPlanMsg) -> None:
         try:
@@ -273,9 +456,12 @@ class RolloutLoggerNode(Node):
 
     def _log_result(self, result: dict) -> None:
         self._log_frame()  # how the scene looks after execution
-        self._recorder.log_result(result, execution_time_s=time.monotonic() - self._started)
+        if self._recorder is None or not self._write(self._recorder.log_result, result,
+                                                     execution_time_s=time.monotonic() - self._started):
+            return
         if isinstance(result.get("scene_success"), bool):  # a simulator knows whether the task succeeded
-            self._recorder.set_label(result["scene_success"], source="simulator")
+            if not self._write(self._recorder.set_label, result["scene_success"], source="simulator"):
+                return
         self._has_result = True
         delay_s = self.get_parameter("close_delay_s").value
         if delay_s <= 0:
