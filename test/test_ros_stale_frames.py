@@ -215,17 +215,18 @@ def test_the_rollout_records_the_frame_set_the_plan_was_made_on(vlm, tmp_path, r
         plan_ns = stamp_to_ns(response.plan.header.stamp)
         topics = RolloutTopics()
 
+        wanted = (topics.color_compressed, topics.depth_compressed, topics.camera_info)  # the logger's default
+
         def logged():
             folders = list((tmp_path / "rollouts").glob("*/rollout.mcap"))
             if not folders:
                 return {}
             found = {}
-            for m in read_bag(folders[0].parent, topics=[topics.color, topics.depth, topics.camera_info]):
+            for m in read_bag(folders[0].parent, topics=list(wanted)):
                 found.setdefault(m.topic, []).append(stamp_to_ns(m.msg.header.stamp))
             return found
 
-        spin_until(probe.executor, lambda: all(plan_ns in logged().get(t, []) for t in
-                                               (topics.color, topics.depth, topics.camera_info)), 20.0,
+        spin_until(probe.executor, lambda: all(plan_ns in logged().get(t, []) for t in wanted), 20.0,
                    "the plan's colour, depth and camera_info in the rollout")
     finally:
         probe.close()
