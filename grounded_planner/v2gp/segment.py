@@ -9,6 +9,7 @@ readers that find a dataset's gripper signal in :mod:`grounded_planner.v2gp.grip
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -27,8 +28,6 @@ _MOVED = {"config_for_robot": "profiles", "ROBOT_PROFILES": "profiles", "load_gr
 
 def __getattr__(name: str):
     if name in _MOVED:
-        import importlib
-
         return getattr(importlib.import_module(f"grounded_planner.v2gp.{_MOVED[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
