@@ -79,6 +79,11 @@ def test_rollouts_commands_work_per_episode_in_a_session(tmp_path, capsys):
     episode = dataset.episode(1)
     assert len(episode.frame_indices) == 5 and episode.instruction == "task 1"
     assert episode.frame(4).shape == (48, 64, 3)
+    from grounded_planner.rollout.replay import episodes_for_replay
+
+    replayed = episodes_for_replay([session])  # the session folder stands for its episodes, each its own window
+    assert [(e.id, e.instruction) for e in replayed] == [(f"episode_000{e}", f"task {e}") for e in range(3)]
+    assert replayed[2].image_rgb.shape == (48, 64, 3)
 
 
 KILLED_SESSION = textwrap.dedent("""
