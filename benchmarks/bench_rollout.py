@@ -11,6 +11,8 @@ Run: .venv/bin/python benchmarks/bench_rollout.py [--frames 20] [--kills 20] [--
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import platform
 import random
@@ -24,6 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mcap.reader import make_reader
+
+from grounded_planner.cli.main import main as cli_main
 from grounded_planner.rollout import bag as B
 from grounded_planner.rollout.record import RecordingOptions, RolloutTopics
 
@@ -172,15 +177,17 @@ def bench_size_and_rate(tmp: Path, n_frames: int) -> None:
 KILLED = textwrap.dedent("""
     import sys, time
     import numpy as np
-    from grounded_planner.rollout import bag as B
-    w = B.McapBagWriter(sys.argv[1], B.BagOptions(fsync_every_s=None))
+    from grounded_planner.rollout.record import RolloutRecorder
+    now = [0]
+    rec = RolloutRecorder(sys.argv[1], fsync_every_s=None, clock_ns=lambda: now[0])  # the recorder's defaults
     frame = np.random.default_rng(0).integers(0, 255, (240, 320, 3), dtype=np.uint8)
     i = 0
     while True:
+        now[0] = time.time_ns()  # this message's log time
         if i % 50 == 0:  # a compressed frame every 0.5 s beside 100 Hz joint states
-            t = w.write("/camera/camera/color/image_raw/compressed", B.compressed_image_msg(frame, i))
-        t = w.write("/joint_states", B.joint_state_msg(["j1", "j2"], [0.001 * i, 0.0], i))
-        print(t, flush=True)
+            rec.log_color(frame, stamp_ns=now[0])
+        rec.log_joint_state(["j1", "j2"], [0.001 * i, 0.0], stamp_ns=now[0])
+        print(now[0], flush=True)
         i += 1
         time.sleep(0.01)
 """)
@@ -193,8 +200,9 @@ def bench_kills(tmp: Path, kills: int) -> None:
     kept_total = written_total = 0
     worst_gap_s = 0.0
     for k in range(kills):
-        path = tmp / f"kill{k}.mcap"
-        proc = subprocess.Popen([sys.executable, "-c", KILLED, str(path)], cwd=REPO, stdout=subprocess.PIPE,
+        folder = tmp / f"kill{k}"
+        path = folder / "rollout.mcap"
+        proc = subprocess.Popen([sys.executable, "-c", KILLED, str(folder)], cwd=REPO, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
         written = [int(proc.stdout.readline())]  # the writer is up
         time.sleep(rng.uniform(0.2, 3.0))  # a random moment (the pipe holds what it reports meanwhile)
@@ -203,9 +211,8 @@ def bench_kills(tmp: Path, kills: int) -> None:
         proc.wait()
         written += [int(x) for x in proc.stdout.read().split()]
         try:
-            B.recover_mcap(path)
-            from mcap.reader import make_reader
-
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert cli_main(["rollouts", "recover", str(folder)]) == 0
             with open(path, "rb") as f:
                 kept = {m.log_time for _, _, m in make_reader(f).iter_messages(topics=["/joint_states"])}
         except Exception as exc:  # noqa: BLE001 - counted: the benchmark reports unreadable files, whatever the cause
@@ -219,7 +226,8 @@ def bench_kills(tmp: Path, kills: int) -> None:
             worst_gap_s = max(worst_gap_s, (kill_ns - min(missing)) / 1e9)
         kept_total += len(kept)
         written_total += len(written)
-    print(f"SIGKILL at {kills} random moments (0.2-3 s into a 100 Hz + 2 frames/s stream), then `recover_mcap`: "
+    print(f"SIGKILL of a RolloutRecorder at {kills} random moments (0.2-3 s into 100 Hz joint states + 2 JPEG "
+          f"frames/s), then `grounded-planner rollouts recover`: "
           f"{unreadable} unreadable files; messages older than chunk_interval_s + 0.1 s = {budget_s:.1f} s lost: "
           f"{lost_old}; kept {kept_total}/{written_total} reported; oldest lost message {worst_gap_s:.2f} s before "
           f"the kill")
@@ -227,8 +235,6 @@ def bench_kills(tmp: Path, kills: int) -> None:
 
 def bench_session(tmp: Path, hours: float) -> None:
     """A session of ``hours`` at 2 frames/s (compressed 1280x720 colour + depth) with 30 Hz joint states."""
-    from mcap.reader import make_reader
-
     frames = real_frames(6)
     color = [bytes(B.typestore().serialize_cdr(B.compressed_image_msg(f[0], 0), "sensor_msgs/msg/CompressedImage"))
              for f in frames]
