@@ -18,8 +18,9 @@ import pytest
 from grounded_planner.execution.backend import UnreachableError
 from grounded_planner.execution.config import ConfigError, ExecutorConfig, SafetyConfig
 from grounded_planner.execution.executor import ExecutionInputError, Executor
+from grounded_planner.execution.motions import StepFailure, plan_primitive
 from grounded_planner.execution.outcomes import Outcome
-from grounded_planner.geometry.targets import TargetSet
+from grounded_planner.geometry.targets import Target, TargetSet
 from grounded_planner.plan import GroundedAction, GroundedPlan
 from helpers.kinematic_arm import KinematicArm, fault
 
@@ -402,3 +403,20 @@ def test_a_cancel_landing_just_before_a_command_still_stops_it():
     assert [s.outcome for s in result.steps] == [Outcome.CANCELLED]
     assert time.monotonic() - start < 1.0  # not the full 3 s move
     assert len(arm.calls) == 1
+
+
+def test_a_place_on_the_table_measured_a_hair_below_it_is_accepted_a_deeper_one_refused():
+    """Depth puts a point on the support surface up to a few mm below it (noise, 1 mm quantisation): a place on the
+    table must not be refused for that, while a target clearly under the surface still is."""
+    config = ExecutorConfig()
+    place = GroundedAction("place", target="the table", point=(10.0, 10.0))
+
+    def target(z: float) -> Target:
+        return Target(1, "place", "the table", np.array([0.45, 0.0, z]), None, None, np.array([0.0, 0.0, 1.0]),
+                      "depth", 1.0)
+
+    motions, _ = plan_primitive(place, target(-0.0004), config)
+    release = next(m for m in motions if m.label == "descend")
+    assert release.position_m[2] >= config.safety.floor_z_m  # still released above the floor
+    with pytest.raises(StepFailure, match="z=-0.010 m is outside the workspace"):
+        plan_primitive(place, target(-0.01), config)

@@ -69,9 +69,20 @@ def _unit_horizontal(vector: Any) -> np.ndarray | None:
     return None if n < 1e-6 else v / n
 
 
-def box_violation(position: np.ndarray, safety: Any) -> str | None:
-    """Why ``position`` lies outside the workspace box of ``safety`` (a SafetyConfig); None when inside."""
+# A target point measured on the support surface (a place on the table) reads up to this far below it: depth noise
+# and quantisation (1 mm on a D400). Such a target is still on the surface; the waypoints derived from it keep to the
+# floor (min_height_above_surface_m) as every waypoint does.
+SURFACE_TOLERANCE_M = 0.003
+
+
+def box_violation(position: np.ndarray, safety: Any, z_tolerance_m: float = 0.0) -> str | None:
+    """Why ``position`` lies outside the workspace box of ``safety`` (a SafetyConfig); None when inside.
+
+    ``z_tolerance_m``: how far below the box's lower z a point still counts as inside (measured surface points).
+    """
     for axis, v, lo, hi in zip("xyz", position, safety.workspace_min_m, safety.workspace_max_m):
+        if axis == "z":
+            lo -= z_tolerance_m
         if not lo <= v <= hi:
             return f"{axis}={v:.3f} m is outside the workspace [{lo:.3f}, {hi:.3f}] m"
     return None
@@ -89,8 +100,10 @@ def plan_primitive(action: Any, target: Any, config: ExecutorConfig, held_yaw: f
     if not np.all(np.isfinite(position)):
         raise StepFailure(Outcome.OUTSIDE_WORKSPACE, f"target position {position.tolist()} is not finite")
     # the target point lies on an object or surface: it must be inside the box; the floor applies to the
-    # TCP waypoints derived from it (a grasp height below it is raised, with a note)
-    problem = box_violation(position, safety)
+    # TCP waypoints derived from it (a grasp height below it is raised, with a note); a point measured on the support
+    # surface may read a hair below it
+    surface_point = abs(float(position[2]) - safety.support_surface_z_m) <= SURFACE_TOLERANCE_M
+    problem = box_violation(position, safety, SURFACE_TOLERANCE_M if surface_point else 0.0)
     if problem:
         raise StepFailure(Outcome.OUTSIDE_WORKSPACE, f"{kind} target {fmt_position(position)}: {problem}; nothing moved")
     notes: list[str] = []

@@ -28,15 +28,19 @@ def mask_bbox(mask: np.ndarray) -> tuple[float, float, float, float] | None:
     return float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)
 
 
-def place_point_base(workcell, target_id: str) -> np.ndarray:
+def place_point_base(workcell, target_id: str, offset_m=(0.0, 0.0)) -> np.ndarray:
     """The 3D point (base frame, m) a place on ``target_id`` aims at: the inner bottom centre of a container,
-    the top centre of a plate, box or cabinet."""
+    the top centre of a plate, box or cabinet; moved by ``offset_m`` (x, y) in the table plane, on the same surface
+    while the point stays over the target's footprint (a spot of a bowl's floor), else on the table beside it."""
     spec = workcell.scenario.object(target_id)
     lo, hi = workcell.body_aabb(f"obj:{target_id}")
     centre = 0.5 * (lo + hi)
+    x, y = centre[0] + float(offset_m[0]), centre[1] + float(offset_m[1])
+    if math.hypot(*offset_m) > spec.footprint_radius_m:
+        return np.array([x, y, 0.0])  # the table top
     if spec.kind in ("bowl", "cup"):
-        return np.array([centre[0], centre[1], lo[2] + 0.006])
-    return np.array([centre[0], centre[1], hi[2]])
+        return np.array([x, y, lo[2] + 0.006])
+    return np.array([x, y, hi[2]])
 
 
 def gt_plan(workcell, segmentation: np.ndarray | None = None) -> GroundedPlan:
@@ -64,19 +68,30 @@ def gt_plan(workcell, segmentation: np.ndarray | None = None) -> GroundedPlan:
             actions.append(GroundedAction("grasp", object=scenario.object(step.object).name,
                                           bbox=box_of(step.object, f"plan[{i}] object")))
         elif step.type == "place":
-            bbox = box_of(step.target, f"plan[{i}] target")
             # plan coordinates are continuous (the image spans [0, W]): camera pixel centres sit at +0.5
-            u, v = workcell.project(place_point_base(workcell, step.target)[None])[0] + 0.5
+            u, v = workcell.project(place_point_base(workcell, step.target, step.offset_m)[None])[0] + 0.5
+            target = scenario.object(step.target)
+            if math.hypot(*step.offset_m) > target.footprint_radius_m:
+                # on the table beside the target: a point with no region of its own
+                if not (0 <= u <= cam.width and 0 <= v <= cam.height):
+                    raise ScenarioError(f"{scenario.source or scenario.name}: plan[{i}]: the place point beside "
+                                        f"{step.target!r} lies outside the image (projects to {u:.0f}, {v:.0f})")
+                actions.append(GroundedAction("place", target=f"the table beside the {target.name}",
+                                              point=(float(u), float(v))))
+                continue
+            bbox = box_of(step.target, f"plan[{i}] target")
             if not (bbox[0] <= u <= bbox[2] and bbox[1] <= v <= bbox[3]):
                 raise ScenarioError(f"{scenario.source or scenario.name}: plan[{i}]: the place point of "
                                     f"{step.target!r} is hidden from the camera (projects to {u:.0f}, {v:.0f})")
-            actions.append(GroundedAction("place", target=scenario.object(step.target).name, bbox=bbox,
-                                          point=(float(u), float(v))))
+            actions.append(GroundedAction("place", target=target.name, bbox=bbox, point=(float(u), float(v))))
         else:
             actions.append(GroundedAction(step.type, object=scenario.object(step.object).name,
                                           bbox=box_of(f"{step.object}:drawer", f"plan[{i}] drawer of")))
+    # an empty plan is the scenario's answer that nothing is to be done (its goal already holds, or the instruction
+    # names nothing the scene has); a plan says why it is empty
+    reason = "" if actions else "nothing to do: the goal already holds or nothing in the scene fits the instruction"
     return GroundedPlan(instruction=scenario.instruction, image_size=(cam.width, cam.height), actions=actions,
-                        model="sim-ground-truth").validate()
+                        model="sim-ground-truth", reason=reason).validate()
 
 
 def gt_targets(workcell, plan: GroundedPlan | None = None):
@@ -110,8 +125,8 @@ def gt_targets(workcell, plan: GroundedPlan | None = None):
             position = np.array([(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, hi[2]])
             targets.append(Target(i, "grasp", name, position, yaw, float(width), up.copy(), "sim_ground_truth", 1.0))
         elif step.type == "place":
-            targets.append(Target(i, "place", name, place_point_base(workcell, step.target), None, None, up.copy(),
-                                  "sim_ground_truth", 1.0))
+            targets.append(Target(i, "place", name, place_point_base(workcell, step.target, step.offset_m), None, None,
+                                  up.copy(), "sim_ground_truth", 1.0))
         else:
             _, rot = workcell.object_pose(step.object)
             # the top of the handle bar: what a camera looking down sees, as for a grasp's top face
@@ -130,7 +145,8 @@ def episode_record(workcell, episode_id: str, image_rel: str, plan: GroundedPlan
             d["target"] = a.target
         else:
             d["object"] = a.object
-        d["bbox"] = [round(float(v), 2) for v in a.bbox]  # type: ignore[union-attr]
+        if a.bbox is not None:  # a place on the table beside a target has a point only
+            d["bbox"] = [round(float(v), 2) for v in a.bbox]
         actions.append(d)
     s = workcell.scenario
     return {"id": episode_id, "image": image_rel, "instruction": s.instruction, "instruction_type": s.instruction_type,

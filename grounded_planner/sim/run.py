@@ -5,6 +5,7 @@ closed loop (each step checked, re-grounded or replanned) -> success predicates 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from grounded_planner.geometry.targets import TargetSet, compute_targets
 from grounded_planner.sim.backend import SimBackend, default_scenario_path
 from grounded_planner.sim.camera import BASE_FRAME
 from grounded_planner.sim.export import gt_plan, gt_targets
+from grounded_planner.sim.scenario import Scenario
 from grounded_planner.sim.video import FrameRecorder
 from grounded_planner.sim.workcell import SimWorkcell
 from grounded_planner.vlm.errors import VLMError
@@ -55,7 +57,7 @@ class SimRunResult:
                 "sim_time_s": round(self.sim_time_s, 3), "wall_s": round(self.wall_s, 3), "gif": self.gif}
 
 
-def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
+def run_scenario(scenario_path: str | Path | Scenario, seed: int | None = 0, plan=None,
                  planner: Callable[[Any, str], Any] | None = None, targets: str = "depth",
                  executor_config=None, gif_path: str | Path | None = None, rollout_dir: str | Path | None = None,
                  robot: str | None = None, settle_s: float = 0.5, vlm: Any = None, condition: str = "open_loop",
@@ -64,6 +66,8 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
 
     Parameters
     ----------
+    scenario_path : a scenario YAML file, or a :class:`~grounded_planner.sim.scenario.Scenario` (a generated one,
+        e.g. a Spa-Bench trial's; ``seed`` still draws its ``randomize`` ranges, None keeps it as it is).
     plan : GroundedPlan, optional
         The plan to execute (pixels of the first frame). Default: ``planner(rgb, instruction)`` when a planner
         is given, else the scenario's exact GT plan.
@@ -90,7 +94,11 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
         raise ValueError("targets='gt' needs the scenario's own GT plan; use targets='depth' for other plans")
     wall0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        cell = stack.enter_context(SimWorkcell.from_scenario(scenario_path, seed=seed, robot=robot))
+        if isinstance(scenario_path, Scenario):
+            scenario = scenario_path if robot is None else dataclasses.replace(scenario_path, robot=robot)
+            cell = stack.enter_context(SimWorkcell(scenario, seed=seed))
+        else:
+            cell = stack.enter_context(SimWorkcell.from_scenario(scenario_path, seed=seed, robot=robot))
         config = executor_config or ExecutorConfig()
         if executor_config is None and cell.robot.name == "so101":
             # the SO-101's own heights and envelope (the defaults are sized for a Franka): the shipped SO-101 config
@@ -103,7 +111,8 @@ def run_scenario(scenario_path: str | Path, seed: int | None = 0, plan=None,
                 scene_id=f"{cell.scenario.name}-s{seed}", trial=trial,
                 model="sim-ground-truth" if plan is None and planner is None and vlm is None
                 else getattr(plan, "model", ""), config=config,
-                extra={"sim": {"scenario": str(scenario_path), "seed": seed, "targets": targets,
+                extra={"sim": {"scenario": cell.scenario.source or cell.scenario.name
+                               if isinstance(scenario_path, Scenario) else str(scenario_path), "seed": seed, "targets": targets,
                                "robot": cell.robot.name, "perturbations": active}}))
         sim_vlm = stack.enter_context(vlm(cell)) if vlm is not None else None
         rgb, depth_m = cell.render()

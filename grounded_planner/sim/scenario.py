@@ -23,8 +23,13 @@ class ScenarioError(ValueError):
 OBJECT_KINDS = ("box", "cylinder", "cup", "bowl", "plate", "cabinet")
 # Kinds the top-down gripper can hold (the others are targets or fixtures).
 GRASPABLE_KINDS = ("box", "cylinder", "cup")
-# Containers and supports: a place target's region.
-PREDICATE_TYPES = ("inside", "on", "drawer_open", "drawer_closed")
+# Containers and supports: a place target's region; ``beside``: on the table next to a reference, in a direction.
+PREDICATE_TYPES = ("inside", "on", "drawer_open", "drawer_closed", "beside")
+# Object states a kind can be in (the first is the default): a cup upright or upside down, a box solid and closed
+# or open (an empty tray without a lid).
+OBJECT_STATES: dict[str, tuple[str, ...]] = {"cup": ("upright", "upside_down"), "box": ("closed", "open")}
+# Containers another object can start inside (``inside``), and the thickness of their floor.
+CONTAINER_FLOOR_M = {"bowl": 0.006, "cup": 0.005}
 # Perturbations a scenario can ask for (see PerturbationSpec); they measure closed- against open-loop execution.
 PERTURBATION_TYPES = ("slip", "moved", "grasp_offset", "distractor")
 # Arm models: gp5 is defined in scene.py (always available); fr3 is the Franka FR3 MJCF shipped by franky-sim.
@@ -104,6 +109,13 @@ class ObjectSpec:
     drawer_travel_m: float = 0.18  # cabinet only: how far the drawer slides out
     drawer_open_m: float = 0.0  # cabinet only: how far the drawer is out at the start (0 = closed)
     randomize: Randomize = field(default_factory=Randomize)
+    state: str = ""  # cup: upright | upside_down; box: closed | open (OBJECT_STATES); "" = the kind's default
+    inside: str = ""  # id of a bowl/cup it starts in (resting on that container's floor), "" = on the table
+
+    @property
+    def resolved_state(self) -> str:
+        """The object's state, the kind's default for "" (none for kinds without states)."""
+        return self.state or OBJECT_STATES.get(self.kind, ("",))[0]
 
     @property
     def graspable(self) -> bool:
@@ -123,21 +135,31 @@ class ObjectSpec:
 
 @dataclass
 class PredicateSpec:
-    """A success condition: ``inside``/``on`` (object, target) or ``drawer_open``/``drawer_closed`` (object, distance_m)."""
+    """A success condition: ``inside``/``on`` (object, target), ``drawer_open``/``drawer_closed`` (object,
+    distance_m) or ``beside`` (object, target, direction_xy, distance_m: the object's centre within distance_m of
+    the target's centre in the table plane and within +-45 degrees of direction_xy, Spa-Bench's relational
+    placement)."""
 
     type: str  # one of PREDICATE_TYPES
     object: str  # object id (the cabinet for drawer predicates)
-    target: str = ""  # target object id (inside/on)
-    distance_m: float = 0.10  # drawer_open: at least this far out; drawer_closed: at most this far
+    target: str = ""  # target object id (inside/on/beside)
+    distance_m: float = 0.10  # drawer_open: at least this far out; drawer_closed: at most this far; beside: at most
+    direction_xy: tuple[float, float] | None = None  # beside: the direction from the target, unit vector, base frame
 
 
 @dataclass
 class PlanStepSpec:
-    """One GT action: grasp/open/close name ``object``; place names ``target`` (ids of scenario objects)."""
+    """One GT action: grasp/open/close name ``object``; place names ``target`` (ids of scenario objects).
+
+    A place's ``offset_m`` (x, y in the base frame, m) moves its point from the target's place point: inside a
+    container's footprint it stays on the container's floor (several objects side by side in one bowl), outside it
+    lands on the table (beside the target).
+    """
 
     type: str
     object: str = ""
     target: str = ""
+    offset_m: tuple[float, float] = (0.0, 0.0)
 
 
 @dataclass
@@ -283,7 +305,9 @@ def _distractors(objects: list[ObjectSpec], perturbations: list[PerturbationSpec
 def _overlaps(objects: list[ObjectSpec]) -> bool:
     for i, a in enumerate(objects):
         for b in objects[i + 1:]:
-            # objects placed inside/on another on purpose are not in the list twice; keep a 5 mm gap
+            if a.inside == b.id or b.inside == a.id:  # in its container on purpose
+                continue
+            # keep a 5 mm gap
             if math.dist(a.position_m, b.position_m) < a.footprint_radius_m + b.footprint_radius_m + 0.005:
                 return True
     return False
@@ -327,13 +351,19 @@ def _object_from_dict(data: Any, where: str) -> ObjectSpec:
     drawer_open = float(data.get("drawer_open_m", 0.0))
     if not 0.0 <= drawer_open <= travel:
         raise ScenarioError(f"{where}.drawer_open_m: must be between 0 and drawer_travel_m ({travel}), got {drawer_open}")
+    state = str(data.get("state") or "")
+    if state and state not in OBJECT_STATES.get(kind, ()):
+        allowed = OBJECT_STATES.get(kind)
+        raise ScenarioError(f"{where}.state: a {kind} has no state {state!r} "
+                            f"({'expected one of ' + ', '.join(allowed) if allowed else 'it has no states'})")
     return ObjectSpec(
         id=object_id, kind=kind, name=str(data.get("name") or object_id.replace("_", " ")),
         size_m=_floats(_require(data, "size_m", where), _SIZE_LEN[kind], f"{where}.size_m", positive=True),
         position_m=_floats(_require(data, "position_m", where), 2, f"{where}.position_m"),  # type: ignore[arg-type]
         yaw_deg=float(data.get("yaw_deg", 0.0)),
         color=parse_color(data.get("color", "gray"), f"{where}.color"),
-        mass_kg=mass, drawer_travel_m=travel, drawer_open_m=drawer_open, randomize=randomize)
+        mass_kg=mass, drawer_travel_m=travel, drawer_open_m=drawer_open, randomize=randomize, state=state,
+        inside=str(data.get("inside") or ""))
 
 
 def scenario_from_dict(data: Any, source: str = "") -> Scenario:
@@ -349,6 +379,10 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
     if len(set(ids)) != len(ids):
         raise ScenarioError(f"{w('objects')}: object ids must be unique, got {ids}")
     by_id = {o.id: o for o in objects}
+    for i, o in enumerate(objects):
+        if o.inside and (o.inside not in by_id or by_id[o.inside].kind not in CONTAINER_FLOOR_M or o.inside == o.id):
+            raise ScenarioError(f"{w(f'objects[{i}].inside')}: {o.inside!r} is not a container of the scenario "
+                                f"(expected the id of a {' or '.join(CONTAINER_FLOOR_M)})")
 
     def ref(obj_id: Any, where: str, kinds: tuple[str, ...] | None = None) -> str:
         if str(obj_id) not in by_id:
@@ -363,7 +397,9 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
         if not isinstance(step, dict) or step.get("type") not in ("grasp", "place", "open", "close"):
             raise ScenarioError(f"{where}: expected {{type: grasp|place|open|close, ...}}, got {step!r}")
         if step["type"] == "place":
-            plan.append(PlanStepSpec("place", target=ref(_require(step, "target", where), f"{where}.target")))
+            offset = _floats(step.get("offset_m", [0.0, 0.0]), 2, f"{where}.offset_m")
+            plan.append(PlanStepSpec("place", target=ref(_require(step, "target", where), f"{where}.target"),
+                                     offset_m=offset))  # type: ignore[arg-type]
         elif step["type"] == "grasp":
             plan.append(PlanStepSpec("grasp", object=ref(_require(step, "object", where), f"{where}.object", GRASPABLE_KINDS)))
         else:
@@ -382,10 +418,20 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
         if pred["type"] in ("inside", "on"):
             success.append(PredicateSpec(pred["type"], ref(_require(pred, "object", where), f"{where}.object"),
                                          ref(_require(pred, "target", where), f"{where}.target")))
+        elif pred["type"] == "beside":
+            direction = _floats(_require(pred, "direction_xy", where), 2, f"{where}.direction_xy")
+            if abs(math.hypot(*direction) - 1.0) > 1e-3:
+                raise ScenarioError(f"{where}.direction_xy: expected a unit vector, got {list(direction)}")
+            success.append(PredicateSpec("beside", ref(_require(pred, "object", where), f"{where}.object"),
+                                         ref(_require(pred, "target", where), f"{where}.target"),
+                                         distance_m=_floats(pred.get("distance_m", 0.0762), 1, f"{where}.distance_m",
+                                                            positive=True)[0],
+                                         direction_xy=direction))  # type: ignore[arg-type]
         else:
             success.append(PredicateSpec(pred["type"], ref(_require(pred, "object", where), f"{where}.object", ("cabinet",)),
                                          distance_m=float(pred.get("distance_m", 0.10))))
-    if not success:
+    if not success and plan:
+        # a scenario with nothing to do (an empty plan: the goal already holds) may have no predicate
         raise ScenarioError(f"{w('success')}: at least one success predicate is required")
 
     unordered = data.get("unordered") or []
@@ -467,3 +513,43 @@ def load_scenario(path: str | Path) -> Scenario:
     except yaml.YAMLError as exc:
         raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
     return scenario_from_dict(data, source=str(path))
+
+
+def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
+    """A scenario as the mapping :func:`scenario_from_dict` reads (YAML-ready; a ``sample`` result included, its
+    perturbations left out)."""
+    def obj(o: ObjectSpec) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": o.id, "kind": o.kind, "name": o.name, "size_m": list(o.size_m),
+                               "position_m": list(o.position_m), "yaw_deg": o.yaw_deg, "color": list(o.color),
+                               "mass_kg": o.mass_kg}
+        if o.kind == "cabinet":
+            out.update(drawer_travel_m=o.drawer_travel_m, drawer_open_m=o.drawer_open_m)
+        if o.state:
+            out["state"] = o.state
+        if o.inside:
+            out["inside"] = o.inside
+        r = o.randomize
+        if r.xy_m or r.yaw_deg or r.colors:
+            out["randomize"] = {"xy_m": r.xy_m, "yaw_deg": r.yaw_deg, "colors": list(r.colors)}
+        return out
+
+    def step(p: PlanStepSpec) -> dict[str, Any]:
+        if p.type == "place":
+            return {"type": "place", "target": p.target, **({"offset_m": list(p.offset_m)} if any(p.offset_m) else {})}
+        return {"type": p.type, "object": p.object}
+
+    def pred(p: PredicateSpec) -> dict[str, Any]:
+        if p.type in ("drawer_open", "drawer_closed"):
+            return {"type": p.type, "object": p.object, "distance_m": p.distance_m}
+        if p.type == "beside":
+            return {"type": p.type, "object": p.object, "target": p.target, "distance_m": p.distance_m,
+                    "direction_xy": list(p.direction_xy or ())}
+        return {"type": p.type, "object": p.object, "target": p.target}
+
+    cam = scenario.camera
+    return {"name": scenario.name, "instruction": scenario.instruction, "instruction_type": scenario.instruction_type,
+            "robot": scenario.robot,
+            "camera": {**{k: getattr(cam, k) for k in CameraSpec.__dataclass_fields__},
+                       "position_m": list(cam.position_m), "look_at_m": list(cam.look_at_m)},
+            "objects": [obj(o) for o in scenario.objects], "plan": [step(p) for p in scenario.plan],
+            "success": [pred(p) for p in scenario.success], "unordered": [list(b) for b in scenario.unordered]}

@@ -18,7 +18,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from grounded_planner.sim.scenario import ObjectSpec, Scenario
+from grounded_planner.sim.scenario import CONTAINER_FLOOR_M, ObjectSpec, Scenario
 
 
 @dataclass(frozen=True)
@@ -131,37 +131,59 @@ def _ring_walls(name: str, radius: float, height: float, thickness: float, tilt_
     return out
 
 
-def object_mjcf(obj: ObjectSpec) -> tuple[str, list[str]]:
-    """MJCF of one object and the names of its holdable bodies (a grasp weld is made for each)."""
+def object_mjcf(obj: ObjectSpec, lift_m: float = 0.0) -> tuple[str, list[str]]:
+    """MJCF of one object and the names of its holdable bodies (a grasp weld is made for each).
+
+    ``lift_m``: how far above the table its bottom starts (the floor of the container it starts in).
+    States: an ``upside_down`` cup has its floor at the top (a closed disc up, open below); an ``open`` box is a
+    tray with walls and a floor but no lid.
+    """
     body = f"obj:{obj.id}"
     rgba = _rgba(obj.color)
     yaw = math.radians(obj.yaw_deg)
     x, y = obj.position_m
     quat = _f([math.cos(yaw / 2), 0, 0, math.sin(yaw / 2)])
     friction = 'friction="1.0 0.01 0.001"'
+    state = obj.resolved_state
+    if obj.kind == "box" and state == "open":
+        sx, sy, sz = obj.size_m
+        t = min(0.004, sx / 6, sy / 6)
+        walls = [("floor", [sx / 2, sy / 2, t / 2], [0, 0, -sz / 2 + t / 2]),
+                 ("wall_px", [t / 2, sy / 2, sz / 2], [sx / 2 - t / 2, 0, 0]),
+                 ("wall_nx", [t / 2, sy / 2, sz / 2], [-sx / 2 + t / 2, 0, 0]),
+                 ("wall_py", [sx / 2 - t, t / 2, sz / 2], [0, sy / 2 - t / 2, 0]),
+                 ("wall_ny", [sx / 2 - t, t / 2, sz / 2], [0, -sy / 2 + t / 2, 0])]
+        xml = (f'<body name="{body}" pos="{_f([x, y, lift_m + sz / 2])}" quat="{quat}"><freejoint name="{body}:free"/>'
+               f'<inertial pos="0 0 {-sz / 6:.6g}" mass="{obj.mass_kg}" '
+               f'diaginertia="{_f([obj.mass_kg * (sy * sy + sz * sz) / 12, obj.mass_kg * (sx * sx + sz * sz) / 12, obj.mass_kg * (sx * sx + sy * sy) / 12])}"/>'
+               + "".join(f'<geom name="{body}:{n}" type="box" size="{_f(sz_)}" pos="{_f(p)}" rgba="{rgba}" {friction}/>'
+                         for n, sz_, p in walls) + "</body>")
+        return xml, [body]
     if obj.kind == "box":
         sx, sy, sz = obj.size_m
-        xml = (f'<body name="{body}" pos="{_f([x, y, sz / 2])}" quat="{quat}"><freejoint name="{body}:free"/>'
+        xml = (f'<body name="{body}" pos="{_f([x, y, lift_m + sz / 2])}" quat="{quat}"><freejoint name="{body}:free"/>'
                f'<geom name="{body}:body" type="box" size="{_f([sx / 2, sy / 2, sz / 2])}" mass="{obj.mass_kg}" '
                f'rgba="{rgba}" {friction}/></body>')
         return xml, [body]
     if obj.kind in ("cylinder", "plate"):
         r, h = obj.size_m
-        xml = (f'<body name="{body}" pos="{_f([x, y, h / 2])}" quat="{quat}"><freejoint name="{body}:free"/>'
+        xml = (f'<body name="{body}" pos="{_f([x, y, lift_m + h / 2])}" quat="{quat}"><freejoint name="{body}:free"/>'
                f'<geom name="{body}:body" type="cylinder" size="{_f([r, h / 2])}" mass="{obj.mass_kg}" '
                f'rgba="{rgba}" {friction}/></body>')
         return xml, ([body] if obj.kind == "cylinder" else [])
     if obj.kind in ("cup", "bowl"):
         r, h = obj.size_m
-        thickness = 0.005 if obj.kind == "cup" else 0.006
+        thickness = CONTAINER_FLOOR_M[obj.kind]
         tilt = 0.0 if obj.kind == "cup" else math.radians(30)
         base_r = r - h * math.tan(tilt)
+        floor_z = h - thickness / 2 if state == "upside_down" else thickness / 2
         parts = [f'<geom name="{body}:bottom" type="cylinder" size="{_f([base_r, thickness / 2])}" '
-                 f'pos="0 0 {thickness / 2:.6g}" rgba="{rgba}"/>']
+                 f'pos="0 0 {floor_z:.6g}" rgba="{rgba}"/>']
         parts += _ring_walls(body, r, h, thickness, tilt, rgba)
         # mass spread over the parts by MuJoCo from their volumes: set the total with an inertial-free body mass
-        xml = (f'<body name="{body}" pos="{_f([x, y, 0.0])}" quat="{quat}"><freejoint name="{body}:free"/>'
-               f'<inertial pos="0 0 {h * 0.35:.6g}" mass="{obj.mass_kg}" diaginertia="{_f([obj.mass_kg * r * r / 3] * 3)}"/>'
+        com_z = h * (0.65 if state == "upside_down" else 0.35)
+        xml = (f'<body name="{body}" pos="{_f([x, y, lift_m])}" quat="{quat}"><freejoint name="{body}:free"/>'
+               f'<inertial pos="0 0 {com_z:.6g}" mass="{obj.mass_kg}" diaginertia="{_f([obj.mass_kg * r * r / 3] * 3)}"/>'
                + "".join(parts) + "</body>")
         return xml, ([body] if obj.kind == "cup" else [])
     if obj.kind == "cabinet":
@@ -270,8 +292,11 @@ def scene_mjcf(scenario: Scenario) -> tuple[str, list[str]]:
     # MuJoCo cameras look along their -z with +y up: x_cam = x_opt, y_cam = -y_opt
     fovy_deg = math.degrees(2 * math.atan(0.5 * cam.height / cam.fy_px))
     objects, holdable = [], []
+    kinds = {o.id: o.kind for o in scenario.objects}
     for obj in scenario.objects:
-        xml, bodies = object_mjcf(obj)
+        # an object that starts in a container starts 1 mm above its floor (it settles onto it)
+        lift = CONTAINER_FLOOR_M[kinds[obj.inside]] + 0.001 if obj.inside else 0.0
+        xml, bodies = object_mjcf(obj, lift)
         objects.append(xml)
         holdable += bodies
     tx, ty = TABLE_CENTER_M

@@ -37,11 +37,14 @@ OUTCOME_SOURCES = ("auto", "operator")
 
 # Which conditions a task has (Table II): relative size has no no-intervention diagnostic in the paper; relational
 # placement's action gating is the matched relational_control pair, and its no_intervention trials are that pair's
-# "relation already holds" half on scenes of their own; relational_control exists for relational placement only.
+# "relation already holds" half on scenes of their own; relational_control exists for relational placement only;
+# the cross-task-object diagnostic covers five tasks (Table IX): object state is left out, since its concepts (a
+# state) exist only for the families it already uses.
 TASK_CONDITIONS: dict[str, tuple[str, ...]] = {
     task: tuple(c for c in CONDITIONS
                 if not (c == "relational_control" and task != "relational_placement")
-                and not (c == "no_intervention" and task == "relative_size"))
+                and not (c == "no_intervention" and task == "relative_size")
+                and not (c == "cross_task_object" and task == "object_state"))
     for task in TASKS
 }
 
