@@ -204,3 +204,27 @@ def test_cli_export_backproject_bus_and_execute_from_a_terminal(tmp_path):
     assert set(last["joints_deg"]) == {*ARM_KEYS, "gripper"}
     # the shipped on_disconnect: rest: the arm was parked, then LeRobot turned torque off
     assert not any(last["torque"].values())
+
+
+def test_a_bus_that_drops_out_is_noticed_and_reconnected_when_it_is_back(bus):
+    """Issue 30.3: the SO-101's cable pulled (servo 3 silent) and plugged back in: a state read notices the lost
+    link and names it, the backend stays connected but not reachable, and reconnect() brings the arm back."""
+    backend, _ = _backend(bus, on_disconnect="hold")
+    with backend:
+        assert backend.check_link() and backend.is_reachable
+        bus.proc.send_signal(signal.SIGUSR1)  # servo 3 (elbow_flex) stops answering
+        deadline = time.monotonic() + 10.0
+        while backend.check_link() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not backend.is_reachable and backend.is_connected
+        assert "cannot read the servos" in backend.link_lost, backend.link_lost
+        with pytest.raises(BackendFault):
+            backend.reconnect()  # still unplugged: refused with the reason, still not reachable
+        assert not backend.is_reachable
+        bus.proc.send_signal(signal.SIGUSR2)  # plugged back in
+        backend.reconnect()
+        assert backend.is_reachable and backend.link_lost == ""
+        start = backend.joints_deg()
+        pos, yaw = backend.current_pose()
+        backend.move_to_pose([pos[0], pos[1] + 0.03, pos[2]], yaw, 0.5)
+        assert np.max(np.abs(backend.joints_deg() - start)) > 2.0  # the arm moves again

@@ -94,7 +94,7 @@ def register(subparsers) -> None:
                      help="servo ID (1-6) stops answering SECONDS after start (a cable pulled); repeatable")
     bus.add_argument("--unplug-on-signal", action="append", type=int, default=[], metavar="ID",
                      help="servo ID (1-6) stops answering when the bus process gets SIGUSR1 (kill -USR1 PID): a cable "
-                          "pulled at a moment of your choosing; repeatable")
+                          "pulled at a moment of your choosing, plugged back in on SIGUSR2; repeatable")
     bus.set_defaults(func=_so101_bus)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -250,6 +250,7 @@ def _so101_bus(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     signal.signal(signal.SIGUSR1, lambda *_: sim.bus.silent.update(args.unplug_on_signal))
+    signal.signal(signal.SIGUSR2, lambda *_: sim.bus.silent.difference_update(args.unplug_on_signal))  # plugged back
     with sim:
         print(json.dumps({"port": sim.port, "calibration": str(sim.calibration_path)}), flush=True)
         for sid, after in unplug:

@@ -133,6 +133,53 @@ class RobotBackend(abc.ABC):
         """
         return None
 
+    # -- the link to the robot ---------------------------------------------------------------------
+    #: why the link to the robot was lost ("" while it holds): a state read that failed on a connected backend
+    link_lost: str = ""
+
+    def read_state(self) -> None:
+        """Read the robot's state once (raises :class:`BackendFault` when the robot does not answer).
+
+        The default reads the gripper width; backends override it with their cheapest full state read."""
+        self.gripper_width()
+
+    def check_link(self) -> bool:
+        """Is the robot reachable? One state read; a failed read marks the link lost (:attr:`link_lost`)."""
+        if not self.is_connected:
+            return False
+        try:
+            self.read_state()
+        except BackendFault as exc:
+            self.lose_link(str(exc))
+            return False
+        return not self.link_lost
+
+    def lose_link(self, reason: str) -> None:
+        """Note that the robot stopped answering (logged once per loss); :meth:`reconnect` brings it back."""
+        if not self.link_lost:
+            log.error("%s: lost the link to the robot: %s", self.name, reason)
+        self.link_lost = reason or "the robot does not answer"
+
+    @property
+    def is_reachable(self) -> bool:
+        """Connected and the last state read answered."""
+        return self.is_connected and not self.link_lost
+
+    def reconnect(self) -> None:
+        """Drop the old connection and open a new one; :class:`BackendFault` when the robot is still away.
+
+        Brings back a robot that dropped out (a restarted controller, a network that came back) without
+        rebuilding the backend."""
+        try:
+            self.disconnect()
+        except BackendError as exc:  # the old link is gone anyway
+            log.warning("%s: disconnecting the lost link failed: %s", self.name, exc)
+        self.connect()
+        self.read_state()  # connected is not answering: a BackendFault here leaves the link lost
+        if self.link_lost:
+            log.info("%s: the robot is back (%s)", self.name, "reconnected")
+        self.link_lost = ""
+
     def require_connected(self) -> None:
         """Raise :class:`NotConnectedError` unless connected (call at the top of every command)."""
         if not self.is_connected:

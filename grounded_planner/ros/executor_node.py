@@ -11,7 +11,8 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile
-from std_srvs.srv import SetBool
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from std_srvs.srv import SetBool, Trigger
 from visualization_msgs.msg import MarkerArray
 
 from grounded_planner_interfaces.action import ExecutePlan
@@ -22,6 +23,7 @@ from grounded_planner_interfaces.msg import (
 from grounded_planner.execution.approval import ApprovalGate
 from grounded_planner.execution.closed_loop import CONDITION as CLOSED_LOOP, ClosedLoop, ClosedLoopResult
 from grounded_planner.execution.config import ExecutorConfig
+from grounded_planner.execution.backend import BackendError
 from grounded_planner.execution.executor import ExecutionResult, Executor
 from grounded_planner.execution.backends import make_backend
 from grounded_planner.execution.validate import ExecutionInputError, GoalPose, check_poses
@@ -35,7 +37,7 @@ from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros.visualize import plan_markers
 from grounded_planner.ros.moveit import moveit_backend_args
 from grounded_planner.ros.params import (Param, declare_all, executor_config_file, existing_file, extrinsics_file,
-                                         non_empty, one_of, positive, resolve_data_path, values)
+                                         non_empty, non_negative, one_of, positive, resolve_data_path, values)
 from grounded_planner.geometry.extrinsics import Extrinsics
 
 PARAMS = [
@@ -65,7 +67,10 @@ PARAMS = [
     Param("frame_wait_s", 5.0, "closed loop: how long a check waits for a camera frame set taken after it asked, "
           "fresh and one instant, seconds", positive),
     *FRESHNESS_PARAMS,
+    Param("link_check_period_s", 1.0, "how often an idle executor reads the robot's state to notice a robot that "
+          "dropped out (reported on /diagnostics), seconds; 0 = only at each goal", non_negative, read_only=True),
 ]
+DIAGNOSTICS_TOPIC = "/diagnostics"  # diagnostic_msgs/DiagnosticArray, as every ROS driver reports its health
 
 
 class ExecutorNode(LifecycleNode):
@@ -96,6 +101,14 @@ class ExecutorNode(LifecycleNode):
         self._preview_plan_pub = self.create_publisher(GroundedPlanMsg, names.LAST_PLAN, latched)
         self._preview_markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
         self.last_result: dict | None = None
+        # the link to the robot: read by a timer while idle, restored at the next goal or by the reconnect service
+        self._backend_lock = threading.Lock()  # one thread talks to the robot at a time (a goal, a check, a reconnect)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, QoSProfile(depth=10))
+        self.create_service(Trigger, names.RECONNECT_SERVICE, self._on_reconnect,
+                            callback_group=MutuallyExclusiveCallbackGroup())
+        period_s = self.get_parameter("link_check_period_s").value
+        if period_s > 0:
+            self.create_timer(period_s, self._check_link, callback_group=MutuallyExclusiveCallbackGroup())
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -232,6 +245,13 @@ class ExecutorNode(LifecycleNode):
             return result
         cancel = threading.Event()
         dry_run = goal_handle.request.dry_run or self.get_parameter("dry_run").value
+        if not dry_run:
+            refusal = self._ensure_robot()  # a robot that dropped out is reconnected here, not by a lifecycle cycle
+            if refusal:
+                result.success, result.message = False, refusal
+                self._publish_result(ExecutionResult(False, refusal, []), plan.instruction, False)
+                goal_handle.abort()
+                return result
         if not dry_run and self.get_parameter("require_approval").value:
             refusal = self._await_approval(plan, goal_handle)
             if refusal:
@@ -254,12 +274,16 @@ class ExecutorNode(LifecycleNode):
         watcher = threading.Thread(target=self._watch_cancel, args=(goal_handle, cancel), daemon=True)
         watcher.start()
         try:
-            if self._loop_io is not None and not dry_run:
-                outcome = self._run_closed_loop(plan, cancel, on_feedback)
-            else:
-                outcome = self._executor.execute(plan, dry_run=dry_run, cancel=cancel, on_feedback=on_feedback)
+            with self._backend_lock:
+                if self._loop_io is not None and not dry_run:
+                    outcome = self._run_closed_loop(plan, cancel, on_feedback)
+                else:
+                    outcome = self._executor.execute(plan, dry_run=dry_run, cancel=cancel, on_feedback=on_feedback)
+                if not outcome.success and not dry_run:
+                    self._backend.check_link()  # a fault may be a robot that dropped out: say so at once
         finally:
             cancel.set()  # also ends the watcher
+            self._send_diagnostics()
         scene_success = None
         workcell = getattr(self._backend, "workcell", None)
         if workcell is not None and not dry_run and hasattr(workcell, "success"):
@@ -280,6 +304,77 @@ class ExecutorNode(LifecycleNode):
         else:
             goal_handle.abort()
         return result
+
+    # -- the link to the robot -----------------------------------------------------------------------
+    @property
+    def robot_reachable(self) -> bool:
+        """The node's word on the robot: connected and answering its last state read."""
+        return self._backend is not None and self._backend.is_reachable
+
+    def _ensure_robot(self) -> str:
+        """Before a goal moves anything: '' when the robot answers (reconnected first if it had dropped out), else
+        the refusal naming why."""
+        backend = self._backend
+        with self._backend_lock:
+            if backend.link_lost or not backend.check_link():
+                self.get_logger().warning(f"robot link lost ({backend.link_lost}): reconnecting before the goal")
+                try:
+                    backend.reconnect()
+                except BackendError as exc:
+                    backend.lose_link(str(exc))
+                    return f"robot unreachable: {exc}; nothing moved (reconnect with {names.RECONNECT_SERVICE} or " \
+                           "the next goal once it is back)"
+                finally:
+                    self._send_diagnostics()
+                self.get_logger().info("robot reconnected")
+        return ""
+
+    def _check_link(self) -> None:
+        """Idle health check: one state read, so that a robot that dropped out shows on /diagnostics at once."""
+        backend = self._backend
+        if backend is not None and not backend.link_lost and self._backend_lock.acquire(blocking=False):
+            try:
+                backend.check_link()
+            finally:
+                self._backend_lock.release()
+        self._send_diagnostics()
+
+    def _on_reconnect(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        backend = self._backend
+        if backend is None:
+            response.success, response.message = False, "no robot backend: the executor is not configured"
+            return response
+        if not self._backend_lock.acquire(blocking=False):
+            response.success, response.message = False, "a plan is executing: reconnect refused while it runs"
+            return response
+        try:
+            backend.reconnect()
+            response.success, response.message = True, f"{backend.name}: robot reachable"
+            self.get_logger().info(f"reconnected to the robot ({names.RECONNECT_SERVICE})")
+        except BackendError as exc:
+            backend.lose_link(str(exc))
+            response.success, response.message = False, f"robot unreachable: {exc}"
+        finally:
+            self._backend_lock.release()
+            self._send_diagnostics()
+        return response
+
+    def _send_diagnostics(self) -> None:
+        if not self.context.ok():
+            return
+        backend = self._backend
+        if backend is None:
+            level, message = DiagnosticStatus.WARN, "not configured: no robot backend"
+        elif backend.is_reachable:
+            level, message = DiagnosticStatus.OK, "robot reachable"
+        else:
+            level, message = DiagnosticStatus.ERROR, f"robot unreachable: {backend.link_lost or 'not connected'}"
+        status = DiagnosticStatus(name=f"{self.get_name()}: robot link", level=level, message=message,
+                                  hardware_id=getattr(backend, "name", ""))
+        status.values = [KeyValue(key="reachable", value=str(self.robot_reachable).lower())]
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diagnostics_pub.publish(array)
 
     def _run_closed_loop(self, plan, cancel: threading.Event, on_feedback):
         """The goal's plan (pixels) run step by step from the latest camera frame, each step checked, re-grounded

@@ -22,6 +22,39 @@ def franky_sim_executable() -> str | None:
     return str(here) if here.exists() else shutil.which("franky-sim")
 
 
+def _launch(cmd: list[str], timeout_s: float) -> tuple[subprocess.Popen, str | None]:
+    """Start a franky-sim command; (its process, None) once it serves, or (the process, killed; its output's tail)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if READY.search(line):
+                ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + timeout_s
+    while not ready.wait(0.05) and proc.poll() is None and time.monotonic() < deadline:
+        pass
+    if ready.is_set():
+        return proc, None
+    proc.kill()
+    proc.wait(5)
+    return proc, "".join(lines)[-2000:]
+
+
+def start_franky_sim(host: str, timeout_s: float = 60.0) -> subprocess.Popen:
+    """`franky-sim -s mujoco --hostname HOST` as a process, once it serves (a robot that comes back at the same
+    address after it was killed); RuntimeError with its output when it does not come up."""
+    proc, failed = _launch([franky_sim_executable() or "franky-sim", "-s", "mujoco", "--hostname", host], timeout_s)
+    if failed is not None:
+        raise RuntimeError(f"franky-sim did not come up on {host}: {failed}")
+    return proc
+
+
 @contextlib.contextmanager
 def franky_sim_server(timeout_s: float = 60.0, cubes: list[tuple[float, float, float, float]] | None = None,
                       state_path: str | None = None, processes: list | None = None) -> Iterator[str]:
@@ -35,7 +68,6 @@ def franky_sim_server(timeout_s: float = 60.0, cubes: list[tuple[float, float, f
     exe = franky_sim_executable()
     if exe is None:
         raise RuntimeError("franky-sim is not installed (pip install 'grounded_planner[execution]')")
-    env = dict(os.environ, PYTHONUNBUFFERED="1", MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
     last_output = ""
     for _attempt in range(3):
         host = f"127.0.0.{random.randint(2, 250)}"
@@ -44,22 +76,8 @@ def franky_sim_server(timeout_s: float = 60.0, cubes: list[tuple[float, float, f
             cmd = [sys.executable, scene, host, str(state_path)] + [str(v) for cube in cubes for v in cube]
         else:
             cmd = [exe, "-s", "mujoco", "--hostname", host]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env=env)
-        lines: list[str] = []
-        ready = threading.Event()
-
-        def pump(proc: subprocess.Popen = proc, lines: list[str] = lines, ready: threading.Event = ready) -> None:
-            for line in proc.stdout:  # type: ignore[union-attr]
-                lines.append(line)
-                if READY.search(line):
-                    ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + timeout_s
-        while not ready.wait(0.05) and proc.poll() is None and time.monotonic() < deadline:
-            pass
-        if ready.is_set():
+        proc, failed = _launch(cmd, timeout_s)
+        if failed is None:
             if processes is not None:
                 processes.append(proc)
             try:
@@ -72,7 +90,5 @@ def franky_sim_server(timeout_s: float = 60.0, cubes: list[tuple[float, float, f
                     proc.kill()
                     proc.wait(5)
             return
-        proc.kill()
-        proc.wait(5)
-        last_output = "".join(lines)[-2000:]
+        last_output = failed
     raise RuntimeError(f"franky-sim did not come up: {last_output}")

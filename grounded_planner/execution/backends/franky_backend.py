@@ -185,6 +185,9 @@ class FrankyBackend(RobotBackend):
             raise BackendFault(f"franky: cannot read the robot state: {exc}") from exc
         return matrix[:3, 3].copy(), yaw_from_rotation(matrix[:3, :3])
 
+    def read_state(self) -> None:
+        self.current_pose()  # libfranka reads the robot state over UDP: "UDP receive: Timeout" when it is gone
+
     def check_reachable(self, position_xyz: Sequence[float], yaw_rad: float) -> str | None:
         # a top-down TCP puts the flange straight above it; the arm's reach is measured shoulder -> flange
         flange = np.asarray(position_xyz, dtype=float) + [0.0, 0.0, self.config.tcp_to_flange_m]

@@ -280,6 +280,10 @@ class LeRobotBackend(RobotBackend):
         except Exception as exc:
             raise BackendFault(f"lerobot: cannot command the servos: {exc}") from exc
 
+    def read_state(self) -> None:
+        self.require_connected()
+        self._observe()  # every servo's present position: a silent servo or a pulled cable raises BackendFault
+
     def joints_deg(self) -> np.ndarray:
         """Present arm joint positions (5,) in degrees (LeRobot calibration)."""
         self.require_connected()
