@@ -264,3 +264,19 @@ def test_an_unknown_robot_resting_open_at_0_gets_its_polarity_from_the_data(tmp_
     out, err = _segment(write_v21(tmp_path / "ds", features, episodes, "acme_panda"))
     assert out["episodes"] == {str(k): [[39, 105]] for k in range(4)}
     assert "0..1 with 0 = open" in err and "4 of 4 episodes" in err, err
+
+
+def test_a_v3_episode_table_without_its_file_columns_is_named_per_episode(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path, _ = _arm(tmp_path / "arm")
+    info = json.loads((path / "meta/info.json").read_text())
+    info["codebase_version"] = "v3.0"
+    (path / "meta/info.json").write_text(json.dumps(info))
+    (path / "meta/episodes/chunk-000").mkdir(parents=True)
+    pq.write_table(pa.table({"episode_index": [0, 1], "length": [250, 250]}),
+                   path / "meta/episodes/chunk-000/file-000.parquet")
+    done = _cli("v2gp", "segment", "--dataset", str(path))
+    out = json.loads(done.stdout) if done.stdout else {}
+    assert "data/chunk_index" in done.stderr and set(out.get("reasons", {})) == {"0", "1"}, (done.stdout, done.stderr)

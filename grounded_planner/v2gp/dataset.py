@@ -219,7 +219,12 @@ class LeRobotDataset:
         if index not in self._episodes:
             raise DatasetError(f"{self.root}: no episode {index} (have {len(self._episodes)} episodes)")
         ep = self._episodes[index]
-        path = self._data_path(ep, index)
+        try:
+            path = self._data_path(ep, index)
+        except (KeyError, ValueError, IndexError) as exc:  # a v3.0 episodes table without its file columns
+            raise DatasetError(f"{self.root}: episode {index}'s data file is not named in its metadata "
+                               f"({type(exc).__name__}: {exc}); expected data/chunk_index and data/file_index "
+                               "(v3.0) or a data_path template (v2.x)") from exc
         if not path.exists():
             raise DatasetError(f"{self.root}: data file {path} of episode {index} is missing")
         columns = ["frame_index", "timestamp", "episode_index", "task_index", *self.instruction_columns, *extra]
