@@ -233,31 +233,53 @@ def bench_kills(tmp: Path, kills: int) -> None:
           f"the kill")
 
 
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
 def bench_session(tmp: Path, hours: float) -> None:
-    """A session of ``hours`` at 2 frames/s (compressed 1280x720 colour + depth) with 30 Hz joint states."""
+    """A SessionRecorder over ``hours`` of log time: an episode a minute, 2 frames/s of compressed 1280x720 colour +
+    depth and 30 Hz joint states in each (pre-serialised, written as fast as the disk takes them)."""
+    from grounded_planner.rollout.record import load_rollout
+    from grounded_planner.rollout.session import SessionRecorder
+
     frames = real_frames(6)
     color = [bytes(B.typestore().serialize_cdr(B.compressed_image_msg(f[0], 0), "sensor_msgs/msg/CompressedImage"))
              for f in frames]
     depth = [bytes(B.typestore().serialize_cdr(B.compressed_depth_msg(f[1], 0), "sensor_msgs/msg/CompressedImage"))
              for f in frames]
     joint = bytes(B.typestore().serialize_cdr(B.joint_state_msg(["j"], [0.0], 0), "sensor_msgs/msg/JointState"))
-    path = tmp / "session.mcap"
-    t0 = time.perf_counter()
     n = int(hours * 3600 * 30)
     start = 1_000_000_000_000
-    with B.McapBagWriter(path, B.BagOptions(fsync_every_s=None)) as w:
-        w.add_topic(TOPICS.color_compressed, "sensor_msgs/msg/CompressedImage")
-        w.add_topic(TOPICS.depth_compressed, "sensor_msgs/msg/CompressedImage")
+    clock = [start]
+    rss: list[float] = []
+    t0 = time.perf_counter()
+    with SessionRecorder(tmp / "session", RecordingOptions(fsync_every_s=None), clock_ns=lambda: clock[0]) as session:
+        w = session.writer
+        for topic in (TOPICS.color_compressed, TOPICS.depth_compressed):
+            w.add_topic(topic, "sensor_msgs/msg/CompressedImage")
         w.add_topic(TOPICS.joint_states, "sensor_msgs/msg/JointState")
-        for i in range(n):  # log times as in the hour; written as fast as possible
+        episode = None
+        for i in range(n):  # log times as in the hour
             t = start + i * 33_333_333
+            if i % 1800 == 0:  # an episode a minute
+                if episode is not None:
+                    clock[0] = t - 1  # its end marker before the next episode's first message
+                    episode.close()
+                clock[0] = t
+                episode = session.episode(instruction=f"minute {i // 1800}")
             w.write_raw(TOPICS.joint_states, joint, t)
             if i % 15 == 0:
                 w.write_raw(TOPICS.color_compressed, color[i % 6], t)
                 w.write_raw(TOPICS.depth_compressed, depth[i % 6], t)
             if i % 15 == 14:
                 w.flush()  # a chunk per 0.5 s of log time, as the chunk timer makes them in real time
+            if i % (n // 4) == n // 4 - 1:
+                rss.append(_rss_mb())
+        episode.close()
     write_s = time.perf_counter() - t0
+    path = tmp / "session" / "session.mcap"
     middle = start + n * 33_333_333 // 2
     t0 = time.perf_counter()
     with open(path, "rb") as f:
@@ -268,10 +290,18 @@ def bench_session(tmp: Path, hours: float) -> None:
     t1 = time.perf_counter()
     got = next(iter(B.read_bag(path, [TOPICS.color_compressed], start_ns=middle)))
     ours_s = time.perf_counter() - t1
-    print(f"one {hours:g}-hour session ({n} joint states, {n // 15} colour + depth frames, {path.stat().st_size / 1e9:.2f} GB, "
-          f"{len(summary.chunk_indexes)} chunks, written in {write_s:.0f} s): open + seek to the middle + first frame "
-          f"{seek_s:.3f} s with the mcap indexed reader, {ours_s:.3f} s through read_bag (decoded); "
-          f"frame at {(first[2].log_time - start) / 3.6e12:.3f} h / {(got.log_time_ns - start) / 3.6e12:.3f} h")
+    n_episodes = len(session.episodes)
+    t2 = time.perf_counter()
+    record = load_rollout(tmp / "session" / session.episodes[n_episodes // 2]["folder"])
+    ep_frames = sum(1 for _ in record.messages([TOPICS.color_compressed]))
+    episode_s = time.perf_counter() - t2
+    print(f"one {hours:g}-hour session ({n_episodes} episodes, {n} joint states, {n // 15} colour + depth frames, "
+          f"{path.stat().st_size / 1e9:.2f} GB, {len(summary.chunk_indexes)} chunks, written in {write_s:.0f} s; "
+          f"process RSS at 1/4, 2/4, 3/4, 4/4 of it: {', '.join(f'{r:.0f}' for r in rss)} MB):")
+    print(f"  open + seek to the middle + first frame: {seek_s:.3f} s with the mcap indexed reader, {ours_s:.3f} s "
+          f"through read_bag (decoded), frame at {(first[2].log_time - start) / 3.6e12:.3f} h / "
+          f"{(got.log_time_ns - start) / 3.6e12:.3f} h; the middle episode's {ep_frames} frames, decoded, "
+          f"in {episode_s:.2f} s")
 
 
 def main() -> None:
