@@ -126,6 +126,12 @@ def test_an_unknown_robot_reading_0_to_100_is_said_and_the_drifted_open_level_is
     for k, truth in enumerate(truths):
         assert len(out["episodes"][str(k)]) == 1, out
         _assert_in(out["episodes"][str(k)][0], truth)
+    # the outside check's second run: --robot so101 (the same range and polarity) must not start at the earlier,
+    # slightly higher open level either
+    out, err = _segment(path, "--robot", "so101")
+    assert "no robot profile" not in err
+    for k, truth in enumerate(truths):
+        _assert_in(out["episodes"][str(k)][0], truth)
 
 
 def test_a_gripper_column_is_never_a_position_or_quaternion_element(tmp_path):
