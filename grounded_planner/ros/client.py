@@ -31,9 +31,11 @@ from grounded_planner.msgs.plan import action_from_msg
 from grounded_planner.plan import GroundedAction, GroundedPlan, PlanError
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import numpy_to_image, plan_from_msg, plan_to_msg
-from grounded_planner.ros.reach import Reachability
+from grounded_planner.ros.reach import Reachability, host_key, host_nodes
 
 FeedbackCallback = Callable[[int, str, "GroundedAction | None"], None]
+# how often a call that waits for its answer looks at the graph for the server that should give it, seconds
+GRAPH_CHECK_S = 0.5
 
 
 class PlanStatus(Enum):
@@ -44,6 +46,7 @@ class PlanStatus(Enum):
     INVALID = "invalid"  # the answer's plan breaks a plan rule
     TIMED_OUT = "timed_out"  # no answer within timeout_s
     UNAVAILABLE = "unavailable"  # the plan service is not up
+    SERVER_GONE = "server_gone"  # the planner left the graph (or restarted) while the request was in flight
 
 
 class ExecuteStatus(Enum):
@@ -55,6 +58,7 @@ class ExecuteStatus(Enum):
     REJECTED = "rejected"  # the executor would not take the goal (busy, inactive)
     TIMED_OUT = "timed_out"  # no result within timeout_s (the goal is cancelled)
     UNAVAILABLE = "unavailable"  # the execute action server is not up
+    SERVER_GONE = "server_gone"  # the executor left the graph (or restarted) while the goal ran: no result will come
 
 
 @dataclass
@@ -121,6 +125,25 @@ class GroundedPlannerClient:
         future.add_done_callback(lambda _f: done.set())
         return done.wait(timeout_s) or future.done()
 
+    def _wait_watching(self, future, timeout_s: float, name: str, action: bool = False) -> tuple[bool, str]:
+        """(completed, '') like :meth:`_wait`, or (False, why) as soon as the graph shows that the server of ``name``
+        left (its node stopped or was killed) or restarted (a new incarnation knows nothing of this request): a
+        server that vanished mid-request never answers, so waiting out ``timeout_s`` would only delay the news."""
+        hosts = host_nodes(self.node, name, action)
+        key = host_key(self.node, hosts)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if self._wait(future, max(0.0, min(GRAPH_CHECK_S, left))):
+                return True, ""
+            if left <= GRAPH_CHECK_S:
+                return False, ""
+            now = host_nodes(self.node, name, action)
+            if not now:
+                return False, f"{name} left the graph while the request was in flight (its node stopped or was killed)"
+            if key and host_key(self.node, now) != key:
+                return False, f"{name} restarted while the request was in flight: the request is lost"
+
     def _fail(self, status, message: str, result_cls, **extra):
         self.last_status, self.last_error = status, message
         self.node.get_logger().warning(message)
@@ -156,9 +179,13 @@ class GroundedPlannerClient:
         if image is not None:
             request.image = numpy_to_image(np.asarray(image)) if isinstance(image, np.ndarray) else image
         future = self._plan_client.call_async(request)
-        if not self._wait(future, timeout_s):
+        done, gone = self._wait_watching(future, timeout_s, self.plan_service)
+        if not done:
             self._plan_client.remove_pending_request(future)
             self._reach.forget(self.plan_service)
+            if gone:
+                return self._fail(PlanStatus.SERVER_GONE, f"no plan for {instruction!r}: {gone}", PlanResult,
+                                  duration_s=time.monotonic() - started)
             return self._fail(PlanStatus.TIMED_OUT, f"no plan for {instruction!r} within {timeout_s:.1f} s", PlanResult,
                               duration_s=time.monotonic() - started)
         response = future.result()
@@ -208,7 +235,13 @@ class GroundedPlannerClient:
             self._goal_handle = handle
         try:
             result_future = handle.get_result_async()
-            if not self._wait(result_future, timeout_s):
+            done, gone = self._wait_watching(result_future, timeout_s, self.execute_action, action=True)
+            if gone:  # nobody is left to cancel: say what happened, at once
+                self._reach.forget(self.execute_action, action=True)
+                return self._fail(ExecuteStatus.SERVER_GONE, f"no execution result: {gone}; the goal ended with it "
+                                                             "(check the robot)", ExecuteResult,
+                                  duration_s=time.monotonic() - started)
+            if not done:
                 self.cancel()
                 return self._fail(ExecuteStatus.TIMED_OUT, f"no execution result within {timeout_s:.1f} s; goal "
                                                            "cancelled", ExecuteResult,
