@@ -219,3 +219,39 @@ def test_moveit_backend_gripper_through_the_real_client(gripper_server, rclpy_co
         assert backend.gripper_width() < 0.07
     finally:
         backend.disconnect()
+
+
+def test_moveit_backend_notices_a_robot_that_drops_out_and_reconnects(gripper_server, rclpy_context, tmp_path):
+    """Issue 30.3: franka_gripper (the robot's side of the hand) killed and started again. The backend notices the
+    lost link from its state read (the hand's joint_states stop), refuses to reconnect while the robot is away,
+    and reconnects once it is back, without being rebuilt."""
+    from grounded_planner.execution.backend import BackendFault
+    from grounded_planner.execution.backends.moveit_backend import MoveItBackend, MoveItConfig
+    from grounded_planner.ros.franka_gripper import FrankaGripperClient
+    from helpers.fake_moveit_py import FakeMoveItModule, moveit_params_file
+
+    server = gripper_server()
+    config = MoveItConfig(params_files=[str(moveit_params_file(tmp_path))], gripper_homing_timeout_s=3.0)
+    fake = FakeMoveItModule()
+    backend = MoveItBackend(config, **fake.backend_args(
+        lambda c: FrankaGripperClient(c.gripper_namespace, context=rclpy_context)))
+    backend.connect()
+    try:
+        wait_width(backend._gripper, lambda w: w >= 0.0)
+        assert backend.check_link() and backend.is_reachable
+        server.kill()  # the robot drops out
+        server.wait(10)
+        deadline = time.monotonic() + 10.0
+        while backend.check_link() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not backend.is_reachable and "joint_states" in backend.link_lost, backend.link_lost
+        with pytest.raises(BackendFault):
+            backend.reconnect()  # still away: refused, and still not reachable
+        assert not backend.is_reachable
+        gripper_server()  # back
+        backend.reconnect()
+        assert backend.is_reachable and backend.link_lost == ""
+        backend.gripper_open()
+        assert wait_width(backend._gripper, lambda w: abs(w - 0.08) < 1e-6) == pytest.approx(0.08)
+    finally:
+        backend.disconnect()

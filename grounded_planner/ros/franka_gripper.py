@@ -154,6 +154,12 @@ class FrankaGripperClient:
     def max_width(self) -> float:
         return self._max_width_m
 
+    def state_age_s(self) -> float:
+        """Seconds since the last joint_states of the gripper arrived (inf before the first): franka_gripper
+        publishes them while the robot answers, so an age well beyond their period says the robot is gone."""
+        with self._fresh:
+            return time.monotonic() - self._width_at
+
     def cancel(self) -> None:
         with self._state:
             self._cancel_requested = True

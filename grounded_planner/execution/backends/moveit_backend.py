@@ -46,6 +46,8 @@ from grounded_planner.execution.backends.franky_backend import yaw_from_rotation
 from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
 
 log = logging.getLogger(__name__)
+# the hand's joint_states (franka_gripper: 15-50 Hz) silent this long: the robot is gone, seconds
+STATE_STALE_S = 1.0
 
 POLL_S = 0.01
 #: after a plan, the planning thread sleeps this long so threads blocked on the GIL meanwhile (a stop) run first
@@ -374,6 +376,15 @@ class MoveItBackend(RobotBackend):
         q = pose.orientation
         rotation = _quaternion_matrix(q.x, q.y, q.z, q.w)
         return np.array([pose.position.x, pose.position.y, pose.position.z]), yaw_from_rotation(rotation)
+
+    def read_state(self) -> None:
+        """The arm's state from the planning scene and the hand's joint_states, which franka_gripper publishes
+        while the robot answers: silent for longer than STATE_STALE_S, the robot is gone (BackendFault)."""
+        self.current_pose()
+        age_s = getattr(self._gripper, "state_age_s", None)
+        if age_s is not None and age_s() > STATE_STALE_S:
+            raise BackendFault(f"moveit: no {self.config.gripper_namespace}/joint_states for {age_s():.1f} s: "
+                               "the robot does not answer")
 
     def move_to_pose(self, position_xyz: Sequence[float], yaw_rad: float, speed_scale: float) -> None:
         position = check_pose_args(position_xyz, yaw_rad, speed_scale)
