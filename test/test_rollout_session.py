@@ -141,3 +141,43 @@ def test_typed_record_reads_version_1_files_and_keeps_unknown_keys(tmp_path):
     (folder / "rollout.json").write_text(json.dumps({**old, "trial": "two"}))
     with pytest.raises(ValueError, match="'trial' must be a non-negative integer"):
         load_rollout(folder)
+
+
+@pytest.mark.parametrize("images", ["raw", "compressed"])
+def test_every_reader_takes_raw_and_compressed_frames(tmp_path, images):
+    """Replay, LeRobot export's resampling and V2GP's rollout reader on the same episode stored either way."""
+    from grounded_planner.plan import GroundedAction, GroundedPlan
+    from grounded_planner.rollout.export import resample_rollout
+    from grounded_planner.rollout.record import RecordingOptions, RolloutRecorder
+    from grounded_planner.rollout.replay import episodes_from_bag
+    from grounded_planner.v2gp.rollouts import RolloutDataset
+
+    rng = np.random.default_rng(3)
+    frames = [np.repeat(np.repeat(rng.integers(0, 255, (6, 8, 3), dtype=np.uint8), 8, 0), 8, 1) for _ in range(4)]
+    clock = [10**9]
+
+    def tick() -> int:
+        clock[0] += 100_000_000
+        return clock[0]
+
+    with RolloutRecorder(tmp_path / "ep", instruction="put the cup away", clock_ns=tick,
+                         options=RecordingOptions(images=images)) as rec:
+        for i, rgb in enumerate(frames):
+            rec.log_frame(rgb, np.full((48, 64), 0.8, np.float32), stamp_ns=100 + i)
+            rec.log_joint_state(["fr3_finger_joint1"], [0.04 - 0.01 * i])
+            if i == 1:
+                rec.log_plan(GroundedPlan("put the cup away", (64, 48), [GroundedAction("grasp", "cup", bbox=(1, 1, 9, 9))]),
+                             stamp_ns=101)
+    def which(image: np.ndarray) -> int:
+        """The logged frame an image is (bit for bit when raw; JPEG quality 90 when compressed)."""
+        errors = [np.abs(image.astype(int) - f).mean() for f in frames]
+        best = int(np.argmin(errors))
+        assert errors[best] == 0 if images == "raw" else errors[best] < 15, errors  # others: 70+
+        return best
+
+    (replayed,) = episodes_from_bag(tmp_path / "ep")
+    assert replayed.frame_stamp_ns == 101 and which(replayed.image_rgb) == 1
+    exported = resample_rollout(load_rollout(tmp_path / "ep"), fps=10)
+    assert len(exported.images) >= 4 and which(exported.images[-1]) == 3
+    episode = RolloutDataset(tmp_path, gripper="fr3_finger_joint1").episode(0)
+    assert len(episode.frame_indices) == 4 and which(episode.frame(2)) == 2
