@@ -126,3 +126,53 @@ def test_two_goals_at_the_door_are_never_both_accepted(rclpy_context):
         assert answers.count(GoalResponse.ACCEPT) == 1 and answers.count(GoalResponse.REJECT) == 15, answers
     finally:
         node.destroy_node()
+
+
+@needs_mujoco
+def test_a_cancel_from_another_client_is_logged_and_the_owner_is_told(ros_domain, tmp_path, rclpy_context):
+    """Issue 30.5: any client may cancel (stopping is the safe direction), and every cancel is logged with the goal,
+    its instruction and the execute clients in the graph; the goal's owner reads it in its result."""
+    import rclpy
+    from action_msgs.msg import GoalStatus
+    from action_msgs.srv import CancelGoal
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+
+    from grounded_planner_interfaces.action import ExecutePlan
+
+    (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 1.0}}\n")
+    child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
+                          "-p", "base_frame:=base_link", "-p", f"config_file:={tmp_path / 'executor.yaml'}"])
+    owner = rclpy.create_node("goal_owner", context=rclpy_context)
+    operator = rclpy.create_node("operator_panel", context=rclpy_context)
+    try:
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(owner)
+        executor.add_node(operator)
+        client = ActionClient(owner, ExecutePlan, "/grounded_planner/execute")
+        ActionClient(operator, ExecutePlan, "/grounded_planner/execute")  # the operator's panel holds one too
+        cancel = operator.create_client(CancelGoal, "/grounded_planner/execute/_action/cancel_goal")
+        assert client.wait_for_server(timeout_sec=60.0)
+        reach(executor, owner, "/grounded_planner/execute", 60.0, action=True)
+        feedback = []
+        sent = client.send_goal_async(ExecutePlan.Goal(plan=plan_msg()), feedback_callback=feedback.append)
+        spin_until(executor, sent.done, 30.0, "the goal to be accepted")
+        assert sent.result().accepted
+        spin_until(executor, lambda: feedback, 60.0, "the arm to start moving")
+        assert cancel.wait_for_service(timeout_sec=30.0)
+        reach(executor, operator, "/grounded_planner/execute/_action/cancel_goal", 30.0)
+        asked = cancel.call_async(CancelGoal.Request())  # zero id and stamp: every goal, as an e-stop panel sends
+        spin_until(executor, asked.done, 30.0, "the cancel answer")
+        assert len(asked.result().goals_canceling) == 1
+        done = sent.result().get_result_async()
+        spin_until(executor, done.done, 60.0, "the cancelled goal's result")
+    finally:
+        owner.destroy_node()
+        operator.destroy_node()
+        out = stop_process(child)
+    result = done.result()
+    assert result.status == GoalStatus.STATUS_CANCELED
+    assert "cancel requested for goal" in result.result.message and "'put the box in the bowl'" in result.result.message
+    assert "/operator_panel" in result.result.message and "/goal_owner" in result.result.message
+    logged = [line for line in out.splitlines() if "cancel requested for goal" in line]
+    assert len(logged) == 1 and "/operator_panel" in logged[0], out

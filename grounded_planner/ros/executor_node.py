@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Callable
 
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionServer, CancelResponse, GoalResponse, get_action_client_names_and_types_by_node
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -101,6 +101,8 @@ class ExecutorNode(LifecycleNode):
         self._preview_plan_pub = self.create_publisher(GroundedPlanMsg, names.LAST_PLAN, latched)
         self._preview_markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
         self.last_result: dict | None = None
+        self._goal_clients: dict[bytes, list[str]] = {}  # goal id -> execute clients in the graph when it started
+        self._cancel_notes: dict[bytes, str] = {}  # goal id -> the logged cancel request, told to the goal's owner
         # the link to the robot: read by a timer while idle, restored at the next goal or by the reconnect service
         self._backend_lock = threading.Lock()  # one thread talks to the robot at a time (a goal, a check, a reconnect)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, QoSProfile(depth=10))
@@ -147,7 +149,7 @@ class ExecutorNode(LifecycleNode):
                                                 callback_group=MutuallyExclusiveCallbackGroup())
         self._action_server = ActionServer(
             self, ExecutePlan, names.EXECUTE_ACTION, execute_callback=self._execute, goal_callback=self._on_goal,
-            cancel_callback=lambda goal: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
+            cancel_callback=self._on_cancel, callback_group=ReentrantCallbackGroup())
         self.get_logger().info(f"configured: backend {p['backend']}")
         return TransitionCallbackReturn.SUCCESS
 
@@ -245,6 +247,8 @@ class ExecutorNode(LifecycleNode):
             return result
         cancel = threading.Event()
         dry_run = goal_handle.request.dry_run or self.get_parameter("dry_run").value
+        goal_key = bytes(goal_handle.goal_id.uuid)
+        self._goal_clients = {goal_key: self._execute_clients()}  # one goal at a time
         if not dry_run:
             refusal = self._ensure_robot()  # a robot that dropped out is reconnected here, not by a lifecycle cycle
             if refusal:
@@ -292,6 +296,9 @@ class ExecutorNode(LifecycleNode):
         data = self.last_result
         result.success = bool(outcome.success)
         result.message = str(outcome.message)
+        note = self._cancel_notes.pop(goal_key, "")
+        if note:  # the goal's owner is told that, and when, someone asked to cancel it
+            result.message = f"{result.message} ({note})"
         outcomes = [str(s["outcome"]) for s in data["steps"]]
         result.step_outcomes = outcomes
         result.steps_completed = sum(1 for o in outcomes if o == "ok")
@@ -421,6 +428,29 @@ class ExecutorNode(LifecycleNode):
                                                "rejected from the approve service")
         response.success, response.message = taken, message
         return response
+
+    def _execute_clients(self) -> list[str]:
+        """The nodes that hold a client of the execute action now (rclpy does not say which client sent a request)."""
+        out = []
+        for name, namespace in self.get_node_names_and_namespaces():
+            try:
+                clients = get_action_client_names_and_types_by_node(self, name, namespace)
+            except Exception:  # noqa: BLE001 - a node that left the graph between the two calls holds nothing
+                continue
+            if any(client == names.EXECUTE_ACTION for client, _types in clients):
+                out.append(f"{namespace.rstrip('/')}/{name}")
+        return sorted(out)
+
+    def _on_cancel(self, goal_handle) -> CancelResponse:
+        """Every cancel is accepted (stopping is the safe direction) and logged: the goal, its instruction, and the
+        execute clients in the graph when it was sent and now (rclpy hands the server no requester identity)."""
+        goal_id = bytes(goal_handle.goal_id.uuid).hex()[:8]
+        sent_by = self._goal_clients.get(bytes(goal_handle.goal_id.uuid), [])
+        note = (f"cancel requested for goal {goal_id} ({goal_handle.request.plan.instruction!r}; execute clients when "
+                f"it was sent: {', '.join(sent_by) or 'unknown'}; now: {', '.join(self._execute_clients()) or 'none'})")
+        self.get_logger().warning(note)
+        self._cancel_notes[bytes(goal_handle.goal_id.uuid)] = note
+        return CancelResponse.ACCEPT
 
     @staticmethod
     def _watch_cancel(goal_handle, cancel: threading.Event) -> None:
