@@ -234,3 +234,25 @@ def test_the_rollout_records_the_frame_set_the_plan_was_made_on(vlm, tmp_path, r
         stop_process(logger)
         stop_process(camera)
     assert "Traceback" not in out, out
+
+
+def test_planner_node_uses_the_server_pool_of_base_urls(vlm, tmp_path, rclpy_context):
+    """Issue 30.5: planner_node takes the CLI's server pool: base_url (here a dead server) and base_urls; a request
+    goes around the dead one to a live one."""
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on: a dead server
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    camera = start_camera()
+    child = start_planner(dead, tmp_path, "-p", f"base_urls:=['{vlm.base_url}']")
+    probe_node = Probe(rclpy_context)
+    try:
+        response = probe_node.plan(backproject=False)
+        assert response.success, response.message
+        assert len(response.plan.actions) == 2
+    finally:
+        probe_node.close()
+        out = stop_process(child)
+        stop_process(camera)
+    assert "Traceback" not in out, out
