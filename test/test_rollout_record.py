@@ -297,8 +297,14 @@ def test_bag_messages_deserialize_with_rclpy(tmp_path):
         located = _plan().with_targets(TargetSet("base", [Target(0, "grasp", "spoon", (0.1, 0.2, 0.3), yaw=0.0, width=0.02),
                                                            Target(1, "place", "spoon", (0.4, 0.0, 0.0))]))
         writer.write("/p", B.plan_msg(located, 7))
+        writer.write("/j", B.joint_state_msg(["fr3_joint1", "fr3_finger_joint1"], [0.5, 0.04], 7, [0.1, 0.0]))
     with open(path, "rb") as f:
         raw = [m.data for _, _, m in mcap.make_reader(f).iter_messages()]
+    from sensor_msgs.msg import JointState
+
+    joints = serialization.deserialize_message(raw[2], JointState)
+    assert list(joints.name) == ["fr3_joint1", "fr3_finger_joint1"] and list(joints.position) == [0.5, 0.04]
+    assert list(joints.velocity) == [0.1, 0.0] and joints.header.stamp.nanosec == 7
     image = serialization.deserialize_message(raw[0], Image)
     assert (image.width, image.height, image.encoding) == (64, 48, "rgb8")
     np.testing.assert_array_equal(np.asarray(image.data, dtype=np.uint8).reshape(48, 64, 3), rgb)

@@ -42,10 +42,22 @@ def camera_model_to_msg(camera: CameraModel, make: Callable[..., Any], header: A
 
     ``header`` is a Header of the same message family (rosbags classes take every field up front).
     """
-    P = np.hstack([camera.K, np.zeros((3, 1))])
-    fields = dict(header=header, height=int(camera.height), width=int(camera.width),
-                  distortion_model=camera.distortion_model, d=np.asarray(camera.D, dtype=np.float64),
-                  k=camera.K.astype(np.float64).ravel(), r=np.eye(3).ravel(), p=P.ravel(), binning_x=0, binning_y=0)
+    return _camera_info(make, header, camera.width, camera.height, camera.K, camera.D, camera.distortion_model)
+
+
+def raw_calibration_to_msg(calibration: "RawCalibration", make: Callable[..., Any], header: Any) -> Any:
+    """A calibration as recorded -> CameraInfo of class ``make``, nothing checked (a log keeps what the camera
+    sent, a distortion model nothing here can use included); P = [K | 0], R = I."""
+    return _camera_info(make, header, calibration.width, calibration.height, calibration.K, calibration.D,
+                        calibration.distortion_model)
+
+
+def _camera_info(make: Callable[..., Any], header: Any, width: int, height: int, K: Any, D: Any, model: str) -> Any:
+    K = np.asarray(K, dtype=np.float64).reshape(3, 3)
+    P = np.hstack([K, np.zeros((3, 1))])
+    fields = dict(header=header, height=int(height), width=int(width), distortion_model=str(model),
+                  d=np.asarray(D, dtype=np.float64).ravel(), k=K.ravel(), r=np.eye(3).ravel(), p=P.ravel(),
+                  binning_x=0, binning_y=0)
     roi_type = getattr(make, "__dataclass_fields__", {}).get("roi")
     if roi_type is not None:  # rosbags: a dataclass whose RegionOfInterest class sits in the same module
 

@@ -17,7 +17,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from grounded_planner.msgs import images
+from grounded_planner.msgs import images, joint_states
+from grounded_planner.msgs.camera_info import RawCalibration, raw_calibration_to_msg
 from grounded_planner.msgs.images import IMAGE_MSGTYPES  # noqa: F401 (re-exported: Image or CompressedImage)
 from grounded_planner.msgs.plan import header_msg as _header_msg, plan_to_msg, stamp_to_ns
 from grounded_planner.rollout.bag_common import (  # noqa: F401 (re-exported)
@@ -98,14 +99,10 @@ def camera_info_msg(K: Sequence[float], width: int, height: int, stamp_ns: int,
     K_arr = np.asarray(K, dtype=np.float64).reshape(-1)
     if K_arr.size != 9:
         raise BagError(f"K must be a 3x3 matrix (9 numbers), got {K_arr.size}")
-    types = typestore().types
-    P = np.zeros((3, 4))
-    P[:, :3] = K_arr.reshape(3, 3)
-    return types["sensor_msgs/msg/CameraInfo"](
-        header=header_msg(stamp_ns, frame_id), height=int(height), width=int(width),
-        distortion_model=distortion_model, d=np.asarray(D, dtype=np.float64), k=K_arr,
-        r=np.eye(3).reshape(-1), p=P.reshape(-1), binning_x=0, binning_y=0,
-        roi=types["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0, width=0, do_rectify=False))
+    calibration = RawCalibration(int(width), int(height), K_arr.reshape(3, 3), np.asarray(D, dtype=np.float64),
+                                 distortion_model, frame_id)
+    return raw_calibration_to_msg(calibration, typestore().types["sensor_msgs/msg/CameraInfo"],
+                                  header_msg(stamp_ns, frame_id))
 
 
 def string_msg(payload: Any):
@@ -117,11 +114,10 @@ def string_msg(payload: Any):
 def joint_state_msg(names: Sequence[str], position: Sequence[float], stamp_ns: int,
                     velocity: Sequence[float] = (), effort: Sequence[float] = ()):
     """sensor_msgs/JointState (positions in rad or m, as the robot reports them)."""
-    if len(names) != len(position):
-        raise BagError(f"joint state has {len(names)} names but {len(position)} positions")
-    return typestore().types["sensor_msgs/msg/JointState"](
-        header=header_msg(stamp_ns, ""), name=list(names), position=np.asarray(position, dtype=np.float64),
-        velocity=np.asarray(velocity, dtype=np.float64), effort=np.asarray(effort, dtype=np.float64))
+    try:
+        return joint_states.joint_state_msg(typestore().types, names, position, stamp_ns, velocity, effort)
+    except joint_states.JointStateError as exc:
+        raise BagError(str(exc)) from exc
 
 
 def plan_msg(plan, stamp_ns: int, frame_id: str = "camera_color_optical_frame"):
