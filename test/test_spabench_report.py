@@ -160,6 +160,10 @@ def test_blind_success_probability_by_task():
     none = TrialSpec(target=None, receptacle="bowl", receptacle_radius_m=0.08, distractors=("a", "b"))
     assert blind_success_probability(record("object_state", "no_intervention", 0, True, spec=none,
                                             expects_action=False)) == 0.0
+    # no object of the named category at all: it moves nothing, which is right where no action is expected
+    empty = TrialSpec(target=None, reference="a", receptacle="bowl", receptacle_radius_m=0.08)
+    assert blind_success_probability(record("referential_description", "no_intervention", 0, True, spec=empty,
+                                            expects_action=False)) == 1.0
     # counting: one of three objects already in the bowl, two outside; 'exactly two' needs one more: it draws
     # 0, 1 or 2 objects to move, one draw in three is right
     count = TrialSpec(receptacle="bowl", receptacle_radius_m=0.08, count=2)

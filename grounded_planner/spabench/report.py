@@ -147,7 +147,8 @@ def blind_success_probability(rec: Mapping[str, Any]) -> float:
     spatial qualifier: it puts the pick in the receptacle; in relational placement it places the target on one of
     the four sides of the reference, drawn uniformly; in counting it puts a uniformly drawn number 0..m of the m
     objects outside the receptacle into it. It never withholds action for a spatial reason, so a no-intervention
-    trial succeeds only by those draws (counting: drawing 0; relational control: drawing the side that holds).
+    trial succeeds only by those draws (counting: drawing 0; relational control: drawing the side that holds), or
+    when nothing of the named category is there to move.
     """
     spec = rec.get("spec") or {}
     task = rec["task"]
@@ -157,11 +158,14 @@ def blind_success_probability(rec: Mapping[str, Any]) -> float:
         outside = len(movable_outside(rec))
         needed = int(spec["count"]) - len(in_receptacle(rec, rec.get("initial_positions") or {}))
         return 1.0 / (outside + 1) if 0 <= needed <= outside else 0.0
+    candidates = blind_candidates(rec)
+    if not candidates:  # nothing of the named category on the table: it does nothing
+        return 0.0 if rec.get("expects_action", True) else 1.0
     if task == "relational_placement":
-        return (1.0 / len(blind_candidates(rec)) if spec.get("target") else 0.0) / DIRECTIONS
-    if not rec.get("expects_action", True) or not spec.get("target"):
+        return (1.0 / len(candidates) if spec.get("target") in candidates else 0.0) / DIRECTIONS
+    if not rec.get("expects_action", True) or spec.get("target") not in candidates:
         return 0.0  # nothing to pick correctly: any object it moves is a failure
-    return 1.0 / len(blind_candidates(rec))
+    return 1.0 / len(candidates)
 
 
 def poisson_binomial_interval(probabilities: Sequence[float], level: float = 0.95) -> tuple[int, int]:
