@@ -256,3 +256,41 @@ def test_planner_node_uses_the_server_pool_of_base_urls(vlm, tmp_path, rclpy_con
         out = stop_process(child)
         stop_process(camera)
     assert "Traceback" not in out, out
+
+
+def test_the_closed_loop_refuses_to_check_a_step_on_a_dead_camera(rclpy_context):
+    """The executor's closed loop reads frames as the planner does (issue 30.1): a check takes a matched set stamped
+    after it asked; once the camera process is killed it fails naming the topic instead of looking at old frames."""
+    import threading
+
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    from grounded_planner.ros.closed_loop_io import RosClosedLoopIO
+    from grounded_planner.ros.frames import FRESHNESS_PARAMS, LatestFrames, StaleFrameError
+    from grounded_planner.ros.params import declare_all
+
+    camera = start_camera()
+    node = rclpy.create_node("closed_loop_probe", context=rclpy_context)
+    executor = MultiThreadedExecutor(num_threads=2, context=rclpy_context)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    try:
+        declare_all(node, FRESHNESS_PARAMS)  # as executor_node declares them
+        frames = LatestFrames(node, "/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
+                              "/camera/camera/color/camera_info")
+        spinner.start()
+        io = RosClosedLoopIO(node, frames, extrinsics=None, frame_wait_s=10.0)
+        seen = io.observe()  # a live camera: a set taken after the call
+        assert seen.rgb.shape[:2] == (240, 320) and seen.depth_m.shape == (240, 320)
+        camera.kill()
+        camera.wait(10)
+        io.frame_wait_s = 1.0
+        with pytest.raises(StaleFrameError, match=r"stale frame: /camera/camera/\S+ is (\d+\.\d s old|stamped \d+\.\d s "
+                                                  r"before the frame was asked for)"):
+            io.observe()
+    finally:
+        executor.shutdown(timeout_sec=5.0)
+        node.destroy_node()
+        if camera.poll() is None:
+            camera.kill()
