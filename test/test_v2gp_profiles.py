@@ -15,7 +15,8 @@ from grounded_planner.v2gp.profiles import PROFILES, ROBOT_PROFILES, config_for_
     ("bi_so100_follower", "bi_so101"), ("koch", "koch"), ("koch_follower", "koch"), ("aloha", "aloha"),
     ("mobile_aloha", "aloha"), ("piper", "piper"), ("agilex_piper_bimanual", "piper"), ("xarm", "xarm"), ("widowx", "widowx"), ("bridge", "widowx"),
     ("franka", "droid"), ("Franka", "droid"), ("droid", "droid"), ("ur5", "ur5"), ("ur5e", "ur5"),
-    ("Unitree_G1_Inspire", "g1_inspire"), ("Unitree_G1_Dex3_Single_Cam", "g1_dex3"), ("realman", "realman")])
+    ("Unitree_G1_Inspire", "g1_inspire"), ("Unitree_G1_Dex3_Single_Cam", "g1_dex3"), ("realman", "realman"),
+    ("reachy2", "reachy2")])
 def test_the_issue_s_embodiments_have_a_profile(robot_type, profile):
     assert profile_for_robot_type(robot_type).name == profile
 
@@ -90,3 +91,22 @@ def test_two_fingers_of_opposite_sign_do_not_cancel():
     np.testing.assert_allclose(combine(fingers, "mean"), opening)
     inspire = np.c_[opening, opening + 0.01]  # same-sign fingers: their plain mean
     np.testing.assert_allclose(combine(inspire, "mean"), opening + 0.005)
+
+
+def test_a_known_unnamed_layout_is_used_only_at_its_exact_length():
+    unnamed = {"observation.state": {"dtype": "float32", "shape": [19], "names": None},
+               "action": {"dtype": "float32", "shape": [19], "names": None}}
+    channels, warnings = find_grippers(unnamed, "reachy2")
+    assert [(ch.hand, ch.indices, ch.command_column, ch.command_indices) for ch in channels] == [
+        ("left", [7], "action", [7]), ("right", [15], "action", [15])]
+    assert any("no element names" in w for w in warnings)
+    # another length, or names present, or another robot: no position is guessed
+    for features, robot_type in (
+            ({"observation.state": {"dtype": "float32", "shape": [24], "names": None}}, "reachy2"),
+            (unnamed, "koch")):
+        with pytest.raises(DatasetError, match="no element named like a gripper"):
+            find_grippers(features, robot_type)
+    named = {"observation.state": _vector(["neck_yaw.pos", "l_gripper.pos", "r_shoulder_pitch.pos",
+                                           "r_gripper.pos"])}
+    channels, _ = find_grippers(named, "reachy2")
+    assert [(ch.hand, ch.names) for ch in channels] == [("left", ["l_gripper.pos"]), ("right", ["r_gripper.pos"])]

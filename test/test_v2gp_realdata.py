@@ -194,3 +194,52 @@ def test_the_g1_profile_reads_the_four_fingers_of_each_hand():
         ("left", ["kLeftHandPinky", "kLeftHandRing", "kLeftHandMiddle", "kLeftHandIndex"]),
         ("right", ["kRightHandPinky", "kRightHandRing", "kRightHandMiddle", "kRightHandIndex"])]
     assert all(ch.command_column == "action" for ch in ds.channels)
+
+
+# -- a third embodiment: Pollen's Reachy 2 (test/fixtures/lerobot_reachy2_apple_storage, real, Apache-2.0) --------
+REACHY2 = Path(__file__).parent / "fixtures" / "lerobot_reachy2_apple_storage"
+
+
+def _check_against_truth(dataset: Path, out: dict, hand: str) -> None:
+    truth = json.loads((dataset / "v2gp_truth.json").read_text())
+    assert sorted(out["episodes"], key=int) == sorted(truth["episodes"], key=int)
+    slack = 2  # frames beyond the truth's windows (already 3 frames wider on each side)
+    for index, segments in out["episodes"].items():
+        hands = out.get("hands", {}).get(index, [""] * len(segments))
+        mine = sorted(s for s, h in zip(segments, hands) if h in (hand, ""))
+        want = truth["episodes"][index]["segments"]
+        assert len(mine) == len(want), (index, segments, want)
+        for s, w in zip(mine, want):
+            assert w["start"][0] - slack <= s[0] <= w["start"][1] + slack, (index, s, w)
+            assert w["end"][0] - slack <= s[1] <= w["end"][1] + slack, (index, s, w)
+    assert "reasons" not in out
+
+
+def test_real_reachy2_episodes_without_element_names_match_the_truth():
+    """observation.state has 19 elements and no names (Pollen's layout: each arm's 7 joints and gripper, the
+    neck); the reachy2 profile knows that layout, says so, and the right gripper (open at 2.27, on the apple at
+    1.3-1.6) gives each episode its one grasp; the left gripper, open all along, gives none and no error."""
+    done = _cli("v2gp", "segment", "--dataset", str(REACHY2))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    _check_against_truth(REACHY2, out, "right")
+    assert all(h == ["right"] for h in out["hands"].values())
+    assert "element 15 is the right gripper in the 19-element layout of the reachy2 profile" in done.stderr
+
+
+def test_an_unnamed_vector_of_an_unknown_robot_is_refused_naming_what_to_give(tmp_path):
+    copy = tmp_path / "ds"
+    shutil.copytree(REACHY2, copy)
+    info = json.loads((copy / "meta" / "info.json").read_text())
+    info["robot_type"] = "pollen_reachy_mk2"
+    (copy / "meta" / "info.json").write_text(json.dumps(info))
+    done = _cli("v2gp", "segment", "--dataset", str(copy))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "no element named like a gripper" in done.stderr and "gripper: observation.state[6]" in done.stderr
+    # named by the user, a gripper in radians (1.3..2.3, inside 0..100) is not taken for LeRobot's percent range
+    cfg = tmp_path / "v2gp.yaml"
+    cfg.write_text('gripper: "observation.state[15]"\n')
+    done = _cli("v2gp", "segment", "--dataset", str(copy), "--config", str(cfg))
+    assert done.returncode == 0, done.stderr
+    _check_against_truth(REACHY2, json.loads(done.stdout), "right")
+    assert "0..100" not in done.stderr and "range learned (0.7148..2.275)" in done.stderr

@@ -161,6 +161,7 @@ def find_grippers(features: dict[str, Any], robot_type: str | None, robot: str |
         return [GripperChannel("", column, indices, names, base.open_value, base.closed_value, base.combine,
                                cmd, cmd_idx, base.name)], warnings
     channels = _by_profile(features, profile) if profile is not None else []
+    warnings += list(dict.fromkeys(n for ch in channels for n in ch.notes))
     if not channels:
         channels = _by_name(features)
         if not channels:
@@ -206,9 +207,32 @@ def _by_profile(features: dict[str, Any], profile: RobotProfile) -> list[Gripper
                 break
         if channels and hand == "":
             break
+    if not channels:
+        channels = _by_layout(features, profile)
     if any(ch.hand for ch in channels):  # a two-armed profile: the one-arm fallback pattern is not wanted too
         channels = [ch for ch in channels if ch.hand]
     return channels
+
+
+def _by_layout(features: dict[str, Any], profile: RobotProfile) -> list[GripperChannel]:
+    """A profile's known layout of a state vector stored without element names (exactly that length); the
+    command is the action element at the same place when the action has the same unnamed layout."""
+    for key in _state_like(features):
+        feature = features[key]
+        length = int(np.prod(feature.get("shape") or [1]))
+        if element_names(feature) or not _feature_is_vector(feature):
+            continue
+        for size, places in profile.unnamed:
+            if size != length:
+                continue
+            action = next((a for a in ACTION_KEYS if a in features and not element_names(features[a])
+                           and int(np.prod(features[a].get("shape") or [1])) == size), None)
+            return [GripperChannel(hand, key, [i], [], profile.open_value, profile.closed_value, profile.combine,
+                                   action, [i] if action else None, profile.name,
+                                   [f"{key} has no element names: element {i} is the {hand} gripper in the "
+                                    f"{size}-element layout of the {profile.name} profile"])
+                    for hand, i in places]
+    return []
 
 
 def _excluded(name: str, profile: RobotProfile) -> bool:

@@ -33,6 +33,9 @@ class RobotProfile:
     # how several elements of one hand make one signal: "mean" (same sign: normalised fingers), "abs_mean"
     # (joint angles of mixed sign, 0 = straight: the mean distance from straight grows as the hand closes)
     combine: str = "mean"
+    # recorders that store the state without element names: (vector length, ((hand, element index), ...)) per
+    # known layout; used only when the feature has no names and exactly that length (never a guess by position)
+    unnamed: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = ()
 
     def matches(self, robot_type: str) -> bool:
         rt = robot_type.strip().lower()
@@ -146,6 +149,20 @@ PROFILES: tuple[RobotProfile, ...] = (
         None, 0.0, "gripper joint (0 closed, larger open): stroke learned",
         ("RobotCoin realman dataset card (github: a LeRobot v2.1 card with states/actions of 30 elements: "
          "right_gripper_joint, left_gripper_joint, end-effector quaternions last)",)),
+    RobotProfile(
+        "reachy2", ("reachy2", "reachy_2", "reachy2_robot", "reachy"),
+        (("left", r"^l_(arm_)?gripper(\.pos)?$"), ("right", r"^r_(arm_)?gripper(\.pos)?$")),
+        None, 0.0, "Reachy gripper joint (smaller = more closed; the raw open value, about 2.27 rad in the "
+        "recordings read, is learned)",
+        (f"{LEROBOT} src/lerobot/robots/reachy2/robot_reachy2.py (REACHY2_L_ARM_JOINTS / REACHY2_R_ARM_JOINTS: "
+         "l_gripper.pos, r_gripper.pos after each arm's seven joints)",
+         "Pollen Robotics' Reachy recorders (found by code search: '# qpos (8dof per arm + neck) -> 16 + 3 = 19': "
+         "the left arm's 7 joints and l_gripper, the right arm's and r_gripper, the neck's 3; their gym env "
+         "lists l_arm_shoulder_pitch .. l_gripper, r_arm_shoulder_pitch .. r_gripper), the layout of Pollen's "
+         "LeRobot v2.0 datasets that store observation.state / action with names null",
+         "test/fixtures/lerobot_reachy2_apple_storage (real, Apache-2.0): element 15 rests open at 2.27, holds "
+         "an apple at 1.3-1.6 while its command (action 15) goes to -0.09; element 7 stays at 2.27"),
+        unnamed=((19, (("left", 7), ("right", 15))),)),
 )
 
 # the profiles by name, as --robot and ``robot:`` name them; "default" (0..1, 1 closed, fixed thresholds) and

@@ -14,7 +14,7 @@ import numpy as np
 from grounded_planner.v2gp.episode import DemoEpisode, GripperTrace
 from grounded_planner.v2gp.grippers import GripperChannel, looks_like_a_gripper
 from grounded_planner.v2gp.profiles import BY_NAME
-from grounded_planner.v2gp.segment import Segment, SegmentConfig, SegmentResult, segment
+from grounded_planner.v2gp.segment import _MIN_RANGE_FRACTION, Segment, SegmentConfig, SegmentResult, segment
 
 #: episodes read to decide a dataset's gripper signals (range, polarity, constant followers)
 SCAN_EPISODES = 64
@@ -127,7 +127,9 @@ def _settings(ch: GripperChannel, signals: list[np.ndarray], config, robot: str 
         words = " ".join(ch.names + [ch.column]).lower()
         if "clos" in words:
             open_value, what = lo, f"larger = more closed (the name says so), range learned ({lo:.4g}..{hi:.4g})"
-        elif -1.0 <= lo and hi <= 101.0 and hi > 1.5:
+        elif -1.0 <= lo and hi <= 101.0 and hi > 1.5 and hi - lo >= _MIN_RANGE_FRACTION * 100.0:
+            # LeRobot's percent range only where the signal spans as much of it as a gripper that moved at all
+            # does: a gripper in radians (a Reachy's 1.3..2.3) lies inside 0..100 too, but would read as still
             open_value, closed_value, what = 100.0, 0.0, "LeRobot's 0..100 range (RANGE_0_100: 0 closed, 100 open)"
         else:
             unit = -0.05 <= lo and hi <= 1.05
