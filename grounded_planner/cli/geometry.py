@@ -8,11 +8,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import yaml
 from PIL import Image
 
 from grounded_planner.cli.main import CliError, add_command
 from grounded_planner.geometry import CameraModel, Extrinsics, GeometryError, compute_targets
 from grounded_planner.geometry.errors import CameraModelError
+from grounded_planner.geometry.calibration_files import check_camera_frame, import_result, load_pose_samples
 from grounded_planner.geometry.handeye import CharucoBoardSpec, calibrate_hand_eye, detect_board, load_samples
 from grounded_planner.plan import PlanError, load_plan
 
@@ -34,20 +36,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bp.set_defaults(func=_backproject)
 
     cal = add_command(subparsers, "calibrate",
-        description="DIR holds NAME.png + NAME.yaml pairs (the flange pose in the robot base frame, in the "
-                    "extrinsics format), plus camera.yaml and board.yaml unless given. Prints residuals per sample "
-                    "and overall, writes the camera extrinsics YAML.")
-    cal.add_argument("--samples", required=True, metavar="DIR")
-    cal.add_argument("--out", required=True, metavar="calibration/NAME.yaml")
+        description="Three ways to the camera extrinsics YAML. --samples DIR: NAME.png + NAME.yaml pairs (the flange "
+                    "pose in the robot base frame, in the extrinsics format), plus camera.yaml and board.yaml unless "
+                    "given; prints residuals per sample and overall. --from-samples FILE: robot and target pose "
+                    "samples (easy_handeye2's saved .samples, or a plain YAML: setup: eye_in_hand|eye_to_hand, "
+                    "robot_base_frame, robot_effector_frame, camera_frame, samples: [{robot: {translation: [x, y, "
+                    "z], rotation: [qx, qy, qz, qw]}, target: {...}}], the effector in the base frame, the target in "
+                    "the camera frame). --import FILE: a finished result of easy_handeye2 (.calib), easy_handeye "
+                    "(.yaml) or MoveIt Calibration (.launch). Every result's camera frame is checked against its "
+                    "rotation (camera_link holding the optical frame's rotation is refused).")
+    source = cal.add_mutually_exclusive_group(required=True)
+    source.add_argument("--samples", metavar="DIR", help="ChArUco images + flange poses")
+    source.add_argument("--from-samples", metavar="FILE", dest="from_samples",
+                        help="robot + target pose samples: easy_handeye2 .samples or the plain YAML above")
+    source.add_argument("--import", metavar="FILE", dest="import_file",
+                        help="a calibration result of easy_handeye2, easy_handeye or MoveIt Calibration")
+    cal.add_argument("--out", metavar="EXTRINSICS.yaml",
+                     help="where to write our extrinsics YAML (required with --samples and --from-samples; "
+                          "--import without it prints the YAML)")
     cal.add_argument("--mode", default="eye_to_hand", choices=["eye_to_hand", "eye_in_hand"],
-                     help="eye_to_hand: camera fixed, board on the flange; eye_in_hand: camera on the arm, board fixed")
+                     help="--samples: eye_to_hand: camera fixed, board on the flange; eye_in_hand: camera on the arm, "
+                          "board fixed (the sample files of --from-samples and --import say it themselves)")
     cal.add_argument("--method", default="auto", choices=["auto", "tsai", "park", "horaud", "andreff", "daniilidis"],
                      help="OpenCV solver for the initial estimate (auto keeps the one with the smallest residuals); "
-                          "it is then refined on the corners' reprojection error over all samples")
+                          "with --samples it is then refined on the corners' reprojection error over all samples")
     cal.add_argument("--camera-info", default=None, metavar="CAM.yaml", help="intrinsics (default DIR/camera.yaml)")
     cal.add_argument("--board", default=None, metavar="BOARD.yaml", help="ChArUco board spec (default DIR/board.yaml)")
     cal.add_argument("--camera-frame", default=None,
-                     help="child frame of the result (default: the camera file's frame_id, else camera_color_optical_frame)")
+                     help="child frame of the result (default: the camera file's frame_id, else "
+                          "camera_color_optical_frame; with --from-samples/--import: the file's camera frame). Use it "
+                          "to relabel a result whose rotation belongs to another frame than its name says")
     cal.set_defaults(func=_calibrate)
 
 
@@ -91,7 +109,70 @@ def _backproject(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_extrinsics(extrinsics: Extrinsics, out: str | None, header: str) -> None:
+    if out is None:
+        print(yaml.safe_dump(extrinsics.to_dict(), sort_keys=False), end="")
+        return
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    extrinsics.save(path, header=header)
+    print(f"wrote {path}: {extrinsics.parent_frame} <- {extrinsics.child_frame}")
+
+
+def _relabelled(extrinsics: Extrinsics, camera_frame: str | None) -> Extrinsics:
+    if not camera_frame or camera_frame == extrinsics.child_frame:
+        return extrinsics
+    metadata = dict(extrinsics.metadata)
+    metadata.setdefault("calibration", {})["relabelled_from"] = extrinsics.child_frame
+    return Extrinsics(extrinsics.parent_frame, camera_frame, extrinsics.translation, extrinsics.rotation, metadata)
+
+
+def _import_calibration(args: argparse.Namespace) -> int:
+    try:
+        extrinsics, setup, tool = import_result(args.import_file)
+        extrinsics = _relabelled(extrinsics, args.camera_frame)
+        checked = check_camera_frame(extrinsics, setup)
+    except GeometryError as exc:
+        raise CliError(exc.detail) from exc
+    print(f"{tool} {setup} result from {args.import_file}; {checked}", file=sys.stderr)
+    _write_extrinsics(extrinsics, args.out, f"imported from {tool} ({setup}) by grounded-planner calibrate --import "
+                                            f"{args.import_file}")
+    return 0
+
+
+def _calibrate_from_samples(args: argparse.Namespace) -> int:
+    if not args.out:
+        raise CliError("--from-samples needs --out EXTRINSICS.yaml")
+    try:
+        samples = load_pose_samples(args.from_samples)
+        result = calibrate_hand_eye(samples.effector2base, samples.target2cam, mode=samples.setup,
+                                    method=args.method, base_frame=samples.base_frame,
+                                    gripper_frame=samples.effector_frame,
+                                    camera_frame=args.camera_frame or samples.camera_frame)
+        checked = check_camera_frame(result.extrinsics, samples.setup)
+    except GeometryError as exc:
+        raise CliError(exc.detail, code=1) from exc
+    except ImportError as exc:  # calibrate_hand_eye's solvers are OpenCV's
+        raise CliError(f"calibrate needs OpenCV: pip install opencv-python-headless ({exc})") from exc
+    fixed = "target in effector" if samples.setup == "eye_to_hand" else "target in base"
+    print(f"{'sample':<16} {'resid_mm':>9} {'resid_deg':>9}   ({fixed} vs consensus)")
+    for r in result.residuals:
+        print(f"{r.name:<16} {1000 * r.translation_m:>9.3f} {r.rotation_deg:>9.4f}")
+    print(f"overall: {len(samples.target2cam)} samples ({samples.source}, {samples.setup}), method {result.method}, "
+          f"RMS {1000 * result.rms_translation_m:.3f} mm, {result.rms_rotation_deg:.4f} deg; {checked}")
+    result.extrinsics.metadata["calibration"]["samples_file"] = str(args.from_samples)
+    _write_extrinsics(result.extrinsics, args.out, f"hand-eye calibration ({samples.setup}) by grounded-planner "
+                                                   f"calibrate --from-samples {args.from_samples}")
+    return 0
+
+
 def _calibrate(args: argparse.Namespace) -> int:
+    if args.import_file:
+        return _import_calibration(args)
+    if args.from_samples:
+        return _calibrate_from_samples(args)
+    if not args.out:
+        raise CliError("--samples needs --out EXTRINSICS.yaml")
     samples_dir = Path(args.samples)
     try:
         import cv2  # lazy: optional SDK (cv2), not in install_requires

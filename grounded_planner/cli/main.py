@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "run camera bag -> planner -> back-projection -> executor -> rollout on a sample scene"),
     "execute": ("execute", "execute a plan's 3D targets on a robot (or check them with --dry-run)"),
     "backproject": ("geometry", "3D targets of a plan from an aligned depth image, intrinsics and extrinsics"),
-    "calibrate": ("geometry", "hand-eye calibration from ChArUco images + robot poses"),
+    "calibrate": ("geometry", "hand-eye calibration: ChArUco images, pose samples (easy_handeye2) or another tool's result"),
     "plan": ("planner", "ask a VLM for a grounded plan of an image and an instruction"),
     "parse": ("planner", "read a raw model answer on stdin, print the canonical plan JSON"),
     "draw": ("planner", "draw a plan over its image (boxes, place crosses, step numbers)"),
