@@ -112,21 +112,12 @@ def test_lifecycle_camera_publishes_aligned_frames_and_matching_info(rclpy_conte
 @pytest.mark.ros
 def test_camera_node_plays_a_realsense_recording(tmp_path, rclpy_context):
     """A recording made with pyrealsense2's recorder from the software device, played by camera_node (playback_file)."""
-    import pyrealsense2 as rs
-
+    pytest.importorskip("pyrealsense2")
     from grounded_planner.ros.convert import image_to_numpy
-    from grounded_planner.ros.realsense import SoftwareCamera
-    from helpers.software_camera_node import COLOR_SIZE, DEPTH_SIZE, FX_PX, pattern
+    from helpers.software_camera_node import pattern, record_pattern
 
-    recording = tmp_path / "session.db3"  # librealsense >= 2.56 records rosbag2 sqlite files
-    camera = SoftwareCamera(COLOR_SIZE, DEPTH_SIZE, FX_PX, fps=30)
-    recorder = rs.recorder(str(recording), camera.device)
-    color_px, depth_px = pattern()
-    for _ in range(15):
-        camera.push(color_px, depth_px)
-        camera.syncer.try_wait_for_frames(100)
-    del recorder  # closes the file
-    camera.close()
+    recording = record_pattern(tmp_path / "session.db3")  # librealsense >= 2.56 records rosbag2 sqlite files
+    color_px, _depth_px = pattern()
 
     got, out = first_camera_frames(rclpy_context, [f"playback_file:={recording}"], "frames played from the recording")
     assert "Traceback" not in out, out

@@ -1,4 +1,4 @@
-"""The client side of ``/grounded_planner/approve``: answer the plan an executor holds for approval."""
+"""The client side of ``grounded_planner/approve``: answer the plan an executor holds for approval."""
 
 from __future__ import annotations
 
@@ -14,9 +14,12 @@ class ApprovalError(RuntimeError):
     """No executor offered the approve service within the timeout, or it did not answer."""
 
 
-def send_approval(approved: bool, timeout_s: float = 10.0, service: str = names.APPROVE_SERVICE) -> tuple[bool, str]:
-    """Call the approve service once (true approves, false rejects). Returns the executor's (taken, message):
-    not taken when no plan was waiting. Raises :class:`ApprovalError` when the service does not answer."""
+def send_approval(approved: bool, timeout_s: float = 10.0, service: str = names.APPROVE_SERVICE,
+                  namespace: str = "") -> tuple[bool, str]:
+    """Call the approve service once (true approves, false rejects) of the executor in ``namespace`` (``''``: the
+    root one). Returns the executor's (taken, message): not taken when no plan was waiting. Raises
+    :class:`ApprovalError` when the service does not answer."""
+    service = names.in_namespace(namespace, service)
     with rclpy.init(args=[]):
         node = rclpy.create_node("grounded_planner_approve")
         executor = SingleThreadedExecutor()

@@ -23,9 +23,9 @@ PARAMS = [
     Param("targets_topic", names.TARGETS, "GroundedPlan: the back-projected plan again, for subscribers of the targets (width, normal, method inside)",
           non_empty, read_only=True),
     Param("markers_topic", names.TARGET_MARKERS, "visualization_msgs/MarkerArray of the 3D targets", non_empty, read_only=True),
-    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
+    Param("depth_topic", names.ALIGNED_DEPTH_IMAGE,
           "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)", non_empty, read_only=True),
-    Param("camera_info_topic", "/camera/camera/color/camera_info", "intrinsics of the colour camera", non_empty, read_only=True),
+    Param("camera_info_topic", names.COLOR_CAMERA_INFO, "intrinsics of the colour camera", non_empty, read_only=True),
     Param("depth_camera_info_topic", "auto",
           "the depth image's own camera_info: when it differs from colour's, back-projection refuses "
           "(auto = beside depth_topic, as image_transport finds it; '' = no check)",

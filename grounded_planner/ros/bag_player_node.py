@@ -1,4 +1,8 @@
-"""bag_player_node: plays a rosbag2 (MCAP or sqlite3) onto its recorded topics — the camera for replays."""
+"""bag_player_node: plays a rosbag2 (MCAP or sqlite3) onto its recorded topics — the camera for replays.
+
+Recorded names are played relative to the node's namespace: ``/camera/camera/color/image_raw`` in a bag reaches
+``/robot1/camera/camera/color/image_raw`` from a player in ``/robot1`` (and itself from one in the root namespace).
+"""
 
 from __future__ import annotations
 
@@ -83,7 +87,9 @@ class BagPlayerNode(Node):
             except BagFileError as exc:
                 self.get_logger().warning(f"skipping topic {topic}: {exc}")
                 continue
-            self._topic_pubs[topic] = self.create_publisher(cls, topic, QoSProfile(depth=10))
+            # under the node's namespace (a second robot's bag in /robot2 plays onto /robot2/camera/...); in the
+            # root namespace the recorded name itself
+            self._topic_pubs[topic] = self.create_publisher(cls, topic.lstrip("/"), QoSProfile(depth=10))
             if starts_with_header(cls):
                 self._stamped.add(topic)
         if not self._topic_pubs:
@@ -91,7 +97,7 @@ class BagPlayerNode(Node):
         self.finished = threading.Event()  # set after the last message of a non-looping play
         self.messages_published = 0
         self.passes = 0
-        self.get_logger().info(f"bag {self.bag_path}: {', '.join(self._topic_pubs)}")
+        self.get_logger().info(f"bag {self.bag_path}: {', '.join(pub.topic_name for pub in self._topic_pubs.values())}")
         if p["autostart"]:
             self.play()
 

@@ -12,7 +12,8 @@ from typing import Any, Callable
 import yaml
 
 from grounded_planner.ros.malloc import keep_image_buffers
-from grounded_planner.ros.shutdown import CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, leave_stuck_callbacks, shutdown_executor
+from grounded_planner.ros.shutdown import (CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, ignore_sigint,
+                                          leave_stuck_callbacks, shutdown_executor, spinning)
 from grounded_planner.yamlfile import read_yaml
 import importlib
 
@@ -34,9 +35,16 @@ class ProfileError(ValueError):
     """A bringup profile that cannot be used (missing file, unknown node, malformed section or override)."""
 
 
+def node_of_key(key: str) -> str:
+    """The node a parameters file's top-level key names: ``/**/executor`` (any namespace, as ROS 2 matches it: what
+    our profiles use, so that a namespaced ``/robot1/executor`` gets its section), ``executor`` or ``/executor``."""
+    return key[len("/**/"):] if key.startswith("/**/") else key.lstrip("/")
+
+
 @dataclass
 class Profile:
-    """A ROS 2 parameters file whose top-level keys are node names: ``planner: {ros__parameters: {...}}``."""
+    """A ROS 2 parameters file whose top-level keys name nodes: ``/**/planner: {ros__parameters: {...}}`` (or a plain
+    ``planner:``, which ``ros2 launch`` applies only to a node in the root namespace)."""
 
     path: Path | None
     params: dict[str, dict[str, Any]] = field(default_factory=dict)  # node name -> parameter values
@@ -52,10 +60,13 @@ class Profile:
         if not isinstance(data, dict):
             raise ProfileError(f"{source}: expected a mapping of node names, got {type(data).__name__}")
         params: dict[str, dict[str, Any]] = {}
-        for name, section in data.items():
-            name = str(name).lstrip("/")
+        for key, section in data.items():
+            name = node_of_key(str(key))
             if name not in NODE_TYPES:
-                raise ProfileError(f"{source}: unknown node {name!r} (known: {', '.join(NODE_TYPES)})")
+                raise ProfileError(f"{source}: unknown node {str(key)!r} (known: {', '.join(NODE_TYPES)}, each as "
+                                   "NAME or /**/NAME)")
+            if name in params:
+                raise ProfileError(f"{source}: node {name!r} has two sections ({str(key)!r} and another)")
             # a section without ros__parameters is a typo ROS would silently ignore: every value falls back
             values = section.get("ros__parameters") if isinstance(section, dict) else None
             if not isinstance(values, dict) or (isinstance(section, dict) and set(section) != {"ros__parameters"}):
@@ -125,11 +136,17 @@ class Bringup:
     """
 
     def __init__(self, profile: Profile, factories: dict[str, dict[str, Any]] | None = None,
-                 domain_id: int | None = None, num_threads: int = 8):
+                 domain_id: int | None = None, num_threads: int = 8, namespace: str = ""):
         import rclpy  # lazy: ROS package (rclpy), absent without a ROS install
         from rclpy.context import Context  # lazy: ROS package (rclpy), absent without a ROS install
         from rclpy.executors import MultiThreadedExecutor  # lazy: ROS package (rclpy), absent without a ROS install
 
+        from grounded_planner.ros.names import normalize_namespace  # lazy: a ROS command; the CLI runs without rclpy
+
+        try:
+            self.namespace = normalize_namespace(namespace)  # every node's: a robot's stack beside another's
+        except ValueError as exc:
+            raise ProfileError(str(exc)) from exc
         checked = {name: checked_values(name, values) for name, values in profile.params.items()}  # before any node starts
         if "planner" in checked:  # a thread per VLM request the planner lets into flight, on top of the shared ones
             num_threads += checked["planner"].get("max_concurrent_requests", _default("planner", "max_concurrent_requests"))
@@ -155,8 +172,8 @@ class Bringup:
         from grounded_planner.ros.node_main import ConfigureError, autostart
 
         overrides = parameter_overrides(name, self.profile.params[name])
-        node = _node_class(name)(node_name=name, context=self.context, parameter_overrides=overrides,
-                                 use_global_arguments=False, **extra)
+        node = _node_class(name)(node_name=name, namespace=self.namespace, context=self.context,
+                                 parameter_overrides=overrides, use_global_arguments=False, **extra)
         self.executor.add_node(node)
         try:
             autostart(node)
@@ -169,6 +186,10 @@ class Bringup:
         never under a running callback (destroying it earlier left "cannot use Destroyable" errors in futures)."""
         self.executor.add_node(node)
         self._extra_nodes.append(node)
+
+    def stop_spinning(self) -> None:
+        """End :meth:`spin` after the callbacks running now (safe from a signal handler: it only sets a flag)."""
+        self._stop.set()
 
     def start(self) -> "Bringup":
         """Spin in a background thread (for callers that drive the graph themselves, like the demo)."""
@@ -242,8 +263,10 @@ class Bringup:
         self.shutdown()
 
 
-def run(config: str | Path, overrides: list[str] = (), on_ready: Callable[[Bringup], None] | None = None) -> int:
-    """Bring up ``config`` with ``overrides`` and spin until Ctrl-C; returns an exit code."""
+def run(config: str | Path, overrides: list[str] = (), on_ready: Callable[[Bringup], None] | None = None,
+        namespace: str = "") -> int:
+    """Bring up ``config`` with ``overrides`` (every node in ``namespace``) and spin until Ctrl-C; returns an exit
+    code."""
     keep_image_buffers()  # this process is the nodes' process, as run_node's is theirs
     if threading.current_thread() is threading.main_thread():
         from grounded_planner.ros.node_main import stop_on_sigint  # lazy: a ROS command; the CLI runs without rclpy
@@ -254,14 +277,19 @@ def run(config: str | Path, overrides: list[str] = (), on_ready: Callable[[Bring
         profile.set(assignment)
     if not profile.params:
         raise ProfileError(f"profile {config} names no node")
-    with Bringup(profile) as bringup:
-        print(f"bringup: {', '.join(bringup.nodes)} running from {config} (Ctrl-C to stop)", flush=True)
+    with Bringup(profile, namespace=namespace) as bringup:
+        where = "" if bringup.namespace == "/" else f" in namespace {bringup.namespace}"
+        print(f"bringup: {', '.join(bringup.nodes)} running{where} from {config} (Ctrl-C to stop)", flush=True)
         if on_ready is not None:
             on_ready(bringup)
         try:
+            spinning(True, on_sigint=bringup.stop_spinning)  # rclpy's handler leaves a private context running
             bringup.spin()
         except KeyboardInterrupt:
             pass
+        finally:
+            spinning(False)
+            ignore_sigint()  # shutting down: a second Ctrl-C (ros2 launch forwards one) must not cut it short
         watchdog = exit_watchdog(SHUTDOWN_LIMIT_S, "bringup")
     watchdog.cancel()  # shut down (Bringup.__exit__)
     leave_stuck_callbacks(bringup.stuck_callbacks, "bringup")

@@ -11,6 +11,7 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from grounded_planner.ros.convert import numpy_to_image
 from grounded_planner.ros.node_main import run_node
+from grounded_planner.ros import names
 from grounded_planner.ros.params import Param, declare_all, existing_path, expand_path, non_empty, positive, values
 from grounded_planner.ros.realsense import AlignedFrames, CameraError, Intrinsics, RealSenseSource, parse_profile
 
@@ -31,7 +32,9 @@ PARAMS = [
     Param("playback_file", "", "a RealSense recording to play instead of a camera (.db3 from librealsense >= 2.56, .bag "
           "from older ones); empty: live camera", existing_path, read_only=True),
     Param("loop_playback", True, "restart playback_file at its end", read_only=True),
-    Param("camera_namespace", "/camera/camera", "topic prefix (realsense-ros default: /camera/camera)", non_empty, read_only=True),
+    Param("camera_namespace", names.CAMERA_PREFIX, "topic prefix, relative to the node's namespace as realsense-ros's "
+          "CAMERA_NAMESPACE/CAMERA_NAME (default camera/camera: /camera/camera/color/image_raw in the root namespace)",
+          non_empty, read_only=True),
     Param("frame_id", "camera_color_optical_frame", "frame id of colour, aligned depth and camera_info (x right, y down, z forward)", non_empty),
     Param("autostart", True, "configure and activate at startup; false: wait for lifecycle transitions", read_only=True),
     Param("read_timeout_s", 1.0, "how long to wait for a frame before logging that none came, seconds", positive),
@@ -60,14 +63,15 @@ class CameraNode(LifecycleNode):
     """
 
     def __init__(self, node_name: str = "camera", source_factory: Callable[[dict], RealSenseSource] | None = None, **kwargs):
-        super().__init__(node_name, **kwargs)
-        declare_all(self, PARAMS)
-        self._injected = source_factory is not None
-        self._source_factory = source_factory or self._open_realsense
+        # before anything can fail: destroy_node releases these, also on a node whose parameters were refused
         self._source: RealSenseSource | None = None
         self._thread: threading.Thread | None = None
         self._running = threading.Event()
         self._pubs: dict = {}
+        super().__init__(node_name, **kwargs)
+        declare_all(self, PARAMS)
+        self._injected = source_factory is not None
+        self._source_factory = source_factory or self._open_realsense
         self.frames_published = 0
 
     @staticmethod
@@ -124,6 +128,13 @@ class CameraNode(LifecycleNode):
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._release()
         return TransitionCallbackReturn.SUCCESS
+
+    def destroy_node(self) -> None:
+        """Stop the frame thread and the pipeline first: rclpy destroys a lifecycle node without a shutdown
+        transition, and a librealsense pipeline (its playback thread) still running at interpreter exit aborted the
+        process ("terminate called without an active exception", exit -6) on every Ctrl-C of a recording."""
+        self._release()
+        super().destroy_node()
 
     # -- frames ------------------------------------------------------------------------------------
     def _stop_thread(self) -> None:

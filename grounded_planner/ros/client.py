@@ -4,7 +4,7 @@ Every call blocks until an answer or its time limit and returns a result with a 
 readable as ``last_error``. Who spins the node while a call waits: ``executor`` when given (the client spins it);
 else, when the node is already in an executor, that executor spins in another thread; else a temporary one.
 
-    client = GroundedPlannerClient(node)
+    client = GroundedPlannerClient(node)                         # or namespace="robot1": that robot's stack
     planned = client.plan("put the cup on the plate")
     if planned.succeeded:
         done = client.execute(planned.plan, feedback=lambda step, state, action: print(step, state))
@@ -88,13 +88,20 @@ class ExecuteResult:
 
 
 class GroundedPlannerClient:
-    """Client of ``/grounded_planner/plan`` (GetGroundedPlan) and ``/grounded_planner/execute`` (ExecutePlan)."""
+    """Client of ``grounded_planner/plan`` (GetGroundedPlan) and ``grounded_planner/execute`` (ExecutePlan) of the
+    stack in ``namespace`` (default: the node's own)."""
 
     def __init__(self, node: Node, plan_service: str = names.PLAN_SERVICE, execute_action: str = names.EXECUTE_ACTION,
-                 executor: Executor | None = None):
+                 executor: Executor | None = None, namespace: str | None = None):
+        """``namespace``: the robot's stack to talk to (``robot1`` -> ``/robot1/grounded_planner/plan``); None: the
+        node's own namespace. Absolute ``plan_service``/``execute_action`` names are used as they are."""
         self.node = node
         self.executor = executor
         self._own_executor: SingleThreadedExecutor | None = None
+        if namespace is not None:
+            plan_service, execute_action = names.in_namespace(namespace, plan_service), names.in_namespace(namespace, execute_action)
+        # fully qualified: the reachability probe and every message compare them with the graph's names
+        plan_service, execute_action = node.resolve_service_name(plan_service), node.resolve_service_name(execute_action)
         self._plan_client = node.create_client(GetGroundedPlan, plan_service)
         self._execute_client = ActionClient(node, ExecutePlan, execute_action)
         self.plan_service, self.execute_action = plan_service, execute_action

@@ -44,7 +44,8 @@ class RosClosedLoopIO:
         self.frame_wait_s = frame_wait_s
         self.service_timeout_s = service_timeout_s
         self.instruction = ""  # the episode's instruction (set by the caller before each run)
-        self._client = node.create_client(GetGroundedPlan, names.PLAN_SERVICE, callback_group=ReentrantCallbackGroup())
+        self._plan_service = node.resolve_service_name(names.PLAN_SERVICE)  # the planner of this node's namespace
+        self._client = node.create_client(GetGroundedPlan, self._plan_service, callback_group=ReentrantCallbackGroup())
         self._reach = Reachability(node, wait_spun_elsewhere)  # the node spins in the executor's other threads
 
     def observe(self) -> Observation:
@@ -63,18 +64,18 @@ class RosClosedLoopIO:
         request.image = numpy_to_image(np.ascontiguousarray(rgb), Image, "rgb8")
         request.image.header.frame_id = "camera_color_optical_frame"
         if not self._client.wait_for_service(timeout_sec=self.frame_wait_s):
-            raise PlanServiceError(f"{names.PLAN_SERVICE} is not available (is planner_node running?)")
-        self._reach.ensure(names.PLAN_SERVICE, self.frame_wait_s)
+            raise PlanServiceError(f"{self._plan_service} is not available (is planner_node running?)")
+        self._reach.ensure(self._plan_service, self.frame_wait_s)
         done_event = threading.Event()
         future = self._client.call_async(request)
         future.add_done_callback(lambda _f: done_event.set())
         if not done_event.wait(self.service_timeout_s) or future.result() is None:
             self._client.remove_pending_request(future)
-            self._reach.forget(names.PLAN_SERVICE)
-            raise PlanServiceError(f"{names.PLAN_SERVICE} did not answer within {self.service_timeout_s:g} s")
+            self._reach.forget(self._plan_service)
+            raise PlanServiceError(f"{self._plan_service} did not answer within {self.service_timeout_s:g} s")
         response = future.result()
         if not response.success:
-            raise PlanServiceError(f"{names.PLAN_SERVICE}: {response.message}")
+            raise PlanServiceError(f"{self._plan_service}: {response.message}")
         plan = plan_from_msg(response.plan)
         plan.instruction = instruction
         return plan

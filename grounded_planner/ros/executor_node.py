@@ -50,17 +50,17 @@ PARAMS = [
     Param("dry_run", False, "check every target and report the motions without moving, whatever the goal asks"),
     Param("base_frame", "", "frame every pose must be in (the robot base); '' = accept the frame of the first pose"),
     Param("autostart", True, "configure and activate at startup; false: wait for lifecycle transitions", read_only=True),
-    Param("require_approval", False, "motion waits for /grounded_planner/approve (std_srvs/SetBool) or "
+    Param("require_approval", False, "motion waits for grounded_planner/approve (std_srvs/SetBool) or "
                                      "`grounded-planner approve`; no answer within approval_timeout_s = rejected"),
     Param("approval_timeout_s", 60.0, "seconds a plan waits for approval before it is rejected", positive),
     Param("closed_loop", False, "check every step from the camera and gripper, re-ground or replan through "
-                                "/grounded_planner/plan on a failed check (budgets: config_file's closed_loop)",
+                                "grounded_planner/plan on a failed check (budgets: config_file's closed_loop)",
           read_only=True),
-    Param("color_topic", "/camera/camera/color/image_raw", "closed loop: colour image topic", non_empty,
+    Param("color_topic", names.COLOR_IMAGE, "closed loop: colour image topic", non_empty,
           read_only=True),
-    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
+    Param("depth_topic", names.ALIGNED_DEPTH_IMAGE,
           "closed loop: depth aligned to colour", non_empty, read_only=True),
-    Param("camera_info_topic", "/camera/camera/color/camera_info", "closed loop: colour camera intrinsics",
+    Param("camera_info_topic", names.COLOR_CAMERA_INFO, "closed loop: colour camera intrinsics",
           non_empty, read_only=True),
     Param("extrinsics_file", "", "closed loop: camera->robot base calibration YAML (needed for closed loop)",
           extrinsics_file, read_only=True),
@@ -410,7 +410,7 @@ class ExecutorNode(LifecycleNode):
         steps = ", ".join(f"{a.type} {a.object or a.target}".strip() for a in plan.actions)
         summary = f"{plan.instruction!r}: {steps}"
         self.get_logger().info(f"waiting up to {timeout_s:g} s for approval of {summary} "
-                               f"(service {names.APPROVE_SERVICE} or `grounded-planner approve`)")
+                               f"(service {self.resolve_service_name(names.APPROVE_SERVICE)} or `grounded-planner approve`)")
         self._feedback_pub.publish(execution_event_msg(rclpy_type, 0, "awaiting_approval", message=summary,
                                                        stamp_ns=self.get_clock().now().nanoseconds))
         decision = self._approval.wait(summary, timeout_s)

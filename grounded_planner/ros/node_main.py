@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import signal
 import sys
 from typing import Callable
 
@@ -15,7 +14,9 @@ from rclpy.node import Node
 
 from grounded_planner.ros.malloc import keep_image_buffers
 from grounded_planner.ros.params import one_line
-from grounded_planner.ros.shutdown import CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, leave_stuck_callbacks, shutdown_executor
+from grounded_planner.ros.shutdown import (CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, leave_stuck_callbacks,
+                                          ignore_sigint, shutdown_executor, spinning,
+                                          stop_once_on_sigint)
 
 
 class ConfigureError(ValueError):
@@ -62,14 +63,13 @@ def spin_serving(executor, node: Node) -> None:
 
 
 def stop_on_sigint() -> None:
-    """Let SIGINT stop this process even when its parent left SIGINT ignored.
+    """The first SIGINT stops this process, later ones are ignored while it shuts down (:func:`stop_once_on_sigint`).
 
-    ``ros2 launch`` and Ctrl-C stop nodes with SIGINT, but a background job of a non-interactive shell
-    (``bringup ... &`` in a script) starts with SIGINT ignored, which rclpy keeps: such a process never stopped.
-    Call it from the main thread before ``rclpy.init``.
+    ``ros2 launch`` and Ctrl-C stop nodes with SIGINT, often twice (the terminal's and launch's own); a background
+    job of a non-interactive shell (``bringup ... &`` in a script) starts with SIGINT ignored, which rclpy keeps:
+    such a process never stopped. Call it from the main thread before ``rclpy.init``.
     """
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    stop_once_on_sigint()
 
 
 def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, args=None) -> None:
@@ -102,8 +102,11 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
             threads = max(num_threads, int(getattr(node, "executor_threads", 1)))
             executor = MultiThreadedExecutor(num_threads=threads) if threads > 1 else SingleThreadedExecutor()
             executor.add_node(node)
+            spinning(True)
             spin_serving(executor, node)
         finally:
+            spinning(False)
+            ignore_sigint()  # shutting down: a second Ctrl-C (ros2 launch forwards one) must not cut it short
             if executor is not None:
                 # a callback still running (a VLM request waiting on a hung server, up to timeout_s) must not keep
                 # Ctrl-C from ending the process: wait for it a bounded time, and bound the whole shutdown
@@ -115,6 +118,7 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
     except ValueError as exc:
         raise SystemExit(f"{name}: {one_line(exc)}")
     finally:
+        ignore_sigint()
         try:
             rclpy.try_shutdown()
         except Exception as exc:  # a half-built node failing to clean up must not hide the error that ended the run

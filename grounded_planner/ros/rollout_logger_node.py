@@ -54,11 +54,11 @@ PARAMS = [
     Param("frame_rate_hz", 2.0, "camera frames logged per second during an episode (0 = only the frame at plan time)", non_negative),
     Param("close_delay_s", 0.5, "after the execution result, keep the rollout open this long for feedback still in flight, s",
           non_negative),
-    Param("color_topic", "/camera/camera/color/image_raw", "colour image to log (Image, or CompressedImage: .../compressed)",
+    Param("color_topic", names.COLOR_IMAGE, "colour image to log (Image, or CompressedImage: .../compressed)",
           non_empty, read_only=True),
-    Param("depth_topic", "/camera/camera/aligned_depth_to_color/image_raw",
+    Param("depth_topic", names.ALIGNED_DEPTH_IMAGE,
           "aligned depth to log (Image 16UC1/32FC1, or .../compressedDepth)", non_empty, read_only=True),
-    Param("camera_info_topic", "/camera/camera/color/camera_info", "camera_info to log", non_empty, read_only=True),
+    Param("camera_info_topic", names.COLOR_CAMERA_INFO, "camera_info to log", non_empty, read_only=True),
     Param("episode_timeout_s", 600.0, "an episode with no execution result this long after its plan ends as cut_short, "
           "seconds (0 = no limit)", non_negative),
     # recording options (rollout.record.RecordingOptions): how frames and the bag are stored

@@ -8,15 +8,62 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 # How long Ctrl-C waits for callbacks that are still running, and how long the whole shutdown may take before the
 # process prints every thread's stack and leaves anyway, seconds.
 CALLBACK_WAIT_S = 5.0
 SHUTDOWN_LIMIT_S = 20.0
+
+
+_SPINNING: list = []  # [on_sigint] while rclpy spins this process's nodes (see spinning())
+
+
+def _first_sigint(signum, frame) -> None:
+    """The first SIGINT: every later one is ignored from here on. While rclpy spins, the spin is told to end
+    (rclpy's own handler, which ran just before this one, has shut the default context down and woken its
+    executor; a bringup's private context is stopped by ``on_sigint``), and the executor stops once the running
+    callback returns: raising here would cut that callback short (a rollout half-opened, never closed). Before
+    spinning (starting up), the process stops as Python's default handler stops it (KeyboardInterrupt)."""
+    ignore_sigint()
+    if not _SPINNING:
+        raise KeyboardInterrupt
+    if _SPINNING[0] is not None:
+        _SPINNING[0]()
+
+
+def spinning(on: bool = True, on_sigint: Callable[[], None] | None = None) -> None:
+    """Say that rclpy spins this process's nodes now (``on``) or no longer. ``on_sigint`` (called in the main
+    thread, from the signal handler: keep it to setting a flag) ends a spin that rclpy's handler does not end."""
+    _SPINNING.clear()
+    if on:
+        _SPINNING.append(on_sigint)
+
+
+def ignore_sigint() -> None:
+    """Ignore SIGINT from now on (the process is shutting down). SIG_IGN, not a Python handler: Python puts its own
+    handlers back to SIG_DFL when the interpreter finalizes, and a SIGINT landing then killed a node that had
+    already closed everything (exit -2, "process has died" under ros2 launch). Main thread only."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def stop_once_on_sigint() -> None:
+    """Let the first SIGINT stop this process and ignore every later one while it shuts down.
+
+    A terminal's Ctrl-C reaches every node of ``ros2 launch``, which forwards a SIGINT of its own a moment later:
+    the second one used to land in the middle of shutting down (a KeyboardInterrupt out of destroy_node, exit code
+    -2, a rollout left open). Call it from the main thread before ``rclpy.init``: rclpy's handler (which wakes the
+    executor and shuts the context down) runs first and then calls this one; call :func:`spinning` around the spin
+    so that a callback in progress is not interrupted. It also stops a process whose parent left SIGINT ignored (a
+    background job of a script), which rclpy alone kept ignored.
+    """
+    signal.signal(signal.SIGINT, _first_sigint)
 
 
 def shutdown_executor(executor, timeout_s: float) -> list[str]:

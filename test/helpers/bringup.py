@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from typing import Any, Mapping
 
 import pytest
@@ -27,10 +28,15 @@ def start_bringup(config: str, overrides: Mapping[str, Any]) -> subprocess.Popen
                             stderr=subprocess.STDOUT, text=True)
 
 
-def stop_bringup(child: subprocess.Popen, timeout_s: float = 30.0) -> str:
-    """Ctrl-C the bringup and return all it printed. One that does not stop within ``timeout_s`` is killed (never
-    left behind for the next tests) and fails the test."""
+def stop_bringup(child: subprocess.Popen, timeout_s: float = 30.0, again_after_s: float | None = None) -> str:
+    """Ctrl-C the bringup (or any child) and return all it printed; ``again_after_s``: a second SIGINT that long
+    after the first, as ros2 launch forwards one after a terminal's Ctrl-C. One that does not stop within
+    ``timeout_s`` is killed (never left behind for the next tests) and fails the test."""
     child.send_signal(signal.SIGINT)
+    if again_after_s is not None:
+        time.sleep(again_after_s)
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)
     try:
         out, _ = child.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:

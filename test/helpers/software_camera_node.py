@@ -25,6 +25,22 @@ def pattern():
     return color, depth
 
 
+def record_pattern(path, frames: int = 15):
+    """A RealSense recording of :func:`pattern` made with pyrealsense2's recorder from the software device
+    (librealsense >= 2.56 writes rosbag2 sqlite: name it .db3). Returns ``path``."""
+    import pyrealsense2 as rs
+
+    camera = SoftwareCamera(COLOR_SIZE, DEPTH_SIZE, FX_PX, fps=30)
+    recorder = rs.recorder(str(path), camera.device)
+    color_px, depth_px = pattern()
+    for _ in range(frames):
+        camera.push(color_px, depth_px)
+        camera.syncer.try_wait_for_frames(100)
+    del recorder  # closes the file
+    camera.close()
+    return path
+
+
 def main(args=None):
     camera = SoftwareCamera(COLOR_SIZE, DEPTH_SIZE, FX_PX, fps=30)
     stop = threading.Event()
