@@ -2,7 +2,8 @@
 
 ros2 launch grounded_planner real.launch.py robot:=franka model:=Qwen/Qwen3-VL-8B-Instruct \
     base_url:=http://gpu-box:8000/v1 extrinsics_file:=/path/to/extrinsics.yaml
-Every node reads config/real.yaml; the arguments below override it.
+Every node reads config/real.yaml (keys /**/NODE, so they reach namespaced nodes); the arguments below override it.
+A second robot on the same graph: namespace:=robot2 (its camera topics under /robot2/camera/camera/...).
 With executor_backend:=moveit, the robot's MoveIt config package (moveit_config:=franka_fr3_moveit_config) is
 read with moveit_configs_utils' MoveItConfigsBuilder, config/moveit_py_franka.yaml is merged over it, and the
 result reaches moveit_py in the executor as a parameters file (docs/franka_moveit.md).
@@ -16,6 +17,9 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from grounded_planner.ros import launch_args
+from grounded_planner.ros.launch_args import DEFAULT_LOG_DIR, LaunchArgumentError
+
 PACKAGE = "grounded_planner"
 SHARE = get_package_share_directory(PACKAGE)
 # robot -> (executor backend, base frame, executor config: safety envelope, speeds, backend options,
@@ -27,18 +31,27 @@ ROBOTS = {"franka": ("franky", "panda_link0", os.path.join(SHARE, "config", "exe
 
 # name, default, description (realsense-ros style table)
 ARGUMENTS = [
+    ("namespace", "", "ROS namespace of every node ('' = the root): robot1 gives /robot1/grounded_planner/plan, "
+     "/robot1/camera/camera/color/image_raw, ... so that two robots share one graph"),
     ("robot", "franka", "franka | so101: picks the executor backend and the base frame"),
     ("executor_backend", "", "override the backend the robot implies (franky | moveit | lerobot | sim)"),
+    ("dry_run", "false", "true: the executor validates and logs every plan but never moves the robot"),
     ("serial", "", "RealSense serial number ('' = first found)"),
-    ("planner_backend", "openai", "openai | gemini | transformers | replay"),
-    ("model", "", "VLM model name as the server knows it"),
+    ("camera_namespace", "camera", "realsense-ros's camera_namespace: camera topics are "
+     "CAMERA_NAMESPACE/CAMERA_NAME/color/image_raw, ... inside namespace"),
+    ("camera_name", "camera", "realsense-ros's camera_name (see camera_namespace)"),
+    ("planner_backend", "openai", "openai | gemini | transformers | replay | decoupled"),
+    ("model", "", "VLM model name as the server knows it (required by openai, transformers and decoupled; "
+     "gemini defaults to gemini-2.5-flash; replay needs none)"),
     ("base_url", "http://localhost:8000/v1", "OpenAI-compatible server root including /v1"),
     ("replay_file", "", "JSONL of recorded plans for planner_backend:=replay (~ is expanded)"),
     ("extrinsics_file", "", "camera -> robot base calibration YAML ('' = the robot's example: "
      "calibration/realsense_d435_eye_to_hand.yaml for franka, calibration/so101_d435_eye_to_hand.yaml for so101)"),
-    ("log_dir", "rollouts", "folder for rollout logs (~ is expanded)"),
-    ("moveit_config", "franka_fr3_moveit_config", "executor_backend:=moveit: the robot's MoveIt config package"),
-    ("moveit_robot_name", "fr3", "executor_backend:=moveit: robot name for MoveItConfigsBuilder"),
+    ("log_dir", DEFAULT_LOG_DIR, "folder for rollout logs (~ is expanded; a relative path is relative to the "
+     "directory ros2 launch runs in)"),
+    ("moveit_config", "", "executor_backend:=moveit: the robot's MoveIt config package ('' = franka: "
+     "franka_fr3_moveit_config; the so101 has none, so it must be named)"),
+    ("moveit_robot_name", "", "executor_backend:=moveit: robot name for MoveItConfigsBuilder ('' = franka: fr3)"),
     ("moveit_py_config", os.path.join(SHARE, "config", "moveit_py_franka.yaml"),
      "executor_backend:=moveit: moveit_py settings merged over the config package's (pipelines, "
      "plan_request_params; ~ is expanded)"),
@@ -47,7 +60,8 @@ ARGUMENTS = [
     ("console_host", "127.0.0.1", "console: address to listen on (any but loopback requires a token)"),
     ("console_port", "8080", "console: TCP port"),
     ("console_token", "", "console: token for a non-loopback host ('' there = generated and printed once)"),
-    ("config", os.path.join(SHARE, "config", "real.yaml"), "parameters file for every node (~ is expanded)"),
+    ("config", os.path.join(SHARE, "config", "real.yaml"), "parameters file for every node (~ is expanded; a "
+     "missing file is an error)"),
 ]
 
 
@@ -87,7 +101,10 @@ def _moveit_params_file(package, robot_name, moveit_py_config):
     """The MoveIt configuration for moveit_py in the executor, as a ROS parameters file: the config package through
     MoveItConfigsBuilder (as MoveIt's own launch files read it), then moveit_py's settings merged over it."""
     import yaml
-    from moveit_configs_utils import MoveItConfigsBuilder  # ros-jazzy-moveit-configs-utils (comes with MoveIt)
+    try:
+        from moveit_configs_utils import MoveItConfigsBuilder  # ros-jazzy-moveit-configs-utils (comes with MoveIt)
+    except ImportError as exc:
+        raise launch_args.moveit_missing(exc) from None
 
     from grounded_planner.execution.backends.moveit_backend import merge_parameters, write_params_file
 
@@ -105,37 +122,55 @@ def _moveit_params_file(package, robot_name, moveit_py_config):
 
 def _nodes(context):
     arg = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
+    ns = launch_args.namespace(arg["namespace"])
     # launch_ros reads the parameters file itself: ~ must be expanded here (the nodes expand their own paths)
-    arg["config"] = os.path.expanduser(arg["config"])
-    if arg["robot"] not in ROBOTS:
-        raise RuntimeError(f"robot must be one of {', '.join(ROBOTS)}, got {arg['robot']!r}")
-    backend, base_frame, executor_config, extrinsics = ROBOTS[arg["robot"]]
-    arg["extrinsics_file"] = arg["extrinsics_file"] or extrinsics
-    config = arg["config"]
-    executor_backend = arg["executor_backend"] or backend
+    config = launch_args.existing_file("config", arg["config"], "the parameters file for every node")
+    robot = launch_args.choice("robot", arg["robot"], list(ROBOTS))
+    backend, base_frame, executor_config, extrinsics = ROBOTS[robot]
+    executor_backend = launch_args.choice("executor_backend", arg["executor_backend"] or backend,
+                                          ["franky", "moveit", "lerobot", "sim"])
+    planner = launch_args.planner(arg["planner_backend"], arg["model"], arg["replay_file"])
+    extrinsics_file = launch_args.existing_file("extrinsics_file", arg["extrinsics_file"], "camera -> base "
+                                                "calibration YAML") if arg["extrinsics_file"] else extrinsics
+    dry_run = launch_args.boolean("dry_run", arg["dry_run"])
+    camera = launch_args.namespace(f"{arg['camera_namespace']}/{arg['camera_name']}").lstrip("/")
+    if not camera:
+        raise LaunchArgumentError("launch arguments camera_namespace:= and camera_name:= are both empty")
+    topics = {"color_topic": f"{camera}/color/image_raw", "depth_topic": f"{camera}/aligned_depth_to_color/image_raw",
+              "camera_info_topic": f"{camera}/color/camera_info"}
     moveit_params_file = ""
     if executor_backend == "moveit":
-        moveit_params_file = _moveit_params_file(arg["moveit_config"], arg["moveit_robot_name"],
-                                                 os.path.expanduser(arg["moveit_py_config"]))
+        package, robot_name = launch_args.moveit_config(robot, arg["moveit_config"], arg["moveit_robot_name"])
+        moveit_params_file = _moveit_params_file(package, robot_name,
+                                                 launch_args.existing_file("moveit_py_config", arg["moveit_py_config"],
+                                                                           "moveit_py settings YAML"))
+    log_dir = launch_args.log_dir(arg["log_dir"])
+    console = launch_args.boolean("console", arg["console"])
+    console_port = int(launch_args.positive_number("console_port", arg["console_port"])) if console else 0
     nodes = [
-        Node(package=PACKAGE, executable="camera_node", name="camera", output="screen",
-             parameters=[config, {"serial": arg["serial"]}]),
-        Node(package=PACKAGE, executable="planner_node", name="planner", output="screen",
-             parameters=[config, {"backend": arg["planner_backend"], "model": arg["model"],
-                                  "base_url": arg["base_url"], "extrinsics_file": arg["extrinsics_file"],
-                                  "replay_file": arg["replay_file"]}]),
-        Node(package=PACKAGE, executable="backprojection_node", name="backprojection", output="screen",
-             parameters=[config, {"extrinsics_file": arg["extrinsics_file"]}]),
-        Node(package=PACKAGE, executable="executor_node", name="executor", output="screen",
-             parameters=[config, {"backend": executor_backend, "base_frame": base_frame,
+        Node(package=PACKAGE, executable="camera_node", name="camera", namespace=ns, output="screen",
+             parameters=[config, {"serial": arg["serial"], "camera_namespace": camera}]),
+        Node(package=PACKAGE, executable="planner_node", name="planner", namespace=ns, output="screen",
+             parameters=[config, {"backend": planner["backend"], "model": planner["model"],
+                                  "base_url": arg["base_url"], "extrinsics_file": extrinsics_file,
+                                  "replay_file": planner["replay_file"], "color_topic": topics["color_topic"],
+                                  "depth_topic": topics["depth_topic"],
+                                  "camera_info_topic": topics["camera_info_topic"]}]),
+        Node(package=PACKAGE, executable="backprojection_node", name="backprojection", namespace=ns, output="screen",
+             parameters=[config, {"extrinsics_file": extrinsics_file, "depth_topic": topics["depth_topic"],
+                                  "camera_info_topic": topics["camera_info_topic"]}]),
+        Node(package=PACKAGE, executable="executor_node", name="executor", namespace=ns, output="screen",
+             parameters=[config, {"backend": executor_backend, "base_frame": base_frame, "dry_run": dry_run,
                                   "config_file": executor_config, "moveit_params_file": moveit_params_file}]),
-        Node(package=PACKAGE, executable="rollout_logger_node", name="rollout_logger", output="screen",
-             parameters=[config, {"log_dir": arg["log_dir"]}]),
+        Node(package=PACKAGE, executable="rollout_logger_node", name="rollout_logger", namespace=ns, output="screen",
+             parameters=[config, {"log_dir": log_dir, "color_topic": topics["color_topic"],
+                                  "depth_topic": topics["depth_topic"],
+                                  "camera_info_topic": topics["camera_info_topic"]}]),
     ]
-    if arg["console"].lower() in ("true", "1", "yes"):
-        nodes.append(Node(package=PACKAGE, executable="console_node", name="console", output="screen",
-                          parameters=[config, {"host": arg["console_host"], "port": int(arg["console_port"]),
-                                               "token": arg["console_token"], "rollouts_dir": arg["log_dir"]}]))
+    if console:
+        nodes.append(Node(package=PACKAGE, executable="console_node", name="console", namespace=ns, output="screen",
+                          parameters=[config, {"host": arg["console_host"], "port": console_port,
+                                               "token": arg["console_token"], "rollouts_dir": log_dir}]))
     return nodes
 
 

@@ -181,7 +181,7 @@ def test_real_launch_with_moveit_hands_the_config_package_to_moveit_py(tmp_path,
     *declared, make_nodes = real_launch.generate_launch_description()
     defaults = dict(declared)
 
-    make_nodes({**defaults, "robot": "franka", "executor_backend": "moveit"})
+    make_nodes({**defaults, "robot": "franka", "executor_backend": "moveit", "model": "Qwen/Qwen3-VL-8B-Instruct"})
     executor = next(node for node in nodes if node["name"] == "executor")
     overrides = executor["parameters"][1]
     assert overrides["backend"] == "moveit" and Path(overrides["moveit_params_file"]).parent == tmp_path
@@ -199,6 +199,6 @@ def test_real_launch_with_moveit_hands_the_config_package_to_moveit_py(tmp_path,
     assert fake[0].goals[-1][3] == "ompl" and fake[0].executed
 
     nodes.clear()
-    make_nodes({**defaults, "robot": "franka"})  # franky: no MoveIt involved
+    make_nodes({**defaults, "robot": "franka", "model": "Qwen/Qwen3-VL-8B-Instruct"})  # franky: no MoveIt involved
     executor = next(node for node in nodes if node["name"] == "executor")
     assert executor["parameters"][1]["backend"] == "franky" and executor["parameters"][1]["moveit_params_file"] == ""

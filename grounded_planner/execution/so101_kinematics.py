@@ -19,6 +19,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from grounded_planner.install_hints import install_hint
+
 ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 TIP_FRAME = "gripper_frame_link"
 # tool pointing straight down with wrist_roll = 0 and the arm along base x: the tip frame's z axis is the
@@ -111,7 +113,7 @@ class So101Kinematics:
         try:
             import placo  # lazy: optional SDK (placo), not in install_requires
         except ImportError as exc:
-            raise KinematicsError("SO-101 IK needs placo: pip install 'grounded_planner[execution]'") from exc
+            raise KinematicsError(f"SO-101 IK needs placo: {install_hint('placo', 'execution')}") from exc
         self.urdf_path = Path(urdf_path) if urdf_path else default_so101_urdf()
         if not self.urdf_path.exists():
             raise KinematicsError(f"SO-101 URDF not found: {self.urdf_path}")

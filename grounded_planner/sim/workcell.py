@@ -24,6 +24,7 @@ from grounded_planner.sim.camera import BASE_FRAME, CAMERA_FRAME, SimError, Work
 from grounded_planner.sim.predicates import PredicateResult, evaluate_predicate  # noqa: F401  (re-exported)
 from grounded_planner.sim.scenario import Scenario, ScenarioError, load_scenario
 from grounded_planner.sim.scene import HOME_TCP_M, cabinet_handle_local, scene_mjcf
+from grounded_planner.install_hints import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def _import_mujoco():
     try:
         import mujoco  # lazy: optional SDK (mujoco), not in install_requires
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise SimError("the simulated workcell needs MuJoCo: pip install 'grounded_planner[sim]'") from exc
+        raise SimError(f"the simulated workcell needs MuJoCo: {install_hint('mujoco', 'sim', 'python3-mujoco-pip')}") from exc
     # MuJoCo picks its GL backend when it is first imported: if something imported it before MUJOCO_GL was set
     # (and before any OpenGL binding was loaded), pick again now, or offscreen rendering fails without a display
     gl = sys.modules.get("mujoco.rendering.classic.gl_context")

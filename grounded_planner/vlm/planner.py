@@ -27,6 +27,7 @@ from grounded_planner.vlm.errors import VLMConfigError, VLMResponseError, VLMTim
 from grounded_planner.vlm.gate import model_call
 from grounded_planner.vlm.image import EncodedImage, check_image, encode_image, image_sha256
 from grounded_planner.vlm.parse import ParseDeadlineError, ParseError, parse_plan
+from grounded_planner.install_hints import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -320,5 +321,5 @@ def make_backend(config: PlannerConfig, *, backend: str | None = None, model: st
             return TransformersBackend(model, adapter_path=config.adapter_path, device=config.device)
     except ImportError as exc:
         raise VLMConfigError(f"the {name} backend needs an optional package: {exc} "
-                             "(pip install 'grounded_planner[vlm,ml]')") from exc
+                             f"({install_hint('httpx google-genai torch transformers', 'vlm,ml', 'python3-httpx' if name == 'openai' else '')})") from exc
     raise VLMConfigError(f"no model backend named {name!r}")

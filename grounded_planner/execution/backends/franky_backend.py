@@ -15,6 +15,7 @@ from grounded_planner.execution.backend import (BackendFault, MotionStoppedError
                                                 RobotBackend, check_pose_args)
 from grounded_planner.execution.backends._common import nearest_equivalent_yaw
 from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
+from grounded_planner.install_hints import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class FrankyBackend(RobotBackend):
         try:
             import franky  # lazy: optional SDK (franky), not in install_requires
         except ImportError as exc:
-            raise BackendFault("franky backend needs franky-control: pip install 'grounded_planner[execution]'") from exc
+            raise BackendFault(f"franky backend needs franky-control: {install_hint('franky-control', 'execution')}") from exc
         self._franky = franky
         # franky raises its own exception types, and plain RuntimeError for network failures ("Net Exception")
         self._errors = (franky.Exception, franky.GripperException, RuntimeError)

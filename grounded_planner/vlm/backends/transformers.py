@@ -9,6 +9,7 @@ from pathlib import Path
 
 from grounded_planner.vlm.backends.base import VLMBackend, VLMRequest
 from grounded_planner.vlm.errors import VLMConfigError, VLMError, VLMTimeoutError
+from grounded_planner.install_hints import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ class TransformersBackend(VLMBackend):
             try:
                 from peft import PeftModel  # lazy: optional SDK (peft), not in install_requires
             except ImportError as exc:
-                raise VLMConfigError("a LoRA adapter needs the peft package (pip install 'grounded_planner[ml]')") from exc
+                raise VLMConfigError(f"a LoRA adapter needs the peft package ({install_hint('peft', 'ml')})") from exc
             try:
                 net = PeftModel.from_pretrained(net, adapter_path)
             except (OSError, ValueError) as exc:
