@@ -36,8 +36,7 @@ def _demo(args: argparse.Namespace) -> int:
           f"task done in the simulator: {report.task_success}")
     print(f"  overlay     : {report.overlay}")
     print(f"  rollout     : {report.rollout}  (inspect: grounded-planner rollouts summary {report.rollout.parent})")
-    print(f"  camera bag  : {report.bag}  (replay it: grounded-planner bringup --config config/replay.yaml "
-          f"--set bag_player.bag={report.bag})")
+    print(f"  camera bag  : {report.bag}  (replay it: {report.replay_command()})")
     if planner.backend == "replay":
         print()
         print(how_to_plug_in_a_vlm())

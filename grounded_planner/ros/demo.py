@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import shutil
 import threading
 import time
@@ -77,6 +78,21 @@ class DemoReport:
     rollout: Path | None = None
     overlay: Path | None = None
     feedback: list[tuple[int, str]] = field(default_factory=list)
+    extrinsics: Path | None = None  # the scene's calibration (camera in base_link), written beside the bag
+    replay_file: Path | None = None  # the scene's recorded plan (JSONL for the replay planner)
+
+    def replay_command(self) -> str:
+        """The command that replays the demo's bag through the graph as printed: the scene's own calibration and its
+        recorded plan (no model server needed), the executor dry-running on the simulator (config/replay.yaml)."""
+        from grounded_planner.ros.params import resolve_data_path  # lazy: a ROS command; the CLI runs without rclpy
+
+        sets = {"bag_player.bag": self.bag, "planner.backend": "replay", "planner.replay_file": self.replay_file,
+                "planner.extrinsics_file": self.extrinsics, "backprojection.extrinsics_file": self.extrinsics,
+                "executor.base_frame": "base_link"}
+        words = ["grounded-planner", "bringup", "--config", resolve_data_path("config/replay.yaml")]
+        for key, value in sets.items():
+            words += ["--set", f"{key}={value}"]
+        return " ".join(shlex.quote(str(word)) for word in words)
 
 
 def write_scene(out_dir: Path, seed: int, say: Callable[[str], None]):
@@ -171,7 +187,7 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
     say("[1/6] sample scene")
     cell, bag, extrinsics_path, replay_file, instruction = write_scene(out_dir, seed, say)
     choice = choose_planner(env, replay_file)
-    report = DemoReport(choice, bag)
+    report = DemoReport(choice, bag, extrinsics=extrinsics_path, replay_file=replay_file)
 
     profile = Profile(None, {
         "rollout_logger": {"log_dir": str(out_dir / "rollouts"), "condition": "demo", "scene_id": f"{cell.scenario.name}-{seed}"},
