@@ -122,7 +122,8 @@ def test_replay_defaults_to_the_calibration_stored_beside_the_bag_or_refuses(tmp
 
 
 def test_namespace_and_log_dir(tmp_path, monkeypatch):
-    assert launch_args.namespace("") == "" and launch_args.namespace("robot1") == "/robot1"
+    assert launch_args.namespace("") == "" and launch_args.namespace("robot1") == "robot1"
+    assert launch_args.namespace("/fleet/robot1/") == "/fleet/robot1"  # absolute stays absolute
     with pytest.raises(LaunchArgumentError, match=r"namespace:=robot 1"):
         launch_args.namespace("robot 1")
     monkeypatch.chdir(tmp_path)

@@ -37,7 +37,7 @@ def test_real_launch_in_a_namespace_with_its_own_camera_names(tmp_path, monkeypa
     make_nodes({**defaults, "namespace": "robot2", "model": "Qwen/Qwen3-VL-8B-Instruct", "camera_name": "d435",
                 "dry_run": "true"})
     assert sorted(node["name"] for node in nodes) == ["backprojection", "camera", "executor", "planner", "rollout_logger"]
-    assert {node["namespace"] for node in nodes} == {"/robot2"}
+    assert {node["namespace"] for node in nodes} == {"robot2"}  # relative: under a pushed namespace too
     by_name = {node["name"]: node["parameters"][1] for node in nodes}
     assert by_name["camera"]["camera_namespace"] == "camera/d435"  # relative: /robot2/camera/d435/color/image_raw
     for name in ("planner", "rollout_logger"):
@@ -89,7 +89,7 @@ def test_replay_launch_of_the_demos_bag_uses_the_calibration_beside_it(tmp_path,
                     "replay_file": str(plans)})
     make_nodes({**defaults, "bag": str(bag), "planner_backend": "replay", "replay_file": str(plans),
                 "namespace": "robot1", "rate": "2", "loop": "false"})
-    assert {node["namespace"] for node in nodes} == {"/robot1"}
+    assert {node["namespace"] for node in nodes} == {"robot1"}
     by_name = {node["name"]: node["parameters"][-1] for node in nodes}
     assert by_name["planner"]["extrinsics_file"] == str(calibration) == by_name["backprojection"]["extrinsics_file"]
     assert by_name["bag_player"]["rate"] == 2.0 and by_name["bag_player"]["loop"] is False

@@ -170,13 +170,17 @@ def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(launch
     bag = write_compressed_equidistant_bag(tmp_path / "bag", real_frame())
     write_replay_file(tmp_path / "plans.jsonl")
     config = yaml.safe_load(open(os.path.join(share, "config", "replay.yaml")))
-    config["planner"]["ros__parameters"].update(color_topic=COLOR_COMPRESSED, depth_topic=DEPTH_COMPRESSED, frame_wait_s=30.0)
-    config["backprojection"]["ros__parameters"].update(depth_topic=DEPTH_COMPRESSED)
-    config["rollout_logger"]["ros__parameters"].update(color_topic=COLOR_COMPRESSED, depth_topic=DEPTH_COMPRESSED)
+    config["/**/planner"]["ros__parameters"].update(color_topic=COLOR_COMPRESSED, depth_topic=DEPTH_COMPRESSED,
+                                                    frame_wait_s=30.0)
+    config["/**/backprojection"]["ros__parameters"].update(depth_topic=DEPTH_COMPRESSED)
+    config["/**/rollout_logger"]["ros__parameters"].update(color_topic=COLOR_COMPRESSED, depth_topic=DEPTH_COMPRESSED)
     (tmp_path / "compressed.yaml").write_text(yaml.safe_dump(config))
     launched = Launched(launcher, os.path.join(share, "launch", "replay.launch.py"), 120,
                         ["bag:=~/bag", "config:=~/compressed.yaml", "planner_backend:=replay",
-                         "replay_file:=~/plans.jsonl", "log_dir:=~/rollouts"], tmp_path)
+                         "replay_file:=~/plans.jsonl", "log_dir:=~/rollouts",
+                         # no calibration is stored beside this bag: the launch refuses to guess one
+                         f"extrinsics_file:={os.path.join(share, 'calibration', 'realsense_d435_eye_to_hand.yaml')}"],
+                        tmp_path)
     node = rclpy.create_node("launch_replay_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
@@ -193,4 +197,4 @@ def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(launch
     assert "Traceback" not in out, out
     for name in ("bag_player_node", "planner_node", "backprojection_node", "executor_node", "rollout_logger_node"):
         assert f"[{name}-" in out and f"[ERROR] [{name}-" not in out, out  # started, and not one died
-    assert (tmp_path / "rollouts").is_dir()  # log_dir:=~/rollouts, expanded
+    assert (tmp_path / "rollouts").is_dir(), out  # log_dir:=~/rollouts, expanded

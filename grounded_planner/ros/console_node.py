@@ -58,7 +58,7 @@ PARAMS = [
                                       "(no file outside it is ever served)", non_empty, read_only=True),
     Param("session_dir", "", "a Spa-Bench scene-card folder (`spabench cards --out DIR`) to work through "
                              "('' = no evaluation session)", read_only=True),
-    Param("color_topic", "/camera/camera/color/image_raw", "camera image shown live (Image, or CompressedImage: "
+    Param("color_topic", names.COLOR_IMAGE, "camera image shown live (Image, or CompressedImage: "
                                                           ".../compressed)", non_empty, read_only=True),
     Param("executor_config_file", "", "the executor's config_file, whose safety envelope judges each previewed step "
                                       "('' = built-in defaults, as the executor)", executor_config_file, read_only=True),

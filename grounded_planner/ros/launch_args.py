@@ -59,12 +59,16 @@ def choice(name: str, text: str, choices) -> str:
 
 
 def namespace(text: str) -> str:
-    """The ``namespace`` argument as the launch passes it to every node (``''``: the root namespace)."""
+    """The ``namespace`` argument as the launch passes it to every node (``''``: the root namespace). A relative
+    one stays relative, so that launch_ros puts it under a namespace an including launch file pushed
+    (``PushRosNamespace('fleet')`` + ``namespace:=robot1`` -> ``/fleet/robot1``); an absolute one stays absolute."""
     try:
         ns = normalize_namespace(text)
     except NamespaceError as exc:
         raise LaunchArgumentError(f"launch argument namespace:={text}: {exc}") from None
-    return "" if ns == "/" else ns
+    if ns == "/":
+        return ""
+    return ns if text.strip().startswith("/") else ns[1:]
 
 
 def existing_file(name: str, text: str, what: str) -> str:
@@ -88,8 +92,8 @@ def planner(backend: str, model: str, replay_file: str) -> dict[str, str]:
         raise LaunchArgumentError(f"launch argument model:= is required with planner_backend:={backend}: "
                                   f"{NEEDS_MODEL[backend]} (or planner_backend:=replay replay_file:=PLANS.jsonl, "
                                   "which needs no model)")
-    if backend == "replay":
-        replay_file = existing_file("replay_file", replay_file, "JSONL of recorded plans, needed by planner_backend:=replay")
+    if backend == "replay":  # checked here, passed on as given (the node expands ~ and relative paths itself)
+        existing_file("replay_file", replay_file, "JSONL of recorded plans, needed by planner_backend:=replay")
     return {"backend": backend, "model": model, "replay_file": replay_file}
 
 

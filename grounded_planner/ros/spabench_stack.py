@@ -12,13 +12,14 @@ from rclpy.node import Node
 
 from grounded_planner.msgs.images import color_to_rgb, depth_to_m
 from grounded_planner.plan import GroundedPlan
+from grounded_planner.ros import names
 from grounded_planner.ros.client import ExecuteStatus, GroundedPlannerClient
 from grounded_planner.ros.frames import LatestFrames, NoFrameError, camera_model
 from grounded_planner.spabench.session import Frame, StackExecution, StackPlan
 
-COLOR_TOPIC = "/camera/camera/color/image_raw"
-DEPTH_TOPIC = "/camera/camera/aligned_depth_to_color/image_raw"
-CAMERA_INFO_TOPIC = "/camera/camera/color/camera_info"
+COLOR_TOPIC = names.COLOR_IMAGE  # relative: the stack of the node's namespace
+DEPTH_TOPIC = names.ALIGNED_DEPTH_IMAGE
+CAMERA_INFO_TOPIC = names.COLOR_CAMERA_INFO
 
 
 class RosStack:

@@ -5,7 +5,7 @@
 ``name:=value`` assignments over them, the OpaqueFunction called with them), then starts every ``Node`` it returns
 the way launch_ros 0.28 (Kilted/Rolling, ``launch_ros/actions/node.py``) does:
 
-    <executable> --ros-args -r __node:=<name> --params-file <file> ... --params-file <dict written to a temp file>
+    <executable> --ros-args -r __node:=<name> [-r __ns:=/<namespace>] --params-file <file> ... --params-file <dict>
 
 including its awkward parts: each string value of a parameters dict is read as YAML (``"12"`` becomes an int,
 ``""`` stays an empty string, a list must hold one type) and written under ``/**``; a parameters file that does not
@@ -67,6 +67,9 @@ def _yaml_value(name: str, value):
 def command(node: dict, workdir: str) -> list[str]:
     executable = str(Path(sys.executable).with_name(node["executable"]))
     cmd = [executable, "--ros-args", "-r", f"__node:={node['name']}"]
+    namespace = node.get("namespace") or ""
+    if namespace.strip("/"):  # launch_ros: a namespace other than '' or '/' becomes -r __ns:=/NS (absolute)
+        cmd += ["-r", f"__ns:=/{namespace.strip('/')}"]
     for params in node.get("parameters") or []:
         if isinstance(params, dict):
             values = {name: _yaml_value(name, value) for name, value in params.items()}
