@@ -74,8 +74,14 @@ def _franka_fr3_moveit_layout(builder):
 
     bringup = get_package_share_directory("franka_bringup")
     description = get_package_share_directory("franka_description")
+    urdf = os.path.join(bringup, "urdf", "franka_arm.urdf.xacro")
+    if not os.path.isfile(urdf):  # MoveItConfigsBuilder would only warn and leave robot_description out
+        raise LaunchArgumentError(
+            f"moveit_config:=franka_fr3_moveit_config needs {urdf}, which franka_bringup ships from franka_ros2 "
+            "v3.4.0 on (earlier v3.x releases have no such file, and moveit_py would wait 10 s for a robot "
+            "description that never comes): update franka_ros2 to v3.4.0 or later")
     builder = (builder
-               .robot_description(file_path=os.path.join(bringup, "urdf", "franka_arm.urdf.xacro"),
+               .robot_description(file_path=urdf,
                                   mappings={"robot_type": "fr3", "hand": "true", "ee_id": "franka_hand",
                                             "robot_ip": "", "use_fake_hardware": "false",
                                             "fake_sensor_commands": "false"})

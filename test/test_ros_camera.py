@@ -114,7 +114,7 @@ def test_camera_node_plays_a_realsense_recording(tmp_path, rclpy_context):
     """A recording made with pyrealsense2's recorder from the software device, played by camera_node (playback_file)."""
     pytest.importorskip("pyrealsense2")
     from grounded_planner.ros.convert import image_to_numpy
-    from helpers.software_camera_node import pattern, record_pattern
+    from helpers.software_camera_node import FX_PX, pattern, record_pattern
 
     recording = record_pattern(tmp_path / "session.db3")  # librealsense >= 2.56 records rosbag2 sqlite files
     color_px, _depth_px = pattern()

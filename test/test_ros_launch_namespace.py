@@ -16,12 +16,19 @@ from grounded_planner.ros.launch_args import LaunchArgumentError
 pytest.importorskip("ament_index_python")
 
 
-def _launch(name: str, tmp_path, monkeypatch):
-    """(defaults, make_nodes, nodes) of launch/NAME with the stand-ins."""
-    from helpers.fake_moveit_configs import launch_modules, write_ament_prefix
+def _launch(name: str, tmp_path, monkeypatch, packages: dict | None = None):
+    """(defaults, make_nodes, nodes) of launch/NAME with the stand-ins, in an ament prefix holding ``packages``
+    (default: grounded_planner only)."""
+    from helpers.fake_moveit_configs import write_ament_prefix
 
-    prefix = write_ament_prefix(tmp_path / "prefix", {"grounded_planner": REPO})
+    prefix = write_ament_prefix(tmp_path / "prefix", packages or {"grounded_planner": REPO})
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
+    return _load(name, monkeypatch)
+
+
+def _load(name: str, monkeypatch):
+    from helpers.fake_moveit_configs import launch_modules
+
     nodes: list = []
     for module_name, module in launch_modules(nodes).items():
         monkeypatch.setitem(sys.modules, module_name, module)
@@ -93,3 +100,25 @@ def test_replay_launch_of_the_demos_bag_uses_the_calibration_beside_it(tmp_path,
     by_name = {node["name"]: node["parameters"][-1] for node in nodes}
     assert by_name["planner"]["extrinsics_file"] == str(calibration) == by_name["backprojection"]["extrinsics_file"]
     assert by_name["bag_player"]["rate"] == 2.0 and by_name["bag_player"]["loop"] is False
+
+
+def test_franka_ros2_before_v3_4_0_is_refused_naming_the_version(tmp_path, monkeypatch):
+    """franka_bringup/urdf/franka_arm.urdf.xacro exists from franka_ros2 v3.4.0 on; MoveIt's builder only warns
+    when it is missing (the double does too), and moveit_py then waited 10 s for a robot description."""
+    import logging
+
+    from helpers.fake_moveit_configs import MoveItConfigsBuilder, write_ament_prefix
+
+    prefix = write_ament_prefix(tmp_path / "prefix", {"grounded_planner": REPO, "franka_fr3_moveit_config": None,
+                                                      "franka_bringup": None, "franka_description": None})
+    (prefix / "share" / "franka_bringup" / "urdf" / "franka_arm.urdf.xacro").unlink()  # a v3.3 layout
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
+    monkeypatch.setattr(logging, "warning", lambda *args: warned.append(args))
+    warned: list = []
+    builder = MoveItConfigsBuilder("fr3", package_name="franka_fr3_moveit_config")
+    builder.robot_description(file_path=str(prefix / "share" / "franka_bringup" / "urdf" / "franka_arm.urdf.xacro"))
+    assert warned and builder._parts["robot_description"] == {}  # no robot_description is written
+    defaults, make_nodes, nodes = _load("real.launch.py", monkeypatch)
+    with pytest.raises(LaunchArgumentError, match=r"franka_ros2 v3\.4\.0"):
+        make_nodes({**defaults, "model": "m", "executor_backend": "moveit"})
+    assert not nodes

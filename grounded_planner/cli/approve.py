@@ -29,7 +29,7 @@ def _approve(args: argparse.Namespace) -> int:
     try:
         # lazy: a ROS command; the CLI runs without rclpy
         from grounded_planner.ros.approve_client import ApprovalError, send_approval
-        from grounded_planner.ros.names import NamespaceError
+        from grounded_planner.ros.names import NamespaceError  # lazy: beside the ROS command it serves
     except ImportError as exc:
         raise CliError(f"approve needs rclpy and std_srvs (a ROS 2 install or the ros extra): {exc}") from None
     approved = args.reject is None

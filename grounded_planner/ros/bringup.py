@@ -12,6 +12,7 @@ from typing import Any, Callable
 import yaml
 
 from grounded_planner.ros.malloc import keep_image_buffers
+from grounded_planner.ros.names import normalize_namespace
 from grounded_planner.ros.shutdown import (CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, ignore_sigint,
                                           leave_stuck_callbacks, shutdown_executor, spinning)
 from grounded_planner.yamlfile import read_yaml
@@ -140,8 +141,6 @@ class Bringup:
         import rclpy  # lazy: ROS package (rclpy), absent without a ROS install
         from rclpy.context import Context  # lazy: ROS package (rclpy), absent without a ROS install
         from rclpy.executors import MultiThreadedExecutor  # lazy: ROS package (rclpy), absent without a ROS install
-
-        from grounded_planner.ros.names import normalize_namespace  # lazy: a ROS command; the CLI runs without rclpy
 
         try:
             self.namespace = normalize_namespace(namespace)  # every node's: a robot's stack beside another's

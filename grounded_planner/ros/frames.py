@@ -275,8 +275,10 @@ class LatestFrames:
 
     def __init__(self, node: Node, color_topic: str, depth_topic: str, camera_info_topic: str, callback_group=None,
                  depth_camera_info_topic: str = ""):
-        self.topics = {"color": color_topic, "depth": depth_topic, "camera_info": camera_info_topic,
-                       "depth_camera_info": depth_camera_info_topic}
+        # fully qualified (relative names resolve in the node's namespace), so that a message names the real topic
+        topics = {"color": color_topic, "depth": depth_topic, "camera_info": camera_info_topic,
+                  "depth_camera_info": depth_camera_info_topic}
+        self.topics = {key: node.resolve_topic_name(name) if name else "" for key, name in topics.items()}
         self._lock = threading.Lock()
         self._latest: dict[str, object] = {}
         self._arrived = threading.Condition(self._lock)

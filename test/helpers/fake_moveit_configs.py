@@ -13,6 +13,7 @@ top level; ``to_dict()`` merges the parts one level deep, in the real order.
 
 from __future__ import annotations
 
+import logging
 import re
 import types
 from pathlib import Path
@@ -82,6 +83,10 @@ class MoveItConfigsBuilder:
 
     def robot_description(self, file_path=None, mappings=None):
         path = self._package_path / (file_path or f"config/{self._robot_name}.urdf")
+        if not path.is_file():  # as jazzy's builder: ParameterBuilderFileNotFoundError is only logged as a warning
+            logging.warning("File %s doesn't exist", path)
+            self._parts["robot_description"] = {}  # and no robot_description is written
+            return self
         self._parts["robot_description"] = {self._rd: _load_xacro(path, mappings)}
         return self
 
