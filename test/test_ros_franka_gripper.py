@@ -24,6 +24,8 @@ import pytest
 from conftest import REPO, requires_ros
 from helpers.ros_wait import stop_process
 
+HOMED_WIDTH_M = 0.0787  # what the server double's hand homes to (its HOMED_WIDTH_M; it imports franka_msgs)
+
 pytestmark = [requires_ros, pytest.mark.slow, pytest.mark.timeout(600)]  # the first test builds franka_msgs
 
 FIXTURE = REPO / "test" / "fixtures" / "franka_msgs"
@@ -115,8 +117,11 @@ def test_default_names_reach_current_franka_ros2(gripper_server, client_for):
     gripper_server(node_name="franka_gripper", object_width_m=0.03)
     client = client_for(MoveItConfig().gripper_namespace)
     assert client.namespace == "/franka_gripper"
+    assert client.max_width() == pytest.approx(0.08)  # nominal until homed
     assert client.homing(timeout_s=20.0), client.last_error
-    assert wait_width(client, lambda w: abs(w - 0.08) < 1e-6) == pytest.approx(0.08)
+    # the homed opening is the hand's maximum, not the nominal 0.08 m; wider moves are rejected, as libfranka does
+    assert client.max_width() == pytest.approx(HOMED_WIDTH_M, abs=1e-6) and HOMED_WIDTH_M < 0.08
+    assert not client.move(0.08, 0.1, timeout_s=10.0) and "command rejected" in client.last_error
     assert client.move(0.05, 0.1, timeout_s=10.0), client.last_error
     assert wait_width(client, lambda w: abs(w - 0.05) < 1e-6) == pytest.approx(0.05)
     # the backend's grasp: width 0 within the whole stroke succeeds on whatever is held
@@ -156,7 +161,7 @@ def test_cancel_from_another_thread_stops_the_fingers(gripper_server, client_for
     gripper_server()
     client = client_for("/franka_gripper")
     assert client.homing(timeout_s=20.0)
-    wait_width(client, lambda w: abs(w - 0.08) < 1e-6)
+    wait_width(client, lambda w: abs(w - HOMED_WIDTH_M) < 1e-6)
     answer: list = []
     mover = threading.Thread(target=lambda: answer.append(client.move(0.0, 0.01, timeout_s=30.0)))  # 8 s stroke
     mover.start()
@@ -198,8 +203,8 @@ def test_moveit_backend_gripper_through_the_real_client(gripper_server, rclpy_co
         lambda c: FrankaGripperClient(c.gripper_namespace, context=rclpy_context)))
     backend.connect()
     try:
-        backend.gripper_open()
-        assert wait_width(backend._gripper, lambda w: abs(w - 0.08) < 1e-6) == pytest.approx(0.08)
+        backend.gripper_open()  # to the homed width: a move to the nominal 0.08 m would be rejected
+        assert wait_width(backend._gripper, lambda w: abs(w - HOMED_WIDTH_M) < 1e-6) == pytest.approx(HOMED_WIDTH_M)
         assert backend.gripper_close(force_n=20.0) == pytest.approx(0.03, abs=1e-6)
         backend.config.gripper_speed_mps = 0.01  # a slow opening, stopped half way
         stopped: list = []

@@ -51,6 +51,7 @@ class FrankaGripperClient:
         self.namespace = "/" + namespace.strip("/")
         self._types = {"move": Move, "grasp": Grasp, "homing": Homing}
         self._max_width_m = float(max_width_m)
+        self._homed_width_m: float | None = None  # the opening homing reached: the hand's real maximum
         self._server_wait_s = float(server_wait_s)
         self._node = rclpy.create_node(node_name, context=context)
         self._clients = {name: ActionClient(self._node, kind, f"{self.namespace}/{name}")
@@ -139,7 +140,13 @@ class FrankaGripperClient:
         return self._call("grasp", goal, timeout_s)
 
     def homing(self, timeout_s: float) -> bool:
-        return self._call("homing", self._types["homing"].Goal(), timeout_s)
+        """Home the fingers; on success the opening they reached is this hand's :meth:`max_width` (libfranka's
+        ``GripperState::max_width`` is "estimated by homing"; a real hand opens a little less than its nominal
+        0.08 m, and a move wider than the homed width is rejected)."""
+        ok = self._call("homing", self._types["homing"].Goal(), timeout_s)
+        if ok:
+            self._homed_width_m = self.width()
+        return ok
 
     def width(self) -> float:
         """Finger opening, m, from a joint_states message published after the last goal ended (joint_states come
@@ -152,7 +159,8 @@ class FrankaGripperClient:
             return self._width_m
 
     def max_width(self) -> float:
-        return self._max_width_m
+        """The homed opening, m (the nominal ``max_width_m`` before a successful :meth:`homing`)."""
+        return self._max_width_m if self._homed_width_m is None else self._homed_width_m
 
     def state_age_s(self) -> float:
         """Seconds since the last joint_states of the gripper arrived (inf before the first): franka_gripper

@@ -8,11 +8,15 @@ moveit_ros/planning/moveit_cpp, planning_pipeline_interfaces):
   arguments>, config_dict=None, provide_planning_service=True, remappings=None)``: ``config_dict`` wins over the
   files; a params file applies to the node under ``/**``, its name or its full name. Start-up throws
   ``RuntimeError`` as MoveItCpp does: no robot_description/_semantic -> "Unable to configure planning scene
-  monitor"; no ``planning_pipelines.pipeline_names`` -> "Failed to load planning pipelines from parameter server";
+  monitor"; no complete robot state on ``<name_space>/joint_states`` (relative to the node's namespace) within
+  ``planning_scene_monitor_options.wait_for_initial_state_timeout`` -> the same, after that wait, spent holding the
+  GIL (moveit2 main 8fcb5d2, moveit_cpp.cpp loadPlanningSceneMonitor); no ``planning_pipelines.pipeline_names`` -> "Failed to load planning pipelines from parameter server";
   a named pipeline without ``<name>.planning_plugins`` -> "Planning plugin name is empty or not defined in
   namespace '<name>'".
 - ``PlanRequestParameters(moveit, ns)`` (positional, no default) reads ``<ns>.plan_request_params.*`` and
-  ``plan_request_params.*`` for ``ns == ""``; missing values fall back to '' / 1.0 s / 5 attempts / 1.0.
+  ``plan_request_params.*`` for ``ns == ""``; missing values fall back to '' / 1.0 s / 5 attempts / 1.0; a value of
+  another ROS type (``planning_time: 1``, an integer, where a double is read) raises ``RuntimeError`` ("has invalid
+  type: expected [double] got [integer]"), as rclcpp's typed ``get_parameter`` does through pybind11.
 - ``plan(single_plan_parameters=...)`` keeps the GIL for as long as it plans (no ``gil_scoped_release``): here a
   libc ``usleep`` through ``ctypes.PyDLL``, which does not release it either. A reachable goal is solved after
   ``solve_s`` (TIMED_OUT when the slice is shorter); an unreachable one uses the whole planning_time and answers
@@ -111,12 +115,23 @@ class PlanRequestParameters:
             raise TypeError("__init__(): incompatible constructor arguments")
         prefix = f"{ns}.plan_request_params." if ns else "plan_request_params."
         p = moveit.params
-        self.planner_id = p.get(prefix + "planner_id", "")
-        self.planning_pipeline = p.get(prefix + "planning_pipeline", "")
-        self.planning_time = float(p.get(prefix + "planning_time", 1.0))
-        self.planning_attempts = int(p.get(prefix + "planning_attempts", 5))
-        self.max_velocity_scaling_factor = float(p.get(prefix + "max_velocity_scaling_factor", 1.0))
-        self.max_acceleration_scaling_factor = float(p.get(prefix + "max_acceleration_scaling_factor", 1.0))
+
+        def typed(name, kind, default):
+            # rclcpp's node->get_parameter(name, double&) on an integer parameter (YAML `planning_time: 1`) throws
+            # InvalidParameterTypeException, which pybind11 hands to Python as RuntimeError
+            value = p.get(prefix + name, default)
+            seen = {bool: "bool", int: "integer", float: "double", str: "string"}.get(type(value), "other")
+            if seen != {float: "double", int: "integer", str: "string"}[kind]:
+                raise RuntimeError(f"parameter '{prefix + name}' has invalid type: expected "
+                                   f"[{ {float: 'double', int: 'integer', str: 'string'}[kind]}] got [{seen}]")
+            return value
+
+        self.planner_id = typed("planner_id", str, "")
+        self.planning_pipeline = typed("planning_pipeline", str, "")
+        self.planning_time = typed("planning_time", float, 1.0)
+        self.planning_attempts = typed("planning_attempts", int, 5)
+        self.max_velocity_scaling_factor = typed("max_velocity_scaling_factor", float, 1.0)
+        self.max_acceleration_scaling_factor = typed("max_acceleration_scaling_factor", float, 1.0)
 
 
 class PlanningComponent:
@@ -161,7 +176,10 @@ class PlanningComponent:
 
 
 class MoveItPy:
-    """moveit_py's MoveItPy (see the module docstring); the robot moves its TCP in straight lines."""
+    """moveit_py's MoveItPy (see the module docstring); the robot moves its TCP in straight lines. The robot's
+    joint states are on ``robot_joint_states`` (FakeMoveItModule(robot_namespace=...) moves them)."""
+
+    robot_joint_states = "/joint_states"
 
     def __init__(self, node_name="moveit_py", name_space="", launch_params_filepaths=None, config_dict=None,
                  provide_planning_service=True, remappings=None):
@@ -171,6 +189,14 @@ class MoveItPy:
         self.params = (flatten(config_dict) if config_dict is not None
                        else params_from_files(launch_params_filepaths, node_name, name_space))
         if not self.params.get("robot_description") or not self.params.get("robot_description_semantic"):
+            raise RuntimeError("Unable to configure planning scene monitor")
+        # MoveItCpp::loadPlanningSceneMonitor: the state monitor listens to "joint_states" (relative: in name_space)
+        # and waits wait_for_initial_state_timeout for a complete state, holding the GIL (the constructor has no
+        # gil_scoped_release); without one the constructor throws
+        listening = "/" + "/".join(part for part in (name_space.strip("/"), "joint_states") if part)
+        wait_s = float(self.params.get("planning_scene_monitor_options.wait_for_initial_state_timeout", 0.0))
+        if listening != self.robot_joint_states and wait_s > 0.0:
+            _usleep_holding_the_gil(int(wait_s * 1e6))
             raise RuntimeError("Unable to configure planning scene monitor")
         names = list(self.params.get("planning_pipelines.pipeline_names") or [])
         for name in names:
@@ -309,9 +335,11 @@ class FakeMoveItModule(list):
     """The MoveItPy instances the double made (a list), its ``moveit.planning`` module, and the backend arguments
     that put the double where ros/moveit.py's ``moveit_backend_args()`` puts the real moveit_py."""
 
-    def __init__(self, humble: bool = False):
+    def __init__(self, humble: bool = False, robot_namespace: str = ""):
         super().__init__()
-        cls = HumbleMoveItPy if humble else MoveItPy
+        base = HumbleMoveItPy if humble else MoveItPy
+        joint_states = "/" + "/".join(part for part in (robot_namespace.strip("/"), "joint_states") if part)
+        cls = type(base.__name__, (base,), {"robot_joint_states": joint_states})  # where franka_ros2 publishes
 
         def factory(*args, **kwargs):
             self.append(cls(*args, **kwargs))

@@ -6,7 +6,10 @@ franka_ros2 v3.4.0 (jazzy; the same in v1.0.0 .. v2.5.0): actions ``~/homing``, 
 where they are and ends the goal CANCELED; the result's ``success`` is what libfranka's call returned (a grasp
 that closes outside ``width +- epsilon`` is ``success=false`` with an empty ``error``; a command libfranka rejects
 is ``success=false`` with its message); ``~/joint_states`` at 15 Hz with both finger joints at width/2; goal
-feedback ``current_width`` at 30 Hz. The hand is a Franka Hand: 0.08 m stroke, fingers moving at the goal speed.
+feedback ``current_width`` at 30 Hz. The hand is a Franka Hand: 0.08 m nominal stroke, but homing measures the
+opening it really has (libfranka's ``GripperState::max_width``, "estimated by homing the gripper"), a little less on
+a real hand: this one homes to ``HOMED_WIDTH_M``, and a move wider than that is rejected as libfranka rejects it.
+Fingers move at the goal speed.
 
     python franka_gripper_server.py --node-name franka_gripper [--namespace ns] [--object-width-m 0.03]
         [--mode normal|silent|stuck]
@@ -28,7 +31,8 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from sensor_msgs.msg import JointState
 
-MAX_WIDTH_M = 0.08
+MAX_WIDTH_M = 0.08  # the Franka Hand's nominal stroke: all a move may ask before homing
+HOMED_WIDTH_M = 0.0787  # what homing measures on this hand (not the nominal 0.08)
 FEEDBACK_PERIOD_S = 1.0 / 30  # feedback_publish_rate: 30 in franka_gripper_node.yaml
 STATE_PERIOD_S = 1.0 / 15  # state_publish_rate: 15
 
@@ -37,6 +41,7 @@ class FakeFrankaGripper:
     def __init__(self, node, object_width_m: float | None, mode: str, arm_id: str):
         self.node, self.object_width_m, self.mode = node, object_width_m, mode
         self.width_m = 0.04  # wherever the fingers were left; homing opens them fully
+        self.max_width_m = MAX_WIDTH_M  # until homing measures it
         self.lock = threading.Lock()
         group = ReentrantCallbackGroup()
         self.servers = [
@@ -93,12 +98,14 @@ class FakeFrankaGripper:
         return result
 
     def execute_homing(self, handle):
-        done = self.drive(handle, Homing, MAX_WIDTH_M, 0.1, None)
+        done = self.drive(handle, Homing, HOMED_WIDTH_M, 0.1, None)
+        if done:
+            self.max_width_m = HOMED_WIDTH_M
         return self.finish(handle, Homing, True if done else None)
 
     def execute_move(self, handle):
         goal = handle.request
-        if not 0.0 <= goal.width <= MAX_WIDTH_M or goal.speed <= 0.0:
+        if not 0.0 <= goal.width <= self.max_width_m or goal.speed <= 0.0:
             return self.finish(handle, Move, False, "libfranka gripper: command rejected: width or speed out of range")
         done = self.drive(handle, Move, goal.width, goal.speed, None)
         return self.finish(handle, Move, True if done else None)

@@ -274,7 +274,13 @@ class MoveItBackend(RobotBackend):
         check_moveit_py_version()
         planning = self._moveit_loader()  # moveit.planning; BackendFault when moveit_py is not installed
         MoveItPy, PlanRequestParameters = planning.MoveItPy, planning.PlanRequestParameters  # noqa: N806
+        # the namespace franka_ros2 runs in: MoveItCpp listens to "joint_states" relative to its node's namespace, and
+        # without a complete state within wait_for_initial_state_timeout it throws "Unable to configure planning
+        # scene monitor" (a namespaced bringup publishes /<ns>/joint_states, never /joint_states)
+        robot_ns = str(self.config.robot_namespace).strip("/")
         kwargs: dict[str, Any] = {"node_name": self.config.node_name}
+        if robot_ns:  # (Humble's MoveItPy has no name_space; the backend refuses Humble further on, by name)
+            kwargs["name_space"] = f"/{robot_ns}"
         if self._config_dict is not None:
             kwargs["config_dict"] = self._config_dict
             source = "config_dict"
@@ -295,7 +301,10 @@ class MoveItBackend(RobotBackend):
         try:
             moveit = MoveItPy(**kwargs)
         except Exception as exc:
-            raise BackendFault(f"moveit: MoveItPy did not start from {source}: {exc}") from exc
+            where = f"/{robot_ns}/joint_states" if robot_ns else "/joint_states"
+            raise BackendFault(f"moveit: MoveItPy did not start from {source}: {exc} (it reads the robot state on "
+                               f"{where}: backends.moveit.robot_namespace must be the namespace franka_ros2 was "
+                               f"launched in)") from exc
         ns = self.config.plan_request_namespace
         read = f"{ns}.plan_request_params" if ns else "plan_request_params"
         try:
@@ -304,6 +313,10 @@ class MoveItBackend(RobotBackend):
             self._shutdown(moveit)
             raise BackendFault(f"moveit: this moveit_py has Humble's PlanRequestParameters(moveit) ({exc}); the "
                                f"backend needs moveit_py >= {'.'.join(map(str, MIN_MOVEIT_PY))} (Jazzy)") from exc
+        except RuntimeError as exc:  # rclcpp's typed get_parameter: `planning_time: 1` is an integer, not a double
+            self._shutdown(moveit)
+            raise BackendFault(f"moveit: MoveIt cannot read {read}.*: {exc} (write floats with a decimal point: "
+                               "planning_time: 1.0, not 1; planning_attempts is an integer)") from exc
         if not params.planning_pipeline:
             self._shutdown(moveit)
             raise BackendFault(f"moveit: {read}.planning_pipeline is not set in MoveIt's parameters, so every plan "

@@ -1,0 +1,47 @@
+"""The hardware paths as the real libraries behave, against doubles that keep the real thing's awkward parts
+(helpers/fake_moveit_py.py mirrors moveit_py 2.12.4 / moveit2 jazzy and MoveItCpp's start-up of moveit2 8fcb5d2)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("geometry_msgs.msg")
+
+from grounded_planner.execution.backend import BackendFault  # noqa: E402
+from grounded_planner.execution.backends.moveit_backend import MoveItBackend, MoveItConfig  # noqa: E402
+from helpers.fake_moveit_py import FakeGripper, FakeMoveItModule, moveit_params_file  # noqa: E402
+
+QUICK_STATE_WAIT = {"planning_scene_monitor_options": {"wait_for_initial_state_timeout": 0.3}}
+
+
+def test_moveit_py_runs_in_the_namespace_of_a_namespaced_franka_bringup(tmp_path):
+    """franka_ros2 launched with namespace:=left publishes /left/joint_states: MoveItPy must be created with
+    name_space, or its state monitor waits on /joint_states and the constructor throws after the timeout."""
+    params = str(moveit_params_file(tmp_path, **QUICK_STATE_WAIT))
+    fake = FakeMoveItModule(robot_namespace="left")
+    backend = MoveItBackend(MoveItConfig(params_files=[params], robot_namespace="left"),
+                            **fake.backend_args(lambda c: FakeGripper(0.03)))
+    backend.connect()
+    backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
+    assert fake[0].executed
+
+    unaware = MoveItBackend(MoveItConfig(params_files=[params]), **FakeMoveItModule(robot_namespace="left")
+                            .backend_args(lambda c: FakeGripper(0.03)))
+    started = time.monotonic()
+    with pytest.raises(BackendFault, match=r"Unable to configure planning scene monitor.*/joint_states.*"
+                                           r"backends\.moveit\.robot_namespace"):
+        unaware.connect()
+    assert time.monotonic() - started >= 0.3  # the double waited, holding the GIL, as MoveItCpp does
+
+
+def test_an_integer_where_moveit_reads_a_double_is_a_backend_fault_naming_it(tmp_path):
+    """`planning_time: 1` in plan_request_params: rclcpp's typed get_parameter throws (RuntimeError through
+    pybind11), which escaped connect unwrapped."""
+    params = str(moveit_params_file(tmp_path, plan_request_params={"planning_time": 1}))
+    backend = MoveItBackend(MoveItConfig(params_files=[params]), **FakeMoveItModule().backend_args(
+        lambda c: FakeGripper(0.03)))
+    with pytest.raises(BackendFault, match=r"plan_request_params\.planning_time' has invalid type: expected "
+                                           r"\[double\] got \[integer\].*planning_time: 1\.0, not 1"):
+        backend.connect()
