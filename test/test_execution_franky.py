@@ -208,3 +208,21 @@ def test_a_motion_past_its_time_limit_is_a_timeout_not_a_fault(cube_sim):
         still_at = backend.current_pose()[0]
     assert np.linalg.norm(still_at - stopped_at) < 0.002  # the arm stands still after the stop
     assert np.linalg.norm(stopped_at - goal) > 0.05  # short of the goal: it was stopped, not finished
+
+
+def test_an_arm_still_in_error_after_recovery_is_refused_at_connect(monkeypatch):
+    """franky's recover_from_errors() returns !hasErrors() after automatic recovery (franky robot.cpp); its result
+    was ignored, and a connect to an arm still in error went on. franky-sim recovers every time, so its answer is
+    replaced here by the one a real arm in a safety stop gives."""
+    import franky
+
+    from grounded_planner.execution.backend import BackendFault
+
+    with franky_sim_server() as host:
+        monkeypatch.setattr(franky.Robot, "recover_from_errors", lambda self: False)
+        backend = make_backend("franky", fast_config(host))
+        with pytest.raises(BackendFault, match="still reports errors after automatic error recovery"):
+            backend.connect()
+        monkeypatch.undo()
+        backend.connect()  # the same arm, recovered
+        backend.disconnect()

@@ -100,7 +100,12 @@ class FrankyBackend(RobotBackend):
         rt = franky.RealtimeConfig.Enforce if self.config.realtime else franky.RealtimeConfig.Ignore
         try:
             robot = franky.Robot(self.config.hostname, realtime_config=rt)
-            robot.recover_from_errors()
+            # franky's recoverFromErrors(): automaticErrorRecovery(), then `return !hasErrors()` (franky robot.cpp):
+            # False means the arm is still in error (a reflex or a safety stop that needs the user)
+            if not robot.recover_from_errors():
+                raise BackendFault(f"franky: the robot at {self.config.hostname} still reports errors after automatic "
+                                   "error recovery: clear them on the robot (Desk: unlock, release the stop) and "
+                                   "connect again")
             # the global factor holds the acceleration/jerk cap; velocity is set per motion (speed_scale, capped)
             acc = self.safety.max_acceleration_scale
             robot.relative_dynamics_factor = franky.RelativeDynamicsFactor(1.0, acc, acc)
