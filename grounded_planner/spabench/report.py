@@ -14,7 +14,8 @@ from grounded_planner.fileio import write_text_atomic
 from grounded_planner.rollout.stats import format_rate, mcnemar_exact, wilson_interval
 from grounded_planner.rollout.taxonomy import FAILURE_MODES
 from grounded_planner.spabench.errors import SpaBenchError
-from grounded_planner.spabench.trial import CONDITIONS, TASKS, TrialRecord, paraphrase_original
+from grounded_planner.spabench.predicates import objects_in_bowl
+from grounded_planner.spabench.trial import CONDITIONS, TASKS, TrialRecord, TrialSpec, paraphrase_original
 
 TRIALS_FILE = "trials.jsonl"
 # The relational-placement sector count: a direction chosen blindly among left/right/front/behind hits one in four.
@@ -109,19 +110,13 @@ def _pairs_out(m: dict[str, Any], a: str, b: str) -> dict[str, Any]:
 
 # -- the blind baseline's chance ---------------------------------------------------------------------
 
-def _xy(p: Sequence[float]) -> tuple[float, float]:
-    return float(p[0]), float(p[1])
-
-
 def in_receptacle(rec: Mapping[str, Any], positions: Mapping[str, Sequence[float]]) -> list[str]:
-    """Objects whose centre lies within the receptacle's radius in the table plane (``spec.receptacle``)."""
-    spec = rec.get("spec") or {}
-    rid, radius = spec.get("receptacle"), spec.get("receptacle_radius_m")
-    if not rid or radius is None or rid not in positions:
+    """Objects in the receptacle by Table I's rule (:func:`grounded_planner.spabench.predicates.objects_in_bowl`);
+    none when the trial has no receptacle."""
+    spec = TrialSpec.from_dict(rec.get("spec") or {})
+    if not spec.receptacle or spec.receptacle_radius_m is None or spec.receptacle not in positions:
         return []
-    cx, cy = _xy(positions[rid])
-    return sorted(o for o, p in positions.items()
-                  if o != rid and math.hypot(_xy(p)[0] - cx, _xy(p)[1] - cy) <= float(radius))
+    return objects_in_bowl(spec, positions)
 
 
 def movable_outside(rec: Mapping[str, Any]) -> list[str]:
