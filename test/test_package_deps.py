@@ -19,6 +19,7 @@ ROSDEP_KEYS = {
     "PIL": "python3-pil",
     "cv2": "python3-opencv",
     "rosbags": "python3-rosbags-pip",
+    "mcap": "mcap-ros2-support",  # rosdistro has no key for mcap alone; mcap-ros2-support (pip) depends on it
     "httpx": "python3-httpx",
     "aiohttp": "python3-aiohttp",
     "action_msgs": "action_msgs",
@@ -49,7 +50,7 @@ OPTIONAL = {
     "placo": "SO-101 inverse kinematics of backend:=lerobot (pip install placo; no rosdep key)",
     "moveit": "executor backend:=moveit (moveit_py from a MoveIt install)",
     "franka_msgs": "the Franka gripper action client, only with franka_ros2 installed",
-    "lz4": "reading LZ4-compressed MCAP chunks written by other recorders (no rosdep key); ours are uncompressed",
+    "lz4": "LZ4-compressed MCAP chunks (rollouts recorded with compression: lz4; no rosdep key)",
     "backports": "reading zstd-compressed MCAP chunks on Python < 3.14 (backports.zstd)",
     "compression": "reading zstd-compressed MCAP chunks on Python >= 3.14 (standard library there)",
 }
