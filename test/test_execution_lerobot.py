@@ -46,19 +46,43 @@ REST_DEG = {"shoulder_pan": 0.0, "shoulder_lift": -30.0, "elbow_flex": 40.0, "wr
             "wrist_roll": 0.0, "gripper": 10.0}
 
 
+class _Bus:
+    """FeetechMotorsBus's port_handler (scservo_sdk PortHandler): is_open, closePort(). Closing the port leaves the
+    servos' torque as it is; SOFollower.is_connected is the port's is_open."""
+
+    def __init__(self, robot: "FakeSOFollower"):
+        self.port_handler = self
+        self._robot = robot
+
+    @property
+    def is_open(self) -> bool:
+        return self._robot.is_connected
+
+    def closePort(self) -> None:  # noqa: N802 - scservo_sdk's name
+        self._robot.is_connected = False
+
+
 class FakeSOFollower:
     """Test double of LeRobot 0.4.4's SOFollower: servos approach their goals at ``speed_deg_s``; the gripper stops
     at ``object_pos`` (gripper units 0..100) when closing on an object, or at 0 on nothing. ``follower_kwargs``
     are SOFollowerRobotConfig's (what the backend's make_so_follower passes)."""
 
     def __init__(self, follower_kwargs: dict, speed_deg_s: float = 600.0, calibrated: bool = True,
-                 object_pos: float | None = None, fail_after_sends: int | None = None):
+                 object_pos: float | None = None, fail_after_sends: int | None = None,
+                 calibration_read_failures: int = 0):
         self.follower_kwargs = follower_kwargs
         self.max_relative_target = follower_kwargs["max_relative_target"]
         self.disable_torque_on_disconnect = follower_kwargs.get("disable_torque_on_disconnect", True)
         self.torque = True
         self.speed_deg_s = speed_deg_s
-        self.is_calibrated = calibrated
+        self.calibrated = calibrated
+        # LeRobot 0.4.4's is_calibrated is a property that reads 18 registers (homing offset, min and max of six
+        # servos, FeetechMotorsBus.read_calibration): a lost status packet raises ConnectionError out of it
+        self.calibration_read_failures = calibration_read_failures
+        self.calibration_reads = 0
+        self.observations = 0  # get_observation calls, refused ones included
+        self.port_lost = False
+        self.bus = _Bus(self)  # what the backend closes without LeRobot's disconnect(): bus.port_handler
         self.object_pos = object_pos
         self.fail_after_sends = fail_after_sends
         self.present = dict(REST_DEG)
@@ -68,11 +92,24 @@ class FakeSOFollower:
         self._t = time.monotonic()
         self._lock = threading.Lock()
 
+    @property
+    def is_calibrated(self) -> bool:
+        self.calibration_reads += 1
+        if self.calibration_read_failures > 0:
+            self.calibration_read_failures -= 1
+            raise ConnectionError("Failed to sync read 'Homing_Offset' on ids=[1, 2, 3, 4, 5, 6] after 1 tries. "
+                                  "[TxRxResult] There is no status packet!")
+        return self.calibrated
+
     def connect(self, calibrate: bool = True) -> None:
         if self.is_connected:
             raise RuntimeError("FakeSOFollower is already connected")  # DeviceAlreadyConnectedError in LeRobot
         assert calibrate is False, "the backend must never start LeRobot's interactive calibration"
         self.is_connected = True
+        # SOFollower.connect evaluates `not self.is_calibrated and calibrate`: the registers are read even with
+        # calibrate=False (and may raise); then configure() turns torque on
+        self.is_calibrated  # noqa: B018 - the property's read is the point
+        self.torque = True
 
     def disconnect(self):
         if not self.is_connected:
@@ -95,8 +132,13 @@ class FakeSOFollower:
             self.present[k] += float(np.clip(d, -step, step))
 
     def get_observation(self) -> dict[str, float]:
-        if not self.is_connected:
-            raise RuntimeError("FakeSOFollower is not connected")
+        self.observations += 1
+        if self.port_lost:  # the port went away between the backend's is_connected check and this read
+            self.is_connected = False
+        if not self.is_connected:  # LeRobot's check_if_not_connected: DeviceNotConnectedError, a ConnectionError
+            from lerobot.utils.errors import DeviceNotConnectedError
+
+            raise DeviceNotConnectedError(f"{self} is not connected.")
         with self._lock:
             self._advance()
             return {f"{k}.pos": v for k, v in self.present.items()}

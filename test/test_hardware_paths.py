@@ -45,3 +45,44 @@ def test_an_integer_where_moveit_reads_a_double_is_a_backend_fault_naming_it(tmp
     with pytest.raises(BackendFault, match=r"plan_request_params\.planning_time' has invalid type: expected "
                                            r"\[double\] got \[integer\].*planning_time: 1\.0, not 1"):
         backend.connect()
+
+
+# -- SO-101 through LeRobot 0.4.4 (FakeSOFollower of test_execution_lerobot.py mirrors its SOFollower) -------------
+
+def _so101(**double_kwargs):
+    from grounded_planner.execution.backends.lerobot_backend import LeRobotConfig, so_follower_config_kwargs
+    from test_execution_lerobot import FakeSOFollower, make
+
+    pytest.importorskip("lerobot.utils.errors")
+    double = FakeSOFollower(so_follower_config_kwargs(LeRobotConfig()), **double_kwargs)
+    return double, lambda: make(double)
+
+
+def test_an_uncalibrated_so101_is_refused_with_its_torque_left_as_it_was():
+    """LeRobot's disconnect() turns torque off first: the refusal used to drop the arm it refused."""
+    double, connect = _so101(calibrated=False)
+    with pytest.raises(BackendFault, match="not calibrated .* run lerobot-calibrate"):
+        connect()
+    assert double.torque is True and double.present["shoulder_lift"] == pytest.approx(-30.0)  # held, not sagged
+    assert not double.bus.port_handler.is_open  # the port is closed all the same
+
+
+def test_is_calibrated_reads_registers_and_a_lost_packet_there_is_retried_or_refused_cleanly():
+    double, connect = _so101(calibration_read_failures=1)
+    backend, robot, _ = connect()  # one lost packet: read again
+    assert backend.is_connected and robot.calibration_reads >= 2
+    double, connect = _so101(calibration_read_failures=50)  # the servos do not answer the calibration reads
+    with pytest.raises(BackendFault, match="no status packet"):
+        connect()
+    assert double.torque is True and double.present["shoulder_lift"] == pytest.approx(-30.0)
+
+
+def test_device_not_connected_is_not_retried_as_a_lost_packet():
+    """DeviceNotConnectedError is a ConnectionError in LeRobot 0.4.4, and was retried bus_retries times."""
+    double, connect = _so101()
+    backend, robot, _ = connect()
+    robot.port_lost = True  # the port goes away under the next read
+    before = robot.observations
+    with pytest.raises(BackendFault, match="is not connected"):
+        backend.gripper_width()
+    assert robot.observations - before == 1

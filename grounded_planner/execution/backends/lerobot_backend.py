@@ -154,6 +154,16 @@ def make_so_follower(config: LeRobotConfig) -> Any:
     return Follower(FollowerConfig(**so_follower_config_kwargs(config)))
 
 
+def _not_a_lost_packet(exc: BaseException) -> bool:
+    """LeRobot's DeviceNotConnectedError / DeviceAlreadyConnectedError derive from ConnectionError but say the
+    robot object's state, not a status packet lost on the bus: repeating the call cannot help."""
+    try:
+        from lerobot.utils.errors import DeviceAlreadyConnectedError, DeviceNotConnectedError  # lazy: optional SDK
+    except ImportError:
+        return False
+    return isinstance(exc, (DeviceNotConnectedError, DeviceAlreadyConnectedError))
+
+
 def _close_port(robot: Any) -> None:
     """Close the serial port a failed ``connect()`` left open, without LeRobot's disconnect() (which would turn the
     servos' torque off first and drop the arm)."""
@@ -211,13 +221,22 @@ class LeRobotBackend(RobotBackend):
                 break
             except Exception as exc:  # serial/SDK errors come in many types; all mean the arm is not there
                 _close_port(robot)
-                if attempt == self.config.bus_retries or not isinstance(exc, (ConnectionError, RuntimeError)):
+                if attempt == self.config.bus_retries or not isinstance(exc, (ConnectionError, RuntimeError)) \
+                        or _not_a_lost_packet(exc):
                     raise BackendFault(f"lerobot: cannot connect to the SO-101 on {self.config.port}: {exc}") from exc
                 # a status packet lost during the handshake (ping, firmware, configure): try once more
                 log.warning("lerobot: connecting failed, retrying (%d/%d): %s", attempt + 1, self.config.bus_retries,
                             str(exc).splitlines()[0])
-        if not getattr(robot, "is_calibrated", True):
-            robot.disconnect()
+        try:
+            # LeRobot 0.4.4: a property that reads 18 registers, so it can raise like any bus read
+            calibrated = self._bus_call(lambda: robot.is_calibrated)
+        except Exception as exc:
+            _close_port(robot)  # torque as connect left it: LeRobot's disconnect() would drop the arm
+            raise BackendFault(f"lerobot: cannot read the calibration of the SO-101 on {self.config.port}: {exc}") \
+                from exc
+        if not calibrated:
+            # the arm stays as it is (no torque off: it would fall); the port is closed and nothing moves
+            _close_port(robot)
             raise BackendFault(f"lerobot: the SO-101 on {self.config.port} is not calibrated for id "
                                f"{self.config.robot_id!r}: run lerobot-calibrate first")
         self._robot = robot
@@ -260,7 +279,7 @@ class LeRobotBackend(RobotBackend):
             try:
                 return call()
             except ConnectionError as exc:
-                if attempt == self.config.bus_retries:
+                if attempt == self.config.bus_retries or _not_a_lost_packet(exc):
                     raise
                 log.warning("lerobot: bus error, retrying (%d/%d): %s", attempt + 1, self.config.bus_retries, exc)
 
