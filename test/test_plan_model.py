@@ -52,12 +52,20 @@ def test_empty_plan_is_valid_with_a_reason():
         ([GroundedAction("grasp", "x", bbox=(50, 10, 40, 20)), PLACE], 0, "bbox_order"),
         ([GroundedAction("open", "x", bbox=(10, 10, 10, 20))], 0, "bbox_order"),
         ([GroundedAction("close", "x", bbox=(600, 10, 700, 20))], 0, "bbox_in_image"),
+        # one step past each edge of the landscape 640x480 image (a y bound checked against the width passes 481)
+        ([GroundedAction("close", "x", bbox=(10, 10, 20, 480.5))], 0, "bbox_in_image"),
+        ([GroundedAction("close", "x", bbox=(10, 10, 640.5, 20))], 0, "bbox_in_image"),
+        ([GroundedAction("close", "x", bbox=(-0.5, 10, 20, 20))], 0, "bbox_in_image"),
+        ([GroundedAction("close", "x", bbox=(10, -0.5, 20, 20))], 0, "bbox_in_image"),
+        ([SPOON, GroundedAction("place", "spoon", point=(10, 480.5))], 1, "point_in_image"),
+        ([SPOON, GroundedAction("place", "spoon", point=(-0.5, 10))], 1, "point_in_image"),
         ([SPOON, GroundedAction("place", "spoon")], 1, "point_required"),
         ([SPOON, GroundedAction("place", "spoon", point=(641, 10))], 1, "point_in_image"),
         ([SPOON, GroundedAction("place", "spoon", point=(float("nan"), 10))], 1, "point_finite"),
     ],
 )
 def test_each_rule_names_the_action_and_the_rule(actions, index, rule):
+    """Each rule refuses with its own name; the image edges themselves are inside (see the next test)."""
     with pytest.raises(PlanError) as err:
         make_plan(actions).validate()
     assert err.value.index == index
@@ -84,3 +92,10 @@ def test_missing_plan_file_names_the_path(tmp_path):
 def test_steps_group_grasp_place_pairs():
     steps = iter_pairs([SPOON, PLACE, DRAWER])
     assert [tuple(a.type for a in s) for s in steps] == [("grasp", "place"), ("open",)]
+
+
+def test_boxes_and_points_exactly_on_the_image_edges_are_valid():
+    make_plan([GroundedAction("open", "x", bbox=(0, 0, 640, 480))]).validate()
+    make_plan([GroundedAction("grasp", "x", bbox=(0, 0, 640, 480)),
+               GroundedAction("place", "x", point=(640, 480))]).validate()
+    make_plan([GroundedAction("grasp", "x", bbox=(0, 0, 640, 480)), GroundedAction("place", "x", point=(0, 0))]).validate()
