@@ -86,3 +86,19 @@ def test_device_not_connected_is_not_retried_as_a_lost_packet():
     with pytest.raises(BackendFault, match="is not connected"):
         backend.gripper_width()
     assert robot.observations - before == 1
+
+
+def test_moveit_refuses_an_unknown_planning_group_and_a_trajectory_no_controller_runs(tmp_path):
+    params = str(moveit_params_file(tmp_path))
+    wrong_group = MoveItBackend(MoveItConfig(params_files=[params], planning_group="panda_arm"),
+                                **FakeMoveItModule().backend_args(lambda c: FakeGripper(0.03)))
+    with pytest.raises(BackendFault, match=r"no planning group 'panda_arm'.*Could not find joint model group"):
+        wrong_group.connect()
+
+    no_controllers = str(moveit_params_file(tmp_path, moveit_simple_controller_manager={"controller_names": []}))
+    fake = FakeMoveItModule()
+    backend = MoveItBackend(MoveItConfig(params_files=[no_controllers]), **fake.backend_args(lambda c: FakeGripper(0.03)))
+    backend.connect()
+    with pytest.raises(BackendFault, match=r"status ABORTED \(MoveIt aborts at once when no active controller"):
+        backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
+    assert not fake[0].executed

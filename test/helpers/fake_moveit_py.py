@@ -22,7 +22,9 @@ moveit_ros/planning/moveit_cpp, planning_pipeline_interfaces):
   ``solve_s`` (TIMED_OUT when the slice is shorter); an unreachable one uses the whole planning_time and answers
   PLANNING_FAILED; a pipeline name that is not loaded answers FAILURE ("No planning pipeline available for name").
 - ``execute(robot_trajectory, controllers)`` (both required) releases the GIL and is stopped by
-  ``get_trajectory_execution_manager().stop_execution()``.
+  ``get_trajectory_execution_manager().stop_execution()``; with no controller configured it answers ABORTED
+  ("No active controllers configured for group", MoveItCpp::execute).
+- ``get_planning_component(name)`` throws "Could not find joint model group 'NAME'." for a group the SRDF lacks.
 
 ``HumbleMoveItPy`` mirrors moveit2 ``humble`` (moveit_py 2.5.9): ``PlanRequestParameters(moveit)``,
 ``plan(parameters=)``, ``execute(group_name, robot_trajectory, blocking=True)``.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import re
 import sys
 import threading
 import time
@@ -51,6 +54,12 @@ CONFIG_PACKAGE_PARAMS = {
     "robot_description_kinematics": {"fr3_arm": {"kinematics_solver": "kdl_kinematics_plugin/KDLKinematicsPlugin"}},
     "planning_pipelines": ["ompl"], "default_planning_pipeline": "ompl",
     "ompl": {"planner_configs": {"RRTConnectkConfigDefault": {"type": "geometric::RRTConnect"}}},
+    # franka_fr3_moveit_config's fr3_controllers.yaml, as the simple controller manager's block (real.launch.py)
+    "moveit_controller_manager": "moveit_simple_controller_manager/MoveItSimpleControllerManager",
+    "moveit_simple_controller_manager": {
+        "controller_names": ["fr3_arm_controller"],
+        "fr3_arm_controller": {"type": "FollowJointTrajectory", "action_ns": "follow_joint_trajectory",
+                               "default": True, "joints": [f"fr3_joint{i}" for i in range(1, 8)]}},
 }
 REACH_M = 0.85
 SHOULDER = np.array([0.0, 0.0, 0.333])
@@ -220,10 +229,17 @@ class MoveItPy:
         self._stop = threading.Event()
 
     def get_planning_component(self, planning_component_name):
+        # PlanningComponent's constructor (planning_component.cpp) throws for a group the SRDF does not define
+        groups = re.findall(r"<group name=['\"]([^'\"]+)['\"]", str(self.params.get("robot_description_semantic", "")))
+        if planning_component_name not in groups:
+            raise RuntimeError(f"Could not find joint model group '{planning_component_name}'.")
         return PlanningComponent(planning_component_name, self)
 
     def execute(self, robot_trajectory, controllers):
         self.execute_calls += 1
+        # MoveItCpp::execute: "Execution failed! No active controllers configured for group" -> ABORTED
+        if not self.params.get("moveit_simple_controller_manager.controller_names"):
+            return ExecutionStatus("ABORTED")
         goal, quaternion, velocity_scale = robot_trajectory
         self._stop.clear()
         duration = np.linalg.norm(goal - self.position) * self.seconds_per_m / velocity_scale

@@ -476,7 +476,11 @@ class MoveItBackend(RobotBackend):
             raise BackendFault(f"moveit: execution failed: {outcome['error']}")
         status = outcome.get("status")
         if status is not None and not bool(status):
-            raise BackendFault(f"moveit: execution ended with status {getattr(status, 'status', status)}")
+            name = getattr(status, "status", status)
+            hint = (" (MoveIt aborts at once when no active controller is configured for the planning group: "
+                    "moveit_simple_controller_manager.controller_names, see docs/franka_moveit.md)"
+                    if str(name) == "ABORTED" else "")
+            raise BackendFault(f"moveit: execution ended with status {name}{hint}")
 
     def stop(self) -> None:
         if self._moveit is None:
