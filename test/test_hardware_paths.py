@@ -102,3 +102,42 @@ def test_moveit_refuses_an_unknown_planning_group_and_a_trajectory_no_controller
     with pytest.raises(BackendFault, match=r"status ABORTED \(MoveIt aborts at once when no active controller"):
         backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
     assert not fake[0].executed
+
+
+def test_without_joint_states_connect_refuses_before_moveit_py_waits_holding_the_gil(tmp_path, rclpy_context):
+    """MoveItPy's constructor waits for a complete state with the GIL held (10 s): a cancel or Ctrl-C during
+    connect waited that long. connect now looks for joint states first, in Python, and refuses without them."""
+    import threading
+
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import JointState
+
+    import rclpy
+    from grounded_planner.ros.moveit import wait_for_joint_states
+
+    def probe(topic, _timeout_s):
+        return wait_for_joint_states(topic, 1.0, context=rclpy_context)
+
+    params = str(moveit_params_file(tmp_path))  # wait_for_initial_state_timeout: 10 s, as shipped
+    fake = FakeMoveItModule(robot_namespace="left")
+    backend = MoveItBackend(MoveItConfig(params_files=[params], robot_namespace="left"),
+                            state_probe=probe, **fake.backend_args(lambda c: FakeGripper(0.03)))
+    started = time.monotonic()
+    with pytest.raises(BackendFault, match=r"no joint states on /left/joint_states within 10 s"):
+        backend.connect()
+    assert time.monotonic() - started < 5.0 and len(fake) == 0  # MoveItPy was never started
+
+    node = rclpy.create_node("franka_ros2_stand_in", namespace="left", context=rclpy_context)
+    publisher = node.create_publisher(JointState, "joint_states", 10)
+    timer = node.create_timer(0.05, lambda: publisher.publish(JointState(name=["fr3_joint1"], position=[0.0])))
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        backend.connect()
+        assert backend.is_connected and len(fake) == 1
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+        timer.cancel()
+        node.destroy_node()

@@ -233,6 +233,11 @@ def _error_code(result: Any) -> int:
     return int(getattr(code, "val", code if isinstance(code, int) else 0) or 0)
 
 
+# how long connect() looks for the robot's joint states before starting MoveItPy (config/moveit_py_franka.yaml's
+# planning_scene_monitor_options.wait_for_initial_state_timeout, which MoveItPy then waits with the GIL held), s
+STATE_WAIT_S = 10.0
+
+
 class MoveItBackend(RobotBackend):
     """Franka arm through moveit_py: every ``move_to_pose`` plans from the current state to a pose goal of
     ``end_effector_link`` (velocity/acceleration scaled within the safety caps) and executes it; execution runs
@@ -243,6 +248,8 @@ class MoveItBackend(RobotBackend):
     are used. ``moveit_loader()`` returns the ``moveit.planning`` module (MoveItPy, PlanRequestParameters),
     ``pose_stamped_type`` is ``geometry_msgs.msg.PoseStamped`` and ``gripper_factory(config)`` builds the
     franka_gripper client: ``ros/moveit.py``'s ``moveit_backend_args()`` gives all three; tests pass doubles.
+    ``state_probe(topic, timeout_s)`` (``ros/moveit.py``'s ``wait_for_joint_states``) says whether joint states
+    arrive, before MoveItPy's constructor waits for them with the GIL held.
     """
 
     name = "moveit"
@@ -250,7 +257,8 @@ class MoveItBackend(RobotBackend):
     def __init__(self, config: MoveItConfig | None = None, safety: SafetyConfig | None = None,
                  moveit_loader: Callable[[], Any] | None = None, pose_stamped_type: type | None = None,
                  gripper_factory: Callable[[MoveItConfig], GripperClient] | None = None,
-                 config_dict: Mapping[str, Any] | None = None):
+                 config_dict: Mapping[str, Any] | None = None,
+                 state_probe: Callable[[str, float], bool] | None = None):
         self.config = config or MoveItConfig()
         self.safety = safety or SafetyConfig()
         self.stop_timeout_s = float(self.safety.stop_timeout_s)
@@ -258,6 +266,7 @@ class MoveItBackend(RobotBackend):
             raise ConfigError(f"backends.moveit.plan_slice_s ({self.config.plan_slice_s} s) must be below "
                               f"safety.stop_timeout_s ({self.stop_timeout_s} s): a stop waits up to one plan slice")
         self._moveit_loader = moveit_loader
+        self._state_probe = state_probe
         self._pose_stamped_type = pose_stamped_type
         self._gripper_factory = gripper_factory
         self._config_dict = dict(config_dict) if config_dict is not None else None
@@ -298,10 +307,17 @@ class MoveItBackend(RobotBackend):
                 "kinematics, planning pipelines, controllers): launch with `real.launch.py executor_backend:=moveit "
                 "moveit_config:=franka_fr3_moveit_config`, set backends.moveit.params_files, or pass config_dict "
                 "(MoveItConfigsBuilder(...).to_dict()); see docs/franka_moveit.md")
+        where = f"/{robot_ns}/joint_states" if robot_ns else "/joint_states"
+        # MoveItPy's constructor waits for a complete robot state holding the GIL (up to the planning scene monitor's
+        # wait_for_initial_state_timeout, 10 s here): no Python thread, no Ctrl-C, no cancel runs meanwhile. Look for
+        # joint states first, in Python, where a Ctrl-C ends the wait at once
+        if self._state_probe is not None and not self._state_probe(where, STATE_WAIT_S):
+            raise BackendFault(f"moveit: no joint states on {where} within {STATE_WAIT_S:g} s: is franka_ros2 running, "
+                               "and is backends.moveit.robot_namespace the namespace it was launched in? (MoveItPy not started: its constructor would wait for them holding the "
+                               "GIL)")
         try:
             moveit = MoveItPy(**kwargs)
         except Exception as exc:
-            where = f"/{robot_ns}/joint_states" if robot_ns else "/joint_states"
             raise BackendFault(f"moveit: MoveItPy did not start from {source}: {exc} (it reads the robot state on "
                                f"{where}: backends.moveit.robot_namespace must be the namespace franka_ros2 was "
                                f"launched in)") from exc
