@@ -66,3 +66,69 @@ def test_command_table_matches_what_the_modules_register():
     for full_help, table_help in zip(*(a._choices_actions for a in actions)):
         assert (full_help.dest, full_help.help) == (table_help.dest, table_help.help)
     assert all(callable(parser.get_default("func")) for parser in actions[0].choices.values())
+
+
+def _run_raising(monkeypatch, capsys, exc: BaseException) -> tuple[int, str]:
+    """main() running a command whose handler raises ``exc``: (exit code, stderr)."""
+    import argparse
+
+    from grounded_planner.cli import main as cli_main
+
+    def build(commands=None):
+        parser = argparse.ArgumentParser(prog="grounded-planner")
+        parser.add_argument("-v", "--verbose", action="store_true")
+        sub = parser.add_subparsers(dest="command")
+
+        def handler(args):
+            raise exc
+
+        sub.add_parser("plan").set_defaults(func=handler)
+        return parser
+
+    monkeypatch.setattr(cli_main, "build_parser", build)
+    code = cli_main.main(["plan"])
+    return code, capsys.readouterr().err
+
+
+def test_exit_codes_follow_the_error_classes(monkeypatch, capsys):
+    """Bad input (InputError and its subclasses) exits 2, a run-time failure of ours exits 1, both in one line
+    without a traceback; a ValueError that is not ours is no longer taken for bad input (it is a bug)."""
+    from grounded_planner.errors import InputError, RunFailure
+    from grounded_planner.plan import PlanError
+
+    code, err = _run_raising(monkeypatch, capsys, PlanError("a grasp needs a bbox", index=0, rule="bbox_required"))
+    assert (code, err) == (2, "grounded-planner plan: error: action 0: a grasp needs a bbox [rule: bbox_required]\n")
+    code, err = _run_raising(monkeypatch, capsys, InputError("--fps must be > 0"))
+    assert code == 2 and "--fps must be > 0" in err
+    code, err = _run_raising(monkeypatch, capsys, RunFailure("camera stopped publishing"))
+    assert (code, err) == (1, "grounded-planner plan: error: camera stopped publishing\n")
+    code, err = _run_raising(monkeypatch, capsys, ValueError("operands could not be broadcast together"))
+    assert code == 1 and "unexpected ValueError" in err and "a bug worth reporting" in err
+
+
+def test_a_bug_saves_its_traceback_to_the_file_the_message_names(monkeypatch, capsys):
+    def broken():
+        return 1 / 0
+
+    try:
+        broken()
+    except ZeroDivisionError as exc:
+        raised = exc
+    code, err = _run_raising(monkeypatch, capsys, raised)
+    assert code == 1
+    assert "unexpected ZeroDivisionError: division by zero" in err and "Traceback" not in err
+    path = Path(err.split("its traceback is in ")[1].split(")")[0])
+    try:
+        saved = path.read_text()
+        assert "Traceback (most recent call last)" in saved and "in broken" in saved and "ZeroDivisionError" in saved
+    finally:
+        path.unlink()
+
+
+def test_a_missing_optional_package_says_what_to_install(monkeypatch, capsys):
+    """A bare ModuleNotFoundError of an optional package names its pip package and setup.py extra (it was shown as
+    'unexpected ModuleNotFoundError ... a bug worth reporting')."""
+    code, err = _run_raising(monkeypatch, capsys, ModuleNotFoundError("No module named 'mujoco'", name="mujoco"))
+    assert code == 1
+    assert "the Python package 'mujoco' is not installed" in err and "pip install mujoco" in err
+    assert "'.[sim]'" in err and "bug" not in err

@@ -257,3 +257,30 @@ def test_each_lazy_import_says_why():
             missing.add(f"  {imp.where()}: {here.strip()}")
     assert not missing, "imports inside functions without a comment saying why they are lazy:\n" + \
                         "\n".join(sorted(missing))
+
+
+def test_every_exception_class_derives_from_the_package_root():
+    """Every exception class of the package is a GroundedPlannerError (grounded_planner/errors.py), so callers and
+    the command line tell bad input (InputError), a run-time failure (RunFailure) and a bug apart by class. This
+    one test imports every module (the others read source only)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import grounded_planner
+    from grounded_planner.errors import GroundedPlannerError
+
+    outside, unimportable = [], []
+    for info in pkgutil.walk_packages(grounded_planner.__path__, "grounded_planner."):
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError as exc:  # a module must import without its optional SDKs (they load inside functions)
+            unimportable.append(f"{info.name}: {exc!r}")
+            continue
+        for obj in vars(module).values():
+            if (inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == info.name
+                    and not issubclass(obj, GroundedPlannerError)):
+                outside.append(f"{info.name}.{obj.__qualname__} (bases: {[b.__name__ for b in obj.__bases__]})")
+    assert not unimportable, "modules that do not import:\n" + "\n".join(unimportable)
+    assert not outside, ("exception classes outside grounded_planner.errors.GroundedPlannerError (derive them from "
+                         "InputError, RunFailure or a layer's error):\n" + "\n".join(outside))

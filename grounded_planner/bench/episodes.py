@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from grounded_planner.errors import InputError
 from grounded_planner.plan.model import ACTION_TYPES, GroundedAction
 
 INSTRUCTION_TYPES = ("explicit", "implicit")
 
 
-class EpisodeError(ValueError):
+class EpisodeError(InputError):
     """A ground-truth episode or prediction file that breaks the benchmark format.
 
     The message names the file, the line and the field, and says what was expected.

@@ -8,11 +8,16 @@ import importlib
 import logging
 import os
 import sys
+import tempfile
+import time
+import traceback
 
 import grounded_planner
+from grounded_planner.errors import GroundedPlannerError, InputError, MissingDependencyError
+from grounded_planner.install_hints import missing_module_hint
 
 
-class CliError(Exception):
+class CliError(GroundedPlannerError):
     """A user-facing failure: printed as one line on stderr, exit code ``code``."""
 
     def __init__(self, message: str, code: int = 2):
@@ -85,9 +90,11 @@ def build_parser(commands: list[str] | None = None) -> argparse.ArgumentParser:
 
 # Exit status of a command whose output pipe was closed by its reader (`... | head`), as a shell reports SIGPIPE.
 EXIT_BROKEN_PIPE = 128 + 13
-# Exceptions that say an input is bad (a file, a value, a format): one line naming it, exit 2. The library
-# raises them with the reason (every *Error of this package that is a ValueError, plus OSError for files).
-INPUT_ERRORS = (ValueError, OSError, OverflowError)
+# Exit codes of the command line, by exception class (docs/failure_behaviours.md lists them): an InputError (or a
+# file that cannot be used) is bad input, any other error of the package a failure; anything else is a bug.
+EXIT_INPUT = 2
+EXIT_FAILURE = 1
+EXIT_BUG = 1
 
 
 def _input_paths(args: argparse.Namespace) -> list[str]:
@@ -112,20 +119,38 @@ def _undecodable_input(args: argparse.Namespace) -> str:
     return ""
 
 
-def describe_error(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
-    """(one line, exit code) for an exception that reached the command line."""
-    if isinstance(exc, UnicodeDecodeError):
-        return (_undecodable_input(args) or f"an input is not UTF-8 text ({exc.reason} at offset {exc.start})"), 2
-    if isinstance(exc, OSError) and exc.filename is not None:
-        return f"cannot use {exc.filename}: {exc.strerror or exc}", 2
-    message = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, INPUT_ERRORS):
-        return message, 2
-    if type(exc).__module__.startswith("grounded_planner."):  # a typed failure of ours (camera, VLM, robot, ...)
-        return message, 1
-    return (f"unexpected {type(exc).__name__}: {message} (a bug worth reporting; "
-            "--verbose prints the traceback)"), 1
+def save_traceback(exc: BaseException) -> str:
+    """Write ``exc``'s traceback to a new file in the temporary folder; its path ("" when it cannot be written)."""
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"grounded-planner-bug-{time.strftime('%Y%m%dT%H%M%S')}-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(f"grounded-planner {grounded_planner.__version__}, python {sys.version.split()[0]}\n")
+            f.write(f"argv: {sys.argv!r}\n\n")
+            f.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        return path
+    except OSError:
+        return ""
 
+
+def describe_error(exc: BaseException, args: argparse.Namespace) -> tuple[str, int]:
+    """(one line, exit code) for an exception that reached the command line: bad input (an :class:`InputError`,
+    a file that cannot be read or is not UTF-8) exit 2; another error of the package or a missing optional
+    package exit 1; anything else is a bug, exit 1, its traceback saved to a file the line names."""
+    if isinstance(exc, UnicodeDecodeError):
+        return (_undecodable_input(args) or f"an input is not UTF-8 text ({exc.reason} at offset {exc.start})"), \
+            EXIT_INPUT
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"cannot use {exc.filename}: {exc.strerror or exc}", EXIT_INPUT
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, InputError):
+        return message, EXIT_INPUT
+    if isinstance(exc, (GroundedPlannerError, MissingDependencyError)):
+        return message, EXIT_FAILURE
+    if isinstance(exc, ModuleNotFoundError) and exc.name and not exc.name.startswith("grounded_planner"):
+        return f"the Python package '{exc.name}' is not installed ({missing_module_hint(exc.name)})", EXIT_FAILURE
+    path = save_traceback(exc)
+    where = f"its traceback is in {path}" if path else "--verbose prints the traceback"
+    return f"unexpected {type(exc).__name__}: {message} (a bug worth reporting; {where})", EXIT_BUG
 
 def _quiet_broken_pipe() -> int:
     # The reader went away: whatever is still buffered must not end in a second error at exit.

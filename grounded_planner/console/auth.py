@@ -9,11 +9,14 @@ import ipaddress
 import secrets
 from urllib.parse import urlsplit
 
+from grounded_planner.errors import InputError
+
+
 COOKIE = "grounded_planner_console"
 LOOPBACK_NAMES = ("localhost",)
 
 
-class TokenError(ValueError):
+class TokenError(InputError):
     """A token that cannot protect the console (too short)."""
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from grounded_planner.errors import RunFailure
 
-class GraphError(RuntimeError):
+
+class GraphError(RunFailure):
     """The graph could not do what the console asked (no executor, a goal rejected, a service not answering)."""
 
 

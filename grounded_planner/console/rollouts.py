@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 from PIL import Image
 
+from grounded_planner.errors import GroundedPlannerError
 from grounded_planner.rollout.bag import BagError, image_to_rgb, iter_mcap
 from grounded_planner.rollout.record import JSON_NAME, RolloutError, RolloutRecord, RolloutTopics, find_rollouts, load_rollout
 from grounded_planner.rollout.stats import group_stats
@@ -21,11 +22,11 @@ OUTCOMES = ("success", "failure", "unlabelled")
 JPEG_QUALITY = 80
 
 
-class OutsideFolderError(LookupError):
+class OutsideFolderError(GroundedPlannerError, LookupError):
     """A path that leaves the folder it must stay in (served as 404, and logged)."""
 
 
-class NotARolloutError(LookupError):
+class NotARolloutError(GroundedPlannerError, LookupError):
     """A path inside the rollouts folder that holds no rollout (404)."""
 
 

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from grounded_planner.console.graph import PlanAnswer
+from grounded_planner.errors import InputError
 
 # executor event states that end a step (the executor's step outcomes); any other state is a motion of the step
 OK = "ok"
@@ -21,7 +22,7 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-class DecisionError(ValueError):
+class DecisionError(InputError):
     """A decision the console refuses: the plan is not the current one, or it was already decided."""
 
 

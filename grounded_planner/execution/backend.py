@@ -10,10 +10,12 @@ from typing import Sequence
 
 import numpy as np
 
+from grounded_planner.errors import RunFailure
+
 log = logging.getLogger(__name__)
 
 
-class BackendError(Exception):
+class BackendError(RunFailure):
     """Base class of every error a robot backend raises."""
 
 

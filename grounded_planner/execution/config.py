@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from grounded_planner.errors import InputError
 from grounded_planner.yamlfile import read_yaml
 
 BACKEND_NAMES = ("sim", "franky", "lerobot", "moveit")
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A configuration value or file that breaks a rule; the message names the field and what was expected."""
 
 

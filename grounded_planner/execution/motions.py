@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from grounded_planner.errors import RunFailure
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.outcomes import Outcome
 from grounded_planner.execution.validate import ExecutionInputError
@@ -47,7 +48,7 @@ class Motion:
         return f"{self.label} ({'default force' if self.force_n is None else f'{self.force_n:.0f} N'})"
 
 
-class StepFailure(Exception):
+class StepFailure(RunFailure):
     """A step ends with ``outcome`` and ``message`` (raised while its motions are planned or run)."""
 
     def __init__(self, outcome: Outcome, message: str):

@@ -19,6 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from grounded_planner.errors import RunFailure
 from grounded_planner.install_hints import install_hint
 
 ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
@@ -32,7 +33,7 @@ SEEDS = ((0.0, -0.5, 0.5, 1.2, 0.0), (0.0, 0.3, -0.3, 1.5, 0.0), (0.0, -1.0, 1.2
 ORIENTATION_WEIGHTS = (0.1, 0.01, 0.001)  # relative to the position weight 1.0
 
 
-class KinematicsError(RuntimeError):
+class KinematicsError(RunFailure):
     """The SO-101 model cannot be loaded (no URDF, no placo)."""
 
 

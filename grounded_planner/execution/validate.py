@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from grounded_planner.errors import InputError
 from grounded_planner.plan import PlanError
 
 # How far |q| may be from 1 (a quaternion normalised in float32 is within ~1e-7; hand-written ones such as
@@ -18,7 +19,7 @@ from grounded_planner.plan import PlanError
 UNIT_QUATERNION_TOLERANCE = 1e-3
 
 
-class ExecutionInputError(ValueError):
+class ExecutionInputError(InputError):
     """The plan and the targets do not fit together (a missing target, a type mismatch); nothing was moved."""
 
 

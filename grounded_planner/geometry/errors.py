@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from grounded_planner.errors import InputError
 
-class GeometryError(ValueError):
+
+class GeometryError(InputError):
     """A geometric computation that cannot give a trustworthy answer for the given input.
 
     Attributes

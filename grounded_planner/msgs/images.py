@@ -22,6 +22,9 @@ from typing import Any, Callable
 import numpy as np
 from PIL import Image as PILImage, UnidentifiedImageError
 
+from grounded_planner.errors import InputError
+
+
 IMAGE_MSGTYPE = "sensor_msgs/msg/Image"
 COMPRESSED_MSGTYPE = "sensor_msgs/msg/CompressedImage"
 CAMERA_INFO_MSGTYPE = "sensor_msgs/msg/CameraInfo"
@@ -49,11 +52,11 @@ _CONFIG_HEADER = struct.Struct("<iff")
 _INV_DEPTH = 0
 
 
-class ImageDecodeError(ValueError):
+class ImageDecodeError(InputError):
     """An image message that cannot be turned into an array (names the encoding/format and what is accepted)."""
 
 
-class TopicTypeError(ValueError):
+class TopicTypeError(InputError):
     """A topic whose type is not one a node can read (the message names the topic, its type and the accepted types)."""
 
 

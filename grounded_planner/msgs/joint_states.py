@@ -6,12 +6,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.msgs.plan import TypeSource, header_msg, resolver
 
 JOINT_STATE_MSGTYPE = "sensor_msgs/msg/JointState"
 
 
-class JointStateError(ValueError):
+class JointStateError(InputError):
     """Joint names and values that do not pair up (the message names both lengths)."""
 
 

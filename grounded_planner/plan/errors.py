@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from grounded_planner.errors import InputError
 
-class PlanError(ValueError):
+
+class PlanError(InputError):
     """A plan or action that breaks the plan model's rules.
 
     Attributes

@@ -11,6 +11,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from grounded_planner.errors import InputError, RunFailure
+
+
 PROFILE = "ros2"
 MESSAGE_ENCODING = "cdr"
 SCHEMA_ENCODING = "ros2msg"
@@ -28,11 +31,11 @@ def library_name() -> str:
         return "grounded_planner; mcap-python"
 
 
-class BagError(ValueError):
+class BagError(InputError):
     """A bag that cannot be read or written as asked (names the file and what was expected)."""
 
 
-class BagWriteError(OSError):
+class BagWriteError(RunFailure, OSError):
     """The file system refused a write to a bag (full disk, quota, I/O error): not bad input, a failure at run
     time. The writer has cut the file back to its last complete chunk, so the bag stays readable; ``errno``
     is the refusal's (``errno.ENOSPC`` for a full disk)."""

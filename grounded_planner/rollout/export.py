@@ -18,13 +18,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.rollout.bag import image_to_rgb
 from grounded_planner.rollout.record import RolloutRecord, RolloutTopics
 
 SIDECAR = "meta/grounded_planner_rollouts.jsonl"
 
 
-class ExportError(ValueError):
+class ExportError(InputError):
     """Rollouts that cannot be exported as asked (lerobot missing, no frames, mismatched joints)."""
 
     def __init__(self, message: str, code: int = 2):

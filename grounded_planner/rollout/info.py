@@ -20,6 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from grounded_planner import fileio
+from grounded_planner.errors import InputError
 from grounded_planner.rollout.taxonomy import check_failure_mode
 
 FORMAT_VERSION = 2
@@ -32,7 +33,7 @@ IN_PROGRESS, COMPLETE, ABORTED, CUT_SHORT = "in_progress", "complete", "aborted"
 STATUSES = (IN_PROGRESS, COMPLETE, ABORTED, CUT_SHORT)
 
 
-class RolloutError(ValueError):
+class RolloutError(InputError):
     """A rollout folder or record that is missing, malformed or used out of order (names the path)."""
 
 

@@ -7,13 +7,14 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from grounded_planner.errors import InputError
 from grounded_planner.rollout.taxonomy import FAILURE_MODES
 
 # Fields of rollout.json a summary can be grouped by.
 GROUP_FIELDS = ("task", "condition", "model", "scene_id", "config_hash", "expects_action")
 
 
-class StatsError(ValueError):
+class StatsError(InputError):
     """Statistics asked of data that cannot give them (no trials, unknown grouping field)."""
 
 

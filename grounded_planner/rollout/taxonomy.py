@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from grounded_planner.errors import InputError
+
 # The primary taxonomy of real-robot spatial-grounding benchmarks (Spa-Bench, Table X), plus two causes
 # that only a modular stack has: the safety layer refusing, and the planner failing. Order = menu order.
 FAILURE_MODES: dict[str, str] = {
@@ -27,7 +29,7 @@ _OUTCOME_TO_MODE = {
 }
 
 
-class FailureModeError(ValueError):
+class FailureModeError(InputError):
     """A failure-mode name that is not in the taxonomy."""
 
 

@@ -6,11 +6,12 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from std_srvs.srv import SetBool
 
+from grounded_planner.errors import RunFailure
 from grounded_planner.ros import names
 from grounded_planner.ros.reach import confirm_reachable, wait_spinning
 
 
-class ApprovalError(RuntimeError):
+class ApprovalError(RunFailure):
     """No executor offered the approve service within the timeout, or it did not answer."""
 
 

@@ -6,10 +6,13 @@ import importlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from grounded_planner.errors import InputError
+
+
 STORAGES = ("mcap", "sqlite3")
 
 
-class BagFileError(ValueError):
+class BagFileError(InputError):
     """A bag path that does not exist, has an unknown format, or holds no playable topic."""
 
 

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import yaml
 
+from grounded_planner.errors import InputError
 from grounded_planner.ros.malloc import keep_image_buffers
 from grounded_planner.ros.names import normalize_namespace
 from grounded_planner.ros.shutdown import (CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, ignore_sigint,
@@ -32,7 +33,7 @@ NODE_TYPES = {
 START_ORDER = ("rollout_logger", "camera", "bag_player", "planner", "backprojection", "executor", "console")
 
 
-class ProfileError(ValueError):
+class ProfileError(InputError):
     """A bringup profile that cannot be used (missing file, unknown node, malformed section or override)."""
 
 

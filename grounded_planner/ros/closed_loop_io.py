@@ -13,6 +13,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import Image
 
+from grounded_planner.errors import RunFailure
 from grounded_planner_interfaces.srv import GetGroundedPlan
 
 from grounded_planner.execution.closed_loop import Observation
@@ -25,7 +26,7 @@ from grounded_planner.ros.reach import Reachability, wait_spun_elsewhere
 from grounded_planner.vlm.prompts import instruction_with_done
 
 
-class PlanServiceError(RuntimeError):
+class PlanServiceError(RunFailure):
     """The plan service did not answer, or answered with a failure (its message is kept)."""
 
 

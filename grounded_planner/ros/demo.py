@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from grounded_planner.errors import RunFailure
 from grounded_planner.ros import names
 from grounded_planner.ros.bringup import Bringup, Profile
 from grounded_planner.ros.bags import write_bag
@@ -29,7 +30,7 @@ SCENARIO = Path(__file__).resolve().parents[2] / "config" / "scenarios" / "box_i
 FRAMES = 10  # frames in the sample bag (10 Hz: one second of camera)
 
 
-class DemoError(RuntimeError):
+class DemoError(RunFailure):
     """A stage of the demo that could not run (the message names the stage and why)."""
 
 

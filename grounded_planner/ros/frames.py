@@ -25,6 +25,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.subscription import Subscription
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
+from grounded_planner.errors import InputError, RunFailure
 from grounded_planner.msgs.camera_info import camera_model_from_msg, same_calibration
 from grounded_planner.msgs.images import (CAMERA_INFO_MSGTYPE, COMPRESSED_MSGTYPE, IMAGE_MSGTYPE, TopicTypeError,
                                           camera_info_topic_of, depth_to_m, image_size, image_topic_type)
@@ -40,7 +41,7 @@ ON_DEMAND_POLL_S = 0.005
 _WHAT = {"color": "colour image", "depth": "depth image", "camera_info": "camera_info", "depth_camera_info": "camera_info"}
 
 
-class NoFrameError(RuntimeError):
+class NoFrameError(RunFailure):
     """A frame, depth image or camera_info that a request needs has not arrived (names the topic)."""
 
 
@@ -109,7 +110,7 @@ class FrameCheck:
                     "colour, depth and camera_info must be one instant")
 
 
-class DepthNotAlignedError(ValueError):
+class DepthNotAlignedError(InputError):
     """Depth whose own calibration differs from the colour camera's: its pixels are not the colour pixels."""
 
 

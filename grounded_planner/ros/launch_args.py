@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from grounded_planner.errors import InputError
 from grounded_planner.ros.names import NamespaceError, normalize_namespace
 from grounded_planner.vlm.config import BACKENDS as PLANNER_BACKENDS
 
@@ -23,7 +24,7 @@ NEEDS_MODEL = {"openai": "the model name your OpenAI-compatible server serves, e
 MOVEIT_CONFIGS = {"franka": ("franka_fr3_moveit_config", "fr3")}
 
 
-class LaunchArgumentError(ValueError):
+class LaunchArgumentError(InputError):
     """A launch argument with a value the launch cannot use; the message names it as ``name:=value``."""
 
 

@@ -6,6 +6,8 @@ a name is the absolute one (``/grounded_planner/plan``). A client in another nam
 with :func:`in_namespace`.
 """
 
+from grounded_planner.errors import InputError
+
 PLAN_SERVICE = "grounded_planner/plan"  # GetGroundedPlan (planner_node)
 EXECUTE_ACTION = "grounded_planner/execute"  # ExecutePlan (executor_node)
 RECONNECT_SERVICE = "grounded_planner/reconnect"  # std_srvs/Trigger (executor_node): reconnect a robot that dropped out
@@ -40,7 +42,7 @@ ALIGNED_DEPTH_IMAGE = f"{CAMERA_PREFIX}/aligned_depth_to_color/image_raw"
 ALIGNED_DEPTH_CAMERA_INFO = f"{CAMERA_PREFIX}/aligned_depth_to_color/camera_info"
 
 
-class NamespaceError(ValueError):
+class NamespaceError(InputError):
     """A namespace that ROS would refuse (``robot 1``, ``1robot``, ``a//b``)."""
 
 

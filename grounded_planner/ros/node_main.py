@@ -12,6 +12,7 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.node import Node
 
+from grounded_planner.errors import InputError
 from grounded_planner.ros.malloc import keep_image_buffers
 from grounded_planner.ros.params import one_line
 from grounded_planner.ros.shutdown import (CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, leave_stuck_callbacks,
@@ -19,7 +20,7 @@ from grounded_planner.ros.shutdown import (CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, ex
                                           stop_once_on_sigint)
 
 
-class ConfigureError(ValueError):
+class ConfigureError(InputError):
     """A lifecycle node with ``autostart`` failed to configure: it would run unusable, so the process ends."""
 
 

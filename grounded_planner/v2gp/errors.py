@@ -3,12 +3,15 @@
 from __future__ import annotations
 import importlib
 
+from grounded_planner import errors
+from grounded_planner.errors import InputError, RunFailure
 
-class V2GPError(RuntimeError):
+
+class V2GPError(RunFailure):
     """Base of V2GP failures a user can act on (bad dataset, missing dependency, bad training data)."""
 
 
-class DatasetError(V2GPError, ValueError):
+class DatasetError(V2GPError, InputError):
     """A demonstration dataset that cannot be read: missing files, unknown layout, missing column."""
 
 
@@ -16,11 +19,11 @@ class VideoUnavailableError(DatasetError):
     """An episode's video that is missing or cannot be decoded: that episode is skipped, the others go on."""
 
 
-class MissingDependencyError(V2GPError, ImportError):
+class MissingDependencyError(V2GPError, errors.MissingDependencyError):
     """An optional package a requested feature needs is not installed (names the pip extra)."""
 
 
-class TrainingDataError(V2GPError, ValueError):
+class TrainingDataError(V2GPError, InputError):
     """A training JSONL line that is not a usable chat sample (names the file and line)."""
 
 

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.v2gp.dataset import DemoEpisode, ObjectTrack
 from grounded_planner.v2gp.segment import Segment
 from grounded_planner.vlm.parse import strip_thinking
@@ -36,7 +37,7 @@ class ObjectIdentity:
                                                     "raw_response")})
 
 
-class IdentifyError(ValueError):
+class IdentifyError(InputError):
     """The identifier's answer cannot be read (names the segment and the answer)."""
 
 

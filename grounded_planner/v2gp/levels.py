@@ -9,8 +9,10 @@ from typing import Sequence
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 
-class SignalError(ValueError):
+
+class SignalError(InputError):
     """A gripper signal that cannot be segmented (bad file, bad column, bad values)."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from grounded_planner.errors import InputError, RunFailure
 
-class VLMError(RuntimeError):
+
+class VLMError(RunFailure):
     """Base class of every failure of a VLM backend or planner."""
 
 
@@ -49,7 +51,7 @@ class VLMResponseError(VLMError):
         self.attempts = attempts
 
 
-class VLMConfigError(VLMError, ValueError):
+class VLMConfigError(VLMError, InputError):
     """The planner configuration cannot work (unknown backend, missing base URL, missing optional package)."""
 
 
@@ -57,7 +59,7 @@ class VLMProtocolError(VLMError):
     """The server answered, but not in the API's format (body not JSON, no choices, no candidates)."""
 
 
-class ParseError(ValueError):
+class ParseError(InputError):
     """No valid plan can be read from a model answer.
 
     Attributes

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
+from grounded_planner.errors import RunFailure
 from grounded_planner.vlm.errors import VLMTimeoutError, VLMUnavailableError
 from grounded_planner.vlm.image import EncodedImage
 
@@ -76,7 +77,7 @@ class VLMBackend(ABC):
         self.close()
 
 
-class RetryableError(Exception):
+class RetryableError(RunFailure):
     """Raised inside a retry loop for a failure worth another try (429, 5xx, connection lost)."""
 
     def __init__(self, message: str, retry_after_s: float | None = None):
