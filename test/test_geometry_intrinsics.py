@@ -113,3 +113,17 @@ def test_a_point_on_the_image_edge_is_inside_and_a_hair_past_it_is_not():
         with pytest.raises(OutsideImageError) as info:
             compute_targets(place_plan(point), flat_table(), CAMERA)
         assert info.value.index == 1 and f"{W}x{H} depth image" in str(info.value)
+
+
+@pytest.mark.parametrize("name, model, kept", [
+    ("Brown Conrady", "plumb_bob", 5), ("Modified Brown Conrady", "plumb_bob", 5),
+    ("Inverse Brown Conrady", "plumb_bob", 5), ("Kannala Brandt4", "equidistant", 4), ("None", "plumb_bob", 0),
+    ("plumb_bob", "plumb_bob", 5), ("equidistant", "equidistant", 4), ("rational_polynomial", "rational_polynomial", 8),
+])
+def test_librealsense_distortion_names_map_to_ros_models(name, model, kept):
+    coefficients = [0.01 * (i + 1) for i in range(8 if model == "rational_polynomial" else 5)]
+    if model == "equidistant":  # librealsense writes five with the fifth 0; ROS writes four
+        coefficients = coefficients[:4] + ([0.0] if name == "Kannala Brandt4" else [])
+    camera = CameraModel(640, 480, [[600.0, 0.0, 320.0], [0.0, 600.0, 240.0], [0.0, 0.0, 1.0]], coefficients, name)
+    assert camera.distortion_model == model
+    assert int((camera.D != 0).sum()) == kept

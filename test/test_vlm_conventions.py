@@ -141,3 +141,39 @@ def test_sub_pixel_rendering_keeps_the_half_pixel():
 def test_grounding_answers_in_each_convention(text, convention, kind, model_size, expected):
     coords, _ = parse_location(text, SIZE, kind, convention, model_image_size=model_size)
     assert coords == pytest.approx(expected, abs=1e-9)
+
+
+# ---- name mappings, each entry written out by hand -------------------------------------------------------------
+@pytest.mark.parametrize("model, family, asked", [
+    ("Qwen/Qwen3-VL-8B-Instruct", "qwen3", "qwen3"),
+    ("qwen3-vl-235b-a22b", "qwen3", "qwen3"),
+    ("gemini-2.5-pro", "gemini", "gemini"),
+    ("google/gemma-3-12b-it", "gemini", "gemini"),
+    ("gemini-robotics-er-1.5-preview", "gemini", "gemini"),
+    ("robotics-er-1.5", "gemini", "gemini"),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "pixel", "pixel"),
+    ("qwen2_5_vl_3b", "pixel", "pixel"),
+    ("Qwen/Qwen2-VL-7B-Instruct", "pixel", "pixel"),
+    ("gpt-4o", None, "pixel"),
+    ("OpenGVLab/InternVL3-8B", None, "pixel"),
+])
+def test_model_names_map_to_their_family_s_convention(model, family, asked):
+    from grounded_planner.vlm.config import known_family, prompt_family_for
+
+    assert known_family(model) == family
+    assert prompt_family_for(model) == asked
+    assert PlannerConfig(model=model).parse_convention == (family or "auto")
+
+
+@pytest.mark.parametrize("written, canonical", [
+    ("grasp", "grasp"), ("Grab", "grasp"), ("PICK", "grasp"), ("Pick Up", "grasp"), ("pick-up", "grasp"),
+    ("pickup", "grasp"), ("take", "grasp"), ("grip", "grasp"), ("pick_and_hold", "grasp"), ("grasp_object", "grasp"),
+    ("place", "place"), ("Put", "place"), ("put down", "place"), ("putdown", "place"), ("place_on", "place"),
+    ("put on", "place"), ("drop", "place"), ("release", "place"), ("place at", "place"), ("place_object", "place"),
+    ("open", "open"), ("Open Drawer", "open"), ("close", "close"), ("SHUT", "close"), ("close_the_drawer", "close"),
+    ("push", None), ("wipe", None), ("", None),
+])
+def test_action_verbs_as_models_write_them(written, canonical):
+    from grounded_planner.vlm.scan import norm_type
+
+    assert norm_type(written) == canonical
