@@ -24,11 +24,12 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from grounded_planner.msgs import images
 from grounded_planner.msgs.execution import attempt_outcome_msg, execution_event_msg, execution_result_msg
 from grounded_planner.plan import GroundedAction, GroundedPlan, TargetSet
 from grounded_planner.rollout.bag import (BagError, BagMessage, BagWriteError, camera_info_msg, compressed_depth_msg,
-                                          compressed_image_msg, depth_msg, image_msg, joint_state_msg, plan_msg,
-                                          read_bag, string_msg, typestore)
+                                          compressed_image_msg, depth_msg, header_msg, image_msg, joint_state_msg,
+                                          plan_msg, read_bag, string_msg, typestore)
 from grounded_planner.rollout.bag_read import bag_info, has_footer
 from grounded_planner.rollout.bag_recover import recover_mcap, write_empty_mcap
 from grounded_planner.rollout.bag_write import BagOptions, McapBagWriter
@@ -262,10 +263,22 @@ class RolloutRecorder:
                              getattr(camera, "frame_id", "") or "camera_color_optical_frame")
 
     def log_frame(self, rgb: np.ndarray, depth: np.ndarray | None = None, camera: Any = None,
-                  stamp_ns: int | None = None) -> None:
-        """Color, aligned depth and camera info of one instant, all with the same header stamp."""
+                  stamp_ns: int | None = None, color_msg: Any = None) -> None:
+        """Color, aligned depth and camera info of one instant, all with the same header stamp.
+
+        ``color_msg``: the message ``rgb`` was decoded from. A JPEG/PNG CompressedImage (image_transport's
+        ``compressed``) is stored byte for byte when recording compressed, as ``ros2 bag`` records such a
+        stream: no second JPEG generation, no encoding time.
+        """
         stamp = self._stamp(stamp_ns)
-        self.log_color(rgb, stamp)
+        if color_msg is not None and self.options.images == "compressed" and images.is_compressed(color_msg) \
+                and not images.is_compressed_depth(color_msg):
+            CompressedImage = typestore().types["sensor_msgs/msg/CompressedImage"]
+            self._write(self.topics.color_compressed, CompressedImage(
+                header=header_msg(stamp, color_msg.header.frame_id or "camera_color_optical_frame"),
+                format=str(color_msg.format), data=np.frombuffer(bytes(color_msg.data), dtype=np.uint8).copy()))
+        else:
+            self.log_color(rgb, stamp)
         if depth is not None:
             self.log_depth(depth, stamp)
         if camera is not None:

@@ -403,7 +403,8 @@ class RolloutLoggerNode(Node):
                 camera_model(info)
             except CameraModelError as exc:
                 self._sensor_warning(f"camera_info cannot be used for back-projection: {exc}")
-        self._recorder.log_frame(rgb, depth_arr, camera, stamp_ns=stamp_ns)
+        # a compressed stream is stored as it came (the recorder decides by its options)
+        self._recorder.log_frame(rgb, depth_arr, camera, stamp_ns=stamp_ns, color_msg=color)
         self._last_frame_logged = time.monotonic()
 
     def _sensor_warning(self, message: str) -> None:
