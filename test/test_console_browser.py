@@ -84,7 +84,7 @@ def stack(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION")}
     os.environ.update(ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)),
                       ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", RMW_IMPLEMENTATION="rmw_fastrtps_cpp")
-    color, depth, info = scene_messages()
+    color, depth, info = scene_messages(stamp_s=1_700_000_000)  # stamped: the player moves stamps to playback time
     topics = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
               "/camera/camera/color/camera_info")
     bag = write_bag(tmp / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))])

@@ -52,9 +52,7 @@ def start_replay_bringup(tmp_path, vlm_base_url: str) -> subprocess.Popen:
     from grounded_planner.ros.bags import write_bag
     from helpers.tabletop import EXTRINSICS, scene_messages
 
-    color, depth, info = scene_messages()
-    for msg in (color, depth, info):  # a camera's recording is stamped (the player moves stamps to playback time)
-        msg.header.stamp.sec = 1_700_000_000
+    color, depth, info = scene_messages(stamp_s=1_700_000_000)  # stamped: the player moves stamps to playback time
     topics = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
               "/camera/camera/color/camera_info")
     bag = write_bag(tmp_path / "bag", [(t, i * 100_000_000, m) for i in range(3)

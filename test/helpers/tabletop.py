@@ -18,8 +18,9 @@ rotation: [1.0, 0.0, 0.0, 0.0]   # 180 deg about x: optical z points down
 """
 
 
-def scene_messages():
-    """(colour Image, 16UC1 depth Image, CameraInfo), frame camera_color_optical_frame, stamps left at 0."""
+def scene_messages(stamp_s: int = 0):
+    """(colour Image, 16UC1 depth Image, CameraInfo), frame camera_color_optical_frame, stamped ``stamp_s`` (0 =
+    unstamped; a recording for a bag is stamped, as a camera stamps its frames)."""
     from sensor_msgs.msg import CameraInfo
 
     from grounded_planner.ros.convert import numpy_to_image
@@ -34,6 +35,7 @@ def scene_messages():
                       k=[FX, 0.0, CX, 0.0, FY, CY, 0.0, 0.0, 1.0])
     for msg in (color, depth, info):
         msg.header.frame_id = "camera_color_optical_frame"
+        msg.header.stamp.sec = int(stamp_s)
     return color, depth, info
 
 
