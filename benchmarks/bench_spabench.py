@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 import grounded_planner.sim  # noqa: E402,F401  (chooses the headless GL backend before MuJoCo is imported)
-from grounded_planner.spabench.runner import RunOptions, run_trials, trial_keys  # noqa: E402
+from grounded_planner.spabench.cards import trial_keys  # noqa: E402
+from grounded_planner.spabench.runner import RunOptions, run_trials  # noqa: E402
 from grounded_planner.spabench.trial import TASKS, TIMING_KEYS  # noqa: E402
 
 

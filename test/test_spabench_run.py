@@ -19,9 +19,11 @@ mujoco = pytest.importorskip("mujoco", reason="MuJoCo not installed (sim extra)"
 from grounded_planner.sim.backend import default_scenario_path  # noqa: E402
 from grounded_planner.sim.scenario import load_scenario  # noqa: E402
 from grounded_planner.spabench import runner  # noqa: E402
+from grounded_planner.spabench.errors import SpaBenchError  # noqa: E402
 from grounded_planner.spabench.report import load_trials  # noqa: E402
-from grounded_planner.spabench.runner import RunError, RunOptions, run_trials, trial_keys  # noqa: E402
-from grounded_planner.spabench.trial import RECORD_KEYS, Trial, TrialSpec, pair_id  # noqa: E402
+from grounded_planner.spabench.cards import trial_keys  # noqa: E402
+from grounded_planner.spabench.runner import RunError, RunOptions, run_trials  # noqa: E402
+from grounded_planner.spabench.trial import RECORD_KEYS, TASK_CONDITIONS, TASKS, Trial, TrialSpec, pair_id  # noqa: E402
 
 
 def box_in_bowl_trial(task: str, condition: str, seed: int, robot: str = "gp5") -> Trial:
@@ -107,10 +109,10 @@ def test_resume_skips_done_trials_and_drops_a_cut_off_last_line(box_in_bowl, tmp
 
 def test_bad_options_name_the_problem():
     with pytest.raises(RunError, match="--tasks: unknown name.*'stacking'"):
-        runner.parse_names("counting,stacking", runner.TASKS, "--tasks")
+        runner.parse_names("counting,stacking", TASKS, "--tasks")
     with pytest.raises(RunError, match="--closed-loop"):
         RunOptions(out="x", planner="gt", closed_loop=True)
-    with pytest.raises(RunError, match="--trials must be >= 1"):
+    with pytest.raises(SpaBenchError, match="--trials must be >= 1"):
         trial_keys(["counting"], ["id"], 0)
     # relative size has no no-intervention trials (Table II); relational_control is relational placement's
     assert trial_keys(["relative_size", "relational_placement"], ["no_intervention", "relational_control"], 1) == [
@@ -155,11 +157,11 @@ def test_workers_and_ray_write_the_same_trials_as_one_worker(tmp_path):
     assert _without_timing(tmp_path / "ray") == _without_timing(tmp_path / "one")
 
 
-@pytest.mark.parametrize("task", runner.TASKS)
+@pytest.mark.parametrize("task", TASKS)
 def test_oracle_solves_every_condition_it_must(task, tmp_path):
     # one seed per task and condition in CI (the gp5, whose scenes the generator measured with its IK); the oracle
     # through the whole pipeline (depth back-projection, executor) must solve every trial it is given
-    conditions = [c for c in ("id", "ood", "direct", "no_intervention") if c in runner.TASK_CONDITIONS[task]]
+    conditions = [c for c in ("id", "ood", "direct", "no_intervention") if c in TASK_CONDITIONS[task]]
     records = run_trials(RunOptions(out=str(tmp_path), robot="gp5", planner="gt"),
                          trial_keys([task], conditions, 1, first_seed=11), progress=None)
     failed = [(r["trial_id"], r["failure_mode"], r["error"]) for r in records if not r["success"]]

@@ -9,7 +9,8 @@ import sys
 from grounded_planner.cli.main import CliError
 from grounded_planner.spabench.errors import SpaBenchError
 from grounded_planner.spabench.report import build_report, format_report, report_json
-from grounded_planner.spabench.runner import EXECUTORS, PLANNERS, RunOptions, parse_names, run_trials, trial_keys
+from grounded_planner.spabench.cards import trial_keys
+from grounded_planner.spabench.runner import EXECUTORS, PLANNERS, RunOptions, parse_names, run_trials
 from grounded_planner.spabench.trial import CONDITIONS, ROBOTS, TASKS
 # the Ray executor of `v2gp run` (actors, crash handling); it imports Ray (the `scale` extra) only when called
 from grounded_planner.v2gp.ray_executor import run_on_ray

@@ -41,7 +41,7 @@ from grounded_planner.spabench.predicates import evaluate_record, moved_objects,
 from grounded_planner.spabench.report import blind_candidates, in_receptacle, load_trials, movable_outside, \
     trials_path
 from grounded_planner.spabench.scenes import generate_trial
-from grounded_planner.spabench.trial import CONDITIONS, ROBOTS, TASK_CONDITIONS, TASKS, Trial, TrialRecord, \
+from grounded_planner.spabench.trial import CONDITIONS, ROBOTS, TASKS, Trial, TrialRecord, \
     check_name, direction_xy, trial_id
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import VLMError
@@ -108,17 +108,6 @@ def parse_names(value: str | None, allowed: Sequence[str], flag: str) -> list[st
         raise RunError(f"{flag}: unknown name(s) {', '.join(map(repr, bad)) or repr(value)} "
                        f"(expected a comma-separated list of {', '.join(allowed)})")
     return list(dict.fromkeys(names))
-
-
-def trial_keys(tasks: Sequence[str], conditions: Sequence[str], trials: int, first_seed: int = 0
-               ) -> list[tuple[str, str, int]]:
-    """Every (task, condition, seed) of a run, in report order; a condition a task lacks (Table II) is skipped."""
-    if trials < 1:
-        raise RunError(f"--trials must be >= 1, got {trials}")
-    if first_seed < 0:
-        raise RunError(f"--first-seed must be >= 0, got {first_seed}")
-    return [(t, c, s) for t in tasks for c in conditions if c in TASK_CONDITIONS[t]
-            for s in range(first_seed, first_seed + trials)]
 
 
 # -- the blind baseline ---------------------------------------------------------------------------------
