@@ -21,6 +21,7 @@ from grounded_planner.console.auth import TokenError, console_token, is_loopback
 from grounded_planner.console.graph import Frame, GraphError, PlanAnswer, StepPreview  # noqa: E402
 from grounded_planner.rollout.record import RolloutRecorder, load_rollout  # noqa: E402
 from grounded_planner.rollout.stats import wilson_interval  # noqa: E402
+from helpers.spabench_cards import make_cards  # noqa: E402
 
 PLAN = {"instruction": "put the red cube in the bowl", "image_size": [320, 240], "model": "test-vlm",
         "actions": [{"type": "grasp", "object": "red cube", "bbox": [85, 95, 115, 145],
@@ -305,32 +306,11 @@ def test_console_token_rules():
         console_token("0.0.0.0", "short")
 
 
-def make_cards(folder: Path, trials) -> list[dict]:
-    """A scene-card folder as `spabench cards` lays it out (contract: cards.jsonl, cards/<task>_<condition>_<seed>.png)."""
-    from PIL import Image
-
-    from grounded_planner.spabench.trial import TrialRecord, TrialSpec
-
-    (folder / "cards").mkdir(parents=True)
-    cards = []
-    for task, condition, seed in trials:
-        record = TrialRecord(task=task, condition=condition, seed=seed, robot="gp5", planner="",
-                             instruction=f"put two blocks in the bowl (seed {seed})", expects_action=True,
-                             spec=TrialSpec(receptacle="bowl_0", receptacle_radius_m=0.08, count=2),
-                             initial_positions={"block_0": (0.4, 0.1, 0.02), "bowl_0": (0.45, -0.1, 0.03)})
-        png = f"cards/{task}_{condition}_{seed}.png"
-        Image.new("RGB", (40, 30), (200, 180, 20)).save(folder / png)
-        cards.append({**record.card_dict(), "objects": [], "success_rule": "two blocks end in the bowl",
-                      "card_png": png, "card_html": "cards.html"})
-    (folder / "cards.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cards))
-    return cards
-
-
 def test_an_evaluation_session_runs_card_by_card_into_trials_jsonl(tmp_path):
     from grounded_planner.spabench.trial import RECORD_KEYS
 
     session = tmp_path / "session"
-    cards = make_cards(session, [("counting", "id", 0), ("counting", "ood", 1)])
+    cards = make_cards(session, [("relational_placement", "id", 0), ("relational_placement", "ood", 1)])
     graph = RecordingGraph()
     app, notes = make_app(tmp_path, graph, session_dir=str(session))
     app.rollouts.root = session / "rollouts"  # the contract's place: DIR/rollouts/ (rollout_logger.log_dir there)
@@ -345,7 +325,7 @@ def test_an_evaluation_session_runs_card_by_card_into_trials_jsonl(tmp_path):
         assert started["instruction"] == cards[0]["instruction"]
         plan = (await (await client.post("/api/plan", json={"instruction": started["instruction"]})).json())["plan"]
         await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
-        folder = record_rollout(session / "rollouts", "trial0", task="counting")
+        folder = record_rollout(session / "rollouts", "trial0", task="relational_placement")
         app.on_rollout_closed(str(folder))
         state = await (await client.get("/api/state")).json()
         assert state["episode"]["id"] == "trial0"

@@ -6,6 +6,7 @@ token answers 401 and moves nothing; a path leaving the rollouts folder is 404. 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -24,6 +25,7 @@ import pytest
 from conftest import REPO, requires_ros
 from helpers.bringup import CLI, start_bringup, stop_bringup
 from helpers.browser import chromium, requires_browser, screenshot, wait_until
+from helpers.spabench_cards import make_cards
 from helpers.tabletop import EXTRINSICS, INSTRUCTION, SCENE_COLORS, scene_messages
 
 pytestmark = [requires_ros, requires_browser, pytest.mark.ros,
@@ -91,14 +93,18 @@ def stack(tmp_path_factory):
     (tmp / "extrinsics.yaml").write_text(EXTRINSICS)
     (tmp / "scene.yaml").write_text(SCENE)
     (tmp / "executor.yaml").write_text(EXECUTOR_CONFIG.format(scene=tmp / "scene.yaml"))
-    rollouts = tmp / "rollouts"
+    # an evaluation session's card folder; the logger writes under it, where the Spa-Bench contract puts rollouts
+    session = tmp / "session"
+    make_cards(session, [("relational_placement", "id", 0), ("relational_placement", "ood", 1)], INSTRUCTION)
+    rollouts = session / "rollouts"
     with FakeVLMServer(SCENE_COLORS) as vlm:
         child = start_bringup("config/replay.yaml", {
             "bag_player.bag": bag, "planner.base_url": vlm.base_url, "planner.model": "qwen3-vl-test",
             "planner.extrinsics_file": tmp / "extrinsics.yaml", "planner.timeout_s": 20,
             "executor.dry_run": "false", "executor.config_file": tmp / "executor.yaml",
             "executor.approval_timeout_s": 30, "rollout_logger.log_dir": rollouts, "console.port": 0,
-            "console.rollouts_dir": rollouts, "console.executor_config_file": tmp / "executor.yaml"})
+            "console.rollouts_dir": rollouts, "console.executor_config_file": tmp / "executor.yaml",
+            "console.session_dir": session})
         output = Output(child)
         try:
             url = output.wait_for(CONSOLE_URL, 60.0).group(1)
@@ -154,6 +160,7 @@ def tally(driver) -> dict:
 
 def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
     url, rollouts, output = stack
+    reset_workcell()  # the cube where the camera sees it, whichever test ran before
     browser.get(url)
     wait_until(lambda: camera_shown(browser), 30, "the camera image", browser, "live_no_camera")
     before = tally(browser)
@@ -196,8 +203,8 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
     assert after != before
     screenshot(browser, "live_tally")
     labelled = [json.loads(p.read_text()) for p in rollouts.glob("*/rollout.json")]
-    assert [(d["success"], d["failure_mode"], d["label_source"]) for d in labelled] == \
-        [(False, "incorrect_spatial_outcome", "human")]
+    assert (False, "incorrect_spatial_outcome", "human") in \
+        [(d["success"], d["failure_mode"], d["label_source"]) for d in labelled]
     assert re.search(r"plan \d+ approved by 127\.0\.0\.1", output.text())
 
     # the rollouts pages: the list, then one rollout with its overlay, frames, plan and steps
@@ -212,8 +219,58 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
     screenshot(browser, "rollout")
 
 
+@contextlib.contextmanager
+def graph_node():
+    """A node of this test process in the stack's ROS domain, with its executor."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+
+    context = Context()
+    rclpy.init(context=context, domain_id=int(os.environ["ROS_DOMAIN_ID"]))
+    try:
+        node = rclpy.create_node("console_test_probe", context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        yield node, executor
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+def set_executor_parameter(name: str, value) -> None:
+    """`ros2 param set /executor NAME VALUE`, from this process (rclpy's parameter client)."""
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+
+    with graph_node() as (node, executor):
+        client = AsyncParameterClient(node, "executor")
+        assert client.wait_for_services(timeout_sec=20.0), "the executor's parameter services"
+        future = client.set_parameters([Parameter(name, value=value)])
+        executor.spin_until_future_complete(future, timeout_sec=20.0)
+        assert future.done() and all(r.successful for r in future.result().results), future.result()
+
+
+def reset_workcell() -> None:
+    """The executor through deactivate, cleanup, configure, activate (its lifecycle services, as `ros2 lifecycle
+    set` does): the sim backend loads its scenario again, the cube back where the camera sees it."""
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+
+    with graph_node() as (node, executor):
+        client = node.create_client(ChangeState, "executor/change_state")
+        assert client.wait_for_service(timeout_sec=20.0), "the executor's lifecycle service"
+        for transition in (Transition.TRANSITION_DEACTIVATE, Transition.TRANSITION_CLEANUP,
+                           Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+            future = client.call_async(ChangeState.Request(transition=Transition(id=transition)))
+            executor.spin_until_future_complete(future, timeout_sec=30.0)
+            assert future.done() and future.result().success, f"lifecycle transition {transition}"
+
+
 def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop_stops_the_arm(stack, browser):
     url, rollouts, output = stack
+    # this time the executor holds every plan for approval: Approve answers /grounded_planner/approve
+    set_executor_parameter("require_approval", True)
     second = chromium()
     try:
         browser.get(url)
@@ -243,8 +300,11 @@ def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop
         screenshot(browser, "stopped")
         assert re.search(r"STOP from 127\.0\.0\.1: the running goal was cancelled", output.text())
         assert "refused approve of plan" in output.text()
+        assert re.search(r"approved by 127\.0\.0\.1: sent to /grounded_planner/execute and approved on "
+                         r"/grounded_planner/approve", output.text())
     finally:
         second.quit()
+        set_executor_parameter("require_approval", False)
 
 
 def test_a_non_local_bind_without_the_token_answers_401_and_moves_nothing(stack, browser, tmp_path):
@@ -292,3 +352,41 @@ def test_a_rollout_path_leaving_the_folder_is_404_and_logged(stack, browser):
     wait_until(lambda: browser.find_element("id", "rollout-title").text == "Rollout not found", 10,
                "the rollout page to say not found", browser)
     wait_until(lambda: output.text().count("leaves") >= 3, 10, "the refusals in the log")
+
+
+def test_an_evaluation_session_card_by_card(stack, browser):
+    url, rollouts, output = stack
+    session = rollouts.parent
+    reset_workcell()
+    browser.get(url)
+    wait_until(lambda: browser.find_element("id", "session-panel").is_displayed(), 20, "the session panel", browser)
+    first = json.loads((session / "cards.jsonl").read_text().splitlines()[0])
+    wait_until(lambda: first["trial_id"] in browser.find_element("id", "session-card").text, 10, "the first card", browser)
+    assert browser.execute_script("return document.querySelector('#session-card img').naturalWidth") == 160
+    browser.execute_script("document.getElementById('session-panel').scrollIntoView()")
+    screenshot(browser, "session")
+    click(browser, "#session-start")
+    wait_until(lambda: browser.find_element("id", "instruction").get_attribute("value") == INSTRUCTION, 10,
+               "the card's instruction in the box", browser)
+    before = browser.find_element("id", "plan-title").text
+    click(browser, "#plan-btn")
+    wait_until(lambda: browser.find_element("id", "plan-title").text not in ("", before) and
+               [s[4] for s in rows(browser, "steps")] == ["ok", "ok"] and
+               [s[5] for s in rows(browser, "steps")] == ["—", "—"], 60, "the trial's plan", browser, "session_no_plan")
+    click(browser, "#approve-btn")
+    wait_until(lambda: "succeeded" in browser.find_element("id", "decision-msg").text, 90, "the trial to run", browser,
+               "session_not_run")
+    wait_until(lambda: "label from: simulator" in browser.find_element("css selector", "#live-label .label-info").text,
+               30, "the trial's rollout to be labelled", browser, "session_no_label")
+    click(browser, "#live-label button[data-outcome='true']")
+    click(browser, "#live-label .save-label")
+    wait_until(lambda: browser.find_element("id", "session-progress").text == "1/2", 10, "the session to move on",
+               browser, "session_not_moved")
+    second = json.loads((session / "cards.jsonl").read_text().splitlines()[1])
+    assert second["trial_id"] in browser.find_element("id", "session-card").text
+    screenshot(browser, "session_next")
+    (line,) = [json.loads(x) for x in (session / "trials.jsonl").read_text().splitlines()]
+    assert (line["trial_id"], line["success"], line["failure_mode"], line["outcome_source"]) == \
+        (first["trial_id"], True, None, "operator")
+    assert line["rollout"].startswith("rollouts/") and (session / line["rollout"] / "rollout.json").is_file()
+    assert line["grasp_attempted"] is True and line["planner"] == "qwen3-vl-test" and line["wall_s"] > 0
