@@ -233,6 +233,8 @@ def test_rollouts_list_filters_and_a_label_changes_the_tally(tmp_path):
     record_rollout(root, "r1", success=True)
     record_rollout(root, "r2", success=False, mode="grasp_failure")
     record_rollout(root, "r3", condition="ood")
+    (root / "broken").mkdir()
+    (root / "broken" / "rollout.json").write_text("{")  # one unreadable record hides no other
     app, notes = make_app(tmp_path)
 
     async def body(client):

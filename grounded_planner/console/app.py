@@ -280,16 +280,16 @@ class ConsoleApp:
         """Approve: the executor's approval gate when it has one (the plan is sent, then approved once it is held),
         else the plan goes to /grounded_planner/execute. Reject: the held plan is refused, or nothing is sent."""
         with self._graph_lock:
-            requires = self.graph.requires_approval()
             if not approved:
-                if requires and self.state.snapshot()["executor"]["state"] == "waiting_approval":
+                if self.state.snapshot()["executor"]["state"] == "waiting_approval" and self.graph.requires_approval():
                     taken, message = self.graph.answer_approval(False, 0.0)
                     return f"answered {'' if taken else '(not taken) '}/grounded_planner/approve: {message}"
                 return "nothing was sent to the executor"
             if self._trial is not None and self._trial.get("trial_id") and not self._trial.get("started_at"):
                 self._trial["started_at"], self._trial["t0"] = _now_iso(), time.monotonic()
             self.graph.execute(plan["plan"])
-            if not requires:
+            # asked after the goal went out: the answer comes while the executor prepares to hold the plan
+            if not self.graph.requires_approval():
                 return "sent to /grounded_planner/execute"
             taken, message = self.graph.answer_approval(True, APPROVAL_WAIT_S)
             if not taken:

@@ -12,7 +12,7 @@ from PIL import Image
 
 from grounded_planner.errors import GroundedPlannerError
 from grounded_planner.rollout.bag import BagError, image_to_rgb, iter_mcap
-from grounded_planner.rollout.record import JSON_NAME, RolloutError, RolloutRecord, RolloutTopics, find_rollouts, load_rollout
+from grounded_planner.rollout.record import JSON_NAME, RolloutError, RolloutRecord, RolloutTopics, load_rollout
 from grounded_planner.rollout.stats import group_stats
 from grounded_planner.rollout.taxonomy import FAILURE_MODES
 
@@ -63,21 +63,35 @@ class RolloutStore:
         self.root = Path(root).expanduser()
         self.topics = topics or RolloutTopics()
         self._frame_cache: dict[tuple[str, float], list[int]] = {}
+        self._cache: dict[Path, tuple[tuple[int, int], RolloutRecord]] = {}  # rollout.json -> (mtime, size), record
 
     def _records(self) -> list[RolloutRecord]:
+        """Every rollout under the folder, sorted by path. A rollout.json is read again only when it changed: an
+        evaluation of thousands of trials recomputes the tally after each episode. An unreadable one is skipped
+        with a warning (it must not hide the others)."""
         if not self.root.exists():
             return []
-        try:
-            return find_rollouts([self.root])
-        except RolloutError as exc:  # one unreadable rollout.json must not hide the others: list them one by one
-            log.warning("rollouts folder %s: %s", self.root, exc)
-            out = []
-            for path in sorted(self.root.rglob(JSON_NAME)):
+        out, seen = [], set()
+        for path in sorted(self.root.rglob(JSON_NAME)):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            key = (stat.st_mtime_ns, stat.st_size)
+            seen.add(path)
+            cached = self._cache.get(path)
+            if cached is None or cached[0] != key:
                 try:
-                    out.append(load_rollout(path.parent))
-                except RolloutError as one:
-                    log.warning("skipping %s", one)
-            return out
+                    cached = (key, load_rollout(path.parent))
+                except RolloutError as exc:
+                    log.warning("rollouts folder %s: skipping %s", self.root, exc)
+                    self._cache.pop(path, None)
+                    continue
+                self._cache[path] = cached
+            out.append(cached[1])
+        for gone in set(self._cache) - seen:
+            del self._cache[gone]
+        return out
 
     def rel(self, record: RolloutRecord) -> str:
         return record.directory.resolve().relative_to(self.root.resolve()).as_posix()

@@ -7,6 +7,7 @@ import threading
 import time
 
 import numpy as np
+import rclpy
 from PIL import Image as PILImage
 from rclpy.action import ActionClient
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -85,7 +86,13 @@ class ConsoleNode(Node):
         self._envelope = Executor(None, ExecutorConfig.load(resolve_data_path(config_file)) if config_file
                                   else ExecutorConfig())
         group = ReentrantCallbackGroup()
-        self._client = GroundedPlannerClient(self)
+        # Plan requests go out from a node of their own that the requesting thread spins itself (one request at a
+        # time): the answer is taken by the thread waiting for it, not handed through the node's (in a bringup: the
+        # whole graph's) multi-threaded executor to a worker and on to the waiting thread
+        self._plan_node = rclpy.create_node(f"{node_name}_plan_client", namespace=self.get_namespace(),
+                                            context=self.context)
+        self._plan_lock = threading.Lock()
+        self._client = GroundedPlannerClient(self._plan_node)
         self._execute = ActionClient(self, ExecutePlan, names.EXECUTE_ACTION, callback_group=group)
         self._approve = self.create_client(SetBool, names.APPROVE_SERVICE, callback_group=group)
         # the action protocol's cancel service: an empty request (zero goal id and stamp) cancels every goal, so Stop
@@ -135,7 +142,9 @@ class ConsoleNode(Node):
 
     # -- ConsoleGraph -----------------------------------------------------------------------------------------------
     def plan(self, instruction: str, timeout_s: float) -> PlanAnswer:
-        result = self._client.plan(instruction, backproject=True, timeout_s=timeout_s, service_wait_s=SERVICE_WAIT_S)
+        with self._plan_lock:
+            result = self._client.plan(instruction, backproject=True, timeout_s=timeout_s,
+                                       service_wait_s=SERVICE_WAIT_S)
         plan = result.plan
         if plan is None:
             return PlanAnswer(False, result.message, None, [], result.duration_s)
@@ -229,6 +238,12 @@ class ConsoleNode(Node):
         if self._server is not None:
             self._server.stop()
             self._server = None
+        plan_node = getattr(self, "_plan_node", None)  # absent when __init__ refused a parameter
+        if plan_node is not None:
+            with self._plan_lock:
+                self._client.destroy()
+                plan_node.destroy_node()
+            self._plan_node = None
         return super().destroy_node()
 
 

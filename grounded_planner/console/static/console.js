@@ -234,6 +234,8 @@ function cardView(session, withStart) {
     try {
       const answer = await api("POST", "/api/session/start", { trial_id: card.trial_id });
       $("#instruction").value = answer.instruction;
+      $("#instruction").scrollIntoView({ block: "center" });
+      $("#instruction").focus();
       toast(`trial ${card.trial_id}: plan it, approve, then label`);
     } catch (e) { toast(e.message); }
   } }, "Run this trial");
