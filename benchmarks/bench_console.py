@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test"))
 from helpers.bringup import CLI  # noqa: E402
 from helpers.browser import chromium, wait_until  # noqa: E402
-from helpers.tabletop import EXTRINSICS, INSTRUCTION, SCENE_COLORS, scene_messages  # noqa: E402
+from helpers.tabletop import CUBE_M, EXTRINSICS, INSTRUCTION, SCENE_COLORS, TABLE_M, base_point, scene_messages  # noqa: E402
 
 from grounded_planner.ros import names  # noqa: E402
 from grounded_planner.ros.bags import write_bag  # noqa: E402
@@ -52,16 +52,21 @@ from grounded_planner.ros.client import GroundedPlannerClient  # noqa: E402
 from grounded_planner.ros.convert import numpy_to_image  # noqa: E402
 from grounded_planner.vlm.fake_server import FakeVLMServer  # noqa: E402
 
-SCENE = """name: tabletop_cube
+def scene_yaml() -> str:
+    """The simulated workcell holding what the recorded camera sees: the red cube where the bag shows it (through the
+    tabletop's camera model and extrinsics), a tray where the planner places it ("the table" at the image centre)."""
+    cube_x, cube_y, _ = base_point(100.5, 120.5, CUBE_M)  # the centre of the cube's box in the image
+    tray_x, tray_y, _ = base_point(160.5, 120.5, TABLE_M)
+    return f"""name: tabletop_cube
 instruction: put the red cube on the table
 objects:
-  - {id: red_cube, kind: box, name: red cube, size_m: [0.04, 0.04, 0.05], position_m: [0.308, 0.0], color: red}
-  - {id: tray, kind: bowl, name: tray, size_m: [0.085, 0.03], position_m: [0.50, 0.0], color: blue}
+  - {{id: red_cube, kind: box, name: red cube, size_m: [0.04, 0.04, 0.05], position_m: [{cube_x:.4f}, {cube_y:.4f}], color: red}}
+  - {{id: tray, kind: bowl, name: tray, size_m: [0.085, 0.03], position_m: [{tray_x:.4f}, {tray_y:.4f}], color: blue}}
 plan:
-  - {type: grasp, object: red_cube}
-  - {type: place, target: tray}
+  - {{type: grasp, object: red_cube}}
+  - {{type: place, target: tray}}
 success:
-  - {type: inside, object: red_cube, target: tray}
+  - {{type: inside, object: red_cube, target: tray}}
 """
 CONSOLE_URL = re.compile(r"console on (http://[\d.]+:\d+/)")
 FRAME_TOPIC = "/bench/camera/color/image_raw"
@@ -159,12 +164,12 @@ def main() -> int:
                       ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", RMW_IMPLEMENTATION="rmw_fastrtps_cpp",
                       PYTHONPATH=str(REPO))
     tmp = Path(tempfile.mkdtemp(prefix="bench_console_"))
-    color, depth, info = scene_messages()
+    color, depth, info = scene_messages(stamp_s=1_700_000_000)  # stamped: the player moves stamps to playback time
     topics = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
               "/camera/camera/color/camera_info")
     bag = write_bag(tmp / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))])
     (tmp / "extrinsics.yaml").write_text(EXTRINSICS)
-    (tmp / "scene.yaml").write_text(SCENE)
+    (tmp / "scene.yaml").write_text(scene_yaml())
     (tmp / "executor.yaml").write_text(f"backends:\n  sim:\n    seed: null\n    scenario: {tmp / 'scene.yaml'}\n")
     context = Context()
     rclpy.init(context=context, domain_id=int(os.environ["ROS_DOMAIN_ID"]))

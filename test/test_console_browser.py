@@ -26,23 +26,27 @@ from conftest import REPO, requires_ros
 from helpers.bringup import CLI, start_bringup, stop_bringup
 from helpers.browser import chromium, requires_browser, screenshot, wait_until
 from helpers.spabench_cards import make_cards
-from helpers.tabletop import EXTRINSICS, INSTRUCTION, SCENE_COLORS, scene_messages
+from helpers.tabletop import CUBE_M, EXTRINSICS, INSTRUCTION, SCENE_COLORS, TABLE_M, base_point, scene_messages
 
 pytestmark = [requires_ros, requires_browser, pytest.mark.ros,
               pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")]
 
-# The simulated workcell holds what the recorded camera sees: the red cube where the bag shows it (0.31 m ahead of
-# fr3_link0 through the tabletop extrinsics), and a tray where the planner places it ("the table" at the image centre)
-SCENE = """name: tabletop_cube
+
+def scene_yaml() -> str:
+    """The simulated workcell holding what the recorded camera sees: the red cube where the bag shows it (through the
+    tabletop's camera model and extrinsics), a tray where the planner places it ("the table" at the image centre)."""
+    cube_x, cube_y, _ = base_point(100.5, 120.5, CUBE_M)  # the centre of the cube's box in the image
+    tray_x, tray_y, _ = base_point(160.5, 120.5, TABLE_M)
+    return f"""name: tabletop_cube
 instruction: put the red cube on the table
 objects:
-  - {id: red_cube, kind: box, name: red cube, size_m: [0.04, 0.04, 0.05], position_m: [0.308, 0.0], color: red}
-  - {id: tray, kind: bowl, name: tray, size_m: [0.085, 0.03], position_m: [0.50, 0.0], color: blue}
+  - {{id: red_cube, kind: box, name: red cube, size_m: [0.04, 0.04, 0.05], position_m: [{cube_x:.4f}, {cube_y:.4f}], color: red}}
+  - {{id: tray, kind: bowl, name: tray, size_m: [0.085, 0.03], position_m: [{tray_x:.4f}, {tray_y:.4f}], color: blue}}
 plan:
-  - {type: grasp, object: red_cube}
-  - {type: place, target: tray}
+  - {{type: grasp, object: red_cube}}
+  - {{type: place, target: tray}}
 success:
-  - {type: inside, object: red_cube, target: tray}
+  - {{type: inside, object: red_cube, target: tray}}
 """
 # the sim arm paced to the wall clock: a plan takes seconds, so Stop can land in the middle of it
 EXECUTOR_CONFIG = "backends:\n  sim:\n    realtime_factor: 1.0\n    seed: null\n    scenario: {scene}\n"
@@ -91,7 +95,7 @@ def stack(tmp_path_factory):
               "/camera/camera/color/camera_info")
     bag = write_bag(tmp / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))])
     (tmp / "extrinsics.yaml").write_text(EXTRINSICS)
-    (tmp / "scene.yaml").write_text(SCENE)
+    (tmp / "scene.yaml").write_text(scene_yaml())
     (tmp / "executor.yaml").write_text(EXECUTOR_CONFIG.format(scene=tmp / "scene.yaml"))
     # an evaluation session's card folder; the logger writes under it, where the Spa-Bench contract puts rollouts
     session = tmp / "session"
@@ -188,10 +192,10 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
     assert done
     wait_until(lambda: "succeeded" in browser.find_element("id", "decision-msg").text, 30, "the plan's result", browser)
     # the episode ended: its rollout waits for a label, the stack's own (the simulator's: success) preselected
-    wait_until(lambda: browser.find_element("id", "label-panel").is_displayed(), 30, "the label panel", browser,
-               "live_no_label")
+    wait_until(lambda: "label from: simulator (success)" in
+               browser.find_element("css selector", "#live-label .label-info").text, 30,
+               "the episode's label panel", browser, "live_no_label")
     assert "chosen" in browser.find_element("css selector", "#live-label button[data-outcome='true']").get_attribute("class")
-    assert "label from: simulator (success)" in browser.find_element("css selector", "#live-label .label-info").text
     k, n = map(int, before.get((INSTRUCTION, "—"), "0/0").split("/"))  # earlier tests' episodes, if any ran
     wait_until(lambda: tally(browser).get((INSTRUCTION, "—")) == f"{k + 1}/{n + 1}", 10,
                "the simulator's label in the tally", browser)
