@@ -188,3 +188,24 @@ def test_cli_run_prints_the_report_and_progress(tmp_path):
     report = json.loads(proc.stdout)
     assert report["policies"]["gt"]["action_gating"][0]["cell"] == "1/1; 100.0% (20.7–100.0)"
     assert len((out / "trials.jsonl").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("closed_loop", [False, True])
+def test_a_vlm_planner_plans_from_the_rendered_frame(box_in_bowl, tmp_path, closed_loop):
+    # the planner_node's planner (openai backend) against the project's stand-in VLM server, which finds the
+    # scene's objects by their rendered colour; closed loop re-grounds each step with it
+    from grounded_planner.sim.vlm import STAND_IN_MODEL, stand_in_scene
+    from grounded_planner.sim.workcell import SimWorkcell
+    from grounded_planner.vlm.fake_server import FakeVLMServer
+
+    with SimWorkcell(box_in_bowl_trial("object_state", "id", 0).scenario) as cell:
+        scene = stand_in_scene(cell)
+    with FakeVLMServer(scene, one_object=True) as server:
+        rec = run_trials(RunOptions(out=str(tmp_path), robot="gp5", planner="openai", base_url=server.base_url,
+                                    model=STAND_IN_MODEL, closed_loop=closed_loop),
+                         [("object_state", "id", 0)], progress=None)[0]
+        assert server.requests  # the model was asked
+    assert rec["success"] is True and rec["planner"] == "openai", rec
+    rollout = json.loads((tmp_path / rec["rollout"] / "rollout.json").read_text())
+    assert rollout["plan"]["model"] == STAND_IN_MODEL
+    assert bool(rollout["attempts"]) == closed_loop  # the closed loop records its checked attempts

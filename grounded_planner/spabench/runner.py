@@ -226,16 +226,19 @@ def _plan_and_execute(options: RunOptions, trial: Trial, cell, recorder, record:
     out: dict[str, Any] = {"mode": None, "error": "", "grasp_attempted": False, "plan": None, "targets": None,
                            "execution": None, "held": set()}
     cell.tick_listeners.append(lambda _t: cell.held_body and out["held"].add(cell.held_body.split(":", 1)[-1]))
+    with contextlib.ExitStack() as stack:  # the closed loop's VLM stays open until the run ends
+        return _plan_and_execute_with(options, trial, cell, recorder, record, rgb, depth_m, out, stack)
+
+
+def _plan_and_execute_with(options, trial, cell, recorder, record, rgb, depth_m, out, stack) -> dict[str, Any]:
     t_plan = time.perf_counter()
-    vlm_ctx = None
     try:
         if options.planner == "gt":
             plan = gt_plan(cell)
         elif options.planner == "blind":
             plan = blind_plan(cell, trial, record)
         elif options.closed_loop:
-            vlm_ctx = sim_vlm(cell, options.planner_config())
-            vlm = vlm_ctx.__enter__()
+            vlm = stack.enter_context(sim_vlm(cell, options.planner_config()))
             plan = vlm.plan(rgb, trial.instruction)
         else:
             # the planner_node's own planner (make_planner of its PlannerConfig), asked as the node asks it
@@ -251,41 +254,37 @@ def _plan_and_execute(options: RunOptions, trial: Trial, cell, recorder, record:
     recorder.log_plan(plan, planning_time_s=time.perf_counter() - t_plan)
     out["plan"] = plan
     try:
-        try:
-            targets = compute_targets(plan, depth_m, cell.camera_model, cell.extrinsics)
-        except GeometryError as exc:
-            if not options.closed_loop:
-                out.update(mode="planner_error", error=f"back-projection: {exc}")
-                recorder.log_planner_error(out["error"])
-                return out
-            targets = TargetSet(frame=BASE_FRAME, targets=[], warnings=[str(exc)])
-        recorder.log_targets(targets)
-        out["targets"] = targets
-        with SimBackend(cell) as backend:
-            executor = Executor(backend, _executor_config(cell))
-            if options.closed_loop:
-                def observe() -> Observation:
-                    frame_rgb, frame_depth = cell.render()
-                    recorder.log_frame(frame_rgb, frame_depth, cell.camera_model)
-                    return Observation(frame_rgb, frame_depth, cell.camera_model, cell.extrinsics)
+        targets = compute_targets(plan, depth_m, cell.camera_model, cell.extrinsics)
+    except GeometryError as exc:
+        if not options.closed_loop:
+            out.update(mode="planner_error", error=f"back-projection: {exc}")
+            recorder.log_planner_error(out["error"])
+            return out
+        targets = TargetSet(frame=BASE_FRAME, targets=[], warnings=[str(exc)])
+    recorder.log_targets(targets)
+    out["targets"] = targets
+    with SimBackend(cell) as backend:
+        executor = Executor(backend, _executor_config(cell))
+        if options.closed_loop:
+            def observe() -> Observation:
+                frame_rgb, frame_depth = cell.render()
+                recorder.log_frame(frame_rgb, frame_depth, cell.camera_model)
+                return Observation(frame_rgb, frame_depth, cell.camera_model, cell.extrinsics)
 
-                loop = ClosedLoop(executor, observe, vlm.plan, vlm.locate, executor.config.closed_loop,
-                                  on_attempt=recorder.log_attempt,
-                                  on_plan=lambda p, why: recorder.log_replan(p, why) if why != "initial" else None)
-                execution = loop.run(trial.instruction, plan,
-                                     first=Observation(rgb, depth_m, cell.camera_model, cell.extrinsics),
-                                     on_feedback=recorder.log_feedback)
-            else:
-                execution = executor.execute(plan, targets, on_feedback=recorder.log_feedback)
-        recorder.log_result(execution)
-    finally:
-        if vlm_ctx is not None:
-            vlm_ctx.__exit__(None, None, None)
+            loop = ClosedLoop(executor, observe, vlm.plan, vlm.locate, executor.config.closed_loop,
+                              on_attempt=recorder.log_attempt,
+                              on_plan=lambda p, why: recorder.log_replan(p, why) if why != "initial" else None)
+            execution = loop.run(trial.instruction, plan,
+                                 first=Observation(rgb, depth_m, cell.camera_model, cell.extrinsics),
+                                 on_feedback=recorder.log_feedback)
+        else:
+            execution = executor.execute(plan, targets, on_feedback=recorder.log_feedback)
+    recorder.log_result(execution)
     out["execution"] = execution
     steps = execution.to_dict()["steps"]
     out["grasp_attempted"] = any(s.get("type") == "grasp" and s.get("outcome") not in
                                  ("outside_workspace", "unreachable") for s in steps)
-    success, mode = auto_failure_mode(execution.to_dict(), plan.to_dict(), expects_action=trial.expects_action)
+    _, mode = auto_failure_mode(execution.to_dict(), plan.to_dict(), expects_action=trial.expects_action)
     if mode == "refused":
         bad = next(s for s in steps if s.get("outcome") in ("outside_workspace", "unreachable"))
         out.update(mode="refused", error=f"step {bad.get('index')} {bad.get('type')}: {bad.get('outcome')}: "
