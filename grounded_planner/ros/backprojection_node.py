@@ -7,6 +7,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from visualization_msgs.msg import MarkerArray
 
+from grounded_planner.errors import InputError
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
 from grounded_planner.ros import names
@@ -73,7 +74,7 @@ class BackprojectionNode(Node):
     def _on_plan(self, msg: GroundedPlanMsg) -> None:
         try:
             out, plan = self.process(msg)
-        except (NoFrameError, ValueError) as exc:  # GeometryError / PlanError are ValueErrors
+        except (NoFrameError, InputError) as exc:  # GeometryError, PlanError; a bug is not 'cannot back-project'
             self.last_error = f"{type(exc).__name__}: {exc}"
             self.get_logger().error(f"cannot back-project plan {msg.instruction!r}: {self.last_error}")
             return

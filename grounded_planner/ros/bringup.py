@@ -13,7 +13,7 @@ import yaml
 
 from grounded_planner.errors import InputError
 from grounded_planner.ros.malloc import keep_image_buffers
-from grounded_planner.ros.names import normalize_namespace
+from grounded_planner.ros.names import NamespaceError, normalize_namespace
 from grounded_planner.ros.shutdown import (CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, ignore_sigint,
                                           leave_stuck_callbacks, shutdown_executor, spinning)
 from grounded_planner.yamlfile import read_yaml
@@ -145,7 +145,7 @@ class Bringup:
 
         try:
             self.namespace = normalize_namespace(namespace)  # every node's: a robot's stack beside another's
-        except ValueError as exc:
+        except NamespaceError as exc:
             raise ProfileError(str(exc)) from exc
         checked = {name: checked_values(name, values) for name, values in profile.params.items()}  # before any node starts
         if "planner" in checked:  # a thread per VLM request the planner lets into flight, on top of the shared ones

@@ -9,6 +9,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import CameraInfo, Image
 
+from grounded_planner.errors import InputError
 from grounded_planner.ros.convert import numpy_to_image
 from grounded_planner.ros.node_main import run_node
 from grounded_planner.ros import names
@@ -19,7 +20,7 @@ from grounded_planner.ros.realsense import AlignedFrames, CameraError, Intrinsic
 def _profile_check(value: str) -> str | None:
     try:
         parse_profile(value, "profile")
-    except ValueError as exc:
+    except InputError as exc:
         return str(exc)
     return None
 

@@ -19,6 +19,7 @@ from action_msgs.srv import CancelGoal
 from std_msgs.msg import String
 from std_srvs.srv import SetBool
 
+from grounded_planner.errors import InputError
 from grounded_planner_interfaces.action import ExecutePlan
 from grounded_planner_interfaces.msg import ExecutionEvent, ExecutionResult as ExecutionResultMsg, PlannerStatus
 
@@ -30,7 +31,7 @@ from grounded_planner.console.server import ConsoleServer
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.executor import Executor
 from grounded_planner.msgs.execution import execution_event_from_msg, execution_result_from_msg, planner_status_from_msg
-from grounded_planner.msgs.images import color_to_rgb
+from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb
 from grounded_planner.plan import GroundedPlan
 from grounded_planner.ros import names
 from grounded_planner.ros.client import GroundedPlannerClient
@@ -157,7 +158,7 @@ class ConsoleNode(Node):
         try:
             checked = self._envelope.execute(plan, dry_run=True)
             verdicts = {s.index: (str(getattr(s.outcome, "value", s.outcome)), s.message) for s in checked.steps}
-        except ValueError as exc:  # no 3D target, a NaN: the executor would refuse the goal
+        except InputError as exc:  # no 3D target, a NaN: the executor would refuse the goal
             verdicts = {i: ("invalid", str(exc)) for i in range(len(plan.actions))}
         steps = []
         for i, action in enumerate(plan.actions):
@@ -220,7 +221,7 @@ class ConsoleNode(Node):
             if msg is not None:
                 try:
                     rgb = color_to_rgb(msg)
-                except ValueError as exc:  # ImageDecodeError: an encoding the console cannot show; the rest goes on
+                except ImageDecodeError as exc:  # an encoding the console cannot show; the rest goes on
                     self.get_logger().error(f"camera frame not shown: {exc}", throttle_duration_sec=10.0)
                     return None
                 self._seq += 1

@@ -15,6 +15,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_srvs.srv import SetBool, Trigger
 from visualization_msgs.msg import MarkerArray
 
+from grounded_planner.errors import InputError
 from grounded_planner_interfaces.action import ExecutePlan
 from grounded_planner_interfaces.msg import (
     ExecutionEvent, ExecutionResult as ExecutionResultMsg, GroundedPlan as GroundedPlanMsg,
@@ -205,17 +206,18 @@ class ExecutorNode(LifecycleNode):
     def targets_for(self, goal_plan_msg):
         """The goal's plan model, whose actions carry their 3D targets (width, normal, method) from the message.
 
-        Raises ValueError (PlanError) when the plan breaks a plan rule, an action has no target or the frames
-        disagree with ``base_frame``.
+        Raises PlanError when the plan breaks a plan rule, ExecutionInputError when an action has no target or the
+        frames disagree with ``base_frame``.
         """
         plan = plan_from_msg(goal_plan_msg)
         missing = [i for i, action in enumerate(plan.actions) if action.target_3d is None]
         if missing:
-            raise ValueError(f"action(s) {missing} have no pose: back-project the plan first (planner backproject:=true)")
+            raise ExecutionInputError(f"action(s) {missing} have no pose: back-project the plan first "
+                                      "(planner backproject:=true)")
         frames = {action.target_3d.frame for action in plan.actions}
         base = self.get_parameter("base_frame").value
         if len(frames) > 1 or (base and frames and frames != {base}):
-            raise ValueError(f"poses are in {sorted(frames)}, expected all in {base or 'one frame'}")
+            raise ExecutionInputError(f"poses are in {sorted(frames)}, expected all in {base or 'one frame'}")
         return plan
 
     def _execute(self, goal_handle) -> ExecutePlan.Result:
@@ -239,7 +241,7 @@ class ExecutorNode(LifecycleNode):
         try:
             check_poses(goal_poses(goal_handle.request.plan), self.get_parameter("base_frame").value)
             plan = self.targets_for(goal_handle.request.plan)
-        except ValueError as exc:
+        except InputError as exc:  # ExecutionInputError, PlanError
             result.success, result.message = False, f"invalid goal: {exc}"
             self._publish_result(ExecutionResult(False, result.message, []), goal_handle.request.plan.instruction,
                                  bool(goal_handle.request.dry_run))
@@ -395,7 +397,7 @@ class ExecutorNode(LifecycleNode):
                               stamp_ns=self.get_clock().now().nanoseconds)))
         try:
             return loop.run(plan.instruction, plan, cancel=cancel, on_feedback=on_feedback)
-        except (NoFrameError, PlanServiceError, ValueError) as exc:  # no camera, no planner: nothing more moves
+        except (NoFrameError, PlanServiceError, InputError) as exc:  # no camera, no planner: nothing more moves
             self.get_logger().error(f"closed loop stopped: {exc}")
             return ClosedLoopResult(False, f"closed loop stopped: {type(exc).__name__}: {exc}")
 

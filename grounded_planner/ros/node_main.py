@@ -116,7 +116,7 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
             node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
-    except ValueError as exc:
+    except InputError as exc:  # a parameter, a config file: the node would run unusable (a bug keeps its traceback)
         raise SystemExit(f"{name}: {one_line(exc)}")
     finally:
         ignore_sigint()

@@ -11,11 +11,16 @@ from typing import Any, Callable
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 
+from grounded_planner.errors import InputError
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.geometry.extrinsics import Extrinsics
 
 # A check returns None when the value is fine, else the reason it is not (shown to `ros2 param set`).
 Check = Callable[[Any], "str | None"]
+
+
+class ParameterError(InputError):
+    """A node parameter refused at startup (wrong type, fails its check): the node would run unusable."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +207,7 @@ def declare_all(node: Node, params: list[Param], on_change: Callable[[dict[str, 
 
     Raises
     ------
-    ValueError
+    ParameterError
         When a value given at startup (``-p name:=value`` or a YAML file) has the wrong type or fails its check.
     """
     table = {p.name: p for p in params}
@@ -214,9 +219,9 @@ def declare_all(node: Node, params: list[Param], on_change: Callable[[dict[str, 
         if p.name in overrides:
             value, reason = check_value(p, overrides[p.name].value)
             if reason is not None:
-                raise ValueError(f"{node.get_name()}: parameter {p.name!r} {reason}")
+                raise ParameterError(f"{node.get_name()}: parameter {p.name!r} {reason}")
         elif p.check is not None and p.check(value) is not None:
-            raise ValueError(f"{node.get_name()}: parameter {p.name!r} {p.check(value)}")
+            raise ParameterError(f"{node.get_name()}: parameter {p.name!r} {p.check(value)}")
         node.declare_parameter(p.name, value, ParameterDescriptor(description=p.description, read_only=p.read_only),
                                ignore_override=True)
 

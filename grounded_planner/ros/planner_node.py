@@ -13,6 +13,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import CameraInfo, Image
 from visualization_msgs.msg import MarkerArray
 
+from grounded_planner.errors import InputError
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg, PlannerStatus
 from grounded_planner_interfaces.srv import GetGroundedPlan
 
@@ -24,10 +25,10 @@ from grounded_planner.ros.frames import (FRESHNESS_PARAMS, LatestFrames, Snapsho
                                          frame_check, stamp_ns)
 from grounded_planner.ros.msg_types import rclpy_type
 from grounded_planner.ros.node_main import run_node
-from grounded_planner.ros.params import (Param, declare_all, existing_file, expand_path, extrinsics_file, non_empty, non_negative, one_of,
+from grounded_planner.ros.params import (Param, ParameterError, declare_all, existing_file, expand_path, extrinsics_file, non_empty, non_negative, one_of,
                                          positive, resolve_data_path, values)
 from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
-from grounded_planner.vlm.errors import VLMBusyError
+from grounded_planner.vlm.errors import VLMBusyError, VLMConfigError
 from grounded_planner.vlm.gate import RequestGate
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.factory import make_planner
@@ -190,16 +191,16 @@ class PlannerNode(Node):
 
     # -- building blocks ---------------------------------------------------------------------------
     def _check_startup(self, p: dict) -> None:
-        """Refuse at startup (ValueError naming the parameter) what would otherwise fail only at the first request."""
+        """Refuse at startup (ParameterError naming the parameter) what would otherwise fail only at the first request."""
         try:
             config = planner_config(p)
-        except ValueError as exc:
-            raise ValueError(f"{self.get_name()}: {str(exc).replace('PlannerConfig.', 'parameter ')}") from exc
+        except VLMConfigError as exc:
+            raise ParameterError(f"{self.get_name()}: {str(exc).replace('PlannerConfig.', 'parameter ')}") from exc
         if config.backend == "replay":  # cheap to load, and a bad recording should stop the node now
             try:
                 self.planner()
-            except ValueError as exc:
-                raise ValueError(f"{self.get_name()}: parameter 'replay_file' {exc}") from exc
+            except VLMConfigError as exc:  # unreadable, or a line that is no replay record
+                raise ParameterError(f"{self.get_name()}: parameter 'replay_file' {exc}") from exc
 
     def planner(self):
         """The planner for the current parameters (built on first use; VLMError/ValueError when it cannot be)."""
@@ -305,7 +306,7 @@ class PlannerNode(Node):
             located = backproject(plan, snap.depth, snap.camera_info, extrinsics,
                                   depth_camera_info=snap.depth_camera_info,
                                   depth_registered=self.get_parameter("depth_registered").value)
-        except ValueError as exc:  # GeometryError is a ValueError
+        except InputError as exc:  # GeometryError, a bad extrinsics file; a bug is no failed back-projection
             return plan, header, image_rgb, f"back-projection failed: {type(exc).__name__}: {exc}", snap
         note = "" if extrinsics is not None else "no extrinsics_file: poses are in the camera optical frame"
         return located, header, image_rgb, note, snap

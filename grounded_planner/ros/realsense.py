@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import os
 
-from grounded_planner.errors import RunFailure
+from grounded_planner.errors import InputError, RunFailure
 
 # realsense-ros publishes aligned depth in millimetres (16UC1); D400 depth units default to 1 mm.
 DEPTH_UNIT_M = 0.001
@@ -50,10 +50,10 @@ class AlignedFrames:
 
 
 def parse_profile(text: str, what: str) -> tuple[int, int]:
-    """``"1280x720"`` (or ``"1280,720"``) -> (1280, 720); raises ValueError naming ``what``."""
+    """``"1280x720"`` (or ``"1280,720"``) -> (1280, 720); raises InputError naming ``what``."""
     match = re.fullmatch(r"\s*(\d+)\s*[x,]\s*(\d+)\s*", text)
     if not match or int(match.group(1)) <= 0 or int(match.group(2)) <= 0:
-        raise ValueError(f"{what} must look like WIDTHxHEIGHT (e.g. 1280x720), got {text!r}")
+        raise InputError(f"{what} must look like WIDTHxHEIGHT (e.g. 1280x720), got {text!r}")
     return int(match.group(1)), int(match.group(2))
 
 

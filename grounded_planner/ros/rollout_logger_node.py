@@ -14,6 +14,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
+from grounded_planner.plan import PlanError
 from grounded_planner_interfaces.msg import (
     ExecutionEvent, ExecutionResult as ExecutionResultMsg, GroundedPlan as GroundedPlanMsg, PlannerStatus,
 )
@@ -441,7 +442,7 @@ class RolloutLoggerNode(Node):
     def _on_targets(self, msg: GroundedPlanMsg) -> None:
         try:
             targets = plan_from_msg(msg, validate=False).target_set().to_dict()
-        except ValueError as exc:  # PlanError: a plan on the targets topic that is not back-projected
+        except PlanError as exc:  # a plan on the targets topic that is not back-projected
             self.get_logger().error(f"ignoring a plan on {names.TARGETS} without usable targets: {exc}")
             return
         with self._lock:

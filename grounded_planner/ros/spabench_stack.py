@@ -10,6 +10,7 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
+from grounded_planner.geometry.errors import CameraModelError
 from grounded_planner.msgs.images import color_to_rgb, depth_to_m
 from grounded_planner.plan import GroundedPlan
 from grounded_planner.ros import names
@@ -49,7 +50,7 @@ class RosStack:
         if snap.camera_info is not None:
             try:
                 camera = camera_model(snap.camera_info)
-            except ValueError:
+            except CameraModelError:
                 camera = None
         return Frame(rgb, depth, camera)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from grounded_planner.vlm.conventions import PARSE_CONVENTIONS
+from grounded_planner.vlm.errors import VLMConfigError
 
 BACKENDS = ("openai", "gemini", "transformers", "replay", "decoupled")
 PROMPT_FAMILIES = ("auto", "qwen3", "gemini", "pixel")
@@ -84,40 +85,40 @@ class PlannerConfig:
             urls = [str(u) for u in self.base_url]
             self.base_url, self.base_urls = (urls[0] if urls else ""), urls[1:] + list(self.base_urls)
         if isinstance(self.base_urls, str) or not all(isinstance(u, str) and u for u in self.base_urls):
-            raise ValueError(f"PlannerConfig.base_urls must be a list of server URLs, got {self.base_urls!r}")
+            raise VLMConfigError(f"PlannerConfig.base_urls must be a list of server URLs, got {self.base_urls!r}")
         if self.base_urls and not self.base_url:
-            raise ValueError("PlannerConfig.base_urls adds servers to base_url: give base_url too")
+            raise VLMConfigError("PlannerConfig.base_urls adds servers to base_url: give base_url too")
         if self.backend not in BACKENDS:
-            raise ValueError(f"PlannerConfig.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+            raise VLMConfigError(f"PlannerConfig.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.prompt_family not in PROMPT_FAMILIES:
-            raise ValueError(f"PlannerConfig.prompt_family must be one of {', '.join(PROMPT_FAMILIES)}, got {self.prompt_family!r}")
+            raise VLMConfigError(f"PlannerConfig.prompt_family must be one of {', '.join(PROMPT_FAMILIES)}, got {self.prompt_family!r}")
         if self.grounder_family not in PROMPT_FAMILIES:
-            raise ValueError(f"PlannerConfig.grounder_family must be one of {', '.join(PROMPT_FAMILIES)}, got {self.grounder_family!r}")
+            raise VLMConfigError(f"PlannerConfig.grounder_family must be one of {', '.join(PROMPT_FAMILIES)}, got {self.grounder_family!r}")
         if self.convention not in PARSE_CONVENTIONS:
-            raise ValueError(f"PlannerConfig.convention must be one of {', '.join(PARSE_CONVENTIONS)}, got {self.convention!r}")
+            raise VLMConfigError(f"PlannerConfig.convention must be one of {', '.join(PARSE_CONVENTIONS)}, got {self.convention!r}")
         if self.language_backend not in ("openai", "gemini", "transformers"):
-            raise ValueError(f"PlannerConfig.language_backend must be openai, gemini or transformers, got {self.language_backend!r}")
+            raise VLMConfigError(f"PlannerConfig.language_backend must be openai, gemini or transformers, got {self.language_backend!r}")
         if self.grounder_backend not in ("", "openai", "gemini", "transformers"):
-            raise ValueError(f"PlannerConfig.grounder_backend must be '', openai, gemini or transformers, got {self.grounder_backend!r}")
+            raise VLMConfigError(f"PlannerConfig.grounder_backend must be '', openai, gemini or transformers, got {self.grounder_backend!r}")
         if self.grounder not in GROUNDERS:
-            raise ValueError(f"PlannerConfig.grounder must be one of {', '.join(GROUNDERS)}, got {self.grounder!r}")
+            raise VLMConfigError(f"PlannerConfig.grounder must be one of {', '.join(GROUNDERS)}, got {self.grounder!r}")
         if self.image_format not in ("png", "jpeg"):
-            raise ValueError(f"PlannerConfig.image_format must be png or jpeg, got {self.image_format!r}")
+            raise VLMConfigError(f"PlannerConfig.image_format must be png or jpeg, got {self.image_format!r}")
         if not (self.timeout_s > 0):
-            raise ValueError(f"PlannerConfig.timeout_s must be > 0 seconds, got {self.timeout_s!r}")
+            raise VLMConfigError(f"PlannerConfig.timeout_s must be > 0 seconds, got {self.timeout_s!r}")
         for name in ("max_retries", "repair_attempts", "max_image_side", "max_tokens"):
             if int(getattr(self, name)) < 0:
-                raise ValueError(f"PlannerConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+                raise VLMConfigError(f"PlannerConfig.{name} must be >= 0, got {getattr(self, name)!r}")
         if self.max_image_side and self.max_image_side < 28:
-            raise ValueError(f"PlannerConfig.max_image_side must be 0 (no resize) or >= 28 px, got {self.max_image_side}")
+            raise VLMConfigError(f"PlannerConfig.max_image_side must be 0 (no resize) or >= 28 px, got {self.max_image_side}")
         if self.retry_backoff_s < 0:
-            raise ValueError(f"PlannerConfig.retry_backoff_s must be >= 0 s, got {self.retry_backoff_s}")
+            raise VLMConfigError(f"PlannerConfig.retry_backoff_s must be >= 0 s, got {self.retry_backoff_s}")
         if not (1 <= self.jpeg_quality <= 95):
-            raise ValueError(f"PlannerConfig.jpeg_quality must be in 1..95, got {self.jpeg_quality}")
+            raise VLMConfigError(f"PlannerConfig.jpeg_quality must be in 1..95, got {self.jpeg_quality}")
         if self.point_box_px <= 0:
-            raise ValueError(f"PlannerConfig.point_box_px must be > 0 px, got {self.point_box_px}")
+            raise VLMConfigError(f"PlannerConfig.point_box_px must be > 0 px, got {self.point_box_px}")
         if self.backend == "replay" and not self.replay_file:
-            raise ValueError("PlannerConfig.replay_file is required for the replay backend (a JSONL of recorded plans)")
+            raise VLMConfigError("PlannerConfig.replay_file is required for the replay backend (a JSONL of recorded plans)")
 
     # -- derived ------------------------------------------------------------------------------------
     @property
@@ -170,7 +171,7 @@ class PlannerConfig:
         known = {f.name for f in fields(cls)}
         for name, value in overrides.items():
             if name not in known:
-                raise ValueError(f"PlannerConfig has no field {name!r}")
+                raise VLMConfigError(f"PlannerConfig has no field {name!r}")
             if value is not None:
                 values[name] = value
         return cls(**values)
