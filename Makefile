@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench lint clean
 
 setup:
 	@bash scripts/setup.sh
@@ -27,6 +27,11 @@ endif
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# ruff (ruff.toml): lint, then check the formatting; neither changes a file (`ruff check --fix`, `ruff format` do)
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 clean:
 	rm -rf build .pytest_cache

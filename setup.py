@@ -67,6 +67,8 @@ EXTRAS = {
     # accelerate (multi-process data parallel, FSDP/DeepSpeed configs), logging to TensorBoard. Not TRL: its
     # SFTTrainer (1.16) refuses a LoRA on lm_head and computes the loss through its own fused head (docs/scale.md)
     "scale": ["ray>=2.40,<3", "accelerate>=1.4,<2", "tensorboard>=2.16,<3"],
+    # `make lint` (ruff.toml): lint and format check; pinned so that a new ruff's new rules do not fail CI unasked
+    "lint": ["ruff==0.17.5"],  # one static binary, ~12 MB
 }
 # What `make setup` installs (CI included): every extra above unless listed in HEAVY_EXTRAS.
 HEAVY_EXTRAS: list[str] = []
