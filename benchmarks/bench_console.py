@@ -20,7 +20,6 @@ Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 20] 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random

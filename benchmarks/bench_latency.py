@@ -237,7 +237,7 @@ def main() -> None:
         print(f"  first request after node start, path {first_path}: {run['first_call'] * 1000:.0f} ms for the call "
               f"({run['first_s']:.2f} s from launching the node)")
         goals.append((title.split(":")[0].split(" (")[0], run))
-    print(f"\nthe plan service round trip alone (test/helpers/fixed_plan_server.py answers a fixed plan, no planner):")
+    print("\nthe plan service round trip alone (test/helpers/fixed_plan_server.py answers a fixed plan, no planner):")
     print(f"  {'bare plan service round trip, image in request':48s} {_percentiles(bare_service['image'])}")
     print(f"  {'bare plan service round trip, no image':48s} {_percentiles(bare_service['none'])}")
     print(f"  the {image.nbytes / 1e6:.1f} MB raw image through serialization + DDS + deserialization: "

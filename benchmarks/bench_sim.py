@@ -15,7 +15,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-import grounded_planner.sim  # noqa: E402  (chooses the headless GL backend before MuJoCo is imported)
+import grounded_planner.sim  # noqa: E402, F401  (chooses the headless GL backend before MuJoCo is imported)
 from grounded_planner.sim import SimWorkcell  # noqa: E402
 
 SCENARIOS = REPO / "config" / "scenarios"

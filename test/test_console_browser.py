@@ -13,12 +13,10 @@ import os
 import random
 import re
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 

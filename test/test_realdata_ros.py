@@ -60,7 +60,7 @@ def test_bringup_on_a_compressed_real_bag_answers_two_plans_and_stays_up(model, 
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
         executor.add_node(node)
-        for instruction, response in ask_every_plan(node, executor).items():
+        for response in ask_every_plan(node, executor).values():
             if model == "F-Theta":
                 assert not response.success and "UnsupportedDistortionError" in response.message, response.message
                 assert "'F-Theta' is not supported" in response.message

@@ -21,7 +21,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 from mcap.reader import make_reader
 from rosbags.highlevel import AnyReader

@@ -91,7 +91,7 @@ def test_bad_goals_end_with_a_result_naming_step_and_field(ros_domain, tmp_path,
         # one execution/result per goal, the refused ones included, each with the reason
         spin_until(executor, lambda: len(results) >= len(bad) + 1, 30.0, "a result message for every goal")
         assert len(results) == len(bad) + 1
-        for (goal, message), published in zip(bad, results):
+        for (_goal, message), published in zip(bad, results):
             assert published.success is False and message in published.message, published
     finally:
         node.destroy_node()

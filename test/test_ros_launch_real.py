@@ -167,7 +167,7 @@ def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(launch
     pytest.importorskip("pyrealsense2")
     share = _share(launcher, tmp_path, monkeypatch)
     monkeypatch.setenv("HOME", str(tmp_path))
-    bag = write_compressed_equidistant_bag(tmp_path / "bag", real_frame())
+    write_compressed_equidistant_bag(tmp_path / "bag", real_frame())
     write_replay_file(tmp_path / "plans.jsonl")
     config = yaml.safe_load(open(os.path.join(share, "config", "replay.yaml")))
     config["/**/planner"]["ros__parameters"].update(color_topic=COLOR_COMPRESSED, depth_topic=DEPTH_COMPRESSED,

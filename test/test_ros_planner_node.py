@@ -12,7 +12,7 @@ from helpers.ros_wait import call, reach, spin_until, stop_process
 pytestmark = [requires_ros, pytest.mark.ros]
 pytest.importorskip("httpx")
 
-from helpers.tabletop import CUBE_M, CUBE_PX, EXTRINSICS, INSTRUCTION, SCENE_COLORS, TABLE_M, W, H, base_point, scene_messages
+from helpers.tabletop import CUBE_M, CUBE_PX, EXTRINSICS, INSTRUCTION, SCENE_COLORS, TABLE_M, W, H, base_point, scene_messages  # noqa: E402 - after importorskip(httpx)
 
 
 class Graph:

@@ -22,7 +22,7 @@ import pytest
 from grounded_planner.plan import GroundedAction, GroundedPlan
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.conventions import (box_from_px, box_to_px, point_from_px, point_to_px, render_plan)
-from grounded_planner.vlm.parse import ParseError, parse_location, parse_plan
+from grounded_planner.vlm.parse import parse_location, parse_plan
 
 SIZE = (1280, 720)
 MODEL_SIZE = (640, 360)  # the copy a Qwen2.5-VL / Embodied-R1 server was sent

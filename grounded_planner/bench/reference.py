@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 
@@ -88,7 +88,7 @@ def reference_episode(gt_actions: list[dict], unordered: list[list[int]], plan: 
                 break
             success = any(all(_ok(pred[pos], gt[g]) for pos, g in zip(b, perm)) for perm in itertools.permutations(b))
 
-    @lru_cache(maxsize=None)
+    @cache
     def best(j: int, used: frozenset) -> int:
         """Most GT actions matchable among GT steps j.. with predicted steps ``used`` taken."""
         if j == len(gt):

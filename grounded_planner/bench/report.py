@@ -75,7 +75,7 @@ def diagnose(episode: Episode, prediction: Prediction | None) -> Diagnosis:
         return diag
     gt = gt_steps(episode)
     pred = segment_steps(actions)
-    for p, step in enumerate(pred):
+    for step in pred:
         if step[0] == "invalid":
             atype = actions[step[4]][0]
             why = {"grasp": "a grasp not followed by a place", "place": "a place without a grasp before it"}.get(

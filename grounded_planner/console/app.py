@@ -214,7 +214,7 @@ class ConsoleApp:
             body = await request.json()
         except ValueError:
             raise web.HTTPBadRequest(text=json.dumps({"error": "the body must be a JSON object"}),
-                                     content_type="application/json")
+                                     content_type="application/json") from None
         if not isinstance(body, dict):
             raise web.HTTPBadRequest(text=json.dumps({"error": "the body must be a JSON object"}),
                                      content_type="application/json")
@@ -330,7 +330,7 @@ class ConsoleApp:
                                      None if notes is None else str(notes))
         except OutsideFolderError as exc:
             self.note(f"refused label from {client}: {exc}")
-            raise web.HTTPNotFound()
+            raise web.HTTPNotFound() from None
         except NotARolloutError as exc:
             return self._error(str(exc), 404)
         except (RolloutError, FailureModeError) as exc:
@@ -384,7 +384,7 @@ class ConsoleApp:
         try:
             return web.json_response(await self._run(self.rollouts.detail, request.query.get("id", "")))
         except OutsideFolderError as exc:
-            raise self._outside(request, exc)
+            raise self._outside(request, exc) from None
         except NotARolloutError as exc:
             return self._error(str(exc), 404)
 
@@ -395,7 +395,7 @@ class ConsoleApp:
         except ValueError:
             return self._error("k must be an integer")
         except OutsideFolderError as exc:
-            raise self._outside(request, exc)
+            raise self._outside(request, exc) from None
         except NotARolloutError as exc:
             return self._error(str(exc), 404)
         return web.Response(body=jpeg, content_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
@@ -426,7 +426,7 @@ class ConsoleApp:
         try:
             path = self.session.file(request.query.get("path", ""))
         except OutsideFolderError as exc:
-            raise self._outside(request, exc)
+            raise self._outside(request, exc) from None
         if not path.is_file():
             raise web.HTTPNotFound()
         return web.FileResponse(path)

@@ -171,7 +171,7 @@ class ClosedLoop:
         held_yaw: float | None = None  # the yaw that grasp closed at: the place keeps it, as in one open-loop run
         while queue:
             action = queue[0]
-            attempt, recovered = 0, False
+            attempt = 0
             while True:
                 attempt += 1
                 if cancel.is_set():
@@ -225,7 +225,7 @@ class ClosedLoop:
             plan_obs = self.observe()
             try:
                 plan = self.planner(plan_obs.rgb, instruction, tuple(done))
-            except Exception as exc:  # the planner failing is an outcome of the episode, recorded, not a crash
+            except Exception as exc:  # noqa: BLE001 - the planner failing is an outcome of the episode, recorded, not a crash
                 return self._end(result, False, f"replan failed: {type(exc).__name__}: {exc}", "planner_error")
             self._new_plan(result, plan, f"replan after step {step - 1}: {check.verdict}")
             if not plan.actions:
@@ -295,7 +295,7 @@ class ClosedLoop:
         backend = self.executor.backend
         try:
             return None if backend is None else float(backend.gripper_width())
-        except Exception as exc:  # a gripper that cannot be read leaves the check to the camera
+        except Exception as exc:  # noqa: BLE001 - a gripper that cannot be read leaves the check to the camera
             log.warning("closed loop: gripper width unknown: %s", exc)
             return None
 

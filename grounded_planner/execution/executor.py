@@ -267,7 +267,7 @@ class Executor:
             if pose is not None:
                 parts.append(f"arm still at {fmt_position(pose[0])}")
             parts.append(f"gripper at {backend.gripper_width() * 1000:.1f} mm")
-        except Exception as exc:  # best effort: a report on a broken robot must not raise past the outcome
+        except Exception as exc:  # noqa: BLE001 - best effort: a report on a broken robot must not raise past the outcome
             parts.append(f"state unknown: {exc}")
         return ", ".join(parts)
 

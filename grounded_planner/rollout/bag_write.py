@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -310,7 +310,7 @@ class McapBagWriter:
 
 
 
-@lru_cache(maxsize=None)
+@cache
 def _msgdef(msgtype: str) -> bytes:
     """The ``ros2msg`` schema of a type (its definition and those it uses), built once per process."""
     return typestore().generate_msgdef(msgtype, ros_version=2)[0].encode()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -246,14 +245,14 @@ class Bringup:
         for node in self._extra_nodes + list(reversed(list(self.nodes.values()))):
             try:
                 node.destroy_node()
-            except Exception:  # a node that fails to clean up must not keep the others alive
+            except Exception:  # noqa: BLE001 - a node that fails to clean up must not keep the others alive
                 pass
         self.nodes = {}
         self._extra_nodes = []
         self._reap_shutdown_tasks()
         try:
             rclpy.try_shutdown(context=self.context)
-        except Exception as exc:  # a half-built node failing to clean up must not hide the error that stopped bringup
+        except Exception as exc:  # noqa: BLE001 - a half-built node failing to clean up must not hide the error that stopped bringup
             print(f"bringup: while shutting down: {exc}", file=sys.stderr, flush=True)
 
     def __enter__(self) -> "Bringup":

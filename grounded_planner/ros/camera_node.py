@@ -90,7 +90,7 @@ class CameraNode(LifecycleNode):
                                     "python3-pyrealsense2-pip; pip: pip install pyrealsense2)")
             self.get_logger().error(f"configure failed: {self.configure_error}")
             return TransitionCallbackReturn.FAILURE
-        except Exception as exc:  # no camera, a bad recording, a busy device: say why (run_node/bringup end with it)
+        except Exception as exc:  # noqa: BLE001 - no camera, a bad recording, a busy device: say why (run_node/bringup end with it)
             self.configure_error = f"{type(exc).__name__}: {exc}"
             self.get_logger().error(f"configure failed: {self.configure_error}")
             return TransitionCallbackReturn.FAILURE

@@ -127,7 +127,7 @@ class ExecutorNode(LifecycleNode):
             else:
                 backend = _make_backend(p["backend"], config)
             backend.connect()
-        except Exception as exc:  # a missing SDK, an unreachable robot, a bad config file: configure fails
+        except Exception as exc:  # noqa: BLE001 - a missing SDK, an unreachable robot, a bad config file: configure fails
             self.configure_error = f"{type(exc).__name__}: {exc}"  # run_node/bringup end the process with it
             self.get_logger().error(f"configure failed: {self.configure_error}")
             return TransitionCallbackReturn.FAILURE
@@ -140,7 +140,7 @@ class ExecutorNode(LifecycleNode):
 
             try:
                 extrinsics = Extrinsics.load(resolve_data_path(p["extrinsics_file"]))
-            except Exception as exc:  # a missing or malformed calibration file: configure fails, naming it
+            except Exception as exc:  # noqa: BLE001 - a missing or malformed calibration file: configure fails, naming it
                 self.get_logger().error(f"configure failed: extrinsics_file {p['extrinsics_file']}: {exc}")
                 return TransitionCallbackReturn.FAILURE
             frames = LatestFrames(self, p["color_topic"], p["depth_topic"], p["camera_info_topic"],
@@ -187,7 +187,7 @@ class ExecutorNode(LifecycleNode):
             try:
                 self._backend.stop()
                 self._backend.disconnect()
-            except Exception as exc:  # disconnecting must not keep the node from shutting down
+            except Exception as exc:  # noqa: BLE001 - disconnecting must not keep the node from shutting down
                 self.get_logger().error(f"backend disconnect failed: {exc}")
             self._backend = None
         self._executor = None
@@ -224,7 +224,7 @@ class ExecutorNode(LifecycleNode):
         """Every accepted goal ends with a result on the action and on ``execution/result``, whatever fails."""
         try:
             return self._run_goal(goal_handle)
-        except Exception as exc:  # ExecutionInputError (a NaN, a bad width) or a bug: the node keeps serving
+        except Exception as exc:  # noqa: BLE001 - ExecutionInputError (a NaN, a bad width) or a bug: the node keeps serving
             invalid = isinstance(exc, ExecutionInputError)
             message = f"invalid goal: {exc}" if invalid else f"execution failed: {type(exc).__name__}: {exc}"
             self.get_logger().error(message)

@@ -255,7 +255,7 @@ class TypedSubscription:
             self._sub = self._node.create_subscription(MESSAGE_CLASSES[wanted], self.topic, self._callback, qos,
                                                        callback_group=self._group, **extra)
             self.msgtype, self.best_effort, self.error = wanted, best_effort, ""
-        except Exception as exc:  # rclpy's RCLError when a same-process publisher holds another type
+        except Exception as exc:  # noqa: BLE001 - rclpy's RCLError when a same-process publisher holds another type
             self._sub = None
             message = f"{self.what} topic {self.topic}: cannot subscribe as {wanted} ({exc})"
             if message != self.error:

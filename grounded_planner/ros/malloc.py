@@ -33,7 +33,7 @@ def keep_image_buffers() -> str:
     try:
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt  # glibc only (AttributeError elsewhere)
-        libc.gnu_get_libc_version  # musl has a mallopt that does nothing
+        libc.gnu_get_libc_version  # noqa: B018 - AttributeError off glibc: musl has a mallopt that does nothing
     except (OSError, AttributeError):
         return "malloc thresholds left alone (not glibc)"
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int

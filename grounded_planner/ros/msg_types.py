@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 
-@lru_cache(maxsize=None)
+@cache
 def rclpy_type(name: str) -> Any:
     """The rclpy message class of ``name`` (``"geometry_msgs/msg/Pose"`` or ``"geometry_msgs/Pose"``)."""
     parts = name.split("/")

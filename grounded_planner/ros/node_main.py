@@ -91,7 +91,7 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
     try:
         rclpy.init(args=args)
     except (_rclpy.RCLError, _rclpy.UnknownROSArgsError) as exc:  # malformed --ros-args / --params-file
-        raise SystemExit(f"{name}: bad --ros-args: {rcl_error_line(exc)}")
+        raise SystemExit(f"{name}: bad --ros-args: {rcl_error_line(exc)}") from None
     stuck: list[str] = []
     watchdog = None
     try:
@@ -117,12 +117,12 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except InputError as exc:  # a parameter, a config file: the node would run unusable (a bug keeps its traceback)
-        raise SystemExit(f"{name}: {one_line(exc)}")
+        raise SystemExit(f"{name}: {one_line(exc)}") from None
     finally:
         ignore_sigint()
         try:
             rclpy.try_shutdown()
-        except Exception as exc:  # a half-built node failing to clean up must not hide the error that ended the run
+        except Exception as exc:  # noqa: BLE001 - a half-built node failing to clean up must not hide the error that ended the run
             print(f"{name}: while shutting down: {one_line(exc)}", file=sys.stderr, flush=True)
         if watchdog is not None:
             watchdog.cancel()

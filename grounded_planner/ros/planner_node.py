@@ -229,7 +229,7 @@ class PlannerNode(Node):
             response.success, response.message = False, str(exc)
             self.get_logger().warning(f"plan request {request.instruction!r} refused: {exc}", throttle_duration_sec=1.0)
             return response
-        except Exception as exc:  # every failure becomes success:false with its reason; the node keeps serving
+        except Exception as exc:  # noqa: BLE001 - every failure becomes success:false with its reason; the node keeps serving
             response.success = False
             response.message = f"{type(exc).__name__}: {exc}"
             self.get_logger().warning(f"plan request {request.instruction!r} failed after "
@@ -260,7 +260,7 @@ class PlannerNode(Node):
                 stamp_ns=self.get_clock().now().nanoseconds))
             self.get_logger().info(f"plan for {instruction!r}: {len(plan.actions)} action(s) from "
                                    f"{plan.model or 'model'} in {duration_s:.2f} s{' — ' + note if note else ''}")
-        except Exception as exc:  # the answer is out; a publishing problem must not take the planner down
+        except Exception as exc:  # noqa: BLE001 - the answer is out; a publishing problem must not take the planner down
             self.get_logger().error(f"plan/status not published: {type(exc).__name__}: {exc}")
         self._publish_visuals(plan, image_rgb, header)
 
@@ -342,7 +342,7 @@ class PlannerNode(Node):
                 self._overlay_source = (plan, image_rgb, header)
             if self._overlay_pub.get_subscription_count() > 0:
                 self._overlay(publish=True)
-        except Exception as exc:  # a drawing problem must never take the planner down
+        except Exception as exc:  # noqa: BLE001 - a drawing problem must never take the planner down
             self.get_logger().error(f"overlay/markers not published: {type(exc).__name__}: {exc}")
 
     def _overlay(self, publish: bool):
@@ -363,7 +363,7 @@ class PlannerNode(Node):
             return
         try:
             self._overlay(publish=True)
-        except Exception as exc:  # a drawing problem must never take the planner down
+        except Exception as exc:  # noqa: BLE001 - a drawing problem must never take the planner down
             self.get_logger().error(f"overlay not published: {type(exc).__name__}: {exc}")
 
     @property

@@ -181,7 +181,7 @@ class WorkcellCamera:
             for r in self._renderers.values():
                 try:
                     self._gl.submit(r.close).result()
-                except Exception as exc:  # a broken GL state must not hide the caller's own error
+                except Exception as exc:  # noqa: BLE001 - a broken GL state must not hide the caller's own error
                     log.warning("closing a renderer failed: %s", exc)
             self._renderers.clear()
             self._gl.shutdown(wait=True)

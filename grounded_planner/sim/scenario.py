@@ -372,7 +372,9 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
     """Build and check a :class:`Scenario` from parsed YAML; ``source`` names the file in messages."""
     if not isinstance(data, dict):
         raise ScenarioError(f"{source or 'scenario'}: expected a mapping at the top level, got {type(data).__name__}")
-    w = (lambda p: _where(source, p))
+    def w(path: str) -> str:
+        return _where(source, path)
+
     objects_raw = _require(data, "objects", w("scenario"))
     if not isinstance(objects_raw, list) or not objects_raw:
         raise ScenarioError(f"{w('objects')}: expected a non-empty list of objects")

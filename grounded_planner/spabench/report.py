@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence

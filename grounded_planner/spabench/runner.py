@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
 import multiprocessing
 import numpy as np
@@ -38,11 +38,10 @@ from grounded_planner.sim.vlm import sim_vlm
 from grounded_planner.sim.workcell import SimWorkcell
 from grounded_planner.spabench.errors import SpaBenchError
 from grounded_planner.spabench.predicates import evaluate_record, moved_objects, object_positions
-from grounded_planner.spabench.report import blind_candidates, in_receptacle, load_trials, movable_outside, \
+from grounded_planner.spabench.report import blind_candidates, load_trials, movable_outside, \
     trials_path
 from grounded_planner.spabench.scenes import generate_trial
-from grounded_planner.spabench.trial import CONDITIONS, ROBOTS, TASKS, Trial, TrialRecord, \
-    check_name, direction_xy, trial_id
+from grounded_planner.spabench.trial import CONDITIONS, ROBOTS, TASKS, Trial, check_name, direction_xy, trial_id
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import VLMError
 from grounded_planner.vlm.factory import make_planner

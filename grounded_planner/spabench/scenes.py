@@ -22,7 +22,7 @@ import numpy as np
 from grounded_planner.sim.scenario import (CONTAINER_FLOOR_M, CameraSpec, ObjectSpec, PlanStepSpec, PredicateSpec,
                                            Scenario, parse_color)
 from grounded_planner.sim.predicates import RELATION_RADIUS_M
-from grounded_planner.spabench.config import (Instance, Inventory, Matrices, RECEPTACLE_FAMILY, TASK_CONCEPTS,
+from grounded_planner.spabench.config import (Instance, Inventory, Matrices, TASK_CONCEPTS,
                                               check_inventory_for, load_inventory, load_matrices)
 from grounded_planner.spabench.errors import GenerationError
 from grounded_planner.spabench.trial import (CONDITIONS, ROBOTS, TASK_CONDITIONS, TASKS, MatrixCell, Trial,

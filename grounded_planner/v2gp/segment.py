@@ -19,7 +19,8 @@ import numpy as np
 from grounded_planner.v2gp.levels import (SignalError, dense_signal, edge_end, fill_missing, flat_level,
                                           hysteresis, median_smooth, noise_sigma, ramp_knee, runs, zigzag)
 
-__all__ = ["SEGMENT_RULE", "Segment", "SegmentConfig", "SegmentResult", "SignalError", "normalise", "segment",
+# the last three moved (profiles, grippers) and are served by __getattr__ below
+__all__ = ["SEGMENT_RULE", "Segment", "SegmentConfig", "SegmentResult", "SignalError", "normalise", "segment",  # noqa: F822
            "segment_levels", "segment_signal", "DROP_REASONS", "config_for_robot", "load_gripper_csv", "ROBOT_PROFILES"]
 
 # kept importable from here (docs/INTERFACES.md): they live in the profiles and readers modules, which import this one

@@ -272,7 +272,7 @@ def write_synthetic_rollouts(out: str | Path, cfg: SyntheticConfig | None = None
     period_ns = int(1e9 / cfg.fps)
     for e, instruction, _sim, images, grip, expected in simulate(cfg):
         clock = [1_700_000_000_000_000_000 + e * 10**12]
-        with RolloutRecorder(root / f"episode_{e:03d}", instruction=instruction, clock_ns=lambda: clock[0],
+        with RolloutRecorder(root / f"episode_{e:03d}", instruction=instruction, clock_ns=lambda clock=clock: clock[0],
                              fsync_every_s=None) as rec:
             for image, g in zip(images, grip):
                 if np.isfinite(g):  # a dropout: no joint state for this frame

@@ -21,7 +21,7 @@ _EXPORTS = {
     "VLMResponseError": "grounded_planner.vlm.errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605 - a list; the names load lazily through __getattr__
 
 
 def __getattr__(name: str):

@@ -35,7 +35,7 @@ class Grounder(ABC):
         """Box (x1, y1, x2, y2) of object ``name`` (``kind="box"``) or a point on target ``name`` where ``carried``
         can be put (``kind="point"``), in pixels of ``image_rgb``; with warnings. Raises VLMResponseError."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: most grounders hold nothing to release
         pass
 
 

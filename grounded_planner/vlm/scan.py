@@ -260,7 +260,7 @@ class _Lenient:
                 value = ast.literal_eval(py)
             if isinstance(value, (list, dict, tuple)):
                 return list(value) if isinstance(value, tuple) else value
-        except Exception:  # literal_eval raises many kinds (SyntaxError, ValueError, MemoryError, RecursionError)
+        except Exception:  # noqa: BLE001 - literal_eval raises many kinds (SyntaxError, ValueError, MemoryError, RecursionError)
             pass
         try:
             return json.loads(_BARE_KEY.sub(lambda m: f'{m.group(1)}"{m.group(2).strip()}":', fixed))
@@ -596,7 +596,7 @@ def yaml_values(text: str) -> Iterator[Any]:
             continue
         try:
             yield yaml.load(block, Loader=_YAML_LOADER)
-        except Exception:  # yaml raises many kinds on prose; a failed block is simply not a plan
+        except Exception:  # noqa: BLE001 - yaml raises many kinds on prose; a failed block is simply not a plan
             continue
 
 

@@ -207,7 +207,6 @@ class FrankyBackend(RobotBackend):
     def _gripper_call(self, what: str, start: Any) -> bool:
         """Run an async gripper command, polling for stop() and the time limit."""
         self.require_connected()
-        franky = self._franky
         with self._lock:
             self._stop_requested.clear()
             try:

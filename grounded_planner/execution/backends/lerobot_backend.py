@@ -171,7 +171,7 @@ def _close_port(robot: Any) -> None:
     try:
         if handler is not None and getattr(handler, "is_open", False):
             handler.closePort()
-    except Exception as exc:  # nothing more to do about a port that will not close
+    except Exception as exc:  # noqa: BLE001 - nothing more to do about a port that will not close
         log.debug("lerobot: closing the port after a failed connect: %s", exc)
 
 
@@ -240,7 +240,7 @@ class LeRobotBackend(RobotBackend):
             raise BackendFault(f"lerobot: the SO-101 on {self.config.port} is not calibrated for id "
                                f"{self.config.robot_id!r}: run lerobot-calibrate first")
         self._robot = robot
-        self.kinematics  # load the model now, not in the middle of the first motion
+        self.kinematics  # noqa: B018 - the property loads the model now, not in the middle of the first motion
 
     @property
     def is_connected(self) -> bool:
@@ -252,12 +252,12 @@ class LeRobotBackend(RobotBackend):
         if self.config.on_disconnect == "rest":
             try:
                 self.move_to_rest()
-            except Exception as exc:  # the arm is dropped below either way; say why it was not parked first
+            except Exception as exc:  # noqa: BLE001 - the arm is dropped below either way; say why it was not parked first
                 log.warning("lerobot: could not move to the rest pose before torque off: %s", exc)
         robot, self._robot = self._robot, None
         try:
             robot.disconnect()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the SDK raises many kinds; the robot is forgotten either way
             log.warning("lerobot: disconnect failed: %s", exc)
 
     def move_to_rest(self) -> None:

@@ -375,7 +375,7 @@ class MoveItBackend(RobotBackend):
     def _shutdown(moveit: Any) -> None:
         try:
             moveit.shutdown()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - moveit_py raises many kinds; shutting down goes on
             log.warning("moveit: shutdown failed: %s", exc)
 
     @property
@@ -472,7 +472,7 @@ class MoveItBackend(RobotBackend):
                 return
             try:
                 outcome["status"] = self._moveit.execute(trajectory, controllers=[])
-            except Exception as exc:  # surfaced in the calling thread
+            except Exception as exc:  # noqa: BLE001 - surfaced in the calling thread
                 outcome["error"] = exc
 
         worker = threading.Thread(target=run, name="moveit-execute", daemon=True)

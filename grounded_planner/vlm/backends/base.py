@@ -67,7 +67,7 @@ class VLMBackend(ABC):
         """
         return tuple(sent_size)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: most backends hold nothing to release
         """Release connections or memory."""
 
     def __enter__(self):

@@ -105,7 +105,7 @@ class OpenAIBackend(VLMBackend):
         for _ in range(3):  # at most two parameter adaptations, then the error stands
             data = json.dumps(self.payload(request)).encode("utf-8")
             try:
-                body = retry_call(lambda: self._post_once(data, request), max_retries=self.max_retries,
+                body = retry_call(lambda data=data: self._post_once(data, request), max_retries=self.max_retries,
                                   backoff_s=self.retry_backoff_s, what=what, deadline=request.deadline)
             except VLMRequestError as exc:
                 if not self._adapt(exc):
