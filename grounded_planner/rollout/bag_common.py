@@ -35,10 +35,11 @@ class BagError(InputError):
     """A bag that cannot be read or written as asked (names the file and what was expected)."""
 
 
-class BagWriteError(RunFailure, OSError):
+class BagWriteError(OSError, RunFailure):
     """The file system refused a write to a bag (full disk, quota, I/O error): not bad input, a failure at run
     time. The writer has cut the file back to its last complete chunk, so the bag stays readable; ``errno``
-    is the refusal's (``errno.ENOSPC`` for a full disk)."""
+    is the refusal's (``errno.ENOSPC`` for a full disk). OSError comes first: its constructor sets ``errno``
+    and ``strerror`` (after RuntimeError's, ``BagWriteError(errno, text).errno`` was None)."""
 
 
 @dataclass
