@@ -35,6 +35,13 @@ FRAME_HEADER = struct.Struct(">qII")  # stamp_ns, width, height, then the JPEG
 APPROVAL_WAIT_S = 5.0  # how long an Approve waits for the executor to hold the plan it was sent, s
 MAX_BODY_BYTES = 64 * 1024
 BROADCASTER = web.AppKey("broadcaster", asyncio.Task)
+UNAUTHORISED_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>grounded_planner console</title>
+<link rel="icon" href="data:,"></head><body style="font: 16px system-ui, sans-serif; margin: 3em; max-width: 40em">
+<h1>401: a valid token is required</h1>
+<p>This console listens on a network address, so it asks for its token. Open it once as
+<code>http://HOST:PORT/?token=TOKEN</code>: the token is the <code>token</code> parameter (<code>--token</code>), or the
+one the console printed when it started. Scripts send <code>Authorization: Bearer TOKEN</code>.</p></body></html>
+"""
 
 
 def _now_iso() -> str:
@@ -116,6 +123,8 @@ class ConsoleApp:
         while True:
             await self._dirty.wait()
             self._dirty.clear()
+            if not self._sockets:  # no page open: nothing to encode (a new page gets the state when it connects)
+                continue
             text = json.dumps({"type": "state", "state": self.state.snapshot()})
             for ws in list(self._sockets):
                 if not ws.closed:
@@ -151,9 +160,11 @@ class ConsoleApp:
                 raise response
             return await handler(request)
         self.note(f"refused {request.method} {request.path} from {client}: no valid token")
+        headers = {"WWW-Authenticate": 'Bearer realm="grounded_planner console"'}
+        if request.method == "GET" and request.path in PAGES:  # a person at a browser: a page that says what to do
+            return web.Response(status=401, content_type="text/html", headers=headers, text=UNAUTHORISED_PAGE)
         return web.json_response({"error": "a valid token is required (Authorization: Bearer TOKEN, or open the "
-                                           "console once with ?token=TOKEN)"}, status=401,
-                                 headers={"WWW-Authenticate": 'Bearer realm="grounded_planner console"'})
+                                           "console once with ?token=TOKEN)"}, status=401, headers=headers)
 
     # -- pages and static files ---------------------------------------------------------------------------------
     async def _page(self, request: web.Request) -> web.Response:
