@@ -351,3 +351,26 @@ def test_an_evaluation_session_runs_card_by_card_into_trials_jsonl(tmp_path):
     # resume: a new console on the same folder starts at the second card
     resumed, _ = make_app(tmp_path, RecordingGraph(), session_dir=str(session))
     assert resumed.state.snapshot()["session"]["card"]["trial_id"] == cards[1]["trial_id"]
+
+
+def test_a_taken_port_is_a_one_line_error_naming_the_address(tmp_path):
+    import socket
+
+    from grounded_planner.console.server import ConsoleBindError, ConsoleServer
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        app, _ = make_app(tmp_path)
+        with pytest.raises(ConsoleBindError, match=f"cannot listen on 127.0.0.1:{port}"):
+            ConsoleServer(app, "127.0.0.1", port).start()
+        server = ConsoleServer(make_app(tmp_path)[0], "127.0.0.1", 0).start()  # any free port: served
+        try:
+            import urllib.request
+            assert json.loads(urllib.request.urlopen(server.url + "api/state", timeout=10).read())["plan"] is None
+        finally:
+            server.stop()
+    finally:
+        taken.close()

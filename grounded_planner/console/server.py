@@ -8,10 +8,16 @@ import threading
 from aiohttp import web
 
 from grounded_planner.console.app import ConsoleApp
+from grounded_planner.errors import RunFailure
+
+
+class ConsoleBindError(RunFailure):
+    """The console cannot listen on its address (the port is taken, the address is not this machine's)."""
 
 
 class ConsoleServer:
-    """``start()`` binds ``host:port`` (OSError naming the address when it cannot) and serves until ``stop()``."""
+    """``start()`` binds ``host:port`` (ConsoleBindError naming the address when it cannot) and serves until
+    ``stop()``."""
 
     def __init__(self, app: ConsoleApp, host: str, port: int):
         self.app, self.host, self.port = app, host, port
@@ -36,8 +42,11 @@ class ConsoleServer:
         try:
             self._loop.run_until_complete(serve())
         except OSError as exc:
+            if self._runner is not None:  # the app started: its shutdown ends the push channel's task
+                self._loop.run_until_complete(self._runner.cleanup())
             self._loop.close()
-            raise OSError(exc.errno, f"console cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from exc
+            raise ConsoleBindError(f"the console cannot listen on {self.host}:{self.port}: "
+                                   f"{exc.strerror or exc}") from exc
         self._thread = threading.Thread(target=self._loop.run_forever, name="console-http", daemon=True)
         self._thread.start()
         return self
