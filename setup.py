@@ -19,6 +19,7 @@ ROS_WHEELS = [
     "ros-kilted-diagnostic-msgs",  # rollout_logger_node reports on /diagnostics whether episodes are recorded
     "ros-kilted-lifecycle-msgs",
     "ros-kilted-action-msgs",
+    "ros-kilted-service-msgs",  # executor_node reads its action server's introspection events (who cancelled)
     "ros-kilted-rosidl-default-runtime",
     # needed to build grounded_planner_interfaces with CMake into the venv
     "ros-kilted-rosidl-default-generators",

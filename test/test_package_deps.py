@@ -34,6 +34,7 @@ ROSDEP_KEYS = {
     "geometry_msgs": "geometry_msgs",
     "visualization_msgs": "visualization_msgs",
     "diagnostic_msgs": "diagnostic_msgs",
+    "service_msgs": "service_msgs",
     "lifecycle_msgs": "lifecycle_msgs",
     "grounded_planner_interfaces": "grounded_planner_interfaces",
 }

@@ -128,29 +128,32 @@ def test_two_goals_at_the_door_are_never_both_accepted(rclpy_context):
         node.destroy_node()
 
 
-@needs_mujoco
-def test_a_cancel_from_another_client_is_logged_and_the_owner_is_told(ros_domain, tmp_path, rclpy_context):
-    """Issue 30.5: any client may cancel (stopping is the safe direction), and every cancel is logged with the goal,
-    its instruction and the execute clients in the graph; the goal's owner reads it in its result."""
+def _cancel_run(tmp_path, rclpy_context, ros_domain, owner_only: bool):
+    """A goal sent by node goal_owner (the test's process) and cancelled by node operator_panel (another DDS
+    participant, as another process is): the cancel's answer, the owner's result, the executor's output."""
     import rclpy
-    from action_msgs.msg import GoalStatus
     from action_msgs.srv import CancelGoal
     from rclpy.action import ActionClient
+    from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
 
     from grounded_planner_interfaces.action import ExecutePlan
 
     (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 1.0}}\n")
     child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
-                          "-p", "base_frame:=base_link", "-p", f"config_file:={tmp_path / 'executor.yaml'}"])
+                          "-p", "base_frame:=base_link", "-p", f"config_file:={tmp_path / 'executor.yaml'}",
+                          "-p", f"cancel_owner_only:={'true' if owner_only else 'false'}"])
+    panel_context = Context()
+    rclpy.init(context=panel_context, domain_id=ros_domain)
     owner = rclpy.create_node("goal_owner", context=rclpy_context)
-    operator = rclpy.create_node("operator_panel", context=rclpy_context)
+    operator = rclpy.create_node("operator_panel", context=panel_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
         executor.add_node(owner)
-        executor.add_node(operator)
+        panel = SingleThreadedExecutor(context=panel_context)
+        panel.add_node(operator)
         client = ActionClient(owner, ExecutePlan, "/grounded_planner/execute")
-        ActionClient(operator, ExecutePlan, "/grounded_planner/execute")  # the operator's panel holds one too
+        ActionClient(operator, ExecutePlan, "/grounded_planner/execute")  # the panel holds an execute client too
         cancel = operator.create_client(CancelGoal, "/grounded_planner/execute/_action/cancel_goal")
         assert client.wait_for_server(timeout_sec=60.0)
         reach(executor, owner, "/grounded_planner/execute", 60.0, action=True)
@@ -160,19 +163,44 @@ def test_a_cancel_from_another_client_is_logged_and_the_owner_is_told(ros_domain
         assert sent.result().accepted
         spin_until(executor, lambda: feedback, 60.0, "the arm to start moving")
         assert cancel.wait_for_service(timeout_sec=30.0)
-        reach(executor, operator, "/grounded_planner/execute/_action/cancel_goal", 30.0)
+        reach(panel, operator, "/grounded_planner/execute/_action/cancel_goal", 30.0)
         asked = cancel.call_async(CancelGoal.Request())  # zero id and stamp: every goal, as an e-stop panel sends
-        spin_until(executor, asked.done, 30.0, "the cancel answer")
-        assert len(asked.result().goals_canceling) == 1
+        spin_until(panel, asked.done, 30.0, "the cancel answer")
+        if owner_only:  # refused: the owner may still cancel its own goal
+            own = sent.result().cancel_goal_async()
+            spin_until(executor, own.done, 30.0, "the owner's cancel answer")
+            assert len(own.result().goals_canceling) == 1
         done = sent.result().get_result_async()
         spin_until(executor, done.done, 60.0, "the cancelled goal's result")
     finally:
         owner.destroy_node()
         operator.destroy_node()
+        rclpy.shutdown(context=panel_context)
         out = stop_process(child)
-    result = done.result()
+    return asked.result(), done.result(), out
+
+
+@needs_mujoco
+def test_a_cancel_from_another_client_names_who_asked_and_the_owner_is_told(ros_domain, tmp_path, rclpy_context):
+    """Issue 30.5: any client may cancel (stopping is the safe direction); every cancel is logged with who asked and
+    whose goal it is, and the goal's owner reads it in its result."""
+    from action_msgs.msg import GoalStatus
+
+    answer, result, out = _cancel_run(tmp_path, rclpy_context, ros_domain, owner_only=False)
+    assert len(answer.goals_canceling) == 1
     assert result.status == GoalStatus.STATUS_CANCELED
-    assert "cancel requested for goal" in result.result.message and "'put the box in the bowl'" in result.result.message
-    assert "/operator_panel" in result.result.message and "/goal_owner" in result.result.message
-    logged = [line for line in out.splitlines() if "cancel requested for goal" in line]
-    assert len(logged) == 1 and "/operator_panel" in logged[0], out
+    message = result.result.message
+    assert "'put the box in the bowl', sent by /goal_owner) requested by /operator_panel" in message, message
+    logged = [line for line in out.splitlines() if "cancel of goal" in line]
+    assert len(logged) == 1 and "requested by /operator_panel" in logged[0], out
+
+
+@needs_mujoco
+def test_cancel_owner_only_refuses_another_clients_cancel(ros_domain, tmp_path, rclpy_context):
+    from action_msgs.msg import GoalStatus
+
+    answer, result, out = _cancel_run(tmp_path, rclpy_context, ros_domain, owner_only=True)
+    assert len(answer.goals_canceling) == 0, out[-3000:]  # the panel's cancel was refused
+    assert "by /operator_panel refused: cancel_owner_only" in out, out
+    assert result.status == GoalStatus.STATUS_CANCELED  # its owner's own cancel was taken
+    assert "requested by /goal_owner" in result.result.message, result.result.message

@@ -7,11 +7,14 @@ import threading
 import time
 from typing import Callable
 
-from rclpy.action import ActionServer, CancelResponse, GoalResponse, get_action_client_names_and_types_by_node
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile
+from action_msgs.srv import CancelGoal
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.service_introspection import ServiceIntrospectionState
+from service_msgs.msg import ServiceEventInfo
 from std_srvs.srv import SetBool, Trigger
 from visualization_msgs.msg import MarkerArray
 
@@ -68,10 +71,13 @@ PARAMS = [
     Param("frame_wait_s", 5.0, "closed loop: how long a check waits for a camera frame set taken after it asked, "
           "fresh and one instant, seconds", positive),
     *FRESHNESS_PARAMS,
+    Param("cancel_owner_only", False, "only the client that sent a goal may cancel it (a cancel from any other is "
+          "refused and logged); false: any client may cancel (stopping is the safe direction)"),
     Param("link_check_period_s", 1.0, "how often an idle executor reads the robot's state to notice a robot that "
           "dropped out (reported on /diagnostics), seconds; 0 = only at each goal", non_negative, read_only=True),
 ]
 DIAGNOSTICS_TOPIC = "/diagnostics"  # diagnostic_msgs/DiagnosticArray, as every ROS driver reports its health
+CANCELLER_WAIT_S = 1.0  # how long a cancel waits for the introspection event naming its client, seconds
 
 
 class ExecutorNode(LifecycleNode):
@@ -102,8 +108,17 @@ class ExecutorNode(LifecycleNode):
         self._preview_plan_pub = self.create_publisher(GroundedPlanMsg, names.LAST_PLAN, latched)
         self._preview_markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
         self.last_result: dict | None = None
-        self._goal_clients: dict[bytes, list[str]] = {}  # goal id -> execute clients in the graph when it started
         self._cancel_notes: dict[bytes, str] = {}  # goal id -> the logged cancel request, told to the goal's owner
+        # who sent each goal and each cancel: the action server's introspection events carry the client's GID
+        # (rclpy hands the callbacks no requester), read back here
+        self._requests_lock = threading.Lock()
+        self._goal_senders: dict[bytes, bytes] = {}  # goal id -> GID of the client that sent it
+        self._cancel_requests: list[tuple[bytes, bytes]] = []  # (goal id, 16 zero bytes = all; client GID), unclaimed
+        group = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(ExecutePlan.Impl.SendGoalService.Event, names.EXECUTE_ACTION + "/_action/send_goal/"
+                                 "_service_event", self._on_goal_event, QoSProfile(depth=50), callback_group=group)
+        self.create_subscription(CancelGoal.Event, names.EXECUTE_ACTION + "/_action/cancel_goal/_service_event",
+                                 self._on_cancel_event, QoSProfile(depth=50), callback_group=group)
         # the link to the robot: read by a timer while idle, restored at the next goal or by the reconnect service
         self._backend_lock = threading.Lock()  # one thread talks to the robot at a time (a goal, a check, a reconnect)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, QoSProfile(depth=10))
@@ -151,6 +166,8 @@ class ExecutorNode(LifecycleNode):
         self._action_server = ActionServer(
             self, ExecutePlan, names.EXECUTE_ACTION, execute_callback=self._execute, goal_callback=self._on_goal,
             cancel_callback=self._on_cancel, callback_group=ReentrantCallbackGroup())
+        self._action_server.configure_introspection(self.get_clock(), QoSProfile(depth=50),
+                                                    ServiceIntrospectionState.CONTENTS)
         self.get_logger().info(f"configured: backend {p['backend']}")
         return TransitionCallbackReturn.SUCCESS
 
@@ -250,7 +267,6 @@ class ExecutorNode(LifecycleNode):
         cancel = threading.Event()
         dry_run = goal_handle.request.dry_run or self.get_parameter("dry_run").value
         goal_key = bytes(goal_handle.goal_id.uuid)
-        self._goal_clients = {goal_key: self._execute_clients()}  # one goal at a time
         if not dry_run:
             refusal = self._ensure_robot()  # a robot that dropped out is reconnected here, not by a lifecycle cycle
             if refusal:
@@ -298,6 +314,10 @@ class ExecutorNode(LifecycleNode):
         data = self.last_result
         result.success = bool(outcome.success)
         result.message = str(outcome.message)
+        if goal_handle.is_cancel_requested:  # the note is written beside the stop: give it a moment
+            deadline = time.monotonic() + CANCELLER_WAIT_S
+            while goal_key not in self._cancel_notes and time.monotonic() < deadline:
+                time.sleep(0.01)
         note = self._cancel_notes.pop(goal_key, "")
         if note:  # the goal's owner is told that, and when, someone asked to cancel it
             result.message = f"{result.message} ({note})"
@@ -431,28 +451,80 @@ class ExecutorNode(LifecycleNode):
         response.success, response.message = taken, message
         return response
 
-    def _execute_clients(self) -> list[str]:
-        """The nodes that hold a client of the execute action now (rclpy does not say which client sent a request)."""
-        out = []
-        for name, namespace in self.get_node_names_and_namespaces():
-            try:
-                clients = get_action_client_names_and_types_by_node(self, name, namespace)
-            except Exception:  # noqa: BLE001 - a node that left the graph between the two calls holds nothing
-                continue
-            if any(client == names.EXECUTE_ACTION for client, _types in clients):
-                out.append(f"{namespace.rstrip('/')}/{name}")
-        return sorted(out)
+    def _on_goal_event(self, event) -> None:
+        if event.info.event_type == ServiceEventInfo.REQUEST_RECEIVED and event.request:
+            with self._requests_lock:
+                self._goal_senders[bytes(event.request[0].goal_id.uuid)] = bytes(event.info.client_gid)
+                while len(self._goal_senders) > 100:  # one goal runs at a time: the newest are enough
+                    self._goal_senders.pop(next(iter(self._goal_senders)))
+
+    def _on_cancel_event(self, event) -> None:
+        if event.info.event_type == ServiceEventInfo.REQUEST_RECEIVED and event.request:
+            with self._requests_lock:
+                self._cancel_requests.append((bytes(event.request[0].goal_info.goal_id.uuid),
+                                              bytes(event.info.client_gid)))
+                del self._cancel_requests[:-20]
+
+    def _canceller(self, goal_key: bytes, wait_s: float = CANCELLER_WAIT_S) -> bytes | None:
+        """The GID of the client whose cancel request names this goal (or all goals), from the introspection event
+        that rcl publishes as it takes the request; None when none arrives within ``wait_s``."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self._requests_lock:
+                for i, (goal_id, gid) in enumerate(self._cancel_requests):
+                    if goal_id in (goal_key, bytes(16)):
+                        del self._cancel_requests[i]
+                        return gid
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.01)
+
+    def _clients_of(self, gid: bytes | None) -> str:
+        """The execute-action clients' nodes in the process (DDS participant) that ``gid`` belongs to."""
+        if gid is None:
+            return "an unknown client"
+        prefix = bytes(gid)[:12]  # the participant's GUID prefix: the same for every endpoint of a process
+        nodes = sorted({f"{info.node_namespace.rstrip('/')}/{info.node_name}" for info in
+                        self.get_subscriptions_info_by_topic(names.EXECUTE_ACTION + "/_action/status")
+                        if bytes(info.endpoint_gid)[:12] == prefix})
+        return " or ".join(nodes) if nodes else f"a client that left the graph ({prefix.hex()[:12]})"
 
     def _on_cancel(self, goal_handle) -> CancelResponse:
-        """Every cancel is accepted (stopping is the safe direction) and logged: the goal, its instruction, and the
-        execute clients in the graph when it was sent and now (rclpy hands the server no requester identity)."""
-        goal_id = bytes(goal_handle.goal_id.uuid).hex()[:8]
-        sent_by = self._goal_clients.get(bytes(goal_handle.goal_id.uuid), [])
-        note = (f"cancel requested for goal {goal_id} ({goal_handle.request.plan.instruction!r}; execute clients when "
-                f"it was sent: {', '.join(sent_by) or 'unknown'}; now: {', '.join(self._execute_clients()) or 'none'})")
-        self.get_logger().warning(note)
-        self._cancel_notes[bytes(goal_handle.goal_id.uuid)] = note
+        """Log every cancel with who asked and whose goal it is (and tell the owner in the result). A cancel is
+        taken at once (the stop must not wait for book-keeping) unless ``cancel_owner_only``: then it waits up to
+        CANCELLER_WAIT_S to learn who asked, refuses another client's, and takes one whose sender stays unknown."""
+        goal_key = bytes(goal_handle.goal_id.uuid)
+        with self._requests_lock:
+            owner = self._goal_senders.get(goal_key)
+        instruction = goal_handle.request.plan.instruction
+        if not self.get_parameter("cancel_owner_only").value:
+            threading.Thread(target=self._log_cancel, args=(goal_key, owner, instruction, self._canceller), daemon=True,
+                             name="cancel_log").start()
+            return CancelResponse.ACCEPT
+        canceller = self._canceller(goal_key)
+        deadline = time.monotonic() + CANCELLER_WAIT_S
+        while owner is None and time.monotonic() < deadline:  # its send_goal event may still be on its way
+            time.sleep(0.01)
+            with self._requests_lock:
+                owner = self._goal_senders.get(goal_key)
+        if owner is None or canceller is None:
+            self.get_logger().warning(f"cancel_owner_only: the sender of the goal or of its cancel is unknown "
+                                      f"(no introspection event within {CANCELLER_WAIT_S:g} s): the cancel is taken")
+        if owner is not None and canceller is not None and canceller[:12] != owner[:12]:
+            self.get_logger().warning(f"cancel of {self._goal_text(goal_key, owner, instruction)} by "
+                                      f"{self._clients_of(canceller)} refused: cancel_owner_only")
+            return CancelResponse.REJECT
+        self._log_cancel(goal_key, owner, instruction, lambda _key: canceller)
         return CancelResponse.ACCEPT
+
+    def _goal_text(self, goal_key: bytes, owner: bytes | None, instruction: str) -> str:
+        return f"goal {goal_key.hex()[:8]} ({instruction!r}, sent by {self._clients_of(owner)})"
+
+    def _log_cancel(self, goal_key: bytes, owner: bytes | None, instruction: str, canceller_of) -> None:
+        note = f"cancel of {self._goal_text(goal_key, owner, instruction)} requested by " \
+               f"{self._clients_of(canceller_of(goal_key))}"
+        self._cancel_notes[goal_key] = note
+        self.get_logger().warning(note)
 
     @staticmethod
     def _watch_cancel(goal_handle, cancel: threading.Event) -> None:
