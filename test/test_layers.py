@@ -1,6 +1,6 @@
 """The package's layers, checked on its source (AST, nothing imported): no import cycles, nothing outside ros/ imports
 rclpy, ROS message packages or grounded_planner.ros, each layer imports only the layers below it, and imports sit
-at module top unless they load an optional SDK (the layer table of ARCHITECTURE.md, copied in ALLOWED below).
+at module top unless they load an optional SDK (the layer table of docs/architecture.md, which ALLOWED below is).
 
 Every failure names the importing file and line, the imported module and the rule it breaks.
 """
@@ -21,7 +21,7 @@ CORE_THIRD_PARTY = {"numpy", "yaml", "PIL", "setuptools"}
 ROS_MODULES = ("rclpy", "rosidl_runtime_py", "grounded_planner_interfaces", "action_msgs", "builtin_interfaces",
                "geometry_msgs", "sensor_msgs", "std_msgs", "std_srvs", "visualization_msgs", "lifecycle_msgs",
                "rcl_interfaces", "launch", "launch_ros", "moveit", "moveit_py", "franka_msgs", "control_msgs")
-# Layer -> the layers it may import (ARCHITECTURE.md's table; "util" are top-level helper modules).
+# Layer -> the layers it may import (docs/architecture.md's table; "util" are top-level helper modules).
 ALLOWED = {
     "util": set(),
     "plan": {"util"},

@@ -23,7 +23,7 @@ from grounded_planner.v2gp.levels import (SignalError, dense_signal, edge_end, f
 __all__ = ["SEGMENT_RULE", "Segment", "SegmentConfig", "SegmentResult", "SignalError", "normalise", "segment",  # noqa: F822
            "segment_levels", "segment_signal", "DROP_REASONS", "config_for_robot", "load_gripper_csv", "ROBOT_PROFILES"]
 
-# kept importable from here (docs/INTERFACES.md): they live in the profiles and readers modules, which import this one
+# kept importable from here (docs/python_api.md): they live in the profiles and readers modules, which import this one
 _MOVED = {"config_for_robot": "profiles", "ROBOT_PROFILES": "profiles", "load_gripper_csv": "grippers"}
 
 

@@ -1,6 +1,6 @@
 """VLM backends, prompts per model family, and parsing of raw model text into plans.
 
-Entry points (see docs/INTERFACES.md): ``parse_plan`` / ``ParseError`` (vlm.parse), ``PlannerConfig``
+Entry points (see docs/python_api.md): ``parse_plan`` / ``ParseError`` (vlm.parse), ``PlannerConfig``
 (vlm.config), ``make_planner`` (vlm.factory), ``Planner`` (vlm.planner), errors in vlm.errors. Submodules are imported
 lazily so ``import grounded_planner.vlm`` stays cheap.
 """
