@@ -29,7 +29,8 @@ from grounded_planner.spabench.trial import (CONDITIONS, ROBOTS, TASK_CONDITIONS
                                              TrialObject, TrialSpec, check_name, direction_xy, pair_id,
                                              paraphrase_original)
 
-MAX_DRAWS = 300  # layouts tried per trial before giving up with a GenerationError naming the task and seed
+MAX_DRAWS = 2000  # layouts tried per scene before giving up with a GenerationError naming the task and seed
+SCENE_ATTEMPTS = 4  # scenes (object sets) drawn per trial before giving up
 
 
 @dataclass(frozen=True)
@@ -53,18 +54,24 @@ class Workspace:
     path_r_min_m: float | None = None  # straight moves between objects and the bowl keep this far from the base, m
     home_path_r_min_m: float | None = None  # the first move, from the waiting pose (lower), keeps this far, m
     fillers: bool = True  # add objects of other families and extra rivals (False: only what the task needs)
+    max_pan_deg: float | None = None  # an object and the bowl at most this far apart seen from the base, degrees
+    arm_over_bowl_m: float | None = None  # the arm's links reach low: no object behind the bowl (seen from the base)
+    # unless the line from the base to it passes this far outside the bowl's rim, m
 
 
 # Reach measured with the simulator's IK (top-down tool, any yaw, at the table and 65 mm above it) and the executor's
 # safety envelopes (config/execution*.yaml): test_spabench_scenes checks every generated grasp and place point.
 WORKSPACES: dict[str, Workspace] = {
     # the SO-101's top-down tool reaches 0.14-0.24 m out up to 60 mm above the table but only 0.16-0.22 m at 80 mm
-    # and nothing at 100 mm: objects at most 33 mm tall (the executor approaches 45 mm above an object's top), and no
-    # straight move may cut closer than 0.155 m past the base
+    # and nothing at 100 mm: objects at most 30 mm tall (the executor approaches 45 mm above an object's top), and no
+    # straight move may cut closer than 0.165 m past the base (nearer, the held tool's yaw runs the wrist roll into
+    # its limit on the way), nor turn the base more than 60 degrees while carrying; its forearm reaches low, so nothing
+    # stands behind the bowl where the arm would sweep over the rim
     "so101": Workspace(scale=0.55, r_min_m=0.16, r_max_m=0.225, x_min_m=0.13, y_max_m=0.145,
                        camera_position_m=(0.62, 0.0, 0.45), camera_look_at_m=(0.17, 0.0, 0.0), gap_m=0.03,
                        relation_offset_m=0.042, keep_out_xy_m=(0.17, 0.0), keep_out_r_m=0.035, mass_scale=0.3,
-                       max_height_m=0.03, path_r_min_m=0.155, home_path_r_min_m=0.145, fillers=False),
+                       max_height_m=0.03, path_r_min_m=0.165, home_path_r_min_m=0.145, fillers=False,
+                       max_pan_deg=60.0, arm_over_bowl_m=0.015),
     "gp5": Workspace(scale=1.0, r_min_m=0.32, r_max_m=0.60, x_min_m=0.30, y_max_m=0.26,
                      camera_position_m=(0.95, 0.0, 0.75), camera_look_at_m=(0.42, 0.0, 0.0), gap_m=0.045,
                      relation_offset_m=0.062),
@@ -279,7 +286,16 @@ class _Builder:
         home = self.ws.keep_out_xy_m or (0.0, 0.0)
         home_limit = self.ws.home_path_r_min_m or limit
         segments = [(o.xy, b.xy) for o in movable for b in bowls] + list(extra)
-        return all(_segment_distance_to_origin(home, o.xy) >= home_limit for o in movable) and \
+        pan_ok = self.ws.max_pan_deg is None or all(
+            abs(math.degrees(math.atan2(a[1], a[0]) - math.atan2(b[1], b[0]))) <= self.ws.max_pan_deg
+            for a, b in segments)
+        shadow = self.ws.arm_over_bowl_m
+        clear_of_bowl = shadow is None or all(
+            math.hypot(*o.xy) <= math.hypot(*b.xy) or
+            _segment_distance_to_origin(np.subtract((0.0, 0.0), b.xy), np.subtract(o.xy, b.xy)) >= b.radius_m + shadow
+            for o in movable for b in bowls)
+        return pan_ok and clear_of_bowl and \
+            all(_segment_distance_to_origin(home, o.xy) >= home_limit for o in movable) and \
             all(_segment_distance_to_origin(a, b) >= limit for a, b in segments)
 
     def layout(self, rng, objects: list[_Placed], check=None) -> None:
@@ -624,7 +640,16 @@ def generate_trial(task: str, condition: str, seed: int, robot: str = "so101") -
     # halves of a relational-control pair the same objects
     scene_seed = seed // 2 if condition == "relational_control" else seed
     rng = np.random.default_rng([TASKS.index(task), _STREAMS[condition], scene_seed])
-    scene: _Scene = getattr(builder, task)(rng, condition)
+    # a crowded draw (which objects, how many already in the bowl) may leave no layout: draw the scene again from the
+    # same stream, a bounded number of times (deterministic: the same trial every time)
+    for attempt in range(SCENE_ATTEMPTS):
+        try:
+            scene: _Scene = getattr(builder, task)(rng, condition)
+            break
+        except GenerationError as exc:
+            if attempt == SCENE_ATTEMPTS - 1:
+                tid = f"{task}/{condition}/{seed}"
+                raise (exc if str(exc).startswith(tid) else GenerationError(f"{tid}: {exc}")) from None
     instruction = _pick_instruction(scene, condition, seed, rng)
     ws = WORKSPACES[robot]
     scenario = _scenario(task, condition, seed, robot, scene, instruction, ws)
