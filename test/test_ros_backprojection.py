@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from conftest import requires_ros, spawn_python
+from helpers.camera import publish_camera
 from helpers.ros_wait import spin_until, stop_process
 from helpers.tabletop import CUBE_M, EXTRINSICS, FX, TABLE_M, base_point, scene_messages
 
@@ -15,7 +16,6 @@ def test_pixel_plan_comes_back_with_base_frame_poses(tmp_path, rclpy_context):
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import DurabilityPolicy, QoSProfile
-    from sensor_msgs.msg import CameraInfo, Image
 
     from grounded_planner.plan import GroundedAction, GroundedPlan
     from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
@@ -29,16 +29,7 @@ def test_pixel_plan_comes_back_with_base_frame_poses(tmp_path, rclpy_context):
         executor = SingleThreadedExecutor(context=rclpy_context)
         executor.add_node(node)
         _color, depth, info = scene_messages()
-        qos = QoSProfile(depth=2)
-        depth_pub = node.create_publisher(Image, "/camera/camera/aligned_depth_to_color/image_raw", qos)
-        info_pub = node.create_publisher(CameraInfo, "/camera/camera/color/camera_info", qos)
-
-        def camera():  # a 10 Hz depth camera: every message stamped, as a driver does
-            depth.header.stamp = info.header.stamp = node.get_clock().now().to_msg()
-            depth_pub.publish(depth)
-            info_pub.publish(info)
-
-        camera_timer = node.create_timer(0.1, camera)
+        camera_timer = publish_camera(node, {"depth": depth, "info": info})  # a 10 Hz depth camera
         plan_pub = node.create_publisher(GroundedPlanMsg, "/grounded_planner/plan_pixels", QoSProfile(depth=5))
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         got = {}

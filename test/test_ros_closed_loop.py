@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import requires_ros
+from helpers.camera import publish_camera
 from helpers.ros_wait import call, reach, spin_until
 from test_closed_loop_sim import small
 
@@ -20,35 +21,29 @@ pytestmark = [requires_ros, pytest.mark.ros,
 def camera_publisher(context, cell, period_s=0.2):
     """A node publishing the workcell's colour, aligned depth (16UC1 mm) and camera_info, as realsense-ros does."""
     import rclpy
-    from rclpy.qos import QoSProfile
-    from sensor_msgs.msg import CameraInfo, Image
+    from sensor_msgs.msg import CameraInfo
 
     from grounded_planner.ros.convert import numpy_to_image
 
     node = rclpy.create_node("sim_camera", context=context)
-    qos = QoSProfile(depth=2)
-    pubs = {"color": node.create_publisher(Image, "/camera/camera/color/image_raw", qos),
-            "depth": node.create_publisher(Image, "/camera/camera/aligned_depth_to_color/image_raw", qos),
-            "info": node.create_publisher(CameraInfo, "/camera/camera/color/camera_info", qos)}
     cam = cell.camera_model
 
-    def publish():
-        # stamped at the exposure, before the render, as the real driver stamps the capture time: a stamp taken
-        # after a slow render (a loaded CPU) labels a scene from before the executor's last motion as newer than
-        # its request, and the closed loop then replans on the arm still carrying the box (a grasp into the air)
-        stamp = node.get_clock().now().to_msg()
+    def render():
+        # publish_camera stamps at the exposure, before the render, as the real driver stamps the capture time: a
+        # stamp taken after a slow render (a loaded CPU) labels a scene from before the executor's last motion as
+        # newer than its request, and the closed loop then replans on the arm still carrying the box
         rgb, depth_m = cell.render()
         depth_mm = np.rint(np.nan_to_num(depth_m) * 1000.0).astype(np.uint16)
         info = CameraInfo(width=cam.width, height=cam.height, distortion_model=cam.distortion_model,
                           d=[float(v) for v in np.ravel(cam.D)], k=[float(v) for v in np.ravel(cam.K)],
                           r=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
                           p=[cam.fx, 0.0, cam.cx, 0.0, 0.0, cam.fy, cam.cy, 0.0, 0.0, 0.0, 1.0, 0.0])
-        for key, msg in (("color", numpy_to_image(rgb, "rgb8")), ("depth", numpy_to_image(depth_mm, "16UC1")),
-                         ("info", info)):
-            msg.header.frame_id, msg.header.stamp = cam.frame_id, stamp
-            pubs[key].publish(msg)
+        frames = {"color": numpy_to_image(rgb, "rgb8"), "depth": numpy_to_image(depth_mm, "16UC1"), "info": info}
+        for msg in frames.values():
+            msg.header.frame_id = cam.frame_id
+        return frames
 
-    node.create_timer(period_s, publish)
+    publish_camera(node, render, period_s)
     return node
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import requires_ros, spawn_python
+from helpers.camera import publish_camera
 from helpers.ros_wait import call, reach, spin_until, stop_process
 
 pytestmark = [requires_ros, pytest.mark.ros]
@@ -21,9 +22,7 @@ class Graph:
     def __init__(self, context, camera: bool = True):
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import QoSProfile
         from rcl_interfaces.srv import GetParameters
-        from sensor_msgs.msg import CameraInfo, Image
 
         from grounded_planner_interfaces.srv import GetGroundedPlan
 
@@ -31,19 +30,8 @@ class Graph:
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
         self.color, self.depth, self.info = scene_messages()
-        qos = QoSProfile(depth=2)
-        pubs = [(self.node.create_publisher(Image, "/camera/camera/color/image_raw", qos), self.color),
-                (self.node.create_publisher(Image, "/camera/camera/aligned_depth_to_color/image_raw", qos), self.depth),
-                (self.node.create_publisher(CameraInfo, "/camera/camera/color/camera_info", qos), self.info)]
-
-        def publish():
-            stamp = self.node.get_clock().now().to_msg()
-            for pub, msg in pubs:
-                msg.header.stamp = stamp
-                pub.publish(msg)
-
         if camera:
-            self.node.create_timer(0.1, publish)  # a 10 Hz camera
+            publish_camera(self.node, {"color": self.color, "depth": self.depth, "info": self.info})  # 10 Hz
         self.client = self.node.create_client(GetGroundedPlan, "/grounded_planner/plan")
         self.params = self.node.create_client(GetParameters, "/planner/get_parameters")
         self.Request = GetGroundedPlan.Request
