@@ -141,3 +141,93 @@ def test_without_joint_states_connect_refuses_before_moveit_py_waits_holding_the
         executor.shutdown(timeout_sec=1.0)
         timer.cancel()
         node.destroy_node()
+
+
+# -- the simulated Feetech bus (grounded_planner/sim/feetech.py, so101_bus.py), driven by LeRobot 0.4.4 itself --------
+
+@pytest.fixture
+def so101_sim(tmp_path):
+    pytest.importorskip("mujoco")
+    pytest.importorskip("lerobot.robots.so_follower")
+    pytest.importorskip("placo")
+    from pathlib import Path
+
+    from grounded_planner.sim.so101_bus import So101BusSim
+
+    scenario = Path(__file__).resolve().parents[1] / "config" / "scenarios" / "box_in_bowl_so101.yaml"
+    sim = So101BusSim(scenario, seed=0, calibration_dir=tmp_path).start()
+    yield sim
+    sim.close()
+
+
+def _so101_backend(sim):
+    from pathlib import Path
+
+    from grounded_planner.execution.backends.lerobot_backend import LeRobotBackend, LeRobotConfig
+    from grounded_planner.execution.config import ExecutorConfig
+
+    config = ExecutorConfig.load(Path(__file__).resolve().parents[1] / "config" / "execution_so101.yaml")
+    options = {**config.backend_options("lerobot"), "port": sim.port, "calibration": str(sim.calibration_path),
+               "on_disconnect": "hold"}
+    return LeRobotBackend(LeRobotConfig(**options), config.safety)
+
+
+def _sag_deg(backend, sim, joint: str, seconds: float = 2.0) -> float:
+    """How far ``joint`` stays short of the goal its servo holds, degrees, after ``seconds``."""
+    from grounded_planner.sim.feetech import ADDR
+
+    time.sleep(seconds)
+    robot = backend._robot
+    goal = robot.bus.read("Goal_Position", joint)
+    present = robot.bus.read("Present_Position", joint)
+    assert sim.bus.servos[robot.bus.motors[joint].id].mem[ADDR["Torque_Enable"]] == 1
+    return abs(goal - present)
+
+
+def test_the_sim_servo_follows_lerobots_p_gain_and_torque_limit(so101_sim):
+    """LeRobot 0.4.4's configure() writes P_Coefficient 16 (factory 32) and halves the gripper's torque limit: the
+    simulated servos' position loops follow those registers (stiffness, force cap), so a joint holding the arm
+    against gravity stays short of its goal. Measured here (seed 0, arm at (0.22, 0, 0.12) m): 0.18-0.26 deg for
+    shoulder_lift at P 16, inside the backend's 2 degree arrival tolerance, so the move still arrives."""
+    import numpy as np
+
+    from grounded_planner.sim.feetech import ADDR
+    from grounded_planner.sim.so101_bus import FACTORY_P_COEFFICIENT, STALL_TORQUE_NM
+
+    backend = _so101_backend(so101_sim)
+    backend.connect()
+    try:
+        servos, model = so101_sim.bus.servos, so101_sim.cell.model
+        assert servos[2].mem[ADDR["P_Coefficient"]] == 16  # shoulder_lift, as LeRobot configured it
+        assert servos[6].word("Max_Torque_Limit") == 500  # the gripper: half its stall torque
+        backend.move_to_pose((0.22, 0.0, 0.12), 0.0, 0.5)  # reached within arrive_tolerance_deg
+        time.sleep(0.5)
+        shoulder, gripper = so101_sim._act[1], so101_sim._act[5]
+        assert model.actuator_gainprm[shoulder, 0] == pytest.approx(so101_sim._gain[1] * 16 / FACTORY_P_COEFFICIENT)
+        np.testing.assert_allclose(model.actuator_forcerange[gripper], (-STALL_TORQUE_NM / 2, STALL_TORQUE_NM / 2))
+        assert _sag_deg(backend, so101_sim, "shoulder_lift") < backend.config.arrive_tolerance_deg
+    finally:
+        backend.disconnect()
+
+
+def test_a_status_error_bit_reaches_lerobot_as_its_error(so101_sim):
+    """An overloaded servo sets ERRBIT_OVERLOAD in every answer: LeRobot raises on it in single reads and writes,
+    ignores it in sync reads (observations go on), and its connect handshake (pings that do not raise) counts such
+    a servo as missing: the backend refuses naming it."""
+    from grounded_planner.sim.feetech import ERRBIT_OVERLOAD
+
+    backend = _so101_backend(so101_sim)
+    backend.connect()
+    try:
+        so101_sim.set_status_error("elbow_flex", ERRBIT_OVERLOAD)
+        with pytest.raises(RuntimeError, match="Overload"):
+            backend._robot.bus.read("Present_Position", "elbow_flex")
+        assert backend.joints_deg().shape == (5,)  # sync reads still answer
+    finally:
+        backend.disconnect()
+    again = _so101_backend(so101_sim)
+    with pytest.raises(BackendFault, match=r"Missing motor IDs:\n  - 3 "):
+        again.connect()
+    so101_sim.set_status_error("elbow_flex", 0)
+    again.connect()
+    again.disconnect()

@@ -34,6 +34,7 @@ MOTORS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_ro
 STEPS_PER_RAD = (RESOLUTION - 1) / (2 * math.pi)  # LeRobot's degree conversion uses max_res = 4095
 MID = 2047  # present position at the middle of each calibrated range (LeRobot's half-turn homing)
 STALL_TORQUE_NM = 3.35  # STS3215 at 12 V (the MJCF's actuator force range)
+FACTORY_P_COEFFICIENT = 32  # the STS3215's factory P, which the MJCF's position gain stands for
 SIM_ROBOT_ID = "so101_sim"  # the calibration file's name: <calibration dir>/so101_sim.json
 
 
@@ -168,14 +169,21 @@ class So101BusSim:
     def _apply_servos(self) -> None:
         model, data = self.cell.model, self.cell.data
         with self.bus.lock:
-            state = [(self.bus.servos[c.servo_id].torque_enabled, self.bus.servos[c.servo_id].goal_steps())
-                     for c in self.calibration]
+            state = [(servo.torque_enabled, servo.goal_steps(), servo.mem[ADDR["P_Coefficient"]],
+                      min(servo.word("Torque_Limit"), servo.word("Max_Torque_Limit")))
+                     for servo in (self.bus.servos[c.servo_id] for c in self.calibration)]
         with self.cell.lock:
-            for k, (cal, (torque, goal_actual)) in enumerate(zip(self.calibration, state)):
+            for k, (cal, (torque, goal_actual, p_gain, torque_limit)) in enumerate(zip(self.calibration, state)):
                 act = self._act[k]
                 if torque:
-                    model.actuator_gainprm[act, 0] = self._gain[k]
-                    model.actuator_biasprm[act, :3] = self._bias[k]
+                    # the servo's position loop as LeRobot sets it: stiffness follows P_Coefficient (the model's
+                    # gain is the factory P of 32; LeRobot's configure() writes 16, so a loaded joint sags twice as
+                    # far short of its goal) and the force is capped by the torque limit (0.1 % of stall)
+                    scale = p_gain / FACTORY_P_COEFFICIENT
+                    model.actuator_gainprm[act, 0] = self._gain[k] * scale
+                    model.actuator_biasprm[act, :3] = self._bias[k] * (1.0, scale, 1.0)
+                    limit_nm = STALL_TORQUE_NM * torque_limit / 1000.0
+                    model.actuator_forcerange[act] = (-limit_nm, limit_nm)
                     data.ctrl[act] = cal.steps_to_rad(goal_actual - cal.homing_offset)
                 else:  # limp: no servo force at all, the joint follows gravity and contacts
                     model.actuator_gainprm[act, 0] = 0.0
@@ -212,6 +220,13 @@ class So101BusSim:
             cell.release()
 
     # -- reporting --------------------------------------------------------------------------------------
+    def set_status_error(self, motor: str, bits: int) -> None:
+        """Make servo ``motor`` report status error ``bits`` (feetech.ERRBIT_OVERLOAD, ERRBIT_VOLTAGE, ...) in every
+        answer from now on (0 clears them). LeRobot raises on them in single reads and writes ("[RxPacketError]
+        Overload error!"); its sync reads ignore them."""
+        with self.bus.lock:
+            self.bus.servos[MOTORS.index(motor) + 1].error = int(bits)
+
     def joints_deg(self) -> dict[str, float]:
         with self.cell.lock:
             q = self.cell.data.qpos[self._qadr].copy()
