@@ -46,7 +46,7 @@ def test_default_scenario_is_box_in_bowl():
     (lambda d: d["objects"][0].update(size_m=[0.04, 0.04]), "objects[0].size_m: expected 3"),
     (lambda d: d["objects"][0].update(color="mauve"), "unknown colour 'mauve'"),
     (lambda d: d["plan"][1].update(target="bin"), "plan[1].target: no object with id 'bin'"),
-    (lambda d: d["plan"].pop(), "plan[0]: a grasp must be followed by a place"),
+    (lambda d: d["plan"].pop(), "plan[0]: a grasp must be immediately followed by a place"),
     (lambda d: d["plan"][0].update(object="bowl"), "object 'bowl' is a bowl, expected one of box, cylinder, cup"),
     (lambda d: d.update(success=[]), "at least one success predicate"),
     (lambda d: d["success"][0].update(type="near"), "success[0]: expected {type: inside|on|drawer_open"),

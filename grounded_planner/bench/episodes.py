@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from grounded_planner.errors import InputError
-from grounded_planner.plan.model import ACTION_TYPES, GroundedAction
+from grounded_planner.plan.model import ACTION_TYPES, GroundedAction, pairing_error
 
 INSTRUCTION_TYPES = ("explicit", "implicit")
 
@@ -128,11 +128,9 @@ def parse_episode(data: Any, where: str, base_dir: Path) -> Episode:
         actions.append(GroundedAction(type=atype, object=str(raw.get("object") or ""), target=str(raw.get("target") or ""),
                                       bbox=_box(raw["bbox"], at)))
     # Ground truth is always well formed: every grasp is immediately followed by its place.
-    for i, action in enumerate(actions):
-        if action.type == "grasp" and (i + 1 >= len(actions) or actions[i + 1].type != "place"):
-            raise EpisodeError(f"{where} action {i}: a ground-truth grasp must be immediately followed by a place")
-        if action.type == "place" and (i == 0 or actions[i - 1].type != "grasp"):
-            raise EpisodeError(f"{where} action {i}: a ground-truth place must immediately follow a grasp")
+    broken = pairing_error([action.type for action in actions])
+    if broken is not None:
+        raise EpisodeError(f"{where} action {broken[0]}: ground truth breaks the plan rule: {broken[2]}")
     n_steps = gt_step_count(actions)
     raw_blocks = data.get("unordered") or []
     if not isinstance(raw_blocks, list):

@@ -237,6 +237,19 @@ def validate_action(action: GroundedAction, index: int | None = None, image_size
                 raise PlanError(f"point {list(action.point)} lies outside the {w}x{h} image", index=index, rule="point_in_image")
 
 
+def pairing_error(types: Sequence[str]) -> tuple[int, str, str] | None:
+    """The first step of ``types`` (action types in order) that breaks the pairing rule: every grasp is immediately
+    followed by a place and every place immediately follows a grasp. ``(index, rule, message)``, or None when the
+    sequence keeps the rule. The one place this rule lives: plans, bench ground truth and simulator scenarios
+    report it with their own location."""
+    for i, kind in enumerate(types):
+        if kind == "grasp" and (i + 1 >= len(types) or types[i + 1] != "place"):
+            return i, "grasp_then_place", "a grasp must be immediately followed by a place"
+        if kind == "place" and (i == 0 or types[i - 1] != "grasp"):
+            return i, "place_after_grasp", "a place must immediately follow a grasp"
+    return None
+
+
 def validate_plan(plan: GroundedPlan) -> None:
     """Check the plan model's rules; raise :class:`PlanError` naming the action index and the rule.
 
@@ -251,13 +264,12 @@ def validate_plan(plan: GroundedPlan) -> None:
         if not plan.reason.strip():
             raise PlanError("an empty plan (nothing to do) must carry a reason", rule="empty_needs_reason")
         return
-    actions = plan.actions
-    for i, action in enumerate(actions):
+    types = [action.type for action in plan.actions]
+    broken = pairing_error(types)
+    for i, action in enumerate(plan.actions):
         validate_action(action, i, plan.image_size)
-        if action.type == "grasp" and (i + 1 >= len(actions) or actions[i + 1].type != "place"):
-            raise PlanError("a grasp must be immediately followed by a place", index=i, rule="grasp_then_place")
-        if action.type == "place" and (i == 0 or actions[i - 1].type != "grasp"):
-            raise PlanError("a place must immediately follow a grasp", index=i, rule="place_after_grasp")
+        if broken is not None and broken[0] == i:
+            raise PlanError(broken[2], index=i, rule=broken[1])
 
 
 def load_plan(path: str | Path, *, validate: bool = True) -> GroundedPlan:

@@ -16,6 +16,7 @@ import numpy as np
 import yaml
 
 from grounded_planner.errors import InputError
+from grounded_planner.plan.model import pairing_error
 
 
 class ScenarioError(InputError):
@@ -408,11 +409,9 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
             plan.append(PlanStepSpec("grasp", object=ref(_require(step, "object", where), f"{where}.object", GRASPABLE_KINDS)))
         else:
             plan.append(PlanStepSpec(step["type"], object=ref(_require(step, "object", where), f"{where}.object", ("cabinet",))))
-    for i, step in enumerate(plan):  # the plan model's pairing rule, checked here so export never writes a bad plan
-        if step.type == "grasp" and (i + 1 >= len(plan) or plan[i + 1].type != "place"):
-            raise ScenarioError(f"{w(f'plan[{i}]')}: a grasp must be followed by a place")
-        if step.type == "place" and (i == 0 or plan[i - 1].type != "grasp"):
-            raise ScenarioError(f"{w(f'plan[{i}]')}: a place must follow a grasp")
+    broken = pairing_error([step.type for step in plan])  # the plan model's rule: export never writes a bad plan
+    if broken is not None:
+        raise ScenarioError(f"{w(f'plan[{broken[0]}]')}: {broken[2]}")
 
     success = []
     for i, pred in enumerate(data.get("success") or []):
