@@ -374,3 +374,23 @@ def test_a_taken_port_is_a_one_line_error_naming_the_address(tmp_path):
             server.stop()
     finally:
         taken.close()
+
+
+def test_reject_refuses_a_plan_the_executor_holds_and_sends_nothing_otherwise(tmp_path):
+    graph = RecordingGraph(require_approval=True)
+    app, notes = make_app(tmp_path, graph)
+
+    async def body(client):
+        plan = (await (await client.post("/api/plan", json={"instruction": "a"})).json())["plan"]
+        answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": False})
+        assert (await answer.json())["message"] == "nothing was sent to the executor"
+        # a plan another client sent is held by the executor (its awaiting_approval event): Reject refuses it
+        plan = (await (await client.post("/api/plan", json={"instruction": "b"})).json())["plan"]
+        app.state.on_feedback({"step": 0, "state": "awaiting_approval", "message": "'b': grasp cube"})
+        assert (await (await client.get("/api/state")).json())["executor"]["state"] == "waiting_approval"
+        answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": False})
+        assert "answered /grounded_planner/approve: rejected" in (await answer.json())["message"]
+
+    serve(app, body)
+    assert graph.did("approve") == [("approve", False)] and graph.did("execute") == []
+    assert any("plan 2 rejected by 127.0.0.1" in n for n in notes)
