@@ -57,8 +57,3 @@ def format_tables(rows: list[tuple[str, dict[str, Any]]]) -> str:
     for label, result in rows:
         lines += overall_line("overall" if len(rows) == 1 else label, result)
     return "\n".join(lines)
-
-
-def format_table(result: dict[str, Any], label: str = "predictions") -> str:
-    """:func:`format_tables` for a single prediction set."""
-    return format_tables([(label, result)])

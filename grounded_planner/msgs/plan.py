@@ -68,10 +68,6 @@ def stamp_to_ns(stamp: Any) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
-def _copy_header(types: TypeSource, header: Any, frame_id: str) -> Any:
-    return header_msg(types, stamp_to_ns(header.stamp), frame_id)
-
-
 # -- plan model -> message ------------------------------------------------------------------------------------
 def pose_stamped_msg(types: TypeSource, frame_id: str, position: Sequence[float],
                      quaternion_xyzw: Sequence[float] = (0.0, 0.0, 0.0, 1.0), stamp_ns: int = 0) -> Any:

@@ -10,7 +10,6 @@ nothing ends up); thresholds given by hand switch to the fixed rule.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from grounded_planner.v2gp.segment import SegmentConfig
@@ -208,7 +207,3 @@ def config_for_robot(robot: str, **overrides) -> SegmentConfig:
             if values.get(key) is None:
                 values[key] = default
     return SegmentConfig(**values)
-
-
-def compile_patterns(profile: RobotProfile) -> list[tuple[str, re.Pattern]]:
-    return [(hand, re.compile(pattern, re.IGNORECASE)) for hand, pattern in profile.grippers]
