@@ -145,3 +145,20 @@ def test_two_sigints_5ms_apart_end_bringup_with_exit_0(tmp_path, ros_domain):
     finally:
         _kill_if_running(child)
     _assert_clean(out, child, "bringup")
+
+
+@pytest.mark.parametrize("how", ["console_script", "module"])
+def test_sigints_while_a_node_is_still_importing_end_it_quietly(how):
+    """ros2 launch stopped early (or Ctrl-C right after start) sends SIGINT while a node is still importing rclpy
+    and its modules: that was a KeyboardInterrupt traceback out of an import and exit -2."""
+    from pathlib import Path
+
+    command = [str(Path(sys.executable).with_name("executor_node"))] if how == "console_script" else \
+        [sys.executable, "-m", "grounded_planner.ros.executor_node"]
+    if how == "console_script" and not Path(command[0]).exists():
+        pytest.skip("the console script is not installed beside this interpreter")
+    child = subprocess.Popen([*command, "--ros-args", "-p", "backend:=sim", "-p", "base_frame:=base_link"],
+                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.3)  # importing (rclpy, numpy, the executor's modules take seconds here)
+    out = _double_sigint(child)
+    _assert_clean(out, child, f"executor_node ({how}) stopped while importing")

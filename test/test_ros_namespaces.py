@@ -164,3 +164,36 @@ def test_two_complete_stacks_side_by_side_each_plan_and_goal_reach_only_their_ow
         for bringup, cell, _ in stacks.values():
             bringup.shutdown()
             cell.close()
+
+
+@requires_ros
+def test_the_bringup_command_takes_a_namespace(tmp_path, rclpy_context):
+    """`grounded-planner bringup --namespace robot1`: every node of the profile in /robot1, its services there."""
+    import subprocess
+    import sys
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from helpers.bringup import stop_bringup
+    from helpers.ros_wait import spin_until
+
+    profile = tmp_path / "one.yaml"
+    profile.write_text("/**/backprojection:\n  ros__parameters: {}\n")
+    child = subprocess.Popen([sys.executable, "-m", "grounded_planner.cli.main", "bringup", "--namespace", "robot1",
+                              "--config", str(profile)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    node = rclpy.create_node("namespace_probe", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(node)
+    try:
+        spin_until(executor, lambda: ("backprojection", "/robot1") in node.get_node_names_and_namespaces(), 30.0,
+                   "backprojection in /robot1")
+        assert ("backprojection", "/") not in node.get_node_names_and_namespaces()
+    finally:
+        node.destroy_node()
+        out = stop_bringup(child)
+    assert "running in namespace /robot1" in out, out
+    bad = subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "bringup", "--namespace", "robot 1",
+                          "--config", str(profile)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "'robot 1' is not a ROS namespace" in bad.stderr, bad.stderr
