@@ -15,13 +15,12 @@ import yaml
 from grounded_planner.cli.main import CliError, add_command
 from grounded_planner.execution.backend import BackendError
 from grounded_planner.execution.backends import make_backend
-from grounded_planner.execution.config import ConfigError, ExecutorConfig
+from grounded_planner.execution.config import BACKEND_NAMES, ConfigError, ExecutorConfig
 from grounded_planner.execution.executor import Executor
 from grounded_planner.execution.validate import ExecutionInputError, InvalidGoalError, check_goal
 from grounded_planner.geometry.targets import TargetSet
 from grounded_planner.plan import PlanError, load_plan
 
-BACKENDS = ("sim", "franky", "lerobot", "moveit")
 # shipped configs per backend when --config is not given
 DEFAULT_CONFIGS = {"lerobot": "config/execution_so101.yaml"}
 DEFAULT_CONFIG = "config/execution_franka.yaml"
@@ -36,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ex.add_argument("--plan", required=True, metavar="PLAN.json", help="canonical grounded plan JSON")
     ex.add_argument("--targets", required=True, metavar="TARGETS.json",
                     help="3D targets as printed by `grounded-planner backproject`, in the robot base frame")
-    ex.add_argument("--backend", choices=BACKENDS, default=None,
+    ex.add_argument("--backend", choices=BACKEND_NAMES, default=None,
                     help="robot backend (default: executor.backend of the config)")
     ex.add_argument("--config", default=None, metavar="FILE",
                     help=f"executor/safety YAML (default: {DEFAULT_CONFIGS['lerobot']} for lerobot, "

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 
 from grounded_planner.cli.main import CliError
-from grounded_planner.vlm.config import PlannerConfig
+from grounded_planner.vlm.config import BACKENDS, PlannerConfig
 from grounded_planner.yamlfile import read_yaml
 
 
 def add_planner_arguments(parser: argparse.ArgumentParser) -> None:
     """The planner flags shared by `bench run` and `replay` (read back by :func:`planner_config_from_args`)."""
     parser.add_argument("--config", help="YAML mapping of PlannerConfig fields (backend, model, base_url, ...)")
-    parser.add_argument("--backend", choices=["openai", "gemini", "transformers", "replay", "decoupled"], default=None)
+    parser.add_argument("--backend", choices=BACKENDS, default=None)
     parser.add_argument("--model", help="model name on the server / Gemini id / local path for transformers")
     parser.add_argument("--base-url", action="append", metavar="URL",
                         help="OpenAI-compatible server root incl. /v1, e.g. http://localhost:8000/v1; repeat it for "

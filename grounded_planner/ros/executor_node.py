@@ -26,7 +26,7 @@ from grounded_planner_interfaces.msg import (
 
 from grounded_planner.execution.approval import ApprovalGate
 from grounded_planner.execution.closed_loop import CONDITION as CLOSED_LOOP, ClosedLoop, ClosedLoopResult
-from grounded_planner.execution.config import ExecutorConfig
+from grounded_planner.execution.config import BACKEND_NAMES, ExecutorConfig
 from grounded_planner.execution.backend import BackendError
 from grounded_planner.execution.executor import ExecutionResult, Executor
 from grounded_planner.execution.backends import make_backend
@@ -45,7 +45,7 @@ from grounded_planner.ros.params import (Param, declare_all, executor_config_fil
 from grounded_planner.geometry.extrinsics import Extrinsics
 
 PARAMS = [
-    Param("backend", "sim", "robot backend: sim | franky | lerobot | moveit", one_of("sim", "franky", "lerobot", "moveit"), read_only=True),
+    Param("backend", "sim", "robot backend: sim | franky | lerobot | moveit", one_of(*BACKEND_NAMES), read_only=True),
     Param("config_file", "", "executor YAML (safety envelope, speeds, backend options); '' = built-in defaults",
           executor_config_file, read_only=True),
     Param("moveit_params_file", "", "moveit backend: ROS parameters file with the robot's MoveIt configuration for "

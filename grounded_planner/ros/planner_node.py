@@ -30,11 +30,10 @@ from grounded_planner.ros.params import (Param, ParameterError, declare_all, exi
 from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
 from grounded_planner.vlm.errors import VLMBusyError, VLMConfigError
 from grounded_planner.vlm.gate import RequestGate
-from grounded_planner.vlm.config import PlannerConfig
+from grounded_planner.vlm.config import BACKENDS, PlannerConfig
 from grounded_planner.vlm.factory import make_planner
 from grounded_planner.geometry.extrinsics import Extrinsics
 
-BACKENDS = ("openai", "gemini", "transformers", "replay", "decoupled")
 
 PARAMS = [
     Param("backend", "openai", "VLM backend: openai (any OpenAI-compatible server) | gemini | transformers | replay | decoupled",

@@ -9,7 +9,9 @@ from typing import Any
 from grounded_planner.vlm.conventions import PARSE_CONVENTIONS
 from grounded_planner.vlm.errors import VLMConfigError
 
-BACKENDS = ("openai", "gemini", "transformers", "replay", "decoupled")
+BACKENDS = ("openai", "gemini", "transformers", "replay", "decoupled")  # the planner backends, named once
+# the backends that serve a model (a decoupled mode's language planner and its vlm grounder)
+MODEL_BACKENDS = ("openai", "gemini", "transformers")
 PROMPT_FAMILIES = ("auto", "qwen3", "gemini", "pixel")
 GROUNDERS = ("vlm", "embodied-r1", "sam3")
 # Environment variables read by PlannerConfig.from_env (explicit arguments win).
@@ -96,9 +98,9 @@ class PlannerConfig:
             raise VLMConfigError(f"PlannerConfig.grounder_family must be one of {', '.join(PROMPT_FAMILIES)}, got {self.grounder_family!r}")
         if self.convention not in PARSE_CONVENTIONS:
             raise VLMConfigError(f"PlannerConfig.convention must be one of {', '.join(PARSE_CONVENTIONS)}, got {self.convention!r}")
-        if self.language_backend not in ("openai", "gemini", "transformers"):
+        if self.language_backend not in MODEL_BACKENDS:
             raise VLMConfigError(f"PlannerConfig.language_backend must be openai, gemini or transformers, got {self.language_backend!r}")
-        if self.grounder_backend not in ("", "openai", "gemini", "transformers"):
+        if self.grounder_backend not in ("", *MODEL_BACKENDS):
             raise VLMConfigError(f"PlannerConfig.grounder_backend must be '', openai, gemini or transformers, got {self.grounder_backend!r}")
         if self.grounder not in GROUNDERS:
             raise VLMConfigError(f"PlannerConfig.grounder must be one of {', '.join(GROUNDERS)}, got {self.grounder!r}")
