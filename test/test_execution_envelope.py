@@ -239,3 +239,24 @@ def test_quaternions_within_the_tolerance_pass_and_past_it_are_refused():
         with pytest.raises(InvalidGoalError, match="not a unit quaternion") as info:
             check_poses([pose((0.0, 0.0, 0.0, w))])
         assert info.value.field == "pose.orientation"
+
+
+def test_a_surface_point_may_sit_up_to_the_surface_tolerance_below_the_workspace_bottom():
+    """Depth noise puts a place point on the table a millimetre or two below it; up to SURFACE_TOLERANCE_M (3 mm)
+    under the workspace bottom such a point is still a target (its waypoints stay above the floor); past it, or
+    for a point away from the support surface, the bottom is strict."""
+    from grounded_planner.execution.motions import SURFACE_TOLERANCE_M
+
+    assert SURFACE_TOLERANCE_M == 0.003
+    config = ExecutorConfig(safety=SafetyConfig(workspace_min_m=(0.25, -0.45, 0.0), support_surface_z_m=0.0))
+    place = GroundedAction("place", "cube", "table", point=(1, 1))
+    planned, _ = plan_primitive(place, Target((0.5, 0.0, -0.003)), config)
+    assert planned[1].label == "descend" and planned[1].position_m[2] == pytest.approx(-0.003 + config.place_clearance_m)
+    with pytest.raises(Exception) as info:
+        plan_primitive(place, Target((0.5, 0.0, -0.0031)), config)
+    assert getattr(info.value, "outcome", None) is Outcome.OUTSIDE_WORKSPACE and "z=-0.003" in str(info.value)
+    # a workspace bottom above the table: no tolerance for points that are not on the support surface
+    raised = ExecutorConfig(safety=SafetyConfig(workspace_min_m=(0.25, -0.45, 0.1), support_surface_z_m=0.0))
+    with pytest.raises(Exception) as info:
+        plan_primitive(place, Target((0.5, 0.0, 0.099)), raised)
+    assert getattr(info.value, "outcome", None) is Outcome.OUTSIDE_WORKSPACE
