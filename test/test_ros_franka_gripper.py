@@ -256,7 +256,7 @@ def test_moveit_backend_notices_a_robot_that_drops_out_and_reconnects(gripper_se
         gripper_server()  # back
         backend.reconnect()
         assert backend.is_reachable and backend.link_lost == ""
-        backend.gripper_open()
-        assert wait_width(backend._gripper, lambda w: abs(w - 0.08) < 1e-6) == pytest.approx(0.08)
+        backend.gripper_open()  # the hand moves again: its goal succeeds and its width comes back
+        assert wait_width(backend._gripper, lambda w: w > 0.075, timeout_s=15.0) > 0.075
     finally:
         backend.disconnect()

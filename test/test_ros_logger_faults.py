@@ -192,10 +192,10 @@ def test_a_full_disk_cuts_one_episode_short_and_the_next_is_recorded(tmp_path, r
         cell.plan("first")
         cell.spin(1.0)
         cell.result("first")
-        spin_until(cell.executor, lambda: len(cell.closed) == 1, 30.0, "the first episode to close")
+        spin_until(cell.executor, lambda: len(cell.closed) == 1, 60.0, "the first episode to close")
 
         cell.plan("second")
-        spin_until(cell.executor, lambda: len(harness.ask("report")["episodes"]) == 2, 30.0, "the second episode")
+        spin_until(cell.executor, lambda: len(harness.ask("report")["episodes"]) >= 2, 60.0, "the second episode")
         assert harness.ask("fill") == "filled"  # the disk fills mid-episode; 5 frames a second keep coming
         spin_until(cell.executor, lambda: cell.health and cell.health[-1][0] == DiagnosticStatus.ERROR, 30.0,
                    "/diagnostics to say episodes are not recorded")
