@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from grounded_planner.errors import InputError, RunFailure
+from grounded_planner.msgs.images import DEPTH_UNIT_16UC1_M
 
 
 PROFILE = "ros2"
@@ -19,8 +20,8 @@ MESSAGE_ENCODING = "cdr"
 SCHEMA_ENCODING = "ros2msg"
 PLAN_MSGTYPE = "grounded_planner_interfaces/msg/GroundedPlan"
 ACTION_MSGTYPE = "grounded_planner_interfaces/msg/GroundedAction"
-# Depth in 16UC1 images is in these units (RealSense D400 default: 1 mm).
-DEFAULT_DEPTH_UNIT_M = 0.001
+# Depth in 16UC1 images is in these units (RealSense D400 default: 1 mm): the unit msgs.images defines.
+DEFAULT_DEPTH_UNIT_M = DEPTH_UNIT_16UC1_M
 
 
 def library_name() -> str:

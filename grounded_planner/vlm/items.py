@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from grounded_planner.plan import GroundedAction
 from grounded_planner.vlm.conventions import answer_box_to_px, answer_point_to_px, detect_convention, key_convention
 from grounded_planner.vlm.errors import ParseError
-from grounded_planner.vlm.scan import NUMBER_RE, CallItem, call_items, lower_keys, norm_type, type_of
+from grounded_planner.vlm.scan import BOX_KEYS, NUMBER_RE, CallItem, call_items, lower_keys, norm_type, type_of
 
 # A point this close outside the image (fraction of the side) is clipped with a warning; farther is an error.
 POINT_CLIP_MARGIN = 0.02
@@ -20,7 +20,6 @@ CLIP_SILENT_PX = 1e-6
 OBJECT_KEYS = ("object", "obj", "object_name", "item", "label", "target_object", "what", "name", "entity")
 TARGET_KEYS = ("target", "destination", "receptacle", "place_on", "on", "to", "target_name", "where", "location",
                "surface", "goal", "target_location")
-BOX_KEYS = ("bbox_2d", "box_2d", "bbox", "bbox_px", "box", "bounding_box", "boundingbox", "bounding_box_2d", "rect")
 POINT_KEYS = ("point_2d", "point", "point_px", "place_point", "target_point", "point_xy", "xy", "location",
               "position", "target_location", "target", "coordinates", "coords", "pos", "place_location")
 # Keys that may hold a box or a point: decided by how many numbers they hold.

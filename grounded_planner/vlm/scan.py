@@ -45,6 +45,7 @@ TYPE_SYNONYMS = {
 }
 TYPE_KEYS = ("type", "action", "primitive", "action_type", "actiontype", "skill", "op", "verb", "function", "name",
              "command", "step", "action_name", "primitive_type")
+# keys under which a model writes a box (vlm.items reads them from here)
 BOX_KEYS = ("bbox_2d", "box_2d", "bbox", "bbox_px", "box", "bounding_box", "boundingbox", "bounding_box_2d", "rect")
 CONTAINER_KEYS = ("actions", "plan", "steps", "action_plan", "grounded_plan", "primitives", "sequence",
                   "action_sequence", "subactions", "sub_actions", "task_plan")
