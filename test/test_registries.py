@@ -36,3 +36,25 @@ def test_the_nodes_backend_parameters_accept_the_registries_names_and_refuse_oth
         check = next(p for p in params if p.name == "backend").check
         assert [check(name) for name in names] == [None] * len(names)
         assert "ur5" in check("ur5")
+
+
+def test_every_ros_name_of_the_stack_is_written_in_ros_names_only():
+    """Topic, service and action names of the stack (grounded_planner/...) and of the camera (camera/camera/...)
+    appear as string literals in grounded_planner/ros/names.py only; nodes, the CLI, the console and the launch
+    files import them. (A bag's recorded topics, rollout.record.RolloutTopics, are a file format, not the graph's
+    names: the rollout layer is below ros/.)"""
+    import ast
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    name = re.compile(r"^/?(grounded_planner|camera/camera)/[a-z_]+(/[a-z_]+)*$")
+    found = []
+    for path in sorted([*(repo / "grounded_planner").glob("ros/*.py"), *(repo / "grounded_planner").glob("cli/*.py"),
+                        *(repo / "grounded_planner").glob("console/*.py"), *(repo / "launch").glob("*.py")]):
+        if path.name == "names.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and name.match(node.value):
+                found.append(f"{path.relative_to(repo)}:{node.lineno}: {node.value!r}")
+    assert not found, "ROS names written outside grounded_planner/ros/names.py:\n" + "\n".join(found)

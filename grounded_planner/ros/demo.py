@@ -127,9 +127,10 @@ def write_scene(out_dir: Path, seed: int, say: Callable[[str], None]):
             for msg in (color, depth, info):
                 msg.header.frame_id = camera.frame_id
                 msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
-            yield "/camera/camera/color/image_raw", stamp_ns, color
-            yield "/camera/camera/aligned_depth_to_color/image_raw", stamp_ns, depth
-            yield "/camera/camera/color/camera_info", stamp_ns, info
+            # a bag's topics are absolute: the root namespace's names, as a camera there records them
+            yield "/" + names.COLOR_IMAGE, stamp_ns, color
+            yield "/" + names.ALIGNED_DEPTH_IMAGE, stamp_ns, depth
+            yield "/" + names.COLOR_CAMERA_INFO, stamp_ns, info
 
     write_bag(bag, messages(), storage="mcap")
     plan = gt_plan(cell)
