@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.event_handler import PublisherEventCallbacks
@@ -14,6 +13,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from visualization_msgs.msg import MarkerArray
 
 from grounded_planner.errors import InputError
+from grounded_planner.ros.after_response import AfterResponse
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg, PlannerStatus
 from grounded_planner_interfaces.srv import GetGroundedPlan
 
@@ -83,55 +83,6 @@ def planner_config(p: dict):
                          base_urls=[u for u in p["base_urls"] if u], api_key_env=p["api_key_env"],
                          timeout_s=p["timeout_s"], max_retries=p["max_retries"], prompt_family=p["prompt_family"],
                          replay_file=resolve_data_path(p["replay_file"]), record_file=expand_path(p["record_file"]))
-
-
-# how long the after-answer work waits for its response to be sent, seconds (reached only where the executor does not
-# send through Service.send_response, e.g. rclpy's experimental C++ EventsExecutor)
-RESPONSE_SENT_WAIT_S = 0.2
-
-
-class AfterResponse:
-    """Runs work on one worker thread, in order, each item once the service response it follows has been sent.
-
-    The work (publishing the plan and status, a log line, drawing the overlay: 5-15 ms of Python) would otherwise
-    take the GIL from the executor thread that is still sending the response; CPython hands the GIL back only
-    after its 5 ms switch interval, which delayed every answer by 2-3 ms. rclpy's executors send a service's
-    response with ``service.send_response(response, header)`` once the callback returned; this wraps that method
-    of the one service to release the work queued for that response.
-    """
-
-    def __init__(self, service, thread_name_prefix: str):
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name_prefix)
-        self._lock = threading.Lock()
-        self._pending: dict[int, threading.Event] = {}  # id(response) -> set when it was sent
-        send = service.send_response
-
-        def send_then_release(response, header) -> None:
-            try:
-                send(response, header)
-            finally:
-                with self._lock:
-                    sent = self._pending.pop(id(response), None)
-                if sent is not None:
-                    sent.set()
-
-        service.send_response = send_then_release
-
-    def submit(self, response, fn, *args) -> None:
-        """Run ``fn(*args)`` after ``response`` was sent (or after RESPONSE_SENT_WAIT_S)."""
-        sent = threading.Event()
-        with self._lock:
-            self._pending[id(response)] = sent
-        self._pool.submit(self._run, id(response), sent, fn, args)
-
-    def _run(self, key: int, sent: threading.Event, fn, args) -> None:
-        if not sent.wait(RESPONSE_SENT_WAIT_S):
-            with self._lock:
-                self._pending.pop(key, None)
-        fn(*args)
-
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=True)
 
 
 class PlannerNode(Node):
