@@ -58,3 +58,43 @@ def test_every_ros_name_of_the_stack_is_written_in_ros_names_only():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and name.match(node.value):
                 found.append(f"{path.relative_to(repo)}:{node.lineno}: {node.value!r}")
     assert not found, "ROS names written outside grounded_planner/ros/names.py:\n" + "\n".join(found)
+
+
+def test_the_nodes_say_what_node_main_reads_in_a_base_class():
+    """node_main reads configure_error and executor_threads from StackNode, which every node class derives from,
+    instead of getattr with a default on whatever node it is given."""
+    pytest.importorskip("rclpy")
+    import importlib
+    import inspect
+    from pathlib import Path
+
+    from rclpy.node import Node
+
+    from grounded_planner.ros.node_main import StackNode
+
+    ros = Path(__file__).resolve().parents[1] / "grounded_planner" / "ros"
+    nodes = []
+    for path in sorted(ros.glob("*_node.py")):
+        module = importlib.import_module(f"grounded_planner.ros.{path.stem}")
+        nodes += [obj for obj in vars(module).values()
+                  if inspect.isclass(obj) and issubclass(obj, Node) and obj.__module__ == module.__name__]
+    assert len(nodes) >= 7
+    assert [n.__name__ for n in nodes if not issubclass(n, StackNode)] == []
+
+
+def test_a_backend_says_whether_the_scene_succeeded_through_the_base_class():
+    """The executor node asks its backend (RobotBackend.scene_success) instead of reaching into the simulator's
+    workcell: a real robot cannot tell (None), the simulator answers its scenario's success predicates."""
+    pytest.importorskip("mujoco")
+    from grounded_planner.execution.backends import make_backend
+    from grounded_planner.sim.backend import SimBackend
+
+    assert make_backend("franky", ExecutorConfig()).scene_success() is None
+    sim = SimBackend()
+    assert sim.scene_success() is None  # no workcell before connect()
+    sim.connect()
+    try:
+        assert sim.scene_success() is False  # box_in_bowl: the box starts beside the bowl
+        assert sim.scene_success() == sim.workcell.success()
+    finally:
+        sim.disconnect()

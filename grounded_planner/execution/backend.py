@@ -139,6 +139,10 @@ class RobotBackend(abc.ABC):
     #: why the link to the robot was lost ("" while it holds): a state read that failed on a connected backend
     link_lost: str = ""
 
+    def scene_success(self) -> bool | None:
+        """Whether the scene's task is done, for a backend that can tell (the simulator can); None: it cannot."""
+        return None
+
     def read_state(self) -> None:
         """Read the robot's state once (raises :class:`BackendFault` when the robot does not answer).
 

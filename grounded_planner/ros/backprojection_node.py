@@ -13,7 +13,7 @@ from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
 from grounded_planner.ros.frames import FRESHNESS_PARAMS, frame_check, stamp_ns, LatestFrames, NoFrameError, backproject, depth_info_topic
-from grounded_planner.ros.node_main import run_node
+from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros.params import Param, declare_all, extrinsics_file, resolve_data_path, non_empty, non_negative, values
 from grounded_planner.ros.visualize import plan_markers
 from grounded_planner.geometry.extrinsics import Extrinsics
@@ -40,7 +40,7 @@ PARAMS = [
 ]
 
 
-class BackprojectionNode(Node):
+class BackprojectionNode(StackNode, Node):
     """For every plan on ``input_topic``: poses from the latest depth + camera_info + extrinsics on ``output_topic``.
 
     A plan that cannot be back-projected (no depth yet, a target without valid depth) is logged with the

@@ -14,7 +14,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
 from grounded_planner.ros.bags import BagFileError, bag_topics, message_class, read_bag_raw
-from grounded_planner.ros.node_main import run_node
+from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros.params import Param, declare_all, existing_path, positive, resolve_data_path, values
 
 PARAMS = [
@@ -60,7 +60,7 @@ def starts_with_header(cls) -> bool:
     return next(fields, None) == ("header", "std_msgs/Header")
 
 
-class BagPlayerNode(Node):
+class BagPlayerNode(StackNode, Node):
     """Publishes every message of the bag, as recorded (CDR bytes untouched), keeping recorded gaps / rate."""
 
     def __init__(self, node_name: str = "bag_player", **kwargs):

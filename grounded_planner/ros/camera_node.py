@@ -11,7 +11,7 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from grounded_planner.errors import InputError
 from grounded_planner.ros.convert import numpy_to_image
-from grounded_planner.ros.node_main import run_node
+from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros import names
 from grounded_planner.ros.params import Param, declare_all, existing_path, expand_path, non_empty, positive, values
 from grounded_planner.ros.realsense import AlignedFrames, CameraError, Intrinsics, RealSenseSource, parse_profile
@@ -55,7 +55,7 @@ def camera_info_msg(intr: Intrinsics, header) -> CameraInfo:
     return msg
 
 
-class CameraNode(LifecycleNode):
+class CameraNode(StackNode, LifecycleNode):
     """Publishes colour, depth aligned to colour (16UC1, mm) and camera_info while active.
 
     configure opens the device (or recording) and creates the publishers; activate starts the frame

@@ -37,7 +37,7 @@ from grounded_planner.ros import names
 from grounded_planner.ros.client import GroundedPlannerClient
 from grounded_planner.ros.convert import plan_to_msg
 from grounded_planner.ros.frames import TypedSubscription
-from grounded_planner.ros.node_main import run_node
+from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros.params import (Param, declare_all, executor_config_file, expand_path, non_empty, positive,
                                          resolve_data_path, values)
 
@@ -74,7 +74,7 @@ SERVICE_WAIT_S = 5.0  # how long an action waits for the service or action serve
 APPROVAL_RETRY_S = 0.005  # how often an approval is offered again until the executor holds the goal, s
 
 
-class ConsoleNode(Node):
+class ConsoleNode(StackNode, Node):
     """The console's :class:`~grounded_planner.console.graph.ConsoleGraph`, and the web server that uses it."""
 
     def __init__(self, node_name: str = "console", **kwargs):

@@ -37,7 +37,7 @@ from grounded_planner.ros.convert import action_to_msg, plan_from_msg
 from grounded_planner.ros.msg_types import rclpy_type
 from grounded_planner.ros.closed_loop_io import PlanServiceError, RosClosedLoopIO
 from grounded_planner.ros.frames import FRESHNESS_PARAMS, LatestFrames, NoFrameError
-from grounded_planner.ros.node_main import run_node
+from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros.visualize import plan_markers
 from grounded_planner.ros.moveit import moveit_backend_args
 from grounded_planner.ros.params import (Param, declare_all, executor_config_file, existing_file, extrinsics_file,
@@ -80,7 +80,7 @@ DIAGNOSTICS_TOPIC = "/diagnostics"  # diagnostic_msgs/DiagnosticArray, as every 
 CANCELLER_WAIT_S = 1.0  # how long a cancel waits for the introspection event naming its client, seconds
 
 
-class ExecutorNode(LifecycleNode):
+class ExecutorNode(StackNode, LifecycleNode):
     """Runs one plan at a time on the configured backend; per-step feedback, cancel, dry run.
 
     configure builds and connects the backend; activate opens the action server to goals (an inactive node
@@ -306,10 +306,7 @@ class ExecutorNode(LifecycleNode):
         finally:
             cancel.set()  # also ends the watcher
             self._send_diagnostics()
-        scene_success = None
-        workcell = getattr(self._backend, "workcell", None)
-        if workcell is not None and not dry_run and hasattr(workcell, "success"):
-            scene_success = bool(workcell.success())  # the simulator knows whether the task is done
+        scene_success = None if dry_run else self._backend.scene_success()  # the simulator knows; a robot cannot
         self._publish_result(outcome, plan.instruction, bool(dry_run), scene_success)
         data = self.last_result
         result.success = bool(outcome.success)

@@ -24,16 +24,30 @@ class ConfigureError(InputError):
     """A lifecycle node with ``autostart`` failed to configure: it would run unusable, so the process ends."""
 
 
+class StackNode:
+    """What :func:`run_node` and :func:`autostart` read of a node of the stack, with the defaults a plain node gets.
+    Every node class of the package derives from it beside its rclpy base (``class PlannerNode(StackNode, Node)``)."""
+
+    #: why configure failed ('' until it does): a lifecycle node sets it in on_configure, autostart reports it
+    configure_error: str = ""
+    #: threads of the executor the node needs (planner_node: one per concurrent request, plus spares)
+    executor_threads: int = 1
+
+
+def _stack_view(node) -> StackNode:
+    return node if isinstance(node, StackNode) else StackNode()
+
+
 def autostart(node: Node) -> None:
     """Configure and activate a lifecycle node whose ``autostart`` parameter is true.
 
-    Raises :class:`ConfigureError` with the node's reason (its ``configure_error`` attribute, when it keeps one)
+    Raises :class:`ConfigureError` with the node's reason (:attr:`StackNode.configure_error`)
     when configure fails.
     """
     if not (isinstance(node, LifecycleNode) and node.has_parameter("autostart") and node.get_parameter("autostart").value):
         return
     if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
-        reason = getattr(node, "configure_error", "") or "see its log"
+        reason = _stack_view(node).configure_error or "see its log"
         raise ConfigureError(f"node {node.get_name()!r} failed to configure: {reason}")
     node.trigger_activate()
 
@@ -100,7 +114,7 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
         try:
             node.get_logger().debug(memory)
             autostart(node)
-            threads = max(num_threads, int(getattr(node, "executor_threads", 1)))
+            threads = max(num_threads, int(_stack_view(node).executor_threads))
             executor = MultiThreadedExecutor(num_threads=threads) if threads > 1 else SingleThreadedExecutor()
             executor.add_node(node)
             spinning(True)

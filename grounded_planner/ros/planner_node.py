@@ -24,7 +24,7 @@ from grounded_planner.ros.convert import numpy_to_image, plan_to_msg
 from grounded_planner.ros.frames import (FRESHNESS_PARAMS, LatestFrames, Snapshot, backproject, depth_info_topic,
                                          frame_check, stamp_ns)
 from grounded_planner.ros.msg_types import rclpy_type
-from grounded_planner.ros.node_main import run_node
+from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros.params import (Param, ParameterError, declare_all, existing_file, expand_path, extrinsics_file, non_empty, non_negative, one_of,
                                          positive, resolve_data_path, values)
 from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
@@ -85,7 +85,7 @@ def planner_config(p: dict):
                          replay_file=resolve_data_path(p["replay_file"]), record_file=expand_path(p["record_file"]))
 
 
-class PlannerNode(Node):
+class PlannerNode(StackNode, Node):
     """Serves ``/grounded_planner/plan``; publishes the last plan, its RViz markers and an overlay image.
 
     Requests run in a reentrant callback group on a multi-threaded executor, so a slow or dead VLM blocks

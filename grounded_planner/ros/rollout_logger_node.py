@@ -26,7 +26,7 @@ from grounded_planner.msgs.camera_info import raw_calibration
 from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, depth_to_numpy, describe
 from grounded_planner.ros.convert import plan_from_msg
 from grounded_planner.ros.frames import TypedSubscription, camera_model, stamp_ns as msg_stamp_ns
-from grounded_planner.ros.node_main import run_node
+from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros.params import (Param, all_of, declare_all, expand_path, non_empty, non_negative, one_of,
                                          positive, values, writable_folder)
 from grounded_planner.rollout.bag_write import COMPRESSIONS
@@ -85,7 +85,7 @@ def recording_options(p: dict) -> RecordingOptions:
                             chunk_interval_s=float(p["chunk_interval_s"]))
 
 
-class RolloutLoggerNode(Node):
+class RolloutLoggerNode(StackNode, Node):
     """One rollout per episode: it opens on a plan (or a planner failure) and closes on the execution result.
 
     A new plan before a result closes the open rollout as ``aborted`` (the plan was never executed); shutting down

@@ -97,6 +97,10 @@ class SimBackend(RobotBackend):
         self._connected = False
 
     # -- motion -------------------------------------------------------------------------------------
+    def scene_success(self) -> bool | None:
+        """The workcell's own check of the scenario's success predicates (None before a workcell is loaded)."""
+        return None if self.workcell is None else bool(self.workcell.success())
+
     def move_to_pose(self, position_xyz: Sequence[float], yaw_rad: float, speed_scale: float) -> None:
         position = check_pose_args(position_xyz, yaw_rad, speed_scale)
         self.require_connected()
