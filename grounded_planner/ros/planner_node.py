@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.event_handler import PublisherEventCallbacks
@@ -13,6 +17,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from visualization_msgs.msg import MarkerArray
 
 from grounded_planner.errors import InputError
+from grounded_planner.plan import GroundedPlan
 from grounded_planner.ros.after_response import AfterResponse
 from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg, PlannerStatus
 from grounded_planner_interfaces.srv import GetGroundedPlan
@@ -83,6 +88,23 @@ def planner_config(p: dict):
                          base_urls=[u for u in p["base_urls"] if u], api_key_env=p["api_key_env"],
                          timeout_s=p["timeout_s"], max_retries=p["max_retries"], prompt_family=p["prompt_family"],
                          replay_file=resolve_data_path(p["replay_file"]), record_file=expand_path(p["record_file"]))
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A plan request the service has answered: what the work after the answer publishes and logs."""
+
+    instruction: str
+    plan_msg: Any  # the GroundedPlan message sent in the response
+    plan: GroundedPlan  # the same plan, as the model
+    image_rgb: np.ndarray | None  # (H, W, 3) uint8: the image planned on (the overlay's background)
+    header: Any  # the colour frame's std_msgs/Header
+    success: bool
+    message: str
+    backprojected: bool  # the plan carries 3D targets (published on the targets topic too)
+    duration_s: float  # request received -> response built
+    note: str  # why back-projection did not happen, or ''
+    frames: Any  # the frames.Snapshot the plan was made on, or None
 
 
 class PlannerNode(StackNode, Node):
@@ -194,25 +216,25 @@ class PlannerNode(StackNode, Node):
         # the status for the rollout logger (the plan first: it opens the episode), the log line (rclpy's logger
         # looks up its caller's source file, ~10 ms here), the overlay and the markers.
         duration_s = time.monotonic() - started
-        self._visuals.submit(response, self._after_answer, request.instruction, response.plan, plan, image_rgb, header,
-                             response.success, response.message, backprojected, duration_s, note, frames)
+        self._visuals.submit(response, self._after_answer, Answered(
+            request.instruction, response.plan, plan, image_rgb, header, response.success, response.message,
+            backprojected, duration_s, note, frames))
         return response
 
-    def _after_answer(self, instruction, plan_msg, plan, image_rgb, header, success, message, backprojected,
-                      duration_s, note, frames) -> None:
+    def _after_answer(self, a: Answered) -> None:
         try:
-            self._publish_frames(image_rgb, header, frames)  # before the plan, which opens the episode
-            self._plan_pub.publish(plan_msg)
-            if backprojected:
-                self._targets_pub.publish(plan_msg)
+            self._publish_frames(a.image_rgb, a.header, a.frames)  # before the plan, which opens the episode
+            self._plan_pub.publish(a.plan_msg)
+            if a.backprojected:
+                self._targets_pub.publish(a.plan_msg)
             self._status_pub.publish(planner_status_msg(
-                rclpy_type, instruction, success, message, len(plan.actions), backprojected, duration_s=duration_s,
-                stamp_ns=self.get_clock().now().nanoseconds))
-            self.get_logger().info(f"plan for {instruction!r}: {len(plan.actions)} action(s) from "
-                                   f"{plan.model or 'model'} in {duration_s:.2f} s{' — ' + note if note else ''}")
+                rclpy_type, a.instruction, a.success, a.message, len(a.plan.actions), a.backprojected,
+                duration_s=a.duration_s, stamp_ns=self.get_clock().now().nanoseconds))
+            self.get_logger().info(f"plan for {a.instruction!r}: {len(a.plan.actions)} action(s) from "
+                                   f"{a.plan.model or 'model'} in {a.duration_s:.2f} s{' — ' + a.note if a.note else ''}")
         except Exception as exc:  # noqa: BLE001 - the answer is out; a publishing problem must not take the planner down
             self.get_logger().error(f"plan/status not published: {type(exc).__name__}: {exc}")
-        self._publish_visuals(plan, image_rgb, header)
+        self._publish_visuals(a.plan, a.image_rgb, a.header)
 
     def plan(self, request: GetGroundedPlan.Request):
         """(plan, header, image_rgb, note, frames) for a request; the plan carries its 3D targets when back-projected;
