@@ -67,6 +67,7 @@ NODES = {
     "backprojection": lambda tmp: [],
     "executor": lambda tmp: ["-p", "backend:=sim", "-p", "base_frame:=base_link"],
     "rollout_logger": lambda tmp: ["-p", f"log_dir:={tmp / 'rollouts'}"],
+    "console": lambda tmp: ["-p", "port:=0", "-p", f"rollouts_dir:={tmp}"],  # port 0: any free one
 }
 
 
