@@ -19,6 +19,7 @@ from std_srvs.srv import SetBool, Trigger
 from visualization_msgs.msg import MarkerArray
 
 from grounded_planner.errors import InputError
+from grounded_planner.plan import GroundedPlan
 from grounded_planner_interfaces.action import ExecutePlan
 from grounded_planner_interfaces.msg import (
     ExecutionEvent, ExecutionResult as ExecutionResultMsg, GroundedPlan as GroundedPlanMsg,
@@ -220,7 +221,7 @@ class ExecutorNode(StackNode, LifecycleNode):
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
 
-    def targets_for(self, goal_plan_msg):
+    def goal_plan(self, goal_plan_msg) -> GroundedPlan:
         """The goal's plan model, whose actions carry their 3D targets (width, normal, method) from the message.
 
         Raises PlanError when the plan breaks a plan rule, ExecutionInputError when an action has no target or the
@@ -257,7 +258,7 @@ class ExecutorNode(StackNode, LifecycleNode):
         result = ExecutePlan.Result()
         try:
             check_poses(goal_poses(goal_handle.request.plan), self.get_parameter("base_frame").value)
-            plan = self.targets_for(goal_handle.request.plan)
+            plan = self.goal_plan(goal_handle.request.plan)
         except InputError as exc:  # ExecutionInputError, PlanError
             result.success, result.message = False, f"invalid goal: {exc}"
             self._publish_result(ExecutionResult(False, result.message, []), goal_handle.request.plan.instruction,
