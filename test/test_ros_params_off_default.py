@@ -112,3 +112,145 @@ def test_rollout_logger_takes_camera_info_topic_and_recording_options(rclpy_cont
         assert {k: getattr(options, k) for k in chosen} == chosen
     finally:
         node.destroy_node()
+
+
+# -- camera_node: serial, loop_playback, camera_namespace, read_timeout_s ------------------------------------------
+
+class _ReadRecorder:
+    """Wraps a real pyrealsense2 software-device source and notes the timeout of every read."""
+
+    def __init__(self, source):
+        self.source, self.timeouts = source, []
+
+    def read(self, timeout_s: float = 1.0):
+        self.timeouts.append(timeout_s)
+        return self.source.read(timeout_s)
+
+    def close(self) -> None:
+        self.source.close()
+
+
+def test_camera_node_publishes_under_camera_namespace_and_reads_with_read_timeout_s(rclpy_context):
+    pytest.importorskip("pyrealsense2")
+    from grounded_planner.ros.camera_node import CameraNode
+    from grounded_planner.ros.realsense import SoftwareCamera
+    from helpers.software_camera_node import COLOR_SIZE, DEPTH_SIZE, FX_PX
+
+    camera = SoftwareCamera(COLOR_SIZE, DEPTH_SIZE, FX_PX, fps=30)  # nothing pushed: every read times out
+    sources = []
+    node = CameraNode(source_factory=lambda p: sources.append(_ReadRecorder(camera.source())) or sources[-1],
+                      context=rclpy_context, parameter_overrides=_overrides({
+                          "camera_namespace": "wrist/d405", "read_timeout_s": 0.125}))
+    try:
+        node.trigger_configure()
+        node.trigger_activate()
+        _, pubs = _graph(node, {"/wrist/d405/color/image_raw"})
+        assert {"/wrist/d405/color/image_raw", "/wrist/d405/color/camera_info",
+                "/wrist/d405/aligned_depth_to_color/image_raw",
+                "/wrist/d405/aligned_depth_to_color/camera_info"} <= pubs, pubs
+        assert not any(t.startswith("/camera/camera/") for t in pubs), pubs
+        deadline = time.monotonic() + 10.0
+        while not sources or not sources[0].timeouts:
+            assert time.monotonic() < deadline, "the camera never read a frame"
+            time.sleep(0.01)
+        assert sources[0].timeouts[0] == 0.125
+    finally:
+        node.destroy_node()
+        camera.close()
+
+
+def test_camera_node_opens_the_camera_serial_names(rclpy_context):
+    """No RealSense is attached here: pyrealsense2 refuses the start, and the refusal names the serial asked for
+    (ignored, the camera node would have asked for any camera)."""
+    pytest.importorskip("pyrealsense2")
+    from grounded_planner.ros.camera_node import CameraNode
+
+    node = CameraNode(context=rclpy_context, parameter_overrides=_overrides({"serial": "123456789012"}))
+    try:
+        node.trigger_configure()
+        assert "cannot start camera 123456789012" in node.configure_error, node.configure_error
+    finally:
+        node.destroy_node()
+
+
+def test_camera_node_plays_a_recording_once_without_loop_playback(rclpy_context, tmp_path):
+    pytest.importorskip("pyrealsense2")
+    from grounded_planner.ros.camera_node import CameraNode
+    from helpers.software_camera_node import record_pattern
+
+    frames = 15
+    recording = record_pattern(tmp_path / "session.db3", frames=frames)
+    node = CameraNode(context=rclpy_context, parameter_overrides=_overrides({
+        "playback_file": str(recording), "loop_playback": False, "read_timeout_s": 0.125}))
+    try:
+        node.trigger_configure()
+        node.trigger_activate()
+        # the recording plays once (half a second at 30 fps) and the count stops; looped, it would go on rising
+        deadline, last, still_since = time.monotonic() + 30.0, -1, time.monotonic()
+        while time.monotonic() - still_since < 2.0 or node.frames_published == 0:
+            assert time.monotonic() < deadline, f"playback never ended: {node.frames_published} frames published"
+            if node.frames_published != last:
+                last, still_since = node.frames_published, time.monotonic()
+            time.sleep(0.05)
+        assert 0 < node.frames_published <= frames
+    finally:
+        node.destroy_node()
+
+
+# -- console_node: host, executor_config_file, max_image_width ------------------------------------------------------
+
+def test_console_node_serves_on_host_judges_with_executor_config_file_and_scales_to_max_image_width(
+        rclpy_context, tmp_path):
+    import json
+    import urllib.request
+
+    import numpy as np
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import Image
+
+    import rclpy
+    from grounded_planner.plan import GroundedAction, GroundedPlan, Target
+    from grounded_planner.ros import names
+    from grounded_planner.ros.console_node import ConsoleNode
+    from grounded_planner.ros.convert import numpy_to_image
+    from helpers.ros_wait import spin_until
+
+    # a workspace that ends at x = 0.4 m: the built-in one (to 0.8 m) takes the grasp at x = 0.5 m
+    (tmp_path / "executor.yaml").write_text("safety:\n  workspace_min_m: [0.1, -0.45, 0.0]\n"
+                                            "  workspace_max_m: [0.4, 0.45, 0.6]\n")
+    node = ConsoleNode(context=rclpy_context, parameter_overrides=_overrides({
+        "host": "127.0.0.2", "port": 0, "rollouts_dir": str(tmp_path / "rollouts"),
+        "executor_config_file": str(tmp_path / "executor.yaml"), "max_image_width": 160}))
+    probe = rclpy.create_node("console_probe", context=rclpy_context)
+    try:
+        # host: the console answers on 127.0.0.2 (another loopback address than the default 127.0.0.1)
+        assert node.url.startswith("http://127.0.0.2:"), node.url
+        with urllib.request.urlopen(node.url + "api/state", timeout=10) as reply:
+            assert reply.status == 200 and json.load(reply) is not None
+
+        # executor_config_file: the previewed step is judged by that file's envelope
+        grasp = GroundedAction("grasp", "cube", bbox=(10.0, 10.0, 20.0, 20.0))
+        grasp.target_3d = Target(0, "grasp", "cube", np.array([0.5, 0.0, 0.05]), width=0.03, frame="fr3_link0")
+        (step,) = node._preview(GroundedPlan("pick up the cube", (64, 48), [grasp]))
+        assert step.verdict == "outside_workspace", (step.verdict, step.verdict_message)
+
+        # max_image_width: a 320 px frame is shown 160 px wide (the aspect kept)
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(node)
+        executor.add_node(probe)
+        pub = probe.create_publisher(Image, "/" + names.COLOR_IMAGE, QoSProfile(depth=2))
+        msg = numpy_to_image(np.zeros((240, 320, 3), np.uint8), "rgb8")
+        frame = None
+
+        def shown():
+            nonlocal frame
+            pub.publish(msg)
+            frame = node.latest_frame(0)
+            return frame is not None
+
+        spin_until(executor, shown, 30.0, "the console to show a camera frame")
+        assert (frame.width, frame.height) == (160, 120)
+    finally:
+        probe.destroy_node()
+        node.destroy_node()
