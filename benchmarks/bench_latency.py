@@ -109,7 +109,7 @@ class FirstCommandBackend(RobotBackend):
         self._command()
         self._width = 0.08
 
-    def gripper_close(self, force_n=None) -> float:
+    def gripper_close(self, force_n=None, expected_width_m=None) -> float:
         self._command()
         return 0.03  # something held
 

@@ -285,7 +285,7 @@ def test_a_re_grounded_step_runs_on_the_fresh_frame():
     stage = Stage([frame(moved), frame(None)], locate=lambda rgb, action: GroundedAction("grasp", "block", bbox=moved))
 
     class Missing(KinematicArm):
-        def gripper_close(self, force_n=None):
+        def gripper_close(self, force_n=None, expected_width_m=None):
             self.closed_width_m = 0.0 if not any(c[0] == "close" for c in self.calls) else 0.03
             return super().gripper_close(force_n)
 

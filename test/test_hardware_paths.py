@@ -231,3 +231,73 @@ def test_a_status_error_bit_reaches_lerobot_as_its_error(so101_sim):
     so101_sim.set_status_error("elbow_flex", 0)
     again.connect()
     again.disconnect()
+
+
+# -- the Franka Hand's grasp tolerance (helpers/franka_hand.py mirrors libfranka 0.15.0's Gripper::grasp) ------------
+
+def _grasp_plan(object_width_m: float | None):
+    import math
+
+    from grounded_planner.geometry.targets import TargetSet
+    from grounded_planner.plan import GroundedAction, GroundedPlan
+
+    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0)),
+                                          GroundedAction("place", "cube", "plate", point=(5.0, 5.0))])
+    grasp = {"index": 0, "type": "grasp", "object": "cube", "position": [0.5, 0.1, 0.04], "yaw": math.pi / 2}
+    if object_width_m is not None:
+        grasp["width"] = object_width_m
+    targets = TargetSet.from_dict({"frame": "fr3_link0", "warnings": [], "targets": [
+        grasp, {"index": 1, "type": "place", "object": "cube", "position": [0.55, -0.15, 0.0]}]})
+    return plan, targets
+
+
+def _franka_run(tmp_path, gripper, object_width_m, **moveit_options):
+    from pathlib import Path
+
+    from grounded_planner.execution.config import ExecutorConfig
+    from grounded_planner.execution.executor import Executor
+
+    cfg = ExecutorConfig.load(Path(__file__).resolve().parents[1] / "config" / "execution_franka.yaml")
+    options = {**cfg.backend_options("moveit"), "params_files": [str(moveit_params_file(tmp_path))], **moveit_options}
+    backend = MoveItBackend(MoveItConfig(**options), cfg.safety, **FakeMoveItModule().backend_args(lambda c: gripper))
+    backend.connect()
+    try:
+        return Executor(backend, cfg).execute(*_grasp_plan(object_width_m))
+    finally:
+        backend.disconnect()
+
+
+def test_a_grasp_is_sent_with_the_objects_width_and_a_tolerance_the_hand_accepts(tmp_path):
+    """The backend sent grasp(0, eps_inner 0, eps_outer max_width + 1 cm), a window beyond the hand's opening that
+    libfranka refuses ("Command failed!", franky #58). Now the grasp target's width and backends.moveit's
+    tolerances (1 cm each way by default): a 35 mm cube planned as 35 mm is held."""
+    gripper = FakeGripper(object_width_m=0.035)
+    result = _franka_run(tmp_path, gripper, 0.035)
+    assert result.success, result.to_dict()
+    [grasp] = [call for call in gripper.calls if call[0] == "grasp"]
+    assert grasp[1] == pytest.approx(0.035) and grasp[3:] == pytest.approx((0.01, 0.01))
+    assert grasp[1] + grasp[4] <= gripper.max_width()  # the window stays inside the hand's opening
+    # the old window, as the hand answers it
+    assert not gripper.grasp(0.0, 0.05, 20.0, 0.0, gripper.max_width() + 0.01, 10.0)
+    assert gripper.last_error == "libfranka gripper: Command failed!"
+
+
+def test_fingers_stopping_outside_the_tolerance_are_a_failed_grasp_named_as_such(tmp_path):
+    """A cube of 35 mm planned as 60 mm: the fingers stop 25 mm inside the window's inner edge, libfranka's grasp
+    returns false, and the step ends grasp_failed (the gripper opened again) with the widths and the settings."""
+    from grounded_planner.execution.outcomes import Outcome
+
+    result = _franka_run(tmp_path, FakeGripper(object_width_m=0.035), 0.06)
+    assert not result.success
+    step = result.steps[0]
+    assert step.outcome is Outcome.GRASP_FAILED, result.to_dict()
+    assert ("stopped at 35.0 mm, outside the grasp tolerance around the object's expected width 60.0 mm "
+            "(-10.0/+10.0 mm, backends.moveit.grasp_epsilon_inner_m/_outer_m)") in step.message
+    assert "gripper opened" in step.message
+    # the same plan with a wider inner tolerance (off its default) is held
+    assert _franka_run(tmp_path, FakeGripper(object_width_m=0.035), 0.06, grasp_epsilon_inner_m=0.03).success
+    # without a width in the plan: whatever is held counts, inside the opening; the width read decides
+    gripper = FakeGripper(object_width_m=0.035)
+    assert _franka_run(tmp_path, gripper, None).success
+    [grasp] = [call for call in gripper.calls if call[0] == "grasp"]
+    assert grasp[1] == 0.0 and grasp[4] < gripper.max_width()

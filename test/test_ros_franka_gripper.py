@@ -124,8 +124,13 @@ def test_default_names_reach_current_franka_ros2(gripper_server, client_for):
     assert not client.move(0.08, 0.1, timeout_s=10.0) and "command rejected" in client.last_error
     assert client.move(0.05, 0.1, timeout_s=10.0), client.last_error
     assert wait_width(client, lambda w: abs(w - 0.05) < 1e-6) == pytest.approx(0.05)
-    # the backend's grasp: width 0 within the whole stroke succeeds on whatever is held
-    assert client.grasp(0.0, 0.1, 20.0, 0.0, 0.09, timeout_s=10.0), client.last_error
+    # a window reaching beyond the homed opening (the backend's old "width 0 within the whole stroke") is refused as
+    # libfranka refuses it, before the fingers move
+    assert not client.grasp(0.0, 0.1, 20.0, 0.0, 0.09, timeout_s=10.0)
+    assert client.last_error == "libfranka gripper: Command failed!"
+    assert client.width() == pytest.approx(0.05, abs=1e-6)
+    # a 3 cm object grasped as 3 cm +- 5 mm (libfranka's default epsilons) is held
+    assert client.grasp(0.03, 0.1, 20.0, 0.005, 0.005, timeout_s=10.0), client.last_error
     assert wait_width(client, lambda w: abs(w - 0.03) < 1e-6) == pytest.approx(0.03)
     # a grasp expecting 1 cm +- 5 mm on a 3 cm object: the server answers success=false, and the client says so
     assert not client.grasp(0.01, 0.1, 20.0, 0.005, 0.005, timeout_s=10.0)
@@ -191,7 +196,7 @@ def test_a_server_that_never_answers_times_out_clearly(gripper_server, client_fo
 
 def test_moveit_backend_gripper_through_the_real_client(gripper_server, rclpy_context, tmp_path):
     """The backend's gripper calls and stop() over the real client and a live server (moveit_py is a double)."""
-    from grounded_planner.execution.backend import MotionStoppedError
+    from grounded_planner.execution.backend import GraspFailedError, MotionStoppedError
     from grounded_planner.execution.backends.moveit_backend import MoveItBackend, MoveItConfig
     from grounded_planner.ros.franka_gripper import FrankaGripperClient
     from helpers.fake_moveit_py import FakeMoveItModule, moveit_params_file
@@ -206,6 +211,11 @@ def test_moveit_backend_gripper_through_the_real_client(gripper_server, rclpy_co
         backend.gripper_open()  # to the homed width: a move to the nominal 0.08 m would be rejected
         assert wait_width(backend._gripper, lambda w: abs(w - HOMED_WIDTH_M) < 1e-6) == pytest.approx(HOMED_WIDTH_M)
         assert backend.gripper_close(force_n=20.0) == pytest.approx(0.03, abs=1e-6)
+        assert backend.gripper_close(20.0, expected_width_m=0.03) == pytest.approx(0.03, abs=1e-6)
+        # planned as 5 cm: the server answers success=false and the backend says why
+        with pytest.raises(GraspFailedError, match=r"stopped at 30\.0 mm, outside the grasp tolerance around the "
+                                                   r"object's expected width 50\.0 mm \(-10\.0/\+10\.0 mm"):
+            backend.gripper_close(20.0, expected_width_m=0.05)
         backend.config.gripper_speed_mps = 0.01  # a slow opening, stopped half way
         stopped: list = []
 

@@ -39,6 +39,11 @@ class MotionStoppedError(BackendError):
     """A motion ended early because ``stop()`` was called (e.g. on cancel): outcome ``cancelled``."""
 
 
+class GraspFailedError(BackendError):
+    """The gripper closed, but not on the expected object: the fingers stopped outside the tolerance around the
+    object's expected width (libfranka's grasp returned false): outcome ``grasp_failed``."""
+
+
 def check_pose_args(position_xyz: Sequence[float], yaw_rad: float, speed_scale: float) -> np.ndarray:
     """Validate ``move_to_pose`` arguments; return the position as a float (3,) array in metres.
 
@@ -113,8 +118,12 @@ class RobotBackend(abc.ABC):
         """Open the gripper to ``width_m`` (metres between the fingers), fully when None."""
 
     @abc.abstractmethod
-    def gripper_close(self, force_n: float | None = None) -> float:
-        """Close the gripper with ``force_n`` (newtons, backend default when None); return the width after (m)."""
+    def gripper_close(self, force_n: float | None = None, expected_width_m: float | None = None) -> float:
+        """Close the gripper with ``force_n`` (newtons, backend default when None); return the width after (m).
+
+        ``expected_width_m`` is the width of the object to hold (the grasp target's ``width``; None: unknown). A
+        backend whose gripper checks a grasp against it (the Franka Hand) raises :class:`GraspFailedError` when the
+        fingers stop outside its tolerance; the others may ignore it."""
 
     @abc.abstractmethod
     def gripper_width(self) -> float:

@@ -11,8 +11,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from grounded_planner.execution.backend import (BackendError, BackendFault, MotionStoppedError, MotionTimeoutError,
-                                                RobotBackend, UnreachableError)
+from grounded_planner.execution.backend import (BackendError, BackendFault, GraspFailedError, MotionStoppedError,
+                                                MotionTimeoutError, RobotBackend, UnreachableError)
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.motions import Motion, StepFailure, fmt_position, plan_primitive
 from grounded_planner.execution.outcomes import Outcome
@@ -199,7 +199,7 @@ class Executor:
                 elif motion.kind == "open":
                     backend.gripper_open(motion.width_m)
                 else:
-                    width = backend.gripper_close(motion.force_n)
+                    width = backend.gripper_close(motion.force_n, expected_width_m=motion.expected_width_m)
                     if motion.check_grasp and width < self.config.min_grasp_width_m:
                         return Outcome.GRASP_FAILED, (f"{motion.label}: gripper closed to {width * 1000:.1f} mm, "
                                                       f"below {self.config.min_grasp_width_m * 1000:.1f} mm: "
@@ -214,6 +214,8 @@ class Executor:
                 return Outcome.TIMEOUT, f"{motion.label}: {exc}"
             except UnreachableError as exc:
                 return Outcome.UNREACHABLE, f"{motion.label}: {exc}"
+            except GraspFailedError as exc:
+                return Outcome.GRASP_FAILED, f"{motion.label}: {exc}"
             except BackendFault as exc:
                 return Outcome.FAULT, f"{motion.label}: {exc}"
             except BackendError as exc:

@@ -37,6 +37,7 @@ class Motion:
     speed_scale: float = 0.1
     width_m: float | None = None  # open: finger opening, m (None = fully)
     force_n: float | None = None  # close: gripping force, N
+    expected_width_m: float | None = None  # close: width of the object to hold (the target's width), m; None: unknown
     check_grasp: bool = False  # close: the closed width must show that something is held
 
     def describe(self) -> str:
@@ -132,7 +133,8 @@ def plan_primitive(action: Any, target: Any, config: ExecutorConfig, held_yaw: f
             Motion("move", "pre_grasp", at(position, cfg.approach_height_m), yaw, travel),
             Motion("open", "open_gripper", width_m=open_width),
             Motion("move", "descend", grasp_p, yaw, fine),
-            Motion("close", "close_gripper", force_n=cfg.grasp_force_n, check_grasp=True),
+            Motion("close", "close_gripper", force_n=cfg.grasp_force_n, check_grasp=True,
+                   expected_width_m=None if target.width is None else float(target.width)),
             Motion("move", "lift", at(position, cfg.retreat_height_m), yaw, fine),
         ]
     elif kind == "place":

@@ -196,7 +196,7 @@ class SimBackend(RobotBackend):
             except SimStopped as exc:
                 raise MotionStoppedError("sim: gripper stopped by stop()") from exc
 
-    def gripper_close(self, force_n: float | None = None) -> float:
+    def gripper_close(self, force_n: float | None = None, expected_width_m: float | None = None) -> float:
         self.require_connected()
 
         force = self.config.default_force_n if force_n is None else float(force_n)

@@ -312,7 +312,8 @@ def moveit_params_file(directory=None, **overrides) -> Path:
 
 class FakeGripper:
     """Test double of the franka_gripper client (ros/franka_gripper.py; the real one meets a live server in
-    test_ros_franka_gripper.py): closes on an object of ``object_width_m`` (None: nothing)."""
+    test_ros_franka_gripper.py): closes on an object of ``object_width_m`` (None: nothing); a grasp is answered as
+    libfranka 0.15.0 answers it (helpers/franka_hand.py), its refusal in ``last_error`` as franka_gripper puts it."""
 
     def __init__(self, object_width_m: float | None = None):
         self.object_width_m = object_width_m
@@ -326,9 +327,14 @@ class FakeGripper:
         return True
 
     def grasp(self, width_m, speed_mps, force_n, epsilon_inner_m, epsilon_outer_m, timeout_s):
-        self.calls.append(("grasp", width_m, force_n))
-        self._width = self.object_width_m or 0.0
-        return width_m - epsilon_inner_m <= self._width <= width_m + epsilon_outer_m
+        from helpers.franka_hand import grasp_held, grasp_refusal
+
+        self.calls.append(("grasp", width_m, force_n, epsilon_inner_m, epsilon_outer_m))
+        self.last_error = grasp_refusal(width_m, epsilon_inner_m, epsilon_outer_m, self.max_width())
+        if self.last_error:
+            return False
+        self._width = self.object_width_m or 0.0  # closes until it meets the object (or the other finger)
+        return grasp_held(width_m, epsilon_inner_m, epsilon_outer_m, self._width)
 
     def homing(self, timeout_s):
         self.calls.append(("homing",))

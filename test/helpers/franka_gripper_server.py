@@ -3,9 +3,11 @@
 Mirrors ``franka_gripper/src/gripper_action_server.cpp`` and ``include/.../gripper_action_server.hpp`` of
 franka_ros2 v3.4.0 (jazzy; the same in v1.0.0 .. v2.5.0): actions ``~/homing``, ``~/move``, ``~/grasp``
 (franka_msgs, built for the test), every goal ACCEPT_AND_EXECUTE, every cancel ACCEPT; a cancel stops the fingers
-where they are and ends the goal CANCELED; the result's ``success`` is what libfranka's call returned (a grasp
-that closes outside ``width +- epsilon`` is ``success=false`` with an empty ``error``; a command libfranka rejects
-is ``success=false`` with its message); ``~/joint_states`` at 15 Hz with both finger joints at width/2; goal
+where they are and ends the goal CANCELED; the result's ``success`` is what libfranka's call returned: a grasp
+is answered as libfranka 0.15.0 answers it (franka_hand.py: fingers stopping outside
+``(width - epsilon.inner, width + epsilon.outer)`` give ``success=false`` with an empty ``error``; a window reaching
+beyond the homed opening is refused before the fingers move, ``success=false`` with "libfranka gripper: Command
+failed!"); a command libfranka rejects is ``success=false`` with its message; ``~/joint_states`` at 15 Hz with both finger joints at width/2; goal
 feedback ``current_width`` at 30 Hz. The hand is a Franka Hand: 0.08 m nominal stroke, but homing measures the
 opening it really has (libfranka's ``GripperState::max_width``, "estimated by homing the gripper"), a little less on
 a real hand: this one homes to ``HOMED_WIDTH_M``, and a move wider than that is rejected as libfranka rejects it.
@@ -30,6 +32,8 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from sensor_msgs.msg import JointState
+
+from franka_hand import grasp_held, grasp_refusal  # beside this script (test/helpers)
 
 MAX_WIDTH_M = 0.08  # the Franka Hand's nominal stroke: all a move may ask before homing
 HOMED_WIDTH_M = 0.0787  # what homing measures on this hand (not the nominal 0.08)
@@ -112,12 +116,16 @@ class FakeFrankaGripper:
 
     def execute_grasp(self, handle):
         goal = handle.request
-        done = self.drive(handle, Grasp, goal.width, goal.speed, self.object_width_m)
+        refusal = grasp_refusal(goal.width, goal.epsilon.inner, goal.epsilon.outer, self.max_width_m)
+        if refusal:  # libfranka threw CommandException; franka_gripper's executeCommand reports e.what()
+            return self.finish(handle, Grasp, False, refusal)
+        # the fingers close until they meet the object or each other; the width only decides success
+        done = self.drive(handle, Grasp, 0.0, goal.speed, self.object_width_m)
         if not done:
             return self.finish(handle, Grasp, None)
         with self.lock:
             width = self.width_m
-        held = goal.width - goal.epsilon.inner <= width <= goal.width + goal.epsilon.outer
+        held = grasp_held(goal.width, goal.epsilon.inner, goal.epsilon.outer, width)
         return self.finish(handle, Grasp, held)
 
 

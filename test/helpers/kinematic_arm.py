@@ -88,7 +88,7 @@ class KinematicArm(RobotBackend):
             self._command(("open", width_m))
             self.width = 0.08 if width_m is None else width_m
 
-    def gripper_close(self, force_n: float | None = None) -> float:
+    def gripper_close(self, force_n: float | None = None, expected_width_m: float | None = None) -> float:
         with self._lock:
             self._command(("close", force_n))
             self.width = self.closed_width_m

@@ -27,3 +27,28 @@ def options(cls: type, data: Mapping[str, Any] | None, backend: str) -> Any:
         raise ConfigError(f"backends.{backend}: unknown key(s) {', '.join(unknown)}; expected some of "
                           f"{', '.join(sorted(known))}")
     return cls(**data)
+
+
+#: finger opening kept out of an "anything held" grasp window, m: libfranka's grasp fails a window reaching beyond
+#: the hand's opening ("libfranka gripper: Command failed!", franky #58 / libfranka #202 with epsilon 1.0)
+GRASP_WINDOW_MARGIN_M = 0.001
+
+
+def grasp_window(expected_width_m: float | None, max_width_m: float, epsilon_inner_m: float,
+                 epsilon_outer_m: float) -> tuple[float, float, float]:
+    """``(width, epsilon_inner, epsilon_outer)`` of a libfranka ``Gripper::grasp`` (which succeeds when the fingers
+    stop at ``width - epsilon_inner < d < width + epsilon_outer``), kept inside the hand's opening ``max_width_m``.
+
+    With an expected object width: that width and the configured tolerances (clipped to ``[0, max_width_m]``).
+    Without one (None): width 0 and a window up to just below the opening, so that whatever is held counts and
+    the width read afterwards tells what it is.
+
+    >>> grasp_window(0.03, 0.0787, 0.01, 0.01)
+    (0.03, 0.01, 0.01)
+    >>> [round(v, 4) for v in grasp_window(None, 0.0787, 0.01, 0.01)]
+    [0.0, 0.0, 0.0777]
+    """
+    if expected_width_m is None:
+        return 0.0, 0.0, max(0.0, max_width_m - GRASP_WINDOW_MARGIN_M)
+    width = min(max(float(expected_width_m), 0.0), max_width_m)
+    return width, min(epsilon_inner_m, width), max(0.0, min(epsilon_outer_m, max_width_m - width))

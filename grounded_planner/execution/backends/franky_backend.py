@@ -242,7 +242,7 @@ class FrankyBackend(RobotBackend):
         if not self._gripper_call("open", lambda: self._gripper.move_async(width, self.config.gripper_speed_mps)):
             raise BackendFault(f"franky: gripper could not open to {width:.3f} m")
 
-    def gripper_close(self, force_n: float | None = None) -> float:
+    def gripper_close(self, force_n: float | None = None, expected_width_m: float | None = None) -> float:
         force = self.config.default_force_n if force_n is None else float(force_n)
         # grasp "an object of width 0 within +-max width": succeeds whatever is held; the width says what it is
         self.require_connected()

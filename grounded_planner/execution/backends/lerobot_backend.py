@@ -446,7 +446,7 @@ class LeRobotBackend(RobotBackend):
                 pos = self.config.gripper_open_pos
         self._gripper_to(pos)
 
-    def gripper_close(self, force_n: float | None = None) -> float:
+    def gripper_close(self, force_n: float | None = None, expected_width_m: float | None = None) -> float:
         if force_n is not None:
             # the STS3215 gripper servo is position-controlled; LeRobot's torque limit bounds the squeeze
             log.debug("lerobot: force %.1f N not applicable to the SO-101 gripper; closing by position", force_n)

@@ -39,9 +39,9 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 import yaml
 
-from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError,
-                                                RobotBackend, UnreachableError, check_pose_args)
-from grounded_planner.execution.backends._common import nearest_equivalent_yaw
+from grounded_planner.execution.backend import (BackendFault, GraspFailedError, MotionStoppedError,
+                                                MotionTimeoutError, RobotBackend, UnreachableError, check_pose_args)
+from grounded_planner.execution.backends._common import grasp_window, nearest_equivalent_yaw
 from grounded_planner.execution.backends.franky_backend import yaw_from_rotation, yaw_to_quaternion
 from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
 
@@ -111,6 +111,10 @@ class MoveItConfig:
     gripper_action_namespace: str = ""  # explicit gripper node name (e.g. /my_gripper); '' = from the three above
     gripper_speed_mps: float = 0.05  # finger speed, m/s
     default_force_n: float = 20.0  # grasp force when the executor gives none, N
+    # how far the fingers may stop short of / beyond the object's expected width (the grasp target's width) for the
+    # grasp to count (libfranka's epsilon_inner/outer, its defaults 0.005 m); perception's width is a few mm off, m
+    grasp_epsilon_inner_m: float = 0.01
+    grasp_epsilon_outer_m: float = 0.01
     gripper_homing_timeout_s: float = 30.0  # homing at connect takes a few seconds on a real Hand, s
     planning_time_s: float = 5.0  # total time the planner may take per goal, s
     # longest single plan() call, s: moveit_py keeps the GIL while planning, so a stop waits up to this long;
@@ -144,8 +148,10 @@ class MoveItConfig:
             raise ConfigError("backends.moveit.params_files must be a list of ROS parameter file paths")
         self.params_files = list(self.params_files)
         check_positive(self, ("gripper_speed_mps", "default_force_n", "planning_time_s", "plan_slice_s",
-                              "gripper_homing_timeout_s"), where="backends.moveit")
-        for name in ("planning_time_s", "plan_slice_s", "gripper_speed_mps", "default_force_n"):
+                              "gripper_homing_timeout_s", "grasp_epsilon_inner_m", "grasp_epsilon_outer_m"),
+                       where="backends.moveit")
+        for name in ("planning_time_s", "plan_slice_s", "gripper_speed_mps", "default_force_n",
+                     "grasp_epsilon_inner_m", "grasp_epsilon_outer_m"):
             setattr(self, name, float(getattr(self, name)))
 
     @property
@@ -534,18 +540,31 @@ class MoveItBackend(RobotBackend):
                 raise BackendFault(f"moveit: franka_gripper move to {width:.3f} m failed: "
                                    f"{getattr(gripper, 'last_error', '') or 'no reason given'}")
 
-    def gripper_close(self, force_n: float | None = None) -> float:
+    def gripper_close(self, force_n: float | None = None, expected_width_m: float | None = None) -> float:
         self.require_connected()
         assert self._gripper is not None
         gripper = self._gripper
         force = self.config.default_force_n if force_n is None else float(force_n)
+        # libfranka's grasp succeeds when the fingers stop within (width - inner, width + outer); a window wider
+        # than the hand's opening is refused ("Command failed!"), so it stays inside the homed width
+        width, inner, outer = grasp_window(expected_width_m, gripper.max_width(), self.config.grasp_epsilon_inner_m,
+                                           self.config.grasp_epsilon_outer_m)
         with self._lock:
             self._stop_requested.clear()
-            # grasp "width 0 within the whole stroke": the action succeeds whatever is held; the width decides
-            self._gripper_call("grasp", lambda: gripper.grasp(0.0, self.config.gripper_speed_mps, force, 0.0,
-                                                              gripper.max_width() + 0.01,
-                                                              timeout_s=self.safety.motion_timeout_s))
-        return self.gripper_width()
+            held = self._gripper_call("grasp", lambda: gripper.grasp(width, self.config.gripper_speed_mps, force,
+                                                                     inner, outer,
+                                                                     timeout_s=self.safety.motion_timeout_s))
+        error = getattr(gripper, "last_error", "")
+        if error:  # libfranka threw (franka_gripper's result carries e.what()): the command itself failed
+            raise BackendFault(f"moveit: franka_gripper grasp (width {width:.3f} m, epsilon inner {inner:.3f} / "
+                               f"outer {outer:.3f} m) failed: {error}")
+        closed = self.gripper_width()
+        if expected_width_m is not None and not held:
+            raise GraspFailedError(
+                f"moveit: the fingers stopped at {closed * 1000:.1f} mm, outside the grasp tolerance around the "
+                f"object's expected width {width * 1000:.1f} mm (-{inner * 1000:.1f}/+{outer * 1000:.1f} mm, "
+                f"backends.moveit.grasp_epsilon_inner_m/_outer_m): franka_gripper reports the grasp failed")
+        return closed
 
     def gripper_width(self) -> float:
         self.require_connected()
