@@ -53,18 +53,19 @@ def test_backprojection_node_wires_every_topic_parameter(rclpy_context):
         node.destroy_node()
 
 
-# -- planner_node: camera_info_topic, request_queue_depth ----------------------------------------------------------
+# -- planner_node: camera_info_topic, depth_camera_info_topic, request_queue_depth ----------------------------------------------------------
 
-def test_planner_node_takes_camera_info_topic_and_request_queue_depth(rclpy_context):
+def test_planner_node_takes_camera_info_topics_and_request_queue_depth(rclpy_context):
     from grounded_planner.ros import names
     from grounded_planner.ros.planner_node import PlannerNode
 
     node = PlannerNode(context=rclpy_context, parameter_overrides=_overrides({
         "model": "m", "base_url": "http://127.0.0.1:9/v1", "camera_info_topic": "/other/color/camera_info",
-        "request_queue_depth": 7}))
+        "depth_camera_info_topic": "/other/depth/camera_info", "request_queue_depth": 7}))
     try:
-        subs, _ = _graph(node, {"/other/color/camera_info"})
-        assert "/other/color/camera_info" in subs and "/" + names.COLOR_CAMERA_INFO not in subs, subs
+        subs, _ = _graph(node, {"/other/color/camera_info", "/other/depth/camera_info"})
+        assert {"/other/color/camera_info", "/other/depth/camera_info"} <= subs, subs
+        assert not {"/" + names.COLOR_CAMERA_INFO, "/" + names.ALIGNED_DEPTH_CAMERA_INFO} & subs, subs
         # the depth the service's reader history is created with: requests beyond it are dropped by DDS
         (service,) = [s for s in node.services if s.service_name.lstrip("/") == names.PLAN_SERVICE]
         assert service.qos_profile.depth == 7
@@ -72,9 +73,9 @@ def test_planner_node_takes_camera_info_topic_and_request_queue_depth(rclpy_cont
         node.destroy_node()
 
 
-# -- executor_node: camera_info_topic (closed loop) ----------------------------------------------------------------
+# -- executor_node: camera_info_topic (closed loop), link_check_period_s -------------------------------------------
 
-def test_executor_node_closed_loop_reads_camera_info_topic(rclpy_context, tmp_path):
+def test_executor_node_closed_loop_reads_camera_info_topic_and_checks_the_link_every_period(rclpy_context, tmp_path):
     from grounded_planner.ros import names
     from grounded_planner.ros.executor_node import ExecutorNode
     from helpers.tabletop import EXTRINSICS
@@ -82,11 +83,13 @@ def test_executor_node_closed_loop_reads_camera_info_topic(rclpy_context, tmp_pa
     (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
     node = ExecutorNode(context=rclpy_context, parameter_overrides=_overrides({
         "closed_loop": True, "extrinsics_file": str(tmp_path / "extrinsics.yaml"),
-        "camera_info_topic": "/other/color/camera_info"}))
+        "camera_info_topic": "/other/color/camera_info", "link_check_period_s": 0.25}))
     try:
         node.trigger_configure()  # what autostart does in run_node: the closed loop's camera is taken at configure
         subs, _ = _graph(node, {"/other/color/camera_info"})
         assert "/other/color/camera_info" in subs and "/" + names.COLOR_CAMERA_INFO not in subs, subs
+        # the idle link check (a robot that dropped out is noticed within this period) runs every 0.25 s
+        assert 250_000_000 in [timer.timer_period_ns for timer in node.timers]
     finally:
         node.destroy_node()
 
@@ -114,7 +117,7 @@ def test_rollout_logger_takes_camera_info_topic_and_recording_options(rclpy_cont
         node.destroy_node()
 
 
-# -- camera_node: serial, loop_playback, camera_namespace, read_timeout_s ------------------------------------------
+# -- camera_node: serial, color_profile, depth_profile, fps, loop_playback, frame_id, camera_namespace, read_timeout_s ------------------------------------------
 
 class _ReadRecorder:
     """Wraps a real pyrealsense2 software-device source and notes the timeout of every read."""
@@ -159,30 +162,43 @@ def test_camera_node_publishes_under_camera_namespace_and_reads_with_read_timeou
         camera.close()
 
 
-def test_camera_node_opens_the_camera_serial_names(rclpy_context):
+def test_camera_node_opens_the_camera_serial_profiles_and_fps_name(rclpy_context):
     """No RealSense is attached here: pyrealsense2 refuses the start, and the refusal names the serial asked for
-    (ignored, the camera node would have asked for any camera)."""
+    (ignored, the camera node would have asked for any camera), and the stream profile and rate it asked for."""
     pytest.importorskip("pyrealsense2")
     from grounded_planner.ros.camera_node import CameraNode
 
-    node = CameraNode(context=rclpy_context, parameter_overrides=_overrides({"serial": "123456789012"}))
+    node = CameraNode(context=rclpy_context, parameter_overrides=_overrides({
+        "serial": "123456789012", "color_profile": "640x480", "depth_profile": "640x360", "fps": 15}))
     try:
         node.trigger_configure()
-        assert "cannot start camera 123456789012" in node.configure_error, node.configure_error
+        assert "cannot start camera 123456789012 with color 640x480, depth 640x360 @ 15 fps" in node.configure_error, \
+            node.configure_error
     finally:
         node.destroy_node()
 
 
-def test_camera_node_plays_a_recording_once_without_loop_playback(rclpy_context, tmp_path):
+def test_camera_node_plays_a_recording_once_without_loop_playback_under_its_frame_id(rclpy_context, tmp_path):
     pytest.importorskip("pyrealsense2")
     from grounded_planner.ros.camera_node import CameraNode
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import Image
+
+    from grounded_planner.ros import names
     from helpers.software_camera_node import record_pattern
 
     frames = 15
     recording = record_pattern(tmp_path / "session.db3", frames=frames)
     node = CameraNode(context=rclpy_context, parameter_overrides=_overrides({
-        "playback_file": str(recording), "loop_playback": False, "read_timeout_s": 0.125}))
+        "playback_file": str(recording), "loop_playback": False, "read_timeout_s": 0.125, "frame_id": "d405_optical"}))
+    probe = rclpy.create_node("camera_probe", context=rclpy_context)
     try:
+        executor = SingleThreadedExecutor(context=rclpy_context)
+        executor.add_node(probe)
+        got = []
+        probe.create_subscription(Image, "/" + names.COLOR_IMAGE, got.append, QoSProfile(depth=50))
         node.trigger_configure()
         node.trigger_activate()
         # the recording plays once (half a second at 30 fps) and the count stops; looped, it would go on rising
@@ -191,15 +207,17 @@ def test_camera_node_plays_a_recording_once_without_loop_playback(rclpy_context,
             assert time.monotonic() < deadline, f"playback never ended: {node.frames_published} frames published"
             if node.frames_published != last:
                 last, still_since = node.frames_published, time.monotonic()
-            time.sleep(0.05)
+            executor.spin_once(timeout_sec=0.05)
         assert 0 < node.frames_published <= frames
+        assert got and {m.header.frame_id for m in got} == {"d405_optical"}  # frame_id: on every image
     finally:
+        probe.destroy_node()
         node.destroy_node()
 
 
-# -- console_node: host, executor_config_file, max_image_width ------------------------------------------------------
+# -- console_node: host, executor_config_file, plan_timeout_s, max_image_width, jpeg_quality ------------------------------------------------------
 
-def test_console_node_serves_on_host_judges_with_executor_config_file_and_scales_to_max_image_width(
+def test_console_node_takes_host_executor_config_file_plan_timeout_and_frame_settings(
         rclpy_context, tmp_path):
     import json
     import urllib.request
@@ -210,6 +228,9 @@ def test_console_node_serves_on_host_judges_with_executor_config_file_and_scales
     from sensor_msgs.msg import Image
 
     import rclpy
+    from PIL import Image as PILImage
+
+    from grounded_planner.console.rollouts import encode_jpeg
     from grounded_planner.plan import GroundedAction, GroundedPlan, Target
     from grounded_planner.ros import names
     from grounded_planner.ros.console_node import ConsoleNode
@@ -221,7 +242,8 @@ def test_console_node_serves_on_host_judges_with_executor_config_file_and_scales
                                             "  workspace_max_m: [0.4, 0.45, 0.6]\n")
     node = ConsoleNode(context=rclpy_context, parameter_overrides=_overrides({
         "host": "127.0.0.2", "port": 0, "rollouts_dir": str(tmp_path / "rollouts"),
-        "executor_config_file": str(tmp_path / "executor.yaml"), "max_image_width": 160}))
+        "executor_config_file": str(tmp_path / "executor.yaml"), "max_image_width": 160, "jpeg_quality": 5,
+        "plan_timeout_s": 7.5}))
     probe = rclpy.create_node("console_probe", context=rclpy_context)
     try:
         # host: the console answers on 127.0.0.2 (another loopback address than the default 127.0.0.1)
@@ -235,12 +257,16 @@ def test_console_node_serves_on_host_judges_with_executor_config_file_and_scales
         (step,) = node._preview(GroundedPlan("pick up the cube", (64, 48), [grasp]))
         assert step.verdict == "outside_workspace", (step.verdict, step.verdict_message)
 
+        # plan_timeout_s: what the console's plan requests wait for an answer
+        assert node.app.plan_timeout_s == 7.5
+
         # max_image_width: a 320 px frame is shown 160 px wide (the aspect kept)
         executor = SingleThreadedExecutor(context=rclpy_context)
         executor.add_node(node)
         executor.add_node(probe)
         pub = probe.create_publisher(Image, "/" + names.COLOR_IMAGE, QoSProfile(depth=2))
-        msg = numpy_to_image(np.zeros((240, 320, 3), np.uint8), "rgb8")
+        rgb = np.random.default_rng(3).integers(0, 255, (240, 320, 3), dtype=np.uint8)
+        msg = numpy_to_image(rgb, "rgb8")
         frame = None
 
         def shown():
@@ -251,6 +277,9 @@ def test_console_node_serves_on_host_judges_with_executor_config_file_and_scales
 
         spin_until(executor, shown, 30.0, "the console to show a camera frame")
         assert (frame.width, frame.height) == (160, 120)
+        # jpeg_quality: the frame is encoded at quality 5
+        shown = np.asarray(PILImage.fromarray(rgb).resize((160, 120), PILImage.BILINEAR))
+        assert frame.jpeg == encode_jpeg(shown, 5) != encode_jpeg(shown, 80)
     finally:
         probe.destroy_node()
         node.destroy_node()
