@@ -301,3 +301,26 @@ def test_fingers_stopping_outside_the_tolerance_are_a_failed_grasp_named_as_such
     assert _franka_run(tmp_path, gripper, None).success
     [grasp] = [call for call in gripper.calls if call[0] == "grasp"]
     assert grasp[1] == 0.0 and grasp[4] < gripper.max_width()
+
+
+def test_a_goal_on_a_link_the_robot_lacks_is_a_fault_naming_the_link(tmp_path):
+    """moveit_py's set_goal_state(pose_stamped_msg, pose_link) accepts any link (PlanningComponent::setGoal only
+    builds the constraints); plan() answers INVALID_GOAL_CONSTRAINTS once the constraints on the unknown link are
+    dropped. The backend names the link and its setting instead of a bare error code; nothing is executed."""
+    params = str(moveit_params_file(tmp_path))
+    fake = FakeMoveItModule()
+    backend = MoveItBackend(MoveItConfig(params_files=[params], end_effector_link="panda_hand_tcp"),
+                            **fake.backend_args(lambda c: FakeGripper(0.03)))
+    backend.connect()
+    try:
+        with pytest.raises(BackendFault, match=r"INVALID_GOAL_CONSTRAINTS for the goal on link 'panda_hand_tcp': is "
+                                               r"backends\.moveit\.end_effector_link a link of the robot model"):
+            backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
+        assert not fake[0].executed and len(fake[0].plan_calls) == 1  # answered at once, not retried
+    finally:
+        backend.disconnect()
+    right = MoveItBackend(MoveItConfig(params_files=[params]), **FakeMoveItModule().backend_args(
+        lambda c: FakeGripper(0.03)))
+    right.connect()
+    right.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)  # fr3_hand_tcp is in the model
+    right.disconnect()

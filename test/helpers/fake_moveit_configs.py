@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from ament_index_python.packages import get_package_share_directory
+from helpers.fake_moveit_py import FR3_URDF_LINKS
 
 FRANKA_FILES = {
     "franka_fr3_moveit_config/config/kinematics.yaml":
@@ -36,7 +37,7 @@ FRANKA_FILES = {
         "  joints: [fr3_joint1, fr3_joint2, fr3_joint3, fr3_joint4, fr3_joint5, fr3_joint6, fr3_joint7]\n",
     "franka_fr3_moveit_config/config/fr3_ros_controllers.yaml": "controller_manager: {}\n",
     "franka_bringup/urdf/franka_arm.urdf.xacro":
-        "<robot name='$(arg robot_type)'><!-- hand $(arg hand), ee $(arg ee_id) --></robot>\n",
+        "<robot name='$(arg robot_type)'><!-- hand $(arg hand), ee $(arg ee_id) -->" + FR3_URDF_LINKS + "</robot>\n",
     "franka_description/robots/fr3/fr3.srdf.xacro":
         "<robot name='fr3'><group name='fr3_arm'/><!-- hand $(arg hand) --></robot>\n",
 }

@@ -25,6 +25,10 @@ moveit_ros/planning/moveit_cpp, planning_pipeline_interfaces):
   ``get_trajectory_execution_manager().stop_execution()``; with no controller configured it answers ABORTED
   ("No active controllers configured for group", MoveItCpp::execute).
 - ``get_planning_component(name)`` throws "Could not find joint model group 'NAME'." for a group the SRDF lacks.
+- ``set_goal_state(pose_stamped_msg=, pose_link=)`` accepts any link name and returns True
+  (``PlanningComponent::setGoal`` only builds the constraints); ``plan()`` then answers INVALID_GOAL_CONSTRAINTS for a
+  link the robot model (``robot_description``'s ``<link>``s) lacks, as OMPL's ``setGoalConstraints`` does once
+  ``KinematicConstraintSet`` has dropped the constraints on the unknown link.
 
 ``HumbleMoveItPy`` mirrors moveit2 ``humble`` (moveit_py 2.5.9): ``PlanRequestParameters(moveit)``,
 ``plan(parameters=)``, ``execute(group_name, robot_trajectory, blocking=True)``.
@@ -48,8 +52,11 @@ MIRRORS = "moveit_py 2.12.4 (moveit2 jazzy)"
 REPO = Path(__file__).resolve().parents[2]
 # what MoveItConfigsBuilder("fr3", package_name="franka_fr3_moveit_config") contributes besides our
 # config/moveit_py_franka.yaml (abridged: the robot, kinematics, and OMPL planner configs without pipeline plugins)
+#: the links of franka_description's fr3 with a Franka Hand (fr3_link0..8, the hand, its TCP and fingers), abridged
+FR3_LINKS = [f"fr3_link{i}" for i in range(9)] + ["fr3_hand", "fr3_hand_tcp", "fr3_leftfinger", "fr3_rightfinger"]
+FR3_URDF_LINKS = "".join(f"<link name='{name}'/>" for name in FR3_LINKS)
 CONFIG_PACKAGE_PARAMS = {
-    "robot_description": "<robot name='fr3'/>",
+    "robot_description": f"<robot name='fr3'>{FR3_URDF_LINKS}</robot>",
     "robot_description_semantic": "<robot name='fr3'><group name='fr3_arm'/></robot>",
     "robot_description_kinematics": {"fr3_arm": {"kinematics_solver": "kdl_kinematics_plugin/KDLKinematicsPlugin"}},
     "planning_pipelines": ["ompl"], "default_planning_pipeline": "ompl",
@@ -63,7 +70,7 @@ CONFIG_PACKAGE_PARAMS = {
 }
 REACH_M = 0.85
 SHOULDER = np.array([0.0, 0.0, 0.333])
-SUCCESS, FAILURE, PLANNING_FAILED, TIMED_OUT = 1, 99999, -1, -6
+SUCCESS, FAILURE, PLANNING_FAILED, TIMED_OUT, INVALID_GOAL_CONSTRAINTS = 1, 99999, -1, -6, -16
 _usleep_holding_the_gil = ctypes.PyDLL(None).usleep  # PyDLL: the call does not release the GIL
 
 
@@ -156,6 +163,8 @@ class PlanningComponent:
                        motion_plan_constraints=None):
         if (pose_stamped_msg is None) != (pose_link is None):
             raise ValueError("Must specify both message and corresponding link")
+        # PlanningComponent::setGoal(pose, link_name) builds the goal constraints and returns true: the link is not
+        # looked up here (planning_component.cpp, jazzy); an unknown one fails at plan()
         self._goal = (pose_stamped_msg, pose_link)
         return True
 
@@ -167,6 +176,11 @@ class PlanningComponent:
         if params.planning_pipeline not in fake.pipelines:  # "No planning pipeline available for name ''"
             return MotionPlanResponse(FAILURE)
         msg, link = self._goal
+        if link not in self.moveit.links:
+            # the goal's position/orientation constraints name a link the robot model lacks: KinematicConstraintSet
+            # drops them ("Position constraint link model ... not found"), and OMPL's setGoalConstraints, left with
+            # no goal, answers INVALID_GOAL_CONSTRAINTS ("No goal constraints specified. There is no problem to solve")
+            return MotionPlanResponse(INVALID_GOAL_CONSTRAINTS)
         p = msg.pose.position
         goal = np.array([p.x, p.y, p.z])
         reachable = np.linalg.norm(goal - SHOULDER) <= REACH_M
@@ -214,6 +228,7 @@ class MoveItPy:
         if not names:
             raise RuntimeError("Failed to load planning pipelines from parameter server")
         self.pipelines = names
+        self.links = re.findall(r"<link name=['\"]([^'\"]+)['\"]", str(self.params.get("robot_description", "")))
         self.solve_s = 0.02
         self.seconds_per_m = 0.2
         self.execute_status = "SUCCEEDED"

@@ -72,6 +72,10 @@ ERROR_NAMES = {1: "SUCCESS", 99999: "FAILURE", -1: "PLANNING_FAILED", -2: "INVAL
 UNREACHABLE_CODES = {-1, -6, -12, -13, -14, -27, -31}
 #: answers worth another slice while the planning budget lasts (the planner ran out of its slice)
 RETRY_CODES = {PLANNING_FAILED, TIMED_OUT}
+#: answers to a goal on a link the robot model lacks: set_goal_state accepts any link name (PlanningComponent::setGoal
+#: only builds the constraints), KinematicConstraintSet drops the constraints on it, and OMPL answers
+#: INVALID_GOAL_CONSTRAINTS (other planners may answer INVALID_LINK_NAME)
+LINK_CODES = {-16, -18}
 
 # franka_ros2 releases: up to v1.x the gripper node was `<arm_id>_gripper` in the root namespace; from v2.0.0
 # (Humble) and v3.x (Jazzy) it is `franka_gripper` in the launch `namespace` (default none). The node serves
@@ -464,6 +468,10 @@ class MoveItBackend(RobotBackend):
             if code in RETRY_CODES and time.monotonic() < deadline - 0.01:
                 continue
             name = ERROR_NAMES.get(code, str(code))
+            if code in LINK_CODES:
+                raise BackendFault(f"moveit: planning answered {name} for the goal on link "
+                                   f"{self.config.end_effector_link!r}: is backends.moveit.end_effector_link a link "
+                                   f"of the robot model (robot_description)? e.g. fr3_hand_tcp, panda_hand_tcp")
             if code in UNREACHABLE_CODES:
                 raise UnreachableError(f"moveit: no plan to {position.round(3).tolist()} within "
                                        f"{self.config.planning_time_s} s ({name})")
