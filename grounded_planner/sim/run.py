@@ -100,9 +100,9 @@ def run_scenario(scenario_path: str | Path | Scenario, seed: int | None = 0, pla
         else:
             cell = stack.enter_context(SimWorkcell.from_scenario(scenario_path, seed=seed, robot=robot))
         config = executor_config or ExecutorConfig()
-        if executor_config is None and cell.robot.name == "so101":
-            # the SO-101's own heights and envelope (the defaults are sized for a Franka): the shipped SO-101 config
-            config = ExecutorConfig.load(default_scenario_path("../execution_so101.yaml"))
+        if executor_config is None and cell.robot.executor_config:
+            # the arm's own heights and envelope (the defaults are sized for a Franka): its shipped config
+            config = ExecutorConfig.load(default_scenario_path(f"../{cell.robot.executor_config}"))
         recorder = None
         if rollout_dir is not None:
             active = [p.type for p in cell.scenario.perturbations if p.active]

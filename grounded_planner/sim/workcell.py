@@ -20,8 +20,8 @@ import numpy as np
 from grounded_planner.errors import RunFailure
 from grounded_planner.geometry.transforms import fold_half_turn
 from grounded_planner.sim.robots import IKError  # noqa: F401  (raised by solve_ik; importable from here too)
-from grounded_planner.sim.robots import (FR3_HOME_Q, ROBOT_SPECS, SO101_HOME_Q, SO101_IK_SEEDS, NumericIK, attach_fr3,
-                                         attach_so101, gp5_ik, gripper_ctrl, gripper_force_range, gripper_opening)
+from grounded_planner.sim.robots import (ROBOT_SPECS, NumericIK, attach_model, gp5_ik, gripper_ctrl, gripper_force_range,
+                                         gripper_opening)
 from grounded_planner.sim.camera import BASE_FRAME, CAMERA_FRAME, SimError, WorkcellCamera  # noqa: F401  (re-exported)
 from grounded_planner.sim.predicates import PredicateResult, evaluate_predicate  # noqa: F401  (re-exported)
 from grounded_planner.sim.scenario import Scenario, ScenarioError, load_scenario
@@ -73,11 +73,11 @@ class SimWorkcell(WorkcellCamera):
         self.robot = ROBOT_SPECS[self.scenario.robot]
         self.xml, self.holdable_bodies = scene_mjcf(self.scenario)
         try:
-            if self.robot.name == "gp5":
+            if self.robot.model == "scene":
                 self.model = mj.MjModel.from_xml_string(self.xml)
             else:
                 spec = mj.MjSpec.from_string(self.xml)
-                (attach_so101 if self.robot.name == "so101" else attach_fr3)(spec)
+                attach_model(self.robot, spec)
                 self.model = spec.compile()
         except FileNotFoundError as exc:
             raise SimError(f"{scenario.source or scenario.name}: {exc}") from exc
@@ -112,14 +112,14 @@ class SimWorkcell(WorkcellCamera):
         self._weld_ids = {b: self._id(mj.mjtObj.mjOBJ_EQUALITY, f"grasp:{b}") for b in self.holdable_bodies}
         self._camera_id = self._id(mj.mjtObj.mjOBJ_CAMERA, "rgbd")
         self.held_body: str | None = None
-        home_q = {"fr3": FR3_HOME_Q, "so101": SO101_HOME_Q}.get(robot.name)
-        self._ik = NumericIK(self.model, robot, home_q, fallback_seeds=SO101_IK_SEEDS if robot.name == "so101" else ()) \
+        home_q = np.array(robot.home_q) if robot.home_q else None
+        self._ik = NumericIK(self.model, robot, home_q, fallback_seeds=tuple(np.array(s) for s in robot.ik_fallback_seeds)) \
             if home_q is not None else None
         # start at home with the gripper open, objects resting on the table
         q_home = home_q if home_q is not None else gp5_ik(HOME_TCP_M, 0.0)
         self.data.qpos[self._arm_qadr] = q_home
         self.data.ctrl[self._arm_act] = q_home
-        self.data.qpos[self._finger_qadr] = gripper_ctrl(robot, robot.max_opening_m)[0] if robot.name == "so101" \
+        self.data.qpos[self._finger_qadr] = gripper_ctrl(robot, robot.max_opening_m)[0] if robot.gripper == "jaw" \
             else robot.max_opening_m / 2
         self.data.ctrl[self._gripper_act] = gripper_ctrl(robot, robot.max_opening_m)
         for obj in self.scenario.objects:  # drawers that start pulled out

@@ -54,8 +54,8 @@ def record_episode(trial, fps: float = 10.0, image_scale: float = 0.5) -> tuple[
     """Run the oracle on ``trial`` in the simulator, sampling the camera and the joints every ``1 / fps`` sim
     seconds; returns the episode, whether Table I calls it a success, and the verdict's detail."""
     with SimWorkcell(trial.scenario) as cell:
-        config = ExecutorConfig.load(default_scenario_path("../execution_so101.yaml")) if cell.robot.name == "so101" \
-            else ExecutorConfig()
+        config = ExecutorConfig.load(default_scenario_path(f"../{cell.robot.executor_config}")) \
+            if cell.robot.executor_config else ExecutorConfig()
         joints = [j.split("/")[-1] for j in cell.robot.arm_joints]
         names = [f"{j}.pos" for j in joints] + ["gripper.pos"]
         images: list[np.ndarray] = []

@@ -164,8 +164,8 @@ def _measure(cell) -> dict[str, list[float]]:
 
 
 def _executor_config(cell) -> ExecutorConfig:
-    if cell.robot.name == "so101":
-        return ExecutorConfig.load(default_scenario_path("../execution_so101.yaml"))
+    if cell.robot.executor_config:  # the arm's own heights and envelope (the defaults are sized for a Franka)
+        return ExecutorConfig.load(default_scenario_path(f"../{cell.robot.executor_config}"))
     return ExecutorConfig()
 
 
