@@ -5,7 +5,6 @@ test_v2gp_embodiments.py and test_v2gp_segment.py (the `segment` flags there, fr
 
 from __future__ import annotations
 
-
 from grounded_planner.cli.main import main
 from grounded_planner.v2gp.config import V2GPConfig
 from grounded_planner.v2gp.finetune import FinetuneConfig
