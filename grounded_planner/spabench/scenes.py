@@ -55,6 +55,7 @@ class Workspace:
     home_path_r_min_m: float | None = None  # the first move, from the waiting pose (lower), keeps this far, m
     fillers: bool = True  # add objects of other families and extra rivals (False: only what the task needs)
     max_pan_deg: float | None = None  # an object and the bowl at most this far apart seen from the base, degrees
+    bowl_gap_m: float = 0.0  # more free space around the bowl (a bulky hand brushing the rim pushes it away), m
     arm_over_bowl_m: float | None = None  # the arm's links reach low: no object behind the bowl (seen from the base)
     # unless the line from the base to it passes this far outside the bowl's rim, m
 
@@ -64,14 +65,14 @@ class Workspace:
 WORKSPACES: dict[str, Workspace] = {
     # the SO-101's top-down tool reaches 0.14-0.24 m out up to 60 mm above the table but only 0.16-0.22 m at 80 mm
     # and nothing at 100 mm: objects at most 30 mm tall (the executor approaches 45 mm above an object's top), and no
-    # straight move may cut closer than 0.165 m past the base (nearer, the held tool's yaw runs the wrist roll into
+    # straight move may cut closer than 0.16 m past the base (nearer, the held tool's yaw runs the wrist roll into
     # its limit on the way), nor turn the base more than 60 degrees while carrying; its forearm reaches low, so nothing
     # stands behind the bowl where the arm would sweep over the rim
     "so101": Workspace(scale=0.55, r_min_m=0.16, r_max_m=0.225, x_min_m=0.13, y_max_m=0.145,
                        camera_position_m=(0.62, 0.0, 0.45), camera_look_at_m=(0.17, 0.0, 0.0), gap_m=0.03,
                        relation_offset_m=0.042, keep_out_xy_m=(0.17, 0.0), keep_out_r_m=0.035, mass_scale=0.3,
-                       max_height_m=0.03, path_r_min_m=0.165, home_path_r_min_m=0.145, fillers=False,
-                       max_pan_deg=60.0, arm_over_bowl_m=0.015),
+                       max_height_m=0.03, path_r_min_m=0.16, home_path_r_min_m=0.145, fillers=False,
+                       max_pan_deg=60.0, arm_over_bowl_m=0.015, bowl_gap_m=0.01),
     "gp5": Workspace(scale=1.0, r_min_m=0.32, r_max_m=0.60, x_min_m=0.30, y_max_m=0.26,
                      camera_position_m=(0.95, 0.0, 0.75), camera_look_at_m=(0.42, 0.0, 0.0), gap_m=0.045,
                      relation_offset_m=0.062),
@@ -193,9 +194,10 @@ class _Drawer:
                 return xy
         raise GenerationError("the workspace has no reachable point")  # a bad WORKSPACES entry, not bad luck
 
-    def free(self, xy, radius: float, placed: list[_Placed], extra_gap: float = 0.0) -> bool:
+    def free(self, xy, radius: float, placed: list[_Placed], extra_gap: float = 0.0, bowl: bool = False) -> bool:
         """Whether a footprint of ``radius`` at ``xy`` keeps the gap to every placed one (the open jaws' room)."""
-        return all(math.dist(xy, p.xy) >= radius + p.radius_m + extra_gap + self.ws.gap_m
+        return all(math.dist(xy, p.xy) >= radius + p.radius_m + extra_gap + self.ws.gap_m +
+                   (self.ws.bowl_gap_m if p.kind == "bowl" or bowl else 0.0)
                    for p in placed if not p.inside)
 
     def place_all(self, objects: list[_Placed], placed: list[_Placed] | None = None) -> bool:
@@ -204,7 +206,7 @@ class _Drawer:
         for obj in objects:
             for _ in range(60):
                 xy = self.point()
-                if self.free(xy, obj.radius_m, placed):
+                if self.free(xy, obj.radius_m, placed, bowl=obj.kind == "bowl"):
                     obj.xy = xy
                     obj.yaw_deg = float(self.rng.uniform(-30, 30)) if obj.kind == "box" else 0.0
                     placed.append(obj)
