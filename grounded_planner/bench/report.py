@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from grounded_planner.errors import InputError
 from grounded_planner.fileio import write_text_atomic
 from grounded_planner.bench.episodes import Episode, Prediction
 from grounded_planner.bench.scoring import (
@@ -242,7 +243,7 @@ def render_report(episodes: list[Episode], predictions: Mapping[str, Prediction]
     episodes' cards out, ``image_max_side_px`` (0 = as is) shrinks large images embedded in the cards.
     """
     if image_max_side_px < 0:
-        raise ValueError(f"image_max_side_px must be >= 0 (0 = original size), got {image_max_side_px}")
+        raise InputError(f"image_max_side_px must be >= 0 (0 = original size), got {image_max_side_px}")
     result = score(episodes, predictions)
     diagnoses = [diagnose(ep, predictions.get(ep.id)) for ep in episodes]
     tally = Counter(c for d in diagnoses for c in d.categories)

@@ -14,6 +14,7 @@ from typing import Any, Callable, TextIO
 import numpy as np
 
 from grounded_planner.bench.episodes import Episode, EpisodeError
+from grounded_planner.errors import InputError
 from PIL import Image
 
 log = logging.getLogger(__name__)
@@ -125,9 +126,9 @@ def run_bench(episodes: list[Episode], planner: Any, out_path: str | Path, *, co
     an interrupted run resumes where it stopped. Ctrl-C stops submitting, keeps what is written.
     """
     if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        raise InputError(f"concurrency must be >= 1, got {concurrency}")
     if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")
+        raise InputError(f"limit must be >= 0, got {limit}")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from PIL import Image, ImageDraw
 
+from grounded_planner.errors import RunFailure
+
 IMAGE_SIZE = (320, 240)  # (width, height) px of every sample image
 TABLE_RGB = (196, 164, 120)
 WALL_RGB = (226, 230, 236)
@@ -53,7 +55,7 @@ def _layout(rng: random.Random, things: list[tuple[str, str, tuple[int, int, int
                 placed.append(Thing(name, shape, rgb, box))
                 break
         else:
-            raise RuntimeError(f"sample layout: no room for {name}")
+            raise RunFailure(f"sample layout: no room for {name}")
     return placed
 
 

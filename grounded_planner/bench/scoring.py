@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from grounded_planner.bench.episodes import Episode, Prediction
+from grounded_planner.errors import InputError
 from grounded_planner.rollout.stats import wilson_interval  # the project's one Wilson interval (fractions)
 
 IOU_THRESHOLD = 0.5
@@ -254,7 +255,7 @@ def score(episodes: list[Episode], predictions: Mapping[str, Prediction] | Itera
         episode). Groups with no episodes are omitted.
     """
     if not episodes:
-        raise ValueError("no episodes to score")
+        raise InputError("no episodes to score")
     preds = _as_mapping(predictions)
     scores = score_episodes(episodes, preds)
     groups: dict[str, list[EpisodeScore]] = {}

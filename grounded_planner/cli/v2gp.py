@@ -8,6 +8,7 @@ import json
 import sys
 
 from grounded_planner.cli.main import CliError, add_command
+from grounded_planner.errors import InputError
 from grounded_planner.v2gp.config import V2GPConfig, parse_episode_list
 from grounded_planner.v2gp.dataset import open_dataset
 from grounded_planner.v2gp.errors import V2GPError
@@ -188,7 +189,7 @@ def _run(args: argparse.Namespace) -> int:
                                        executor=args.executor, implicit=False if args.no_implicit else None,
                                        identifier=args.identifier, ray_address=args.ray_address)
         if config.ray_address and config.executor != "ray":
-            raise ValueError("--ray-address needs --executor ray")
+            raise InputError("--ray-address needs --executor ray")
         episodes = parse_episode_list(args.episodes) if args.episodes else None
     except ValueError as exc:
         raise CliError(str(exc), 2) from exc

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 from PIL import Image
 
-from grounded_planner.errors import GroundedPlannerError
+from grounded_planner.errors import GroundedPlannerError, InputError
 from grounded_planner.rollout.bag import BagError, image_to_rgb, iter_mcap
 from grounded_planner.rollout.record import JSON_NAME, RolloutError, RolloutRecord, RolloutTopics, load_rollout
 from grounded_planner.rollout.stats import group_stats
@@ -107,7 +107,7 @@ class RolloutStore:
     def list(self, task: str = "", condition: str = "", outcome: str = "") -> dict[str, Any]:
         """Rollouts (newest first) matching the filters, and the values each filter can take."""
         if outcome and outcome not in OUTCOMES:
-            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+            raise InputError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
         rows = [self.summary(r) for r in self._records()]
         tasks = sorted({r["task"] for r in rows})
         conditions = sorted({r["condition"] for r in rows})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from grounded_planner.errors import InputError, RunFailure
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -33,11 +35,11 @@ class ApprovalGate:
     def wait(self, summary: str, timeout_s: float) -> Decision:
         """Block until :meth:`answer` or ``timeout_s``; the unanswered case is a rejection."""
         if not timeout_s > 0:
-            raise ValueError(f"approval timeout_s must be > 0 seconds, got {timeout_s!r}")
+            raise InputError(f"approval timeout_s must be > 0 seconds, got {timeout_s!r}")
         event = threading.Event()
         with self._lock:
             if self._event is not None:
-                raise RuntimeError("an approval request is already pending")
+                raise RunFailure("an approval request is already pending")
             self._event, self._answer, self.summary = event, None, summary
         try:
             answered = event.wait(timeout_s)

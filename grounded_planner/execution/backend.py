@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from grounded_planner.errors import RunFailure
+from grounded_planner.errors import InputError, RunFailure
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +51,11 @@ def check_pose_args(position_xyz: Sequence[float], yaw_rad: float, speed_scale: 
     """
     position = np.asarray(position_xyz, dtype=float).reshape(-1)
     if position.shape != (3,) or not np.all(np.isfinite(position)):
-        raise ValueError(f"position_xyz must be 3 finite numbers in metres (base frame), got {position_xyz!r}")
+        raise InputError(f"position_xyz must be 3 finite numbers in metres (base frame), got {position_xyz!r}")
     if not math.isfinite(float(yaw_rad)):
-        raise ValueError(f"yaw_rad must be a finite angle in radians, got {yaw_rad!r}")
+        raise InputError(f"yaw_rad must be a finite angle in radians, got {yaw_rad!r}")
     if not (0.0 < float(speed_scale) <= 1.0):
-        raise ValueError(f"speed_scale must be in (0, 1] (fraction of the configured maximum), got {speed_scale!r}")
+        raise InputError(f"speed_scale must be in (0, 1] (fraction of the configured maximum), got {speed_scale!r}")
     return position
 
 

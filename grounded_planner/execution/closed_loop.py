@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from grounded_planner.errors import RunFailure
 from grounded_planner.execution.config import ClosedLoopConfig
 from grounded_planner.execution.executor import ExecutionInputError, Executor, FeedbackFn
 from grounded_planner.execution.outcomes import Outcome
@@ -266,7 +267,7 @@ class ClosedLoop:
         try:
             execution = self.executor.execute(one, targets, cancel=cancel, on_feedback=feedback, held_yaw=held_yaw)
         except ExecutionInputError as exc:  # one action with its own target always pairs; a bug if not
-            raise RuntimeError(f"closed loop: step {step} could not be paired with its target: {exc}") from exc
+            raise RunFailure(f"closed loop: step {step} could not be paired with its target: {exc}") from exc
         outcome = execution.steps[0].outcome if execution.steps else Outcome.OK
         grasp_yaw = execution.steps[0].motions[0].yaw_rad if action.type == "grasp" and execution.steps and \
             execution.steps[0].motions else None  # what the executor closed the gripper at

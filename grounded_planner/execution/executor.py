@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from grounded_planner.errors import InputError, RunFailure
 from grounded_planner.execution.backend import (BackendError, BackendFault, GraspFailedError, MotionStoppedError,
                                                 MotionTimeoutError, RobotBackend, UnreachableError)
 from grounded_planner.execution.config import ExecutorConfig
@@ -127,7 +128,7 @@ class Executor:
         if not pairs:
             return ExecutionResult(True, "empty plan: nothing to do", [])
         if held_yaw is not None and not math.isfinite(held_yaw):
-            raise ValueError(f"held_yaw must be a finite angle in radians, got {held_yaw!r}")
+            raise InputError(f"held_yaw must be a finite angle in radians, got {held_yaw!r}")
         checked = self._plan_all(pairs, dry_run, held_yaw)
         refused = [s for s in checked if not s.outcome.is_ok]
         if dry_run:
@@ -140,10 +141,10 @@ class Executor:
             first.message = f"plan refused before any motion: {first.message}"
             return ExecutionResult(False, first.message, [first])
         if self.backend is None:
-            raise ValueError("Executor.execute needs a backend unless dry_run=True")
+            raise InputError("Executor.execute needs a backend unless dry_run=True")
         self.backend.require_connected()
         if not self._running.acquire(blocking=False):
-            raise RuntimeError("this executor is already running a plan on the robot")
+            raise RunFailure("this executor is already running a plan on the robot")
         try:
             return self._run(pairs, checked, cancel or threading.Event(), on_feedback)
         finally:

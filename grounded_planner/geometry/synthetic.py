@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.geometry.transforms import fold_half_turn, matrix_to_quat
 from grounded_planner.geometry.camera import CameraModel
 from grounded_planner.geometry.extrinsics import Extrinsics
@@ -145,7 +146,7 @@ class Scene:
         """Plan bbox (continuous pixel coordinates) around the visible pixels of ``objects[k]``, padded."""
         rr, cc = np.nonzero(labels == k + 1)
         if rr.size == 0:
-            raise ValueError(f"object {k} is not visible")
+            raise InputError(f"object {k} is not visible")
         h, w = labels.shape
         return (float(max(0, cc.min() - pad_px)), float(max(0, rr.min() - pad_px)),
                 float(min(w, cc.max() + 1 + pad_px)), float(min(h, rr.max() + 1 + pad_px)))
@@ -345,7 +346,7 @@ def visible_place_point(scene: Scene, labels: np.ndarray, half_px: int = 6) -> n
         window = labels[max(0, v - half_px):v + half_px + 1, max(0, u - half_px):u + half_px + 1]
         if window.size and np.all(window == 0):
             return np.asarray(candidate, dtype=float)
-    raise ValueError("every candidate place point is hidden by an object")
+    raise InputError("every candidate place point is hidden by an object")
 
 
 def write_scene_files(seed: int, out_dir: str | Path, width: int = 640, height: int = 480) -> dict:

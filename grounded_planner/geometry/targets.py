@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.geometry.camera import CameraModel
 from grounded_planner.geometry.errors import (
     DepthImageError,
@@ -79,31 +80,31 @@ class TargetConfig:
 
     def __post_init__(self) -> None:
         if not 0 < self.min_depth_m < self.max_depth_m:
-            raise ValueError(f"need 0 < min_depth_m < max_depth_m, got {self.min_depth_m}, {self.max_depth_m}")
+            raise InputError(f"need 0 < min_depth_m < max_depth_m, got {self.min_depth_m}, {self.max_depth_m}")
         for name in ("plane_threshold_m", "support_margin_m", "top_band_m"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0 metres, got {getattr(self, name)}")
+                raise InputError(f"{name} must be > 0 metres, got {getattr(self, name)}")
         if self.ransac_iterations < 1 or self.support_points < 100 or self.min_object_points < 3:
-            raise ValueError("ransac_iterations >= 1, support_points >= 100 and min_object_points >= 3 are required")
+            raise InputError("ransac_iterations >= 1, support_points >= 100 and min_object_points >= 3 are required")
         if not 0 < self.min_support_fraction < 1 or not 0 < self.min_window_valid <= 1:
-            raise ValueError("min_support_fraction must be in (0, 1) and min_window_valid in (0, 1]")
+            raise InputError("min_support_fraction must be in (0, 1) and min_window_valid in (0, 1]")
         if not 0 < self.max_support_tilt_deg < 90 or not 0 <= self.min_ray_angle_deg < 90:
-            raise ValueError("max_support_tilt_deg must be in (0, 90) and min_ray_angle_deg in [0, 90)")
+            raise InputError("max_support_tilt_deg must be in (0, 90) and min_ray_angle_deg in [0, 90)")
         if not 0 < self.handle_min_m < self.handle_max_m or self.min_handle_points < 3 or not self.handle_band_m > 0:
-            raise ValueError("need 0 < handle_min_m < handle_max_m, handle_band_m > 0 and min_handle_points >= 3")
+            raise InputError("need 0 < handle_min_m < handle_max_m, handle_band_m > 0 and min_handle_points >= 3")
         if not 0 <= self.front_min_tilt_deg < 90:
-            raise ValueError(f"front_min_tilt_deg must be in [0, 90), got {self.front_min_tilt_deg}")
+            raise InputError(f"front_min_tilt_deg must be in [0, 90), got {self.front_min_tilt_deg}")
         if not 50 <= self.top_percentile <= 100 or self.round_ratio < 1:
-            raise ValueError("top_percentile must be in [50, 100] and round_ratio >= 1")
+            raise InputError("top_percentile must be in [50, 100] and round_ratio >= 1")
         if not self.place_surface_windows_px or any(int(h) < 1 for h in self.place_surface_windows_px):
-            raise ValueError(f"place_surface_windows_px must be positive half-sizes, got {self.place_surface_windows_px}")
+            raise InputError(f"place_surface_windows_px must be positive half-sizes, got {self.place_surface_windows_px}")
         for name in ("place_window_px", "handle_window_px"):
             value = getattr(self, name)
             if value < 1 or value % 2 == 0:
-                raise ValueError(f"{name} must be a positive odd number of pixels, got {value}")
+                raise InputError(f"{name} must be a positive odd number of pixels, got {value}")
         up = np.asarray(self.up, dtype=float)
         if up.shape != (3,) or not np.all(np.isfinite(up)) or np.linalg.norm(up) == 0:
-            raise ValueError(f"up must be a non-zero 3-vector, got {self.up!r}")
+            raise InputError(f"up must be a non-zero 3-vector, got {self.up!r}")
 
 
 def compute_targets(plan: Any, depth_m: np.ndarray, camera: CameraModel, extrinsics: Extrinsics | None = None,

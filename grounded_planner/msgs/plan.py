@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.geometry.transforms import quaternion_to_yaw, yaw_to_quaternion
 from grounded_planner.plan import GroundedAction, GroundedPlan, Target
 
@@ -176,5 +177,5 @@ def target_frame(msg: Any) -> str:
     """The frame of a plan message's targets ('' when none is back-projected); ValueError when they differ."""
     frames = sorted({str(a.pose.header.frame_id) for a in msg.actions} - {""})
     if len(frames) > 1:
-        raise ValueError(f"the plan's poses are in several frames {frames}; expected one")
+        raise InputError(f"the plan's poses are in several frames {frames}; expected one")
     return frames[0] if frames else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from grounded_planner.errors import InputError
 from grounded_planner.rollout.taxonomy import FAILURE_MODES
 
 
@@ -22,7 +23,7 @@ def plot_summary(summary: dict[str, Any], out_path: str | Path, title: str = "")
     out_path = Path(out_path)
     groups = [g for g in summary["groups"] if g["n"]]
     if not groups:
-        raise ValueError("nothing to plot: no group has a labelled rollout")
+        raise InputError("nothing to plot: no group has a labelled rollout")
     by = summary["by"]
     labels = ["\n".join(str(g[f]) or "-" for f in by) if by else "all" for g in groups]
     rates = [100 * g["rate"] for g in groups]

@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any
 
+from grounded_planner.errors import RunFailure
+
 FRANKA_HAND_MAX_WIDTH_M = 0.08
 #: rclpy's GoalStatus values (action_msgs/msg/GoalStatus)
 STATUS_NAMES = {0: "UNKNOWN", 1: "ACCEPTED", 2: "EXECUTING", 3: "CANCELING", 4: "SUCCEEDED", 5: "CANCELED",
@@ -155,7 +157,7 @@ class FrankaGripperClient:
         with self._fresh:
             self._fresh.wait_for(lambda: self._width_at > self._goal_ended_at, timeout=FRESH_WIDTH_WAIT_S)
             if self._width_m is None:
-                raise RuntimeError(f"no {self.namespace}/joint_states received yet")
+                raise RunFailure(f"no {self.namespace}/joint_states received yet")
             return self._width_m
 
     def max_width(self) -> float:

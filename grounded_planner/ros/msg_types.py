@@ -6,6 +6,8 @@ import importlib
 from functools import cache
 from typing import Any
 
+from grounded_planner.errors import InputError
+
 
 @cache
 def rclpy_type(name: str) -> Any:
@@ -14,6 +16,6 @@ def rclpy_type(name: str) -> Any:
     if len(parts) == 2:
         parts = [parts[0], "msg", parts[1]]
     if len(parts) != 3:
-        raise ValueError(f"message type {name!r} is not of the form package/msg/Name")
+        raise InputError(f"message type {name!r} is not of the form package/msg/Name")
     package, kind, cls = parts
     return getattr(importlib.import_module(f"{package}.{kind}"), cls)

@@ -231,9 +231,9 @@ class SoftwareCamera:
         if timestamp_ms is None:
             timestamp_ms = time.time() * 1000.0
         if color_rgb.shape != (self.color_size[1], self.color_size[0], 3) or color_rgb.dtype != np.uint8:
-            raise ValueError(f"color_rgb must be {self.color_size[1]}x{self.color_size[0]}x3 uint8, got {color_rgb.shape} {color_rgb.dtype}")
+            raise InputError(f"color_rgb must be {self.color_size[1]}x{self.color_size[0]}x3 uint8, got {color_rgb.shape} {color_rgb.dtype}")
         if depth_mm.shape != (self.depth_size[1], self.depth_size[0]) or depth_mm.dtype != np.uint16:
-            raise ValueError(f"depth_mm must be {self.depth_size[1]}x{self.depth_size[0]} uint16, got {depth_mm.shape} {depth_mm.dtype}")
+            raise InputError(f"depth_mm must be {self.depth_size[1]}x{self.depth_size[0]} uint16, got {depth_mm.shape} {depth_mm.dtype}")
         self._frame_number += 1
         for sensor, profile, pixels, bpp in ((self._color_sensor, self._color_profile, color_rgb, 3),
                                              (self._depth_sensor, self._depth_profile, depth_mm, 2)):

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError, RobotBackend,
                                                 UnreachableError, check_pose_args)
 from grounded_planner.sim.robots import IKError
@@ -54,9 +55,9 @@ class SimBackendConfig:
         for name in ("max_speed_mps", "default_force_n", "motion_timeout_s", "contact_tolerance_m"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"SimBackendConfig.{name} must be a positive number, got {value!r}")
+                raise InputError(f"SimBackendConfig.{name} must be a positive number, got {value!r}")
         if not (isinstance(self.realtime_factor, (int, float)) and self.realtime_factor >= 0):
-            raise ValueError(f"SimBackendConfig.realtime_factor must be >= 0, got {self.realtime_factor!r}")
+            raise InputError(f"SimBackendConfig.realtime_factor must be >= 0, got {self.realtime_factor!r}")
 
 
 class SimBackend(RobotBackend):

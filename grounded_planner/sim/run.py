@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from grounded_planner.errors import InputError
 from grounded_planner.execution.closed_loop import ClosedLoop, Observation
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.executor import Executor
@@ -85,13 +86,13 @@ def run_scenario(scenario_path: str | Path | Scenario, seed: int | None = 0, pla
     """
 
     if targets not in TARGET_SOURCES:
-        raise ValueError(f"targets must be one of {', '.join(TARGET_SOURCES)}, got {targets!r}")
+        raise InputError(f"targets must be one of {', '.join(TARGET_SOURCES)}, got {targets!r}")
     if condition not in CONDITIONS:
-        raise ValueError(f"condition must be one of {', '.join(CONDITIONS)}, got {condition!r}")
+        raise InputError(f"condition must be one of {', '.join(CONDITIONS)}, got {condition!r}")
     if condition == "closed_loop" and vlm is None:
-        raise ValueError("closed loop needs a planner to re-ground and replan with (vlm)")
+        raise InputError("closed loop needs a planner to re-ground and replan with (vlm)")
     if targets == "gt" and (plan is not None or planner is not None):
-        raise ValueError("targets='gt' needs the scenario's own GT plan; use targets='depth' for other plans")
+        raise InputError("targets='gt' needs the scenario's own GT plan; use targets='depth' for other plans")
     wall0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         if isinstance(scenario_path, Scenario):

@@ -18,6 +18,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.sim.scenario import CONTAINER_FLOOR_M, ObjectSpec, Scenario
 
 
@@ -188,7 +189,7 @@ def object_mjcf(obj: ObjectSpec, lift_m: float = 0.0) -> tuple[str, list[str]]:
         return xml, ([body] if obj.kind == "cup" else [])
     if obj.kind == "cabinet":
         return _cabinet_mjcf(obj, body, rgba, quat), [f"{body}:drawer"]
-    raise ValueError(f"object {obj.id!r}: unsupported kind {obj.kind!r}")
+    raise InputError(f"object {obj.id!r}: unsupported kind {obj.kind!r}")
 
 
 def _cabinet_mjcf(obj: ObjectSpec, body: str, rgba: str, quat: str) -> str:

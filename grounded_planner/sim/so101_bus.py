@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_planner.errors import RunFailure
 from grounded_planner.sim.feetech import ADDR, RESOLUTION, FeetechBus, PtyBusServer
 from grounded_planner.sim.workcell import CONTROL_DT_S, SimWorkcell
 
@@ -127,7 +128,7 @@ class So101BusSim:
     @property
     def port(self) -> str:
         if self.server is None:
-            raise RuntimeError("start() the bus first")
+            raise RunFailure("start() the bus first")
         return self.server.port
 
     def write_calibration(self, directory: str | Path) -> Path:

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from grounded_planner.errors import InputError
+
 
 class FrameRecorder:
     """Grabs a camera frame every ``period_s`` of simulated time while attached to a workcell.
@@ -17,9 +19,9 @@ class FrameRecorder:
 
     def __init__(self, workcell, period_s: float = 0.2, scale: float = 0.5, max_frames: int = 600):
         if period_s <= 0:
-            raise ValueError(f"period_s must be > 0 seconds of simulated time, got {period_s!r}")
+            raise InputError(f"period_s must be > 0 seconds of simulated time, got {period_s!r}")
         if not 0 < scale <= 1:
-            raise ValueError(f"scale must be in (0, 1], got {scale!r}")
+            raise InputError(f"scale must be in (0, 1], got {scale!r}")
         self.workcell = workcell
         self.period_s = period_s  # simulated seconds between frames
         self.scale = scale  # frame size relative to the camera image
@@ -57,7 +59,7 @@ class FrameRecorder:
         """Write the frames as a looping GIF playing at ``speedup`` x simulated time; returns the path."""
 
         if not self.frames:
-            raise ValueError("no frames recorded: use the recorder as a context manager around the motions")
+            raise InputError("no frames recorded: use the recorder as a context manager around the motions")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         images = [Image.fromarray(f) for f in self.frames]

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from grounded_planner.errors import RunFailure
+from grounded_planner.errors import InputError, RunFailure
 from grounded_planner.geometry.transforms import fold_half_turn
 from grounded_planner.sim.robots import IKError  # noqa: F401  (raised by solve_ik; importable from here too)
 from grounded_planner.sim.robots import (ROBOT_SPECS, NumericIK, attach_model, gp5_ik, gripper_ctrl, gripper_force_range,
@@ -305,7 +305,7 @@ class SimWorkcell(WorkcellCamera):
         full = self.robot.max_opening_m
         width = full if width_m is None else float(width_m)
         if not 0.0 <= width <= full + 1e-9:
-            raise ValueError(f"width_m must be in [0, {full:.3f}] m (the gripper's full opening), got {width_m!r}")
+            raise InputError(f"width_m must be in [0, {full:.3f}] m (the gripper's full opening), got {width_m!r}")
         self.release()
         with self.lock:
             self.data.ctrl[self._gripper_act] = gripper_ctrl(self.robot, width)
@@ -320,7 +320,7 @@ class SimWorkcell(WorkcellCamera):
         real gripper. Closing on nothing engages nothing and ends near width 0.
         """
         if force_n <= 0:
-            raise ValueError(f"force_n must be > 0 newtons, got {force_n!r}")
+            raise InputError(f"force_n must be > 0 newtons, got {force_n!r}")
         self.set_gripper_force(force_n)
         with self.lock:
             self.data.ctrl[self._gripper_act] = gripper_ctrl(self.robot, 0.0)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from grounded_planner.errors import InputError
 from grounded_planner.v2gp.profiles import ROBOT_PROFILES, config_for_robot
 from grounded_planner.v2gp.segment import SEGMENT_RULE, SegmentConfig
 from grounded_planner.vlm.config import PlannerConfig
@@ -67,23 +68,23 @@ class V2GPConfig:
             urls = [str(u) for u in self.vlm_base_url]
             self.vlm_base_url, self.vlm_base_urls = (urls[0] if urls else ""), urls[1:] + list(self.vlm_base_urls)
         if isinstance(self.vlm_base_urls, str) or not all(isinstance(u, str) and u for u in self.vlm_base_urls):
-            raise ValueError(f"V2GPConfig.vlm_base_urls must be a list of server URLs, got {self.vlm_base_urls!r}")
+            raise InputError(f"V2GPConfig.vlm_base_urls must be a list of server URLs, got {self.vlm_base_urls!r}")
         if self.robot not in ROBOT_PROFILES:
-            raise ValueError(f"V2GPConfig.robot must be one of {', '.join(sorted(ROBOT_PROFILES))}, got {self.robot!r}")
+            raise InputError(f"V2GPConfig.robot must be one of {', '.join(sorted(ROBOT_PROFILES))}, got {self.robot!r}")
         if self.grounder not in GROUNDERS:
-            raise ValueError(f"V2GPConfig.grounder must be one of {', '.join(GROUNDERS)}, got {self.grounder!r}")
+            raise InputError(f"V2GPConfig.grounder must be one of {', '.join(GROUNDERS)}, got {self.grounder!r}")
         if self.identifier not in IDENTIFIERS:
-            raise ValueError(f"V2GPConfig.identifier must be one of {', '.join(IDENTIFIERS)}, got {self.identifier!r}")
+            raise InputError(f"V2GPConfig.identifier must be one of {', '.join(IDENTIFIERS)}, got {self.identifier!r}")
         if self.executor not in EXECUTORS:
-            raise ValueError(f"V2GPConfig.executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+            raise InputError(f"V2GPConfig.executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
         if int(self.workers) < 1:
-            raise ValueError(f"V2GPConfig.workers must be >= 1, got {self.workers}")
+            raise InputError(f"V2GPConfig.workers must be >= 1, got {self.workers}")
         if int(self.keyframes) < 2:
-            raise ValueError(f"V2GPConfig.keyframes must be >= 2 (start and end), got {self.keyframes}")
+            raise InputError(f"V2GPConfig.keyframes must be >= 2 (start and end), got {self.keyframes}")
         if self.min_box_px < 0 or self.min_motion_px < 0:
-            raise ValueError("V2GPConfig.min_box_px and min_motion_px must be >= 0 px")
+            raise InputError("V2GPConfig.min_box_px and min_motion_px must be >= 0 px")
         if self.vlm_timeout_s <= 0:
-            raise ValueError(f"V2GPConfig.vlm_timeout_s must be > 0 s, got {self.vlm_timeout_s}")
+            raise InputError(f"V2GPConfig.vlm_timeout_s must be > 0 s, got {self.vlm_timeout_s}")
         self.segment_config()  # thresholds checked here, naming the bad value
 
     # -- derived ------------------------------------------------------------------------------------------
@@ -154,11 +155,11 @@ class V2GPConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "V2GP config") -> "V2GPConfig":
         if not isinstance(data, dict):
-            raise ValueError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
+            raise InputError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"{where}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+            raise InputError(f"{where}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         return cls(**data)
 
     @classmethod
@@ -177,13 +178,13 @@ def _gripper_value(value: float | str | None, name: str) -> float | str | None:
     if value is None or value == "auto":
         return value
     if isinstance(value, bool):
-        raise ValueError(f"V2GPConfig.{name} must be a number or 'auto', got {value!r}")
+        raise InputError(f"V2GPConfig.{name} must be a number or 'auto', got {value!r}")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"V2GPConfig.{name} must be a number or 'auto', got {value!r}") from None
+        raise InputError(f"V2GPConfig.{name} must be a number or 'auto', got {value!r}") from None
     if not number == number or number in (float("inf"), float("-inf")):
-        raise ValueError(f"V2GPConfig.{name} must be finite, got {value!r}")
+        raise InputError(f"V2GPConfig.{name} must be finite, got {value!r}")
     return number
 
 
@@ -194,9 +195,9 @@ def parse_episode_list(text: str) -> list[int]:
         part = part.strip()
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
         if not m:
-            raise ValueError(f"episode list {text!r}: expected numbers and ranges like 0,3,5-9, got {part!r}")
+            raise InputError(f"episode list {text!r}: expected numbers and ranges like 0,3,5-9, got {part!r}")
         a, b = int(m.group(1)), int(m.group(2) or m.group(1))
         if b < a:
-            raise ValueError(f"episode list {text!r}: range {part} runs backwards")
+            raise InputError(f"episode list {text!r}: range {part} runs backwards")
         out.extend(range(a, b + 1))
     return sorted(set(out))

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from grounded_planner.errors import InputError
 from grounded_planner.v2gp.errors import TrainingDataError, V2GPError, require
 from PIL import Image
 from grounded_planner.vlm.backends.transformers import chat_turns, load_processor, pick_device
@@ -57,28 +58,28 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         if self.epochs <= 0 and self.max_steps <= 0:
-            raise ValueError("FinetuneConfig needs epochs > 0 or max_steps > 0")
+            raise InputError("FinetuneConfig needs epochs > 0 or max_steps > 0")
         if self.max_steps < 0:
-            raise ValueError(f"FinetuneConfig.max_steps must be >= 0, got {self.max_steps}")
+            raise InputError(f"FinetuneConfig.max_steps must be >= 0, got {self.max_steps}")
         if not self.learning_rate > 0:
-            raise ValueError(f"FinetuneConfig.learning_rate must be > 0, got {self.learning_rate}")
+            raise InputError(f"FinetuneConfig.learning_rate must be > 0, got {self.learning_rate}")
         if self.lora_rank < 1:
-            raise ValueError(f"FinetuneConfig.lora_rank must be >= 1, got {self.lora_rank}")
+            raise InputError(f"FinetuneConfig.lora_rank must be >= 1, got {self.lora_rank}")
         if not 0 <= self.lora_dropout < 1:
-            raise ValueError(f"FinetuneConfig.lora_dropout must be in [0, 1), got {self.lora_dropout}")
+            raise InputError(f"FinetuneConfig.lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.batch_size < 1 or self.micro_batch_size < 1:
-            raise ValueError(f"FinetuneConfig.batch_size and micro_batch_size must be >= 1, got {self.batch_size}, "
+            raise InputError(f"FinetuneConfig.batch_size and micro_batch_size must be >= 1, got {self.batch_size}, "
                              f"{self.micro_batch_size}")
         if self.max_image_side < 0 or self.warmup_steps < 0 or self.log_every < 1:
-            raise ValueError("FinetuneConfig.max_image_side and warmup_steps must be >= 0, log_every >= 1")
+            raise InputError("FinetuneConfig.max_image_side and warmup_steps must be >= 0, log_every >= 1")
         if not 0 <= self.eval_fraction < 1:
-            raise ValueError(f"FinetuneConfig.eval_fraction must be in [0, 1), got {self.eval_fraction}")
+            raise InputError(f"FinetuneConfig.eval_fraction must be in [0, 1), got {self.eval_fraction}")
         if self.eval_every < 0 or self.save_every < 0 or self.save_total_limit < 1:
-            raise ValueError("FinetuneConfig.eval_every and save_every must be >= 0, save_total_limit >= 1")
+            raise InputError("FinetuneConfig.eval_every and save_every must be >= 0, save_total_limit >= 1")
         if self.dataloader_workers < 0:
-            raise ValueError(f"FinetuneConfig.dataloader_workers must be >= 0, got {self.dataloader_workers}")
+            raise InputError(f"FinetuneConfig.dataloader_workers must be >= 0, got {self.dataloader_workers}")
         if self.report_to not in REPORTERS:
-            raise ValueError(f"FinetuneConfig.report_to must be one of {', '.join(REPORTERS)}, got {self.report_to!r}")
+            raise InputError(f"FinetuneConfig.report_to must be one of {', '.join(REPORTERS)}, got {self.report_to!r}")
 
 
 def load_training_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.v2gp.dataset import DemoEpisode, ObjectTrack
 from grounded_planner.v2gp.errors import MissingDependencyError, V2GPError, require
 from grounded_planner.v2gp.identify import ObjectIdentity, first_json_object, moved_object, name_similarity
@@ -191,7 +192,7 @@ class Sam3Grounder(_TextCueGrounder):
 
     def __init__(self, model_path: str, threshold: float = 0.3, device: str = "auto"):
         if not model_path:
-            raise ValueError("the sam3 grounder needs sam3_model: a local folder of a SAM 3 checkpoint "
+            raise InputError("the sam3 grounder needs sam3_model: a local folder of a SAM 3 checkpoint "
                              "(e.g. facebook/sam3 downloaded with huggingface-cli)")
         self.torch = require("torch", "ml", "the sam3 grounder")
         transformers = require("transformers", "ml", "the sam3 grounder")
@@ -242,8 +243,8 @@ def make_grounder(name: str, planner=None, sam3_model: str = "", sam3_threshold:
         return OracleGrounder()
     if name == "vlm":
         if planner is None:
-            raise ValueError("the vlm grounder needs a VLM: give --vlm BASE_URL (or vlm_base_url in the config)")
+            raise InputError("the vlm grounder needs a VLM: give --vlm BASE_URL (or vlm_base_url in the config)")
         return VLMGrounder(planner)
     if name == "sam3":
         return Sam3Grounder(sam3_model, sam3_threshold)
-    raise ValueError(f"unknown grounder {name!r} (expected oracle, vlm or sam3)")
+    raise InputError(f"unknown grounder {name!r} (expected oracle, vlm or sam3)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grounded_planner.errors import InputError
 from grounded_planner.v2gp.segment import SegmentConfig
 
 
@@ -193,7 +194,7 @@ def profile_for_robot_type(robot_type: str | None) -> RobotProfile | None:
 def config_for_robot(robot: str, **overrides) -> SegmentConfig:
     """The :class:`SegmentConfig` of a named robot profile, with keyword overrides (None values ignored)."""
     if robot not in ROBOT_PROFILES:
-        raise ValueError(f"unknown robot profile {robot!r} (expected one of {', '.join(sorted(ROBOT_PROFILES))})")
+        raise InputError(f"unknown robot profile {robot!r} (expected one of {', '.join(sorted(ROBOT_PROFILES))})")
     values = dict(ROBOT_PROFILES[robot])
     if values.get("levels") == "auto" and values.get("open_value") is None and values.get("closed_value") is None:
         values["open_value"] = None

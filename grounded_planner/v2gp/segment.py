@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.v2gp.levels import (SignalError, dense_signal, edge_end, fill_missing, flat_level,
                                           hysteresis, median_smooth, noise_sigma, ramp_knee, runs, zigzag)
 
@@ -57,28 +58,28 @@ class SegmentConfig:
 
     def __post_init__(self) -> None:
         if self.levels not in ("fixed", "auto"):
-            raise ValueError(f"SegmentConfig.levels must be 'fixed' or 'auto', got {self.levels!r}")
+            raise InputError(f"SegmentConfig.levels must be 'fixed' or 'auto', got {self.levels!r}")
         if self.levels == "auto" and self.open_value is None and self.closed_value is None:
-            raise ValueError("auto levels need the polarity: give open_value or closed_value (a raw value)")
+            raise InputError("auto levels need the polarity: give open_value or closed_value (a raw value)")
         if self.levels == "fixed" and (self.open_value is None or self.closed_value is None):
-            raise ValueError("fixed levels need both open_value and closed_value (raw values); use levels 'auto'")
+            raise InputError("fixed levels need both open_value and closed_value (raw values); use levels 'auto'")
         if not 0.05 <= float(self.prominence) <= 0.9:
-            raise ValueError(f"SegmentConfig.prominence must be in [0.05, 0.9], got {self.prominence}")
+            raise InputError(f"SegmentConfig.prominence must be in [0.05, 0.9], got {self.prominence}")
         for name in ("close_threshold", "open_threshold", "open_value", "closed_value", "empty_grasp_level"):
             if getattr(self, name) is None and name in ("open_value", "closed_value"):
                 continue
             if not math.isfinite(float(getattr(self, name))):
-                raise ValueError(f"SegmentConfig.{name} must be finite, got {getattr(self, name)!r}")
+                raise InputError(f"SegmentConfig.{name} must be finite, got {getattr(self, name)!r}")
         if not 0.0 < self.close_threshold <= 1.0:
-            raise ValueError(f"close_threshold must be in (0, 1], got {self.close_threshold}")
+            raise InputError(f"close_threshold must be in (0, 1], got {self.close_threshold}")
         if not 0.0 <= self.open_threshold < self.close_threshold:
-            raise ValueError(
+            raise InputError(
                 f"open_threshold must be in [0, close_threshold={self.close_threshold}), got {self.open_threshold}")
         if int(self.min_frames) != self.min_frames or self.min_frames < 1:
-            raise ValueError(f"min_frames must be an integer >= 1, got {self.min_frames!r}")
+            raise InputError(f"min_frames must be an integer >= 1, got {self.min_frames!r}")
         self.min_frames = int(self.min_frames)
         if self.open_value == self.closed_value:
-            raise ValueError(f"open_value and closed_value must differ, both are {self.open_value}")
+            raise InputError(f"open_value and closed_value must differ, both are {self.open_value}")
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.v2gp.errors import require
 from PIL import Image
 from fractions import Fraction
@@ -70,11 +71,11 @@ class SyntheticConfig:
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
-            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+            raise InputError(f"episodes must be >= 1, got {self.episodes}")
         if self.fps < 1:
-            raise ValueError(f"fps must be >= 1, got {self.fps}")
+            raise InputError(f"fps must be >= 1, got {self.fps}")
         if self.noise_sigma < 0 or self.dropouts < 0:
-            raise ValueError("noise_sigma and dropouts must be >= 0")
+            raise InputError("noise_sigma and dropouts must be >= 0")
 
 
 def _box(center: np.ndarray, half: tuple[float, float]) -> np.ndarray:
@@ -266,7 +267,7 @@ def write_synthetic_rollouts(out: str | Path, cfg: SyntheticConfig | None = None
     cfg = cfg or SyntheticConfig()
     root = Path(out)
     if root.exists() and any(root.iterdir()):
-        raise ValueError(f"{root} exists and is not empty")
+        raise InputError(f"{root} exists and is not empty")
     root.mkdir(parents=True, exist_ok=True)
     truth = []
     period_ns = int(1e9 / cfg.fps)
@@ -288,12 +289,12 @@ def write_synthetic_dataset(out: str | Path, cfg: SyntheticConfig | None = None,
     """Write the dataset to ``out`` (created; must be empty or absent) and return its path."""
     cfg = cfg or SyntheticConfig()
     if version not in ("v2.1", "v3.0"):
-        raise ValueError(f"version must be v2.1 or v3.0, got {version!r}")
+        raise InputError(f"version must be v2.1 or v3.0, got {version!r}")
     pa = require("pyarrow", "v2gp", "writing the synthetic dataset")
     pq = require("pyarrow.parquet", "v2gp", "writing the synthetic dataset")
     root = Path(out)
     if root.exists() and any(root.iterdir()):
-        raise ValueError(f"{root} exists and is not empty")
+        raise InputError(f"{root} exists and is not empty")
     (root / "meta").mkdir(parents=True, exist_ok=True)
     instructions = sorted({SCRIPTS[i % len(SCRIPTS)][0] for i in range(cfg.episodes)})
     task_index = {t: i for i, t in enumerate(instructions)}

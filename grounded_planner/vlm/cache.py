@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from grounded_planner.errors import InputError
 from grounded_planner.fileio import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class ResponseCache:
             entry = json.loads(path.read_text(encoding="utf-8"))
             text = entry["response"]
             if not isinstance(text, str):
-                raise ValueError("response is not text")
+                raise InputError("response is not text")
         except FileNotFoundError:
             self.misses += 1
             return None

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Sequence
 
+from grounded_planner.errors import InputError
 from grounded_planner.plan import GroundedPlan
 
 CONVENTIONS = ("qwen3", "gemini", "pixel")
@@ -30,7 +31,7 @@ def check_convention(convention: str, allowed: Sequence[str] = CONVENTIONS) -> s
     """Return ``convention`` lower-cased, or raise ValueError naming the allowed values."""
     name = str(convention).strip().lower()
     if name not in allowed:
-        raise ValueError(f"unknown coordinate convention {convention!r} (expected one of {', '.join(allowed)})")
+        raise InputError(f"unknown coordinate convention {convention!r} (expected one of {', '.join(allowed)})")
     return name
 
 
@@ -160,7 +161,7 @@ def render_plan(plan: GroundedPlan, convention: str = "pixel", *, style: str = "
     """
     convention = check_convention(convention)
     if style not in ("json", "calls"):
-        raise ValueError(f"unknown render style {style!r} (expected json or calls)")
+        raise InputError(f"unknown render style {style!r} (expected json or calls)")
     w, h = plan.image_size
     mw, mh = model_image_size if model_image_size is not None else (w, h)
     sx, sy = mw / w, mh / h

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
 
+from grounded_planner.errors import InputError
 from grounded_planner.vlm.errors import VLMBusyError
 
 
@@ -33,7 +34,7 @@ class RequestGate:
 
     def __init__(self, limit: int, name: str = "max_concurrent_requests"):
         if int(limit) < 1:
-            raise ValueError(f"{name} must be >= 1, got {limit}")
+            raise InputError(f"{name} must be >= 1, got {limit}")
         self.limit = int(limit)
         self.name = name
         self._lock = threading.Lock()

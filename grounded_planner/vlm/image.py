@@ -10,17 +10,19 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
+from grounded_planner.errors import InputError
+
 
 def check_image(image_rgb: object, what: str = "image_rgb") -> np.ndarray:
     """Return ``image_rgb`` as a C-contiguous (H, W, 3) uint8 array, or raise ValueError naming the problem."""
     if not isinstance(image_rgb, np.ndarray):
-        raise ValueError(f"{what} must be a numpy array (H, W, 3) uint8, got {type(image_rgb).__name__}")
+        raise InputError(f"{what} must be a numpy array (H, W, 3) uint8, got {type(image_rgb).__name__}")
     if image_rgb.ndim != 3 or image_rgb.shape[2] != 3:
-        raise ValueError(f"{what} must have shape (H, W, 3), got {image_rgb.shape}")
+        raise InputError(f"{what} must have shape (H, W, 3), got {image_rgb.shape}")
     if image_rgb.dtype != np.uint8:
-        raise ValueError(f"{what} must be uint8 RGB, got dtype {image_rgb.dtype}")
+        raise InputError(f"{what} must be uint8 RGB, got dtype {image_rgb.dtype}")
     if image_rgb.shape[0] == 0 or image_rgb.shape[1] == 0:
-        raise ValueError(f"{what} is empty: shape {image_rgb.shape}")
+        raise InputError(f"{what} is empty: shape {image_rgb.shape}")
     return np.ascontiguousarray(image_rgb)
 
 
@@ -80,7 +82,7 @@ def encode_image(image_rgb: np.ndarray, max_side: int = 0, fmt: str = "png", jpe
         pil.save(buf, format="PNG", compress_level=1)
         mime = "image/png"
     else:
-        raise ValueError(f"image format must be png or jpeg, got {fmt!r}")
+        raise InputError(f"image format must be png or jpeg, got {fmt!r}")
     data = buf.getvalue()
     return EncodedImage(data=data, mime_type=mime, size=size, original_size=(width, height),
                         sha256=hashlib.sha256(data).hexdigest())

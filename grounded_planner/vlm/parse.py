@@ -20,6 +20,7 @@ import logging
 import re
 from typing import Any, Sequence
 
+from grounded_planner.errors import InputError
 from grounded_planner.plan import GroundedPlan, PlanError
 from grounded_planner.vlm.conventions import (
     PARSE_CONVENTIONS, answer_box_to_px, answer_point_to_px, check_convention, key_convention)
@@ -45,9 +46,9 @@ def _check_size(size: Any, what: str) -> tuple[int, int]:
     try:
         w, h = (int(v) for v in size)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(f"{what} must be (width, height) in pixels, got {size!r}") from exc
+        raise InputError(f"{what} must be (width, height) in pixels, got {size!r}") from exc
     if w <= 0 or h <= 0:
-        raise ValueError(f"{what} must be positive, got {size!r}")
+        raise InputError(f"{what} must be positive, got {size!r}")
     return w, h
 
 
@@ -180,7 +181,7 @@ def parse_location(text: str, image_size: Sequence[int], kind: str, convention: 
     the image sent). Returns (coordinates, warnings); raises ParseError when nothing usable is there.
     """
     if kind not in ("box", "point"):
-        raise ValueError(f"kind must be 'box' or 'point', got {kind!r}")
+        raise InputError(f"kind must be 'box' or 'point', got {kind!r}")
     if not isinstance(text, str):
         raise ParseError(f"model answer must be text, got {type(text).__name__}", rule="text")
     size = _check_size(image_size, "image_size")

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.plan import GroundedPlan, PlanError
 from grounded_planner.vlm import prompts
 from grounded_planner.vlm.backends.base import VLMBackend, VLMRequest
@@ -63,7 +64,7 @@ class PlannerStats:
 
 def _check_instruction(instruction: Any) -> str:
     if not isinstance(instruction, str) or not instruction.strip():
-        raise ValueError(f"instruction must be a non-empty string, got {instruction!r}")
+        raise InputError(f"instruction must be a non-empty string, got {instruction!r}")
     return instruction.strip()
 
 
@@ -139,7 +140,7 @@ class Planner:
         """One raw request with the image and ``prompt`` (no parsing); cached like plan requests."""
         image_rgb = check_image(image_rgb)
         if not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError(f"prompt must be a non-empty string, got {prompt!r}")
+            raise InputError(f"prompt must be a non-empty string, got {prompt!r}")
         with request_deadline(self.config.timeout_s):
             encoded = self.encode(image_rgb)
             messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
@@ -259,7 +260,7 @@ class ReplayPlanner(Planner):
                 elif "prompt" in entry:
                     self.answers[(str(entry["prompt"]), image_hash)] = str(entry.get("response", ""))
                 else:
-                    raise ValueError("a record needs 'plan' or 'prompt'/'response'")
+                    raise InputError("a record needs 'plan' or 'prompt'/'response'")
             except (ValueError, AttributeError, PlanError) as exc:
                 raise VLMConfigError(f"{path}:{number}: not a replay record: {exc}") from exc
 

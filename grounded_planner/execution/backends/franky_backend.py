@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from grounded_planner.errors import InputError
 from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError,
                                                 RobotBackend, check_pose_args)
 from grounded_planner.execution.backends._common import nearest_equivalent_yaw
@@ -238,7 +239,7 @@ class FrankyBackend(RobotBackend):
             log.info("franky: opening %.3f m clipped to the gripper's maximum %.3f m", width, full)
             width = full
         if width <= 0:
-            raise ValueError(f"width_m must be positive, got {width_m!r}")
+            raise InputError(f"width_m must be positive, got {width_m!r}")
         if not self._gripper_call("open", lambda: self._gripper.move_async(width, self.config.gripper_speed_mps)):
             raise BackendFault(f"franky: gripper could not open to {width:.3f} m")
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from grounded_planner.errors import InputError
 from grounded_planner.vlm.backends.base import MAX_BACKOFF_S, VLMBackend, VLMRequest
 from grounded_planner.vlm.errors import VLMProtocolError, VLMTimeoutError, VLMUnavailableError
 
@@ -59,14 +60,14 @@ class ServerPool(VLMBackend):
     def __init__(self, backends: Sequence[VLMBackend], max_retries: int = 2, retry_backoff_s: float = 0.5,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
         if not backends:
-            raise ValueError("a server pool needs at least one backend")
+            raise InputError("a server pool needs at least one backend")
         models = {b.model for b in backends}
         if len(models) != 1:
-            raise ValueError(f"a server pool serves one model, got {sorted(models)}")
+            raise InputError(f"a server pool serves one model, got {sorted(models)}")
         super().__init__(backends[0].model)
         self.servers = [ServerState(b, str(getattr(b, "base_url", "") or f"server {i}")) for i, b in enumerate(backends)]
         if len({s.url for s in self.servers}) != len(self.servers):
-            raise ValueError(f"a server pool needs distinct servers, got {[s.url for s in self.servers]}")
+            raise InputError(f"a server pool needs distinct servers, got {[s.url for s in self.servers]}")
         # The pool's identity in the response cache: the same set of servers of one model, in any order.
         self.base_url = " ".join(sorted(s.url for s in self.servers))
         self.max_retries = int(max_retries)
