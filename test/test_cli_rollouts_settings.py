@@ -1,6 +1,6 @@
-"""The `rollouts` command's flags off their defaults (issue 31.2) that no other test names: `label --relabel` and
-`export --only-success --fps` (`summary --by --json --plot`: test_rollout_stats.py). Rollouts recorded by the real
-RolloutRecorder, labelled as the stack labels them."""
+"""Command flags off their defaults (issue 31.2) that no other test names: `rollouts label --relabel`,
+`rollouts export --only-success --fps` (`summary --by --json --plot`: test_rollout_stats.py) and the `console` flags.
+Rollouts recorded by the real RolloutRecorder, labelled as the stack labels them."""
 
 from __future__ import annotations
 
@@ -44,3 +44,17 @@ def test_export_only_success_and_fps_reach_the_exporter(tmp_path, monkeypatch, c
     assert main(["rollouts", "export", str(tmp_path), "--repo-id", "me/cups", "--root", str(tmp_path / "ds"),
                  "--only-success", "--fps", "7"]) == 0, capsys.readouterr().err
     assert calls == [(["ok0", "ok1"], "me/cups", str(tmp_path / "ds"), 7)]  # the default fps is 15
+
+
+def test_console_flags_reach_the_console_node(tmp_path, monkeypatch, capsys):
+    """`grounded-planner console`'s flags become console_node's parameters (what each does:
+    test_ros_params_off_default.py, test_console_browser.py)."""
+    pytest.importorskip("rclpy")
+    calls = []
+    monkeypatch.setattr("grounded_planner.ros.console_node.run_console", calls.append)
+    (tmp_path / "executor.yaml").write_text("safety:\n  workspace_max_m: [0.4, 0.45, 0.6]\n")
+    assert main(["console", "--host", "0.0.0.0", "--port", "0", "--token", "sixteen-chars-tok", "--rollouts-dir",
+                 str(tmp_path / "r"), "--session", str(tmp_path / "cards"), "--executor-config",
+                 str(tmp_path / "executor.yaml")]) == 0, capsys.readouterr().err
+    assert calls == [{"host": "0.0.0.0", "port": 0, "token": "sixteen-chars-tok", "rollouts_dir": str(tmp_path / "r"),
+                      "session_dir": str(tmp_path / "cards"), "executor_config_file": str(tmp_path / "executor.yaml")}]

@@ -215,11 +215,12 @@ def test_camera_node_plays_a_recording_once_without_loop_playback_under_its_fram
         node.destroy_node()
 
 
-# -- console_node: host, executor_config_file, plan_timeout_s, max_image_width, jpeg_quality ------------------------------------------------------
+# -- console_node: host, token, executor_config_file, plan_timeout_s, max_image_width, jpeg_quality ------------------------------------------------------
 
-def test_console_node_takes_host_executor_config_file_plan_timeout_and_frame_settings(
+def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_frame_settings(
         rclpy_context, tmp_path):
     import json
+    import urllib.error
     import urllib.request
 
     import numpy as np
@@ -243,12 +244,16 @@ def test_console_node_takes_host_executor_config_file_plan_timeout_and_frame_set
     node = ConsoleNode(context=rclpy_context, parameter_overrides=_overrides({
         "host": "127.0.0.2", "port": 0, "rollouts_dir": str(tmp_path / "rollouts"),
         "executor_config_file": str(tmp_path / "executor.yaml"), "max_image_width": 160, "jpeg_quality": 5,
-        "plan_timeout_s": 7.5}))
+        "plan_timeout_s": 7.5, "token": "sixteen-chars-tok"}))
     probe = rclpy.create_node("console_probe", context=rclpy_context)
     try:
-        # host: the console answers on 127.0.0.2 (another loopback address than the default 127.0.0.1)
+        # host: the console answers on 127.0.0.2 (another loopback address than the default 127.0.0.1);
+        # token: even there (loopback, where none is needed by default) a request without it is refused
         assert node.url.startswith("http://127.0.0.2:"), node.url
-        with urllib.request.urlopen(node.url + "api/state", timeout=10) as reply:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(node.url + "api/state", timeout=10)
+        assert refused.value.code == 401
+        with urllib.request.urlopen(node.url + "api/state?token=sixteen-chars-tok", timeout=10) as reply:
             assert reply.status == 200 and json.load(reply) is not None
 
         # executor_config_file: the previewed step is judged by that file's envelope
