@@ -8,8 +8,7 @@ from grounded_planner.errors import InputError
 class SpaBenchError(InputError):
     """Bad Spa-Bench input; the message is one line naming the file and field (or the task and seed).
 
-    A ``ValueError`` like the package's other input errors (``ScenarioError``, ``StatsError``), so callers that map
-    bad input to exit code 2 keep working until the common root of ``grounded_planner/errors.py`` lands.
+    An :class:`~grounded_planner.errors.InputError` (hence a ``ValueError``): the CLI maps it to exit code 2.
     """
 
 
