@@ -13,7 +13,7 @@ from helpers.ros_wait import stop_process
 
 
 def _launch_table(name: str, table: str):
-    """A module-level literal of a launch file, with ``os.path.join(SHARE, ...)`` read as a repository path."""
+    """A module-level literal of a launch file, ``os.path.join(SHARE, ...)`` read as a repository path, names as ``<NAME>``."""
     tree = ast.parse((REPO / "launch" / name).read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == table:
@@ -22,6 +22,9 @@ def _launch_table(name: str, table: str):
                     if ast.unparse(call.func) == "os.path.join":
                         return ast.Constant("/".join(ast.literal_eval(a) for a in call.args[1:]))
                     return self.generic_visit(call)
+
+                def visit_Name(self, name):  # a constant imported from the package (DEFAULT_LOG_DIR): its name stands in
+                    return ast.Constant(f"<{name.id}>")
             return ast.literal_eval(Share().visit(node.value))
     raise AssertionError(f"{name} has no {table}")
 
@@ -41,7 +44,9 @@ def test_launch_files_offer_replay_file_and_hand_it_to_the_planner(name):
     arguments = {a[0] for a in _launch_table(name, "ARGUMENTS")}
     assert "replay_file" in arguments
     text = (REPO / "launch" / name).read_text()
-    assert '"replay_file": arg["replay_file"]' in text
+    # checked by launch_args.planner (a missing file is refused naming replay_file:=) and handed to the planner node
+    assert 'launch_args.planner(arg["planner_backend"], arg["model"], arg["replay_file"])' in text
+    assert '"replay_file": planner["replay_file"]' in text
 
 
 def test_tilde_paths_are_expanded_for_every_path_parameter(monkeypatch, tmp_path):
