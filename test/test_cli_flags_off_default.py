@@ -1,6 +1,8 @@
 """Command flags off their defaults (issue 31.2) that no other test names: `rollouts label --relabel`,
-`rollouts export --only-success --fps` (`summary --by --json --plot`: test_rollout_stats.py) and the `console` flags.
-Rollouts recorded by the real RolloutRecorder, labelled as the stack labels them."""
+`rollouts export --only-success --fps` (`summary --by --json --plot`: test_rollout_stats.py), the `console` flags,
+`sim run --executor-config`, `replay --color-topic --plan-topic --instruction-topic` and `spabench session
+--plan-timeout --execute-timeout`. Each reaches what the command hands on, so that a flag the command drops fails
+here. Rollouts recorded by the real RolloutRecorder, labelled as the stack labels them."""
 
 from __future__ import annotations
 
@@ -58,3 +60,51 @@ def test_console_flags_reach_the_console_node(tmp_path, monkeypatch, capsys):
                  str(tmp_path / "executor.yaml")]) == 0, capsys.readouterr().err
     assert calls == [{"host": "0.0.0.0", "port": 0, "token": "sixteen-chars-tok", "rollouts_dir": str(tmp_path / "r"),
                       "session_dir": str(tmp_path / "cards"), "executor_config_file": str(tmp_path / "executor.yaml")}]
+
+
+def _stop_at(monkeypatch, where: str, error) -> list:
+    """Replace ``where`` with a call recorder that ends the command with ``error`` (a refusal the command handles)."""
+    calls = []
+
+    def record(*args, **kwargs):
+        calls.append((args, kwargs))
+        raise error
+
+    monkeypatch.setattr(where, record)
+    return calls
+
+
+def test_sim_run_executor_config_reaches_the_scenario_run(tmp_path, monkeypatch, capsys):
+    from grounded_planner.execution.config import ExecutorConfig
+    from grounded_planner.sim.workcell import SimError
+
+    calls = _stop_at(monkeypatch, "grounded_planner.cli.sim.run_scenario", SimError("stopped by the test"))
+    (tmp_path / "executor.yaml").write_text("executor:\n  approach_height_m: 0.0625\n")
+    main(["sim", "run", "config/scenarios/box_in_bowl.yaml", "--targets", "gt", "--executor-config",
+          str(tmp_path / "executor.yaml")])
+    assert "stopped by the test" in capsys.readouterr().err
+    ((_, kwargs),) = calls
+    assert kwargs["executor_config"].approach_height_m == 0.0625 != ExecutorConfig().approach_height_m
+
+
+def test_replay_topic_flags_choose_the_topics_read_from_the_bags(tmp_path, monkeypatch, capsys):
+    from grounded_planner.rollout.bag import BagError
+
+    calls = _stop_at(monkeypatch, "grounded_planner.cli.replay.episodes_for_replay", BagError("stopped by the test"))
+    main(["replay", str(tmp_path / "bag"), "--out", str(tmp_path / "p.jsonl"), "--color-topic", "/cam/rgb",
+          "--plan-topic", "/other/plan", "--instruction-topic", "/other/instruction"])
+    assert "stopped by the test" in capsys.readouterr().err
+    ((_, _, topics, _), _), = calls
+    assert (topics.color, topics.plan, topics.instruction) == ("/cam/rgb", "/other/plan", "/other/instruction")
+
+
+def test_spabench_session_timeouts_reach_the_live_stack(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("rclpy")
+    from grounded_planner.spabench.errors import SpaBenchError
+    from helpers.spabench_cards import make_cards
+
+    make_cards(tmp_path / "cards", [("relational_placement", "id", 0)])
+    calls = _stop_at(monkeypatch, "grounded_planner.ros.spabench_stack.live_stack", SpaBenchError("stopped by the test"))
+    main(["spabench", "session", str(tmp_path / "cards"), "--plan-timeout", "7.5", "--execute-timeout", "42"])
+    capsys.readouterr()
+    assert calls == [((), {"plan_timeout_s": 7.5, "execute_timeout_s": 42.0})]  # defaults 120 and 600
