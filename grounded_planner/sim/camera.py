@@ -28,9 +28,14 @@ class SimError(RunFailure):
 
 class WorkcellCamera:
     """The camera half of :class:`~grounded_planner.sim.workcell.SimWorkcell` (a mixin: it reads the workcell's
-    ``mujoco``, ``model``, ``data``, ``lock``, ``scenario``, ``_camera_id`` and ``_rng``)."""
+    public ``mujoco``, ``model``, ``data``, ``lock`` and ``scenario``; what else it needs is given to
+    :meth:`_init_camera`)."""
 
-    def _init_camera(self) -> None:
+    def _init_camera(self, camera_id: int, noise_rng: np.random.Generator) -> None:
+        """``camera_id``: the MuJoCo camera that renders; ``noise_rng``: draws the depth noise and holes (the
+        workcell's seeded generator, so that a seed gives the same frames)."""
+        self._render_camera_id = camera_id
+        self._noise_rng = noise_rng
         # every GL context lives on one thread of its own: EGL/OSMesa contexts cannot move between threads, and
         # a ROS camera thread, the executor's thread and the main thread may all ask for frames
         self._gl = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-render")
@@ -105,7 +110,7 @@ class WorkcellCamera:
 
     def _update_scene(self, r) -> None:
         with self.lock:  # the scene is a CPU copy of the state: the physics may step again right after
-            r.update_scene(self.data, camera=self._camera_id)
+            r.update_scene(self.data, camera=self._render_camera_id)
 
     def render_rgb(self, width: int | None = None, height: int | None = None) -> np.ndarray:
         """Colour only, (H, W, 3) uint8, optionally at another size (same field of view): cheap video frames."""
@@ -150,11 +155,11 @@ class WorkcellCamera:
         if noise:
             # stereo depth error grows with z^2: sigma = z^2 * subpixel / (f * baseline), D435: 0.08 px, 50 mm
             sigma = out**2 * 0.08 / (cam.fy_px * 0.05)
-            out = out + self._rng.standard_normal(out.shape).astype(np.float32) * sigma
+            out = out + self._noise_rng.standard_normal(out.shape).astype(np.float32) * sigma
             out = np.round(out * 1000.0) / 1000.0
         out[(out < cam.depth_min_m) | (out > cam.depth_max_m)] = 0.0
         if cam.depth_hole_fraction > 0:
-            out[self._rng.random(out.shape) < cam.depth_hole_fraction] = 0.0
+            out[self._noise_rng.random(out.shape) < cam.depth_hole_fraction] = 0.0
         return out.astype(np.float32)
 
     def object_masks(self, segmentation: np.ndarray | None = None) -> dict[str, np.ndarray]:

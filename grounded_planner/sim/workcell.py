@@ -86,7 +86,6 @@ class SimWorkcell(WorkcellCamera):
         self.data = mj.MjData(self.model)
         self.lock = threading.RLock()
         self._stop = threading.Event()
-        self._init_camera()
         #: called after every control tick with the sim time (s); used to record videos / publish state
         self.tick_listeners: list[Callable[[float], None]] = []
         #: 0 runs as fast as the CPU allows; 1.0 paces the simulation to the wall clock (live demos)
@@ -111,6 +110,7 @@ class SimWorkcell(WorkcellCamera):
         self._holdable_ids = {self._id(mj.mjtObj.mjOBJ_BODY, b): b for b in self.holdable_bodies}
         self._weld_ids = {b: self._id(mj.mjtObj.mjOBJ_EQUALITY, f"grasp:{b}") for b in self.holdable_bodies}
         self._camera_id = self._id(mj.mjtObj.mjOBJ_CAMERA, "rgbd")
+        self._init_camera(self._camera_id, self._rng)
         self.held_body: str | None = None
         home_q = np.array(robot.home_q) if robot.home_q else None
         self._ik = NumericIK(self.model, robot, home_q, fallback_seeds=tuple(np.array(s) for s in robot.ik_fallback_seeds)) \
