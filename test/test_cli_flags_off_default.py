@@ -15,6 +15,7 @@ pytest.importorskip("rosbags")
 
 from grounded_planner.cli.main import main  # noqa: E402
 from grounded_planner.rollout.record import RolloutRecorder, load_rollout  # noqa: E402
+from helpers.calls import record_calls  # noqa: E402
 
 
 def _record(folder, success):
@@ -62,23 +63,11 @@ def test_console_flags_reach_the_console_node(tmp_path, monkeypatch, capsys):
                       "session_dir": str(tmp_path / "cards"), "executor_config_file": str(tmp_path / "executor.yaml")}]
 
 
-def _stop_at(monkeypatch, where: str, error) -> list:
-    """Replace ``where`` with a call recorder that ends the command with ``error`` (a refusal the command handles)."""
-    calls = []
-
-    def record(*args, **kwargs):
-        calls.append((args, kwargs))
-        raise error
-
-    monkeypatch.setattr(where, record)
-    return calls
-
-
 def test_sim_run_executor_config_reaches_the_scenario_run(tmp_path, monkeypatch, capsys):
     from grounded_planner.execution.config import ExecutorConfig
     from grounded_planner.sim.workcell import SimError
 
-    calls = _stop_at(monkeypatch, "grounded_planner.cli.sim.run_scenario", SimError("stopped by the test"))
+    calls = record_calls(monkeypatch, "grounded_planner.cli.sim.run_scenario", error=SimError("stopped by the test"))
     (tmp_path / "executor.yaml").write_text("executor:\n  approach_height_m: 0.0625\n")
     main(["sim", "run", "config/scenarios/box_in_bowl.yaml", "--targets", "gt", "--executor-config",
           str(tmp_path / "executor.yaml")])
@@ -90,7 +79,7 @@ def test_sim_run_executor_config_reaches_the_scenario_run(tmp_path, monkeypatch,
 def test_replay_topic_flags_choose_the_topics_read_from_the_bags(tmp_path, monkeypatch, capsys):
     from grounded_planner.rollout.bag import BagError
 
-    calls = _stop_at(monkeypatch, "grounded_planner.cli.replay.episodes_for_replay", BagError("stopped by the test"))
+    calls = record_calls(monkeypatch, "grounded_planner.cli.replay.episodes_for_replay", error=BagError("stopped by the test"))
     main(["replay", str(tmp_path / "bag"), "--out", str(tmp_path / "p.jsonl"), "--color-topic", "/cam/rgb",
           "--plan-topic", "/other/plan", "--instruction-topic", "/other/instruction"])
     assert "stopped by the test" in capsys.readouterr().err
@@ -104,7 +93,7 @@ def test_spabench_session_timeouts_reach_the_live_stack(tmp_path, monkeypatch, c
     from helpers.spabench_cards import make_cards
 
     make_cards(tmp_path / "cards", [("relational_placement", "id", 0)])
-    calls = _stop_at(monkeypatch, "grounded_planner.ros.spabench_stack.live_stack", SpaBenchError("stopped by the test"))
+    calls = record_calls(monkeypatch, "grounded_planner.ros.spabench_stack.live_stack", error=SpaBenchError("stopped by the test"))
     main(["spabench", "session", str(tmp_path / "cards"), "--plan-timeout", "7.5", "--execute-timeout", "42"])
     capsys.readouterr()
     assert calls == [((), {"plan_timeout_s": 7.5, "execute_timeout_s": 42.0})]  # defaults 120 and 600

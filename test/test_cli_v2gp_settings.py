@@ -9,21 +9,11 @@ from grounded_planner.cli.main import main
 from grounded_planner.v2gp.config import V2GPConfig
 from grounded_planner.v2gp.finetune import FinetuneConfig
 from grounded_planner.v2gp.synthetic import SyntheticConfig
-
-
-def _capture(monkeypatch, where: str, result=None) -> list:
-    calls: list = []
-
-    def record(*args, **kwargs):
-        calls.append((args, kwargs))
-        return result
-
-    monkeypatch.setattr(where, record)
-    return calls
+from helpers.calls import record_calls
 
 
 def test_finetune_flags_reach_the_finetune_config(monkeypatch, capsys, tmp_path):
-    calls = _capture(monkeypatch, "grounded_planner.cli.v2gp.finetune", {"steps": 1})
+    calls = record_calls(monkeypatch, "grounded_planner.cli.v2gp.finetune", {"steps": 1})
     flags = {"--epochs": ("epochs", 1.5), "--max-steps": ("max_steps", 7), "--lr": ("learning_rate", 5e-5),
              "--rank": ("lora_rank", 4), "--dropout": ("lora_dropout", 0.25), "--target-modules": ("target_modules", "q_proj"),
              "--batch-size": ("batch_size", 8), "--micro-batch-size": ("micro_batch_size", 2),
@@ -50,7 +40,7 @@ def test_finetune_flags_reach_the_finetune_config(monkeypatch, capsys, tmp_path)
 def test_run_flags_reach_the_pipeline_config(monkeypatch, capsys, tmp_path):
     from grounded_planner.v2gp.pipeline import RunSummary
 
-    calls = _capture(monkeypatch, "grounded_planner.cli.v2gp.run_pipeline", RunSummary(dataset=str(tmp_path / "ds"), out=str(tmp_path / "out")))
+    calls = record_calls(monkeypatch, "grounded_planner.cli.v2gp.run_pipeline", RunSummary(dataset=str(tmp_path / "ds"), out=str(tmp_path / "out")))
     argv = ["v2gp", "run", "--dataset", str(tmp_path / "ds"), "--out", str(tmp_path / "out"),
             "--vlm", "http://127.0.0.1:9/v1", "--vlm", "http://127.0.0.1:10/v1", "--model", "qwen3-vl-test",
             "--identifier", "oracle", "--grounder", "sam3", "--workers", "3", "--executor", "ray",
@@ -69,7 +59,7 @@ def test_run_flags_reach_the_pipeline_config(monkeypatch, capsys, tmp_path):
 
 
 def test_synth_flags_reach_the_synthetic_dataset(monkeypatch, capsys, tmp_path):
-    calls = _capture(monkeypatch, "grounded_planner.cli.v2gp.write_synthetic_dataset", tmp_path / "ds")
+    calls = record_calls(monkeypatch, "grounded_planner.cli.v2gp.write_synthetic_dataset", tmp_path / "ds")
     argv = ["v2gp", "synth", "--out", str(tmp_path / "ds"), "--episodes", "2", "--seed", "9", "--format", "v3.0",
             "--video"]
     assert main(argv) == 0, capsys.readouterr().err
