@@ -77,7 +77,7 @@ def extrinsics_file(value: Any) -> str | None:
     if reason is None and value:
         try:
             Extrinsics.load(resolve_data_path(value))
-        except ValueError as exc:  # ExtrinsicsError: unreadable, not YAML, missing or malformed fields
+        except InputError as exc:  # ExtrinsicsError: unreadable, not YAML, missing or malformed fields
             reason = f"is not a usable extrinsics file: {one_line(exc)}"
     return reason
 
@@ -88,7 +88,7 @@ def executor_config_file(value: Any) -> str | None:
     if reason is None and value:
         try:
             ExecutorConfig.load(resolve_data_path(value))
-        except ValueError as exc:  # ConfigError: unreadable, not YAML, unknown or out-of-range fields
+        except InputError as exc:  # ConfigError: unreadable, not YAML, unknown or out-of-range fields
             reason = f"is not a usable executor config: {one_line(exc)}"
     return reason
 
