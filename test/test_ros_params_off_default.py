@@ -94,27 +94,32 @@ def test_executor_node_closed_loop_reads_camera_info_topic_and_checks_the_link_e
         node.destroy_node()
 
 
-# -- rollout_logger_node: camera_info_topic and the recording options ----------------------------------------------
+# -- rollout_logger_node: camera_info_topic, task, scene_id and the recording options -------------------------------
 
-def test_rollout_logger_takes_camera_info_topic_and_recording_options(rclpy_context, tmp_path):
+def test_rollout_logger_takes_camera_info_topic_labels_and_recording_options(rclpy_context, tmp_path):
+    from grounded_planner.plan import GroundedAction, GroundedPlan
     from grounded_planner.ros import names
-    from grounded_planner.ros.params import values
-    from grounded_planner.ros.rollout_logger_node import PARAMS, RolloutLoggerNode, recording_options
-    from grounded_planner.rollout.record import RecordingOptions
+    from grounded_planner.ros.convert import plan_to_msg
+    from grounded_planner.ros.rollout_logger_node import RolloutLoggerNode
+    from grounded_planner.rollout.record import RecordingOptions, find_rollouts
 
     default = RecordingOptions()
     chosen = {"png_level": 9, "jpeg_quality": 33, "compression": "lz4", "chunk_size": 4096, "chunk_interval_s": 0.125}
     assert all(getattr(default, k) != v for k, v in chosen.items())  # each one off the default
     node = RolloutLoggerNode(context=rclpy_context, parameter_overrides=_overrides({
-        "log_dir": str(tmp_path), "camera_info_topic": "/other/color/camera_info", **chosen}))
+        "log_dir": str(tmp_path), "camera_info_topic": "/other/color/camera_info", "task": "stacking",
+        "scene_id": "kitchen_3", **chosen}))
     try:
         subs, _ = _graph(node, {"/other/color/camera_info"})
         assert "/other/color/camera_info" in subs and "/" + names.COLOR_CAMERA_INFO not in subs, subs
-        # the options every episode's recorder is made with (recording_options(p) at each episode's start)
-        options = recording_options(values(node, PARAMS))
-        assert {k: getattr(options, k) for k in chosen} == chosen
+        # one episode: a plan opens it, shutting the logger down closes it (aborted: no execution result came)
+        node._on_plan(plan_to_msg(GroundedPlan("put the cup on the plate", (64, 48), [
+            GroundedAction("grasp", "cup", bbox=(10.0, 10.0, 20.0, 20.0))])))
     finally:
         node.destroy_node()
+    (record,) = find_rollouts([tmp_path])
+    assert (record.data["task"], record.data["scene_id"]) == ("stacking", "kitchen_3")  # default: the instruction, ''
+    assert {k: record.info.recording[k] for k in chosen} == chosen  # the options the episode was recorded with
 
 
 # -- camera_node: serial, color_profile, depth_profile, fps, loop_playback, frame_id, camera_namespace, read_timeout_s ------------------------------------------
@@ -287,4 +292,24 @@ def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_fra
         assert frame.jpeg == encode_jpeg(shown, 5) != encode_jpeg(shown, 80)
     finally:
         probe.destroy_node()
+        node.destroy_node()
+
+
+# -- bag_player_node: autostart -------------------------------------------------------------------------------------
+
+def test_bag_player_without_autostart_waits_for_play(rclpy_context, tmp_path):
+    from sensor_msgs.msg import CameraInfo
+
+    from grounded_planner.ros.bag_player_node import BagPlayerNode
+    from grounded_planner.ros.bags import write_bag
+
+    info = CameraInfo(width=32, height=24, k=[30.0, 0.0, 16.0, 0.0, 30.0, 12.0, 0.0, 0.0, 1.0])
+    bag = write_bag(tmp_path / "bag", [("/camera/camera/color/camera_info", 1_000_000_000 + i * 10_000_000, info)
+                                       for i in range(3)], "mcap")
+    node = BagPlayerNode(context=rclpy_context, parameter_overrides=_overrides({"bag": str(bag), "autostart": False}))
+    try:
+        assert not node.finished.wait(1.0) and node.messages_published == 0  # nothing played by itself
+        node.play()
+        assert node.finished.wait(30.0) and node.messages_published == 3
+    finally:
         node.destroy_node()
