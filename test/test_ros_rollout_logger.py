@@ -22,9 +22,8 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
     from sensor_msgs.msg import CameraInfo, Image
     from std_msgs.msg import String
 
-    from grounded_planner.execution.executor import ExecutionResult as Outcome
-    from grounded_planner.execution.executor import StepResult
-    from grounded_planner.execution.outcomes import Outcome as StepOutcome
+    from grounded_planner.execution import executor as execution  # its ExecutionResult: the message's Python twin
+    from grounded_planner.execution.outcomes import Outcome
     from grounded_planner.msgs.execution import execution_event_msg, execution_result_msg, planner_status_msg
     from grounded_planner.plan import GroundedAction, GroundedPlan, Target, TargetSet
     from grounded_planner.ros.msg_types import rclpy_type
@@ -75,8 +74,8 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
         pubs["targets"].publish(plan_to_msg(located))
         for step, state in ((0, "approach"), (0, "grasp"), (1, "place")):
             pubs["feedback"].publish(execution_event_msg(rclpy_type, step, state, located.actions[step]))
-        result = Outcome(True, "all 2 steps ok", [StepResult(0, "grasp", StepOutcome.OK, ""),
-                                                  StepResult(1, "place", StepOutcome.OK, "")])
+        result = execution.ExecutionResult(True, "all 2 steps ok", [execution.StepOutcome(0, "grasp", Outcome.OK, ""),
+                                                                  execution.StepOutcome(1, "place", Outcome.OK, "")])
         pubs["result"].publish(execution_result_msg(rclpy_type, result, plan.instruction, scene_success=True))
         spin_until(executor, lambda: len(closed) == 1, 30.0, "the rollout to close on the execution result")
 

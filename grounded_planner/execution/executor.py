@@ -26,8 +26,9 @@ FeedbackFn = Callable[[int, str, Any], None]
 
 
 @dataclass
-class StepResult:
-    """How one plan step ended. ``motions`` are the commands it planned (all of them in a dry run)."""
+class StepOutcome:
+    """How one plan step ended (the StepOutcome message of ExecutionResult carries the same). ``motions`` are the
+    commands it planned (all of them in a dry run)."""
 
     index: int
     type: str
@@ -41,13 +42,17 @@ class StepResult:
         return {"index": int(self.index), "type": self.type, "outcome": self.outcome.value, "message": self.message}
 
 
+# the name this class had before it took its message's name; kept for code written against it, not for new code
+StepResult = StepOutcome
+
+
 @dataclass
 class ExecutionResult:
     """The outcome of a whole plan: ``success`` is True only when every step ended ``ok``."""
 
     success: bool
     message: str
-    steps: list[StepResult] = field(default_factory=list)
+    steps: list[StepOutcome] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly the ``grounded-planner execute`` JSON object."""
@@ -78,10 +83,10 @@ class Executor:
         return plan_primitive(action, target, self.config, held_yaw)
 
     def _plan_all(self, pairs: list[tuple[int, Any, Any]], dry_run: bool,
-                  held_yaw: float | None = None) -> list[StepResult]:
+                  held_yaw: float | None = None) -> list[StepOutcome]:
         """Plan and check every step (envelope, then the backend's reachability); outcome ``ok`` when it passes.
         A place keeps the yaw of the grasp before it (``held_yaw``: of a grasp run by an earlier call)."""
-        checked: list[StepResult] = []
+        checked: list[StepOutcome] = []
         for index, action, target in pairs:
             start = time.perf_counter()
             try:
@@ -93,7 +98,7 @@ class Executor:
                             raise StepFailure(Outcome.UNREACHABLE, f"{action.type} waypoint {motion.label} "
                                                                     f"{fmt_position(motion.position_m)}: {reason}")
             except StepFailure as failure:
-                checked.append(StepResult(index, action.type, failure.outcome, failure.message,
+                checked.append(StepOutcome(index, action.type, failure.outcome, failure.message,
                                           duration_s=time.perf_counter() - start))
                 continue
             if action.type == "grasp":
@@ -107,7 +112,7 @@ class Executor:
                     (f" by the {self.backend.name} backend]" if self.backend is not None else "]")
             if notes:
                 summary += " [" + "; ".join(notes) + "]"
-            checked.append(StepResult(index, action.type, Outcome.OK, summary, motions,
+            checked.append(StepOutcome(index, action.type, Outcome.OK, summary, motions,
                                       duration_s=time.perf_counter() - start, notes=notes))
         return checked
 
@@ -150,7 +155,7 @@ class Executor:
         finally:
             self._running.release()
 
-    def _run(self, pairs: list[tuple[int, Any, Any]], checked: list[StepResult], cancel: threading.Event,
+    def _run(self, pairs: list[tuple[int, Any, Any]], checked: list[StepOutcome], cancel: threading.Event,
              on_feedback: FeedbackFn | None) -> ExecutionResult:
         backend = self.backend
         assert backend is not None
@@ -158,14 +163,14 @@ class Executor:
         done = threading.Event()
         watcher = threading.Thread(target=self._watch, args=(cancel, done), name="executor-watch", daemon=True)
         watcher.start()
-        results: list[StepResult] = []
+        results: list[StepOutcome] = []
         try:
             for (index, action, _target), plan in zip(pairs, checked):
                 start = time.perf_counter()
                 outcome, message = self._run_step(index, action, plan.motions, cancel, on_feedback)
                 if plan.notes:
                     message += " [" + "; ".join(plan.notes) + "]"
-                results.append(StepResult(index, action.type, outcome, message, plan.motions,
+                results.append(StepOutcome(index, action.type, outcome, message, plan.motions,
                                           duration_s=time.perf_counter() - start, notes=plan.notes))
                 if on_feedback is not None:
                     on_feedback(index, outcome.value, action)

@@ -66,7 +66,7 @@ def _getter(source: Any):
 
 
 def step_outcome_msg(types: TypeSource, step: Any) -> Any:
-    """A StepOutcome from an executor ``StepResult`` (or a dict of the same keys: index, type, outcome, message,
+    """A StepOutcome from an executor ``StepOutcome`` (or a dict of the same keys: index, type, outcome, message,
     duration_s, attempts, check)."""
     get = _getter(step)
     return resolver(types)(STEP_OUTCOME_MSGTYPE)(
