@@ -1,8 +1,9 @@
 """Command flags off their defaults (issue 31.2) that no other test names: `rollouts label --relabel`,
 `rollouts export --only-success --fps` (`summary --by --json --plot`: test_rollout_stats.py), the `console` flags,
-`sim run --executor-config`, `replay --color-topic --plan-topic --instruction-topic` and `spabench session
---plan-timeout --execute-timeout`. Each reaches what the command hands on, so that a flag the command drops fails
-here. Rollouts recorded by the real RolloutRecorder, labelled as the stack labels them."""
+`sim run|eval --executor-config`, `calibrate --method --board`, `replay --color-topic --plan-topic
+--instruction-topic` and `spabench session --plan-timeout --execute-timeout`. Each reaches what the command hands
+on, so that a flag the command drops fails here. Rollouts recorded by the real RolloutRecorder, labelled as the
+stack labels them."""
 
 from __future__ import annotations
 
@@ -63,17 +64,52 @@ def test_console_flags_reach_the_console_node(tmp_path, monkeypatch, capsys):
                       "session_dir": str(tmp_path / "cards"), "executor_config_file": str(tmp_path / "executor.yaml")}]
 
 
-def test_sim_run_executor_config_reaches_the_scenario_run(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("command", [
+    ["sim", "run", "config/scenarios/box_in_bowl.yaml", "--targets", "gt"],
+    ["sim", "eval", "config/scenarios/box_in_bowl.yaml", "--seeds", "1", "--conditions", "open_loop", "--planner",
+     "gt", "--out", "{tmp}/eval"]], ids=["run", "eval"])
+def test_sim_executor_config_reaches_the_scenario_run(tmp_path, monkeypatch, capsys, command):
     from grounded_planner.execution.config import ExecutorConfig
     from grounded_planner.sim.workcell import SimError
 
     calls = record_calls(monkeypatch, "grounded_planner.cli.sim.run_scenario", error=SimError("stopped by the test"))
     (tmp_path / "executor.yaml").write_text("executor:\n  approach_height_m: 0.0625\n")
-    main(["sim", "run", "config/scenarios/box_in_bowl.yaml", "--targets", "gt", "--executor-config",
-          str(tmp_path / "executor.yaml")])
+    main([arg.format(tmp=tmp_path) for arg in command] + ["--executor-config", str(tmp_path / "executor.yaml")])
     assert "stopped by the test" in capsys.readouterr().err
     ((_, kwargs),) = calls
     assert kwargs["executor_config"].approach_height_m == 0.0625 != ExecutorConfig().approach_height_m
+
+
+def test_calibrate_method_reaches_the_hand_eye_solver(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from grounded_planner.geometry import GeometryError
+
+    samples = SimpleNamespace(effector2base=[np.eye(4)] * 3, target2cam=[np.eye(4)] * 3, setup="eye_to_hand",
+                              base_frame="fr3_link0", effector_frame="fr3_hand", camera_frame="camera_color_optical_frame")
+    record_calls(monkeypatch, "grounded_planner.cli.geometry.load_pose_samples", samples)
+    calls = record_calls(monkeypatch, "grounded_planner.cli.geometry.calibrate_hand_eye",
+                         error=GeometryError("stopped by the test"))
+    main(["calibrate", "--from-samples", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "ext.yaml"),
+          "--method", "park"])
+    assert "stopped by the test" in capsys.readouterr().err
+    ((_, kwargs),) = calls
+    assert kwargs["method"] == "park"  # the default, auto, tries every solver and keeps the best
+
+
+def test_calibrate_board_names_the_board_spec_read(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("cv2")
+    from grounded_planner.geometry import GeometryError
+
+    record_calls(monkeypatch, "grounded_planner.cli.geometry.CameraModel.from_camera_info_yaml")
+    calls = record_calls(monkeypatch, "grounded_planner.cli.geometry.CharucoBoardSpec.load",
+                         error=GeometryError("stopped by the test"))
+    main(["calibrate", "--samples", str(tmp_path / "shots"), "--out", str(tmp_path / "ext.yaml"), "--board",
+          str(tmp_path / "a3_board.yaml")])
+    assert "stopped by the test" in capsys.readouterr().err
+    assert [str(args[0]) for args, _ in calls] == [str(tmp_path / "a3_board.yaml")]  # default: DIR/board.yaml
 
 
 def test_replay_topic_flags_choose_the_topics_read_from_the_bags(tmp_path, monkeypatch, capsys):
