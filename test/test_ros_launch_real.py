@@ -159,6 +159,7 @@ def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(launch
     import yaml
     from rclpy.executors import SingleThreadedExecutor
 
+    from grounded_planner.ros import names
     from grounded_planner.ros.convert import plan_from_msg
     from helpers.ros_wait import spin_until
     from helpers.realdata import (COLOR_COMPRESSED, DEPTH_COMPRESSED, ask_every_plan, real_frame,
@@ -185,12 +186,17 @@ def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(launch
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
         executor.add_node(node)
+        nodes = {"bag_player", "planner", "backprojection", "rollout_logger"}
+        spin_until(executor, lambda: nodes <= set(node.get_node_names()), 30.0, f"discovery of {sorted(nodes)}")
+        # the logger's plan subscription is volatile: a plan published before it matched is not logged (a loaded
+        # machine starts it last), and this test checks where the logger writes, so it asks once the logger listens
+        spin_until(executor, lambda: any(info.node_name == "rollout_logger" for info
+                                         in node.get_subscriptions_info_by_topic(f"/{names.LAST_PLAN}")), 30.0,
+                   "the rollout logger's subscription to the last plan")
         for response in ask_every_plan(node, executor).values():
             assert response.success, response.message
             targets = plan_from_msg(response.plan).target_set()
             assert len(targets.targets) == 2 and targets.frame  # both actions got a 3D target
-        nodes = {"bag_player", "planner", "backprojection", "rollout_logger"}
-        spin_until(executor, lambda: nodes <= set(node.get_node_names()), 30.0, f"discovery of {sorted(nodes)}")
     finally:
         node.destroy_node()
         out = launched.stop()
