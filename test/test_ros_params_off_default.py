@@ -73,6 +73,25 @@ def test_planner_node_takes_camera_info_topics_and_request_queue_depth(rclpy_con
         node.destroy_node()
 
 
+def test_planner_node_model_settings_reach_the_planner_config(rclpy_context, tmp_path):
+    from grounded_planner.ros.params import values
+    from grounded_planner.ros.planner_node import PARAMS, PlannerNode, planner_config
+    from grounded_planner.vlm.config import PlannerConfig
+
+    chosen = {"model": "qwen3-vl-test", "base_url": "http://127.0.0.1:9/v1", "base_urls": ["http://127.0.0.1:10/v1"],
+              "api_key_env": "MY_VLM_KEY", "timeout_s": 7.5, "max_retries": 3, "prompt_family": "gemini",
+              "record_file": str(tmp_path / "plans.jsonl")}
+    node = PlannerNode(context=rclpy_context, parameter_overrides=_overrides(chosen))
+    try:
+        # the config every plan request's planner is built from (make_planner(planner_config(...)) on first use)
+        config = planner_config(values(node, PARAMS))
+    finally:
+        node.destroy_node()
+    default = PlannerConfig()
+    assert all(getattr(default, k) != v for k, v in chosen.items())
+    assert {k: getattr(config, k) for k in chosen} == chosen
+
+
 # -- executor_node: camera_info_topic (closed loop), link_check_period_s -------------------------------------------
 
 def test_executor_node_closed_loop_reads_camera_info_topic_and_checks_the_link_every_period(rclpy_context, tmp_path):
