@@ -53,6 +53,61 @@ def test_backprojection_node_wires_every_topic_parameter(rclpy_context):
         node.destroy_node()
 
 
+def test_backprojection_node_trusts_depth_registered_depth(rclpy_context):
+    """depth_registered:=true: depth whose own camera_info differs from colour's (a depth camera registered to colour
+    by other means) is back-projected; the default refuses it (DepthNotAlignedError, test_ros_frames.py)."""
+    import copy
+    import threading
+
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import CameraInfo, Image
+
+    from grounded_planner.plan import GroundedAction, GroundedPlan
+    from grounded_planner.ros import names
+    from grounded_planner.ros.backprojection_node import BackprojectionNode
+    from grounded_planner.ros.convert import plan_to_msg
+    from grounded_planner.ros.frames import DepthNotAlignedError, check_depth_aligned
+    from helpers.tabletop import scene_messages
+
+    _color, depth, info = scene_messages()
+    depth_info = copy.deepcopy(info)
+    depth_info.k = [info.k[0] + 25.0, *list(info.k)[1:]]  # its own focal length: not the colour camera's
+    with pytest.raises(DepthNotAlignedError):  # what the default (depth_registered false) says of this pair
+        check_depth_aligned(depth, info, depth_info)
+    node = BackprojectionNode(context=rclpy_context, parameter_overrides=_overrides({"depth_registered": True}))
+    probe = rclpy.create_node("depth_camera", context=rclpy_context)
+    qos = QoSProfile(depth=2)
+    pubs = [(probe.create_publisher(Image, "/" + names.ALIGNED_DEPTH_IMAGE, qos), depth),
+            (probe.create_publisher(CameraInfo, "/" + names.COLOR_CAMERA_INFO, qos), info),
+            (probe.create_publisher(CameraInfo, "/" + names.ALIGNED_DEPTH_CAMERA_INFO, qos), depth_info)]
+
+    def tick():
+        stamp = probe.get_clock().now().to_msg()
+        for pub, msg in pubs:
+            msg.header.stamp = stamp
+            pub.publish(msg)
+
+    probe.create_timer(0.1, tick)
+    executor = MultiThreadedExecutor(num_threads=3, context=rclpy_context)
+    executor.add_node(node)
+    executor.add_node(probe)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        plan = GroundedPlan("put the red cube on the right", (320, 240), [
+            GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
+            GroundedAction("place", "red cube", "table", point=(240.0, 200.0))])
+        _msg, located = node.process(plan_to_msg(plan))
+        assert all(action.target_3d is not None for action in located.actions)
+    finally:
+        executor.shutdown()
+        spinner.join(timeout=10)
+        probe.destroy_node()
+        node.destroy_node()
+
+
 # -- planner_node: camera_info_topic, depth_camera_info_topic, request_queue_depth ----------------------------------------------------------
 
 def test_planner_node_takes_camera_info_topics_and_request_queue_depth(rclpy_context):
