@@ -1,9 +1,9 @@
 """Command flags off their defaults (issue 31.2) that no other test names: `rollouts label --relabel`,
 `rollouts export --only-success --fps` (`summary --by --json --plot`: test_rollout_stats.py), the `console` flags,
-`sim run|eval --executor-config`, `calibrate --method --board`, `replay --color-topic --plan-topic
---instruction-topic` and `spabench session --plan-timeout --execute-timeout`. Each reaches what the command hands
-on, so that a flag the command drops fails here. Rollouts recorded by the real RolloutRecorder, labelled as the
-stack labels them."""
+`sim run|eval --executor-config`, `sim so101-bus --calibration-dir`, `calibrate --method --board`, `replay
+--color-topic --plan-topic --instruction-topic` and `spabench session --plan-timeout --execute-timeout`. Each reaches
+what the command hands on, so that a flag the command drops fails here. Rollouts recorded by the real
+RolloutRecorder, labelled as the stack labels them."""
 
 from __future__ import annotations
 
@@ -133,3 +133,29 @@ def test_spabench_session_timeouts_reach_the_live_stack(tmp_path, monkeypatch, c
     main(["spabench", "session", str(tmp_path / "cards"), "--plan-timeout", "7.5", "--execute-timeout", "42"])
     capsys.readouterr()
     assert calls == [((), {"plan_timeout_s": 7.5, "execute_timeout_s": 42.0})]  # defaults 120 and 600
+
+
+def test_so101_bus_writes_its_calibration_into_calibration_dir(tmp_path):
+    """`sim so101-bus --calibration-dir DIR` (a child process, as LeRobot's tests would start it): the calibration
+    file LeRobot is pointed at lies in DIR (default: a temporary folder) and is there while the bus runs."""
+    import json
+    import os
+    import signal
+    import subprocess
+
+    pytest.importorskip("mujoco")
+    proc = subprocess.Popen([sys.executable, "-m", "grounded_planner.cli.main", "sim", "so101-bus", "--calibration-dir",
+                             str(tmp_path / "cal")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = proc.stdout.readline()
+        assert line, proc.communicate(timeout=30)[1]
+        calibration = json.loads(line)["calibration"]
+        assert os.path.dirname(calibration) == str(tmp_path / "cal") and os.path.isfile(calibration)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
