@@ -19,7 +19,7 @@ NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_rol
 @pytest.fixture
 def bus_and_host():
     bus = FeetechBus(list(range(1, 7)))
-    with PtyBusServer(bus) as server:
+    with PtyBusServer(bus, reply_delay=True) as server:  # answers as late as a real bus's
         host = feetech.FeetechMotorsBus(server.port, {n: Motor(i + 1, "sts3215", MotorNormMode.DEGREES)
                                                       for i, n in enumerate(NAMES)})
         host.connect()  # LeRobot's handshake: ping every id, read the model numbers and firmware versions
@@ -105,3 +105,52 @@ def test_packets_split_and_glued_on_the_wire_are_answered():
     answers = b"".join(bus.feed(stream[i:i + 3]) for i in range(0, len(stream), 3))
     assert answers == bytes([0xFF, 0xFF, 1, 2, 0, 0xFC]) + bytes([0xFF, 0xFF, 2, 4, 0, 0x09, 0x03, 0xED])
     assert Sts3215(1).word("Model_Number") == 777
+
+
+def test_answers_come_after_the_wire_and_adapter_delay_well_inside_lerobots_timeout(bus_and_host):
+    """Each answer is held back by what a real bus takes (bytes at 1 Mbps, each servo's Return_Delay_Time, one USB
+    frame): a measured round trip is never shorter than that. Only lower bounds are timed (load can only lengthen
+    a round trip); the budget check compares the computed delay with LeRobot's own timeout formula."""
+    import time
+    import types
+
+    from lerobot.motors.feetech.feetech import patch_setPacketTimeout
+
+    from grounded_planner.sim.feetech import (ADDR, LEROBOT_PACKET_TIMEOUT_S, RETURN_DELAY_UNIT_S, USB_FRAME_S,
+                                              reply_delay_s)
+
+    bus, host = bus_and_host
+    host.configure_motors()  # LeRobot writes Return_Delay_Time 0 (2 us units; the factory's 250 is 500 us)
+    started = time.monotonic()
+    host.read("Present_Position", "elbow_flex", normalize=False)
+    configured = time.monotonic() - started
+    assert bus.stats.reply_delay_s >= USB_FRAME_S and configured >= bus.stats.reply_delay_s
+
+    for name in NAMES:  # back to the factory's return delay: a sync read waits for six of them in turn
+        host.write("Return_Delay_Time", name, 250)
+    started = time.monotonic()
+    host.sync_read("Present_Position", normalize=False)
+    factory = time.monotonic() - started
+    assert bus.stats.reply_delay_s >= 6 * 250 * RETURN_DELAY_UNIT_S + USB_FRAME_S
+    assert factory >= bus.stats.reply_delay_s
+    assert all(servo.mem[ADDR["Return_Delay_Time"]] == 250 for servo in bus.servos.values())
+
+    # LeRobot 0.4.4's packet timeout for that sync read, from its own patched setPacketTimeout (ms)
+    port = types.SimpleNamespace(tx_time_per_byte=1000.0 / 1_000_000 * 10.0, getCurrentTime=lambda: 0.0)
+    patch_setPacketTimeout(port, (6 + 2) * 6)
+    assert port.packet_timeout / 1000 == pytest.approx(LEROBOT_PACKET_TIMEOUT_S, abs=0.002)
+    worst = reply_delay_s(14, 6 * 8, 6 * 254 * RETURN_DELAY_UNIT_S)  # the longest return delay on every servo
+    assert worst < port.packet_timeout / 1000 / 5  # a fifth of the budget at most: the rest is the machine's
+
+
+def test_without_reply_delay_answers_are_not_held():
+    """The simulated arm's bus (so101_bus.py) runs without the delay: nothing is held back there."""
+    bus = FeetechBus([1])
+    with PtyBusServer(bus) as server:
+        host = feetech.FeetechMotorsBus(server.port, {"gripper": Motor(1, "sts3215", MotorNormMode.DEGREES)})
+        host.connect()
+        try:
+            assert host.read("Return_Delay_Time", "gripper", normalize=False) == 250
+            assert bus.stats.replies >= 1 and bus.stats.reply_delay_s == 0.0
+        finally:
+            host.disconnect(disable_torque=False)

@@ -16,6 +16,15 @@ What a host sees on the pty is what it sees on a Waveshare/Feetech bus adapter w
   Homing_Offset``; goals are clamped to [Min_Position_Limit, Max_Position_Limit] (both 0 = multi-turn, no
   clamp); Torque_Enable 0 lets the joint go limp. Lock only guards EEPROM persistence on a real servo (writes
   still take effect), so it is stored and otherwise ignored here.
+* Answers come late by what the wire and the adapter take, deterministically (:func:`reply_delay_s`): the
+  instruction's and the answers' bytes at 1 Mbps (10 us a byte, scservo_sdk's ``tx_time_per_byte``), each answering
+  servo's ``Return_Delay_Time`` (2 us a unit: 500 us at the factory's 250, 0 once LeRobot's ``configure_motors()``
+  wrote 0) and one USB full-speed frame (1 ms: the adapter's CH340/CH343 passes bytes on per frame). That is 1-4 ms
+  a transaction, far inside LeRobot 0.4.4's budget: its patched ``setPacketTimeout`` gives a read or a sync read
+  ``tx_time_per_byte * (length + 3) + 50`` ms, its broadcast ping about 775 ms. It is on where asked
+  (``PtyBusServer(bus, reply_delay=True)``; the bus tests run with it): the simulated arm (so101_bus.py) leaves it
+  off, because there the pty thread shares the GIL with the physics thread, and with the extra wake-up after the
+  delay 1 of 3 runs of the bus tests lost LeRobot's 50 ms to a loaded 2-core machine (0 of 2 without).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import logging
 import os
 import select
 import threading
+import time
 import tty
 from dataclasses import dataclass
 from typing import Callable
@@ -35,6 +45,12 @@ INST_SYNC_READ, INST_SYNC_WRITE = 0x82, 0x83
 BROADCAST_ID = 0xFE
 STS3215_MODEL_NUMBER = 777  # LeRobot's MODEL_NUMBER_TABLE["sts3215"]
 RESOLUTION = 4096  # encoder steps per turn
+
+BYTE_TIME_S = 10e-6  # one byte (start, 8 data, stop bits) at 1 Mbps: scservo_sdk's tx_time_per_byte
+RETURN_DELAY_UNIT_S = 2e-6  # one unit of the Return_Delay_Time register (STS3215 manual)
+USB_FRAME_S = 1e-3  # a USB full-speed frame: the bus adapter hands bytes to the host once a frame
+#: LeRobot 0.4.4's packet timeout for a read or sync read, s (patch_setPacketTimeout: bytes + 50 ms)
+LEROBOT_PACKET_TIMEOUT_S = 0.050
 
 ERRBIT_VOLTAGE, ERRBIT_ANGLE, ERRBIT_OVERHEAT, ERRBIT_OVERELE, ERRBIT_OVERLOAD = 1, 2, 4, 8, 32
 
@@ -160,6 +176,8 @@ class BusStats:
     packets: int = 0
     bad_checksums: int = 0
     unanswered: int = 0  # packets to a servo that does not answer (unplugged)
+    replies: int = 0  # writes of answer bytes back to the host
+    reply_delay_s: float = 0.0  # the delay the last reply was held back by (reply_delay_s), s
 
 
 class FeetechBus:
@@ -174,17 +192,22 @@ class FeetechBus:
         self.lock = threading.RLock()
         self.silent: set[int] = set()  # unplugged servos: never answer, ignore writes
         self.stats = BusStats()
+        self.reply_delay_s = 0.0
+        self._return_delay_s = 0.0
         self._buffer = bytearray()
         #: called (servo_id, address, data) after every write that reached a servo
         self.write_listeners: list[Callable[[int, int, bytes], None]] = []
 
     def feed(self, data: bytes) -> bytes:
-        """Bytes from the host in; the status packets the servos send back, in order."""
+        """Bytes from the host in; the status packets the servos send back, in order. :attr:`reply_delay_s` then
+        holds how long after ``data`` arrived they reach the host (:func:`reply_delay_s`)."""
         self._buffer.extend(data)
         out = bytearray()
+        self._return_delay_s = 0.0
         while True:
             packet = self._next_packet()
             if packet is None:
+                self.reply_delay_s = reply_delay_s(len(data), len(out), self._return_delay_s)
                 return bytes(out)
             out.extend(self._handle(*packet))
 
@@ -218,6 +241,7 @@ class FeetechBus:
         if servo.servo_id in self.silent:
             self.stats.unanswered += 1
             return b""
+        self._return_delay_s += servo.mem[ADDR["Return_Delay_Time"]] * RETURN_DELAY_UNIT_S
         return status_packet(servo.servo_id, servo.error, params)
 
     def _write(self, servo: Sts3215, addr: int, data: bytes) -> None:
@@ -277,12 +301,20 @@ class FeetechBus:
             return bytes(out)
 
 
+def reply_delay_s(bytes_in: int, bytes_out: int, return_delay_s: float) -> float:
+    """How long after the host's bytes reach the adapter the answers reach the host, s: the instruction and the
+    answers on the 1 Mbps wire, the servos' return delays, and one USB frame."""
+    return (bytes_in + bytes_out) * BYTE_TIME_S + return_delay_s + USB_FRAME_S
+
+
 class PtyBusServer:
     """A :class:`FeetechBus` behind a pseudo-terminal: ``port`` is the slave side a host opens like
-    ``/dev/ttyACM0``. A thread answers packets as they arrive; :meth:`close` stops it and frees the pty."""
+    ``/dev/ttyACM0``. A thread answers packets as they arrive, after the bus's :attr:`FeetechBus.reply_delay_s`
+    when ``reply_delay`` is set (at once otherwise); :meth:`close` stops it and frees the pty."""
 
-    def __init__(self, bus: FeetechBus):
+    def __init__(self, bus: FeetechBus, reply_delay: bool = False):
         self.bus = bus
+        self.reply_delay = bool(reply_delay)
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)  # no line discipline: 0x0D/0x0A/0x11 pass through untouched
         self.port = os.ttyname(self._slave)
@@ -299,8 +331,15 @@ class PtyBusServer:
                 data = os.read(self._master, 4096)
             except OSError:  # EIO: no process has the slave open right now
                 continue
+            arrived = time.monotonic()
             answer = self.bus.feed(data)
             if answer:
+                delay = self.bus.reply_delay_s if self.reply_delay else 0.0
+                # at least the delay, never less (a loaded machine only adds to it)
+                while (left := arrived + delay - time.monotonic()) > 0:
+                    time.sleep(left)
+                self.bus.stats.replies += 1
+                self.bus.stats.reply_delay_s = delay
                 os.write(self._master, answer)
 
     def close(self) -> None:
