@@ -108,6 +108,72 @@ def test_backprojection_node_trusts_depth_registered_depth(rclpy_context):
         node.destroy_node()
 
 
+def test_planner_node_trusts_depth_registered_depth(rclpy_context):
+    """planner_node's depth_registered:=true: a plan request with backproject on, depth whose own camera_info differs
+    from colour's, gets its 3D targets; the default says why not (DepthNotAlignedError, a plan left in pixels)."""
+    import copy
+    import threading
+
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import CameraInfo
+
+    pytest.importorskip("httpx")
+    from grounded_planner.ros import names
+    from grounded_planner.ros.planner_node import PlannerNode
+    from grounded_planner.vlm.fake_server import FakeVLMServer
+    from grounded_planner_interfaces.srv import GetGroundedPlan
+    from helpers.camera import publish_camera
+    from helpers.tabletop import INSTRUCTION, SCENE_COLORS, scene_messages
+
+    color, depth, info = scene_messages()
+    depth_info = copy.deepcopy(info)
+    depth_info.k = [info.k[0] + 25.0, *list(info.k)[1:]]  # its own focal length: not the colour camera's
+    server = FakeVLMServer(SCENE_COLORS).start()
+    common = {"backend": "openai", "base_url": server.base_url, "model": "qwen3-vl-test", "max_retries": 0}
+    probe = rclpy.create_node("depth_camera", context=rclpy_context)
+    publish_camera(probe, {"color": color, "depth": depth, "info": info})
+    info_pub = probe.create_publisher(CameraInfo, "/" + names.ALIGNED_DEPTH_CAMERA_INFO, QoSProfile(depth=2))
+
+    def tick():
+        depth_info.header.stamp = depth.header.stamp  # the depth image's own instant
+        info_pub.publish(depth_info)
+
+    probe.create_timer(0.1, tick)
+    nodes = [PlannerNode(context=rclpy_context, parameter_overrides=_overrides({**common, "depth_registered": flag}))
+             for flag in (True, False)]
+    executor = MultiThreadedExecutor(num_threads=3, context=rclpy_context)
+    for node in (probe, *nodes):
+        executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        request = GetGroundedPlan.Request(instruction=INSTRUCTION, backproject=True)
+
+        def plan_with_depth_info(node):
+            """The node's answer once the frame set it took holds the depth camera_info (it arrives on its own)."""
+            deadline = time.monotonic() + 10.0
+            while True:
+                plan, _header, _rgb, note, frames = node.plan(request)
+                if frames.depth_camera_info is not None or time.monotonic() > deadline:
+                    assert frames.depth_camera_info is not None, "no depth camera_info reached the planner"
+                    return plan, note
+                time.sleep(0.1)
+
+        trusted, note = plan_with_depth_info(nodes[0])
+        assert trusted.actions and trusted.is_backprojected, note
+        assert all(action.target_3d is not None for action in trusted.actions)
+        refused, note = plan_with_depth_info(nodes[1])  # the default, on the same frames
+        assert not refused.is_backprojected and "DepthNotAlignedError" in note, note
+    finally:
+        executor.shutdown()
+        spinner.join(timeout=10)
+        for node in (probe, *nodes):
+            node.destroy_node()
+        server.stop()
+
+
 # -- planner_node: camera_info_topic, depth_camera_info_topic, request_queue_depth ----------------------------------------------------------
 
 def test_planner_node_takes_camera_info_topics_and_request_queue_depth(rclpy_context):
