@@ -292,7 +292,7 @@ def test_fingers_stopping_outside_the_tolerance_are_a_failed_grasp_named_as_such
     step = result.steps[0]
     assert step.outcome is Outcome.GRASP_FAILED, result.to_dict()
     assert ("stopped at 35.0 mm, outside the grasp tolerance around the object's expected width 60.0 mm "
-            "(-10.0/+10.0 mm, backends.moveit.grasp_epsilon_inner_m/_outer_m)") in step.message
+            "(-10.0/+10.0 mm, backends.moveit.grasp_epsilon_inner_m/_outer_m): the gripper reports the grasp failed") in step.message
     assert "gripper opened" in step.message
     # the same plan with a wider inner tolerance (off its default) is held
     assert _franka_run(tmp_path, FakeGripper(object_width_m=0.035), 0.06, grasp_epsilon_inner_m=0.03).success

@@ -52,3 +52,10 @@ def grasp_window(expected_width_m: float | None, max_width_m: float, epsilon_inn
         return 0.0, 0.0, max(0.0, max_width_m - GRASP_WINDOW_MARGIN_M)
     width = min(max(float(expected_width_m), 0.0), max_width_m)
     return width, min(epsilon_inner_m, width), max(0.0, min(epsilon_outer_m, max_width_m - width))
+
+
+def grasp_failed_message(backend: str, closed_m: float, width_m: float, inner_m: float, outer_m: float) -> str:
+    """What a :class:`GraspFailedError` says: where the fingers stopped, the window they missed and its settings."""
+    return (f"{backend}: the fingers stopped at {closed_m * 1000:.1f} mm, outside the grasp tolerance around the "
+            f"object's expected width {width_m * 1000:.1f} mm (-{inner_m * 1000:.1f}/+{outer_m * 1000:.1f} mm, "
+            f"backends.{backend}.grasp_epsilon_inner_m/_outer_m): the gripper reports the grasp failed")

@@ -41,7 +41,8 @@ import yaml
 
 from grounded_planner.execution.backend import (BackendFault, GraspFailedError, MotionStoppedError,
                                                 MotionTimeoutError, RobotBackend, UnreachableError, check_pose_args)
-from grounded_planner.execution.backends._common import grasp_window, nearest_equivalent_yaw
+from grounded_planner.execution.backends._common import (grasp_failed_message, grasp_window,
+                                                           nearest_equivalent_yaw)
 from grounded_planner.execution.backends.franky_backend import yaw_from_rotation, yaw_to_quaternion
 from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
 
@@ -568,10 +569,7 @@ class MoveItBackend(RobotBackend):
                                f"outer {outer:.3f} m) failed: {error}")
         closed = self.gripper_width()
         if expected_width_m is not None and not held:
-            raise GraspFailedError(
-                f"moveit: the fingers stopped at {closed * 1000:.1f} mm, outside the grasp tolerance around the "
-                f"object's expected width {width * 1000:.1f} mm (-{inner * 1000:.1f}/+{outer * 1000:.1f} mm, "
-                f"backends.moveit.grasp_epsilon_inner_m/_outer_m): franka_gripper reports the grasp failed")
+            raise GraspFailedError(grasp_failed_message("moveit", closed, width, inner, outer))
         return closed
 
     def gripper_width(self) -> float:
