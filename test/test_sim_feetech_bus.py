@@ -154,3 +154,43 @@ def test_without_reply_delay_answers_are_not_held():
             assert bus.stats.replies >= 1 and bus.stats.reply_delay_s == 0.0
         finally:
             host.disconnect(disable_torque=False)
+
+
+def test_so101_bus_unplug_silences_that_servo_for_a_feetech_client():
+    """`sim so101-bus --unplug 3:0.5` (a child process, as LeRobot's tests would start it): seen through scservo_sdk,
+    the SDK LeRobot's FeetechMotorsBus drives, servo 3 stops answering its ping half a second after start while the
+    others still answer. Default: every servo answers."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("mujoco")
+    proc = subprocess.Popen([sys.executable, "-m", "grounded_planner.cli.main", "sim", "so101-bus", "--unplug", "3:0.5"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = proc.stdout.readline()
+        assert line, proc.communicate(timeout=30)[1]
+        port = scs.PortHandler(json.loads(line)["port"])
+        assert port.openPort() and port.setBaudRate(1_000_000)
+        packets = scs.PacketHandler(0)
+        try:
+            deadline = time.monotonic() + 15.0
+            while (result := packets.ping(port, 3)[1]) == scs.COMM_SUCCESS and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert result == scs.COMM_RX_TIMEOUT, packets.getTxRxResult(result)  # unplugged: no status packet
+            assert [packets.ping(port, sid)[:2] for sid in (1, 2, 4, 5, 6)] == [(777, scs.COMM_SUCCESS)] * 5
+        finally:
+            port.closePort()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["packets"] > 0  # the bus still ends with its report
