@@ -99,6 +99,52 @@ def test_calibrate_method_reaches_the_hand_eye_solver(tmp_path, monkeypatch, cap
     assert kwargs["method"] == "park"  # the default, auto, tries every solver and keeps the best
 
 
+def test_calibrate_method_on_charuco_samples_chooses_the_solver(tmp_path, capsys):
+    """`calibrate --samples DIR --method NAME`: on ChArUco images (rendered by OpenCV into a camera at known poses)
+    the extrinsics are solved by NAME, then refined; the default, auto, keeps the best of every solver, so NAME is
+    one that auto did not keep on the same images."""
+    import math
+
+    import numpy as np
+    import yaml
+
+    cv2 = pytest.importorskip("cv2")
+    from grounded_planner.geometry import Extrinsics
+    from grounded_planner.geometry.handeye import METHODS, CharucoBoardSpec
+    from grounded_planner.geometry.synthetic import look_at, realsense_camera, render_board_view
+    from grounded_planner.geometry.transforms import invert_transform, make_transform, rotation_about_axis
+
+    spec = CharucoBoardSpec(squares_x=7, squares_y=5, square_length_m=0.04, marker_length_m=0.03)
+    camera = realsense_camera(1280, 720)
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    camera.save_yaml(shots / "camera.yaml")
+    (shots / "board.yaml").write_text(yaml.safe_dump(spec.to_dict()))
+    cam2base = look_at([0.9, 0.3, 0.6], [0.3, 0.0, 0.1], parent_frame="panda_link0").matrix
+    board2flange = make_transform(rotation_about_axis([1, 0, 0], 0.3), [0.02, -0.01, 0.08])
+    board_img = spec.render(120)
+    rng = np.random.default_rng(5)
+    half = np.array([7 * 0.04 / 2, 5 * 0.04 / 2, 0.0])
+    for i in range(5):  # eye_to_hand: the board on the flange, seen 0.5-0.75 m away, tilted up to 30 deg
+        R = rotation_about_axis(rng.normal(size=3), math.radians(rng.uniform(-30, 30)))
+        board2cam = make_transform(R, np.array([rng.uniform(-0.1, 0.1), rng.uniform(-0.06, 0.06),
+                                                rng.uniform(0.5, 0.75)]) - R @ half)
+        cv2.imwrite(str(shots / f"{i:03d}.png"), render_board_view(board_img, 0.04, 120, camera, board2cam))
+        flange2base = cam2base @ board2cam @ invert_transform(board2flange)
+        flange2base[:3, 3] += rng.normal(scale=0.002, size=3)  # robot poses as a real arm reports them
+        Extrinsics.from_matrix(flange2base, "panda_link0", "panda_hand").save(shots / f"{i:03d}.yaml")
+
+    def solved_by(*flags):
+        out = tmp_path / f"ext{len(flags)}.yaml"
+        assert main(["calibrate", "--samples", str(shots), "--out", str(out), *flags]) == 0, capsys.readouterr().err
+        return Extrinsics.load(out).metadata["calibration"]["method"]
+
+    kept = solved_by()  # auto
+    other = next(name for name in METHODS if f"{name}+refined" != kept)
+    assert solved_by("--method", other) == f"{other}+refined" != kept
+    assert f"method {other}+refined" in capsys.readouterr().out
+
+
 def test_calibrate_board_names_the_board_spec_read(tmp_path, monkeypatch, capsys):
     pytest.importorskip("cv2")
     from grounded_planner.geometry import GeometryError
