@@ -36,18 +36,25 @@ ROS_WHEELS = [
 # extras CI needs; heavy hardware SDKs stay out of it unless their tests need them.
 EXTRAS = {
     "ros": ROS_WHEELS,
-    "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3",
-             "colcon-common-extensions",  # the ROS-install path (colcon build) is checked by a test
-             # drives Debian's chromium + chromium-driver (scripts/apt-packages.txt) in the console's browser tests;
-             # 4.52 needs a certifi newer than the package index has here
-             "selenium>=4.30,<4.52"],
+    "test": [
+        "pytest>=8",
+        "hypothesis>=6.100",
+        "pytest-timeout>=2.3",
+        "colcon-common-extensions",  # the ROS-install path (colcon build) is checked by a test
+        # drives Debian's chromium + chromium-driver (scripts/apt-packages.txt) in the console's browser tests;
+        # 4.52 needs a certifi newer than the package index has here
+        "selenium>=4.30,<4.52",
+    ],
     # one line per layer; keep each layer's optional dependencies on its own line
     "vlm": ["httpx>=0.27,<1", "google-genai>=3.0,<4"],  # OpenAI-compatible HTTP backend; Gemini SDK (retry options)
     # in-process Qwen3-VL (+LoRA). torch 2.14.1 + torchvision 0.29.1 (a matching pair on this machine kind's local
     # wheel mirror, CUDA build, runs on CPU): LeRobot's robot and dataset modules import torchvision, and PyPI's
     # torchvision does not import beside the CPU-only torch 2.13.0 wheel (its C ops link the CUDA torch libraries)
     "ml": ["torch==2.14.1", "torchvision==0.29.1", "transformers>=5.20,<6", "peft>=0.18,<1"],
-    "geometry": ["opencv-python-headless>=4.10,<5", "pyrealsense2>=2.55"],  # ChArUco/hand-eye; RealSense reference deprojection (bench, tests)
+    "geometry": [
+        "opencv-python-headless>=4.10,<5",
+        "pyrealsense2>=2.55",
+    ],  # ChArUco/hand-eye; RealSense reference deprojection (bench, tests)
     "bench": [],
     # franky: FR3/Panda over libfranka (tested against franky-sim on localhost); placo: SO-101 IK (what
     # LeRobot's RobotKinematics wraps). The SO-101 URDF/MJCF is installed --no-deps by scripts/setup.sh.
@@ -55,13 +62,23 @@ EXTRAS = {
     # what LeRobot 0.4.4's SOFollower, FeetechMotorsBus and LeRobotDataset import, beside the ml extra's torch and
     # torchvision; lerobot itself is installed --no-deps by scripts/setup.sh (its metadata pins torch<2.11 and
     # pulls wandb, rerun, diffusers, gymnasium, ... that none of these modules import)
-    "lerobot": ["draccus==0.10.0", "deepdiff>=7.0.1,<9", "datasets>=4.0,<5", "einops>=0.8,<0.9",
-                "feetech-servo-sdk>=1.0,<2", "pyserial>=3.5,<4"],
+    "lerobot": [
+        "draccus==0.10.0",
+        "deepdiff>=7.0.1,<9",
+        "datasets>=4.0,<5",
+        "einops>=0.8,<0.9",
+        "feetech-servo-sdk>=1.0,<2",
+        "pyserial>=3.5,<4",
+    ],
     # the operator console's web server and push channel (console_node): aiohttp, ~2 MB with its small pure-Python
     # deps (multidict, yarl, frozenlist, aiosignal, propcache, attrs), already pulled in by datasets' fsspec[http]
     "console": ["aiohttp>=3.9,<4"],
     "sim": ["mujoco>=3.2,<5"],  # physics + headless EGL rendering of the simulated workcell
-    "rollout": ["rosbags>=0.10", "matplotlib>=3.7", "mcap>=1.1"],  # bags without rclpy; plots; mcap: reference reader in tests
+    "rollout": [
+        "rosbags>=0.10",
+        "matplotlib>=3.7",
+        "mcap>=1.1",
+    ],  # bags without rclpy; plots; mcap: reference reader in tests
     "v2gp": ["pyarrow>=15", "av>=12"],  # LeRobot parquet + MP4 frames (PyAV); fine-tuning uses the ml extra
     "nodes": ["pyrealsense2>=2.55", "rosbags>=0.10"],  # camera_node (software_device in tests), bag_player_node
     # scale-out: V2GP episodes on Ray actors (a local cluster in tests); fine-tuning on transformers' Trainer with

@@ -30,9 +30,27 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
         files = [str(SCENARIOS / f"{name}.yaml") for name in PERTURBED + UNPERTURBED]
-        proc = subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "sim", "eval", *files,
-                               "--seeds", str(args.seeds), "--first-seed", str(args.first_seed), "--out", out, "--json"],
-                              capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grounded_planner.cli.main",
+                "sim",
+                "eval",
+                *files,
+                "--seeds",
+                str(args.seeds),
+                "--first-seed",
+                str(args.first_seed),
+                "--out",
+                out,
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         if proc.returncode != 0:
             print(proc.stderr[-3000:])
             return 1
@@ -49,13 +67,17 @@ def main() -> int:
 
     for label, names in (("perturbed", PERTURBED), ("unperturbed", UNPERTURBED)):
         (cs, cn), (os_, on) = pooled(names, "closed_loop"), pooled(names, "open_loop")
-        print(f"{label:12s} closed loop {cs}/{cn} = {cs / max(cn, 1):.0%}   open loop (baseline, same run) "
-              f"{os_}/{on} = {os_ / max(on, 1):.0%}   difference {100 * (cs / max(cn, 1) - os_ / max(on, 1)):+.0f} points")
+        print(
+            f"{label:12s} closed loop {cs}/{cn} = {cs / max(cn, 1):.0%}   open loop (baseline, same run) "
+            f"{os_}/{on} = {os_ / max(on, 1):.0%}   difference {100 * (cs / max(cn, 1) - os_ / max(on, 1)):+.0f} points"
+        )
     (cs, cn), (os_, on) = pooled(PERTURBED, "closed_loop"), pooled(PERTURBED, "open_loop")
     (us, un), (uo, uon) = pooled(UNPERTURBED, "closed_loop"), pooled(UNPERTURBED, "open_loop")
     goal = cs / cn >= os_ / on + 0.30 and cs / cn >= 0.80 and us / un >= uo / uon
-    print(f"goal (perturbed: closed >= open + 30 points and >= 80%; unperturbed: closed >= open): "
-          f"{'met' if goal else 'NOT met'}; seeds {args.first_seed}..{args.first_seed + args.seeds - 1}, {wall:.0f} s wall")
+    print(
+        f"goal (perturbed: closed >= open + 30 points and >= 80%; unperturbed: closed >= open): "
+        f"{'met' if goal else 'NOT met'}; seeds {args.first_seed}..{args.first_seed + args.seeds - 1}, {wall:.0f} s wall"
+    )
     return 0
 
 

@@ -51,6 +51,7 @@ from grounded_planner.ros.client import GroundedPlannerClient  # noqa: E402
 from grounded_planner.ros.convert import numpy_to_image  # noqa: E402
 from grounded_planner.vlm.fake_server import FakeVLMServer  # noqa: E402
 
+
 def scene_yaml() -> str:
     """The simulated workcell holding what the recorded camera sees: the red cube where the bag shows it (through the
     tabletop's camera model and extrinsics), a tray where the planner places it ("the table" at the image centre)."""
@@ -67,6 +68,8 @@ plan:
 success:
   - {{type: inside, object: red_cube, target: tray}}
 """
+
+
 CONSOLE_URL = re.compile(r"console on (http://[\d.]+:\d+/)")
 FRAME_TOPIC = "/bench/camera/color/image_raw"
 WIDTH, HEIGHT, FPS = 1280, 720, 30
@@ -121,8 +124,11 @@ def set_parameter(node, executor, target: str, name: str, value) -> None:
 def approve_to_motion(driver, url: str, node, executor, events: list, runs: int) -> list[float]:
     """Plan in the page, click Approve, and time the click to the executor's first motion event."""
     driver.get(url)
-    wait_until(lambda: driver.execute_script("return document.getElementById('conn').textContent") == "online", 20,
-               "the page to connect")
+    wait_until(
+        lambda: driver.execute_script("return document.getElementById('conn').textContent") == "online",
+        20,
+        "the page to connect",
+    )
     out = []
     for _ in range(runs):
         before = driver.find_element("id", "plan-title").text
@@ -130,12 +136,20 @@ def approve_to_motion(driver, url: str, node, executor, events: list, runs: int)
         box.clear()
         box.send_keys(INSTRUCTION)
         driver.find_element("id", "plan-btn").click()
-        wait_until(lambda: driver.find_element("id", "plan-title").text not in ("", before) and
-                   not driver.find_element("id", "approve-btn").get_attribute("disabled"), 60, "a plan to approve")
+        wait_until(
+            lambda: (
+                driver.find_element("id", "plan-title").text not in ("", before)
+                and not driver.find_element("id", "approve-btn").get_attribute("disabled")
+            ),
+            60,
+            "a plan to approve",
+        )
         events.clear()
-        driver.execute_script("document.getElementById('approve-btn').addEventListener('click', "
-                              "() => { window.gpClick = performance.timeOrigin + performance.now(); }, "
-                              "{capture: true, once: true});")
+        driver.execute_script(
+            "document.getElementById('approve-btn').addEventListener('click', "
+            "() => { window.gpClick = performance.timeOrigin + performance.now(); }, "
+            "{capture: true, once: true});"
+        )
         driver.find_element("id", "approve-btn").click()
         click_ms = driver.execute_script("return window.gpClick")
 
@@ -157,16 +171,26 @@ def main() -> int:
     parser.add_argument("--plans", type=int, default=20)
     parser.add_argument("--frames-s", type=float, default=10.0)
     args = parser.parse_args()
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}")
-    os.environ.update(ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)),
-                      ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", RMW_IMPLEMENTATION="rmw_fastrtps_cpp",
-                      PYTHONPATH=str(REPO))
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}"
+    )
+    os.environ.update(
+        ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)),
+        ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+        RMW_IMPLEMENTATION="rmw_fastrtps_cpp",
+        PYTHONPATH=str(REPO),
+    )
     tmp = Path(tempfile.mkdtemp(prefix="bench_console_"))
     color, depth, info = scene_messages(stamp_s=1_700_000_000)  # stamped: the player moves stamps to playback time
-    topics = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
-              "/camera/camera/color/camera_info")
-    bag = write_bag(tmp / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))])
+    topics = (
+        "/camera/camera/color/image_raw",
+        "/camera/camera/aligned_depth_to_color/image_raw",
+        "/camera/camera/color/camera_info",
+    )
+    bag = write_bag(
+        tmp / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))]
+    )
     (tmp / "extrinsics.yaml").write_text(EXTRINSICS)
     (tmp / "scene.yaml").write_text(scene_yaml())
     (tmp / "executor.yaml").write_text(f"backends:\n  sim:\n    seed: null\n    scenario: {tmp / 'scene.yaml'}\n")
@@ -177,19 +201,38 @@ def main() -> int:
     executor.add_node(node)
     events: list[tuple[int, str]] = []
     from grounded_planner_interfaces.msg import ExecutionEvent
-    node.create_subscription(ExecutionEvent, names.EXECUTION_FEEDBACK, lambda m: events.append(
-        (m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec, m.state)), QoSProfile(depth=50))
+
+    node.create_subscription(
+        ExecutionEvent,
+        names.EXECUTION_FEEDBACK,
+        lambda m: events.append((m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec, m.state)),
+        QoSProfile(depth=50),
+    )
     driver = chromium()
     children = []
     try:
         with FakeVLMServer(SCENE_COLORS) as vlm:
-            sets = {"bag_player.bag": bag, "planner.base_url": vlm.base_url, "planner.model": "qwen3-vl-test",
-                    "planner.extrinsics_file": tmp / "extrinsics.yaml", "executor.dry_run": "false",
-                    "executor.config_file": tmp / "executor.yaml", "rollout_logger.log_dir": tmp / "rollouts",
-                    "console.port": 0, "console.rollouts_dir": tmp / "rollouts",
-                    "console.executor_config_file": tmp / "executor.yaml"}
-            graph = Child([*CLI, "bringup", "--config", "config/replay.yaml",
-                           *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")]])
+            sets = {
+                "bag_player.bag": bag,
+                "planner.base_url": vlm.base_url,
+                "planner.model": "qwen3-vl-test",
+                "planner.extrinsics_file": tmp / "extrinsics.yaml",
+                "executor.dry_run": "false",
+                "executor.config_file": tmp / "executor.yaml",
+                "rollout_logger.log_dir": tmp / "rollouts",
+                "console.port": 0,
+                "console.rollouts_dir": tmp / "rollouts",
+                "console.executor_config_file": tmp / "executor.yaml",
+            }
+            graph = Child(
+                [
+                    *CLI,
+                    "bringup",
+                    "--config",
+                    "config/replay.yaml",
+                    *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")],
+                ]
+            )
             children.append(graph)
             url = graph.wait_for(CONSOLE_URL, 90).group(1)
 
@@ -197,8 +240,10 @@ def main() -> int:
             for require_approval in (False, True):
                 set_parameter(node, executor, "executor", "require_approval", require_approval)
                 samples = approve_to_motion(driver, url, node, executor, events, args.approvals)
-                print(f"approve click -> first motion command, require_approval {str(require_approval).lower():5}: "
-                      f"{stats_ms(samples)}")
+                print(
+                    f"approve click -> first motion command, require_approval {str(require_approval).lower():5}: "
+                    f"{stats_ms(samples)}"
+                )
 
             # 3. what the console adds to a plan request (no page open: a browser redrawing on this 2-core machine
             # would take CPU from whichever request it follows; each request after the last one's aftermath settled),
@@ -209,12 +254,15 @@ def main() -> int:
             own_url = own.wait_for(CONSOLE_URL, 60).group(1)
             client = GroundedPlannerClient(node, executor=executor)
             client.wait_until_ready(30.0, execute=False)
-            paths = {"GroundedPlannerClient (baseline)": None, "console in the bringup": httpx.Client(base_url=url, timeout=60.0),
-                     "console in its own process": httpx.Client(base_url=own_url, timeout=60.0)}
+            paths = {
+                "GroundedPlannerClient (baseline)": None,
+                "console in the bringup": httpx.Client(base_url=url, timeout=60.0),
+                "console in its own process": httpx.Client(base_url=own_url, timeout=60.0),
+            }
             times: dict[str, list[float]] = {k: [] for k in paths}
             order = list(paths)
             for i in range(args.plans + 2):
-                for which in order[i % 3:] + order[:i % 3]:  # rotate which goes first
+                for which in order[i % 3 :] + order[: i % 3]:  # rotate which goes first
                     time.sleep(PLAN_GAP_S)
                     t0 = time.perf_counter()
                     if paths[which] is None:
@@ -227,17 +275,33 @@ def main() -> int:
             for which, samples in times.items():
                 # each round's console request against the same round's direct one (the machine's load drifts)
                 paired = [c - d for c, d in zip(samples, base)]
-                extra = "" if paths[which] is None else \
-                    f"\n    adds: median of paired differences {statistics.median(paired):+.2f} ms"
+                extra = (
+                    ""
+                    if paths[which] is None
+                    else f"\n    adds: median of paired differences {statistics.median(paired):+.2f} ms"
+                )
                 print(f"plan request, {which:33}: {stats_ms(samples)}{extra}")
 
         # 2. camera frame -> shown, 1280x720 at 30 Hz, to a console of its own
-        cam = Child([sys.executable, "-m", "grounded_planner.ros.console_node", "--ros-args", "-p", "port:=0",
-                     "-p", f"color_topic:={FRAME_TOPIC}", "-p", f"rollouts_dir:={tmp / 'rollouts'}"])
+        cam = Child(
+            [
+                sys.executable,
+                "-m",
+                "grounded_planner.ros.console_node",
+                "--ros-args",
+                "-p",
+                "port:=0",
+                "-p",
+                f"color_topic:={FRAME_TOPIC}",
+                "-p",
+                f"rollouts_dir:={tmp / 'rollouts'}",
+            ]
+        )
         children.append(cam)
         cam_url = cam.wait_for(CONSOLE_URL, 60).group(1)
-        publisher = node.create_publisher(type(numpy_to_image(np.zeros((2, 2, 3), np.uint8), "rgb8")), FRAME_TOPIC,
-                                          QoSProfile(depth=2))
+        publisher = node.create_publisher(
+            type(numpy_to_image(np.zeros((2, 2, 3), np.uint8), "rgb8")), FRAME_TOPIC, QoSProfile(depth=2)
+        )
         rng = np.random.default_rng(0)
         base = rng.integers(0, 255, (HEIGHT, WIDTH, 3), dtype=np.uint8)  # noise: a JPEG of a real scene's size class
         stop = threading.Event()
@@ -269,12 +333,14 @@ def main() -> int:
         cpu = cam.cpu_s() - cpu0
         shown = driver.execute_script("return window.gpShown")
         stop.set()
-        window = shown[-(len(shown) - shown0):] if len(shown) > shown0 else []
+        window = shown[-(len(shown) - shown0) :] if len(shown) > shown0 else []
         latency = [s["shown_ms"] - int(s["stamp_ns"]) / 1e6 for s in window]
         print(f"camera frame (1280x720, {FPS} Hz published) -> shown in the browser: {stats_ms(latency)}")
-        print(f"  displayed {len(window) / args.frames_s:.1f} frames/s; console process CPU "
-              f"{cpu / max(1, len(window)) * 1000:.1f} ms per displayed frame "
-              f"({cpu / args.frames_s * 100:.0f} % of a core; with no page open: {idle_cpu / args.frames_s * 100:.1f} %)")
+        print(
+            f"  displayed {len(window) / args.frames_s:.1f} frames/s; console process CPU "
+            f"{cpu / max(1, len(window)) * 1000:.1f} ms per displayed frame "
+            f"({cpu / args.frames_s * 100:.0f} % of a core; with no page open: {idle_cpu / args.frames_s * 100:.1f} %)"
+        )
     finally:
         driver.quit()
         for child in reversed(children):

@@ -68,8 +68,17 @@ with rclpy.init():
 def run_clients(mode: str, count: int, answer_wait_s: float, env: dict) -> list[tuple[bool, float, float]]:
     """``count`` fresh client processes started together; of each: (answered, ms from the end of discovery to
     the first answer, ms of the reachability check on each later request (nan without the probe))."""
-    procs = [subprocess.Popen([sys.executable, "-c", CLIENT, mode, str(answer_wait_s)], env=env, cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(count)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLIENT, mode, str(answer_wait_s)],
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        for _ in range(count)
+    ]
     results = []
     for proc in procs:
         out, _ = proc.communicate(timeout=300)
@@ -85,12 +94,19 @@ def main() -> None:
     parser.add_argument("--together", type=int, default=4, help="client processes started at the same moment")
     parser.add_argument("--load", type=int, default=6, help="busy processes competing for the CPUs")
     parser.add_argument("--answer-wait", type=float, default=8.0, help="seconds a client waits for its answer")
-    parser.add_argument("--discovery-range", default="", choices=["", "LOCALHOST", "SUBNET"],
-                        help="ROS_AUTOMATIC_DISCOVERY_RANGE (default: as the environment says; ROS's default SUBNET)")
+    parser.add_argument(
+        "--discovery-range",
+        default="",
+        choices=["", "LOCALHOST", "SUBNET"],
+        help="ROS_AUTOMATIC_DISCOVERY_RANGE (default: as the environment says; ROS's default SUBNET)",
+    )
     args = parser.parse_args()
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
-    env = dict(os.environ, ROS_DOMAIN_ID=str(random.randint(100, 200)),
-               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ,
+        ROS_DOMAIN_ID=str(random.randint(100, 200)),
+        PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
     if args.discovery_range:
         env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = args.discovery_range
     server = subprocess.Popen([sys.executable, "-c", SERVER], env=env, stdout=subprocess.PIPE, text=True)
@@ -102,9 +118,11 @@ def main() -> None:
         for _ in range(max(1, args.clients // args.together)):  # interleaved: both modes see the same load
             for label, mode in modes.items():
                 results[label] += run_clients(mode, args.together, args.answer_wait, env)
-        print(f"{len(results[next(iter(results))])} fresh client processes per mode, {args.together} at a time, "
-              f"{args.load} busy processes, answer awaited "
-              f"{args.answer_wait:g} s, discovery range {env.get('ROS_AUTOMATIC_DISCOVERY_RANGE', 'SUBNET (default)')}")
+        print(
+            f"{len(results[next(iter(results))])} fresh client processes per mode, {args.together} at a time, "
+            f"{args.load} busy processes, answer awaited "
+            f"{args.answer_wait:g} s, discovery range {env.get('ROS_AUTOMATIC_DISCOVERY_RANGE', 'SUBNET (default)')}"
+        )
         for label, runs in results.items():
             lost = sum(not ok for ok, _ms, _later in runs)
             times = sorted(ms for ok, ms, _later in runs if ok)
@@ -112,8 +130,10 @@ def main() -> None:
             print(f"  {label:40s} lost {lost:3d}/{len(runs)}   median first answer {median:7.1f} ms")
         later = sorted(ms for ok, _ms, ms in results["probe (reach.confirm_reachable, call)"] if ok)
         if later:
-            print(f"  each later request of a probed client pays the check that the server is the one confirmed "
-                  f"(Reachability.ensure, a graph lookup): median {later[len(later) // 2]:.2f} ms")
+            print(
+                f"  each later request of a probed client pays the check that the server is the one confirmed "
+                f"(Reachability.ensure, a graph lookup): median {later[len(later) // 2]:.2f} ms"
+            )
     finally:
         for proc in load:
             proc.kill()

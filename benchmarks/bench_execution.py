@@ -47,8 +47,15 @@ def random_targets(pairs: int, lo, hi, seed: int = 0) -> TargetSet:
     for i in range(2 * pairs):
         position = [rng.uniform(lo[0], hi[0]), rng.uniform(lo[1], hi[1]), rng.uniform(lo[2], hi[2])]
         kind = "grasp" if i % 2 == 0 else "place"
-        targets.append({"index": i, "type": kind, "object": f"obj{i // 2}", "position": position,
-                        "yaw": float(rng.uniform(-1.5, 1.5)) if kind == "grasp" else None})
+        targets.append(
+            {
+                "index": i,
+                "type": kind,
+                "object": f"obj{i // 2}",
+                "position": position,
+                "yaw": float(rng.uniform(-1.5, 1.5)) if kind == "grasp" else None,
+            }
+        )
     return TargetSet.from_dict({"frame": "base", "targets": targets, "warnings": []})
 
 
@@ -133,9 +140,22 @@ def bench_franky_sim(pairs: int) -> None:
             for i in range(pairs):
                 src, dst = (a, b) if i % 2 == 0 else (b, a)
                 plan = pair_plan(1)
-                targets = TargetSet.from_dict({"frame": "fr3_link0", "warnings": [], "targets": [
-                    {"index": 0, "type": "grasp", "object": "obj0", "position": [src[0], src[1], 0.04], "yaw": 0.0},
-                    {"index": 1, "type": "place", "object": "obj0", "position": [dst[0], dst[1], 0.0]}]})
+                targets = TargetSet.from_dict(
+                    {
+                        "frame": "fr3_link0",
+                        "warnings": [],
+                        "targets": [
+                            {
+                                "index": 0,
+                                "type": "grasp",
+                                "object": "obj0",
+                                "position": [src[0], src[1], 0.04],
+                                "yaw": 0.0,
+                            },
+                            {"index": 1, "type": "place", "object": "obj0", "position": [dst[0], dst[1], 0.0]},
+                        ],
+                    }
+                )
                 timed.command_s = 0.0
                 start = time.perf_counter()
                 result = executor.execute(plan, targets)
@@ -145,12 +165,18 @@ def bench_franky_sim(pairs: int) -> None:
         cube = json.loads(state.read_text())["cubes"][0]
     state.unlink(missing_ok=True)
     for i, (t, c) in enumerate(zip(totals, commands)):
-        print(f"   pair {i}: {t:6.2f} s total, {c:6.2f} s in robot commands, executor overhead "
-              f"{(t - c) * 1e3:6.1f} ms ({(t - c) / t * 100:.2f} %)")
-    print(f"   median: {statistics.median(totals):.2f} s per pair, {statistics.median(commands):.2f} s of motion; "
-          f"{ok}/{pairs} pairs succeeded; cube ended at ({cube[0]:.3f}, {cube[1]:.3f}, {cube[2]:.3f}) m")
-    print(f"   (speeds: travel {cfg.speed(cfg.travel_speed_scale):.2f}, fine {cfg.speed(cfg.fine_speed_scale):.2f} of "
-          f"max, acceleration cap {cfg.safety.max_acceleration_scale:.2f}: the shipped Franka config)")
+        print(
+            f"   pair {i}: {t:6.2f} s total, {c:6.2f} s in robot commands, executor overhead "
+            f"{(t - c) * 1e3:6.1f} ms ({(t - c) / t * 100:.2f} %)"
+        )
+    print(
+        f"   median: {statistics.median(totals):.2f} s per pair, {statistics.median(commands):.2f} s of motion; "
+        f"{ok}/{pairs} pairs succeeded; cube ended at ({cube[0]:.3f}, {cube[1]:.3f}, {cube[2]:.3f}) m"
+    )
+    print(
+        f"   (speeds: travel {cfg.speed(cfg.travel_speed_scale):.2f}, fine {cfg.speed(cfg.fine_speed_scale):.2f} of "
+        f"max, acceleration cap {cfg.safety.max_acceleration_scale:.2f}: the shipped Franka config)"
+    )
 
 
 def main() -> int:
@@ -158,8 +184,10 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=3, help="grasp->place pairs on franky-sim")
     parser.add_argument("--repeats", type=int, default=5, help="dry-run repetitions (median)")
     args = parser.parse_args()
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
     bench_dry_run(args.repeats)
     bench_franky_sim(args.pairs)
     return 0

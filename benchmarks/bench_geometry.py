@@ -41,8 +41,14 @@ def build_scene(seed: int = 0):
         if k % 4 == 3:
             objects.append(Cylinder(f"can{k}", xy, rng.uniform(0.02, 0.035), rng.uniform(0.05, 0.1)))
         else:
-            objects.append(Box(f"box{k}", xy, (rng.uniform(0.06, 0.1), rng.uniform(0.025, 0.04),
-                                                rng.uniform(0.03, 0.07)), rng.uniform(-math.pi, math.pi)))
+            objects.append(
+                Box(
+                    f"box{k}",
+                    xy,
+                    (rng.uniform(0.06, 0.1), rng.uniform(0.025, 0.04), rng.uniform(0.03, 0.07)),
+                    rng.uniform(-math.pi, math.pi),
+                )
+            )
     scene = Scene(camera, cam2base, objects)
     clean, labels = scene.render()
     depth_m = to_depth_units(add_holes(clean, rng, 60, 8), rng, 0.001) * 0.001
@@ -69,7 +75,7 @@ def plan_pixels(plan: GroundedPlan, depth_m: np.ndarray) -> tuple[np.ndarray, np
         if a.bbox is None:
             continue
         x1, y1, x2, y2 = a.bbox
-        v, u = np.mgrid[math.ceil(y1 - 0.5):math.floor(y2 - 0.5) + 1, math.ceil(x1 - 0.5):math.floor(x2 - 0.5) + 1]
+        v, u = np.mgrid[math.ceil(y1 - 0.5) : math.floor(y2 - 0.5) + 1, math.ceil(x1 - 0.5) : math.floor(x2 - 0.5) + 1]
         ok = depth_m[v, u] > 0
         us.append(u[ok])
         vs.append(v[ok])
@@ -100,17 +106,26 @@ def main() -> int:
     args = parser.parse_args()
     import pyrealsense2 as rs
 
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, numpy {np.__version__}, pyrealsense2 {rs.__version__}")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, numpy {np.__version__}, pyrealsense2 {rs.__version__}"
+    )
     scene, depth_m, plan, free = build_scene()
     camera, cam2base = scene.camera, scene.cam2world
-    print(f"input: {WIDTH}x{HEIGHT} depth (1 mm units, holes, 1 mm noise), plumb_bob distortion, "
-          f"{len(plan.actions)}-step plan ({len(plan.actions) // 2} grasp/place pairs)")
+    print(
+        f"input: {WIDTH}x{HEIGHT} depth (1 mm units, holes, 1 mm noise), plumb_bob distortion, "
+        f"{len(plan.actions)}-step plan ({len(plan.actions) // 2} grasp/place pairs)"
+    )
 
     # 1. The whole 26-step plan -> targets (plane fits, blobs, top surfaces, yaw, ray-plane), cold camera.
     def run_targets():
-        return compute_targets(plan, depth_m, CameraModel.from_camera_info(K, D, WIDTH, HEIGHT, "plumb_bob",
-                                                                           "camera_color_optical_frame"), cam2base)
+        return compute_targets(
+            plan,
+            depth_m,
+            CameraModel.from_camera_info(K, D, WIDTH, HEIGHT, "plumb_bob", "camera_color_optical_frame"),
+            cam2base,
+        )
+
     t_targets, targets = timed(run_targets, args.repeats)
 
     # 2. Deprojection of the same box pixels: vectorised CameraModel vs the librealsense per-pixel loop.
@@ -120,8 +135,10 @@ def main() -> int:
     intr = realsense_intrinsics(rs, camera)
 
     def rs_loop():
-        return np.array([rs.rs2_deproject_pixel_to_point(intr, [float(a), float(b)], float(c))
-                         for a, b, c in zip(u, v, z)])
+        return np.array(
+            [rs.rs2_deproject_pixel_to_point(intr, [float(a), float(b)], float(c)) for a, b, c in zip(u, v, z)]
+        )
+
     t_rs, ref = timed(rs_loop, max(1, args.repeats // 2))
     diff = np.abs(ours - ref)
 
@@ -130,28 +147,42 @@ def main() -> int:
     zz = np.where(depth_m > 0, depth_m, 1.0)
     t_full, full = timed(lambda: camera.deproject(uu.ravel(), vv.ravel(), zz.ravel()), max(1, args.repeats // 2))
     t0 = time.perf_counter()
-    full_ref = np.array([rs.rs2_deproject_pixel_to_point(intr, [float(a), float(b)], float(c))
-                         for a, b, c in zip(uu.ravel(), vv.ravel(), zz.ravel())])
+    full_ref = np.array(
+        [
+            rs.rs2_deproject_pixel_to_point(intr, [float(a), float(b)], float(c))
+            for a, b, c in zip(uu.ravel(), vv.ravel(), zz.ravel())
+        ]
+    )
     t_full_rs = time.perf_counter() - t0
     full_diff = np.abs(full - full_ref)
 
     print("\n| what | ours (s) | librealsense loop (s) | ratio | max abs diff (m) |")
     print("|---|---|---|---|---|")
-    print(f"| 26-step plan -> targets vs deprojecting its {u.size} box pixels | {t_targets:.4f} | {t_rs:.3f} | "
-          f"{t_rs / t_targets:.1f}x | - |")
-    print(f"| deproject the {u.size} box pixels | {t_ours:.4f} | {t_rs:.3f} | {t_rs / t_ours:.0f}x | {diff.max():.2e} |")
-    print(f"| deproject all {WIDTH * HEIGHT} pixels | {t_full:.4f} | {t_full_rs:.3f} | {t_full_rs / t_full:.0f}x | "
-          f"{full_diff.max():.2e} |")
+    print(
+        f"| 26-step plan -> targets vs deprojecting its {u.size} box pixels | {t_targets:.4f} | {t_rs:.3f} | "
+        f"{t_rs / t_targets:.1f}x | - |"
+    )
+    print(
+        f"| deproject the {u.size} box pixels | {t_ours:.4f} | {t_rs:.3f} | {t_rs / t_ours:.0f}x | {diff.max():.2e} |"
+    )
+    print(
+        f"| deproject all {WIDTH * HEIGHT} pixels | {t_full:.4f} | {t_full_rs:.3f} | {t_full_rs / t_full:.0f}x | "
+        f"{full_diff.max():.2e} |"
+    )
     agree = full_diff.max() <= 1e-6 and diff.max() <= 1e-6
     print(f"\nagreement to 1e-6 m: {'yes' if agree else 'NO'} (librealsense computes in float32)")
 
-    grasp_err = [np.linalg.norm(targets.for_index(2 * k).position - obj.top_center(0.0)) * 1000
-                 for k, obj in enumerate(scene.objects)]
+    grasp_err = [
+        np.linalg.norm(targets.for_index(2 * k).position - obj.top_center(0.0)) * 1000
+        for k, obj in enumerate(scene.objects)
+    ]
     place_err = [abs(targets.for_index(2 * k + 1).position[2]) * 1000 for k in range(len(scene.objects))]
     methods = sorted({t.method for t in targets.targets})
-    print(f"targets vs true geometry: grasp point error median {np.median(grasp_err):.2f} mm, max "
-          f"{max(grasp_err):.2f} mm; place height above the table max {max(place_err):.2f} mm; methods {methods}; "
-          f"{len(targets.warnings)} warnings")
+    print(
+        f"targets vs true geometry: grasp point error median {np.median(grasp_err):.2f} mm, max "
+        f"{max(grasp_err):.2f} mm; place height above the table max {max(place_err):.2f} mm; methods {methods}; "
+        f"{len(targets.warnings)} warnings"
+    )
     return 0 if agree else 1
 
 

@@ -82,15 +82,27 @@ os._exit(0)  # executor threads still spinning
 
 
 def measure(setting: str, seconds: float, env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", SUBSCRIBER, setting, str(seconds)], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=seconds + 60)
+    out = subprocess.run(
+        [sys.executable, "-c", SUBSCRIBER, setting, str(seconds)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"subscriber ({setting}) failed: {out.stderr[-2000:]}")
     frames, wall, user, system, faults, rss = map(float, out.stdout.split())
     if frames < 1:
         raise RuntimeError(f"subscriber ({setting}) received no frame in {seconds} s")
-    return {"frames": frames, "fps": frames / wall, "cpu_ms": 1000 * (user + system) / frames,
-            "kernel_ms": 1000 * system / frames, "faults": faults / frames, "rss_mb": rss}
+    return {
+        "frames": frames,
+        "fps": frames / wall,
+        "cpu_ms": 1000 * (user + system) / frames,
+        "kernel_ms": 1000 * system / frames,
+        "faults": faults / frames,
+        "rss_mb": rss,
+    }
 
 
 def main() -> None:
@@ -98,10 +110,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per subscriber run")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each setting, alternating")
     args = parser.parse_args()
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} (other jobs share these CPUs)")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} (other jobs share these CPUs)"
+    )
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
-    env = dict(clean, ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    env = dict(
+        clean, ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST"
+    )
     camera = _start_camera_process(env)
     runs: dict[str, list[dict]] = {"default": [], "keep": [], "keep_mt": [], "on_demand": []}
     try:
@@ -112,19 +128,27 @@ def main() -> None:
         _stop(camera)
     print(f"\na subscriber to 1280x720 rgb8 at 30 Hz, {args.rounds} run(s) of {args.seconds:.0f} s each (medians):")
     figures = {}
-    for setting, label in (("default", "callbacks, glibc defaults (baseline)"),
-                           ("keep", "callbacks, keep_image_buffers"),
-                           ("keep_mt", "callbacks, keep, 4 executor threads"),
-                           ("on_demand", "taken on demand (our nodes now)")):
+    for setting, label in (
+        ("default", "callbacks, glibc defaults (baseline)"),
+        ("keep", "callbacks, keep_image_buffers"),
+        ("keep_mt", "callbacks, keep, 4 executor threads"),
+        ("on_demand", "taken on demand (our nodes now)"),
+    ):
         m = {key: statistics.median(r[key] for r in runs[setting]) for key in runs[setting][0]}
         figures[setting] = m
-        print(f"  {label:38s} CPU {m['cpu_ms']:5.2f} ms/frame (kernel {m['kernel_ms']:5.2f}), "
-              f"{m['faults']:6.0f} page faults/frame, {m['fps']:4.1f} frames/s, peak RSS {m['rss_mb']:.0f} MB")
+        print(
+            f"  {label:38s} CPU {m['cpu_ms']:5.2f} ms/frame (kernel {m['kernel_ms']:5.2f}), "
+            f"{m['faults']:6.0f} page faults/frame, {m['fps']:4.1f} frames/s, peak RSS {m['rss_mb']:.0f} MB"
+        )
     ratio = figures["default"]["cpu_ms"] / figures["keep"]["cpu_ms"]
-    print(f"CPU per frame: {ratio:.1f}x less with keep_image_buffers; at 30 Hz that is "
-          f"{3 * figures['default']['cpu_ms']:.0f}% -> {3 * figures['keep']['cpu_ms']:.0f}% of one CPU")
-    print(f"taking the images on demand instead of a callback per frame (4 executor threads both): "
-          f"{3 * figures['keep_mt']['cpu_ms']:.0f}% -> {3 * figures['on_demand']['cpu_ms']:.0f}% of one CPU")
+    print(
+        f"CPU per frame: {ratio:.1f}x less with keep_image_buffers; at 30 Hz that is "
+        f"{3 * figures['default']['cpu_ms']:.0f}% -> {3 * figures['keep']['cpu_ms']:.0f}% of one CPU"
+    )
+    print(
+        f"taking the images on demand instead of a callback per frame (4 executor threads both): "
+        f"{3 * figures['keep_mt']['cpu_ms']:.0f}% -> {3 * figures['on_demand']['cpu_ms']:.0f}% of one CPU"
+    )
 
 
 if __name__ == "__main__":

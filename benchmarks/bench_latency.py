@@ -133,8 +133,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20, help="timed requests per measurement")
     args = parser.parse_args()
     n = args.requests
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} (other jobs share these CPUs)")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} (other jobs share these CPUs)"
+    )
     image, depth, camera = scene()
     server = _start_vlm_process()
     rows: list[tuple[str, list[float]]] = []
@@ -145,10 +147,17 @@ def main() -> None:
         encoded = planner.encode(image)
         rows.append(("encode (PNG)", timed(lambda: planner.encode(image), n)))
         seen = planner.backend.seen_size(encoded.size)
-        messages = [{"role": "system", "content": prompts.planning_system_prompt(config.family, *seen)},
-                    {"role": "user", "content": prompts.planning_user_prompt(INSTRUCTION, ())}]
-        request = VLMRequest(messages=messages, image=encoded, max_tokens=config.max_tokens,
-                             temperature=config.temperature, json_mode=config.json_mode)
+        messages = [
+            {"role": "system", "content": prompts.planning_system_prompt(config.family, *seen)},
+            {"role": "user", "content": prompts.planning_user_prompt(INSTRUCTION, ())},
+        ]
+        request = VLMRequest(
+            messages=messages,
+            image=encoded,
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            json_mode=config.json_mode,
+        )
         body = json.dumps(planner.backend.payload(request)).encode("utf-8")
         answer = {}
         bare = httpx.Client(timeout=60.0)
@@ -156,14 +165,34 @@ def main() -> None:
         def post():
             response = bare.post(planner.backend.url, content=body, headers={"Content-Type": "application/json"})
             answer["text"] = response.json()["choices"][0]["message"]["content"]
+
         http = timed(post, n)
         rows.append((f"HTTP, bare ({len(body) / 1e6:.2f} MB request)", http))
-        rows.append(("parse", timed(lambda: parse_plan(answer["text"], encoded.original_size, config.parse_convention,
-                                                       INSTRUCTION, model_image_size=seen), n)))
+        rows.append(
+            (
+                "parse",
+                timed(
+                    lambda: parse_plan(
+                        answer["text"],
+                        encoded.original_size,
+                        config.parse_convention,
+                        INSTRUCTION,
+                        model_image_size=seen,
+                    ),
+                    n,
+                ),
+            )
+        )
         plan = planner.plan(image, INSTRUCTION)
         if not plan.actions:
-            plan = GroundedPlan(INSTRUCTION, (WIDTH, HEIGHT), [GroundedAction("grasp", "red cube", bbox=(500, 300, 580, 420)),
-                                                               GroundedAction("place", "red cube", point=(900, 500))])
+            plan = GroundedPlan(
+                INSTRUCTION,
+                (WIDTH, HEIGHT),
+                [
+                    GroundedAction("grasp", "red cube", bbox=(500, 300, 580, 420)),
+                    GroundedAction("place", "red cube", point=(900, 500)),
+                ],
+            )
         located = backproject(plan, depth, camera)
         rows.append(("back-projection", timed(lambda: backproject(plan, depth, camera), n)))
 
@@ -175,12 +204,21 @@ def main() -> None:
             executor = SingleThreadedExecutor(context=context)
             executor.add_node(node)
             plan_pub = node.create_publisher(GroundedPlanMsg, "/bench/plan", 10)
-            rows.append(("publish (plan -> message + publish)",
-                         timed(lambda: plan_pub.publish(plan_to_msg(located, rclpy_type)), n)))
+            rows.append(
+                (
+                    "publish (plan -> message + publish)",
+                    timed(lambda: plan_pub.publish(plan_to_msg(located, rclpy_type)), n),
+                )
+            )
             # what planner_node's worker thread does after each answer (not on the response path)
-            rows.append(("overlay + markers (after the answer)",
-                         timed(lambda: (numpy_to_image(draw_plan_overlay(image, located), "rgb8"),
-                                        plan_markers(located)), n)))
+            rows.append(
+                (
+                    "overlay + markers (after the answer)",
+                    timed(
+                        lambda: (numpy_to_image(draw_plan_overlay(image, located), "rgb8"), plan_markers(located)), n
+                    ),
+                )
+            )
 
             # plan message -> first motion command: what executor_node does with a goal
             goal_msg = plan_to_msg(_in_base_frame(located), rclpy_type)
@@ -203,10 +241,12 @@ def main() -> None:
             bare.close()
             light = _start_light_server(answer["text"], LIGHT_LATENCY_S)
             try:
-                light_planner = make_planner(PlannerConfig(backend="openai", model="qwen3-vl-bench",
-                                                           base_url=light.url, max_retries=0))
-                light_round = _service_round(node, executor, domain, light.url, light_planner, image, n,
-                                             first_from_camera=True)
+                light_planner = make_planner(
+                    PlannerConfig(backend="openai", model="qwen3-vl-bench", base_url=light.url, max_retries=0)
+                )
+                light_round = _service_round(
+                    node, executor, domain, light.url, light_planner, image, n, first_from_camera=True
+                )
                 light_planner.close()
             finally:
                 light.stop()
@@ -220,48 +260,73 @@ def main() -> None:
     print(f"\none {WIDTH}x{HEIGHT} plan request, stage by stage (this process unless said otherwise):")
     for name, samples in rows:
         print(f"  {name:42s} {_percentiles(samples)}")
-    print(f"  frame wait + frame decode (latest camera frame - image in request): "
-          f"{med_ms(stand_in['camera']) - med_ms(stand_in['service']):+.2f} ms")
+    print(
+        f"  frame wait + frame decode (latest camera frame - image in request): "
+        f"{med_ms(stand_in['camera']) - med_ms(stand_in['service']):+.2f} ms"
+    )
     goals = []
     for title, run, first_path in (
-            (f"a light server (fixed answer after a {LIGHT_LATENCY_S * 1000:.0f} ms sleep, no CPU burnt): the service "
-             "overhead alone", light_round, "(b) latest camera frame"),
-            ("the stand-in server (decodes the PNG and searches colours: CPU-heavy, so on a small machine it also "
-             "competes with the node and the client for the CPUs)", stand_in, "(a) image in request")):
+        (
+            f"a light server (fixed answer after a {LIGHT_LATENCY_S * 1000:.0f} ms sleep, no CPU burnt): the service "
+            "overhead alone",
+            light_round,
+            "(b) latest camera frame",
+        ),
+        (
+            "the stand-in server (decodes the PNG and searches colours: CPU-heavy, so on a small machine it also "
+            "competes with the node and the client for the CPUs)",
+            stand_in,
+            "(a) image in request",
+        ),
+    ):
         print(f"\nend to end on {title}; a camera process streams 1280x720 rgb8 at 30 Hz throughout:")
         print(f"  {'Planner.plan in-process (encode+HTTP+parse)':48s} {_percentiles(run['direct'])}")
         print(f"  {'plan service (a) image in request':48s} {_percentiles(run['service'])}")
         print(f"  {'plan service (b) latest camera frame':48s} {_percentiles(run['camera'])}")
         print(f"  {'Planner.plan in-process, 0.15 s after the last':48s} {_percentiles(run['direct_idle'])}")
         print(f"  {'plan service (b), 0.15 s after the last':48s} {_percentiles(run['camera_idle'])}")
-        print(f"  first request after node start, path {first_path}: {run['first_call'] * 1000:.0f} ms for the call "
-              f"({run['first_s']:.2f} s from launching the node)")
+        print(
+            f"  first request after node start, path {first_path}: {run['first_call'] * 1000:.0f} ms for the call "
+            f"({run['first_s']:.2f} s from launching the node)"
+        )
         goals.append((title.split(":")[0].split(" (")[0], run))
     print("\nthe plan service round trip alone (test/helpers/fixed_plan_server.py answers a fixed plan, no planner):")
     print(f"  {'bare plan service round trip, image in request':48s} {_percentiles(bare_service['image'])}")
     print(f"  {'bare plan service round trip, no image':48s} {_percentiles(bare_service['none'])}")
-    print(f"  the {image.nbytes / 1e6:.1f} MB raw image through serialization + DDS + deserialization: "
-          f"{statistics.median(i - o for i, o in zip(bare_service['image'], bare_service['none'])) * 1000:+.2f} ms "
-          f"(median of the differences within each round)")
+    print(
+        f"  the {image.nbytes / 1e6:.1f} MB raw image through serialization + DDS + deserialization: "
+        f"{statistics.median(i - o for i, o in zip(bare_service['image'], bare_service['none'])) * 1000:+.2f} ms "
+        f"(median of the differences within each round)"
+    )
     profile = os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE", "")
     print(f"  (Fast DDS profile of this process and its children: {profile or 'none (Fast DDS defaults)'})")
 
     ratio = statistics.median(stand_in["direct"]) / statistics.median(stand_in["http"])
-    print("\ngoal 1: plan service - Planner.plan on the same server (goal <= 5 ms): the median of the differences "
-          "within each round\n(the calls of a round run back to back, so the load of other jobs falls on both alike), "
-          "in brackets the difference of the medians:")
+    print(
+        "\ngoal 1: plan service - Planner.plan on the same server (goal <= 5 ms): the median of the differences "
+        "within each round\n(the calls of a round run back to back, so the load of other jobs falls on both alike), "
+        "in brackets the difference of the medians:"
+    )
     for server_name, run in goals:
         print(f"  {server_name}:")
         for label, service, direct in (
-                ("(b) latest camera frame (real robot: real.launch.py, RealSense streaming)", run["camera"], run["direct"]),
-                (f"(b) the same, each call {IDLE_GAP_S:.2f} s after the one before (overlay of the last answer done)",
-                 run["camera_idle"], run["direct_idle"]),
-                (f"(a) image in the request (the client sends {image.nbytes / 1e6:.1f} MB)", run["service"], run["direct"])):
+            ("(b) latest camera frame (real robot: real.launch.py, RealSense streaming)", run["camera"], run["direct"]),
+            (
+                f"(b) the same, each call {IDLE_GAP_S:.2f} s after the one before (overlay of the last answer done)",
+                run["camera_idle"],
+                run["direct_idle"],
+            ),
+            (f"(a) image in the request (the client sends {image.nbytes / 1e6:.1f} MB)", run["service"], run["direct"]),
+        ):
             overhead = statistics.median(s - d for s, d in zip(service, direct)) * 1000
-            print(f"    {label:88s} {overhead:+7.2f} ms ({med_ms(service) - med_ms(direct):+.2f}): "
-                  f"{'met' if overhead <= 5 else 'NOT met'}")
-    print(f"goal 2: Planner.plan / bare HTTP of the same bytes, stand-in server, in the same rounds = {ratio:.2f}x "
-          f"(goal <= 1.2x): {'met' if ratio <= 1.2 else 'NOT met'}")
+            print(
+                f"    {label:88s} {overhead:+7.2f} ms ({med_ms(service) - med_ms(direct):+.2f}): "
+                f"{'met' if overhead <= 5 else 'NOT met'}"
+            )
+    print(
+        f"goal 2: Planner.plan / bare HTTP of the same bytes, stand-in server, in the same rounds = {ratio:.2f}x "
+        f"(goal <= 1.2x): {'met' if ratio <= 1.2 else 'NOT met'}"
+    )
 
 
 LIGHT_LATENCY_S = 0.05  # the light server's fixed answer time
@@ -278,26 +343,50 @@ def _service_round(node, executor, domain, url, planner, image, n, first_from_ca
     env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     camera = _start_camera_process(env)
     started = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-m", "grounded_planner.ros.planner_node", "--ros-args",
-                              "-p", "backend:=openai", "-p", f"base_url:={url}",
-                              "-p", "model:=qwen3-vl-bench", "-p", "max_retries:=0"],
-                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grounded_planner.ros.planner_node",
+            "--ros-args",
+            "-p",
+            "backend:=openai",
+            "-p",
+            f"base_url:={url}",
+            "-p",
+            "model:=qwen3-vl-bench",
+            "-p",
+            "max_retries:=0",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         client = GroundedPlannerClient(node, executor=executor)
         image_msg = numpy_to_image(image, "rgb8")
-        first = client.plan(INSTRUCTION, image=None if first_from_camera else image_msg, backproject=False,
-                            timeout_s=60.0, service_wait_s=60.0)
+        first = client.plan(
+            INSTRUCTION,
+            image=None if first_from_camera else image_msg,
+            backproject=False,
+            timeout_s=60.0,
+            service_wait_s=60.0,
+        )
         first_s = time.perf_counter() - started
         if not first.succeeded:
             raise RuntimeError(f"plan service: {client.last_error}")
-        calls = [("direct", lambda: planner.plan(image, INSTRUCTION)),
-                 ("service", lambda: _must(client.plan(INSTRUCTION, image=image_msg, backproject=False), client)),
-                 ("camera", lambda: _must(client.plan(INSTRUCTION, backproject=False), client)),
-                 # path (b) again, each call IDLE_GAP_S after the one before: the node has drawn and published the
-                 # previous answer's overlay and markers (the 'overlay + markers' stage, on its worker thread), as between the
-                 # requests of a real episode; back to back, that work overlaps the next request
-                 ("direct_idle", lambda: planner.plan(image, INSTRUCTION)),
-                 ("camera_idle", lambda: _must(client.plan(INSTRUCTION, backproject=False), client)), *extra]
+        calls = [
+            ("direct", lambda: planner.plan(image, INSTRUCTION)),
+            ("service", lambda: _must(client.plan(INSTRUCTION, image=image_msg, backproject=False), client)),
+            ("camera", lambda: _must(client.plan(INSTRUCTION, backproject=False), client)),
+            # path (b) again, each call IDLE_GAP_S after the one before: the node has drawn and published the
+            # previous answer's overlay and markers (the 'overlay + markers' stage, on its worker thread), as between the
+            # requests of a real episode; back to back, that work overlaps the next request
+            ("direct_idle", lambda: planner.plan(image, INSTRUCTION)),
+            ("camera_idle", lambda: _must(client.plan(INSTRUCTION, backproject=False), client)),
+            *extra,
+        ]
         # interleaved, so that the load of other jobs on the machine (and the camera stream) falls on all alike;
         # the first 3 rounds warm up (client, connections, the node's planner)
         samples = {name: [] for name, _ in calls}
@@ -344,8 +433,13 @@ except (KeyboardInterrupt, ExternalShutdownException):
 def _start_camera_process(env) -> subprocess.Popen:
     """A camera stand-in in its own process, as camera_node is: the benchmark's 1280x720 rgb8 frame on
     /camera/camera/color/image_raw at 30 Hz (no RealSense here; the planner node subscribes as to a real one)."""
-    return subprocess.Popen([sys.executable, "-c", _CAMERA, str(REPO / "benchmarks")], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-c", _CAMERA, str(REPO / "benchmarks")],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _bare_service_round(node, executor, domain, image_msg, n):
@@ -355,16 +449,31 @@ def _bare_service_round(node, executor, domain, image_msg, n):
 
     with tempfile.TemporaryDirectory() as tmp:
         plan_path = os.path.join(tmp, "plan.json")
-        save_plan(GroundedPlan(INSTRUCTION, (WIDTH, HEIGHT), [
-            GroundedAction("grasp", "red cube", bbox=(500, 300, 580, 420)),
-            GroundedAction("place", "red cube", point=(900, 500))]), plan_path)
+        save_plan(
+            GroundedPlan(
+                INSTRUCTION,
+                (WIDTH, HEIGHT),
+                [
+                    GroundedAction("grasp", "red cube", bbox=(500, 300, 580, 420)),
+                    GroundedAction("place", "red cube", point=(900, 500)),
+                ],
+            ),
+            plan_path,
+        )
         env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
-        child = subprocess.Popen([sys.executable, os.path.join("test", "helpers", "fixed_plan_server.py"), plan_path],
-                                 cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [sys.executable, os.path.join("test", "helpers", "fixed_plan_server.py"), plan_path],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             client = GroundedPlannerClient(node, executor=executor)
-            _must(client.plan(INSTRUCTION, image=image_msg, backproject=False, timeout_s=60.0, service_wait_s=60.0),
-                  client)
+            _must(
+                client.plan(INSTRUCTION, image=image_msg, backproject=False, timeout_s=60.0, service_wait_s=60.0),
+                client,
+            )
             samples = {"image": [], "none": []}
             for i in range(n + 3):
                 for name, kwargs in (("image", {"image": image_msg}), ("none", {})):
@@ -417,9 +526,11 @@ except KeyboardInterrupt:
 def _start_light_server(answer_text: str, latency_s: float) -> _LightServer:
     """A fixed-answer OpenAI-style server in its own process: reads the request, sleeps ``latency_s``, answers
     ``answer_text`` (what the stand-in answered in this run). Its latency burns no CPU."""
-    return _LightServer(subprocess.Popen([sys.executable, "-c", _LIGHT_SERVER, answer_text, str(latency_s)],
-                                         stdout=subprocess.PIPE, text=True))
-
+    return _LightServer(
+        subprocess.Popen(
+            [sys.executable, "-c", _LIGHT_SERVER, answer_text, str(latency_s)], stdout=subprocess.PIPE, text=True
+        )
+    )
 
 
 def _in_base_frame(plan: GroundedPlan) -> GroundedPlan:

@@ -29,8 +29,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--small", action="store_true", help="no runs near the size cap, no megabyte strings")
     args = parser.parse_args()
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
     rules: collections.Counter = collections.Counter()
     untyped, cpu_s, base_s, sizes, heads = [], [], [], [], []
     for i, (family, size, text) in enumerate(answers(args.seed, args.count, big=not args.small)):
@@ -54,12 +56,18 @@ def main() -> int:
     order = sorted(range(len(cpu_s)), key=cpu_s.__getitem__)
     worst = order[-1]
     print(f"answers: {len(cpu_s)} (seed {args.seed}), {sum(sizes) / 1e6:.1f} M characters, longest {max(sizes)}")
-    print(f"untyped exceptions: {len(untyped)}; internal parser errors: {rules['internal']}; "
-          f"answers over 1 s CPU: {sum(t > 1.0 for t in cpu_s)}")
-    print(f"parse CPU per answer: median {statistics.median(cpu_s) * 1e3:.2f} ms, "
-          f"p99 {cpu_s[order[int(0.99 * (len(order) - 1))]] * 1e3:.1f} ms, max {cpu_s[worst] * 1e3:.0f} ms "
-          f"({sizes[worst]} characters: {1e6 * cpu_s[worst] / max(1, sizes[worst]):.2f} us/char; {heads[worst]})")
-    print(f"baseline json.loads per answer: median {statistics.median(base_s) * 1e3:.3f} ms, max {max(base_s) * 1e3:.1f} ms")
+    print(
+        f"untyped exceptions: {len(untyped)}; internal parser errors: {rules['internal']}; "
+        f"answers over 1 s CPU: {sum(t > 1.0 for t in cpu_s)}"
+    )
+    print(
+        f"parse CPU per answer: median {statistics.median(cpu_s) * 1e3:.2f} ms, "
+        f"p99 {cpu_s[order[int(0.99 * (len(order) - 1))]] * 1e3:.1f} ms, max {cpu_s[worst] * 1e3:.0f} ms "
+        f"({sizes[worst]} characters: {1e6 * cpu_s[worst] / max(1, sizes[worst]):.2f} us/char; {heads[worst]})"
+    )
+    print(
+        f"baseline json.loads per answer: median {statistics.median(base_s) * 1e3:.3f} ms, max {max(base_s) * 1e3:.1f} ms"
+    )
     print("outcomes:", ", ".join(f"{k} {v}" for k, v in rules.most_common()))
     for entry in untyped[:10]:
         print("UNTYPED", entry)

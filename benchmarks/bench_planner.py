@@ -64,19 +64,25 @@ def main() -> None:
     model = "Qwen/Qwen3-VL-8B-Instruct"
     with FakeVLMServer() as server:
         for max_side, fmt_name in ((1280, "jpeg"), (1280, "png"), (640, "jpeg")):
-            config = PlannerConfig(model=model, base_url=server.base_url, max_image_side=max_side, image_format=fmt_name)
+            config = PlannerConfig(
+                model=model, base_url=server.base_url, max_image_side=max_side, image_format=fmt_name
+            )
             planner = make_planner(config)
             # the baseline's request: byte-identical body to the planner's, prepared once
             encoded = planner.encode(image)
-            messages = [{"role": "system", "content": prompts.planning_system_prompt(config.family, *encoded.size)},
-                        {"role": "user", "content": prompts.planning_user_prompt(INSTRUCTION)}]
-            body = json.dumps(planner.backend.payload(VLMRequest(messages, encoded, config.max_tokens,
-                                                                 config.temperature))).encode()
+            messages = [
+                {"role": "system", "content": prompts.planning_system_prompt(config.family, *encoded.size)},
+                {"role": "user", "content": prompts.planning_user_prompt(INSTRUCTION)},
+            ]
+            body = json.dumps(
+                planner.backend.payload(VLMRequest(messages, encoded, config.max_tokens, config.temperature))
+            ).encode()
             client = httpx.Client(timeout=30, trust_env=False)
 
             def bare():
-                response = client.post(server.base_url + "/chat/completions", content=body,
-                                       headers={"Content-Type": "application/json"})
+                response = client.post(
+                    server.base_url + "/chat/completions", content=body, headers={"Content-Type": "application/json"}
+                )
                 return response.json()["choices"][0]["message"]["content"]
 
             answer = bare()
@@ -87,25 +93,34 @@ def main() -> None:
                 "bare": bare,
                 "plan": lambda: planner.plan(image, INSTRUCTION),
                 "encode": lambda: encode_image(image, max_side, fmt_name, config.jpeg_quality),
-                "prompt": lambda: (prompts.planning_system_prompt(config.family, *encoded.size),
-                                   json.dumps(planner.backend.payload(VLMRequest(messages, encoded)))),
-                "parse": lambda: parse_plan(answer, (WIDTH, HEIGHT), "qwen3", INSTRUCTION,
-                                            model_image_size=encoded.size),
+                "prompt": lambda: (
+                    prompts.planning_system_prompt(config.family, *encoded.size),
+                    json.dumps(planner.backend.payload(VLMRequest(messages, encoded))),
+                ),
+                "parse": lambda: parse_plan(
+                    answer, (WIDTH, HEIGHT), "qwen3", INSTRUCTION, model_image_size=encoded.size
+                ),
             }
             times: dict[str, list[float]] = {name: [] for name in steps}
             for _ in range(args.repeats):
                 for name, fn in steps.items():
                     times[name] += timed(fn, 1)
-            t_bare, t_plan, t_encode, t_prompt, t_parse = (times[k] for k in ("bare", "plan", "encode", "prompt", "parse"))
+            t_bare, t_plan, t_encode, t_prompt, t_parse = (
+                times[k] for k in ("bare", "plan", "encode", "prompt", "parse")
+            )
             planner.close()
             client.close()
             med_plan, med_bare = statistics.median(t_plan), statistics.median(t_bare)
-            print(f"\n== {WIDTH}x{HEIGHT} image, sent at {encoded.size[0]}x{encoded.size[1]} {fmt_name} "
-                  f"({len(encoded.data) / 1e3:.0f} kB), {args.repeats} requests each")
+            print(
+                f"\n== {WIDTH}x{HEIGHT} image, sent at {encoded.size[0]}x{encoded.size[1]} {fmt_name} "
+                f"({len(encoded.data) / 1e3:.0f} kB), {args.repeats} requests each"
+            )
             print(f"  bare HTTP round trip (baseline) {fmt(t_bare)}")
             print(f"  Planner.plan end to end         {fmt(t_plan)}")
-            print(f"  planner overhead                median {(med_plan - med_bare) * 1e3:7.2f} ms   "
-                  f"ratio plan/bare {med_plan / med_bare:.2f}")
+            print(
+                f"  planner overhead                median {(med_plan - med_bare) * 1e3:7.2f} ms   "
+                f"ratio plan/bare {med_plan / med_bare:.2f}"
+            )
             print(f"    of which encode (resize+{fmt_name:4s}) {fmt(t_encode)}")
             print(f"    of which prompt + request body {fmt(t_prompt)}")
             print(f"    of which parse + validate      {fmt(t_parse)}")

@@ -68,8 +68,10 @@ def messages(frames, images: str, jpeg_quality: int = 90, png_level: int = 1) ->
         if images == "raw":
             out += [(TOPICS.color, B.image_msg(rgb, t), t), (TOPICS.depth, B.depth_msg(depth, t), t)]
         else:
-            out += [(TOPICS.color_compressed, B.compressed_image_msg(rgb, t, quality=jpeg_quality), t),
-                    (TOPICS.depth_compressed, B.compressed_depth_msg(depth, t, png_level=png_level), t)]
+            out += [
+                (TOPICS.color_compressed, B.compressed_image_msg(rgb, t, quality=jpeg_quality), t),
+                (TOPICS.depth_compressed, B.compressed_depth_msg(depth, t, png_level=png_level), t),
+            ]
         out.append((TOPICS.camera_info, B.camera_info_msg(K.ravel(), W, H, t), t))
     return out
 
@@ -98,8 +100,9 @@ def write_rosbag2_mcap_defaults(path: Path, msgs) -> float:
             if topic not in channels:
                 msgtype = msg.__msgtype__
                 if msgtype not in schemas:
-                    schemas[msgtype] = writer.register_schema(msgtype, "ros2msg",
-                                                              store.generate_msgdef(msgtype, ros_version=2)[0].encode())
+                    schemas[msgtype] = writer.register_schema(
+                        msgtype, "ros2msg", store.generate_msgdef(msgtype, ros_version=2)[0].encode()
+                    )
                 channels[topic] = writer.register_channel(topic, "cdr", schemas[msgtype])
             writer.add_message(channels[topic], t, bytes(store.serialize_cdr(msg, msg.__msgtype__)), t)
         writer.finish()
@@ -132,9 +135,11 @@ def bench_size_and_rate(tmp: Path, n_frames: int) -> None:
     encode_s = (time.perf_counter() - t0) / n_frames
     raw = messages(frames, "raw")
     opts = RecordingOptions()
-    print(f"episode: {n_frames} frames of {W}x{H} colour + aligned depth + camera_info at {FPS:g} frames/s "
-          f"({n_frames / FPS:.0f} s); recorder defaults: JPEG quality {opts.jpeg_quality}, depth PNG level "
-          f"{opts.png_level} (lossless), {opts.compression} chunks, chunk_interval_s {opts.chunk_interval_s}")
+    print(
+        f"episode: {n_frames} frames of {W}x{H} colour + aligned depth + camera_info at {FPS:g} frames/s "
+        f"({n_frames / FPS:.0f} s); recorder defaults: JPEG quality {opts.jpeg_quality}, depth PNG level "
+        f"{opts.png_level} (lossless), {opts.compression} chunks, chunk_interval_s {opts.chunk_interval_s}"
+    )
     print(f"  compressing one frame (JPEG + PNG): {1e3 * encode_s:.0f} ms ({1 / encode_s / FPS:.0f}x the 2 frames/s)")
     rows = []
     t = write_ours(tmp / "raw_none.mcap", raw, B.BagOptions(compression="none", fsync_every_s=None))
@@ -153,24 +158,33 @@ def bench_size_and_rate(tmp: Path, n_frames: int) -> None:
     q90 = compressed[:12]
     per95 = sum(len(m.data) for _, m, _ in q95 if hasattr(m, "format")) / 4
     per90 = sum(len(m.data) for _, m, _ in q90 if hasattr(m, "format")) / 4
-    print(f"  image_transport's own defaults (JPEG 95, PNG level 9): {per95 / 1e3:.0f} kB per frame pair vs ours "
-          f"{per90 / 1e3:.0f} kB")
+    print(
+        f"  image_transport's own defaults (JPEG 95, PNG level 9): {per95 / 1e3:.0f} kB per frame pair vs ours "
+        f"{per90 / 1e3:.0f} kB"
+    )
 
-    print("write rate, same messages, each writer serialising them (CDR) itself, best of 5 runs taken in turn "
-          "(no fsync in either):")
+    print(
+        "write rate, same messages, each writer serialising them (CDR) itself, best of 5 runs taken in turn "
+        "(no fsync in either):"
+    )
     for label, msgs in (("compressed", compressed), ("raw", raw)):
         times: dict[str, list[float]] = {}
         for k in range(5):  # in turn, so that a busy moment of this shared machine hits every writer alike
             for compression in ("zstd", "lz4", "none"):
-                times.setdefault(compression, []).append(write_ours(
-                    tmp / f"rate_{label}_{compression}_{k}.mcap", msgs,
-                    B.BagOptions(compression=compression, fsync_every_s=None)))
+                times.setdefault(compression, []).append(
+                    write_ours(
+                        tmp / f"rate_{label}_{compression}_{k}.mcap",
+                        msgs,
+                        B.BagOptions(compression=compression, fsync_every_s=None),
+                    )
+                )
             times.setdefault("rosbags", []).append(write_rosbags(tmp / f"rate_{label}_rosbags_{k}", msgs))
             for path in tmp.glob(f"rate_{label}_*"):  # keep the disk and page cache small
                 path.unlink() if path.is_file() else [f.unlink() for f in path.iterdir()]
         base = min(times["rosbags"])
-        cells = ", ".join(f"{c} {len(msgs) / min(times[c]):.0f} msg/s ({base / min(times[c]):.2f}x)"
-                          for c in ("zstd", "lz4", "none"))
+        cells = ", ".join(
+            f"{c} {len(msgs) / min(times[c]):.0f} msg/s ({base / min(times[c]):.2f}x)" for c in ("zstd", "lz4", "none")
+        )
         print(f"  {label:<10} rosbags Writer (MCAP, uncompressed) {len(msgs) / base:.0f} msg/s; ours: {cells}")
 
 
@@ -202,8 +216,13 @@ def bench_kills(tmp: Path, kills: int) -> None:
     for k in range(kills):
         folder = tmp / f"kill{k}"
         path = folder / "rollout.mcap"
-        proc = subprocess.Popen([sys.executable, "-c", KILLED, str(folder)], cwd=REPO, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KILLED, str(folder)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         written = [int(proc.stdout.readline())]  # the writer is up
         time.sleep(rng.uniform(0.2, 3.0))  # a random moment (the pipe holds what it reports meanwhile)
         os.kill(proc.pid, signal.SIGKILL)
@@ -226,11 +245,13 @@ def bench_kills(tmp: Path, kills: int) -> None:
             worst_gap_s = max(worst_gap_s, (kill_ns - min(missing)) / 1e9)
         kept_total += len(kept)
         written_total += len(written)
-    print(f"SIGKILL of a RolloutRecorder at {kills} random moments (0.2-3 s into 100 Hz joint states + 2 JPEG "
-          f"frames/s), then `grounded-planner rollouts recover`: "
-          f"{unreadable} unreadable files; messages older than chunk_interval_s + 0.1 s = {budget_s:.1f} s lost: "
-          f"{lost_old}; kept {kept_total}/{written_total} reported; oldest lost message {worst_gap_s:.2f} s before "
-          f"the kill")
+    print(
+        f"SIGKILL of a RolloutRecorder at {kills} random moments (0.2-3 s into 100 Hz joint states + 2 JPEG "
+        f"frames/s), then `grounded-planner rollouts recover`: "
+        f"{unreadable} unreadable files; messages older than chunk_interval_s + 0.1 s = {budget_s:.1f} s lost: "
+        f"{lost_old}; kept {kept_total}/{written_total} reported; oldest lost message {worst_gap_s:.2f} s before "
+        f"the kill"
+    )
 
 
 def _rss_mb() -> float:
@@ -245,10 +266,14 @@ def bench_session(tmp: Path, hours: float) -> None:
     from grounded_planner.rollout.session import SessionRecorder
 
     frames = real_frames(6)
-    color = [bytes(B.typestore().serialize_cdr(B.compressed_image_msg(f[0], 0), "sensor_msgs/msg/CompressedImage"))
-             for f in frames]
-    depth = [bytes(B.typestore().serialize_cdr(B.compressed_depth_msg(f[1], 0), "sensor_msgs/msg/CompressedImage"))
-             for f in frames]
+    color = [
+        bytes(B.typestore().serialize_cdr(B.compressed_image_msg(f[0], 0), "sensor_msgs/msg/CompressedImage"))
+        for f in frames
+    ]
+    depth = [
+        bytes(B.typestore().serialize_cdr(B.compressed_depth_msg(f[1], 0), "sensor_msgs/msg/CompressedImage"))
+        for f in frames
+    ]
     joint = bytes(B.typestore().serialize_cdr(B.joint_state_msg(["j"], [0.0], 0), "sensor_msgs/msg/JointState"))
     n = int(hours * 3600 * 30)
     start = 1_000_000_000_000
@@ -295,13 +320,17 @@ def bench_session(tmp: Path, hours: float) -> None:
     record = load_rollout(tmp / "session" / session.episodes[n_episodes // 2]["folder"])
     ep_frames = sum(1 for _ in record.messages([TOPICS.color_compressed]))
     episode_s = time.perf_counter() - t2
-    print(f"one {hours:g}-hour session ({n_episodes} episodes, {n} joint states, {n // 15} colour + depth frames, "
-          f"{path.stat().st_size / 1e9:.2f} GB, {len(summary.chunk_indexes)} chunks, written in {write_s:.0f} s; "
-          f"process RSS at 1/4, 2/4, 3/4, 4/4 of it: {', '.join(f'{r:.0f}' for r in rss)} MB):")
-    print(f"  open + seek to the middle + first frame: {seek_s:.3f} s with the mcap indexed reader, {ours_s:.3f} s "
-          f"through read_bag (decoded), frame at {(first[2].log_time - start) / 3.6e12:.3f} h / "
-          f"{(got.log_time_ns - start) / 3.6e12:.3f} h; the middle episode's {ep_frames} frames, decoded, "
-          f"in {episode_s:.2f} s")
+    print(
+        f"one {hours:g}-hour session ({n_episodes} episodes, {n} joint states, {n // 15} colour + depth frames, "
+        f"{path.stat().st_size / 1e9:.2f} GB, {len(summary.chunk_indexes)} chunks, written in {write_s:.0f} s; "
+        f"process RSS at 1/4, 2/4, 3/4, 4/4 of it: {', '.join(f'{r:.0f}' for r in rss)} MB):"
+    )
+    print(
+        f"  open + seek to the middle + first frame: {seek_s:.3f} s with the mcap indexed reader, {ours_s:.3f} s "
+        f"through read_bag (decoded), frame at {(first[2].log_time - start) / 3.6e12:.3f} h / "
+        f"{(got.log_time_ns - start) / 3.6e12:.3f} h; the middle episode's {ep_frames} frames, decoded, "
+        f"in {episode_s:.2f} s"
+    )
 
 
 def main() -> None:
@@ -310,8 +339,10 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=20, help="SIGKILLs at random moments [20]")
     parser.add_argument("--session-hours", type=float, default=1.0, help="length of the session to seek in [1]")
     args = parser.parse_args()
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         B.typestore()  # built outside the timings

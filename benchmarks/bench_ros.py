@@ -56,9 +56,11 @@ class _VLMProcess:
 
 
 def _start_vlm_process() -> _VLMProcess:
-    code = ("import threading; from grounded_planner.vlm.fake_server import FakeVLMServer; "
-            "s = FakeVLMServer({'red cube': (220, 30, 30), 'table': (200, 200, 200)}).start(); "
-            "print(s.base_url, flush=True); threading.Event().wait()")
+    code = (
+        "import threading; from grounded_planner.vlm.fake_server import FakeVLMServer; "
+        "s = FakeVLMServer({'red cube': (220, 30, 30), 'table': (200, 200, 200)}).start(); "
+        "print(s.base_url, flush=True); threading.Event().wait()"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
     return _VLMProcess(proc, proc.stdout.readline().strip())
 
@@ -95,15 +97,33 @@ def bench_plan_round_trip(requests: int) -> None:
     image = np.clip(rng.normal(200, 6, (HEIGHT, WIDTH, 3)), 0, 255).astype(np.uint8)
     image[300:420, 500:580] = (220, 30, 30)
     server = _start_vlm_process()
-    env = dict(os.environ, ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)),
-               ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    env = dict(
+        os.environ, ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST"
+    )
     os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
-    planner_proc = subprocess.Popen([sys.executable, "-m", "grounded_planner.ros.planner_node", "--ros-args",
-                                     "-p", "backend:=openai", "-p", f"base_url:={server.url}", "-p", "model:=qwen3-vl-bench",
-                                     "-p", "max_retries:=0"], cwd=REPO, env=env,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    trigger_proc = subprocess.Popen([sys.executable, "-c", TRIGGER_SERVER], cwd=REPO, env=env,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    planner_proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grounded_planner.ros.planner_node",
+            "--ros-args",
+            "-p",
+            "backend:=openai",
+            "-p",
+            f"base_url:={server.url}",
+            "-p",
+            "model:=qwen3-vl-bench",
+            "-p",
+            "max_retries:=0",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    trigger_proc = subprocess.Popen(
+        [sys.executable, "-c", TRIGGER_SERVER], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     context = Context()
     rclpy.init(context=context, domain_id=int(env["ROS_DOMAIN_ID"]))
     try:
@@ -128,7 +148,8 @@ def bench_plan_round_trip(requests: int) -> None:
         plan_client = node.create_client(GetGroundedPlan, "/grounded_planner/plan")
         image_msg = numpy_to_image(image, "rgb8")
         plan_samples, response = timed_calls(
-            plan_client, lambda: GetGroundedPlan.Request(instruction=INSTRUCTION, image=image_msg), requests)
+            plan_client, lambda: GetGroundedPlan.Request(instruction=INSTRUCTION, image=image_msg), requests
+        )
         if not response.success:
             raise RuntimeError(f"plan request failed: {response.message}")
         trigger_samples, _ = timed_calls(node.create_client(Trigger, "/bench/trigger"), Trigger.Request, requests)
@@ -151,8 +172,10 @@ def bench_plan_round_trip(requests: int) -> None:
     print(f"plan service, {WIDTH}x{HEIGHT} image, 2 processes : {_percentiles(plan_samples)}")
     print(f"  baseline Planner.plan in-process (no ROS) : {_percentiles(direct)}")
     print(f"  baseline std_srvs/Trigger, 2 processes    : {_percentiles(trigger_samples)}")
-    print(f"  ROS overhead of the plan service (median plan service - median in-process plan): {overhead_ms:.2f} ms "
-          f"for {WIDTH * HEIGHT * 3 / 1e6:.1f} MB of image")
+    print(
+        f"  ROS overhead of the plan service (median plan service - median in-process plan): {overhead_ms:.2f} ms "
+        f"for {WIDTH * HEIGHT * 3 / 1e6:.1f} MB of image"
+    )
 
 
 def bench_camera_path(frames: int) -> None:
@@ -215,8 +238,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=40, help="timed service calls per measurement")
     parser.add_argument("--frames", type=int, default=60, help="timed camera frames")
     args = parser.parse_args()
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}"
+    )
     bench_plan_round_trip(args.requests)
     bench_camera_path(args.frames)
 

@@ -60,8 +60,10 @@ def v2gp_part(args) -> None:
     per_episode = stage1_decode_alone(dataset, indices, config)
     limit = min(args.workers, os.cpu_count() or 1) / per_episode
     print(f"\nV2GP on {args.episodes} synthetic MP4 episodes (oracle stages 2-3: CPU-bound), {args.workers} workers")
-    print(f"  stage 1 + video decode alone: {per_episode * 1000:.0f} ms/episode -> limit {limit:.2f} episodes/s "
-          f"on {min(args.workers, os.cpu_count() or 1)} cores")
+    print(
+        f"  stage 1 + video decode alone: {per_episode * 1000:.0f} ms/episode -> limit {limit:.2f} episodes/s "
+        f"on {min(args.workers, os.cpu_count() or 1)} cores"
+    )
     runs = {}
     for executor in ("local", "ray"):
         out = tmp / f"out_{executor}"
@@ -76,28 +78,48 @@ def v2gp_part(args) -> None:
     with redirect_stderr(io.StringIO()):
         run_pipeline(dataset, tmp / "out_ray_one", V2GPConfig(**{**config.__dict__, "executor": "ray"}), episodes=[0])
     ray_fixed = time.perf_counter() - t0
-    same = all((runs["local"][1] / rel).read_bytes() == (runs["ray"][1] / rel).read_bytes()
-               for rel in ["train.jsonl", *(p.relative_to(runs["local"][1]) for p in (runs["local"][1] / "plans").glob("*"))])
+    same = all(
+        (runs["local"][1] / rel).read_bytes() == (runs["ray"][1] / rel).read_bytes()
+        for rel in ["train.jsonl", *(p.relative_to(runs["local"][1]) for p in (runs["local"][1] / "plans").glob("*"))]
+    )
     local_wall, ray_wall = runs["local"][0], runs["ray"][0]
     print(f"  local (threads): {local_wall:.1f} s = {args.episodes / local_wall:.2f} episodes/s")
-    print(f"  ray (actors):    {ray_wall:.1f} s = {args.episodes / ray_wall:.2f} episodes/s "
-          f"(cluster + actor start, one episode alone: {ray_fixed:.1f} s; without it: "
-          f"{args.episodes / max(1e-3, ray_wall - ray_fixed):.2f} episodes/s)")
+    print(
+        f"  ray (actors):    {ray_wall:.1f} s = {args.episodes / ray_wall:.2f} episodes/s "
+        f"(cluster + actor start, one episode alone: {ray_fixed:.1f} s; without it: "
+        f"{args.episodes / max(1e-3, ray_wall - ray_fixed):.2f} episodes/s)"
+    )
     print(f"  outputs byte-identical: {same}")
 
 
 def start_server(latency_s: float, capacity: int) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "grounded_planner.vlm.fake_server", "--port", "0", "--latency",
-                             str(latency_s), "--capacity", str(capacity),
-                             "--scene", json.dumps({k: list(v) for k, v in SCENE.items()})],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grounded_planner.vlm.fake_server",
+            "--port",
+            "0",
+            "--latency",
+            str(latency_s),
+            "--capacity",
+            str(capacity),
+            "--scene",
+            json.dumps({k: list(v) for k, v in SCENE.items()}),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     url = re.search(r"(http://127\.0\.0\.1:\d+/v1)", proc.stdout.readline()).group(1)
     return proc, url
 
 
 def bench_episodes(tmp: Path, n: int) -> list:
     sample = ROOT / "data" / "sample_bench"
-    records = {json.loads(line)["id"]: json.loads(line) for line in (sample / "episodes.jsonl").read_text().splitlines()}
+    records = {
+        json.loads(line)["id"]: json.loads(line) for line in (sample / "episodes.jsonl").read_text().splitlines()
+    }
     lines = []
     for k in range(n):
         r = dict(records["ep-01" if k % 2 == 0 else "ep-12"], id=f"ep-{k:03d}")
@@ -117,8 +139,9 @@ def bench_part(args) -> None:
     for label, k, kill_after in (("K=1", 1, None), ("K=2", 2, None), ("K=2, one killed at N/2", 2, n // 2)):
         procs = [start_server(latency, capacity) for _ in range(k)]
         try:
-            config = PlannerConfig(backend="openai", model="gpt-stand-in", base_url=procs[0][1],
-                                   base_urls=[u for _, u in procs[1:]])
+            config = PlannerConfig(
+                backend="openai", model="gpt-stand-in", base_url=procs[0][1], base_urls=[u for _, u in procs[1:]]
+            )
             out = tmp / f"pred_{k}_{kill_after}.jsonl"
             killed = []
 
@@ -129,8 +152,14 @@ def bench_part(args) -> None:
 
             with make_planner(config) as planner:
                 t0 = time.perf_counter()
-                summary = run_bench(episodes, planner, out, concurrency=2 * k * capacity, on_record=on_record,
-                                    progress_stream=io.StringIO())
+                summary = run_bench(
+                    episodes,
+                    planner,
+                    out,
+                    concurrency=2 * k * capacity,
+                    on_record=on_record,
+                    progress_stream=io.StringIO(),
+                )
                 wall = time.perf_counter() - t0
                 served = server_counts(planner)
         finally:
@@ -142,8 +171,10 @@ def bench_part(args) -> None:
         ideal = n * latency / (k * capacity)
         if kill_after is not None:  # the first kill_after on K servers, the rest on K - 1
             ideal = kill_after * latency / (k * capacity) + (n - kill_after) * latency / ((k - 1) * capacity)
-        counts = ", ".join(f":{url.split(':')[2].split('/')[0]} {c['served']}" + (f" ({c['failed']} failed)" if c["failed"] else "")
-                           for url, c in served.items())
+        counts = ", ".join(
+            f":{url.split(':')[2].split('/')[0]} {c['served']}" + (f" ({c['failed']} failed)" if c["failed"] else "")
+            for url, c in served.items()
+        )
         print(f"  {label:<28} {ideal:>14.2f} s {wall:>7.2f} s {wall / ideal:>6.2f}  {counts}")
 
 
@@ -157,8 +188,10 @@ def main() -> None:
     parser.add_argument("--skip-v2gp", action="store_true")
     args = parser.parse_args()
     logging.getLogger("grounded_planner.vlm.backends.pool").setLevel(logging.ERROR)  # failover lines: counted below
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}"
+    )
     bench_part(args)
     if not args.skip_v2gp:
         v2gp_part(args)

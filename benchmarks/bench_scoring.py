@@ -40,10 +40,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
     raw_eps, raw_preds = generate(args.episodes, seed=args.seed)
-    horizons = Counter("short" if len(e["actions"]) <= 4 else "medium" if len(e["actions"]) <= 8 else "long" for e in raw_eps)
+    horizons = Counter(
+        "short" if len(e["actions"]) <= 4 else "medium" if len(e["actions"]) <= 8 else "long" for e in raw_eps
+    )
     print(f"episodes: {len(raw_eps)} ({dict(horizons)}), longest {max(len(e['actions']) for e in raw_eps)} actions")
 
     eps = [parse_episode(e, "synthetic", Path(".")) for e in raw_eps]
@@ -66,12 +70,17 @@ def main() -> int:
     print(f"bench scorer, {PAPER_SIZE} episodes (parsed):        {t_small * 1000:8.1f} ms")
     print(f"bench scorer, {PAPER_SIZE} episodes (JSONL load+score): {t_files * 1000:8.1f} ms")
     print(f"bench scorer, {len(eps)} episodes (parsed):       {t_full * 1000:8.1f} ms")
-    print(f"naive reference (permutations + exhaustive matching), {len(eps)} episodes: {t_ref * 1000:8.1f} ms "
-          f"({t_ref / t_full:.0f}x slower)")
+    print(
+        f"naive reference (permutations + exhaustive matching), {len(eps)} episodes: {t_ref * 1000:8.1f} ms "
+        f"({t_ref / t_full:.0f}x slower)"
+    )
     o = fast["overall"]
     print(f"figures: TSR {o['tsr']:.2f}%  ARR {o['arr']:.2f}%  precision {o['precision']:.2f}%")
     same = all(abs(o[k] - ref["overall"][k]) < 1e-9 for k in ("tsr", "arr", "precision")) and all(
-        abs(fast["groups"][g][k] - ref["groups"][g][k]) < 1e-9 for g in ref["groups"] for k in ("tsr", "arr", "precision"))
+        abs(fast["groups"][g][k] - ref["groups"][g][k]) < 1e-9
+        for g in ref["groups"]
+        for k in ("tsr", "arr", "precision")
+    )
     print(f"reference agrees on overall and all {len(ref['groups'])} groups: {same}")
     return 0 if same else 1
 

@@ -32,8 +32,10 @@ def rate(fn, n: int) -> float:
 def main() -> int:
     import mujoco
 
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"python {platform.python_version()}, mujoco {mujoco.__version__}, MUJOCO_GL={os.environ.get('MUJOCO_GL')}")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"python {platform.python_version()}, mujoco {mujoco.__version__}, MUJOCO_GL={os.environ.get('MUJOCO_GL')}"
+    )
     for name in ("box_in_bowl", "tidy_table", "open_drawer"):
         with SimWorkcell.from_scenario(SCENARIOS / f"{name}.yaml", seed=0) as cell:
             steps = 5000
@@ -48,9 +50,11 @@ def main() -> int:
             rgbd_fps = rate(lambda: cell.render(noise=False), 20)
             noisy_fps = rate(lambda: cell.render(noise=True), 10)
             seg_fps = rate(cell.render_segmentation, 10)
-            print(f"{name:12s} physics {steps_per_s:9.0f} steps/s ({steps_per_s * cell.model.opt.timestep:6.1f}x real "
-                  f"time; bare mj_step {bare_per_s:9.0f} steps/s) | RGB-D 640x480 {rgbd_fps:5.1f} frames/s, "
-                  f"with D435 noise {noisy_fps:5.1f}, segmentation {seg_fps:5.1f}")
+            print(
+                f"{name:12s} physics {steps_per_s:9.0f} steps/s ({steps_per_s * cell.model.opt.timestep:6.1f}x real "
+                f"time; bare mj_step {bare_per_s:9.0f} steps/s) | RGB-D 640x480 {rgbd_fps:5.1f} frames/s, "
+                f"with D435 noise {noisy_fps:5.1f}, segmentation {seg_fps:5.1f}"
+            )
     # the whole non-ROS demo path: render, GT plan, targets back-projected from depth, executor, success check
     from grounded_planner.sim.run import run_scenario
 
@@ -63,12 +67,15 @@ def main() -> int:
         runs.append(("box_in_bowl_so101", "so101", False))  # LeRobot's SO-101 on its scaled-down scenario
     for name, robot, gif in runs:
         with tempfile.TemporaryDirectory() as tmp:
-            result = run_scenario(SCENARIOS / f"{name}.yaml", seed=0, robot=robot,
-                                  gif_path=Path(tmp) / "run.gif" if gif else None)
+            result = run_scenario(
+                SCENARIOS / f"{name}.yaml", seed=0, robot=robot, gif_path=Path(tmp) / "run.gif" if gif else None
+            )
         steps = len(result.execution.steps)
-        print(f"sim run {name:12s} {robot}{' + GIF' if gif else '      '}: {steps} steps, {result.sim_time_s:5.1f} s "
-              f"simulated in {result.wall_s:5.2f} s wall ({result.sim_time_s / result.wall_s:4.1f}x real time), "
-              f"success={result.success}")
+        print(
+            f"sim run {name:12s} {robot}{' + GIF' if gif else '      '}: {steps} steps, {result.sim_time_s:5.1f} s "
+            f"simulated in {result.wall_s:5.2f} s wall ({result.sim_time_s / result.wall_s:4.1f}x real time), "
+            f"success={result.success}"
+        )
     # robustness: GT plans through the real pipeline (targets from the rendered depth) over randomised seeds
     seeds = int(os.environ.get("GP_BENCH_SIM_SEEDS", "10"))
     from grounded_planner.sim.scenario import load_scenario
@@ -84,8 +91,10 @@ def main() -> int:
             if not result.success:
                 bad = [s.outcome.value for s in result.execution.steps if not s.outcome.is_ok] or ["predicate"]
                 failures.append(f"seed {seed}: {bad[0]}")
-        print(f"success rate {path.stem:12s}: {ok}/{seeds} seeds in {time.perf_counter() - t0:5.1f} s"
-              + (f"  ({', '.join(failures[:3])})" if failures else ""))
+        print(
+            f"success rate {path.stem:12s}: {ok}/{seeds} seeds in {time.perf_counter() - t0:5.1f} s"
+            + (f"  ({', '.join(failures[:3])})" if failures else "")
+        )
     return 0
 
 

@@ -38,8 +38,10 @@ def run(out: Path, keys, robot: str = "gp5", **kw) -> tuple[float, float]:
 
 
 def without_timing(path: Path) -> list[dict]:
-    return [{k: v for k, v in json.loads(line).items() if k not in TIMING_KEYS}
-            for line in path.read_text(encoding="utf-8").splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if k not in TIMING_KEYS}
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
 
 
 def main() -> int:
@@ -47,9 +49,11 @@ def main() -> int:
 
     cores = os.cpu_count() or 1
     trials = int(os.environ.get("GP_BENCH_SPABENCH_TRIALS", "2"))
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {cores} CPUs, "
-          f"python {platform.python_version()}, mujoco {mujoco.__version__}, MUJOCO_GL={os.environ.get('MUJOCO_GL')}, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {cores} CPUs, "
+        f"python {platform.python_version()}, mujoco {mujoco.__version__}, MUJOCO_GL={os.environ.get('MUJOCO_GL')}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         print(f"trials per CPU-minute, oracle planner, open loop, conditions id+ood, {trials} seeds each:")
@@ -62,8 +66,10 @@ def main() -> int:
                 wall, cpu = run(tmp / f"{robot}_{task}", keys, robot=robot)
                 rows = without_timing(tmp / f"{robot}_{task}" / "trials.jsonl")
                 ok = sum(bool(r["success"]) for r in rows)
-                print(f"  {robot:5s} {task:24s} {len(keys) / (cpu / 60):6.1f} trials/CPU-min "
-                      f"({len(keys)} trials, {cpu:6.1f} CPU s, {wall:6.1f} s wall, oracle {ok}/{len(keys)})")
+                print(
+                    f"  {robot:5s} {task:24s} {len(keys) / (cpu / 60):6.1f} trials/CPU-min "
+                    f"({len(keys)} trials, {cpu:6.1f} CPU s, {wall:6.1f} s wall, oracle {ok}/{len(keys)})"
+                )
         # scaling: the same trials on 1 worker and on N workers
         # (each worker process imports MuJoCo and the stack once: a few seconds that enough trials amortise)
         keys = trial_keys(["object_state", "counting"], ["id", "ood"], max(6, trials) * max(1, cores // 2))
@@ -75,8 +81,10 @@ def main() -> int:
             wall_n, _ = run(tmp / f"w{n}", keys, workers=n)
             speedup = wall_1 / wall_n
             same = without_timing(tmp / "w1" / "trials.jsonl") == without_timing(tmp / f"w{n}" / "trials.jsonl")
-            print(f"  {n} workers {wall_n:6.1f} s (load average {os.getloadavg()[0]:.1f}): speed-up {speedup:4.2f} (goal >= {0.8 * n:.1f}: "
-                  f"{'met' if speedup >= 0.8 * n else 'NOT met'}); trials.jsonl identical to 1 worker: {same}")
+            print(
+                f"  {n} workers {wall_n:6.1f} s (load average {os.getloadavg()[0]:.1f}): speed-up {speedup:4.2f} (goal >= {0.8 * n:.1f}: "
+                f"{'met' if speedup >= 0.8 * n else 'NOT met'}); trials.jsonl identical to 1 worker: {same}"
+            )
         if importlib.util.find_spec("ray") is None:
             print("ray: skipped (the `scale` extra is not installed)")
             return 0
@@ -86,8 +94,10 @@ def main() -> int:
         run(tmp / "local", small, workers=min(2, cores))
         wall_ray, _ = run(tmp / "ray", small, workers=min(2, cores), executor="ray", ray_runner=run_on_ray)
         same = without_timing(tmp / "local" / "trials.jsonl") == without_timing(tmp / "ray" / "trials.jsonl")
-        print(f"ray executor, {len(small)} trials on {min(2, cores)} CPUs: {wall_ray:6.1f} s (cluster start included); "
-              f"trials.jsonl identical to the local executor's apart from timing fields: {same}")
+        print(
+            f"ray executor, {len(small)} trials on {min(2, cores)} CPUs: {wall_ray:6.1f} s (cluster start included); "
+            f"trials.jsonl identical to the local executor's apart from timing fields: {same}"
+        )
     return 0
 
 

@@ -31,8 +31,12 @@ def random_signal(rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[int,
         ramp = int(rng.integers(1, 9))
         hold = int(rng.integers(20, 60))
         level = float(rng.uniform(0.5, 1.0))
-        parts += [np.zeros(gap), np.linspace(0, level, ramp + 1)[1:], np.full(hold, level),
-                  np.linspace(level, 0, ramp + 1)[:-1]]
+        parts += [
+            np.zeros(gap),
+            np.linspace(0, level, ramp + 1)[1:],
+            np.full(hold, level),
+            np.linspace(level, 0, ramp + 1)[:-1],
+        ]
         start = t + gap - 1
         t += gap + ramp + hold + ramp
         cycles.append((start, t))
@@ -43,7 +47,7 @@ def random_signal(rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[int,
     for s, e in holds:  # dropouts while holding, away from the edges
         sig[rng.integers(s, e)] = np.nan
         k = int(rng.integers(s, e - 2))
-        sig[k:k + int(rng.integers(1, 3))] = 0.0
+        sig[k : k + int(rng.integers(1, 3))] = 0.0
     return sig, cycles, sigma
 
 
@@ -74,8 +78,10 @@ def main() -> None:
     parser.add_argument("--signals", type=int, default=300)
     parser.add_argument("--episodes", type=int, default=20)
     args = parser.parse_args()
-    print(f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}")
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}"
+    )
 
     rng = np.random.default_rng(0)
     config = SegmentConfig(close_threshold=0.4, open_threshold=0.15, min_frames=3)
@@ -89,7 +95,8 @@ def main() -> None:
         frames += sig.size
         rows["v2gp segment"].append(score([tuple(s) for s in result.to_dict()["segments"]], truth))
         rows["hysteresis crossings, no edge fit"].append(
-            score([(s.close_frame, s.release_frame) for s in result.segments], truth))
+            score([(s.close_frame, s.release_frame) for s in result.segments], truth)
+        )
         if not rows["v2gp segment"][-1][1] and os.environ.get("BENCH_DEBUG"):
             print("count mismatch:", result.to_dict()["segments"], truth, result.dropped)
         rows["threshold crossings (baseline)"].append(score(threshold_baseline(sig, 0.4, 0.15), truth))
@@ -115,10 +122,14 @@ def main() -> None:
         run_pipeline(ds, os.path.join(tmp, "out"), cfg)
         t_resume = time.perf_counter() - t0
     print(f"\npipeline (oracle identifier + grounder, no VLM): {args.episodes} synthetic episodes")
-    print(f"  write dataset {t_write:.2f} s; run {t_run:.2f} s ({t_run / args.episodes * 1000:.0f} ms/episode); "
-          f"rerun from caches {t_resume:.2f} s")
-    print(f"  {summary.segments} segments, {summary.segments_kept} kept, dropped {summary.dropped}, "
-          f"{summary.samples_explicit} training samples")
+    print(
+        f"  write dataset {t_write:.2f} s; run {t_run:.2f} s ({t_run / args.episodes * 1000:.0f} ms/episode); "
+        f"rerun from caches {t_resume:.2f} s"
+    )
+    print(
+        f"  {summary.segments} segments, {summary.segments_kept} kept, dropped {summary.dropped}, "
+        f"{summary.samples_explicit} training samples"
+    )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ CONVENTIONS = {  # name: (raw open value, raw closed value, rest as closedness 0
 
 def _smooth_step(a: float, b: float, n: int) -> list[float]:
     t = np.linspace(0.0, 1.0, n + 1)[1:]
-    return list(a + (b - a) * (3 * t ** 2 - 2 * t ** 3))
+    return list(a + (b - a) * (3 * t**2 - 2 * t**3))
 
 
 def episode(rng: np.random.Generator, open_v: float, closed_v: float, rest: float, kind: str):
@@ -61,7 +61,8 @@ def episode(rng: np.random.Generator, open_v: float, closed_v: float, rest: floa
 
 def right(segments, truth) -> bool:
     return len(segments) == len(truth) and all(
-        ws[0] <= s.start <= ws[1] and we[0] <= s.end <= we[1] for s, (ws, we) in zip(segments, truth))
+        ws[0] <= s.start <= ws[1] and we[0] <= s.end <= we[1] for s, (ws, we) in zip(segments, truth)
+    )
 
 
 def main() -> None:
@@ -83,10 +84,14 @@ def main() -> None:
                 fixed = SegmentConfig(open_value=open_v, closed_value=closed_v)
                 base += right(segment_signal(raw, None, fixed).segments, truth)
             total, total_base, n_all = total + ok, total_base + base, n_all + args.episodes
-            print(f"{name:45s} {kind:20s} learned levels {ok:3d}/{args.episodes}   fixed thresholds "
-                  f"{base:3d}/{args.episodes}")
-    print(f"all: learned levels {total}/{n_all} ({100 * total / n_all:.1f} %), fixed thresholds {total_base}/{n_all} "
-          f"({100 * total_base / n_all:.1f} %), {time.perf_counter() - t0:.1f} s")
+            print(
+                f"{name:45s} {kind:20s} learned levels {ok:3d}/{args.episodes}   fixed thresholds "
+                f"{base:3d}/{args.episodes}"
+            )
+    print(
+        f"all: learned levels {total}/{n_all} ({100 * total / n_all:.1f} %), fixed thresholds {total_base}/{n_all} "
+        f"({100 * total_base / n_all:.1f} %), {time.perf_counter() - t0:.1f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ def right(found: list[list[int]], truth: list[dict], slack: int) -> bool:
     found = sorted(found)
     return len(found) == len(truth) and all(
         w["start"][0] - slack <= s[0] <= w["start"][1] + slack and w["end"][0] - slack <= s[1] <= w["end"][1] + slack
-        for s, w in zip(found, truth))
+        for s, w in zip(found, truth)
+    )
 
 
 def score(path: Path, truth_file: Path) -> dict:
@@ -61,14 +62,22 @@ def score(path: Path, truth_file: Path) -> dict:
         cfg = plans[k].config
         trace = episode.grippers[k]
         if cfg.open_value is not None and cfg.closed_value is not None:
-            base = segment_signal(trace.values, episode.frame_indices,
-                                  SegmentConfig(open_value=cfg.open_value, closed_value=cfg.closed_value))
+            base = segment_signal(
+                trace.values,
+                episode.frame_indices,
+                SegmentConfig(open_value=cfg.open_value, closed_value=cfg.closed_value),
+            )
             baseline[index] = [s.to_list() for s in base.segments]
         else:
             baseline[index] = []
     seconds = time.perf_counter() - t0
-    out = {"dataset": str(path), "episodes": n, "warnings": warnings, "seconds": round(seconds, 3),
-           "empty_without_reason": empty_unexplained}
+    out = {
+        "dataset": str(path),
+        "episodes": n,
+        "warnings": warnings,
+        "seconds": round(seconds, 3),
+        "empty_without_reason": empty_unexplained,
+    }
     for slack in (0, 2):
         ok = sum(right(found[i], truth["episodes"][str(i)]["segments"], slack) for i in found)
         ok_base = sum(right(baseline[i], truth["episodes"][str(i)]["segments"], slack) for i in baseline)
@@ -86,19 +95,23 @@ def main() -> None:
     pairs = list(zip(map(Path, args.dataset), map(Path, args.truth)))
     if not pairs:
         pairs = [(p.parent, p) for p in sorted(FIXTURES.glob("*/v2gp_truth.json"))]
-    print(f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}"
+    )
     for path, truth in pairs:
         r = score(path, truth)
         if "refused" in r:
             print(f"{path.name}: REFUSED: {r['refused']}")
             continue
         n = r["episodes"]
-        print(f"{path.name}: {n} episodes in {r['seconds']} s; right {r['right_slack0']}/{n} "
-              f"({100 * r['right_slack0'] / max(n, 1):.0f} %), with 2 frames more slack {r['right_slack2']}/{n} "
-              f"({100 * r['right_slack2'] / max(n, 1):.0f} %); baseline (fixed 0.5/0.2 thresholds) "
-              f"{r['baseline_right_slack0']}/{n} and {r['baseline_right_slack2']}/{n}; empty without a reason: "
-              f"{r['empty_without_reason']}; wrong: {r['wrong']}")
+        print(
+            f"{path.name}: {n} episodes in {r['seconds']} s; right {r['right_slack0']}/{n} "
+            f"({100 * r['right_slack0'] / max(n, 1):.0f} %), with 2 frames more slack {r['right_slack2']}/{n} "
+            f"({100 * r['right_slack2'] / max(n, 1):.0f} %); baseline (fixed 0.5/0.2 thresholds) "
+            f"{r['baseline_right_slack0']}/{n} and {r['baseline_right_slack2']}/{n}; empty without a reason: "
+            f"{r['empty_without_reason']}; wrong: {r['wrong']}"
+        )
         for line in r["warnings"]:
             print(f"  warning: {line}")
 

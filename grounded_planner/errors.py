@@ -47,4 +47,3 @@ class MissingDependencyError(GroundedPlannerError, ImportError):
     """An optional package a requested feature needs is not installed; the message says what to install."""
 
     rule = "missing_dependency"
-

@@ -12,25 +12,41 @@ def install_hint(pip: str, extra: str, rosdep_key: str = "") -> str:
     """``pip`` (the PyPI names), ``extra`` (setup.py's extra that holds them), ``rosdep_key`` (package.xml's key,
     when it declares one): ``"pip install franky-control (a colcon install: pip install franky-control beside ROS's
     Python; this repository's venv: pip install -e '.[execution]')"``."""
-    colcon = f"rosdep install --from-paths src -y (key {rosdep_key})" if rosdep_key else \
-        f"pip install {pip} beside ROS's Python"
+    colcon = (
+        f"rosdep install --from-paths src -y (key {rosdep_key})"
+        if rosdep_key
+        else f"pip install {pip} beside ROS's Python"
+    )
     return f"pip install {pip} (a colcon install: {colcon}; this repository's venv: pip install -e '.[{extra}]')"
 
 
 # Import name -> (PyPI name, setup.py extra) of the optional packages (setup.py's EXTRAS), so that a missing one that
 # reaches the command line as a bare ModuleNotFoundError is named with what to install.
 OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
-    "httpx": ("httpx", "vlm"), "google": ("google-genai", "vlm"),
-    "torch": ("torch", "ml"), "torchvision": ("torchvision", "ml"), "transformers": ("transformers", "ml"),
+    "httpx": ("httpx", "vlm"),
+    "google": ("google-genai", "vlm"),
+    "torch": ("torch", "ml"),
+    "torchvision": ("torchvision", "ml"),
+    "transformers": ("transformers", "ml"),
     "peft": ("peft", "ml"),
-    "cv2": ("opencv-python-headless", "geometry"), "pyrealsense2": ("pyrealsense2", "geometry"),
-    "franky": ("franky-control", "execution"), "placo": ("placo", "execution"),
-    "draccus": ("draccus", "lerobot"), "datasets": ("datasets", "lerobot"), "scservo_sdk": ("feetech-servo-sdk", "lerobot"),
+    "cv2": ("opencv-python-headless", "geometry"),
+    "pyrealsense2": ("pyrealsense2", "geometry"),
+    "franky": ("franky-control", "execution"),
+    "placo": ("placo", "execution"),
+    "draccus": ("draccus", "lerobot"),
+    "datasets": ("datasets", "lerobot"),
+    "scservo_sdk": ("feetech-servo-sdk", "lerobot"),
     "serial": ("pyserial", "lerobot"),
-    "aiohttp": ("aiohttp", "console"), "mujoco": ("mujoco", "sim"),
-    "rosbags": ("rosbags", "rollout"), "matplotlib": ("matplotlib", "rollout"), "mcap": ("mcap", "rollout"),
-    "pyarrow": ("pyarrow", "v2gp"), "av": ("av", "v2gp"),
-    "ray": ("ray", "scale"), "accelerate": ("accelerate", "scale"), "tensorboard": ("tensorboard", "scale"),
+    "aiohttp": ("aiohttp", "console"),
+    "mujoco": ("mujoco", "sim"),
+    "rosbags": ("rosbags", "rollout"),
+    "matplotlib": ("matplotlib", "rollout"),
+    "mcap": ("mcap", "rollout"),
+    "pyarrow": ("pyarrow", "v2gp"),
+    "av": ("av", "v2gp"),
+    "ray": ("ray", "scale"),
+    "accelerate": ("accelerate", "scale"),
+    "tensorboard": ("tensorboard", "scale"),
 }
 
 
@@ -41,6 +57,8 @@ def missing_module_hint(module: str) -> str:
     if top in OPTIONAL_MODULES:
         return install_hint(*OPTIONAL_MODULES[top])
     if top in ("rclpy", "launch", "launch_ros", "grounded_planner_interfaces") or top.endswith("_msgs"):
-        return ("source a ROS 2 installation (source /opt/ros/<distro>/setup.bash) or, in this repository's venv, "
-                "pip install -e '.[ros]' and build grounded_planner_interfaces (make setup)")
+        return (
+            "source a ROS 2 installation (source /opt/ros/<distro>/setup.bash) or, in this repository's venv, "
+            "pip install -e '.[ros]' and build grounded_planner_interfaces (make setup)"
+        )
     return f"pip install {top}"

@@ -24,44 +24,86 @@ PACKAGE = "grounded_planner"
 SHARE = get_package_share_directory(PACKAGE)
 # robot -> (executor backend, base frame, executor config: safety envelope, speeds, backend options,
 #           example extrinsics whose parent is that base frame)
-ROBOTS = {"franka": ("franky", "panda_link0", os.path.join(SHARE, "config", "execution_franka.yaml"),
-                     os.path.join(SHARE, "calibration", "realsense_d435_eye_to_hand.yaml")),
-          "so101": ("lerobot", "base_link", os.path.join(SHARE, "config", "execution_so101.yaml"),
-                    os.path.join(SHARE, "calibration", "so101_d435_eye_to_hand.yaml"))}
+ROBOTS = {
+    "franka": (
+        "franky",
+        "panda_link0",
+        os.path.join(SHARE, "config", "execution_franka.yaml"),
+        os.path.join(SHARE, "calibration", "realsense_d435_eye_to_hand.yaml"),
+    ),
+    "so101": (
+        "lerobot",
+        "base_link",
+        os.path.join(SHARE, "config", "execution_so101.yaml"),
+        os.path.join(SHARE, "calibration", "so101_d435_eye_to_hand.yaml"),
+    ),
+}
 
 # name, default, description (realsense-ros style table)
 ARGUMENTS = [
-    ("namespace", "", "ROS namespace of every node ('' = the root): robot1 gives /robot1/grounded_planner/plan, "
-     "/robot1/camera/camera/color/image_raw, ... so that two robots share one graph"),
+    (
+        "namespace",
+        "",
+        "ROS namespace of every node ('' = the root): robot1 gives /robot1/grounded_planner/plan, "
+        "/robot1/camera/camera/color/image_raw, ... so that two robots share one graph",
+    ),
     ("robot", "franka", "franka | so101: picks the executor backend and the base frame"),
     ("executor_backend", "", "override the backend the robot implies (franky | moveit | lerobot | sim)"),
     ("dry_run", "false", "true: the executor validates and logs every plan but never moves the robot"),
     ("serial", "", "RealSense serial number ('' = first found)"),
-    ("camera_namespace", "camera", "realsense-ros's camera_namespace: camera topics are "
-     "CAMERA_NAMESPACE/CAMERA_NAME/color/image_raw, ... inside namespace"),
+    (
+        "camera_namespace",
+        "camera",
+        "realsense-ros's camera_namespace: camera topics are "
+        "CAMERA_NAMESPACE/CAMERA_NAME/color/image_raw, ... inside namespace",
+    ),
     ("camera_name", "camera", "realsense-ros's camera_name (see camera_namespace)"),
     ("planner_backend", "openai", "openai | gemini | transformers | replay | decoupled"),
-    ("model", "", "VLM model name as the server knows it (required by openai, transformers and decoupled; "
-     "gemini defaults to gemini-2.5-flash; replay needs none)"),
+    (
+        "model",
+        "",
+        "VLM model name as the server knows it (required by openai, transformers and decoupled; "
+        "gemini defaults to gemini-2.5-flash; replay needs none)",
+    ),
     ("base_url", "http://localhost:8000/v1", "OpenAI-compatible server root including /v1"),
     ("replay_file", "", "JSONL of recorded plans for planner_backend:=replay (~ is expanded)"),
-    ("extrinsics_file", "", "camera -> robot base calibration YAML ('' = the robot's example: "
-     "calibration/realsense_d435_eye_to_hand.yaml for franka, calibration/so101_d435_eye_to_hand.yaml for so101)"),
-    ("log_dir", DEFAULT_LOG_DIR, "folder for rollout logs (~ is expanded; a relative path is relative to the "
-     "directory ros2 launch runs in)"),
-    ("moveit_config", "", "executor_backend:=moveit: the robot's MoveIt config package ('' = franka: "
-     "franka_fr3_moveit_config; the so101 has none, so it must be named)"),
+    (
+        "extrinsics_file",
+        "",
+        "camera -> robot base calibration YAML ('' = the robot's example: "
+        "calibration/realsense_d435_eye_to_hand.yaml for franka, calibration/so101_d435_eye_to_hand.yaml for so101)",
+    ),
+    (
+        "log_dir",
+        DEFAULT_LOG_DIR,
+        "folder for rollout logs (~ is expanded; a relative path is relative to the directory ros2 launch runs in)",
+    ),
+    (
+        "moveit_config",
+        "",
+        "executor_backend:=moveit: the robot's MoveIt config package ('' = franka: "
+        "franka_fr3_moveit_config; the so101 has none, so it must be named)",
+    ),
     ("moveit_robot_name", "", "executor_backend:=moveit: robot name for MoveItConfigsBuilder ('' = franka: fr3)"),
-    ("moveit_py_config", os.path.join(SHARE, "config", "moveit_py_franka.yaml"),
-     "executor_backend:=moveit: moveit_py settings merged over the config package's (pipelines, "
-     "plan_request_params; ~ is expanded)"),
-    ("console", "false", "true: also start the operator console (console_node), a web page to watch, instruct, "
-     "approve, stop and label"),
+    (
+        "moveit_py_config",
+        os.path.join(SHARE, "config", "moveit_py_franka.yaml"),
+        "executor_backend:=moveit: moveit_py settings merged over the config package's (pipelines, "
+        "plan_request_params; ~ is expanded)",
+    ),
+    (
+        "console",
+        "false",
+        "true: also start the operator console (console_node), a web page to watch, instruct, approve, stop and label",
+    ),
     ("console_host", "127.0.0.1", "console: address to listen on (any but loopback requires a token)"),
     ("console_port", "8080", "console: TCP port"),
     ("console_token", "", "console: token for a non-loopback host ('' there = generated and printed once)"),
-    ("config", os.path.join(SHARE, "config", "real.yaml"), "parameters file for every node (~ is expanded; a "
-     "missing file is an error)"),
+    (
+        "config",
+        os.path.join(SHARE, "config", "real.yaml"),
+        "parameters file for every node (~ is expanded; a missing file is an error)",
+    ),
 ]
 
 
@@ -79,24 +121,40 @@ def _franka_fr3_moveit_layout(builder):
         raise LaunchArgumentError(
             f"moveit_config:=franka_fr3_moveit_config needs {urdf}, which franka_bringup ships from franka_ros2 "
             "v3.4.0 on (earlier v3.x releases have no such file, and moveit_py would wait 10 s for a robot "
-            "description that never comes): update franka_ros2 to v3.4.0 or later")
-    builder = (builder
-               .robot_description(file_path=urdf,
-                                  mappings={"robot_type": "fr3", "hand": "true", "ee_id": "franka_hand",
-                                            "robot_ip": "", "use_fake_hardware": "false",
-                                            "fake_sensor_commands": "false"})
-               .robot_description_semantic(file_path=os.path.join(description, "robots", "fr3", "fr3.srdf.xacro"),
-                                           mappings={"hand": "true", "ee_id": "franka_hand"})
-               .joint_limits(file_path="config/fr3_joint_limits.yaml")
-               .planning_pipelines(pipelines=["ompl"]))
+            "description that never comes): update franka_ros2 to v3.4.0 or later"
+        )
+    builder = (
+        builder.robot_description(
+            file_path=urdf,
+            mappings={
+                "robot_type": "fr3",
+                "hand": "true",
+                "ee_id": "franka_hand",
+                "robot_ip": "",
+                "use_fake_hardware": "false",
+                "fake_sensor_commands": "false",
+            },
+        )
+        .robot_description_semantic(
+            file_path=os.path.join(description, "robots", "fr3", "fr3.srdf.xacro"),
+            mappings={"hand": "true", "ee_id": "franka_hand"},
+        )
+        .joint_limits(file_path="config/fr3_joint_limits.yaml")
+        .planning_pipelines(pipelines=["ompl"])
+    )
     package = get_package_share_directory("franka_fr3_moveit_config")
     with open(os.path.join(package, "config", "fr3_controllers.yaml")) as handle:
         controllers = yaml.safe_load(handle)
-    return builder, {"moveit_simple_controller_manager": controllers,
-                     "moveit_controller_manager": "moveit_simple_controller_manager/MoveItSimpleControllerManager",
-                     "moveit_manage_controllers": True,
-                     "trajectory_execution": {"allowed_execution_duration_scaling": 1.2,
-                                              "allowed_goal_duration_margin": 0.5, "allowed_start_tolerance": 0.01}}
+    return builder, {
+        "moveit_simple_controller_manager": controllers,
+        "moveit_controller_manager": "moveit_simple_controller_manager/MoveItSimpleControllerManager",
+        "moveit_manage_controllers": True,
+        "trajectory_execution": {
+            "allowed_execution_duration_scaling": 1.2,
+            "allowed_goal_duration_margin": 0.5,
+            "allowed_start_tolerance": 0.01,
+        },
+    }
 
 
 # MoveIt config packages that need more than MoveItConfigsBuilder's defaults
@@ -107,6 +165,7 @@ def _moveit_params_file(package, robot_name, moveit_py_config):
     """The MoveIt configuration for moveit_py in the executor, as a ROS parameters file: the config package through
     MoveItConfigsBuilder (as MoveIt's own launch files read it), then moveit_py's settings merged over it."""
     import yaml
+
     try:
         from moveit_configs_utils import MoveItConfigsBuilder  # ros-jazzy-moveit-configs-utils (comes with MoveIt)
     except ImportError as exc:
@@ -133,54 +192,137 @@ def _nodes(context):
     config = launch_args.existing_file("config", arg["config"], "the parameters file for every node")
     robot = launch_args.choice("robot", arg["robot"], list(ROBOTS))
     backend, base_frame, executor_config, extrinsics = ROBOTS[robot]
-    executor_backend = launch_args.choice("executor_backend", arg["executor_backend"] or backend,
-                                          ["franky", "moveit", "lerobot", "sim"])
+    executor_backend = launch_args.choice(
+        "executor_backend", arg["executor_backend"] or backend, ["franky", "moveit", "lerobot", "sim"]
+    )
     planner = launch_args.planner(arg["planner_backend"], arg["model"], arg["replay_file"])
-    extrinsics_file = launch_args.existing_file("extrinsics_file", arg["extrinsics_file"], "camera -> base "
-                                                "calibration YAML") if arg["extrinsics_file"] else extrinsics
+    extrinsics_file = (
+        launch_args.existing_file("extrinsics_file", arg["extrinsics_file"], "camera -> base calibration YAML")
+        if arg["extrinsics_file"]
+        else extrinsics
+    )
     dry_run = launch_args.boolean("dry_run", arg["dry_run"])
     camera = launch_args.namespace(f"{arg['camera_namespace']}/{arg['camera_name']}").lstrip("/")
     if not camera:
         raise LaunchArgumentError("launch arguments camera_namespace:= and camera_name:= are both empty")
-    topics = {"color_topic": f"{camera}/color/image_raw", "depth_topic": f"{camera}/aligned_depth_to_color/image_raw",
-              "camera_info_topic": f"{camera}/color/camera_info"}
+    topics = {
+        "color_topic": f"{camera}/color/image_raw",
+        "depth_topic": f"{camera}/aligned_depth_to_color/image_raw",
+        "camera_info_topic": f"{camera}/color/camera_info",
+    }
     moveit_params_file = ""
     if executor_backend == "moveit":
         package, robot_name = launch_args.moveit_config(robot, arg["moveit_config"], arg["moveit_robot_name"])
-        moveit_params_file = _moveit_params_file(package, robot_name,
-                                                 launch_args.existing_file("moveit_py_config", arg["moveit_py_config"],
-                                                                           "moveit_py settings YAML"))
+        moveit_params_file = _moveit_params_file(
+            package,
+            robot_name,
+            launch_args.existing_file("moveit_py_config", arg["moveit_py_config"], "moveit_py settings YAML"),
+        )
     log_dir = launch_args.log_dir(arg["log_dir"])
     console = launch_args.boolean("console", arg["console"])
     console_port = int(launch_args.positive_number("console_port", arg["console_port"])) if console else 0
     nodes = [
-        Node(package=PACKAGE, executable="camera_node", name="camera", namespace=ns, output="screen",
-             parameters=[config, {"serial": arg["serial"], "camera_namespace": camera}]),
-        Node(package=PACKAGE, executable="planner_node", name="planner", namespace=ns, output="screen",
-             parameters=[config, {"backend": planner["backend"], "model": planner["model"],
-                                  "base_url": arg["base_url"], "extrinsics_file": extrinsics_file,
-                                  "replay_file": planner["replay_file"], "color_topic": topics["color_topic"],
-                                  "depth_topic": topics["depth_topic"],
-                                  "camera_info_topic": topics["camera_info_topic"]}]),
-        Node(package=PACKAGE, executable="backprojection_node", name="backprojection", namespace=ns, output="screen",
-             parameters=[config, {"extrinsics_file": extrinsics_file, "depth_topic": topics["depth_topic"],
-                                  "camera_info_topic": topics["camera_info_topic"]}]),
-        Node(package=PACKAGE, executable="executor_node", name="executor", namespace=ns, output="screen",
-             parameters=[config, {"backend": executor_backend, "base_frame": base_frame, "dry_run": dry_run,
-                                  "config_file": executor_config, "moveit_params_file": moveit_params_file}]),
-        Node(package=PACKAGE, executable="rollout_logger_node", name="rollout_logger", namespace=ns, output="screen",
-             parameters=[config, {"log_dir": log_dir, "color_topic": topics["color_topic"],
-                                  "depth_topic": topics["depth_topic"],
-                                  "camera_info_topic": topics["camera_info_topic"]}]),
+        Node(
+            package=PACKAGE,
+            executable="camera_node",
+            name="camera",
+            namespace=ns,
+            output="screen",
+            parameters=[config, {"serial": arg["serial"], "camera_namespace": camera}],
+        ),
+        Node(
+            package=PACKAGE,
+            executable="planner_node",
+            name="planner",
+            namespace=ns,
+            output="screen",
+            parameters=[
+                config,
+                {
+                    "backend": planner["backend"],
+                    "model": planner["model"],
+                    "base_url": arg["base_url"],
+                    "extrinsics_file": extrinsics_file,
+                    "replay_file": planner["replay_file"],
+                    "color_topic": topics["color_topic"],
+                    "depth_topic": topics["depth_topic"],
+                    "camera_info_topic": topics["camera_info_topic"],
+                },
+            ],
+        ),
+        Node(
+            package=PACKAGE,
+            executable="backprojection_node",
+            name="backprojection",
+            namespace=ns,
+            output="screen",
+            parameters=[
+                config,
+                {
+                    "extrinsics_file": extrinsics_file,
+                    "depth_topic": topics["depth_topic"],
+                    "camera_info_topic": topics["camera_info_topic"],
+                },
+            ],
+        ),
+        Node(
+            package=PACKAGE,
+            executable="executor_node",
+            name="executor",
+            namespace=ns,
+            output="screen",
+            parameters=[
+                config,
+                {
+                    "backend": executor_backend,
+                    "base_frame": base_frame,
+                    "dry_run": dry_run,
+                    "config_file": executor_config,
+                    "moveit_params_file": moveit_params_file,
+                },
+            ],
+        ),
+        Node(
+            package=PACKAGE,
+            executable="rollout_logger_node",
+            name="rollout_logger",
+            namespace=ns,
+            output="screen",
+            parameters=[
+                config,
+                {
+                    "log_dir": log_dir,
+                    "color_topic": topics["color_topic"],
+                    "depth_topic": topics["depth_topic"],
+                    "camera_info_topic": topics["camera_info_topic"],
+                },
+            ],
+        ),
     ]
     if console:
-        nodes.append(Node(package=PACKAGE, executable="console_node", name="console", namespace=ns, output="screen",
-                          parameters=[config, {"host": arg["console_host"], "port": console_port,
-                                               "token": arg["console_token"], "rollouts_dir": log_dir}]))
+        nodes.append(
+            Node(
+                package=PACKAGE,
+                executable="console_node",
+                name="console",
+                namespace=ns,
+                output="screen",
+                parameters=[
+                    config,
+                    {
+                        "host": arg["console_host"],
+                        "port": console_port,
+                        "token": arg["console_token"],
+                        "rollouts_dir": log_dir,
+                    },
+                ],
+            )
+        )
     return nodes
 
 
 def generate_launch_description():
     return LaunchDescription(
         [DeclareLaunchArgument(name, default_value=default, description=text) for name, default, text in ARGUMENTS]
-        + [OpaqueFunction(function=_nodes)])
+        + [OpaqueFunction(function=_nodes)]
+    )

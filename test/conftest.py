@@ -22,7 +22,9 @@ def ros_available() -> bool:
     return True
 
 
-requires_ros = pytest.mark.skipif(not ros_available(), reason="rclpy or grounded_planner_interfaces not importable (run `make setup`)")
+requires_ros = pytest.mark.skipif(
+    not ros_available(), reason="rclpy or grounded_planner_interfaces not importable (run `make setup`)"
+)
 
 
 @pytest.fixture
@@ -52,8 +54,15 @@ def rclpy_context(ros_domain):
 
 def spawn_python(code_or_args: list[str], **kwargs) -> subprocess.Popen:
     """Start `python ARGS...` of this venv as a child process (inherits ROS_DOMAIN_ID)."""
-    return subprocess.Popen([sys.executable, *code_or_args], cwd=REPO, env=os.environ.copy(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, *code_or_args],
+        cwd=REPO,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
+    )
 
 
 class _ParserBugs:
@@ -81,8 +90,12 @@ def no_parser_bugs(request):
         yield bugs
     finally:
         logger.removeHandler(bugs.handler)
-    crashes = [r.getMessage() + (f": {r.exc_info[1]!r}" if r.exc_info else "") for r in bugs.records
-               if r.getMessage().startswith("parser bug")]
+    crashes = [
+        r.getMessage() + (f": {r.exc_info[1]!r}" if r.exc_info else "")
+        for r in bugs.records
+        if r.getMessage().startswith("parser bug")
+    ]
     if crashes and not request.node.get_closest_marker("parser_bug_expected"):
-        pytest.fail(f"the VLM parser crashed (ParseError rule 'internal') {len(crashes)} time(s): {crashes[:3]}",
-                    pytrace=False)
+        pytest.fail(
+            f"the VLM parser crashed (ParseError rule 'internal') {len(crashes)} time(s): {crashes[:3]}", pytrace=False
+        )

@@ -13,14 +13,25 @@ from grounded_planner.geometry.transforms import fold_half_turn, wrap_pi
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("angle, expected", [(math.pi, math.pi), (-math.pi, math.pi), (3 * math.pi, math.pi),
-                                             (0.25, 0.25), (-0.25, -0.25), (2 * math.pi + 0.25, 0.25)])
+@pytest.mark.parametrize(
+    "angle, expected",
+    [
+        (math.pi, math.pi),
+        (-math.pi, math.pi),
+        (3 * math.pi, math.pi),
+        (0.25, 0.25),
+        (-0.25, -0.25),
+        (2 * math.pi + 0.25, 0.25),
+    ],
+)
 def test_wrap_pi_gives_the_half_open_interval_minus_pi_excluded(angle, expected):
     assert wrap_pi(angle) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("yaw, expected", [(math.pi / 2, math.pi / 2), (-math.pi / 2, math.pi / 2),
-                                           (math.pi, 0.0), (0.3 + math.pi, 0.3), (-0.3, -0.3)])
+@pytest.mark.parametrize(
+    "yaw, expected",
+    [(math.pi / 2, math.pi / 2), (-math.pi / 2, math.pi / 2), (math.pi, 0.0), (0.3 + math.pi, 0.3), (-0.3, -0.3)],
+)
 def test_fold_half_turn_gives_minus_half_pi_excluded(yaw, expected):
     assert fold_half_turn(yaw) == pytest.approx(expected, abs=1e-12)
 

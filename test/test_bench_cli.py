@@ -28,8 +28,14 @@ def test_score_json_prints_exactly_one_object_with_the_documented_shape():
     assert result["overall"]["tsr"] == 25.0
     for key in ("tsr", "arr", "precision"):
         assert 0 <= result["overall"][key] <= 100
-    assert list(result["groups"]) == ["explicit/short", "explicit/medium", "explicit/long",
-                                      "implicit/short", "implicit/medium", "implicit/long"]
+    assert list(result["groups"]) == [
+        "explicit/short",
+        "explicit/medium",
+        "explicit/long",
+        "implicit/short",
+        "implicit/medium",
+        "implicit/long",
+    ]
     assert result["groups"]["explicit/long"] == {**result["groups"]["explicit/long"], "episodes": 1, "tsr": 100.0}
     assert sum(g["episodes"] for g in result["groups"].values()) == 12
 
@@ -79,8 +85,12 @@ def perfect_predictions(path):
     lines = []
     for line in EPISODES.read_text().splitlines():
         ep = json.loads(line)
-        actions = [dict(a, point=[(a["bbox"][0] + a["bbox"][2]) / 2, (a["bbox"][1] + a["bbox"][3]) / 2])
-                   if a["type"] == "place" else a for a in ep["actions"]]
+        actions = [
+            dict(a, point=[(a["bbox"][0] + a["bbox"][2]) / 2, (a["bbox"][1] + a["bbox"][3]) / 2])
+            if a["type"] == "place"
+            else a
+            for a in ep["actions"]
+        ]
         for a in actions:
             if a["type"] == "place":
                 del a["bbox"]

@@ -8,11 +8,18 @@ import pytest
 
 from grounded_planner.bench.episodes import EpisodeError, load_episodes, load_predictions
 
-GOOD = {"id": "ep-1", "image": "images/ep-1.png", "instruction": "bin the cup", "instruction_type": "explicit",
-        "actions": [{"type": "grasp", "object": "cup", "bbox": [1, 2, 30, 40]},
-                    {"type": "place", "target": "bin", "bbox": [50, 50, 90, 90]},
-                    {"type": "open", "object": "drawer", "bbox": [0, 0, 10, 10]}],
-        "unordered": [[0, 1]]}
+GOOD = {
+    "id": "ep-1",
+    "image": "images/ep-1.png",
+    "instruction": "bin the cup",
+    "instruction_type": "explicit",
+    "actions": [
+        {"type": "grasp", "object": "cup", "bbox": [1, 2, 30, 40]},
+        {"type": "place", "target": "bin", "bbox": [50, 50, 90, 90]},
+        {"type": "open", "object": "drawer", "bbox": [0, 0, 10, 10]},
+    ],
+    "unordered": [[0, 1]],
+}
 
 
 def write_jsonl(path, records):
@@ -41,20 +48,23 @@ def with_changes(**changes):
     return record
 
 
-@pytest.mark.parametrize("record, message", [
-    (with_changes(instruction_type="vague"), "instruction_type"),
-    (with_changes(actions=[]), "non-empty"),
-    (with_changes(actions=[{"type": "grasp", "bbox": [1, 2, 3, 4]}]), "immediately followed by a place"),
-    (with_changes(actions=[{"type": "place", "bbox": [1, 2, 3, 4]}]), "immediately follow a grasp"),
-    (with_changes(actions=[{"type": "open", "bbox": [10, 2, 3, 4]}]), "x1 < x2"),
-    (with_changes(actions=[{"type": "open", "point": [1, 2]}]), "needs a 'bbox'"),
-    (with_changes(actions=[{"type": "push", "bbox": [1, 2, 3, 4]}]), "'type' must be one of"),
-    (with_changes(unordered=[[0, 2]]), "out of range"),       # 2 steps only (indices count steps)
-    (with_changes(unordered=[[0, 1], [1]]), "more than one"),
-    (with_changes(unordered=[["a"]]), "list of step indices"),
-    ({"id": "x"}, "no 'image'"),
-    ("{not json", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        (with_changes(instruction_type="vague"), "instruction_type"),
+        (with_changes(actions=[]), "non-empty"),
+        (with_changes(actions=[{"type": "grasp", "bbox": [1, 2, 3, 4]}]), "immediately followed by a place"),
+        (with_changes(actions=[{"type": "place", "bbox": [1, 2, 3, 4]}]), "immediately follow a grasp"),
+        (with_changes(actions=[{"type": "open", "bbox": [10, 2, 3, 4]}]), "x1 < x2"),
+        (with_changes(actions=[{"type": "open", "point": [1, 2]}]), "needs a 'bbox'"),
+        (with_changes(actions=[{"type": "push", "bbox": [1, 2, 3, 4]}]), "'type' must be one of"),
+        (with_changes(unordered=[[0, 2]]), "out of range"),  # 2 steps only (indices count steps)
+        (with_changes(unordered=[[0, 1], [1]]), "more than one"),
+        (with_changes(unordered=[["a"]]), "list of step indices"),
+        ({"id": "x"}, "no 'image'"),
+        ("{not json", "not valid JSON"),
+    ],
+)
 def test_bad_ground_truth_names_line_and_field(tmp_path, record, message):
     path = write_jsonl(tmp_path / "e.jsonl", [GOOD | {"id": "ok"}, record])
     with pytest.raises(EpisodeError, match=message) as info:
@@ -73,11 +83,14 @@ def test_duplicate_ids_and_empty_files_are_rejected(tmp_path):
 
 
 def test_predictions_keep_invalid_plans_and_later_lines_win(tmp_path):
-    path = write_jsonl(tmp_path / "p.jsonl", [
-        {"id": "a", "plan": None, "error": "timeout"},
-        {"id": "b", "plan": {"actions": [{"type": "grasp"}]}},   # invalid plan: kept as is, scored later
-        {"id": "a", "plan": {"actions": []}, "error": ""},        # a retried episode appended later
-    ])
+    path = write_jsonl(
+        tmp_path / "p.jsonl",
+        [
+            {"id": "a", "plan": None, "error": "timeout"},
+            {"id": "b", "plan": {"actions": [{"type": "grasp"}]}},  # invalid plan: kept as is, scored later
+            {"id": "a", "plan": {"actions": []}, "error": ""},  # a retried episode appended later
+        ],
+    )
     preds = load_predictions(path)
     assert preds["b"].plan == {"actions": [{"type": "grasp"}]}
     assert preds["a"].plan == {"actions": []} and preds["a"].error == ""

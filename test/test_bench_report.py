@@ -45,11 +45,18 @@ def test_gt_boxes_sit_on_drawn_objects(sample):
 
 
 EXPECTED = {
-    "ep-01": [], "ep-02": [], "ep-08": [],                      # perfect, permuted inside unordered blocks
-    "ep-03": ["wrong order"], "ep-11": ["wrong order"],          # swapped steps (ep-11: across two blocks)
-    "ep-04": ["wrong box"], "ep-05": ["place outside target"],
-    "ep-06": ["missing step"], "ep-07": ["extra step"],
-    "ep-09": ["no plan"], "ep-10": ["invalid step", "missing step"], "ep-12": ["unparseable"],
+    "ep-01": [],
+    "ep-02": [],
+    "ep-08": [],  # perfect, permuted inside unordered blocks
+    "ep-03": ["wrong order"],
+    "ep-11": ["wrong order"],  # swapped steps (ep-11: across two blocks)
+    "ep-04": ["wrong box"],
+    "ep-05": ["place outside target"],
+    "ep-06": ["missing step"],
+    "ep-07": ["extra step"],
+    "ep-09": ["no plan"],
+    "ep-10": ["invalid step", "missing step"],
+    "ep-12": ["unparseable"],
 }
 
 
@@ -69,7 +76,7 @@ def test_missing_prediction_is_a_reason(sample):
 def test_wrong_box_reason_names_the_step_and_iou(sample):
     episodes, predictions = sample
     ep4 = next(ep for ep in episodes if ep.id == "ep-04")
-    (category, text), = diagnose(ep4, predictions["ep-04"]).reasons
+    ((category, text),) = diagnose(ep4, predictions["ep-04"]).reasons
     assert "GT step 2" in text and "blue block" in text and re.search(r"IoU 0\.\d\d < 0\.5", text)
 
 
@@ -84,8 +91,16 @@ def test_report_is_self_contained_html_with_overlays_and_reasons(sample, tmp_pat
     assert len(refs) == len(episodes)
     for ep in episodes:
         assert f'id="{ep.id}"' in text
-    for reason in ("wrong order", "wrong box", "place outside target", "missing step", "extra step", "no plan",
-                   "unparseable", "invalid step"):
+    for reason in (
+        "wrong order",
+        "wrong box",
+        "place outside target",
+        "missing step",
+        "extra step",
+        "no plan",
+        "unparseable",
+        "invalid step",
+    ):
         assert f"<b>{reason}</b>" in text
     # Table I: 12 cells of numbers; implicit/long is 0.0 TSR in this sample (its only episode has no plan)
     assert "Task Success Rate (TSR) %" in text and "Action Recall Rate (ARR) %" in text
@@ -128,6 +143,7 @@ def test_large_images_are_shrunk_but_overlays_keep_original_coordinates(sample, 
     assert image.get("href").startswith("data:image/jpeg;base64,")
     import base64
     import io
+
     shrunk = Image.open(io.BytesIO(base64.b64decode(image.get("href").split(",", 1)[1])))
     assert max(shrunk.size) == 640
     full = render_report([big_ep], {}, image_max_side_px=0)

@@ -36,8 +36,15 @@ def gp(*args):
 def episodes_file(tmp_path):
     """ep-01 (put the red cup in the bin), ep-12 (open the drawer), ep-07 (an implicit instruction the
     stand-in cannot plan: it answers an empty plan) and an episode whose image is missing."""
-    records = {json.loads(line)["id"]: json.loads(line) for line in (SAMPLE / "episodes.jsonl").read_text().splitlines()}
-    chosen = [records["ep-01"], records["ep-12"], records["ep-07"], dict(records["ep-01"], id="no-image", image="gone.png")]
+    records = {
+        json.loads(line)["id"]: json.loads(line) for line in (SAMPLE / "episodes.jsonl").read_text().splitlines()
+    }
+    chosen = [
+        records["ep-01"],
+        records["ep-12"],
+        records["ep-07"],
+        dict(records["ep-01"], id="no-image", image="gone.png"),
+    ]
     for r in chosen[:3]:
         r["image"] = str(SAMPLE / r["image"])
     path = tmp_path / "episodes.jsonl"
@@ -52,8 +59,21 @@ def server():
 
 
 def run_cli(server, episodes_file, out, *extra):
-    return gp("bench", "run", "--episodes", episodes_file, "--out", out, "--backend", "openai", "--model", "gpt-stand-in",
-              "--base-url", server.base_url, *extra)
+    return gp(
+        "bench",
+        "run",
+        "--episodes",
+        episodes_file,
+        "--out",
+        out,
+        "--backend",
+        "openai",
+        "--model",
+        "gpt-stand-in",
+        "--base-url",
+        server.base_url,
+        *extra,
+    )
 
 
 def test_run_writes_one_record_per_episode_and_the_plans_score(server, episodes_file, tmp_path):
@@ -129,7 +149,9 @@ def test_requests_run_concurrently(server, episodes_file, tmp_path):
 
     eps = [e for e in load_episodes(episodes_file) if e.id != "no-image"]
     with planner:
-        summary = run_bench(eps, Counting(), tmp_path / "p.jsonl", concurrency=3, progress_stream=open("/dev/null", "w"))
+        summary = run_bench(
+            eps, Counting(), tmp_path / "p.jsonl", concurrency=3, progress_stream=open("/dev/null", "w")
+        )
     assert (summary.done, summary.failed) == (3, 0)
     assert state["max"] == 3
 
@@ -164,8 +186,18 @@ def test_bad_config_is_a_one_line_error(episodes_file, tmp_path):
     config.write_text("backend: telepathy\n")
     proc = gp("bench", "run", "--episodes", episodes_file, "--out", tmp_path / "p.jsonl", "--config", config)
     assert proc.returncode == 2 and "backend" in proc.stderr and "telepathy" in proc.stderr
-    proc = gp("bench", "run", "--episodes", episodes_file, "--out", tmp_path / "p.jsonl", "--backend", "decoupled",
-              "--mode", "grounded")
+    proc = gp(
+        "bench",
+        "run",
+        "--episodes",
+        episodes_file,
+        "--out",
+        tmp_path / "p.jsonl",
+        "--backend",
+        "decoupled",
+        "--mode",
+        "grounded",
+    )
     assert proc.returncode == 2 and "contradicts" in proc.stderr
 
 
@@ -186,8 +218,18 @@ def test_replay_backend_reproduces_recorded_plans_without_a_server(tmp_path):
     replay = tmp_path / "replay.jsonl"
     replay.write_text("\n".join(records) + "\n")
     out = tmp_path / "pred.jsonl"
-    proc = gp("bench", "run", "--episodes", SAMPLE / "episodes.jsonl", "--out", out, "--backend", "replay",
-              "--replay-file", replay)
+    proc = gp(
+        "bench",
+        "run",
+        "--episodes",
+        SAMPLE / "episodes.jsonl",
+        "--out",
+        out,
+        "--backend",
+        "replay",
+        "--replay-file",
+        replay,
+    )
     assert proc.returncode == 0, proc.stderr
     got = load_predictions(out)
     assert {i for i, p in got.items() if p.plan is not None} == recorded
@@ -208,7 +250,9 @@ def test_decoupled_mode_plans_in_words_then_grounds_each_step(server, episodes_f
     assert proc.returncode == 0, proc.stderr
     preds = load_predictions(out)
     assert [a["type"] for a in preds["ep-01"].plan["actions"]] == ["grasp", "place"]
-    systems = [str(m.get("content")) for r in server.requests for m in r.get("messages", []) if m.get("role") == "system"]
+    systems = [
+        str(m.get("content")) for r in server.requests for m in r.get("messages", []) if m.get("role") == "system"
+    ]
     assert any("no coordinates" in s or "Name each object precisely" in s for s in systems)
     assert len(server.requests) > 3  # planning plus grounding requests
     result = score(load_episodes(episodes_file), preds)

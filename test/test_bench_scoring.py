@@ -34,8 +34,14 @@ def gt_single(kind, box):
 
 
 def episode(actions, unordered=(), itype="explicit", ep_id="ep"):
-    record = {"id": ep_id, "image": "img.png", "instruction": "do it", "instruction_type": itype,
-              "actions": actions, "unordered": [list(b) for b in unordered]}
+    record = {
+        "id": ep_id,
+        "image": "img.png",
+        "instruction": "do it",
+        "instruction_type": itype,
+        "actions": actions,
+        "unordered": [list(b) for b in unordered],
+    }
     return parse_episode(record, "test", Path("."))
 
 
@@ -62,6 +68,7 @@ def run(ep, plan_dict):
 
 # -- IoU and point rules ----------------------------------------------------------------------------
 
+
 def test_iou_on_continuous_coordinates():
     assert iou([0, 0, 2, 2], [1, 1, 3, 3]) == pytest.approx(1 / 7)  # no +1 pixel convention
     assert iou([0, 0, 10, 10], [10, 0, 20, 10]) == 0.0  # touching edges share no area
@@ -81,13 +88,16 @@ def test_grasp_box_at_iou_half_with_point_inside_matches():
     assert run(ep, plan(pair([0, 0, 4.9, 10], centre(BIN))))[0] is False
 
 
-@pytest.mark.parametrize("point, inside", [
-    ([400, 350], True),     # on the right edge
-    ([300, 300], True),     # on the top-left corner
-    ([350, 400], True),     # on the bottom edge
-    ([400.001, 350], False),
-    ([350, 299.999], False),
-])
+@pytest.mark.parametrize(
+    "point, inside",
+    [
+        ([400, 350], True),  # on the right edge
+        ([300, 300], True),  # on the top-left corner
+        ([350, 400], True),  # on the bottom edge
+        ([400.001, 350], False),
+        ([350, 299.999], False),
+    ],
+)
 def test_place_point_on_the_target_edge_counts_as_inside(point, inside):
     ep = episode(gt_pair(CUP, BIN))
     assert run(ep, plan(pair(CUP, point)))[0] is inside
@@ -124,8 +134,8 @@ def test_block_needs_a_perfect_matching_not_a_greedy_one():
     # Two GT pairs whose grasp boxes overlap: the first predicted step matches both GT steps, the
     # second only GT step 0. Greedy (first come) would give step 0 to the first and fail; the perfect
     # matching (first -> GT 1, second -> GT 0) exists, so the task succeeds.
-    box0, box1 = [0, 0, 100, 100], [0, 0, 100, 60]   # IoU(box0, box1) = 0.6
-    wide = [0, 0, 100, 80]                           # IoU 0.8 with box0, 0.75 with box1
+    box0, box1 = [0, 0, 100, 100], [0, 0, 100, 60]  # IoU(box0, box1) = 0.6
+    wide = [0, 0, 100, 80]  # IoU 0.8 with box0, 0.75 with box1
     region = [300, 300, 400, 400]
     ep = episode(gt_pair(box0, region) + gt_pair(box1, region), unordered=[[0, 1]])
     first, second = pair(wide, [350, 350]), pair([0, 0, 100, 100], [350, 350])  # second: IoU 0.6 with box1 too
@@ -143,6 +153,7 @@ def test_a_wrong_step_inside_a_block_fails_even_though_others_permute():
 
 
 # -- extra, missing and invalid steps ----------------------------------------------------------------
+
 
 def test_extra_step_fails_tsr_keeps_arr_lowers_precision():
     ep = episode(FOUR_STEPS)
@@ -177,19 +188,24 @@ def test_place_without_grasp_and_unknown_type_are_invalid_steps():
 
 def test_invalid_plan_fields_are_scored_not_rejected():
     ep = episode(gt_pair(CUP, BIN) + gt_single("open", DRAWER))
-    no_point = [{"type": "grasp", "bbox": CUP}, {"type": "place", "bbox": BIN}]   # place with a box, no point
-    bad_box = [{"type": "open", "bbox": [1, 2, 3]}]                                 # 3 numbers
-    outside = pair([-50, -50, 50, 50], [1000, 1000])                               # outside the image
+    no_point = [{"type": "grasp", "bbox": CUP}, {"type": "place", "bbox": BIN}]  # place with a box, no point
+    bad_box = [{"type": "open", "bbox": [1, 2, 3]}]  # 3 numbers
+    outside = pair([-50, -50, 50, 50], [1000, 1000])  # outside the image
     assert run(ep, plan(no_point, bad_box)) == (False, 0.0, 0.0)
     assert run(ep, plan(outside, C)) == (False, pytest.approx(1 / 3), pytest.approx(1 / 3))
 
 
 # -- null plans ------------------------------------------------------------------------------------
 
+
 def test_null_unparseable_and_missing_predictions_score_zero():
     ep = episode(gt_pair(CUP, BIN))
-    for prediction in (Prediction(ep.id, None, "VLMUnavailableError: connection refused"),
-                       Prediction(ep.id, "garbage"), Prediction(ep.id, {"no": "actions"}), None):
+    for prediction in (
+        Prediction(ep.id, None, "VLMUnavailableError: connection refused"),
+        Prediction(ep.id, "garbage"),
+        Prediction(ep.id, {"no": "actions"}),
+        None,
+    ):
         s = score_episode(ep, prediction)
         assert (s.success, s.arr, s.precision, s.null_plan) == (False, 0.0, 0.0, True)
     empty = score_episode(ep, Prediction(ep.id, plan()))  # a valid "nothing to do" plan is not null
@@ -206,11 +222,12 @@ def test_null_plans_are_counted_in_the_means():
 
 # -- ARR with pairs and singles ---------------------------------------------------------------------
 
+
 def test_arr_weights_pairs_by_two_actions_and_singles_by_one():
     ep = episode(gt_pair(CUP, BIN) + gt_single("open", DRAWER) + gt_pair(SPOON, PLATE))  # 5 actions
-    assert run(ep, plan(A, single("open", [0, 0, 5, 5]), B))[1] == pytest.approx(4 / 5)   # wrong drawer box
-    assert run(ep, plan(pair(CUP, [0, 0]), C, B))[1] == pytest.approx(3 / 5)            # one place outside
-    assert run(ep, plan(B, C, A))[1] == 1.0                                             # order is ignored
+    assert run(ep, plan(A, single("open", [0, 0, 5, 5]), B))[1] == pytest.approx(4 / 5)  # wrong drawer box
+    assert run(ep, plan(pair(CUP, [0, 0]), C, B))[1] == pytest.approx(3 / 5)  # one place outside
+    assert run(ep, plan(B, C, A))[1] == 1.0  # order is ignored
 
 
 def test_arr_is_a_maximum_matching_not_greedy():
@@ -230,6 +247,7 @@ def test_arr_counts_each_gt_step_once():
 
 # -- groups and aggregation -------------------------------------------------------------------------
 
+
 def _actions(n):
     """A GT action list with exactly ``n`` actions (pairs then an open when odd)."""
     out = []
@@ -240,19 +258,25 @@ def _actions(n):
     return out
 
 
-@pytest.mark.parametrize("n, horizon", [(1, "short"), (4, "short"), (5, "medium"), (8, "medium"), (9, "long"), (26, "long")])
+@pytest.mark.parametrize(
+    "n, horizon", [(1, "short"), (4, "short"), (5, "medium"), (8, "medium"), (9, "long"), (26, "long")]
+)
 def test_horizon_by_gt_action_count(n, horizon):
     assert episode(_actions(n)).horizon == horizon
 
 
 def test_groups_by_type_and_horizon_means_in_percent_and_empty_groups_omitted():
-    eps = [episode(_actions(2), itype="explicit", ep_id="e2"),
-           episode(_actions(3), itype="explicit", ep_id="e3"),
-           episode(_actions(9), itype="implicit", ep_id="i9")]
+    eps = [
+        episode(_actions(2), itype="explicit", ep_id="e2"),
+        episode(_actions(3), itype="explicit", ep_id="e3"),
+        episode(_actions(9), itype="implicit", ep_id="i9"),
+    ]
     perfect = plan(*[pair(CUP, centre(BIN))] * 4, C)
-    preds = [Prediction("e2", plan(A)),                 # success
-             Prediction("e3", plan(A)),                 # missing the open: ARR 2/3
-             Prediction("i9", perfect)]                 # 9 actions, all right
+    preds = [
+        Prediction("e2", plan(A)),  # success
+        Prediction("e3", plan(A)),  # missing the open: ARR 2/3
+        Prediction("i9", perfect),
+    ]  # 9 actions, all right
     result = score(eps, preds)
     assert set(result) == {"overall", "groups"}
     assert list(result["groups"]) == ["explicit/short", "implicit/long"]
@@ -285,6 +309,7 @@ def test_missing_and_unknown_predictions_are_reported():
 
 
 # -- cross-check ------------------------------------------------------------------------------------
+
 
 def test_fast_scorer_agrees_with_naive_reference_on_random_episodes():
     raw_eps, raw_preds = generate(400, seed=7)

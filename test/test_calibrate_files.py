@@ -29,8 +29,13 @@ OPTICAL_IN_LINK = np.array([[0, 0, 1], [-1, 0, 0], [0, -1, 0]], float)  # REP 10
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "calibrate", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "grounded_planner.cli.main", "calibrate", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _pose(T: np.ndarray, as_mapping: bool = False) -> dict:
@@ -70,9 +75,13 @@ def _assert_close(written: Extrinsics, expected: np.ndarray, mm: float, deg: flo
 def test_plain_yaml_samples_solve_the_known_mounting(tmp_path):
     rng = np.random.default_rng(0)
     effector2base, target2cam = _eye_to_hand_samples(rng, noise_m=0.0005)
-    samples = {"setup": "eye_to_hand", "robot_base_frame": "panda_link0", "robot_effector_frame": "panda_hand",
-               "camera_frame": "camera_color_optical_frame",
-               "samples": [{"robot": _pose(E), "target": _pose(T)} for E, T in zip(effector2base, target2cam)]}
+    samples = {
+        "setup": "eye_to_hand",
+        "robot_base_frame": "panda_link0",
+        "robot_effector_frame": "panda_hand",
+        "camera_frame": "camera_color_optical_frame",
+        "samples": [{"robot": _pose(E), "target": _pose(T)} for E, T in zip(effector2base, target2cam)],
+    }
     (tmp_path / "samples.yaml").write_text(yaml.safe_dump(samples))
     done = _cli("--from-samples", str(tmp_path / "samples.yaml"), "--out", str(tmp_path / "ext.yaml"))
     assert done.returncode == 0, done.stderr
@@ -98,11 +107,20 @@ def test_easy_handeye2_saved_samples_solve_the_known_mounting(tmp_path, kind):
         robot = effector2base
         target2cam = [invert_transform(cam2effector) @ invert_transform(E) @ target2base for E in effector2base]
         expected = cam2effector
-    saved = {"parameters": {"name": "fr3_d435", "calibration_type": kind, "robot_base_frame": "fr3_link0",
-                            "robot_effector_frame": "fr3_hand", "tracking_base_frame": "camera_color_optical_frame",
-                            "tracking_marker_frame": "marker_0", "freehand_robot_movement": True,
-                            "move_group_namespace": "/", "move_group": "manipulator"},
-             "samples": [{"robot": _pose(R, True), "tracking": _pose(T, True)} for R, T in zip(robot, target2cam)]}
+    saved = {
+        "parameters": {
+            "name": "fr3_d435",
+            "calibration_type": kind,
+            "robot_base_frame": "fr3_link0",
+            "robot_effector_frame": "fr3_hand",
+            "tracking_base_frame": "camera_color_optical_frame",
+            "tracking_marker_frame": "marker_0",
+            "freehand_robot_movement": True,
+            "move_group_namespace": "/",
+            "move_group": "manipulator",
+        },
+        "samples": [{"robot": _pose(R, True), "tracking": _pose(T, True)} for R, T in zip(robot, target2cam)],
+    }
     (tmp_path / "fr3_d435.samples").write_text(yaml.safe_dump(saved))
     done = _cli("--from-samples", str(tmp_path / "fr3_d435.samples"), "--out", str(tmp_path / "ext.yaml"))
     assert done.returncode == 0, done.stderr
@@ -112,12 +130,24 @@ def test_easy_handeye2_saved_samples_solve_the_known_mounting(tmp_path, kind):
 
 
 def _calib_file(path, kind: str, camera_frame: str, T: np.ndarray) -> None:
-    path.write_text(yaml.safe_dump({
-        "parameters": {"name": "cell", "calibration_type": kind, "robot_base_frame": "fr3_link0",
-                       "robot_effector_frame": "fr3_hand", "tracking_base_frame": camera_frame,
-                       "tracking_marker_frame": "marker_0", "freehand_robot_movement": False,
-                       "move_group_namespace": "/", "move_group": "manipulator"},
-        "transform": _pose(T, True)}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "parameters": {
+                    "name": "cell",
+                    "calibration_type": kind,
+                    "robot_base_frame": "fr3_link0",
+                    "robot_effector_frame": "fr3_hand",
+                    "tracking_base_frame": camera_frame,
+                    "tracking_marker_frame": "marker_0",
+                    "freehand_robot_movement": False,
+                    "move_group_namespace": "/",
+                    "move_group": "manipulator",
+                },
+                "transform": _pose(T, True),
+            }
+        )
+    )
 
 
 def test_import_an_easy_handeye2_result(tmp_path):
@@ -137,8 +167,14 @@ def test_camera_link_holding_the_optical_rotation_is_refused_and_can_be_relabell
     assert done.returncode == 2
     assert "'camera_link'" in done.stderr and "optical frame's rotation" in done.stderr, done.stderr
     assert not (tmp_path / "ext.yaml").exists()
-    relabelled = _cli("--import", str(tmp_path / "trap.calib"), "--out", str(tmp_path / "ext.yaml"),
-                      "--camera-frame", "camera_color_optical_frame")
+    relabelled = _cli(
+        "--import",
+        str(tmp_path / "trap.calib"),
+        "--out",
+        str(tmp_path / "ext.yaml"),
+        "--camera-frame",
+        "camera_color_optical_frame",
+    )
     assert relabelled.returncode == 0, relabelled.stderr
     written = Extrinsics.load(tmp_path / "ext.yaml")
     assert written.child_frame == "camera_color_optical_frame"
@@ -163,26 +199,36 @@ def test_import_a_moveit_calibration_launch_file(tmp_path):
     t, q = T[:3, 3], matrix_to_quat(T[:3, :3])
     (tmp_path / "camera.launch").write_text(
         "<launch>\n  <!-- The rpy in the comment uses the extrinsic XYZ convention -->\n"
-        f"  <!-- xyz=\"{t[0]} {t[1]} {t[2]}\" rpy=\"0 0 0\" -->\n"
-        "  <node pkg=\"tf2_ros\" type=\"static_transform_publisher\" name=\"camera_link_broadcaster\"\n"
-        f"      args=\"{t[0]} {t[1]} {t[2]}   {q[0]} {q[1]} {q[2]} {q[3]} panda_link0 camera_color_optical_frame\" />\n"
-        "</launch>\n")
+        f'  <!-- xyz="{t[0]} {t[1]} {t[2]}" rpy="0 0 0" -->\n'
+        '  <node pkg="tf2_ros" type="static_transform_publisher" name="camera_link_broadcaster"\n'
+        f'      args="{t[0]} {t[1]} {t[2]}   {q[0]} {q[1]} {q[2]} {q[3]} panda_link0 camera_color_optical_frame" />\n'
+        "</launch>\n"
+    )
     done = _cli("--import", str(tmp_path / "camera.launch"), "--out", str(tmp_path / "ext.yaml"))
     assert done.returncode == 0, done.stderr
     assert "MoveIt Calibration eye_to_hand" in done.stderr
     _assert_close(Extrinsics.load(tmp_path / "ext.yaml"), T, mm=1e-3, deg=1e-3)
 
 
-@pytest.mark.parametrize("text,words", [
-    ("setup: sideways\nrobot_base_frame: a\nrobot_effector_frame: b\ncamera_frame: c\nsamples: []\n",
-     "'setup' must be eye_in_hand or eye_to_hand"),
-    ("setup: eye_to_hand\nrobot_base_frame: a\nrobot_effector_frame: b\ncamera_frame: c\n"
-     "samples:\n  - {robot: {translation: [0, 0], rotation: [0, 0, 0, 1]}, target: {translation: [0, 0, 1], rotation: [0, 0, 0, 1]}}\n",
-     "sample 0 robot: translation must be 3 numbers"),
-    ("setup: eye_to_hand\nrobot_base_frame: a\nrobot_effector_frame: b\ncamera_frame: c\n"
-     "samples:\n  - {robot: {translation: [0, 0, 0], rotation: [0, 0, 0, 1]}, target: {translation: [0, 0, 1], rotation: [0, 0, 0, 1]}}\n",
-     "at least 3 samples"),
-])
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        (
+            "setup: sideways\nrobot_base_frame: a\nrobot_effector_frame: b\ncamera_frame: c\nsamples: []\n",
+            "'setup' must be eye_in_hand or eye_to_hand",
+        ),
+        (
+            "setup: eye_to_hand\nrobot_base_frame: a\nrobot_effector_frame: b\ncamera_frame: c\n"
+            "samples:\n  - {robot: {translation: [0, 0], rotation: [0, 0, 0, 1]}, target: {translation: [0, 0, 1], rotation: [0, 0, 0, 1]}}\n",
+            "sample 0 robot: translation must be 3 numbers",
+        ),
+        (
+            "setup: eye_to_hand\nrobot_base_frame: a\nrobot_effector_frame: b\ncamera_frame: c\n"
+            "samples:\n  - {robot: {translation: [0, 0, 0], rotation: [0, 0, 0, 1]}, target: {translation: [0, 0, 1], rotation: [0, 0, 0, 1]}}\n",
+            "at least 3 samples",
+        ),
+    ],
+)
 def test_bad_samples_are_refused_naming_the_problem(tmp_path, text, words):
     (tmp_path / "s.yaml").write_text(text)
     done = _cli("--from-samples", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "ext.yaml"))

@@ -20,8 +20,9 @@ from helpers.calls import record_calls  # noqa: E402
 
 
 def _record(folder, success):
-    with RolloutRecorder(folder, instruction="put the cup on the plate", task="placement", condition="original",
-                         scene_id=folder.name) as rec:
+    with RolloutRecorder(
+        folder, instruction="put the cup on the plate", task="placement", condition="original", scene_id=folder.name
+    ) as rec:
         if success is not None:
             rec.set_label(success, None if success else "wrong_object", source="human")
 
@@ -45,8 +46,23 @@ def test_export_only_success_and_fps_reach_the_exporter(tmp_path, monkeypatch, c
         return {"episodes": len(records)}
 
     monkeypatch.setattr("grounded_planner.cli.rollouts.export_lerobot", export_lerobot)
-    assert main(["rollouts", "export", str(tmp_path), "--repo-id", "me/cups", "--root", str(tmp_path / "ds"),
-                 "--only-success", "--fps", "7"]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "rollouts",
+                "export",
+                str(tmp_path),
+                "--repo-id",
+                "me/cups",
+                "--root",
+                str(tmp_path / "ds"),
+                "--only-success",
+                "--fps",
+                "7",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     assert calls == [(["ok0", "ok1"], "me/cups", str(tmp_path / "ds"), 7)]  # the default fps is 15
 
 
@@ -57,17 +73,58 @@ def test_console_flags_reach_the_console_node(tmp_path, monkeypatch, capsys):
     calls = []
     monkeypatch.setattr("grounded_planner.ros.console_node.run_console", calls.append)
     (tmp_path / "executor.yaml").write_text("safety:\n  workspace_max_m: [0.4, 0.45, 0.6]\n")
-    assert main(["console", "--host", "0.0.0.0", "--port", "0", "--token", "sixteen-chars-tok", "--rollouts-dir",
-                 str(tmp_path / "r"), "--session", str(tmp_path / "cards"), "--executor-config",
-                 str(tmp_path / "executor.yaml")]) == 0, capsys.readouterr().err
-    assert calls == [{"host": "0.0.0.0", "port": 0, "token": "sixteen-chars-tok", "rollouts_dir": str(tmp_path / "r"),
-                      "session_dir": str(tmp_path / "cards"), "executor_config_file": str(tmp_path / "executor.yaml")}]
+    assert (
+        main(
+            [
+                "console",
+                "--host",
+                "0.0.0.0",
+                "--port",
+                "0",
+                "--token",
+                "sixteen-chars-tok",
+                "--rollouts-dir",
+                str(tmp_path / "r"),
+                "--session",
+                str(tmp_path / "cards"),
+                "--executor-config",
+                str(tmp_path / "executor.yaml"),
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
+    assert calls == [
+        {
+            "host": "0.0.0.0",
+            "port": 0,
+            "token": "sixteen-chars-tok",
+            "rollouts_dir": str(tmp_path / "r"),
+            "session_dir": str(tmp_path / "cards"),
+            "executor_config_file": str(tmp_path / "executor.yaml"),
+        }
+    ]
 
 
-@pytest.mark.parametrize("command", [
-    ["sim", "run", "config/scenarios/box_in_bowl.yaml", "--targets", "gt"],
-    ["sim", "eval", "config/scenarios/box_in_bowl.yaml", "--seeds", "1", "--conditions", "open_loop", "--planner",
-     "gt", "--out", "{tmp}/eval"]], ids=["run", "eval"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sim", "run", "config/scenarios/box_in_bowl.yaml", "--targets", "gt"],
+        [
+            "sim",
+            "eval",
+            "config/scenarios/box_in_bowl.yaml",
+            "--seeds",
+            "1",
+            "--conditions",
+            "open_loop",
+            "--planner",
+            "gt",
+            "--out",
+            "{tmp}/eval",
+        ],
+    ],
+    ids=["run", "eval"],
+)
 def test_sim_executor_config_reaches_the_scenario_run(tmp_path, monkeypatch, capsys, command):
     from grounded_planner.execution.config import ExecutorConfig
     from grounded_planner.sim.workcell import SimError
@@ -87,13 +144,29 @@ def test_calibrate_method_reaches_the_hand_eye_solver(tmp_path, monkeypatch, cap
 
     from grounded_planner.geometry import GeometryError
 
-    samples = SimpleNamespace(effector2base=[np.eye(4)] * 3, target2cam=[np.eye(4)] * 3, setup="eye_to_hand",
-                              base_frame="fr3_link0", effector_frame="fr3_hand", camera_frame="camera_color_optical_frame")
+    samples = SimpleNamespace(
+        effector2base=[np.eye(4)] * 3,
+        target2cam=[np.eye(4)] * 3,
+        setup="eye_to_hand",
+        base_frame="fr3_link0",
+        effector_frame="fr3_hand",
+        camera_frame="camera_color_optical_frame",
+    )
     record_calls(monkeypatch, "grounded_planner.cli.geometry.load_pose_samples", samples)
-    calls = record_calls(monkeypatch, "grounded_planner.cli.geometry.calibrate_hand_eye",
-                         error=GeometryError("stopped by the test"))
-    main(["calibrate", "--from-samples", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "ext.yaml"),
-          "--method", "park"])
+    calls = record_calls(
+        monkeypatch, "grounded_planner.cli.geometry.calibrate_hand_eye", error=GeometryError("stopped by the test")
+    )
+    main(
+        [
+            "calibrate",
+            "--from-samples",
+            str(tmp_path / "s.yaml"),
+            "--out",
+            str(tmp_path / "ext.yaml"),
+            "--method",
+            "park",
+        ]
+    )
     assert "stopped by the test" in capsys.readouterr().err
     ((_, kwargs),) = calls
     assert kwargs["method"] == "park"  # the default, auto, tries every solver and keeps the best
@@ -127,8 +200,9 @@ def test_calibrate_method_on_charuco_samples_chooses_the_solver(tmp_path, capsys
     half = np.array([7 * 0.04 / 2, 5 * 0.04 / 2, 0.0])
     for i in range(5):  # eye_to_hand: the board on the flange, seen 0.5-0.75 m away, tilted up to 30 deg
         R = rotation_about_axis(rng.normal(size=3), math.radians(rng.uniform(-30, 30)))
-        board2cam = make_transform(R, np.array([rng.uniform(-0.1, 0.1), rng.uniform(-0.06, 0.06),
-                                                rng.uniform(0.5, 0.75)]) - R @ half)
+        board2cam = make_transform(
+            R, np.array([rng.uniform(-0.1, 0.1), rng.uniform(-0.06, 0.06), rng.uniform(0.5, 0.75)]) - R @ half
+        )
         cv2.imwrite(str(shots / f"{i:03d}.png"), render_board_view(board_img, 0.04, 120, camera, board2cam))
         flange2base = cam2base @ board2cam @ invert_transform(board2flange)
         flange2base[:3, 3] += rng.normal(scale=0.002, size=3)  # robot poses as a real arm reports them
@@ -150,10 +224,20 @@ def test_calibrate_board_names_the_board_spec_read(tmp_path, monkeypatch, capsys
     from grounded_planner.geometry import GeometryError
 
     record_calls(monkeypatch, "grounded_planner.cli.geometry.CameraModel.from_camera_info_yaml")
-    calls = record_calls(monkeypatch, "grounded_planner.cli.geometry.CharucoBoardSpec.load",
-                         error=GeometryError("stopped by the test"))
-    main(["calibrate", "--samples", str(tmp_path / "shots"), "--out", str(tmp_path / "ext.yaml"), "--board",
-          str(tmp_path / "a3_board.yaml")])
+    calls = record_calls(
+        monkeypatch, "grounded_planner.cli.geometry.CharucoBoardSpec.load", error=GeometryError("stopped by the test")
+    )
+    main(
+        [
+            "calibrate",
+            "--samples",
+            str(tmp_path / "shots"),
+            "--out",
+            str(tmp_path / "ext.yaml"),
+            "--board",
+            str(tmp_path / "a3_board.yaml"),
+        ]
+    )
     assert "stopped by the test" in capsys.readouterr().err
     assert [str(args[0]) for args, _ in calls] == [str(tmp_path / "a3_board.yaml")]  # default: DIR/board.yaml
 
@@ -161,11 +245,25 @@ def test_calibrate_board_names_the_board_spec_read(tmp_path, monkeypatch, capsys
 def test_replay_topic_flags_choose_the_topics_read_from_the_bags(tmp_path, monkeypatch, capsys):
     from grounded_planner.rollout.bag import BagError
 
-    calls = record_calls(monkeypatch, "grounded_planner.cli.replay.episodes_for_replay", error=BagError("stopped by the test"))
-    main(["replay", str(tmp_path / "bag"), "--out", str(tmp_path / "p.jsonl"), "--color-topic", "/cam/rgb",
-          "--plan-topic", "/other/plan", "--instruction-topic", "/other/instruction"])
+    calls = record_calls(
+        monkeypatch, "grounded_planner.cli.replay.episodes_for_replay", error=BagError("stopped by the test")
+    )
+    main(
+        [
+            "replay",
+            str(tmp_path / "bag"),
+            "--out",
+            str(tmp_path / "p.jsonl"),
+            "--color-topic",
+            "/cam/rgb",
+            "--plan-topic",
+            "/other/plan",
+            "--instruction-topic",
+            "/other/instruction",
+        ]
+    )
     assert "stopped by the test" in capsys.readouterr().err
-    ((_, _, topics, _), _), = calls
+    (((_, _, topics, _), _),) = calls
     assert (topics.color, topics.plan, topics.instruction) == ("/cam/rgb", "/other/plan", "/other/instruction")
 
 
@@ -175,7 +273,9 @@ def test_spabench_session_timeouts_reach_the_live_stack(tmp_path, monkeypatch, c
     from helpers.spabench_cards import make_cards
 
     make_cards(tmp_path / "cards", [("relational_placement", "id", 0)])
-    calls = record_calls(monkeypatch, "grounded_planner.ros.spabench_stack.live_stack", error=SpaBenchError("stopped by the test"))
+    calls = record_calls(
+        monkeypatch, "grounded_planner.ros.spabench_stack.live_stack", error=SpaBenchError("stopped by the test")
+    )
     main(["spabench", "session", str(tmp_path / "cards"), "--plan-timeout", "7.5", "--execute-timeout", "42"])
     capsys.readouterr()
     assert calls == [((), {"plan_timeout_s": 7.5, "execute_timeout_s": 42.0})]  # defaults 120 and 600
@@ -190,9 +290,21 @@ def test_so101_bus_writes_its_calibration_into_calibration_dir(tmp_path):
     import subprocess
 
     pytest.importorskip("mujoco")
-    proc = subprocess.Popen([sys.executable, "-m", "grounded_planner.cli.main", "sim", "so101-bus", "--calibration-dir",
-                             str(tmp_path / "cal")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grounded_planner.cli.main",
+            "sim",
+            "so101-bus",
+            "--calibration-dir",
+            str(tmp_path / "cal"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         line = proc.stdout.readline()
         assert line, proc.communicate(timeout=30)[1]

@@ -33,37 +33,77 @@ PIXEL_ANSWER = '[{"type": "grasp", "object": "cup", "bbox": [64, 48, 128, 96]}]'
 
 
 def test_parse_model_size_scales_pixel_answers_back(capsys, monkeypatch):
-    code, out, _ = run(capsys, "parse", "--width", 1280, "--height", 960, "--no-validate", stdin=PIXEL_ANSWER,
-                       monkeypatch=monkeypatch)
+    code, out, _ = run(
+        capsys, "parse", "--width", 1280, "--height", 960, "--no-validate", stdin=PIXEL_ANSWER, monkeypatch=monkeypatch
+    )
     assert code == 0 and json.loads(out)["actions"][0]["bbox"] == [64, 48, 128, 96]
-    code, out, _ = run(capsys, "parse", "--width", 1280, "--height", 960, "--model-width", 320, "--model-height", 480,
-                       "--no-validate", stdin=PIXEL_ANSWER, monkeypatch=monkeypatch)
+    code, out, _ = run(
+        capsys,
+        "parse",
+        "--width",
+        1280,
+        "--height",
+        960,
+        "--model-width",
+        320,
+        "--model-height",
+        480,
+        "--no-validate",
+        stdin=PIXEL_ANSWER,
+        monkeypatch=monkeypatch,
+    )
     assert code == 0 and json.loads(out)["actions"][0]["bbox"] == [256, 96, 512, 192]  # x * 4, y * 2
 
 
 def test_parse_no_validate_accepts_a_grasp_without_its_place(capsys, monkeypatch):
     code, _, err = run(capsys, "parse", "--width", 640, "--height", 480, stdin=PIXEL_ANSWER, monkeypatch=monkeypatch)
     assert code == 2 and "place" in err
-    code, out, _ = run(capsys, "parse", "--width", 640, "--height", 480, "--no-validate", stdin=PIXEL_ANSWER,
-                       monkeypatch=monkeypatch)
+    code, out, _ = run(
+        capsys, "parse", "--width", 640, "--height", 480, "--no-validate", stdin=PIXEL_ANSWER, monkeypatch=monkeypatch
+    )
     assert code == 0 and [a["type"] for a in json.loads(out)["actions"]] == ["grasp"]
 
 
 def test_parse_instruction_and_compact(capsys, monkeypatch):
-    code, out, _ = run(capsys, "parse", "--width", 640, "--height", 480, "--no-validate", "--compact",
-                       "--instruction", "pick the cup", stdin=PIXEL_ANSWER, monkeypatch=monkeypatch)
+    code, out, _ = run(
+        capsys,
+        "parse",
+        "--width",
+        640,
+        "--height",
+        480,
+        "--no-validate",
+        "--compact",
+        "--instruction",
+        "pick the cup",
+        stdin=PIXEL_ANSWER,
+        monkeypatch=monkeypatch,
+    )
     assert code == 0 and out.count("\n") == 1 and json.loads(out)["instruction"] == "pick the cup"
-    code, out, _ = run(capsys, "parse", "--width", 640, "--height", 480, "--no-validate", stdin=PIXEL_ANSWER,
-                       monkeypatch=monkeypatch)
+    code, out, _ = run(
+        capsys, "parse", "--width", 640, "--height", 480, "--no-validate", stdin=PIXEL_ANSWER, monkeypatch=monkeypatch
+    )
     assert out.count("\n") > 1 and json.loads(out)["instruction"] == ""
 
 
-@pytest.mark.parametrize("convention, bbox", [("pixel", [100, 200, 300, 400]), ("qwen3", [64, 96, 192, 192]),
-                                              ("gemini", [128, 48, 256, 144])])
+@pytest.mark.parametrize(
+    "convention, bbox",
+    [("pixel", [100, 200, 300, 400]), ("qwen3", [64, 96, 192, 192]), ("gemini", [128, 48, 256, 144])],
+)
 def test_parse_convention_reads_the_same_numbers_three_ways(capsys, monkeypatch, convention, bbox):
     answer = '[{"type": "open", "object": "door", "bbox": [100, 200, 300, 400]}]'
-    code, out, _ = run(capsys, "parse", "--width", 640, "--height", 480, "--convention", convention, stdin=answer,
-                       monkeypatch=monkeypatch)
+    code, out, _ = run(
+        capsys,
+        "parse",
+        "--width",
+        640,
+        "--height",
+        480,
+        "--convention",
+        convention,
+        stdin=answer,
+        monkeypatch=monkeypatch,
+    )
     assert code == 0 and json.loads(out)["actions"][0]["bbox"] == pytest.approx(bbox)
 
 
@@ -78,8 +118,18 @@ def scene(tmp_path_factory):
 
 
 def backproject(capsys, scene, *extra):
-    code, out, err = run(capsys, "backproject", "--plan", scene / "plan.json", "--camera-info", scene / "camera.yaml",
-                         "--extrinsics", scene / "extrinsics.yaml", "--compact", *extra)
+    code, out, err = run(
+        capsys,
+        "backproject",
+        "--plan",
+        scene / "plan.json",
+        "--camera-info",
+        scene / "camera.yaml",
+        "--extrinsics",
+        scene / "extrinsics.yaml",
+        "--compact",
+        *extra,
+    )
     assert code == 0, err
     return json.loads(out)
 
@@ -94,13 +144,24 @@ def test_depth_scale_other_than_the_default_is_applied(capsys, scene):
     for got, want in zip(scaled["targets"], reference["targets"]):
         assert got["position"] == pytest.approx(want["position"], abs=1e-6)
     ignored = backproject(capsys, scene, "--depth", scene / "depth_half_mm.png")
-    moved = [np.linalg.norm(np.subtract(a["position"], b["position"])) for a, b in zip(ignored["targets"], reference["targets"])]
+    moved = [
+        np.linalg.norm(np.subtract(a["position"], b["position"]))
+        for a, b in zip(ignored["targets"], reference["targets"])
+    ]
     assert min(moved) > 0.3  # read as millimetres the table is about a metre further away
 
 
 def test_without_extrinsics_the_targets_stay_in_the_camera_frame(capsys, scene):
-    code, out, _ = run(capsys, "backproject", "--plan", scene / "plan.json", "--camera-info", scene / "camera.yaml",
-                       "--depth", scene / "depth.png")
+    code, out, _ = run(
+        capsys,
+        "backproject",
+        "--plan",
+        scene / "plan.json",
+        "--camera-info",
+        scene / "camera.yaml",
+        "--depth",
+        scene / "depth.png",
+    )
     assert code == 0 and json.loads(out)["frame"] == "camera_color_optical_frame"
     assert backproject(capsys, scene, "--depth", scene / "depth.png")["frame"] == "panda_link0"
 
@@ -151,9 +212,22 @@ def test_every_plan_flag_reaches_the_planner_config(capsys, monkeypatch, tmp_pat
     monkeypatch.setattr("grounded_planner.cli.planner.make_planner", RecordingPlanner)
     RecordingPlanner.configs.clear()
     Image.fromarray(np.zeros((48, 64, 3), np.uint8)).save(tmp_path / "rgb.png")
-    args = ["plan", "--image", tmp_path / "rgb.png", "--instruction", "x", "--json-mode",
-            "--base-url", "http://a:8000/v1", "--base-url", "http://b:8000/v1", "--replay-file", "r.jsonl",
-            "--grounder", "embodied-r1"]
+    args = [
+        "plan",
+        "--image",
+        tmp_path / "rgb.png",
+        "--instruction",
+        "x",
+        "--json-mode",
+        "--base-url",
+        "http://a:8000/v1",
+        "--base-url",
+        "http://b:8000/v1",
+        "--replay-file",
+        "r.jsonl",
+        "--grounder",
+        "embodied-r1",
+    ]
     for flag, value, _, _ in PLAN_FLAGS:
         args += [flag, value]
     code, out, err = run(capsys, *args)
@@ -170,8 +244,20 @@ def test_every_plan_flag_reaches_the_planner_config(capsys, monkeypatch, tmp_pat
 def test_mode_decoupled_keeps_the_backend_as_the_language_planner(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr("grounded_planner.cli.planner.make_planner", RecordingPlanner)
     Image.fromarray(np.zeros((48, 64, 3), np.uint8)).save(tmp_path / "rgb.png")
-    code, _, err = run(capsys, "plan", "--image", tmp_path / "rgb.png", "--instruction", "x", "--mode", "decoupled",
-                       "--backend", "gemini", "--model", "m")
+    code, _, err = run(
+        capsys,
+        "plan",
+        "--image",
+        tmp_path / "rgb.png",
+        "--instruction",
+        "x",
+        "--mode",
+        "decoupled",
+        "--backend",
+        "gemini",
+        "--model",
+        "m",
+    )
     assert code == 0, err
     config = RecordingPlanner.configs[-1]
     assert (config.backend, config.language_backend) == ("decoupled", "gemini")
@@ -180,8 +266,20 @@ def test_mode_decoupled_keeps_the_backend_as_the_language_planner(capsys, monkey
 def test_plan_out_and_overlay_write_their_files(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr("grounded_planner.cli.planner.make_planner", RecordingPlanner)
     Image.fromarray(np.zeros((48, 64, 3), np.uint8)).save(tmp_path / "rgb.png")
-    code, out, _ = run(capsys, "plan", "--image", tmp_path / "rgb.png", "--instruction", "x", "--model", "m",
-                       "--out", tmp_path / "plan.json", "--overlay", tmp_path / "overlay.png")
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "--image",
+        tmp_path / "rgb.png",
+        "--instruction",
+        "x",
+        "--model",
+        "m",
+        "--out",
+        tmp_path / "plan.json",
+        "--overlay",
+        tmp_path / "overlay.png",
+    )
     assert code == 0 and json.loads((tmp_path / "plan.json").read_text())["reason"] == "recorded"
     assert Image.open(tmp_path / "overlay.png").size == (64, 48)
 
@@ -189,8 +287,18 @@ def test_plan_out_and_overlay_write_their_files(capsys, monkeypatch, tmp_path):
 # ---- bench report ------------------------------------------------------------------------------------------------
 def report(capsys, tmp_path, *extra) -> str:
     out = tmp_path / "report.html"
-    code, _, err = run(capsys, "bench", "report", "--episodes", SAMPLE / "episodes.jsonl", "--predictions",
-                       SAMPLE / "predictions.jsonl", "--out", out, *extra)
+    code, _, err = run(
+        capsys,
+        "bench",
+        "report",
+        "--episodes",
+        SAMPLE / "episodes.jsonl",
+        "--predictions",
+        SAMPLE / "predictions.jsonl",
+        "--out",
+        out,
+        *extra,
+    )
     assert code == 0, err
     return out.read_text()
 
@@ -198,8 +306,9 @@ def report(capsys, tmp_path, *extra) -> str:
 def test_bench_report_title_failures_only_and_image_size(capsys, tmp_path):
     default = report(capsys, tmp_path)
     assert "<title>GroundedPlanBench: predictions.jsonl</title>" in default and 'id="ep-01"' in default
-    chosen = report(capsys, tmp_path, "--title", "Qwen3-VL-8B on the sample set", "--failures-only",
-                    "--image-max-side", "64")
+    chosen = report(
+        capsys, tmp_path, "--title", "Qwen3-VL-8B on the sample set", "--failures-only", "--image-max-side", "64"
+    )
     assert "<title>Qwen3-VL-8B on the sample set</title>" in chosen
     assert 'id="ep-01"' not in chosen and 'id="ep-03"' in chosen  # ep-01 succeeds, ep-03 does not
     import base64

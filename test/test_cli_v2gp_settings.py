@@ -14,21 +14,39 @@ from helpers.calls import record_calls
 
 def test_finetune_flags_reach_the_finetune_config(monkeypatch, capsys, tmp_path):
     calls = record_calls(monkeypatch, "grounded_planner.cli.v2gp.finetune", {"steps": 1})
-    flags = {"--epochs": ("epochs", 1.5), "--max-steps": ("max_steps", 7), "--lr": ("learning_rate", 5e-5),
-             "--rank": ("lora_rank", 4), "--dropout": ("lora_dropout", 0.25), "--target-modules": ("target_modules", "q_proj"),
-             "--batch-size": ("batch_size", 8), "--micro-batch-size": ("micro_batch_size", 2),
-             "--eval-fraction": ("eval_fraction", 0.125), "--eval-every": ("eval_every", 3),
-             "--save-every": ("save_every", 5), "--dataloader-workers": ("dataloader_workers", 2),
-             "--report-to": ("report_to", "none"), "--max-image-side": ("max_image_side", 448),
-             "--device": ("device", "cpu"), "--seed": ("seed", 11)}
+    flags = {
+        "--epochs": ("epochs", 1.5),
+        "--max-steps": ("max_steps", 7),
+        "--lr": ("learning_rate", 5e-5),
+        "--rank": ("lora_rank", 4),
+        "--dropout": ("lora_dropout", 0.25),
+        "--target-modules": ("target_modules", "q_proj"),
+        "--batch-size": ("batch_size", 8),
+        "--micro-batch-size": ("micro_batch_size", 2),
+        "--eval-fraction": ("eval_fraction", 0.125),
+        "--eval-every": ("eval_every", 3),
+        "--save-every": ("save_every", 5),
+        "--dataloader-workers": ("dataloader_workers", 2),
+        "--report-to": ("report_to", "none"),
+        "--max-image-side": ("max_image_side", 448),
+        "--device": ("device", "cpu"),
+        "--seed": ("seed", 11),
+    }
     switches = {"--gradient-checkpointing": "gradient_checkpointing", "--resume": "resume"}
-    argv = ["finetune", "--data", str(tmp_path / "train.jsonl"), "--base-model", str(tmp_path / "model"),
-            "--out", str(tmp_path / "adapter")]
+    argv = [
+        "finetune",
+        "--data",
+        str(tmp_path / "train.jsonl"),
+        "--base-model",
+        str(tmp_path / "model"),
+        "--out",
+        str(tmp_path / "adapter"),
+    ]
     for flag, (_, value) in flags.items():
         argv += [flag, str(value)]
     argv += list(switches)
     assert main(argv) == 0, capsys.readouterr().err
-    ((data, base, out, config), _), = [(c[0], c[1]) for c in calls]
+    (((data, base, out, config), _),) = [(c[0], c[1]) for c in calls]
     assert (data, base, out) == (str(tmp_path / "train.jsonl"), str(tmp_path / "model"), str(tmp_path / "adapter"))
     default = FinetuneConfig()
     wanted = {field: value for field, value in flags.values()} | {field: True for field in switches.values()}
@@ -40,17 +58,53 @@ def test_finetune_flags_reach_the_finetune_config(monkeypatch, capsys, tmp_path)
 def test_run_flags_reach_the_pipeline_config(monkeypatch, capsys, tmp_path):
     from grounded_planner.v2gp.pipeline import RunSummary
 
-    calls = record_calls(monkeypatch, "grounded_planner.cli.v2gp.run_pipeline", RunSummary(dataset=str(tmp_path / "ds"), out=str(tmp_path / "out")))
-    argv = ["v2gp", "run", "--dataset", str(tmp_path / "ds"), "--out", str(tmp_path / "out"),
-            "--vlm", "http://127.0.0.1:9/v1", "--vlm", "http://127.0.0.1:10/v1", "--model", "qwen3-vl-test",
-            "--identifier", "oracle", "--grounder", "sam3", "--workers", "3", "--executor", "ray",
-            "--ray-address", "127.0.0.1:6379", "--episodes", "0,3-4", "--no-implicit", "--quiet"]
+    calls = record_calls(
+        monkeypatch,
+        "grounded_planner.cli.v2gp.run_pipeline",
+        RunSummary(dataset=str(tmp_path / "ds"), out=str(tmp_path / "out")),
+    )
+    argv = [
+        "v2gp",
+        "run",
+        "--dataset",
+        str(tmp_path / "ds"),
+        "--out",
+        str(tmp_path / "out"),
+        "--vlm",
+        "http://127.0.0.1:9/v1",
+        "--vlm",
+        "http://127.0.0.1:10/v1",
+        "--model",
+        "qwen3-vl-test",
+        "--identifier",
+        "oracle",
+        "--grounder",
+        "sam3",
+        "--workers",
+        "3",
+        "--executor",
+        "ray",
+        "--ray-address",
+        "127.0.0.1:6379",
+        "--episodes",
+        "0,3-4",
+        "--no-implicit",
+        "--quiet",
+    ]
     assert main(argv) == 0, capsys.readouterr().err
-    ((dataset, out, config), kwargs), = calls
+    (((dataset, out, config), kwargs),) = calls
     assert (dataset, out) == (str(tmp_path / "ds"), str(tmp_path / "out"))
-    wanted = {"vlm_base_url": "http://127.0.0.1:9/v1", "vlm_base_urls": ["http://127.0.0.1:10/v1"],
-              "vlm_model": "qwen3-vl-test", "identifier": "oracle", "grounder": "sam3", "workers": 3,
-              "executor": "ray", "ray_address": "127.0.0.1:6379", "implicit": False}
+    wanted = {
+        "vlm_base_url": "http://127.0.0.1:9/v1",
+        "vlm_base_urls": ["http://127.0.0.1:10/v1"],
+        "vlm_model": "qwen3-vl-test",
+        "identifier": "oracle",
+        "grounder": "sam3",
+        "workers": 3,
+        "executor": "ray",
+        "ray_address": "127.0.0.1:6379",
+        "implicit": False,
+    }
     default = V2GPConfig()
     for field, value in wanted.items():
         assert getattr(default, field) != value, f"{field}: the test's value is the default"
@@ -60,10 +114,21 @@ def test_run_flags_reach_the_pipeline_config(monkeypatch, capsys, tmp_path):
 
 def test_synth_flags_reach_the_synthetic_dataset(monkeypatch, capsys, tmp_path):
     calls = record_calls(monkeypatch, "grounded_planner.cli.v2gp.write_synthetic_dataset", tmp_path / "ds")
-    argv = ["v2gp", "synth", "--out", str(tmp_path / "ds"), "--episodes", "2", "--seed", "9", "--format", "v3.0",
-            "--video"]
+    argv = [
+        "v2gp",
+        "synth",
+        "--out",
+        str(tmp_path / "ds"),
+        "--episodes",
+        "2",
+        "--seed",
+        "9",
+        "--format",
+        "v3.0",
+        "--video",
+    ]
     assert main(argv) == 0, capsys.readouterr().err
-    ((out, cfg), kwargs), = calls
+    (((out, cfg), kwargs),) = calls
     wanted = {"episodes": 2, "seed": 9, "video": True}
     default = SyntheticConfig()
     assert all(getattr(default, k) != v for k, v in wanted.items())

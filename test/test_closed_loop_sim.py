@@ -30,8 +30,9 @@ def run(path, condition, tmp_path, seed=1, config=None):
     from grounded_planner.sim.vlm import sim_vlm
 
     rollout = tmp_path / f"{condition}-{seed}"
-    result = run_scenario(path, seed=seed, vlm=sim_vlm, condition=condition, rollout_dir=rollout,
-                          executor_config=config)
+    result = run_scenario(
+        path, seed=seed, vlm=sim_vlm, condition=condition, rollout_dir=rollout, executor_config=config
+    )
     return result, json.loads((rollout / "rollout.json").read_text()), rollout
 
 
@@ -61,8 +62,12 @@ def test_an_object_moved_after_planning_is_found_again_and_placed(tmp_path):
     result, record, _ = run(path, "closed_loop", tmp_path)
     assert result.perturbations == ["moved"] and result.success, result.execution.message
     first, second = record["attempts"][0], record["attempts"][1]
-    assert (first["type"], first["outcome"], first["check"], first["recovery"]) == \
-        ("grasp", "grasp_failed", "grasp_failure", "reground")
+    assert (first["type"], first["outcome"], first["check"], first["recovery"]) == (
+        "grasp",
+        "grasp_failed",
+        "grasp_failure",
+        "reground",
+    )
     assert (second["step"], second["attempt"], second["check"]) == (0, 2, "ok")
     assert first["action"]["bbox"] != second["action"]["bbox"]  # grounded again where the box is now
     assert record["steps"][0]["attempts"] == 2 and record["steps"][-1]["check"] == "ok"
@@ -73,13 +78,16 @@ def test_replan_budget_is_respected_and_the_rollout_holds_every_attempt(tmp_path
 
     # every grasp "holds nothing" (the minimum width is wider than the box): one try per step, one replan allowed
     path = small(tmp_path, "box_in_bowl")
-    config = ExecutorConfig(closed_loop=ClosedLoopConfig(max_attempts_per_step=1, max_replans=1),
-                            min_grasp_width_m=0.06)
+    config = ExecutorConfig(
+        closed_loop=ClosedLoopConfig(max_attempts_per_step=1, max_replans=1), min_grasp_width_m=0.06
+    )
     result, record, _ = run(path, "closed_loop", tmp_path, config=config)
     assert not result.success and "replan budget (1) is spent" in result.execution.message
     assert record["execution"]["replans"] == 1 and len(record["plans"]) == 1
-    assert [(a["step"], a["attempt"], a["check"]) for a in record["attempts"]] == \
-        [(0, 1, "grasp_failure"), (1, 1, "grasp_failure")]
+    assert [(a["step"], a["attempt"], a["check"]) for a in record["attempts"]] == [
+        (0, 1, "grasp_failure"),
+        (1, 1, "grasp_failure"),
+    ]
     assert record["success"] is False and record["failure_mode"] == "grasp_failure"
 
 
@@ -94,8 +102,22 @@ def test_sim_eval_runs_every_scenario_seed_and_condition_and_prints_the_summary(
     from grounded_planner.cli.main import main
 
     path = small(tmp_path, "box_in_bowl_moved")
-    code = main(["sim", "eval", path, "--seeds", "1", "--first-seed", "2", "--conditions", "open_loop,closed_loop",
-                 "--out", str(tmp_path / "eval"), "--json"])
+    code = main(
+        [
+            "sim",
+            "eval",
+            path,
+            "--seeds",
+            "1",
+            "--first-seed",
+            "2",
+            "--conditions",
+            "open_loop,closed_loop",
+            "--out",
+            str(tmp_path / "eval"),
+            "--json",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     summary = json.loads(captured.out)
@@ -107,12 +129,15 @@ def test_sim_eval_runs_every_scenario_seed_and_condition_and_prints_the_summary(
     assert record["condition"] == "open_loop" and record["failure_mode"] == "grasp_failure"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--seeds", "0"], "--seeds must be >= 1"),
-    (["--seeds", "1", "--conditions", "open_loop,half_loop"], "--conditions: expected a comma-separated list"),
-    (["--seeds", "1", "--planner", "gt"], "closed_loop needs a VLM"),
-    (["--seeds", "1", "--model", "m"], "--base-url/--model need --planner"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--seeds", "0"], "--seeds must be >= 1"),
+        (["--seeds", "1", "--conditions", "open_loop,half_loop"], "--conditions: expected a comma-separated list"),
+        (["--seeds", "1", "--planner", "gt"], "closed_loop needs a VLM"),
+        (["--seeds", "1", "--model", "m"], "--base-url/--model need --planner"),
+    ],
+)
 def test_sim_eval_bad_input_is_one_line(tmp_path, capsys, args, message):
     from grounded_planner.cli.main import main
 
@@ -121,13 +146,16 @@ def test_sim_eval_bad_input_is_one_line(tmp_path, capsys, args, message):
     assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("item, message", [
-    ({"type": "wobble", "object": "red_box"}, "expected {type: slip|moved|grasp_offset|distractor"),
-    ({"type": "slip", "object": "blue_bowl"}, "is a bowl, expected one of box, cylinder, cup"),
-    ({"type": "slip", "object": "red_box", "p": 1.5}, "a probability in [0, 1]"),
-    ({"type": "moved", "object": "red_box", "distance_m": [0.1, 0.05]}, "min <= max"),
-    ({"type": "moved", "object": "red_box", "speed": 3}, "unknown field(s) ['speed']"),
-])
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ({"type": "wobble", "object": "red_box"}, "expected {type: slip|moved|grasp_offset|distractor"),
+        ({"type": "slip", "object": "blue_bowl"}, "is a bowl, expected one of box, cylinder, cup"),
+        ({"type": "slip", "object": "red_box", "p": 1.5}, "a probability in [0, 1]"),
+        ({"type": "moved", "object": "red_box", "distance_m": [0.1, 0.05]}, "min <= max"),
+        ({"type": "moved", "object": "red_box", "speed": 3}, "unknown field(s) ['speed']"),
+    ],
+)
 def test_bad_perturbations_name_the_field(item, message):
     from grounded_planner.sim.scenario import ScenarioError, scenario_from_dict
 
@@ -162,8 +190,10 @@ def test_an_empty_plan_after_a_replan_ends_the_episode_as_done(tmp_path):
     result, record, _ = run(small(tmp_path, "box_in_bowl"), "closed_loop", tmp_path, config=config)
     assert result.success and result.execution.success, result.execution.message
     assert "nothing left to do" in result.execution.message
-    assert [(a["type"], a["check"]) for a in record["attempts"]] == [("grasp", "ok"),
-                                                                       ("place", "incorrect_spatial_outcome")]
+    assert [(a["type"], a["check"]) for a in record["attempts"]] == [
+        ("grasp", "ok"),
+        ("place", "incorrect_spatial_outcome"),
+    ]
     assert record["plans"][0]["plan"]["actions"] == [] and "already done" in record["plans"][0]["plan"]["reason"]
 
 
@@ -178,6 +208,7 @@ def test_open_and_close_are_checked_by_the_handle_moving_along_the_normal(tmp_pa
     from grounded_planner.sim.workcell import SimWorkcell
 
     with SimWorkcell.from_scenario(small(tmp_path, scenario), seed=1) as cell, SimBackend(cell) as backend:
+
         def observe():
             rgb, depth_m = cell.render()
             return Observation(rgb, depth_m, cell.camera_model, cell.extrinsics)
@@ -192,7 +223,6 @@ def test_open_and_close_are_checked_by_the_handle_moving_along_the_normal(tmp_pa
         assert "handle moved" in attempt.message and result.success and cell.success()
 
 
-
 def test_a_pull_that_barely_moves_the_drawer_fails_its_check(tmp_path):
     from grounded_planner.execution.closed_loop import ClosedLoop, Observation
     from grounded_planner.execution.config import ClosedLoopConfig, ExecutorConfig
@@ -201,9 +231,11 @@ def test_a_pull_that_barely_moves_the_drawer_fails_its_check(tmp_path):
     from grounded_planner.sim.export import gt_plan
     from grounded_planner.sim.workcell import SimWorkcell
 
-    config = ExecutorConfig(open_pull_distance_m=0.01,
-                            closed_loop=ClosedLoopConfig(max_attempts_per_step=1, max_replans=0))
+    config = ExecutorConfig(
+        open_pull_distance_m=0.01, closed_loop=ClosedLoopConfig(max_attempts_per_step=1, max_replans=0)
+    )
     with SimWorkcell.from_scenario(small(tmp_path, "open_drawer"), seed=1) as cell, SimBackend(cell) as backend:
+
         def observe():
             rgb, depth_m = cell.render()
             return Observation(rgb, depth_m, cell.camera_model, cell.extrinsics)
@@ -212,16 +244,20 @@ def test_a_pull_that_barely_moves_the_drawer_fails_its_check(tmp_path):
             return next(a for a in gt_plan(cell).actions if a.type == action.type)
 
         result = ClosedLoop(Executor(backend, config), observe, lambda *_: gt_plan(cell), oracle_locate).run(
-            cell.scenario.instruction)
+            cell.scenario.instruction
+        )
     assert not result.success and result.failure_mode == "incorrect_spatial_outcome", result.attempts[0].message
     assert result.attempts[0].check == "incorrect_spatial_outcome" and "need +30 mm" in result.attempts[0].message
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--closed-loop", "--planner", "gt"], "--closed-loop re-grounds and replans with a VLM"),
-    (["--closed-loop", "--targets", "gt"], "--closed-loop re-grounds and replans with a VLM"),
-    (["--targets", "gt", "--planner", "openai"], "--targets gt needs the scenario's own GT plan"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--closed-loop", "--planner", "gt"], "--closed-loop re-grounds and replans with a VLM"),
+        (["--closed-loop", "--targets", "gt"], "--closed-loop re-grounds and replans with a VLM"),
+        (["--targets", "gt", "--planner", "openai"], "--targets gt needs the scenario's own GT plan"),
+    ],
+)
 def test_sim_run_closed_loop_bad_flags_are_one_line(capsys, args, message):
     from grounded_planner.cli.main import main
 
@@ -235,8 +271,19 @@ def test_approve_without_an_executor_says_so_in_one_line(ros_domain):
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", "import sys; from grounded_planner.cli.main import main; "
-                           "sys.exit(main())", "approve", "--timeout", "1"], capture_output=True, text=True,
-                          cwd=REPO, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from grounded_planner.cli.main import main; sys.exit(main())",
+            "approve",
+            "--timeout",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert done.returncode == 2 and "no executor offers /grounded_planner/approve" in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1

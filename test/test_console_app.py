@@ -23,12 +23,25 @@ from grounded_planner.rollout.record import RolloutRecorder, load_rollout  # noq
 from grounded_planner.rollout.stats import wilson_interval  # noqa: E402
 from helpers.spabench_cards import make_cards  # noqa: E402
 
-PLAN = {"instruction": "put the red cube in the bowl", "image_size": [320, 240], "model": "test-vlm",
-        "actions": [{"type": "grasp", "object": "red cube", "bbox": [85, 95, 115, 145],
-                     "target_3d": {"frame": "base", "position": [0.5, 0.0, 0.05], "orientation": [0, 0, 0, 1],
-                                   "width": 0.03}},
-                    {"type": "place", "target": "bowl", "point": [200, 120],
-                     "target_3d": {"frame": "base", "position": [0.5, 0.2, 0.05], "orientation": [0, 0, 0, 1]}}]}
+PLAN = {
+    "instruction": "put the red cube in the bowl",
+    "image_size": [320, 240],
+    "model": "test-vlm",
+    "actions": [
+        {
+            "type": "grasp",
+            "object": "red cube",
+            "bbox": [85, 95, 115, 145],
+            "target_3d": {"frame": "base", "position": [0.5, 0.0, 0.05], "orientation": [0, 0, 0, 1], "width": 0.03},
+        },
+        {
+            "type": "place",
+            "target": "bowl",
+            "point": [200, 120],
+            "target_3d": {"frame": "base", "position": [0.5, 0.2, 0.05], "orientation": [0, 0, 0, 1]},
+        },
+    ],
+}
 
 
 class RecordingGraph:
@@ -69,9 +82,11 @@ class RecordingGraph:
 
 def serve(app: ConsoleApp, body, **server_kwargs):
     """Run ``body(client)`` against the app on a real local HTTP server."""
+
     async def main():
         async with TestClient(TestServer(app.make_app(), **server_kwargs)) as client:
             return await body(client)
+
     return asyncio.run(main())
 
 
@@ -83,7 +98,9 @@ def make_app(tmp_path, graph=None, **kwargs):
 
 def record_rollout(root: Path, name: str, task="pick", condition="id", success=None, mode=None) -> Path:
     folder = root / name
-    with RolloutRecorder(folder, instruction=f"{task} {name}", task=task, condition=condition, fsync_every_s=None) as rec:
+    with RolloutRecorder(
+        folder, instruction=f"{task} {name}", task=task, condition=condition, fsync_every_s=None
+    ) as rec:
         rec.log_color(np.full((24, 32, 3), 120, np.uint8))
         rec.log_color(np.full((24, 32, 3), 200, np.uint8))
         if success is not None:
@@ -96,7 +113,9 @@ def test_one_plan_gets_one_decision_and_a_late_approve_is_refused_with_the_reaso
     app, notes = make_app(tmp_path, graph)
 
     async def body(client):
-        plan = (await (await client.post("/api/plan", json={"instruction": "put the red cube in the bowl"})).json())["plan"]
+        plan = (await (await client.post("/api/plan", json={"instruction": "put the red cube in the bowl"})).json())[
+            "plan"
+        ]
         assert [s["verdict"] for s in plan["steps"]] == ["ok", "ok"] and plan["decision"] is None
         first = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
         assert first.status == 200 and "sent to /grounded_planner/execute" in (await first.json())["message"]
@@ -162,9 +181,14 @@ def test_without_the_token_every_request_gets_401_and_changes_nothing(tmp_path):
     app, notes = make_app(tmp_path, graph, token=token)
 
     async def body(client):
-        for method, path, payload in (("GET", "/", None), ("GET", "/api/state", None), ("GET", "/ws", None),
-                                      ("POST", "/api/plan", {"instruction": "a"}), ("POST", "/api/stop", None),
-                                      ("POST", "/api/decision", {"plan_id": 1, "approve": True})):
+        for method, path, payload in (
+            ("GET", "/", None),
+            ("GET", "/api/state", None),
+            ("GET", "/ws", None),
+            ("POST", "/api/plan", {"instruction": "a"}),
+            ("POST", "/api/stop", None),
+            ("POST", "/api/decision", {"plan_id": 1, "approve": True}),
+        ):
             response = await client.request(method, path, json=payload)
             assert response.status == 401, path
             assert "a valid token is required" in await response.text()
@@ -199,8 +223,9 @@ def test_requests_from_another_site_are_refused_and_there_is_no_cors_wildcard(tm
         for path in ("/", "/api/state", "/api/rollouts"):
             response = await client.get(path, headers={"Origin": "http://evil.example"})
             assert "Access-Control-Allow-Origin" not in response.headers
-        preflight = await client.options("/api/stop", headers={"Origin": "http://evil.example",
-                                                                "Access-Control-Request-Method": "POST"})
+        preflight = await client.options(
+            "/api/stop", headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}
+        )
         assert "Access-Control-Allow-Origin" not in preflight.headers
 
     serve(app, body)
@@ -331,8 +356,11 @@ def test_an_evaluation_session_runs_card_by_card_into_trials_jsonl(tmp_path):
         app.on_rollout_closed(str(folder))
         state = await (await client.get("/api/state")).json()
         assert state["episode"]["id"] == "trial0"
-        labelled = await (await client.post("/api/label", json={"rollout": "trial0", "success": False,
-                                                                  "failure_mode": "wrong_object"})).json()
+        labelled = await (
+            await client.post(
+                "/api/label", json={"rollout": "trial0", "success": False, "failure_mode": "wrong_object"}
+            )
+        ).json()
         assert labelled["trial"]["trial_id"] == cards[0]["trial_id"]
         state = await (await client.get("/api/state")).json()
         assert state["session"]["done"] == 1 and state["session"]["card"]["trial_id"] == cards[1]["trial_id"]
@@ -369,6 +397,7 @@ def test_a_taken_port_is_a_one_line_error_naming_the_address(tmp_path):
         server = ConsoleServer(make_app(tmp_path)[0], "127.0.0.1", 0).start()  # any free port: served
         try:
             import urllib.request
+
             assert json.loads(urllib.request.urlopen(server.url + "api/state", timeout=10).read())["plan"] is None
         finally:
             server.stop()

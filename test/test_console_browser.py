@@ -26,8 +26,12 @@ from helpers.browser import chromium, requires_browser, screenshot, wait_until
 from helpers.spabench_cards import make_cards
 from helpers.tabletop import CUBE_M, EXTRINSICS, INSTRUCTION, SCENE_COLORS, TABLE_M, base_point, scene_messages
 
-pytestmark = [requires_ros, requires_browser, pytest.mark.ros,
-              pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")]
+pytestmark = [
+    requires_ros,
+    requires_browser,
+    pytest.mark.ros,
+    pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)"),
+]
 
 
 def scene_yaml() -> str:
@@ -46,6 +50,8 @@ plan:
 success:
   - {{type: inside, object: red_cube, target: tray}}
 """
+
+
 # the sim arm paced to the wall clock: a plan takes seconds, so Stop can land in the middle of it
 EXECUTOR_CONFIG = "backends:\n  sim:\n    realtime_factor: 1.0\n    seed: null\n    scenario: {scene}\n"
 CONSOLE_URL = re.compile(r"console on (http://[\d.]+:\d+/)")
@@ -86,12 +92,20 @@ def stack(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("console")
     saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION")}
-    os.environ.update(ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)),
-                      ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", RMW_IMPLEMENTATION="rmw_fastrtps_cpp")
+    os.environ.update(
+        ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)),
+        ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+        RMW_IMPLEMENTATION="rmw_fastrtps_cpp",
+    )
     color, depth, info = scene_messages(stamp_s=1_700_000_000)  # stamped: the player moves stamps to playback time
-    topics = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
-              "/camera/camera/color/camera_info")
-    bag = write_bag(tmp / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))])
+    topics = (
+        "/camera/camera/color/image_raw",
+        "/camera/camera/aligned_depth_to_color/image_raw",
+        "/camera/camera/color/camera_info",
+    )
+    bag = write_bag(
+        tmp / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))]
+    )
     (tmp / "extrinsics.yaml").write_text(EXTRINSICS)
     (tmp / "scene.yaml").write_text(scene_yaml())
     (tmp / "executor.yaml").write_text(EXECUTOR_CONFIG.format(scene=tmp / "scene.yaml"))
@@ -100,13 +114,24 @@ def stack(tmp_path_factory):
     make_cards(session, [("relational_placement", "id", 0), ("relational_placement", "ood", 1)], INSTRUCTION)
     rollouts = session / "rollouts"
     with FakeVLMServer(SCENE_COLORS) as vlm:
-        child = start_bringup("config/replay.yaml", {
-            "bag_player.bag": bag, "planner.base_url": vlm.base_url, "planner.model": "qwen3-vl-test",
-            "planner.extrinsics_file": tmp / "extrinsics.yaml", "planner.timeout_s": 20,
-            "executor.dry_run": "false", "executor.config_file": tmp / "executor.yaml",
-            "executor.approval_timeout_s": 30, "rollout_logger.log_dir": rollouts, "console.port": 0,
-            "console.rollouts_dir": rollouts, "console.executor_config_file": tmp / "executor.yaml",
-            "console.session_dir": session})
+        child = start_bringup(
+            "config/replay.yaml",
+            {
+                "bag_player.bag": bag,
+                "planner.base_url": vlm.base_url,
+                "planner.model": "qwen3-vl-test",
+                "planner.extrinsics_file": tmp / "extrinsics.yaml",
+                "planner.timeout_s": 20,
+                "executor.dry_run": "false",
+                "executor.config_file": tmp / "executor.yaml",
+                "executor.approval_timeout_s": 30,
+                "rollout_logger.log_dir": rollouts,
+                "console.port": 0,
+                "console.rollouts_dir": rollouts,
+                "console.executor_config_file": tmp / "executor.yaml",
+                "console.session_dir": session,
+            },
+        )
         output = Output(child)
         try:
             url = output.wait_for(CONSOLE_URL, 60.0).group(1)
@@ -134,7 +159,9 @@ def rows(driver, table: str):
     """The cells of a table's rows, read in the page in one go (a state push rebuilds the rows at any moment)."""
     return driver.execute_script(
         "return Array.from(document.querySelectorAll(arguments[0])).map("
-        "tr => Array.from(tr.querySelectorAll('td')).map(td => td.innerText.trim()))", f"#{table} tbody tr")
+        "tr => Array.from(tr.querySelectorAll('td')).map(td => td.innerText.trim()))",
+        f"#{table} tbody tr",
+    )
 
 
 def click(driver, selector: str) -> None:
@@ -167,9 +194,17 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
     wait_until(lambda: camera_shown(browser), 30, "the camera image", browser, "live_no_camera")
     before, title = tally(browser), browser.find_element("id", "plan-title").text
     plan_in(browser, INSTRUCTION)
-    steps = wait_until(lambda: browser.find_element("id", "plan-title").text not in ("", title) and
-                       len(rows(browser, "steps")) == 2 and rows(browser, "steps"), 60, "the plan preview",
-                       browser, "live_no_plan")
+    steps = wait_until(
+        lambda: (
+            browser.find_element("id", "plan-title").text not in ("", title)
+            and len(rows(browser, "steps")) == 2
+            and rows(browser, "steps")
+        ),
+        60,
+        "the plan preview",
+        browser,
+        "live_no_plan",
+    )
     # before anything moves: each step with its 3D target in the base frame, the grasp width and the envelope's verdict
     assert [s[1].split()[0] for s in steps] == ["grasp", "place"]
     assert all("fr3_link0" in s[2] for s in steps) and steps[0][3].endswith("cm")
@@ -179,37 +214,75 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
     screenshot(browser, "live_preview")
     # nothing moved: the episode this plan opened has no execution and no step yet
     newest = json.loads(max(rollouts.glob("*/rollout.json"), key=lambda p: p.parent.name).read_text())
-    assert newest["execution"] is None and newest["steps"] == [] and browser.find_element(
-        "id", "exec-badge").text == "executor: idle"
+    assert (
+        newest["execution"] is None
+        and newest["steps"] == []
+        and browser.find_element("id", "exec-badge").text == "executor: idle"
+    )
     click(browser, "#approve-btn")
-    wait_until(lambda: rows(browser, "steps")[0][5] not in ("—", "waiting"), 30, "the first step to start", browser,
-               "live_not_started")
+    wait_until(
+        lambda: rows(browser, "steps")[0][5] not in ("—", "waiting"),
+        30,
+        "the first step to start",
+        browser,
+        "live_not_started",
+    )
     screenshot(browser, "live_running")
-    done = wait_until(lambda: [s[5] for s in rows(browser, "steps")] == ["ok", "ok"] and rows(browser, "steps"), 90,
-                      "both steps to complete", browser, "live_not_done")
+    done = wait_until(
+        lambda: [s[5] for s in rows(browser, "steps")] == ["ok", "ok"] and rows(browser, "steps"),
+        90,
+        "both steps to complete",
+        browser,
+        "live_not_done",
+    )
     assert done
     wait_until(lambda: "succeeded" in browser.find_element("id", "decision-msg").text, 30, "the plan's result", browser)
     # the episode ended: its rollout waits for a label, the stack's own (the simulator's: success) preselected
-    wait_until(lambda: "label from: simulator (success)" in
-               browser.find_element("css selector", "#live-label .label-info").text, 30,
-               "the episode's label panel", browser, "live_no_label")
-    assert "chosen" in browser.find_element("css selector", "#live-label button[data-outcome='true']").get_attribute("class")
+    wait_until(
+        lambda: (
+            "label from: simulator (success)" in browser.find_element("css selector", "#live-label .label-info").text
+        ),
+        30,
+        "the episode's label panel",
+        browser,
+        "live_no_label",
+    )
+    assert "chosen" in browser.find_element("css selector", "#live-label button[data-outcome='true']").get_attribute(
+        "class"
+    )
     k, n = map(int, before.get((INSTRUCTION, "—"), "0/0").split("/"))  # earlier tests' episodes, if any ran
-    wait_until(lambda: tally(browser).get((INSTRUCTION, "—")) == f"{k + 1}/{n + 1}", 10,
-               "the simulator's label in the tally", browser)
+    wait_until(
+        lambda: tally(browser).get((INSTRUCTION, "—")) == f"{k + 1}/{n + 1}",
+        10,
+        "the simulator's label in the tally",
+        browser,
+    )
     screenshot(browser, "live_label")
     # the operator saw it differently: a failure, with its failure mode
     click(browser, "#live-label button[data-outcome='false']")
     click(browser, "#live-label button[data-mode='incorrect_spatial_outcome']")
     click(browser, "#live-label .save-label")
-    wait_until(lambda: "labelled by a person: failure, incorrect_spatial_outcome" in
-               browser.find_element("css selector", "#live-label .label-info").text, 10, "the label to be saved", browser)
-    wait_until(lambda: tally(browser).get((INSTRUCTION, "—")) == f"{k}/{n + 1}", 10, "the tally to change",
-               browser, "live_tally_unchanged")
+    wait_until(
+        lambda: (
+            "labelled by a person: failure, incorrect_spatial_outcome"
+            in browser.find_element("css selector", "#live-label .label-info").text
+        ),
+        10,
+        "the label to be saved",
+        browser,
+    )
+    wait_until(
+        lambda: tally(browser).get((INSTRUCTION, "—")) == f"{k}/{n + 1}",
+        10,
+        "the tally to change",
+        browser,
+        "live_tally_unchanged",
+    )
     screenshot(browser, "live_tally")
     labelled = [json.loads(p.read_text()) for p in rollouts.glob("*/rollout.json")]
-    assert (False, "incorrect_spatial_outcome", "human") in \
-        [(d["success"], d["failure_mode"], d["label_source"]) for d in labelled]
+    assert (False, "incorrect_spatial_outcome", "human") in [
+        (d["success"], d["failure_mode"], d["label_source"]) for d in labelled
+    ]
     assert re.search(r"plan \d+ approved by 127\.0\.0\.1", output.text())
 
     # the rollouts pages: the list, then one rollout with its overlay, frames, plan and steps
@@ -218,8 +291,12 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
     screenshot(browser, "rollouts")
     click(browser, "#rollout-list tbody tr a")
     wait_until(lambda: len(rows(browser, "rollout-steps")) == 2, 10, "the rollout page", browser)
-    wait_until(lambda: browser.execute_script("return document.getElementById('rollout-image').naturalWidth > 0"), 10,
-               "a frame of the rollout", browser)
+    wait_until(
+        lambda: browser.execute_script("return document.getElementById('rollout-image').naturalWidth > 0"),
+        10,
+        "a frame of the rollout",
+        browser,
+    )
     assert [r[2] for r in rows(browser, "rollout-steps")] == ["ok", "ok"]
     screenshot(browser, "rollout")
 
@@ -265,8 +342,12 @@ def reset_workcell() -> None:
     with graph_node() as (node, executor):
         client = node.create_client(ChangeState, "executor/change_state")
         assert client.wait_for_service(timeout_sec=20.0), "the executor's lifecycle service"
-        for transition in (Transition.TRANSITION_DEACTIVATE, Transition.TRANSITION_CLEANUP,
-                           Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
+        for transition in (
+            Transition.TRANSITION_DEACTIVATE,
+            Transition.TRANSITION_CLEANUP,
+            Transition.TRANSITION_CONFIGURE,
+            Transition.TRANSITION_ACTIVATE,
+        ):
             future = client.call_async(ChangeState.Request(transition=Transition(id=transition)))
             executor.spin_until_future_complete(future, timeout_sec=30.0)
             assert future.done() and future.result().success, f"lifecycle transition {transition}"
@@ -283,32 +364,63 @@ def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop
         wait_until(lambda: camera_shown(second), 30, "the camera in the second browser", second)
         before = browser.find_element("id", "plan-title").text
         plan_in(browser, INSTRUCTION)
-        title = wait_until(lambda: browser.find_element("id", "plan-title").text not in ("", before) and
-                           browser.find_element("id", "plan-title").text, 60, "the new plan", browser)
-        wait_until(lambda: second.find_element("id", "plan-title").text == title and
-                   [r[4] for r in rows(second, "steps")] == ["ok", "ok"], 10,
-                   "the first browser's plan in the second browser", second, "second_no_plan")
+        title = wait_until(
+            lambda: (
+                browser.find_element("id", "plan-title").text not in ("", before)
+                and browser.find_element("id", "plan-title").text
+            ),
+            60,
+            "the new plan",
+            browser,
+        )
+        wait_until(
+            lambda: (
+                second.find_element("id", "plan-title").text == title
+                and [r[4] for r in rows(second, "steps")] == ["ok", "ok"]
+            ),
+            10,
+            "the first browser's plan in the second browser",
+            second,
+            "second_no_plan",
+        )
         click(browser, "#approve-btn")
-        wait_until(lambda: rows(second, "steps")[0][5] not in ("—", "waiting"), 30,
-                   "the second browser to see the first step running", second, "second_not_running")
+        wait_until(
+            lambda: rows(second, "steps")[0][5] not in ("—", "waiting"),
+            30,
+            "the second browser to see the first step running",
+            second,
+            "second_not_running",
+        )
         click(second, "#approve-btn")  # late: the plan was approved in the first browser
-        refused = wait_until(lambda: second.find_element("id", "decision-msg").text.startswith("Approve refused"), 10,
-                             "the refusal in the second browser", second)
+        refused = wait_until(
+            lambda: second.find_element("id", "decision-msg").text.startswith("Approve refused"),
+            10,
+            "the refusal in the second browser",
+            second,
+        )
         assert refused
         message = second.find_element("id", "decision-msg").text
         assert "was already approved by 127.0.0.1" in message and "one plan gets one decision" in message
         screenshot(second, "second_browser_refused")
         # Stop from the second browser, mid-plan: the goal is cancelled and the arm stops
         click(second, "#stop-btn")
-        wait_until(lambda: "stopped" in browser.find_element("id", "decision-msg").text, 30,
-                   "the first browser to show the plan stopped", browser, "stop_not_shown")
+        wait_until(
+            lambda: "stopped" in browser.find_element("id", "decision-msg").text,
+            30,
+            "the first browser to show the plan stopped",
+            browser,
+            "stop_not_shown",
+        )
         progress = [s[5] for s in rows(browser, "steps")]
         assert "cancelled" in progress and progress != ["ok", "ok"], progress
         screenshot(browser, "stopped")
         assert re.search(r"STOP from 127\.0\.0\.1: the running goal was cancelled", output.text())
         assert "refused approve of plan" in output.text()
-        assert re.search(r"approved by 127\.0\.0\.1: sent to /grounded_planner/execute and approved on "
-                         r"/grounded_planner/approve", output.text())
+        assert re.search(
+            r"approved by 127\.0\.0\.1: sent to /grounded_planner/execute and approved on "
+            r"/grounded_planner/approve",
+            output.text(),
+        )
     finally:
         second.quit()
         set_executor_parameter("require_approval", False)
@@ -316,18 +428,27 @@ def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop
 
 def test_a_non_local_bind_without_the_token_answers_401_and_moves_nothing(stack, browser, tmp_path):
     url, rollouts, output = stack
-    child = subprocess.Popen([*CLI, "console", "--host", "0.0.0.0", "--port", "0", "--rollouts-dir", str(rollouts)],
-                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    child = subprocess.Popen(
+        [*CLI, "console", "--host", "0.0.0.0", "--port", "0", "--rollouts-dir", str(rollouts)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     guarded = Output(child)
     try:
         token = guarded.wait_for(re.compile(r"console: token (\S+) "), 60).group(1)
         port = guarded.wait_for(re.compile(r"console on http://0\.0\.0\.0:(\d+)/"), 30).group(1)
         base = f"http://127.0.0.1:{port}"
         executed_before = len(re.findall(r"plan .*: ok \(", output.text()))
-        for path, body in (("/api/plan", {"instruction": INSTRUCTION}), ("/api/decision", {"plan_id": 1, "approve": True}),
-                           ("/api/stop", {})):
-            request = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
-                                             headers={"Content-Type": "application/json"})
+        for path, body in (
+            ("/api/plan", {"instruction": INSTRUCTION}),
+            ("/api/decision", {"plan_id": 1, "approve": True}),
+            ("/api/stop", {}),
+        ):
+            request = urllib.request.Request(
+                base + path, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+            )
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(request, timeout=10)
             assert refused.value.code == 401
@@ -336,8 +457,13 @@ def test_a_non_local_bind_without_the_token_answers_401_and_moves_nothing(stack,
         screenshot(browser, "unauthorised")
         # the same console with the token: the page opens (the token becomes a cookie) and the API answers
         browser.get(f"{base}/?token={token}")
-        wait_until(lambda: browser.current_url == base + "/" and camera_shown(browser), 30,
-                   "the console opened with its token", browser, "token_page")
+        wait_until(
+            lambda: browser.current_url == base + "/" and camera_shown(browser),
+            30,
+            "the console opened with its token",
+            browser,
+            "token_page",
+        )
         request = urllib.request.Request(base + "/api/state", headers={"Authorization": f"Bearer {token}"})
         assert json.loads(urllib.request.urlopen(request, timeout=10).read())["plan"] is None  # nothing was planned
         assert len(re.findall(r"plan .*: ok \(", output.text())) == executed_before  # nothing moved
@@ -356,8 +482,12 @@ def test_a_rollout_path_leaving_the_folder_is_404_and_logged(stack, browser):
                 urllib.request.urlopen(f"{url}{path}?{query}", timeout=10)
             assert refused.value.code == 404
     browser.get(url + "rollout?id=../../etc")
-    wait_until(lambda: browser.find_element("id", "rollout-title").text == "Rollout not found", 10,
-               "the rollout page to say not found", browser)
+    wait_until(
+        lambda: browser.find_element("id", "rollout-title").text == "Rollout not found",
+        10,
+        "the rollout page to say not found",
+        browser,
+    )
     wait_until(lambda: output.text().count("leaves") >= 3, 10, "the refusals in the log")
 
 
@@ -368,32 +498,65 @@ def test_an_evaluation_session_card_by_card(stack, browser):
     browser.get(url)
     wait_until(lambda: browser.find_element("id", "session-panel").is_displayed(), 20, "the session panel", browser)
     first = json.loads((session / "cards.jsonl").read_text().splitlines()[0])
-    wait_until(lambda: first["trial_id"] in browser.find_element("id", "session-card").text, 10, "the first card", browser)
+    wait_until(
+        lambda: first["trial_id"] in browser.find_element("id", "session-card").text, 10, "the first card", browser
+    )
     assert browser.execute_script("return document.querySelector('#session-card img').naturalWidth") == 160
     browser.execute_script("document.getElementById('session-panel').scrollIntoView()")
     screenshot(browser, "session")
     click(browser, "#session-start")
-    wait_until(lambda: browser.find_element("id", "instruction").get_attribute("value") == INSTRUCTION, 10,
-               "the card's instruction in the box", browser)
+    wait_until(
+        lambda: browser.find_element("id", "instruction").get_attribute("value") == INSTRUCTION,
+        10,
+        "the card's instruction in the box",
+        browser,
+    )
     before = browser.find_element("id", "plan-title").text
     click(browser, "#plan-btn")
-    wait_until(lambda: browser.find_element("id", "plan-title").text not in ("", before) and
-               [s[4] for s in rows(browser, "steps")] == ["ok", "ok"] and
-               [s[5] for s in rows(browser, "steps")] == ["—", "—"], 60, "the trial's plan", browser, "session_no_plan")
+    wait_until(
+        lambda: (
+            browser.find_element("id", "plan-title").text not in ("", before)
+            and [s[4] for s in rows(browser, "steps")] == ["ok", "ok"]
+            and [s[5] for s in rows(browser, "steps")] == ["—", "—"]
+        ),
+        60,
+        "the trial's plan",
+        browser,
+        "session_no_plan",
+    )
     click(browser, "#approve-btn")
-    wait_until(lambda: "succeeded" in browser.find_element("id", "decision-msg").text, 90, "the trial to run", browser,
-               "session_not_run")
-    wait_until(lambda: "label from: simulator" in browser.find_element("css selector", "#live-label .label-info").text,
-               30, "the trial's rollout to be labelled", browser, "session_no_label")
+    wait_until(
+        lambda: "succeeded" in browser.find_element("id", "decision-msg").text,
+        90,
+        "the trial to run",
+        browser,
+        "session_not_run",
+    )
+    wait_until(
+        lambda: "label from: simulator" in browser.find_element("css selector", "#live-label .label-info").text,
+        30,
+        "the trial's rollout to be labelled",
+        browser,
+        "session_no_label",
+    )
     click(browser, "#live-label button[data-outcome='true']")
     click(browser, "#live-label .save-label")
-    wait_until(lambda: browser.find_element("id", "session-progress").text == "1/2", 10, "the session to move on",
-               browser, "session_not_moved")
+    wait_until(
+        lambda: browser.find_element("id", "session-progress").text == "1/2",
+        10,
+        "the session to move on",
+        browser,
+        "session_not_moved",
+    )
     second = json.loads((session / "cards.jsonl").read_text().splitlines()[1])
     assert second["trial_id"] in browser.find_element("id", "session-card").text
     screenshot(browser, "session_next")
     (line,) = [json.loads(x) for x in (session / "trials.jsonl").read_text().splitlines()]
-    assert (line["trial_id"], line["success"], line["failure_mode"], line["outcome_source"]) == \
-        (first["trial_id"], True, None, "operator")
+    assert (line["trial_id"], line["success"], line["failure_mode"], line["outcome_source"]) == (
+        first["trial_id"],
+        True,
+        None,
+        "operator",
+    )
     assert line["rollout"].startswith("rollouts/") and (session / line["rollout"] / "rollout.json").is_file()
     assert line["grasp_attempted"] is True and line["planner"] == "qwen3-vl-test" and line["wall_s"] > 0

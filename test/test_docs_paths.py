@@ -14,8 +14,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
 # a repository path with a suffix, in backticks or in a link: grounded_planner/..., test/..., launch/... and the like
-FILE = re.compile(r"(?<![\w./-])((?:grounded_planner|grounded_planner_interfaces|test|launch|config|scripts|benchmarks|"
-                  r"calibration|docs)/[\w./-]*\w\.(?:py|md|yaml|yml|msg|srv|action|xml|json|rviz|sh|txt))\b")
+FILE = re.compile(
+    r"(?<![\w./-])((?:grounded_planner|grounded_planner_interfaces|test|launch|config|scripts|benchmarks|"
+    r"calibration|docs)/[\w./-]*\w\.(?:py|md|yaml|yml|msg|srv|action|xml|json|rviz|sh|txt))\b"
+)
 # a dotted name under the package: a module, or a module and the names inside it
 DOTTED = re.compile(r"`(grounded_planner(?:\.\w+)+)")
 # paths the docs name that are not in this repository, each with the reason
@@ -52,8 +54,11 @@ def _resolves(dotted: str) -> bool:
 
 
 def test_every_file_the_docs_name_exists():
-    missing = [f"{where}: {path}" for where, _, path in _mentions(FILE)
-               if path not in NOT_OURS and "*" not in path and "<" not in path and not (REPO / path).exists()]
+    missing = [
+        f"{where}: {path}"
+        for where, _, path in _mentions(FILE)
+        if path not in NOT_OURS and "*" not in path and "<" not in path and not (REPO / path).exists()
+    ]
     assert not missing, "the docs name files that do not exist:\n" + "\n".join(missing)
 
 
@@ -78,8 +83,12 @@ def test_every_relative_link_between_pages_resolves():
 def test_the_index_lists_every_page_and_the_readme_links_it():
     index = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
     linked = set(LINK.findall(index))
-    unlisted = sorted(page.name for page in (REPO / "docs").glob("*.md")
-                      if page.name not in linked and page.name not in ("index.md", "INTERFACES.md"))
-    assert not unlisted, f"docs/index.md does not list {unlisted}: add each under tutorials, how-to guides, " \
-                         "reference or explanation"
+    unlisted = sorted(
+        page.name
+        for page in (REPO / "docs").glob("*.md")
+        if page.name not in linked and page.name not in ("index.md", "INTERFACES.md")
+    )
+    assert not unlisted, (
+        f"docs/index.md does not list {unlisted}: add each under tutorials, how-to guides, reference or explanation"
+    )
     assert "(docs/index.md)" in (REPO / "README.md").read_text(encoding="utf-8")

@@ -21,8 +21,12 @@ from helpers.kinematic_arm import KinematicArm, fault
 
 
 def plan_of(*kinds) -> GroundedPlan:
-    actions = [GroundedAction("place", "cube", "plate", point=(10, 10)) if k == "place"
-               else GroundedAction(k, "cube", bbox=(1, 1, 20, 20)) for k in kinds]
+    actions = [
+        GroundedAction("place", "cube", "plate", point=(10, 10))
+        if k == "place"
+        else GroundedAction(k, "cube", bbox=(1, 1, 20, 20))
+        for k in kinds
+    ]
     return GroundedPlan("x", (640, 480), actions)
 
 
@@ -30,8 +34,17 @@ def targets_of(*specs) -> TargetSet:
     """specs: (type, position, extra fields)."""
     targets = []
     for i, (kind, position, *extra) in enumerate(specs):
-        t = {"index": i, "type": kind, "object": "cube", "position": list(position), "yaw": None, "width": None,
-             "normal": None, "method": "test", "confidence": 1.0}
+        t = {
+            "index": i,
+            "type": kind,
+            "object": "cube",
+            "position": list(position),
+            "yaw": None,
+            "width": None,
+            "normal": None,
+            "method": "test",
+            "confidence": 1.0,
+        }
         t.update(extra[0] if extra else {})
         targets.append(t)
     return TargetSet.from_dict({"frame": "base", "targets": targets, "warnings": []})
@@ -58,7 +71,9 @@ def test_a_motion_stopped_by_nobody_is_a_fault_and_the_arm_is_stopped():
 def test_a_backend_error_of_no_known_kind_is_a_fault_naming_its_type():
     arm = connected(KinematicArm(fail_on={0: BackendError("socket closed")}))
     result = Executor(arm).execute(plan_of("grasp"), targets_of(GRASP))
-    assert result.steps[0].outcome is Outcome.FAULT and "pre_grasp: BackendError: socket closed" in result.steps[0].message
+    assert (
+        result.steps[0].outcome is Outcome.FAULT and "pre_grasp: BackendError: socket closed" in result.steps[0].message
+    )
 
 
 def test_a_fault_report_says_when_the_robot_state_cannot_be_read():
@@ -74,14 +89,19 @@ def test_the_state_note_after_a_fault_says_where_the_arm_and_gripper_are():
     arm = connected(KinematicArm(fail_on={2: fault()}))
     result = Executor(arm).execute(plan_of("grasp"), targets_of(GRASP))
     x, y, z = arm.position
-    assert f"arm still at ({x:.3f}, {y:.3f}, {z:.3f}) m, gripper at {arm.width * 1000:.1f} mm" in result.steps[0].message
+    assert (
+        f"arm still at ({x:.3f}, {y:.3f}, {z:.3f}) m, gripper at {arm.width * 1000:.1f} mm" in result.steps[0].message
+    )
 
 
 def test_an_object_wider_than_the_configured_opening_opens_fully_and_says_so():
     config = ExecutorConfig(gripper_open_width_m=0.05)
     arm = connected(KinematicArm())
     result = Executor(arm, config).execute(plan_of("grasp"), targets_of(("grasp", (0.5, 0.1, 0.05), {"width": 0.045})))
-    assert result.success and "object width 45 mm + 10 mm exceeds gripper_open_width_m; opening fully" in result.steps[0].message
+    assert (
+        result.success
+        and "object width 45 mm + 10 mm exceeds gripper_open_width_m; opening fully" in result.steps[0].message
+    )
     assert arm.calls[1] == ("open", None)
     arm = connected(KinematicArm())
     Executor(arm, config).execute(plan_of("grasp"), targets_of(("grasp", (0.5, 0.1, 0.05), {"width": 0.035})))
@@ -100,7 +120,9 @@ def test_a_handle_without_a_normal_is_pulled_towards_the_base_and_one_above_the_
     result = Executor(arm).execute(plan_of("open"), targets_of(("open", (0.6, 0.0, 0.2))))
     assert result.success and "no surface normal: pulling towards the robot base" in result.steps[0].message
     pull = next(c for c in arm.calls if c[0] == "move" and c[1][0] < 0.6 - 0.1)
-    assert pull[1] == pytest.approx((0.6 - ExecutorConfig().open_pull_distance_m, 0.0, 0.2 + ExecutorConfig().grasp_height_offset_m))
+    assert pull[1] == pytest.approx(
+        (0.6 - ExecutorConfig().open_pull_distance_m, 0.0, 0.2 + ExecutorConfig().grasp_height_offset_m)
+    )
     # straight above the base there is no "towards the base"
     config = ExecutorConfig(safety=SafetyConfig(workspace_min_m=(-0.5, -0.5, 0.0)))
     result = Executor(connected(KinematicArm()), config).execute(plan_of("open"), targets_of(("open", (0.0, 0.0, 0.3))))
@@ -108,12 +130,15 @@ def test_a_handle_without_a_normal_is_pulled_towards_the_base_and_one_above_the_
 
 
 def test_a_dry_run_lists_every_step_and_counts_the_refused_ones():
-    result = Executor(None).execute(plan_of("grasp", "place"), targets_of(GRASP, ("place", (1.5, 0.0, 0.0))),
-                                    dry_run=True)
+    result = Executor(None).execute(
+        plan_of("grasp", "place"), targets_of(GRASP, ("place", (1.5, 0.0, 0.0))), dry_run=True
+    )
     assert not result.success and result.message == "dry run: 1 of 2 steps would be refused"
     assert [s.outcome for s in result.steps] == [Outcome.OK, Outcome.OUTSIDE_WORKSPACE]
-    assert result.steps[0].message.startswith("would run 5 motions") and "reachability not checked offline]" in \
-        result.steps[0].message
+    assert (
+        result.steps[0].message.startswith("would run 5 motions")
+        and "reachability not checked offline]" in result.steps[0].message
+    )
 
 
 def test_a_real_run_refused_before_motion_reports_only_the_first_refused_step():
@@ -128,13 +153,17 @@ def test_a_cancel_before_the_first_command_sends_nothing():
     cancel.set()
     arm = connected(KinematicArm())
     result = Executor(arm).execute(plan_of("grasp"), targets_of(GRASP), cancel=cancel)
-    assert result.steps[0].outcome is Outcome.CANCELLED and result.steps[0].message.startswith("cancelled before pre_grasp")
+    assert result.steps[0].outcome is Outcome.CANCELLED and result.steps[0].message.startswith(
+        "cancelled before pre_grasp"
+    )
     assert arm.calls == []
 
 
 def test_an_empty_plan_and_bad_arguments():
-    assert Executor(None).execute(GroundedPlan("x", (640, 480), [], reason="done"), targets_of()).message == \
-        "empty plan: nothing to do"
+    assert (
+        Executor(None).execute(GroundedPlan("x", (640, 480), [], reason="done"), targets_of()).message
+        == "empty plan: nothing to do"
+    )
     with pytest.raises(ValueError, match="needs a backend unless dry_run"):
         Executor(None).execute(plan_of("grasp"), targets_of(GRASP))
     with pytest.raises(ValueError, match="held_yaw must be a finite angle"):

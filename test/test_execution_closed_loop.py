@@ -22,11 +22,15 @@ from grounded_planner.plan import GroundedAction, GroundedPlan
 from helpers.kinematic_arm import KinematicArm, fault
 
 W, H = 320, 200
-CAMERA = CameraModel(W, H, [[300.0, 0.0, 170.0], [0.0, 280.0, 95.0], [0.0, 0.0, 1.0]],
-                     frame_id="camera_color_optical_frame")
+CAMERA = CameraModel(
+    W, H, [[300.0, 0.0, 170.0], [0.0, 280.0, 95.0], [0.0, 0.0, 1.0]], frame_id="camera_color_optical_frame"
+)
 # looking straight down from 0.8 m above the table: optical x -> base -y, optical y -> base -x, optical z -> base -z
-CAM2BASE = Extrinsics.from_matrix(np.array([[0.0, -1.0, 0.0, 0.5], [-1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.8],
-                                            [0.0, 0.0, 0.0, 1.0]]), "base", "camera_color_optical_frame")
+CAM2BASE = Extrinsics.from_matrix(
+    np.array([[0.0, -1.0, 0.0, 0.5], [-1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.8], [0.0, 0.0, 0.0, 1.0]]),
+    "base",
+    "camera_color_optical_frame",
+)
 TABLE_DEPTH_M = 0.79  # the table top 1 cm above the workspace floor (z = 0): float32 depth cannot push it below
 BLOCK_TOP_DEPTH_M = 0.74  # a 5 cm block
 BLOCK_BOX = (140.0, 80.0, 180.0, 110.0)  # where the block lies at first (pixels)
@@ -108,22 +112,30 @@ def test_a_grasp_whose_box_changed_on_too_few_pixels_fails_and_on_enough_passes(
     # the block moved by a third of the box's height: a fraction of its pixels changed depth
     moved = (BLOCK_BOX[0], BLOCK_BOX[1] + 10, BLOCK_BOX[2], BLOCK_BOX[3] + 10)
     arm = KinematicArm(closed_width_m=0.03)
-    result = loop(arm, Stage([frame(moved)]), max_attempts_per_step=1, max_replans=0,
-                  grasp_changed_fraction=0.5).run("x", plan(GRASP, PLACE), first=frame())
+    result = loop(arm, Stage([frame(moved)]), max_attempts_per_step=1, max_replans=0, grasp_changed_fraction=0.5).run(
+        "x", plan(GRASP, PLACE), first=frame()
+    )
     assert checks(result)[0][2] == "grasp_failure" and "only 33% of the grasp box" in result.attempts[0].message
-    result = loop(KinematicArm(closed_width_m=0.03), Stage([frame(moved), frame(None)]), max_attempts_per_step=1,
-                  max_replans=0, grasp_changed_fraction=0.3).run("x", plan(GRASP), first=frame())
+    result = loop(
+        KinematicArm(closed_width_m=0.03),
+        Stage([frame(moved), frame(None)]),
+        max_attempts_per_step=1,
+        max_replans=0,
+        grasp_changed_fraction=0.3,
+    ).run("x", plan(GRASP), first=frame())
     assert result.success and "33% of the grasp box changed depth" in result.attempts[0].message
 
 
 def test_the_depth_change_threshold_decides_what_changed():
     # the block's top seen 8 mm lower (it was pressed, not lifted): not a change at 10 mm, a change at 5 mm
     pressed = frame(BLOCK_BOX, BLOCK_TOP_DEPTH_M + 0.008)
-    result = loop(KinematicArm(), Stage([pressed]), max_attempts_per_step=1, max_replans=0,
-                  grasp_depth_change_m=0.01).run("x", plan(GRASP), first=frame())
+    result = loop(
+        KinematicArm(), Stage([pressed]), max_attempts_per_step=1, max_replans=0, grasp_depth_change_m=0.01
+    ).run("x", plan(GRASP), first=frame())
     assert not result.success and result.attempts[0].check == "grasp_failure"
-    result = loop(KinematicArm(), Stage([pressed]), max_attempts_per_step=1, max_replans=0,
-                  grasp_depth_change_m=0.005).run("x", plan(GRASP), first=frame())
+    result = loop(
+        KinematicArm(), Stage([pressed]), max_attempts_per_step=1, max_replans=0, grasp_depth_change_m=0.005
+    ).run("x", plan(GRASP), first=frame())
     assert result.success, result.message
 
 
@@ -158,8 +170,9 @@ def test_a_gripper_that_cannot_be_read_leaves_the_grasp_check_to_the_camera():
 
 # ---- place check ---------------------------------------------------------------------------------------------
 def test_grasp_then_place_on_the_point_passes_both_checks():
-    stage = Stage([frame(None), frame(PLACE_BOX)],
-                  locate=lambda rgb, action: GroundedAction("grasp", "block", bbox=PLACE_BOX))
+    stage = Stage(
+        [frame(None), frame(PLACE_BOX)], locate=lambda rgb, action: GroundedAction("grasp", "block", bbox=PLACE_BOX)
+    )
     result = loop(KinematicArm(), stage).run("x", plan(GRASP, PLACE), first=frame())
     assert result.success, result.message
     assert checks(result) == [("grasp", 1, "ok", ""), ("place", 1, "ok", "")]
@@ -170,9 +183,11 @@ def test_grasp_then_place_on_the_point_passes_both_checks():
 
 
 def test_an_object_seen_away_from_the_place_point_is_an_incorrect_outcome_and_a_replan_not_a_retry():
-    stage = Stage([frame(None), frame(MISSED_BOX)],
-                  locate=lambda rgb, action: GroundedAction("grasp", "block", bbox=MISSED_BOX),
-                  replans=[plan()])
+    stage = Stage(
+        [frame(None), frame(MISSED_BOX)],
+        locate=lambda rgb, action: GroundedAction("grasp", "block", bbox=MISSED_BOX),
+        replans=[plan()],
+    )
     result = loop(KinematicArm(), stage, place_tolerance_m=0.06).run("x", plan(GRASP, PLACE), first=frame())
     assert checks(result) == [("grasp", 1, "ok", ""), ("place", 1, "incorrect_spatial_outcome", "replan")]
     missed = np.hypot(*(base_of(80, 150, BLOCK_TOP_DEPTH_M) - base_of(*PLACE_PX, TABLE_DEPTH_M))[:2])
@@ -180,8 +195,9 @@ def test_an_object_seen_away_from_the_place_point_is_an_incorrect_outcome_and_a_
     assert stage.done == ["grasp block", "place block on mat (failed: incorrect_spatial_outcome)"]
     assert result.success and result.replans == 1 and "nothing left to do" in result.message
     # with a tolerance wider than the miss the same place passes
-    stage = Stage([frame(None), frame(MISSED_BOX)],
-                  locate=lambda rgb, action: GroundedAction("grasp", "block", bbox=MISSED_BOX))
+    stage = Stage(
+        [frame(None), frame(MISSED_BOX)], locate=lambda rgb, action: GroundedAction("grasp", "block", bbox=MISSED_BOX)
+    )
     result = loop(KinematicArm(), stage, place_tolerance_m=missed + 0.01).run("x", plan(GRASP, PLACE), first=frame())
     assert result.success and result.attempts[1].check == "ok"
 
@@ -204,12 +220,18 @@ def test_an_object_lost_on_the_way_is_a_premature_release():
 
 
 def test_an_object_not_found_after_the_place_and_one_found_without_depth_are_incorrect_outcomes():
-    stage = Stage([frame(None), frame(None)], locate=lambda rgb, action: None if action.type == "grasp" else action,
-                  replans=[plan()])
+    stage = Stage(
+        [frame(None), frame(None)],
+        locate=lambda rgb, action: None if action.type == "grasp" else action,
+        replans=[plan()],
+    )
     result = loop(KinematicArm(), stage).run("x", plan(GRASP, PLACE), first=frame())
     assert result.attempts[1].check == "incorrect_spatial_outcome" and "not found again" in result.attempts[1].message
-    stage = Stage([frame(None), frame(PLACE_BOX, 0.0)],
-                  locate=lambda rgb, action: GroundedAction("grasp", "block", bbox=PLACE_BOX), replans=[plan()])
+    stage = Stage(
+        [frame(None), frame(PLACE_BOX, 0.0)],
+        locate=lambda rgb, action: GroundedAction("grasp", "block", bbox=PLACE_BOX),
+        replans=[plan()],
+    )
     stage.frames[1].depth_m[:] = 0.0  # the camera lost depth altogether
     result = loop(KinematicArm(), stage).run("x", plan(GRASP, PLACE), first=frame())
     assert "no depth where it was seen again" in result.attempts[1].message
@@ -237,8 +259,10 @@ def travel_mm(detail: str) -> float:
     return float(detail.split("handle moved ")[1].split(" mm")[0])
 
 
-@pytest.mark.parametrize("kind, shift_px, ok", [("open", 20, True), ("open", 4, False), ("close", -20, True),
-                                                ("close", 20, False), ("open", -20, False)])
+@pytest.mark.parametrize(
+    "kind, shift_px, ok",
+    [("open", 20, True), ("open", 4, False), ("close", -20, True), ("close", 20, False), ("open", -20, False)],
+)
 def test_a_handle_must_move_along_the_normal_by_the_minimum_travel(kind, shift_px, ok):
     # normal +x in the base frame = towards smaller v in this image; a handle pulled out moves up the image
     moved = (HANDLE_BOX[0], HANDLE_BOX[1] - shift_px, HANDLE_BOX[2], HANDLE_BOX[3] - shift_px)
@@ -248,7 +272,9 @@ def test_a_handle_must_move_along_the_normal_by_the_minimum_travel(kind, shift_p
     verdict = closed.check_handle(action, handle_target((1.0, 0.0, 0.0)), frame(moved))
     travel = float(base_of(170.0, 65.0 - shift_px, TABLE_DEPTH_M)[0] - handle_target(None).position[0])
     assert verdict.ok is ok, verdict.detail
-    assert np.sign(travel_mm(verdict.detail)) == np.sign(travel) and abs(travel_mm(verdict.detail)) > 0.5 * abs(travel * 1000)
+    assert np.sign(travel_mm(verdict.detail)) == np.sign(travel) and abs(travel_mm(verdict.detail)) > 0.5 * abs(
+        travel * 1000
+    )
 
 
 def test_the_minimum_handle_travel_is_the_configured_one():
@@ -308,7 +334,9 @@ def test_a_failing_replan_is_a_planner_error_and_an_empty_first_frame_is_refused
     arm = KinematicArm()
     blank = frame(None)
     blank.depth_m[:] = 0.0
-    result = loop(arm, Stage([blank], locate=lambda rgb, action: None), max_replans=0).run("x", plan(GRASP), first=blank)
+    result = loop(arm, Stage([blank], locate=lambda rgb, action: None), max_replans=0).run(
+        "x", plan(GRASP), first=blank
+    )
     assert result.attempts[0].check == "refused" and result.attempts[0].message.startswith("no 3D target")
     assert result.attempts[0].outcome == "outside_workspace"
     assert result.failure_mode == "refused" and arm.calls == []
@@ -348,8 +376,10 @@ def test_the_retreated_hand_above_the_handle_is_not_taken_for_the_handle():
     # read as the handle, it would be a handle that moved the wrong way
     moved = (HANDLE_BOX[0], HANDLE_BOX[1] - 20, HANDLE_BOX[2], HANDLE_BOX[3] - 20)
     after = frame(moved)
-    after.depth_m[int(moved[1]):int(moved[3]) - 3, int(moved[0]):int(moved[2])] = 0.4  # the hand, z = 0.39 m
+    after.depth_m[int(moved[1]) : int(moved[3]) - 3, int(moved[0]) : int(moved[2])] = 0.4  # the hand, z = 0.39 m
     closed = loop(KinematicArm(), Stage([after]), handle_min_travel_m=0.03)
     closed.locate = lambda rgb, action: GroundedAction("open", "drawer", bbox=moved)
-    verdict = closed.check_handle(GroundedAction("open", "drawer", bbox=HANDLE_BOX), handle_target((1.0, 0.0, 0.0)), after)
+    verdict = closed.check_handle(
+        GroundedAction("open", "drawer", bbox=HANDLE_BOX), handle_target((1.0, 0.0, 0.0)), after
+    )
     assert verdict.ok, verdict.detail

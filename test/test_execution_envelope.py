@@ -17,8 +17,13 @@ from grounded_planner.execution.config import ConfigError, ExecutorConfig, Safet
 from grounded_planner.execution.executor import Executor
 from grounded_planner.execution.motions import plan_primitive
 from grounded_planner.execution.outcomes import Outcome
-from grounded_planner.execution.validate import (UNIT_QUATERNION_TOLERANCE, GoalPose, InvalidGoalError, check_poses,
-                                                 check_target)
+from grounded_planner.execution.validate import (
+    UNIT_QUATERNION_TOLERANCE,
+    GoalPose,
+    InvalidGoalError,
+    check_poses,
+    check_target,
+)
 from grounded_planner.geometry.targets import TargetSet
 from grounded_planner.plan import GroundedAction, GroundedPlan
 from helpers.kinematic_arm import KinematicArm
@@ -29,14 +34,19 @@ HI = (0.75, 0.5, 0.5)
 
 
 def safety(**changes) -> SafetyConfig:
-    return SafetyConfig(**{"workspace_min_m": LO, "workspace_max_m": HI, "min_height_above_surface_m": 0.0,
-                           **changes})
+    return SafetyConfig(**{"workspace_min_m": LO, "workspace_max_m": HI, "min_height_above_surface_m": 0.0, **changes})
 
 
 def executor_config(**changes) -> ExecutorConfig:
     # approach 0.125 m and retreat 0.25 m above the target: a target at z = 0.25 lifts to exactly the 0.5 m ceiling
-    return ExecutorConfig(safety=changes.pop("safety", safety()), approach_height_m=0.125, retreat_height_m=0.25,
-                          grasp_height_offset_m=0.0, place_clearance_m=0.0, **changes)
+    return ExecutorConfig(
+        safety=changes.pop("safety", safety()),
+        approach_height_m=0.125,
+        retreat_height_m=0.25,
+        grasp_height_offset_m=0.0,
+        place_clearance_m=0.0,
+        **changes,
+    )
 
 
 class Target:
@@ -45,8 +55,9 @@ class Target:
 
 
 def grasp_motions(position, config=None):
-    return plan_primitive(GroundedAction("grasp", "cube", bbox=(1, 1, 2, 2)), Target(position),
-                          config or executor_config())
+    return plan_primitive(
+        GroundedAction("grasp", "cube", bbox=(1, 1, 2, 2)), Target(position), config or executor_config()
+    )
 
 
 # ---- SafetyConfig.violation --------------------------------------------------------------------------------
@@ -60,7 +71,9 @@ def test_a_point_exactly_on_each_face_is_inside_and_a_millimetre_past_it_is_not(
     out = list(on)
     out[axis] += -MM if side == "min" else MM
     problem = envelope.violation(out)
-    assert problem is not None and problem.startswith(f"{'xyz'[axis]}={out[axis]:.3f} m is outside the workspace"), problem
+    assert problem is not None and problem.startswith(f"{'xyz'[axis]}={out[axis]:.3f} m is outside the workspace"), (
+        problem
+    )
 
 
 def test_the_floor_is_the_support_surface_plus_the_minimum_height():
@@ -92,7 +105,9 @@ def test_a_waypoint_one_millimetre_above_the_ceiling_is_refused_by_name():
     with pytest.raises(Exception) as info:
         grasp_motions((0.5, 0.0, 0.25 + MM))  # the target is inside; its lift is 1 mm above 0.5 m
     assert getattr(info.value, "outcome", None) is Outcome.OUTSIDE_WORKSPACE
-    assert "waypoint lift" in str(info.value) and "z=0.501 m is outside the workspace [0.000, 0.500] m" in str(info.value)
+    assert "waypoint lift" in str(info.value) and "z=0.501 m is outside the workspace [0.000, 0.500] m" in str(
+        info.value
+    )
 
 
 def test_a_target_below_the_workspace_bottom_is_refused_even_when_the_floor_would_raise_it():
@@ -117,32 +132,58 @@ def test_a_grasp_exactly_on_the_floor_is_not_raised_and_a_millimetre_below_is_ra
 
 def test_place_release_height_is_raised_to_the_floor_of_a_raised_support_surface():
     config = executor_config(safety=safety(support_surface_z_m=0.125, min_height_above_surface_m=0.0))
-    motions, notes = plan_primitive(GroundedAction("place", "cube", "plate", point=(1, 1)),
-                                    Target((0.5, 0.0, 0.125 - MM)), config)
+    motions, notes = plan_primitive(
+        GroundedAction("place", "cube", "plate", point=(1, 1)), Target((0.5, 0.0, 0.125 - MM)), config
+    )
     assert motions[1].label == "descend" and motions[1].position_m[2] == 0.125
     assert notes and notes[0].startswith("release height")
 
 
 # ---- the executor on the edge -------------------------------------------------------------------------------
 def targets(*specs) -> TargetSet:
-    return TargetSet.from_dict({"frame": "base", "warnings": [], "targets": [
-        {"index": i, "type": kind, "object": "cube", "position": list(position), "yaw": None, "width": None,
-         "normal": None, "method": "test", "confidence": 1.0} for i, (kind, position) in enumerate(specs)]})
+    return TargetSet.from_dict(
+        {
+            "frame": "base",
+            "warnings": [],
+            "targets": [
+                {
+                    "index": i,
+                    "type": kind,
+                    "object": "cube",
+                    "position": list(position),
+                    "yaw": None,
+                    "width": None,
+                    "normal": None,
+                    "method": "test",
+                    "confidence": 1.0,
+                }
+                for i, (kind, position) in enumerate(specs)
+            ],
+        }
+    )
 
 
 def test_the_executor_runs_a_plan_on_the_edge_and_refuses_it_a_millimetre_out_without_moving():
-    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1, 1, 20, 20)),
-                                          GroundedAction("place", "cube", "plate", point=(10, 10))])
+    plan = GroundedPlan(
+        "x",
+        (640, 480),
+        [
+            GroundedAction("grasp", "cube", bbox=(1, 1, 20, 20)),
+            GroundedAction("place", "cube", "plate", point=(10, 10)),
+        ],
+    )
     arm = KinematicArm()
     arm.connect()
-    result = Executor(arm, executor_config()).execute(plan, targets(("grasp", (0.75, 0.5, 0.25)),
-                                                                    ("place", (0.25, -0.5, 0.0))))
+    result = Executor(arm, executor_config()).execute(
+        plan, targets(("grasp", (0.75, 0.5, 0.25)), ("place", (0.25, -0.5, 0.0)))
+    )
     assert result.success, result.to_dict()
     assert max(c[1][2] for c in arm.moves()) == 0.5 and min(c[1][0] for c in arm.moves()) == 0.25
     arm = KinematicArm()
     arm.connect()
-    result = Executor(arm, executor_config()).execute(plan, targets(("grasp", (0.75, 0.5, 0.25)),
-                                                                    ("place", (0.25, -0.5 - MM, 0.0))))
+    result = Executor(arm, executor_config()).execute(
+        plan, targets(("grasp", (0.75, 0.5, 0.25)), ("place", (0.25, -0.5 - MM, 0.0)))
+    )
     assert [(s.index, s.outcome) for s in result.steps] == [(1, Outcome.OUTSIDE_WORKSPACE)]
     assert "y=-0.501 m" in result.steps[0].message and arm.calls == []
 
@@ -158,7 +199,9 @@ def test_the_abort_retreat_stops_at_the_ceiling():
     assert arm.calls[-1][0] == "move" and arm.calls[-1][1][2] == pytest.approx(0.375)  # 0.25 + 0.125, under 0.5
     arm = KinematicArm(closed_width_m=0.0)
     arm.connect()
-    result = Executor(arm, executor_config(abort_retreat_height_m=0.375)).execute(plan, targets(("grasp", (0.5, 0.0, 0.25))))
+    result = Executor(arm, executor_config(abort_retreat_height_m=0.375)).execute(
+        plan, targets(("grasp", (0.5, 0.0, 0.25)))
+    )
     assert arm.calls[-1][1][2] == 0.5 and "retreated to z=0.500 m" in result.steps[0].message
 
 
@@ -167,7 +210,9 @@ def test_a_gripper_closed_exactly_to_the_minimum_width_holds_something(closed_mm
     arm = KinematicArm(closed_width_m=closed_mm * MM)
     arm.connect()
     plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1, 1, 20, 20))])
-    result = Executor(arm, executor_config(min_grasp_width_m=0.004)).execute(plan, targets(("grasp", (0.5, 0.0, 0.125))))
+    result = Executor(arm, executor_config(min_grasp_width_m=0.004)).execute(
+        plan, targets(("grasp", (0.5, 0.0, 0.125)))
+    )
     assert result.steps[0].outcome is outcome, result.steps[0].message
 
 
@@ -179,16 +224,25 @@ def test_speeds_are_capped_by_the_envelope_and_kept_below_it():
 
 
 # ---- the config's own bounds -------------------------------------------------------------------------------
-@pytest.mark.parametrize("changes, ok", [
-    ({"workspace_min_m": (0.25, -0.5, 0.5)}, False),  # min z == max z: an empty box
-    ({"workspace_min_m": (0.25, -0.5, 0.5 - MM)}, True),
-    ({"max_velocity_scale": 1.0}, True), ({"max_velocity_scale": 1.0 + 1e-9}, False), ({"max_velocity_scale": 0.0}, False),
-    ({"max_acceleration_scale": 1.0}, True), ({"max_acceleration_scale": 0.0}, False),
-    ({"min_height_above_surface_m": 0.0}, True), ({"min_height_above_surface_m": -MM}, False),
-    ({"support_surface_z_m": math.nan}, False),
-    ({"motion_timeout_s": 0.0}, False), ({"stop_timeout_s": 0.0}, False),
-    ({"joint_limits_rad": {"shoulder": (-1.0, -1.0)}}, False), ({"joint_limits_rad": {"shoulder": (-1.0, -0.999)}}, True),
-])
+@pytest.mark.parametrize(
+    "changes, ok",
+    [
+        ({"workspace_min_m": (0.25, -0.5, 0.5)}, False),  # min z == max z: an empty box
+        ({"workspace_min_m": (0.25, -0.5, 0.5 - MM)}, True),
+        ({"max_velocity_scale": 1.0}, True),
+        ({"max_velocity_scale": 1.0 + 1e-9}, False),
+        ({"max_velocity_scale": 0.0}, False),
+        ({"max_acceleration_scale": 1.0}, True),
+        ({"max_acceleration_scale": 0.0}, False),
+        ({"min_height_above_surface_m": 0.0}, True),
+        ({"min_height_above_surface_m": -MM}, False),
+        ({"support_surface_z_m": math.nan}, False),
+        ({"motion_timeout_s": 0.0}, False),
+        ({"stop_timeout_s": 0.0}, False),
+        ({"joint_limits_rad": {"shoulder": (-1.0, -1.0)}}, False),
+        ({"joint_limits_rad": {"shoulder": (-1.0, -0.999)}}, True),
+    ],
+)
 def test_safety_config_bounds(changes, ok):
     if ok:
         safety(**changes)
@@ -197,17 +251,29 @@ def test_safety_config_bounds(changes, ok):
             safety(**changes)
 
 
-@pytest.mark.parametrize("changes, ok", [
-    ({"grasp_height_offset_m": 0.1}, True), ({"grasp_height_offset_m": -0.1}, True),
-    ({"grasp_height_offset_m": 0.1 + MM}, False), ({"grasp_height_offset_m": -0.1 - MM}, False),
-    ({"place_clearance_m": 0.0}, True), ({"place_clearance_m": -MM}, False),
-    ({"approach_height_m": 0.0}, False), ({"min_grasp_width_m": 0.0}, False),
-    ({"travel_speed_scale": 1.0}, True), ({"fine_speed_scale": 0.0}, False),
-    ({"gripper_open_width_m": 0.0}, False), ({"grasp_force_n": 0.0}, False),
-    ({"closed_loop": {"max_attempts_per_step": 0}}, False), ({"closed_loop": {"max_attempts_per_step": 1}}, True),
-    ({"closed_loop": {"max_replans": 0}}, True), ({"closed_loop": {"max_replans": -1}}, False),
-    ({"closed_loop": {"grasp_changed_fraction": 1.0}}, True), ({"closed_loop": {"grasp_changed_fraction": 0.0}}, False),
-])
+@pytest.mark.parametrize(
+    "changes, ok",
+    [
+        ({"grasp_height_offset_m": 0.1}, True),
+        ({"grasp_height_offset_m": -0.1}, True),
+        ({"grasp_height_offset_m": 0.1 + MM}, False),
+        ({"grasp_height_offset_m": -0.1 - MM}, False),
+        ({"place_clearance_m": 0.0}, True),
+        ({"place_clearance_m": -MM}, False),
+        ({"approach_height_m": 0.0}, False),
+        ({"min_grasp_width_m": 0.0}, False),
+        ({"travel_speed_scale": 1.0}, True),
+        ({"fine_speed_scale": 0.0}, False),
+        ({"gripper_open_width_m": 0.0}, False),
+        ({"grasp_force_n": 0.0}, False),
+        ({"closed_loop": {"max_attempts_per_step": 0}}, False),
+        ({"closed_loop": {"max_attempts_per_step": 1}}, True),
+        ({"closed_loop": {"max_replans": 0}}, True),
+        ({"closed_loop": {"max_replans": -1}}, False),
+        ({"closed_loop": {"grasp_changed_fraction": 1.0}}, True),
+        ({"closed_loop": {"grasp_changed_fraction": 0.0}}, False),
+    ],
+)
 def test_executor_config_bounds(changes, ok):
     if ok:
         ExecutorConfig(**changes)
@@ -251,7 +317,9 @@ def test_a_surface_point_may_sit_up_to_the_surface_tolerance_below_the_workspace
     config = ExecutorConfig(safety=SafetyConfig(workspace_min_m=(0.25, -0.45, 0.0), support_surface_z_m=0.0))
     place = GroundedAction("place", "cube", "table", point=(1, 1))
     planned, _ = plan_primitive(place, Target((0.5, 0.0, -0.003)), config)
-    assert planned[1].label == "descend" and planned[1].position_m[2] == pytest.approx(-0.003 + config.place_clearance_m)
+    assert planned[1].label == "descend" and planned[1].position_m[2] == pytest.approx(
+        -0.003 + config.place_clearance_m
+    )
     with pytest.raises(Exception) as info:
         plan_primitive(place, Target((0.5, 0.0, -0.0031)), config)
     assert getattr(info.value, "outcome", None) is Outcome.OUTSIDE_WORKSPACE and "z=-0.003" in str(info.value)

@@ -41,8 +41,17 @@ def make_targets(*specs: tuple) -> TargetSet:
     """specs: (type, position, extra dict) per action, in plan order."""
     targets = []
     for i, (kind, position, *extra) in enumerate(specs):
-        t = {"index": i, "type": kind, "object": "cube", "position": list(position), "yaw": None, "width": None,
-             "normal": None, "method": "test", "confidence": 1.0}
+        t = {
+            "index": i,
+            "type": kind,
+            "object": "cube",
+            "position": list(position),
+            "yaw": None,
+            "width": None,
+            "normal": None,
+            "method": "test",
+            "confidence": 1.0,
+        }
         if extra:
             t.update(extra[0])
         targets.append(t)
@@ -73,9 +82,13 @@ def test_grasp_place_sends_the_primitive_motions_in_order():
     assert release_height == pytest.approx(cfg.place_clearance_m)
     # every speed respects the envelope's cap
     assert all(c[3] <= cfg.safety.max_velocity_scale for c in arm.moves())
-    assert result.to_dict() == {"success": True, "steps": [
-        {"index": 0, "type": "grasp", "outcome": "ok", "message": result.steps[0].message},
-        {"index": 1, "type": "place", "outcome": "ok", "message": result.steps[1].message}]}
+    assert result.to_dict() == {
+        "success": True,
+        "steps": [
+            {"index": 0, "type": "grasp", "outcome": "ok", "message": result.steps[0].message},
+            {"index": 1, "type": "place", "outcome": "ok", "message": result.steps[1].message},
+        ],
+    }
 
 
 def test_target_outside_workspace_is_refused_and_nothing_is_sent():
@@ -96,7 +109,8 @@ def test_waypoint_above_the_workspace_is_refused():
     arm.connect()
     # the target is inside, but its pre-grasp (0.12 m higher) pokes through the 0.2 m ceiling
     result = Executor(arm, config(workspace_max_m=(0.8, 0.45, 0.2))).execute(
-        make_plan("grasp"), make_targets(("grasp", (0.5, 0.0, 0.1))))
+        make_plan("grasp"), make_targets(("grasp", (0.5, 0.0, 0.1)))
+    )
     assert result.steps[0].outcome is Outcome.OUTSIDE_WORKSPACE
     assert "pre_grasp" in result.steps[0].message
     assert arm.calls == []
@@ -105,8 +119,9 @@ def test_waypoint_above_the_workspace_is_refused():
 def test_unreachable_pose_is_reported_before_any_motion():
     arm = KinematicArm(unreachable_x_above=0.6)
     arm.connect()
-    result = Executor(arm, config()).execute(make_plan("grasp", "place"),
-                                             make_targets(GRASP_IN, ("place", (0.7, 0.0, 0.0))))
+    result = Executor(arm, config()).execute(
+        make_plan("grasp", "place"), make_targets(GRASP_IN, ("place", (0.7, 0.0, 0.0)))
+    )
     assert [s.outcome for s in result.steps] == [Outcome.UNREACHABLE]
     assert arm.calls == []
 
@@ -175,8 +190,7 @@ def test_cancel_mid_plan_stops_within_the_bound():
         cancel.set()
 
     threading.Thread(target=cancel_later).start()
-    result = Executor(arm, cfg).execute(make_plan("grasp", "place"), make_targets(GRASP_IN, PLACE_IN),
-                                        cancel=cancel)
+    result = Executor(arm, cfg).execute(make_plan("grasp", "place"), make_targets(GRASP_IN, PLACE_IN), cancel=cancel)
     returned = time.monotonic()
     assert [s.outcome for s in result.steps] == [Outcome.CANCELLED]
     assert returned - cancelled_at[0] < cfg.safety.stop_timeout_s
@@ -203,8 +217,9 @@ def test_dry_run_checks_every_step_and_sends_nothing():
 
 
 def test_dry_run_needs_no_backend():
-    result = Executor(None, config()).execute(make_plan("grasp", "place"), make_targets(GRASP_IN, PLACE_IN),
-                                              dry_run=True)
+    result = Executor(None, config()).execute(
+        make_plan("grasp", "place"), make_targets(GRASP_IN, PLACE_IN), dry_run=True
+    )
     assert result.success and len(result.steps) == 2
 
 
@@ -213,16 +228,19 @@ def test_grasp_yaw_becomes_the_backend_closing_axis():
     for target_yaw, expected in ((math.pi / 2, 0.0), (0.0, math.pi / 2), (math.pi / 4, -math.pi / 4)):
         arm = KinematicArm()
         arm.connect()
-        Executor(arm, config()).execute(make_plan("grasp"), make_targets(("grasp", (0.5, 0.0, 0.04),
-                                                                          {"yaw": target_yaw})))
+        Executor(arm, config()).execute(
+            make_plan("grasp"), make_targets(("grasp", (0.5, 0.0, 0.04), {"yaw": target_yaw}))
+        )
         assert arm.calls[0][2] == pytest.approx(expected)
 
 
 def test_place_keeps_the_yaw_of_the_grasp():
     arm = KinematicArm()
     arm.connect()
-    Executor(arm, config()).execute(make_plan("grasp", "place"), make_targets(
-        ("grasp", (0.5, 0.1, 0.04), {"yaw": 0.3}), ("place", (0.5, -0.2, 0.0), {"yaw": 1.2})))
+    Executor(arm, config()).execute(
+        make_plan("grasp", "place"),
+        make_targets(("grasp", (0.5, 0.1, 0.04), {"yaw": 0.3}), ("place", (0.5, -0.2, 0.0), {"yaw": 1.2})),
+    )
     yaws = {round(c[2], 6) for c in arm.moves()}
     assert yaws == {round(0.3 - math.pi / 2, 6)}
 
@@ -264,8 +282,9 @@ def test_open_on_an_upward_facing_surface_pulls_up():
     arm = KinematicArm()
     arm.connect()
     cfg = config()
-    Executor(arm, cfg).execute(make_plan("open"), make_targets(("open", (0.5, 0.0, 0.1),
-                                                                {"normal": [0.0, 0.1, 1.0], "yaw": math.pi / 2})))
+    Executor(arm, cfg).execute(
+        make_plan("open"), make_targets(("open", (0.5, 0.0, 0.1), {"normal": [0.0, 0.1, 1.0], "yaw": math.pi / 2}))
+    )
     close_at = next(i for i, c in enumerate(arm.calls) if c[0] == "close")
     moved = np.array(arm.calls[close_at + 1][1]) - np.array(arm.calls[close_at - 1][1])
     np.testing.assert_allclose(moved, [0.0, 0.0, cfg.open_pull_distance_m], atol=1e-9)
@@ -276,8 +295,9 @@ def test_close_pushes_against_the_normal():
     arm = KinematicArm()
     arm.connect()
     cfg = config()
-    Executor(arm, cfg).execute(make_plan("close"), make_targets(("close", (0.5, 0.0, 0.2),
-                                                                 {"normal": [-1.0, 0.0, 0.0]})))
+    Executor(arm, cfg).execute(
+        make_plan("close"), make_targets(("close", (0.5, 0.0, 0.2), {"normal": [-1.0, 0.0, 0.0]}))
+    )
     close_at = next(i for i, c in enumerate(arm.calls) if c[0] == "close")
     moved = np.array(arm.calls[close_at + 1][1]) - np.array(arm.calls[close_at - 1][1])
     np.testing.assert_allclose(moved, [cfg.close_push_distance_m, 0.0, 0.0], atol=1e-9)
@@ -287,7 +307,8 @@ def test_grasp_height_below_the_floor_is_raised_and_said():
     arm = KinematicArm()
     arm.connect()
     result = Executor(arm, config(min_height_above_surface_m=0.02)).execute(
-        make_plan("grasp"), make_targets(("grasp", (0.5, 0.0, 0.015))))
+        make_plan("grasp"), make_targets(("grasp", (0.5, 0.0, 0.015)))
+    )
     assert result.success
     assert arm.calls[2][1][2] == pytest.approx(0.02)
     assert "raised to the floor" in result.steps[0].message
@@ -348,12 +369,16 @@ def test_feedback_reports_each_motion_and_the_outcome():
     arm = KinematicArm()
     arm.connect()
     seen = []
-    Executor(arm, config()).execute(make_plan("grasp"), make_targets(GRASP_IN),
-                                    on_feedback=lambda i, state, action: seen.append((i, state, action.type)))
+    Executor(arm, config()).execute(
+        make_plan("grasp"),
+        make_targets(GRASP_IN),
+        on_feedback=lambda i, state, action: seen.append((i, state, action.type)),
+    )
     assert [s for _, s, _ in seen] == ["pre_grasp", "open_gripper", "descend", "close_gripper", "lift", "ok"]
 
 
 # -- configuration ----------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ["execution_franka.yaml", "execution_so101.yaml"])
 def test_shipped_configs_load(name):
@@ -361,14 +386,17 @@ def test_shipped_configs_load(name):
     assert cfg.safety.violation(np.array(cfg.safety.workspace_min_m) + 0.02) is None
 
 
-@pytest.mark.parametrize("data, match", [
-    ({"safety": {"workspace_min_m": [0.5, 0, 0], "workspace_max_m": [0.4, 1, 1]}}, "workspace_min_m.x"),
-    ({"safety": {"max_velocity_scale": 1.5}}, "max_velocity_scale must be in"),
-    ({"executor": {"approach_hieght_m": 0.1}}, "unknown key.*approach_hieght_m"),
-    ({"executor": {"backend": "ur5"}}, "backend must be one of"),
-    ({"backends": {"ur5": {}}}, "unknown backend"),
-    ({"safty": {}}, "unknown section"),
-])
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        ({"safety": {"workspace_min_m": [0.5, 0, 0], "workspace_max_m": [0.4, 1, 1]}}, "workspace_min_m.x"),
+        ({"safety": {"max_velocity_scale": 1.5}}, "max_velocity_scale must be in"),
+        ({"executor": {"approach_hieght_m": 0.1}}, "unknown key.*approach_hieght_m"),
+        ({"executor": {"backend": "ur5"}}, "backend must be one of"),
+        ({"backends": {"ur5": {}}}, "unknown backend"),
+        ({"safty": {}}, "unknown section"),
+    ],
+)
 def test_bad_config_names_the_field(data, match):
     with pytest.raises(ConfigError, match=match):
         ExecutorConfig.from_dict(data)
@@ -398,8 +426,9 @@ def test_a_cancel_landing_just_before_a_command_still_stops_it():
 
     arm.move_to_pose = cancel_then_move  # type: ignore[method-assign]
     start = time.monotonic()
-    result = Executor(arm, config(stop_timeout_s=0.5)).execute(make_plan("grasp"), make_targets(GRASP_IN),
-                                                               cancel=cancel)
+    result = Executor(arm, config(stop_timeout_s=0.5)).execute(
+        make_plan("grasp"), make_targets(GRASP_IN), cancel=cancel
+    )
     assert [s.outcome for s in result.steps] == [Outcome.CANCELLED]
     assert time.monotonic() - start < 1.0  # not the full 3 s move
     assert len(arm.calls) == 1
@@ -412,8 +441,9 @@ def test_a_place_on_the_table_measured_a_hair_below_it_is_accepted_a_deeper_one_
     place = GroundedAction("place", target="the table", point=(10.0, 10.0))
 
     def target(z: float) -> Target:
-        return Target(1, "place", "the table", np.array([0.45, 0.0, z]), None, None, np.array([0.0, 0.0, 1.0]),
-                      "depth", 1.0)
+        return Target(
+            1, "place", "the table", np.array([0.45, 0.0, z]), None, None, np.array([0.0, 0.0, 1.0]), "depth", 1.0
+        )
 
     motions, _ = plan_primitive(place, target(-0.0004), config)
     release = next(m for m in motions if m.label == "descend")

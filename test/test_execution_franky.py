@@ -47,12 +47,24 @@ def fast_config(host: str) -> ExecutorConfig:
 
 
 def plan_and_targets(grasp_xyz, place_xyz) -> tuple[GroundedPlan, TargetSet]:
-    plan = GroundedPlan("put the cube on the plate", (640, 480), [
-        GroundedAction("grasp", "cube", bbox=(100.0, 100.0, 140.0, 140.0)),
-        GroundedAction("place", "cube", "plate", point=(300.0, 200.0))])
-    targets = TargetSet.from_dict({"frame": "fr3_link0", "warnings": [], "targets": [
-        {"index": 0, "type": "grasp", "object": "cube", "position": list(grasp_xyz), "yaw": 0.3, "width": 0.04},
-        {"index": 1, "type": "place", "object": "cube", "position": list(place_xyz)}]})
+    plan = GroundedPlan(
+        "put the cube on the plate",
+        (640, 480),
+        [
+            GroundedAction("grasp", "cube", bbox=(100.0, 100.0, 140.0, 140.0)),
+            GroundedAction("place", "cube", "plate", point=(300.0, 200.0)),
+        ],
+    )
+    targets = TargetSet.from_dict(
+        {
+            "frame": "fr3_link0",
+            "warnings": [],
+            "targets": [
+                {"index": 0, "type": "grasp", "object": "cube", "position": list(grasp_xyz), "yaw": 0.3, "width": 0.04},
+                {"index": 1, "type": "place", "object": "cube", "position": list(place_xyz)},
+            ],
+        }
+    )
     return plan, targets
 
 
@@ -77,7 +89,8 @@ def test_grasp_then_place_moves_the_cube(cube_sim):
     widths = []
     with make_backend("franky", cfg) as backend:
         result = Executor(backend, cfg).execute(
-            plan, targets, on_feedback=lambda i, s, a: widths.append((s, backend.gripper_width())))
+            plan, targets, on_feedback=lambda i, s, a: widths.append((s, backend.gripper_width()))
+        )
         final_tcp, _ = backend.current_pose()
     assert result.success, result.to_dict()
     assert [s.outcome for s in result.steps] == [Outcome.OK, Outcome.OK]
@@ -148,8 +161,7 @@ def test_robot_lost_mid_step_is_a_fault_and_the_rest_is_not_run():
         killer = threading.Timer(1.0, processes[0].kill)
         killer.start()
         start = time.monotonic()
-        result = Executor(backend, cfg).execute(plan, targets,
-                                                on_feedback=lambda i, state, a: steps_started.append(i))
+        result = Executor(backend, cfg).execute(plan, targets, on_feedback=lambda i, state, a: steps_started.append(i))
         took = time.monotonic() - start
         killer.join()
         backend.disconnect()

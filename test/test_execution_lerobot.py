@@ -26,8 +26,12 @@ import pytest
 pytest.importorskip("placo")
 
 from grounded_planner.execution.backend import BackendFault, UnreachableError  # noqa: E402
-from grounded_planner.execution.backends.lerobot_backend import (ARM_KEYS, LeRobotBackend, LeRobotConfig,  # noqa: E402
-                                                                  so_follower_config_kwargs)
+from grounded_planner.execution.backends.lerobot_backend import (
+    ARM_KEYS,
+    LeRobotBackend,
+    LeRobotConfig,  # noqa: E402
+    so_follower_config_kwargs,
+)
 from grounded_planner.execution.so101_kinematics import KinematicsError, default_so101_urdf  # noqa: E402
 from grounded_planner.execution.config import ExecutorConfig  # noqa: E402
 from grounded_planner.execution.executor import Executor  # noqa: E402
@@ -42,8 +46,14 @@ except KinematicsError as exc:  # pragma: no cover - make setup installs it
     pytest.skip(f"SO-101 URDF not installed: {exc}", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[1]
-REST_DEG = {"shoulder_pan": 0.0, "shoulder_lift": -30.0, "elbow_flex": 40.0, "wrist_flex": 70.0,
-            "wrist_roll": 0.0, "gripper": 10.0}
+REST_DEG = {
+    "shoulder_pan": 0.0,
+    "shoulder_lift": -30.0,
+    "elbow_flex": 40.0,
+    "wrist_flex": 70.0,
+    "wrist_roll": 0.0,
+    "gripper": 10.0,
+}
 
 
 class _Bus:
@@ -67,9 +77,15 @@ class FakeSOFollower:
     at ``object_pos`` (gripper units 0..100) when closing on an object, or at 0 on nothing. ``follower_kwargs``
     are SOFollowerRobotConfig's (what the backend's make_so_follower passes)."""
 
-    def __init__(self, follower_kwargs: dict, speed_deg_s: float = 600.0, calibrated: bool = True,
-                 object_pos: float | None = None, fail_after_sends: int | None = None,
-                 calibration_read_failures: int = 0):
+    def __init__(
+        self,
+        follower_kwargs: dict,
+        speed_deg_s: float = 600.0,
+        calibrated: bool = True,
+        object_pos: float | None = None,
+        fail_after_sends: int | None = None,
+        calibration_read_failures: int = 0,
+    ):
         self.follower_kwargs = follower_kwargs
         self.max_relative_target = follower_kwargs["max_relative_target"]
         self.disable_torque_on_disconnect = follower_kwargs.get("disable_torque_on_disconnect", True)
@@ -97,8 +113,10 @@ class FakeSOFollower:
         self.calibration_reads += 1
         if self.calibration_read_failures > 0:
             self.calibration_read_failures -= 1
-            raise ConnectionError("Failed to sync read 'Homing_Offset' on ids=[1, 2, 3, 4, 5, 6] after 1 tries. "
-                                  "[TxRxResult] There is no status packet!")
+            raise ConnectionError(
+                "Failed to sync read 'Homing_Offset' on ids=[1, 2, 3, 4, 5, 6] after 1 tries. "
+                "[TxRxResult] There is no status packet!"
+            )
         return self.calibrated
 
     def connect(self, calibrate: bool = True) -> None:
@@ -164,7 +182,9 @@ class FakeSOFollower:
             return sent
 
 
-def make(double: FakeSOFollower | None = None, **cfg_overrides) -> tuple[LeRobotBackend, FakeSOFollower, ExecutorConfig]:
+def make(
+    double: FakeSOFollower | None = None, **cfg_overrides
+) -> tuple[LeRobotBackend, FakeSOFollower, ExecutorConfig]:
     cfg = ExecutorConfig.load(ROOT / "config" / "execution_so101.yaml")
     options = LeRobotConfig(**{**cfg.backend_options("lerobot"), **cfg_overrides})
     holder: dict[str, FakeSOFollower] = {}
@@ -224,12 +244,34 @@ def test_gripper_width_tells_an_object_from_nothing():
 
 
 def test_grasp_and_place_through_the_executor():
-    backend, robot, cfg = make(FakeSOFollower(so_follower_config_kwargs(LeRobotConfig()), object_pos=40.0), max_joint_speed_deg_s=300.0)
-    plan = GroundedPlan("put it down", (640, 480), [GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0)),
-                                                    GroundedAction("place", "cube", "tray", point=(5.0, 5.0))])
-    targets = TargetSet.from_dict({"frame": "base_link", "warnings": [], "targets": [
-        {"index": 0, "type": "grasp", "object": "cube", "position": [0.22, 0.05, 0.03], "yaw": 0.2, "width": 0.025},
-        {"index": 1, "type": "place", "object": "cube", "position": [0.24, -0.08, 0.0]}]})
+    backend, robot, cfg = make(
+        FakeSOFollower(so_follower_config_kwargs(LeRobotConfig()), object_pos=40.0), max_joint_speed_deg_s=300.0
+    )
+    plan = GroundedPlan(
+        "put it down",
+        (640, 480),
+        [
+            GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0)),
+            GroundedAction("place", "cube", "tray", point=(5.0, 5.0)),
+        ],
+    )
+    targets = TargetSet.from_dict(
+        {
+            "frame": "base_link",
+            "warnings": [],
+            "targets": [
+                {
+                    "index": 0,
+                    "type": "grasp",
+                    "object": "cube",
+                    "position": [0.22, 0.05, 0.03],
+                    "yaw": 0.2,
+                    "width": 0.025,
+                },
+                {"index": 1, "type": "place", "object": "cube", "position": [0.24, -0.08, 0.0]},
+            ],
+        }
+    )
     result = Executor(backend, cfg).execute(plan, targets)
     assert result.success, result.to_dict()
     position, _ = backend.current_pose()
@@ -238,12 +280,20 @@ def test_grasp_and_place_through_the_executor():
 
 def test_dry_run_reports_unreachable_without_a_robot():
     cfg = ExecutorConfig.load(ROOT / "config" / "execution_so101.yaml")
-    backend = LeRobotBackend(LeRobotConfig(**cfg.backend_options("lerobot")), cfg.safety,
-                             robot_factory=lambda c: pytest.fail("a dry run must not open the robot"))
+    backend = LeRobotBackend(
+        LeRobotConfig(**cfg.backend_options("lerobot")),
+        cfg.safety,
+        robot_factory=lambda c: pytest.fail("a dry run must not open the robot"),
+    )
     plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0))])
     # inside the box, but straight above the shoulder: the arm cannot point down there
-    targets = TargetSet.from_dict({"frame": "base_link", "warnings": [], "targets": [
-        {"index": 0, "type": "grasp", "object": "cube", "position": [0.125, 0.14, 0.08], "yaw": 0.0}]})
+    targets = TargetSet.from_dict(
+        {
+            "frame": "base_link",
+            "warnings": [],
+            "targets": [{"index": 0, "type": "grasp", "object": "cube", "position": [0.125, 0.14, 0.08], "yaw": 0.0}],
+        }
+    )
     result = Executor(backend, cfg).execute(plan, targets, dry_run=True)
     assert [s.outcome for s in result.steps] == [Outcome.UNREACHABLE]
     assert "mm from the goal" in result.steps[0].message or "tilt" in result.steps[0].message
@@ -261,7 +311,9 @@ def test_uncalibrated_arm_is_refused_without_prompting():
 
 
 def test_stop_during_a_move_keeps_a_held_object_squeezed():
-    backend, robot, _ = make(FakeSOFollower(so_follower_config_kwargs(LeRobotConfig()), object_pos=40.0), max_joint_speed_deg_s=20.0)
+    backend, robot, _ = make(
+        FakeSOFollower(so_follower_config_kwargs(LeRobotConfig()), object_pos=40.0), max_joint_speed_deg_s=20.0
+    )
     backend.gripper_open()
     backend.gripper_close()
     squeeze_goal = robot.goal["gripper"]
@@ -280,8 +332,9 @@ def test_double_matches_the_installed_sofollower():
     for name in ("connect", "disconnect", "get_observation", "send_action"):
         real_params = list(inspect.signature(getattr(real, name)).parameters.values())
         fake_params = list(inspect.signature(getattr(FakeSOFollower, name)).parameters.values())
-        assert [(p.name, p.kind, p.default) for p in fake_params] == \
-            [(p.name, p.kind, p.default) for p in real_params], name
+        assert [(p.name, p.kind, p.default) for p in fake_params] == [
+            (p.name, p.kind, p.default) for p in real_params
+        ], name
     for name in ("is_connected", "is_calibrated"):
         assert isinstance(inspect.getattr_static(real, name), property)
     kwargs = so_follower_config_kwargs(LeRobotConfig(max_relative_target_deg=10, calibration_dir="/tmp/gp-so101-cal"))

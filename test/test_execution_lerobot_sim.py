@@ -43,8 +43,13 @@ class BusProcess:
     SIGINT and returns its last line."""
 
     def __init__(self, seed: int = 0, *args: str):
-        self.proc = subprocess.Popen([*CLI, "sim", "so101-bus", "--scenario", str(SCENARIO), "--seed", str(seed), *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        self.proc = subprocess.Popen(
+            [*CLI, "sim", "so101-bus", "--scenario", str(SCENARIO), "--seed", str(seed), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"so101-bus did not start: {self.proc.communicate(timeout=10)[1]}")
@@ -153,7 +158,9 @@ def test_disconnect_parks_at_the_rest_pose_before_torque_goes_off(bus):
     report = bus.finish()
     assert not any(report["torque"].values())  # LeRobot turned torque off after the move
     joints = report["joints_deg"]
-    assert abs(joints["shoulder_lift"] - rest["shoulder_lift"]) < 8 and abs(joints["elbow_flex"] - rest["elbow_flex"]) < 8
+    assert (
+        abs(joints["shoulder_lift"] - rest["shoulder_lift"]) < 8 and abs(joints["elbow_flex"] - rest["elbow_flex"]) < 8
+    )
 
 
 def test_disconnect_with_hold_keeps_torque_on(bus):
@@ -182,18 +189,45 @@ def test_cli_export_backproject_bus_and_execute_from_a_terminal(tmp_path):
     episode = [json.loads(line) for line in (root / "episodes.jsonl").read_text().splitlines()][seed]["sim"]
     assert episode["seed"] == seed
     (tmp_path / "plan.json").write_text(json.dumps(episode["plan"]))
-    targets = json.loads(cli("backproject", "--plan", str(tmp_path / "plan.json"), "--depth", str(root / episode["depth"]),
-                             "--camera-info", str(root / episode["camera_info"]),
-                             "--extrinsics", str(root / episode["extrinsics"])))
+    targets = json.loads(
+        cli(
+            "backproject",
+            "--plan",
+            str(tmp_path / "plan.json"),
+            "--depth",
+            str(root / episode["depth"]),
+            "--camera-info",
+            str(root / episode["camera_info"]),
+            "--extrinsics",
+            str(root / episode["extrinsics"]),
+        )
+    )
     assert targets["frame"] == "base_link" and [t["type"] for t in targets["targets"]] == ["grasp", "place"]
     (tmp_path / "targets.json").write_text(json.dumps(targets))
     bus = BusProcess(seed)
     try:
         assert bus.port.startswith("/dev/pts/") and Path(bus.calibration).is_file()
-        run = subprocess.run([*CLI, "execute", "--plan", str(tmp_path / "plan.json"), "--targets",
-                              str(tmp_path / "targets.json"), "--backend", "lerobot", "-o", f"port={bus.port}",
-                              "-o", f"calibration={bus.calibration}", "--compact"],
-                             capture_output=True, text=True, env=ENV, timeout=240)
+        run = subprocess.run(
+            [
+                *CLI,
+                "execute",
+                "--plan",
+                str(tmp_path / "plan.json"),
+                "--targets",
+                str(tmp_path / "targets.json"),
+                "--backend",
+                "lerobot",
+                "-o",
+                f"port={bus.port}",
+                "-o",
+                f"calibration={bus.calibration}",
+                "--compact",
+            ],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=240,
+        )
         assert run.returncode == 0, run.stdout + run.stderr
         assert json.loads(run.stdout)["success"] is True
         time.sleep(0.5)

@@ -21,18 +21,30 @@ import pytest
 
 pytest.importorskip("geometry_msgs.msg")
 
-from grounded_planner.execution.backend import (BackendFault, MotionStoppedError,  # noqa: E402
-                                                UnreachableError)
+from grounded_planner.execution.backend import (
+    BackendFault,
+    MotionStoppedError,  # noqa: E402
+    UnreachableError,
+)
 from grounded_planner.execution.backends import make_backend  # noqa: E402
-from grounded_planner.execution.backends.moveit_backend import (MoveItBackend, MoveItConfig,  # noqa: E402
-                                                                check_moveit_py_version, write_params_file)
+from grounded_planner.execution.backends.moveit_backend import (
+    MoveItBackend,
+    MoveItConfig,  # noqa: E402
+    check_moveit_py_version,
+    write_params_file,
+)
 from grounded_planner.execution.config import ConfigError, ExecutorConfig  # noqa: E402
 from grounded_planner.execution.executor import Executor  # noqa: E402
 from grounded_planner.execution.outcomes import Outcome  # noqa: E402
 from grounded_planner.geometry.targets import TargetSet  # noqa: E402
 from grounded_planner.plan import GroundedAction, GroundedPlan  # noqa: E402
-from helpers.fake_moveit_py import (CONFIG_PACKAGE_PARAMS, FakeGripper, FakeMoveItModule, moveit_params,  # noqa: E402
-                                    moveit_params_file)
+from helpers.fake_moveit_py import (
+    CONFIG_PACKAGE_PARAMS,
+    FakeGripper,
+    FakeMoveItModule,
+    moveit_params,  # noqa: E402
+    moveit_params_file,
+)
 from helpers.stopping import stop_during_move  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,8 +64,9 @@ def franka_config() -> ExecutorConfig:
     return ExecutorConfig.load(ROOT / "config" / "execution_franka.yaml")
 
 
-def backend_with(fake: FakeMoveItModule, gripper: FakeGripper, cfg: ExecutorConfig, params_file: Path,
-                 **options) -> MoveItBackend:
+def backend_with(
+    fake: FakeMoveItModule, gripper: FakeGripper, cfg: ExecutorConfig, params_file: Path, **options
+) -> MoveItBackend:
     opts = {**cfg.backend_options("moveit"), "params_files": [str(params_file)], **options}
     backend = MoveItBackend(MoveItConfig(**opts), cfg.safety, **fake.backend_args(lambda c: gripper))
     backend.connect()
@@ -64,11 +77,24 @@ def test_grasp_place_sends_top_down_pose_goals_within_the_caps(fake_moveit, para
     cfg = franka_config()
     gripper = FakeGripper(object_width_m=0.035)
     backend = backend_with(fake_moveit, gripper, cfg, params_file)
-    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0)),
-                                          GroundedAction("place", "cube", "plate", point=(5.0, 5.0))])
-    targets = TargetSet.from_dict({"frame": "fr3_link0", "warnings": [], "targets": [
-        {"index": 0, "type": "grasp", "object": "cube", "position": [0.5, 0.1, 0.04], "yaw": math.pi / 2},
-        {"index": 1, "type": "place", "object": "cube", "position": [0.55, -0.15, 0.0]}]})
+    plan = GroundedPlan(
+        "x",
+        (640, 480),
+        [
+            GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0)),
+            GroundedAction("place", "cube", "plate", point=(5.0, 5.0)),
+        ],
+    )
+    targets = TargetSet.from_dict(
+        {
+            "frame": "fr3_link0",
+            "warnings": [],
+            "targets": [
+                {"index": 0, "type": "grasp", "object": "cube", "position": [0.5, 0.1, 0.04], "yaw": math.pi / 2},
+                {"index": 1, "type": "place", "object": "cube", "position": [0.55, -0.15, 0.0]},
+            ],
+        }
+    )
     result = Executor(backend, cfg).execute(plan, targets)
     assert result.success, result.to_dict()
     moveit = fake_moveit[0]
@@ -93,14 +119,18 @@ def test_planner_settings_are_read_where_moveit_reads_them(fake_moveit, tmp_path
     with pytest.raises(ConfigError, match="appends '.plan_request_params' itself"):
         MoveItConfig(plan_request_namespace="plan_request_params")
     # a named block, as in MoveIt's tutorials (ompl_rrtc.plan_request_params.*)
-    named = moveit_params_file(tmp_path, ompl_rrtc={"plan_request_params": {
-        "planning_pipeline": "ompl", "planner_id": "RRTConnectkConfigDefault"}})
+    named = moveit_params_file(
+        tmp_path,
+        ompl_rrtc={"plan_request_params": {"planning_pipeline": "ompl", "planner_id": "RRTConnectkConfigDefault"}},
+    )
     backend = backend_with(fake_moveit, FakeGripper(0.03), franka_config(), named, plan_request_namespace="ompl_rrtc")
     backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
     assert fake_moveit[-1].goals[-1][3] == "ompl"
     # a namespace with no plan_request_params under it: refused at connect, not "unreachable" on every move
-    backend = MoveItBackend(MoveItConfig(params_files=[str(named)], plan_request_namespace="pilz_lin"),
-                            **fake_moveit.backend_args(lambda c: FakeGripper()))
+    backend = MoveItBackend(
+        MoveItConfig(params_files=[str(named)], plan_request_namespace="pilz_lin"),
+        **fake_moveit.backend_args(lambda c: FakeGripper()),
+    )
     with pytest.raises(BackendFault, match=r"pilz_lin\.plan_request_params\.planning_pipeline is not set"):
         backend.connect()
     assert not backend.is_connected and fake_moveit[-1].shut_down
@@ -109,11 +139,15 @@ def test_planner_settings_are_read_where_moveit_reads_them(fake_moveit, tmp_path
 def test_start_up_needs_the_moveit_configuration(fake_moveit, tmp_path, monkeypatch):
     monkeypatch.setattr("sys.argv", ["executor_node"])
     backend = MoveItBackend(MoveItConfig(), **fake_moveit.backend_args(lambda c: FakeGripper()))
-    with pytest.raises(BackendFault, match="no MoveIt configuration for moveit_py.*moveit_config:=franka_fr3_moveit_config"):
+    with pytest.raises(
+        BackendFault, match="no MoveIt configuration for moveit_py.*moveit_config:=franka_fr3_moveit_config"
+    ):
         backend.connect()
     # a file without the robot: MoveIt's own start-up error, named with where the parameters came from
     empty = Path(write_params_file({"plan_request_params": {"planning_pipeline": "ompl"}}, directory=str(tmp_path)))
-    backend = MoveItBackend(MoveItConfig(params_files=[str(empty)]), **fake_moveit.backend_args(lambda c: FakeGripper()))
+    backend = MoveItBackend(
+        MoveItConfig(params_files=[str(empty)]), **fake_moveit.backend_args(lambda c: FakeGripper())
+    )
     with pytest.raises(BackendFault, match=f"did not start from params files {empty}: Unable to configure planning"):
         backend.connect()
     # franka_fr3_moveit_config alone names OMPL planners but no pipeline plugin: what our config file adds
@@ -122,7 +156,9 @@ def test_start_up_needs_the_moveit_configuration(fake_moveit, tmp_path, monkeypa
     with pytest.raises(BackendFault, match="Planning plugin name is empty or not defined in namespace 'ompl'"):
         backend.connect()
     # config_dict (MoveItConfigsBuilder(...).to_dict()) and the process's --params-file both start it
-    MoveItBackend(MoveItConfig(), **fake_moveit.backend_args(lambda c: FakeGripper()), config_dict=moveit_params()).connect()
+    MoveItBackend(
+        MoveItConfig(), **fake_moveit.backend_args(lambda c: FakeGripper()), config_dict=moveit_params()
+    ).connect()
     monkeypatch.setattr("sys.argv", ["executor_node", "--ros-args", "--params-file", str(moveit_params_file(tmp_path))])
     MoveItBackend(MoveItConfig(), **fake_moveit.backend_args(lambda c: FakeGripper())).connect()
     assert [m.pipelines for m in fake_moveit[-2:]] == [["ompl"], ["ompl"]]
@@ -141,8 +177,7 @@ def test_humble_and_iron_are_refused_by_name(tmp_path, monkeypatch, params_file)
     share.joinpath("package.xml").write_text("<package><name>moveit_py</name><version>2.5.9</version></package>")
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(tmp_path / "humble"))
     made = FakeMoveItModule(humble=True)  # moveit_py 2.5.9
-    backend = MoveItBackend(MoveItConfig(params_files=[str(params_file)]),
-                            **made.backend_args(lambda c: FakeGripper()))
+    backend = MoveItBackend(MoveItConfig(params_files=[str(params_file)]), **made.backend_args(lambda c: FakeGripper()))
     with pytest.raises(BackendFault, match="Humble"):
         backend.connect()
     assert made == []  # refused before MoveIt starts
@@ -159,8 +194,13 @@ def test_no_plan_is_unreachable_after_the_whole_budget(fake_moveit, params_file)
     cfg.safety.workspace_max_m = (1.5, 0.45, 0.6)  # let the envelope pass it so MoveIt must say no
     backend = backend_with(fake_moveit, FakeGripper(0.03), cfg, params_file, planning_time_s=1.0, plan_slice_s=0.25)
     plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0))])
-    targets = TargetSet.from_dict({"frame": "b", "warnings": [], "targets": [
-        {"index": 0, "type": "grasp", "object": "cube", "position": [1.2, 0.0, 0.05]}]})
+    targets = TargetSet.from_dict(
+        {
+            "frame": "b",
+            "warnings": [],
+            "targets": [{"index": 0, "type": "grasp", "object": "cube", "position": [1.2, 0.0, 0.05]}],
+        }
+    )
     result = Executor(backend, cfg).execute(plan, targets)
     assert result.steps[0].outcome is Outcome.UNREACHABLE
     assert "no plan" in result.steps[0].message and "PLANNING_FAILED" in result.steps[0].message
@@ -173,7 +213,9 @@ def test_no_plan_is_unreachable_after_the_whole_budget(fake_moveit, params_file)
 
 
 def test_a_hard_plan_gets_the_whole_budget_in_slices(fake_moveit, params_file):
-    backend = backend_with(fake_moveit, FakeGripper(0.03), franka_config(), params_file, planning_time_s=2.0, plan_slice_s=0.3)
+    backend = backend_with(
+        fake_moveit, FakeGripper(0.03), franka_config(), params_file, planning_time_s=2.0, plan_slice_s=0.3
+    )
     fake_moveit[0].solve_s = 0.2  # within one slice
     backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
     assert len(fake_moveit[0].executed) == 1
@@ -268,8 +310,10 @@ def test_gripper_errors_are_typed(fake_moveit, params_file):
     backend = backend_with(fake_moveit, Silent(), franka_config(), params_file)
     with pytest.raises(MotionTimeoutError, match="did not finish"):
         backend.gripper_open()
-    missing = MoveItBackend(MoveItConfig(params_files=[str(params_file)]), **fake_moveit.backend_args(lambda c: _raise(
-        ConnectionError("no action server /franka_gripper/homing"))))
+    missing = MoveItBackend(
+        MoveItConfig(params_files=[str(params_file)]),
+        **fake_moveit.backend_args(lambda c: _raise(ConnectionError("no action server /franka_gripper/homing"))),
+    )
     with pytest.raises(BackendFault, match=r"under /franka_gripper not usable \(franka_ros2_version 3\)"):
         missing.connect()
     assert not missing.is_connected and fake_moveit[-1].shut_down

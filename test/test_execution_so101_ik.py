@@ -9,9 +9,13 @@ import pytest
 
 pytest.importorskip("placo")
 
-from grounded_planner.execution.so101_kinematics import (ARM_JOINTS, KinematicsError,  # noqa: E402
-                                                                  So101Kinematics, closing_yaw,
-                                                                  default_so101_urdf)
+from grounded_planner.execution.so101_kinematics import (
+    ARM_JOINTS,
+    KinematicsError,  # noqa: E402
+    So101Kinematics,
+    closing_yaw,
+    default_so101_urdf,
+)
 
 try:
     default_so101_urdf()

@@ -19,17 +19,47 @@ from grounded_planner.geometry.targets import TargetSet
 from grounded_planner.plan import GroundedAction, GroundedPlan
 from helpers.kinematic_arm import KinematicArm
 
-PLAN = GroundedPlan("put the cup on the plate", (640, 480), [
-    GroundedAction("grasp", "cup", bbox=(100.0, 100.0, 140.0, 150.0)),
-    GroundedAction("place", "cup", "plate", point=(320.0, 240.0))])
+PLAN = GroundedPlan(
+    "put the cup on the plate",
+    (640, 480),
+    [
+        GroundedAction("grasp", "cup", bbox=(100.0, 100.0, 140.0, 150.0)),
+        GroundedAction("place", "cup", "plate", point=(320.0, 240.0)),
+    ],
+)
 
 
 def targets(grasp: dict | None = None, place: dict | None = None, frame: str = "fr3_link0") -> dict:
-    return {"frame": frame, "warnings": [], "targets": [
-        {"index": 0, "type": "grasp", "object": "cup", "position": [0.5, 0.1, 0.05], "yaw": 0.4, "width": 0.05,
-         "normal": None, "method": "test", "confidence": 0.9, **(grasp or {})},
-        {"index": 1, "type": "place", "object": "cup", "position": [0.5, -0.2, 0.0], "yaw": None, "width": None,
-         "normal": None, "method": "test", "confidence": 0.9, **(place or {})}]}
+    return {
+        "frame": frame,
+        "warnings": [],
+        "targets": [
+            {
+                "index": 0,
+                "type": "grasp",
+                "object": "cup",
+                "position": [0.5, 0.1, 0.05],
+                "yaw": 0.4,
+                "width": 0.05,
+                "normal": None,
+                "method": "test",
+                "confidence": 0.9,
+                **(grasp or {}),
+            },
+            {
+                "index": 1,
+                "type": "place",
+                "object": "cup",
+                "position": [0.5, -0.2, 0.0],
+                "yaw": None,
+                "width": None,
+                "normal": None,
+                "method": "test",
+                "confidence": 0.9,
+                **(place or {}),
+            },
+        ],
+    }
 
 
 BAD = [
@@ -67,11 +97,14 @@ def test_the_expected_frame_is_enforced():
         check_targets(TargetSet.from_dict(targets(frame="camera_link")), expected_frame="fr3_link0")
 
 
-@pytest.mark.parametrize("q,message", [
-    ((math.nan, 0.0, 0.0, 1.0), "must be 4 finite numbers"),
-    ((0.0, 0.0, 0.0, 0.0), "is not a unit quaternion \\(norm 0\\)"),
-    ((0.0, 0.0, 0.0, 2.0), "is not a unit quaternion \\(norm 2\\)"),
-])
+@pytest.mark.parametrize(
+    "q,message",
+    [
+        ((math.nan, 0.0, 0.0, 1.0), "must be 4 finite numbers"),
+        ((0.0, 0.0, 0.0, 0.0), "is not a unit quaternion \\(norm 0\\)"),
+        ((0.0, 0.0, 0.0, 2.0), "is not a unit quaternion \\(norm 2\\)"),
+    ],
+)
 def test_goal_orientations_must_be_unit_quaternions(q, message):
     with pytest.raises(InvalidGoalError, match=r"step 3 \(grasp\) pose.orientation: .*" + message):
         check_quaternion(3, "grasp", q)
@@ -82,7 +115,9 @@ def test_goal_poses_name_the_bad_field():
     def pose(step, kind, frame, position=(0.5, 0.0, 0.0), **extra):
         return GoalPose(step, kind, frame, position, (0.0, 0.0, 0.0, 1.0), **extra)
 
-    with pytest.raises(InvalidGoalError, match=r"step 1 \(place\) pose.header.frame_id: 'camera_link', expected 'base'"):
+    with pytest.raises(
+        InvalidGoalError, match=r"step 1 \(place\) pose.header.frame_id: 'camera_link', expected 'base'"
+    ):
         check_poses([pose(0, "grasp", "base"), pose(1, "place", "camera_link")], "base")
     with pytest.raises(InvalidGoalError, match=r"step 1 \(place\) pose.header.frame_id: 'b' differs"):
         check_poses([pose(0, "grasp", "a"), pose(1, "place", "b")])
@@ -104,5 +139,7 @@ def test_execute_cli_refuses_a_nan_yaw_in_one_line(tmp_path, capsys, dry_run):
     code = main(args + (["--dry-run"] if dry_run else []))
     out, err = capsys.readouterr()
     assert code == 2 and out == "", out
-    assert err.strip().splitlines() == [f"grounded-planner execute: targets {targets_path}: step 0 (grasp) yaw: "
-                                        "nan is not a finite angle (radians about the frame's z axis)"]
+    assert err.strip().splitlines() == [
+        f"grounded-planner execute: targets {targets_path}: step 0 (grasp) yaw: "
+        "nan is not a finite angle (radians about the frame's z axis)"
+    ]

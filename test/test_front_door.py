@@ -24,18 +24,36 @@ def _readme_client_example() -> str:
 
 
 def test_the_demos_replay_command_works_as_printed_and_the_readme_client_reads_it(tmp_path, ros_domain):
-    env = {**os.environ, "GP_VLM_BASE_URL": "", "GP_VLM_MODEL": "", "OPENAI_API_KEY": "", "GEMINI_API_KEY": "",
-           "GOOGLE_API_KEY": ""}
-    demo = subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "demo", "--out", str(tmp_path / "demo")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    env = {
+        **os.environ,
+        "GP_VLM_BASE_URL": "",
+        "GP_VLM_MODEL": "",
+        "OPENAI_API_KEY": "",
+        "GEMINI_API_KEY": "",
+        "GOOGLE_API_KEY": "",
+    }
+    demo = subprocess.run(
+        [sys.executable, "-m", "grounded_planner.cli.main", "demo", "--out", str(tmp_path / "demo")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     printed = re.search(r"\(replay it: (.+)\)$", demo.stdout, re.M).group(1)
     instruction = re.search(r"'(.+)' -> \d+ action", demo.stdout).group(1)
     words = shlex.split(printed)
     assert words[:2] == ["grounded-planner", "bringup"]
     # the console script of this venv, run from another directory than the repository (a user's shell)
-    graph = subprocess.Popen([sys.executable, "-m", "grounded_planner.cli.main", *words[1:]], cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    graph = subprocess.Popen(
+        [sys.executable, "-m", "grounded_planner.cli.main", *words[1:]],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         line = graph.stdout.readline()
         while line and "running" not in line:
@@ -43,8 +61,9 @@ def test_the_demos_replay_command_works_as_printed_and_the_readme_client_reads_i
         assert "running" in line, f"the printed command did not bring the graph up: {printed}"
         example = _readme_client_example().replace("put the spoon on the plate", instruction)
         assert example != _readme_client_example()
-        client = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True,
-                                timeout=180, env=env)
+        client = subprocess.run(
+            [sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env
+        )
     finally:
         out = stop_bringup(graph)
     assert client.returncode == 0, client.stdout + client.stderr + out[-3000:]

@@ -31,9 +31,16 @@ def test_loads_the_ros_camera_calibration_yaml():
 
 def test_loads_a_camera_info_message_dump_and_round_trips_its_own_yaml(tmp_path):
     # What `ros2 topic echo --once .../camera_info > cam.yaml` writes (lower-case k, d, header.frame_id).
-    dump = {"header": {"stamp": {"sec": 1, "nanosec": 0}, "frame_id": "cam_optical"}, "height": 480, "width": 640,
-            "distortion_model": "rational_polynomial", "d": RATIONAL, "k": sum(K, []),
-            "r": [1, 0, 0, 0, 1, 0, 0, 0, 1], "p": [0] * 12}
+    dump = {
+        "header": {"stamp": {"sec": 1, "nanosec": 0}, "frame_id": "cam_optical"},
+        "height": 480,
+        "width": 640,
+        "distortion_model": "rational_polynomial",
+        "d": RATIONAL,
+        "k": sum(K, []),
+        "r": [1, 0, 0, 0, 1, 0, 0, 0, 1],
+        "p": [0] * 12,
+    }
     (tmp_path / "msg.yaml").write_text(yaml.safe_dump(dump))
     camera = CameraModel.from_camera_info_yaml(tmp_path / "msg.yaml")
     assert camera.frame_id == "cam_optical" and camera.distortion_model == "rational_polynomial"
@@ -80,7 +87,9 @@ def test_deprojection_agrees_with_librealsense():
     intr.coeffs = [0.0] * 5
     u, v = _pixels(camera, 500)
     depth_m = np.random.default_rng(2).uniform(0.2, 3.0, u.size)
-    ref = np.array([rs.rs2_deproject_pixel_to_point(intr, [float(a), float(b)], float(d)) for a, b, d in zip(u, v, depth_m)])
+    ref = np.array(
+        [rs.rs2_deproject_pixel_to_point(intr, [float(a), float(b)], float(d)) for a, b, d in zip(u, v, depth_m)]
+    )
     np.testing.assert_allclose(camera.deproject(u, v, depth_m), ref, atol=1e-6)
 
 
@@ -92,21 +101,28 @@ def test_whole_image_deprojection_matches_opencv_per_pixel():
     cloud = camera.deproject_image(depth_m)
     v, u = np.mgrid[0:240, 0:320]
     criteria = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 500, 1e-15)
-    ref = cv2.undistortPointsIter(np.stack([u.ravel(), v.ravel()], 1).astype(float).reshape(-1, 1, 2), camera.K,
-                                  camera.D, None, None, criteria).reshape(240, 320, 2)
+    ref = cv2.undistortPointsIter(
+        np.stack([u.ravel(), v.ravel()], 1).astype(float).reshape(-1, 1, 2), camera.K, camera.D, None, None, criteria
+    ).reshape(240, 320, 2)
     np.testing.assert_allclose(cloud[..., :2], ref * depth_m[..., None], atol=1e-9)
     np.testing.assert_allclose(cloud[..., 2], depth_m)
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d.pop("camera_matrix"), "no 'camera_matrix'"),
-    (lambda d: d.pop("image_width"), "missing field 'image_width'"),
-    (lambda d: d["camera_matrix"].update(data=[1, 2, 3]), "3x3 but has 3 values"),
-    (lambda d: d.update(distortion_model="fisheye"), "distortion_model 'fisheye' is not supported"),
-    (lambda d: d["camera_matrix"]["data"].__setitem__(0, -5.0), "focal lengths fx, fy must be positive"),
-    (lambda d: d["distortion_coefficients"].update(rows=1, cols=6, data=[0.1] * 6), "at most 5 distortion coefficients"),
-    (lambda d: d["camera_matrix"]["data"].__setitem__(2, float("nan")), "must be finite"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.pop("camera_matrix"), "no 'camera_matrix'"),
+        (lambda d: d.pop("image_width"), "missing field 'image_width'"),
+        (lambda d: d["camera_matrix"].update(data=[1, 2, 3]), "3x3 but has 3 values"),
+        (lambda d: d.update(distortion_model="fisheye"), "distortion_model 'fisheye' is not supported"),
+        (lambda d: d["camera_matrix"]["data"].__setitem__(0, -5.0), "focal lengths fx, fy must be positive"),
+        (
+            lambda d: d["distortion_coefficients"].update(rows=1, cols=6, data=[0.1] * 6),
+            "at most 5 distortion coefficients",
+        ),
+        (lambda d: d["camera_matrix"]["data"].__setitem__(2, float("nan")), "must be finite"),
+    ],
+)
 def test_bad_camera_files_give_a_typed_error_naming_the_file_and_field(tmp_path, mutate, message):
     data = yaml.safe_load((REPO / "calibration" / "realsense_d435_color_1280x720.yaml").read_text())
     mutate(data)

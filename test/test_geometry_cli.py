@@ -21,8 +21,12 @@ from grounded_planner.geometry import Extrinsics
 
 @pytest.fixture
 def scene_files(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "grounded_planner.geometry.synthetic", "--seed", "21", "--out",
-                          str(tmp_path)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "grounded_planner.geometry.synthetic", "--seed", "21", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return tmp_path, json.loads((tmp_path / "truth.json").read_text())
 
@@ -35,9 +39,25 @@ def _gripper_yaw_diff_deg(a: float, b: float) -> float:
 def test_backproject_prints_targets_in_the_base_frame(scene_files):
     folder, truth = scene_files
     exe = Path(sys.executable).with_name("grounded-planner")
-    out = subprocess.run([str(exe), "backproject", "--plan", str(folder / "plan.json"), "--depth", str(folder / "depth.png"),
-                          "--camera-info", str(folder / "camera.yaml"), "--extrinsics", str(folder / "extrinsics.yaml"),
-                          "--depth-scale", "0.001"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            str(exe),
+            "backproject",
+            "--plan",
+            str(folder / "plan.json"),
+            "--depth",
+            str(folder / "depth.png"),
+            "--camera-info",
+            str(folder / "camera.yaml"),
+            "--extrinsics",
+            str(folder / "extrinsics.yaml"),
+            "--depth-scale",
+            "0.001",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["frame"] == truth["frame"] == "panda_link0" and isinstance(data["warnings"], list)
@@ -56,8 +76,21 @@ def test_backproject_prints_targets_in_the_base_frame(scene_files):
 
 def test_backproject_without_extrinsics_stays_in_the_optical_frame(scene_files, capsys):
     folder, truth = scene_files
-    assert main(["backproject", "--plan", str(folder / "plan.json"), "--depth", str(folder / "depth.png"),
-                 "--camera-info", str(folder / "camera.yaml"), "--compact"]) == 0
+    assert (
+        main(
+            [
+                "backproject",
+                "--plan",
+                str(folder / "plan.json"),
+                "--depth",
+                str(folder / "depth.png"),
+                "--camera-info",
+                str(folder / "camera.yaml"),
+                "--compact",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["frame"] == "camera_color_optical_frame"
     cam2base = Extrinsics.load(folder / "extrinsics.yaml")
@@ -72,7 +105,9 @@ def test_backproject_reports_bad_inputs_in_one_line(scene_files, capsys):
     assert main(base + ["--depth", str(folder / "rgb.png")]) == 2
     assert "must be single-channel 16-bit (16UC1), got mode RGB" in capsys.readouterr().err
 
-    (folder / "bad.yaml").write_text("parent_frame: b\nchild_frame: c\ntranslation: [0, 0, 0]\nrotation: [0, 0, 0, 2]\n")
+    (folder / "bad.yaml").write_text(
+        "parent_frame: b\nchild_frame: c\ntranslation: [0, 0, 0]\nrotation: [0, 0, 0, 2]\n"
+    )
     assert main(base + ["--depth", str(folder / "depth.png"), "--extrinsics", str(folder / "bad.yaml")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unit quaternion" in err

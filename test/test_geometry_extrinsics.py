@@ -54,8 +54,13 @@ def test_quaternion_round_trip_including_half_turns(angle):
 
 
 def test_save_and_load_keep_values_and_metadata(tmp_path):
-    e = Extrinsics("panda_link0", "camera_color_optical_frame", [1, 2, 3], [0, 0, math.sin(0.2), math.cos(0.2)],
-                   {"calibration": {"method": "park", "rms_translation_mm": 0.4}})
+    e = Extrinsics(
+        "panda_link0",
+        "camera_color_optical_frame",
+        [1, 2, 3],
+        [0, 0, math.sin(0.2), math.cos(0.2)],
+        {"calibration": {"method": "park", "rms_translation_mm": 0.4}},
+    )
     e.save(tmp_path / "cell.yaml", header="made by a test")
     text = (tmp_path / "cell.yaml").read_text()
     assert text.startswith("# made by a test\n")
@@ -64,18 +69,26 @@ def test_save_and_load_keep_values_and_metadata(tmp_path):
     assert back.metadata == e.metadata
 
 
-@pytest.mark.parametrize("text, message", [
-    ("parent_frame: base\nchild_frame: cam\ntranslation: [0, 0, 1]\nrotation: [0, 0, 0.5, 0.5]\n",
-     "must be a unit quaternion"),
-    ("parent_frame: base\nchild_frame: cam\ntranslation: [0, .nan, 1]\nrotation: [0, 0, 0, 1]\n", "must be finite"),
-    ("parent_frame: base\nchild_frame: cam\ntranslation: [0, 1]\nrotation: [0, 0, 0, 1]\n", "must have 3 numbers"),
-    ("parent_frame: base\nchild_frame: cam\ntranslation: [0, 0, 1]\nrotation: [0, 0, 1]\n", "must have 4 numbers"),
-    ("parent_frame: base\nchild_frame: cam\ntranslation: [0, 0, 1]\nrotation: [a, b, c, d]\n", "must be 4 numbers"),
-    ("parent_frame: base\ntranslation: [0, 0, 1]\nrotation: [0, 0, 0, 1]\n", "missing field\\(s\\) child_frame"),
-    ("parent_frame: base\nchild_frame: ''\ntranslation: [0, 0, 1]\nrotation: [0, 0, 0, 1]\n", "non-empty frame name"),
-    ("parent_frame: cam\nchild_frame: cam\ntranslation: [0, 0, 1]\nrotation: [0, 0, 0, 1]\n", "are both 'cam'"),
-    ("- just\n- a list\n", "expected a YAML mapping"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "parent_frame: base\nchild_frame: cam\ntranslation: [0, 0, 1]\nrotation: [0, 0, 0.5, 0.5]\n",
+            "must be a unit quaternion",
+        ),
+        ("parent_frame: base\nchild_frame: cam\ntranslation: [0, .nan, 1]\nrotation: [0, 0, 0, 1]\n", "must be finite"),
+        ("parent_frame: base\nchild_frame: cam\ntranslation: [0, 1]\nrotation: [0, 0, 0, 1]\n", "must have 3 numbers"),
+        ("parent_frame: base\nchild_frame: cam\ntranslation: [0, 0, 1]\nrotation: [0, 0, 1]\n", "must have 4 numbers"),
+        ("parent_frame: base\nchild_frame: cam\ntranslation: [0, 0, 1]\nrotation: [a, b, c, d]\n", "must be 4 numbers"),
+        ("parent_frame: base\ntranslation: [0, 0, 1]\nrotation: [0, 0, 0, 1]\n", "missing field\\(s\\) child_frame"),
+        (
+            "parent_frame: base\nchild_frame: ''\ntranslation: [0, 0, 1]\nrotation: [0, 0, 0, 1]\n",
+            "non-empty frame name",
+        ),
+        ("parent_frame: cam\nchild_frame: cam\ntranslation: [0, 0, 1]\nrotation: [0, 0, 0, 1]\n", "are both 'cam'"),
+        ("- just\n- a list\n", "expected a YAML mapping"),
+    ],
+)
 def test_bad_extrinsics_give_a_typed_error_naming_the_file(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
     path.write_text(text)

@@ -73,9 +73,15 @@ def test_recovers_the_known_mounting_within_2mm_and_0_2deg(mode, seed):
     camera, images, gripper2base, truth = _samples(mode, seed)
     observations = [detect_board(img, camera, SPEC, f"view {i}") for i, img in enumerate(images)]
     assert all(o.n_corners >= 20 and o.reprojection_px < 0.5 for o in observations)
-    result = calibrate_hand_eye(gripper2base, [o.target2cam for o in observations], mode=mode,
-                                base_frame="panda_link0", gripper_frame="panda_hand", camera=camera,
-                                observations=observations)
+    result = calibrate_hand_eye(
+        gripper2base,
+        [o.target2cam for o in observations],
+        mode=mode,
+        base_frame="panda_link0",
+        gripper_frame="panda_hand",
+        camera=camera,
+        observations=observations,
+    )
     assert result.method.endswith("+refined")
     t_err, r_err = _error(result.extrinsics.matrix, truth)
     assert t_err < 0.002, f"{mode}: translation off by {t_err * 1000:.2f} mm"
@@ -90,8 +96,9 @@ def test_joint_refinement_beats_the_closed_form_solution():
     camera, images, gripper2base, truth = _samples("eye_in_hand", seed=24)  # a seed where the closed form is 3 mm off
     observations = [detect_board(img, camera, SPEC) for img in images]
     closed = calibrate_hand_eye(gripper2base, [o.target2cam for o in observations], mode="eye_in_hand")
-    refined = calibrate_hand_eye(gripper2base, [o.target2cam for o in observations], mode="eye_in_hand",
-                                 camera=camera, observations=observations)
+    refined = calibrate_hand_eye(
+        gripper2base, [o.target2cam for o in observations], mode="eye_in_hand", camera=camera, observations=observations
+    )
     closed_t, closed_r = _error(closed.extrinsics.matrix, truth)
     refined_t, refined_r = _error(refined.extrinsics.matrix, truth)
     assert closed_t > 0.001

@@ -28,8 +28,11 @@ def expected_point(u_plan: float, v_plan: float, depth_m: float, scale: float = 
 
 
 def place_plan(point, size=(W, H)) -> GroundedPlan:
-    return GroundedPlan("x", size, [GroundedAction("grasp", "cup", bbox=(10, 10, 40, 40)),
-                                    GroundedAction("place", "cup", "mat", point=point)])
+    return GroundedPlan(
+        "x",
+        size,
+        [GroundedAction("grasp", "cup", bbox=(10, 10, 40, 40)), GroundedAction("place", "cup", "mat", point=point)],
+    )
 
 
 def flat_table() -> np.ndarray:
@@ -76,16 +79,23 @@ def test_a_plan_on_a_copy_of_another_aspect_is_rescaled_per_axis():
     point = (380.0, 225.0)  # on a 400x300 copy: x * 2, y * 1.5
     targets = compute_targets(place_plan(point, size=(400, 300)), flat_table(), CAMERA)
     u, v = 380.0 * 2 - 0.5, 225.0 * 1.5 - 0.5
-    assert targets.targets[1].position == pytest.approx([(u - CX) / FX * TABLE_M, (v - CY) / FY * TABLE_M, TABLE_M],
-                                                        abs=TIGHT_M)
+    assert targets.targets[1].position == pytest.approx(
+        [(u - CX) / FX * TABLE_M, (v - CY) / FY * TABLE_M, TABLE_M], abs=TIGHT_M
+    )
 
 
 def test_a_grasp_box_on_a_raised_block_centres_on_the_block_top():
     # a 0.1 m block (its top 1.1 m from the camera) on pixels [300, 500) x [150, 300)
     depth = flat_table()
     depth[150:300, 300:500] = 1.1
-    plan = GroundedPlan("x", (W, H), [GroundedAction("grasp", "block", bbox=(300.0, 150.0, 500.0, 300.0)),
-                                      GroundedAction("place", "block", "mat", point=(100.0, 100.0))])
+    plan = GroundedPlan(
+        "x",
+        (W, H),
+        [
+            GroundedAction("grasp", "block", bbox=(300.0, 150.0, 500.0, 300.0)),
+            GroundedAction("place", "block", "mat", point=(100.0, 100.0)),
+        ],
+    )
     grasp = compute_targets(plan, depth, CAMERA).targets[0]
     centre = expected_point(400.0, 225.0, 1.1)  # the centre of the box's pixel centres, on the top face
     assert grasp.position == pytest.approx(centre, abs=1e-3)
@@ -95,8 +105,11 @@ def test_a_grasp_box_on_a_raised_block_centres_on_the_block_top():
 
 def test_extrinsics_move_the_targets_into_the_base_frame_exactly():
     # camera 1.2 m above the base origin looking down: optical x -> base x, optical y -> base -y, z -> -z
-    cam2base = Extrinsics.from_matrix(np.array([[1.0, 0.0, 0.0, 0.4], [0.0, -1.0, 0.0, 0.1], [0.0, 0.0, -1.0, 1.2],
-                                                [0.0, 0.0, 0.0, 1.0]]), "base", "camera_color_optical_frame")
+    cam2base = Extrinsics.from_matrix(
+        np.array([[1.0, 0.0, 0.0, 0.4], [0.0, -1.0, 0.0, 0.1], [0.0, 0.0, -1.0, 1.2], [0.0, 0.0, 0.0, 1.0]]),
+        "base",
+        "camera_color_optical_frame",
+    )
     targets = compute_targets(place_plan((700.25, 300.75)), flat_table(), CAMERA, cam2base)
     x, y, z = expected_point(700.25, 300.75, TABLE_M)
     assert targets.frame == "base"
@@ -115,11 +128,19 @@ def test_a_point_on_the_image_edge_is_inside_and_a_hair_past_it_is_not():
         assert info.value.index == 1 and f"{W}x{H} depth image" in str(info.value)
 
 
-@pytest.mark.parametrize("name, model, kept", [
-    ("Brown Conrady", "plumb_bob", 5), ("Modified Brown Conrady", "plumb_bob", 5),
-    ("Inverse Brown Conrady", "plumb_bob", 5), ("Kannala Brandt4", "equidistant", 4), ("None", "plumb_bob", 0),
-    ("plumb_bob", "plumb_bob", 5), ("equidistant", "equidistant", 4), ("rational_polynomial", "rational_polynomial", 8),
-])
+@pytest.mark.parametrize(
+    "name, model, kept",
+    [
+        ("Brown Conrady", "plumb_bob", 5),
+        ("Modified Brown Conrady", "plumb_bob", 5),
+        ("Inverse Brown Conrady", "plumb_bob", 5),
+        ("Kannala Brandt4", "equidistant", 4),
+        ("None", "plumb_bob", 0),
+        ("plumb_bob", "plumb_bob", 5),
+        ("equidistant", "equidistant", 4),
+        ("rational_polynomial", "rational_polynomial", 8),
+    ],
+)
 def test_librealsense_distortion_names_map_to_ros_models(name, model, kept):
     coefficients = [0.01 * (i + 1) for i in range(8 if model == "rational_polynomial" else 5)]
     if model == "equidistant":  # librealsense writes five with the fifth 0; ROS writes four

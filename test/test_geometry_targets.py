@@ -78,8 +78,14 @@ def test_place_uses_depth_and_falls_back_to_the_support_plane_in_a_hole():
     o = rendered.cam2base.translation
     ray = rendered.scene.ray_world(x, y)
     truth = o + ray * (-o[2] / ray[2])
-    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "box0", bbox=rendered.scene.bbox_of(0, rendered.labels)),
-                                          GroundedAction("place", "box0", point=(x, y))])
+    plan = GroundedPlan(
+        "x",
+        (640, 480),
+        [
+            GroundedAction("grasp", "box0", bbox=rendered.scene.bbox_of(0, rendered.labels)),
+            GroundedAction("place", "box0", point=(x, y)),
+        ],
+    )
     with_depth = compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base).for_index(1)
     assert with_depth.method == "depth"
     assert np.linalg.norm(with_depth.position - truth) < 0.005
@@ -88,11 +94,13 @@ def test_place_uses_depth_and_falls_back_to_the_support_plane_in_a_hole():
     # A hole around the place pixel: the table around the hole; a hole larger than every window: the support plane.
     for half, method in ((15, "ray_local_plane"), (45, "ray_plane")):
         holed = rendered.depth_m.copy()
-        holed[v - half:v + half + 1, u - half:u + half + 1] = 0.0
+        holed[v - half : v + half + 1, u - half : u + half + 1] = 0.0
         result = compute_targets(plan, holed, rendered.camera, rendered.cam2base)
         place = result.for_index(1)
         assert place.method == method
-        assert np.linalg.norm(place.position - truth) < 0.005, f"{method}: {np.linalg.norm(place.position - truth) * 1000:.2f} mm"
+        assert np.linalg.norm(place.position - truth) < 0.005, (
+            f"{method}: {np.linalg.norm(place.position - truth) * 1000:.2f} mm"
+        )
         assert place.yaw is None and place.width is None and place.object == "box0"
         assert any("action 1 (place)" in w for w in result.warnings)
 
@@ -106,9 +114,12 @@ def test_place_in_a_hole_on_top_of_a_box_lands_on_the_box_not_the_table():
     depth, labels = scene.render()
     x, y = scene.pixel_of(crate.top_center(0.0))
     u, v = int(x), int(y)
-    depth[v - 6:v + 7, u - 6:u + 7] = 0.0
-    plan = GroundedPlan("put the cube on the crate", (640, 480), [
-        GroundedAction("grasp", "cube", bbox=scene.bbox_of(1, labels)), GroundedAction("place", "cube", point=(x, y))])
+    depth[v - 6 : v + 7, u - 6 : u + 7] = 0.0
+    plan = GroundedPlan(
+        "put the cube on the crate",
+        (640, 480),
+        [GroundedAction("grasp", "cube", bbox=scene.bbox_of(1, labels)), GroundedAction("place", "cube", point=(x, y))],
+    )
     place = compute_targets(plan, depth, camera, cam2base).for_index(1)
     assert place.method == "ray_local_plane"
     assert np.linalg.norm(place.position - crate.top_center(0.0)) < 0.005
@@ -124,10 +135,14 @@ def test_a_taller_neighbour_in_a_loose_bbox_is_not_taken_for_the_object():
     x1, y1, x2, y2 = scene.bbox_of(0, labels)
     grow = 1.0 * (x2 - x1)  # a loose box: holds more of the neighbour than of the object
     bbox = (max(0.0, x1 - grow), max(0.0, y1 - grow), min(640.0, x2 + grow), min(480.0, y2 + grow))
-    assert (labels[int(bbox[1]):int(bbox[3]), int(bbox[0]):int(bbox[2])] == 2).sum() > \
-        (labels[int(bbox[1]):int(bbox[3]), int(bbox[0]):int(bbox[2])] == 1).sum()
-    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "small", bbox=bbox),
-                                          GroundedAction("place", "small", point=(320.0, 450.0))])
+    assert (labels[int(bbox[1]) : int(bbox[3]), int(bbox[0]) : int(bbox[2])] == 2).sum() > (
+        labels[int(bbox[1]) : int(bbox[3]), int(bbox[0]) : int(bbox[2])] == 1
+    ).sum()
+    plan = GroundedPlan(
+        "x",
+        (640, 480),
+        [GroundedAction("grasp", "small", bbox=bbox), GroundedAction("place", "small", point=(320.0, 450.0))],
+    )
     grasp = compute_targets(plan, depth, camera, cam2base).for_index(0)
     assert np.linalg.norm(grasp.position - small.top_center(0.0)) < 0.01
 
@@ -147,9 +162,19 @@ def test_distorted_high_resolution_camera_still_hits_the_targets():
 def test_plan_in_a_smaller_image_is_rescaled_to_the_depth_image():
     rendered = tabletop(6)
     plan = _pick_and_place_plan(rendered, rendered.scene.pixel_of(PLACE_WORLD))
-    half = GroundedPlan("x", (320, 240), [
-        GroundedAction(a.type, a.object, bbox=None if a.bbox is None else tuple(v / 2 for v in a.bbox),
-                       point=None if a.point is None else tuple(v / 2 for v in a.point)) for a in plan.actions])
+    half = GroundedPlan(
+        "x",
+        (320, 240),
+        [
+            GroundedAction(
+                a.type,
+                a.object,
+                bbox=None if a.bbox is None else tuple(v / 2 for v in a.bbox),
+                point=None if a.point is None else tuple(v / 2 for v in a.point),
+            )
+            for a in plan.actions
+        ],
+    )
     full = compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base)
     scaled = compute_targets(half, rendered.depth_m, rendered.camera, rendered.cam2base)
     assert any("rescaled" in w for w in scaled.warnings)
@@ -176,8 +201,11 @@ def test_open_and_close_give_the_handle_point_and_the_outward_normal():
     scene = Scene(camera, cam2base, [drawer], table_extent=(-0.5, 1.5, -1.0, 1.0))
     depth, labels = scene.render()
     bbox = scene.bbox_of(0, labels, pad_px=-8)  # a box inside the front
-    plan = GroundedPlan("open the drawer", (640, 480), [GroundedAction("open", "drawer", bbox=bbox),
-                                                        GroundedAction("close", "drawer", bbox=bbox)])
+    plan = GroundedPlan(
+        "open the drawer",
+        (640, 480),
+        [GroundedAction("open", "drawer", bbox=bbox), GroundedAction("close", "drawer", bbox=bbox)],
+    )
     targets = compute_targets(plan, depth, camera, cam2base)
     cx, cy = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2
     o, ray = cam2base.translation, scene.ray_world(cx, cy)
@@ -216,8 +244,14 @@ def test_flat_object_is_grasped_at_its_centre_on_the_table():
     card = Box("card", (0.02, -0.03), (0.09, 0.055, 0.003), yaw=0.5)  # 3 mm: below the support margin
     scene = Scene(camera, cam2base, [card])
     depth, labels = scene.render()
-    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "card", bbox=scene.bbox_of(0, labels)),
-                                          GroundedAction("place", "card", point=(320.0, 400.0))])
+    plan = GroundedPlan(
+        "x",
+        (640, 480),
+        [
+            GroundedAction("grasp", "card", bbox=scene.bbox_of(0, labels)),
+            GroundedAction("place", "card", point=(320.0, 400.0)),
+        ],
+    )
     result = compute_targets(plan, np.round(depth * 1000) / 1000, camera, cam2base)
     grasp = result.for_index(0)
     assert grasp.method == "flat_on_support"
@@ -230,8 +264,14 @@ def test_without_any_plane_the_grasp_falls_back_to_the_bbox_centre():
     rng = np.random.default_rng(0)
     depth = rng.uniform(0.5, 1.5, (480, 640))  # no plane holds 5 % of these points
     depth[200:280, 280:360] = 0.8
-    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "thing", bbox=(270.0, 190.0, 370.0, 290.0)),
-                                          GroundedAction("place", "thing", point=(100.0, 100.0))])
+    plan = GroundedPlan(
+        "x",
+        (640, 480),
+        [
+            GroundedAction("grasp", "thing", bbox=(270.0, 190.0, 370.0, 290.0)),
+            GroundedAction("place", "thing", point=(100.0, 100.0)),
+        ],
+    )
     result = compute_targets(plan, depth, camera)
     grasp = result.for_index(0)
     assert grasp.method == "bbox_center"
@@ -263,12 +303,13 @@ def test_target_set_json_round_trip_is_the_backproject_schema():
 
 # -- typed errors ---------------------------------------------------------------------------------
 
+
 def test_no_valid_depth_in_the_box_names_the_action():
     rendered = tabletop(9)
     plan = _pick_and_place_plan(rendered, rendered.scene.pixel_of(PLACE_WORLD))
     depth = rendered.depth_m.copy()
     x1, y1, x2, y2 = (int(v) for v in plan.actions[2].bbox)
-    depth[y1:y2 + 1, x1:x2 + 1] = 0.0
+    depth[y1 : y2 + 1, x1 : x2 + 1] = 0.0
     with pytest.raises(NoValidDepthError) as info:
         compute_targets(plan, depth, rendered.camera, rendered.cam2base)
     assert info.value.index == 2 and info.value.action == "grasp" and info.value.rule == "no_valid_depth"
@@ -281,8 +322,11 @@ def test_place_ray_parallel_to_the_table_is_refused():
     scene = Scene(camera, cam2base, [Box("box", (0.8, 0.0), (0.1, 0.05, 0.05))], table_extent=(0.2, 3.0, -2.0, 2.0))
     depth, labels = scene.render()
     horizon = (camera.cx + 0.5, camera.cy + 0.5)
-    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "box", bbox=scene.bbox_of(0, labels)),
-                                          GroundedAction("place", "box", point=horizon)])
+    plan = GroundedPlan(
+        "x",
+        (640, 480),
+        [GroundedAction("grasp", "box", bbox=scene.bbox_of(0, labels)), GroundedAction("place", "box", point=horizon)],
+    )
     with pytest.raises(RayPlaneError) as info:
         compute_targets(plan, depth, camera, cam2base)
     assert info.value.index == 1 and info.value.action == "place" and info.value.rule == "ray_parallel"
@@ -294,8 +338,14 @@ def test_place_ray_parallel_to_the_table_is_refused():
 
 def test_box_outside_the_image_is_refused():
     rendered = tabletop(9)
-    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "box", bbox=(600.0, 400.0, 700.0, 470.0)),
-                                          GroundedAction("place", "box", point=(100.0, 100.0))])
+    plan = GroundedPlan(
+        "x",
+        (640, 480),
+        [
+            GroundedAction("grasp", "box", bbox=(600.0, 400.0, 700.0, 470.0)),
+            GroundedAction("place", "box", point=(100.0, 100.0)),
+        ],
+    )
     with pytest.raises(OutsideImageError) as info:
         compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base)
     assert info.value.index == 0 and info.value.action == "grasp" and info.value.rule == "outside_image"
@@ -323,8 +373,9 @@ def test_malformed_target_json_and_config_are_refused():
         TargetSet.from_dict({"frame": "base", "targets": {"index": 0, "type": "grasp", "position": [1, 2, 3]}})
     assert info.value.rule == "target_format"
     with pytest.raises(PlanError, match=r"field 'targets\[1\]' must be a JSON object, got str 'grasp'"):
-        TargetSet.from_dict({"frame": "base", "targets": [{"index": 0, "type": "grasp", "position": [1, 2, 3]},
-                                                          "grasp"]})
+        TargetSet.from_dict(
+            {"frame": "base", "targets": [{"index": 0, "type": "grasp", "position": [1, 2, 3]}, "grasp"]}
+        )
     with pytest.raises(PlanError, match=r"field 'warnings' must be a JSON list, got str"):
         TargetSet.from_dict({"frame": "base", "targets": [], "warnings": "low depth"})
     with pytest.raises(PlanError, match="a target must be a JSON object .* got str"):

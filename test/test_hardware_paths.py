@@ -21,17 +21,23 @@ def test_moveit_py_runs_in_the_namespace_of_a_namespaced_franka_bringup(tmp_path
     name_space, or its state monitor waits on /joint_states and the constructor throws after the timeout."""
     params = str(moveit_params_file(tmp_path, **QUICK_STATE_WAIT))
     fake = FakeMoveItModule(robot_namespace="left")
-    backend = MoveItBackend(MoveItConfig(params_files=[params], robot_namespace="left"),
-                            **fake.backend_args(lambda c: FakeGripper(0.03)))
+    backend = MoveItBackend(
+        MoveItConfig(params_files=[params], robot_namespace="left"), **fake.backend_args(lambda c: FakeGripper(0.03))
+    )
     backend.connect()
     backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
     assert fake[0].executed
 
-    unaware = MoveItBackend(MoveItConfig(params_files=[params]), **FakeMoveItModule(robot_namespace="left")
-                            .backend_args(lambda c: FakeGripper(0.03)))
+    unaware = MoveItBackend(
+        MoveItConfig(params_files=[params]),
+        **FakeMoveItModule(robot_namespace="left").backend_args(lambda c: FakeGripper(0.03)),
+    )
     started = time.monotonic()
-    with pytest.raises(BackendFault, match=r"Unable to configure planning scene monitor.*/joint_states.*"
-                                           r"backends\.moveit\.robot_namespace"):
+    with pytest.raises(
+        BackendFault,
+        match=r"Unable to configure planning scene monitor.*/joint_states.*"
+        r"backends\.moveit\.robot_namespace",
+    ):
         unaware.connect()
     assert time.monotonic() - started >= 0.3  # the double waited, holding the GIL, as MoveItCpp does
 
@@ -40,14 +46,19 @@ def test_an_integer_where_moveit_reads_a_double_is_a_backend_fault_naming_it(tmp
     """`planning_time: 1` in plan_request_params: rclcpp's typed get_parameter throws (RuntimeError through
     pybind11), which escaped connect unwrapped."""
     params = str(moveit_params_file(tmp_path, plan_request_params={"planning_time": 1}))
-    backend = MoveItBackend(MoveItConfig(params_files=[params]), **FakeMoveItModule().backend_args(
-        lambda c: FakeGripper(0.03)))
-    with pytest.raises(BackendFault, match=r"plan_request_params\.planning_time' has invalid type: expected "
-                                           r"\[double\] got \[integer\].*planning_time: 1\.0, not 1"):
+    backend = MoveItBackend(
+        MoveItConfig(params_files=[params]), **FakeMoveItModule().backend_args(lambda c: FakeGripper(0.03))
+    )
+    with pytest.raises(
+        BackendFault,
+        match=r"plan_request_params\.planning_time' has invalid type: expected "
+        r"\[double\] got \[integer\].*planning_time: 1\.0, not 1",
+    ):
         backend.connect()
 
 
 # -- SO-101 through LeRobot 0.4.4 (FakeSOFollower of test_execution_lerobot.py mirrors its SOFollower) -------------
+
 
 def _so101(**double_kwargs):
     from grounded_planner.execution.backends.lerobot_backend import LeRobotConfig, so_follower_config_kwargs
@@ -90,14 +101,18 @@ def test_device_not_connected_is_not_retried_as_a_lost_packet():
 
 def test_moveit_refuses_an_unknown_planning_group_and_a_trajectory_no_controller_runs(tmp_path):
     params = str(moveit_params_file(tmp_path))
-    wrong_group = MoveItBackend(MoveItConfig(params_files=[params], planning_group="panda_arm"),
-                                **FakeMoveItModule().backend_args(lambda c: FakeGripper(0.03)))
+    wrong_group = MoveItBackend(
+        MoveItConfig(params_files=[params], planning_group="panda_arm"),
+        **FakeMoveItModule().backend_args(lambda c: FakeGripper(0.03)),
+    )
     with pytest.raises(BackendFault, match=r"no planning group 'panda_arm'.*Could not find joint model group"):
         wrong_group.connect()
 
     no_controllers = str(moveit_params_file(tmp_path, moveit_simple_controller_manager={"controller_names": []}))
     fake = FakeMoveItModule()
-    backend = MoveItBackend(MoveItConfig(params_files=[no_controllers]), **fake.backend_args(lambda c: FakeGripper(0.03)))
+    backend = MoveItBackend(
+        MoveItConfig(params_files=[no_controllers]), **fake.backend_args(lambda c: FakeGripper(0.03))
+    )
     backend.connect()
     with pytest.raises(BackendFault, match=r"status ABORTED \(MoveIt aborts at once when no active controller"):
         backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
@@ -120,8 +135,11 @@ def test_without_joint_states_connect_refuses_before_moveit_py_waits_holding_the
 
     params = str(moveit_params_file(tmp_path))  # wait_for_initial_state_timeout: 10 s, as shipped
     fake = FakeMoveItModule(robot_namespace="left")
-    backend = MoveItBackend(MoveItConfig(params_files=[params], robot_namespace="left"),
-                            state_probe=probe, **fake.backend_args(lambda c: FakeGripper(0.03)))
+    backend = MoveItBackend(
+        MoveItConfig(params_files=[params], robot_namespace="left"),
+        state_probe=probe,
+        **fake.backend_args(lambda c: FakeGripper(0.03)),
+    )
     started = time.monotonic()
     with pytest.raises(BackendFault, match=r"no joint states on /left/joint_states within 10 s"):
         backend.connect()
@@ -145,6 +163,7 @@ def test_without_joint_states_connect_refuses_before_moveit_py_waits_holding_the
 
 # -- the simulated Feetech bus (grounded_planner/sim/feetech.py, so101_bus.py), driven by LeRobot 0.4.4 itself --------
 
+
 @pytest.fixture
 def so101_sim(tmp_path):
     pytest.importorskip("mujoco")
@@ -167,8 +186,12 @@ def _so101_backend(sim):
     from grounded_planner.execution.config import ExecutorConfig
 
     config = ExecutorConfig.load(Path(__file__).resolve().parents[1] / "config" / "execution_so101.yaml")
-    options = {**config.backend_options("lerobot"), "port": sim.port, "calibration": str(sim.calibration_path),
-               "on_disconnect": "hold"}
+    options = {
+        **config.backend_options("lerobot"),
+        "port": sim.port,
+        "calibration": str(sim.calibration_path),
+        "on_disconnect": "hold",
+    }
     return LeRobotBackend(LeRobotConfig(**options), config.safety)
 
 
@@ -235,19 +258,31 @@ def test_a_status_error_bit_reaches_lerobot_as_its_error(so101_sim):
 
 # -- the Franka Hand's grasp tolerance (helpers/franka_hand.py mirrors libfranka 0.15.0's Gripper::grasp) ------------
 
+
 def _grasp_plan(object_width_m: float | None):
     import math
 
     from grounded_planner.geometry.targets import TargetSet
     from grounded_planner.plan import GroundedAction, GroundedPlan
 
-    plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0)),
-                                          GroundedAction("place", "cube", "plate", point=(5.0, 5.0))])
+    plan = GroundedPlan(
+        "x",
+        (640, 480),
+        [
+            GroundedAction("grasp", "cube", bbox=(1.0, 1.0, 9.0, 9.0)),
+            GroundedAction("place", "cube", "plate", point=(5.0, 5.0)),
+        ],
+    )
     grasp = {"index": 0, "type": "grasp", "object": "cube", "position": [0.5, 0.1, 0.04], "yaw": math.pi / 2}
     if object_width_m is not None:
         grasp["width"] = object_width_m
-    targets = TargetSet.from_dict({"frame": "fr3_link0", "warnings": [], "targets": [
-        grasp, {"index": 1, "type": "place", "object": "cube", "position": [0.55, -0.15, 0.0]}]})
+    targets = TargetSet.from_dict(
+        {
+            "frame": "fr3_link0",
+            "warnings": [],
+            "targets": [grasp, {"index": 1, "type": "place", "object": "cube", "position": [0.55, -0.15, 0.0]}],
+        }
+    )
     return plan, targets
 
 
@@ -291,8 +326,10 @@ def test_fingers_stopping_outside_the_tolerance_are_a_failed_grasp_named_as_such
     assert not result.success
     step = result.steps[0]
     assert step.outcome is Outcome.GRASP_FAILED, result.to_dict()
-    assert ("stopped at 35.0 mm, outside the grasp tolerance around the object's expected width 60.0 mm "
-            "(-10.0/+10.0 mm, backends.moveit.grasp_epsilon_inner_m/_outer_m): the gripper reports the grasp failed") in step.message
+    assert (
+        "stopped at 35.0 mm, outside the grasp tolerance around the object's expected width 60.0 mm "
+        "(-10.0/+10.0 mm, backends.moveit.grasp_epsilon_inner_m/_outer_m): the gripper reports the grasp failed"
+    ) in step.message
     assert "gripper opened" in step.message
     # the same plan with a wider inner tolerance (off its default) is held
     assert _franka_run(tmp_path, FakeGripper(object_width_m=0.035), 0.06, grasp_epsilon_inner_m=0.03).success
@@ -309,18 +346,24 @@ def test_a_goal_on_a_link_the_robot_lacks_is_a_fault_naming_the_link(tmp_path):
     dropped. The backend names the link and its setting instead of a bare error code; nothing is executed."""
     params = str(moveit_params_file(tmp_path))
     fake = FakeMoveItModule()
-    backend = MoveItBackend(MoveItConfig(params_files=[params], end_effector_link="panda_hand_tcp"),
-                            **fake.backend_args(lambda c: FakeGripper(0.03)))
+    backend = MoveItBackend(
+        MoveItConfig(params_files=[params], end_effector_link="panda_hand_tcp"),
+        **fake.backend_args(lambda c: FakeGripper(0.03)),
+    )
     backend.connect()
     try:
-        with pytest.raises(BackendFault, match=r"INVALID_GOAL_CONSTRAINTS for the goal on link 'panda_hand_tcp': is "
-                                               r"backends\.moveit\.end_effector_link a link of the robot model"):
+        with pytest.raises(
+            BackendFault,
+            match=r"INVALID_GOAL_CONSTRAINTS for the goal on link 'panda_hand_tcp': is "
+            r"backends\.moveit\.end_effector_link a link of the robot model",
+        ):
             backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
         assert not fake[0].executed and len(fake[0].plan_calls) == 1  # answered at once, not retried
     finally:
         backend.disconnect()
-    right = MoveItBackend(MoveItConfig(params_files=[params]), **FakeMoveItModule().backend_args(
-        lambda c: FakeGripper(0.03)))
+    right = MoveItBackend(
+        MoveItConfig(params_files=[params]), **FakeMoveItModule().backend_args(lambda c: FakeGripper(0.03))
+    )
     right.connect()
     right.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)  # fr3_hand_tcp is in the model
     right.disconnect()

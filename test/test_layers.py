@@ -18,9 +18,26 @@ PACKAGE = REPO / "grounded_planner"
 # The packages every install has (setup.py install_requires): never a reason for a lazy import.
 CORE_THIRD_PARTY = {"numpy", "yaml", "PIL", "setuptools"}
 # ROS: rclpy and generated message packages belong to ros/ only.
-ROS_MODULES = ("rclpy", "rosidl_runtime_py", "grounded_planner_interfaces", "action_msgs", "builtin_interfaces",
-               "geometry_msgs", "sensor_msgs", "std_msgs", "std_srvs", "visualization_msgs", "lifecycle_msgs",
-               "rcl_interfaces", "launch", "launch_ros", "moveit", "moveit_py", "franka_msgs", "control_msgs")
+ROS_MODULES = (
+    "rclpy",
+    "rosidl_runtime_py",
+    "grounded_planner_interfaces",
+    "action_msgs",
+    "builtin_interfaces",
+    "geometry_msgs",
+    "sensor_msgs",
+    "std_msgs",
+    "std_srvs",
+    "visualization_msgs",
+    "lifecycle_msgs",
+    "rcl_interfaces",
+    "launch",
+    "launch_ros",
+    "moveit",
+    "moveit_py",
+    "franka_msgs",
+    "control_msgs",
+)
 # Layer -> the layers it may import (docs/architecture.md's table; "util" are top-level helper modules).
 ALLOWED = {
     "util": set(),
@@ -36,10 +53,36 @@ ALLOWED = {
     "spabench": {"util", "plan", "geometry", "vlm", "execution", "rollout", "sim"},
     # the console's trials.jsonl lines are spabench's TrialRecord (the Spa-Bench contract), written by that class
     "console": {"util", "plan", "rollout", "spabench"},
-    "ros": {"util", "plan", "geometry", "vlm", "execution", "rollout", "msgs", "sim", "bench", "v2gp", "spabench",
-            "console", "ros"},
-    "cli": {"util", "plan", "geometry", "vlm", "execution", "rollout", "msgs", "sim", "bench", "v2gp", "spabench",
-            "console", "ros"},
+    "ros": {
+        "util",
+        "plan",
+        "geometry",
+        "vlm",
+        "execution",
+        "rollout",
+        "msgs",
+        "sim",
+        "bench",
+        "v2gp",
+        "spabench",
+        "console",
+        "ros",
+    },
+    "cli": {
+        "util",
+        "plan",
+        "geometry",
+        "vlm",
+        "execution",
+        "rollout",
+        "msgs",
+        "sim",
+        "bench",
+        "v2gp",
+        "spabench",
+        "console",
+        "ros",
+    },
 }
 # Named exceptions, each with its reason; the list only shrinks.
 EXCEPTIONS = {
@@ -47,9 +90,14 @@ EXCEPTIONS = {
     ("grounded_planner.execution.backends", "sim"): "backend registry: 'sim' is one of its backends",
 }
 # cli commands that run a ROS graph import grounded_planner.ros (rclpy is optional for the CLI: lazily).
-CLI_ROS_COMMANDS = {"grounded_planner.cli.bringup", "grounded_planner.cli.demo", "grounded_planner.cli.approve",
-                    "grounded_planner.cli.console", "grounded_planner.cli.execute",
-                    "grounded_planner.cli.spabench_session"}
+CLI_ROS_COMMANDS = {
+    "grounded_planner.cli.bringup",
+    "grounded_planner.cli.demo",
+    "grounded_planner.cli.approve",
+    "grounded_planner.cli.console",
+    "grounded_planner.cli.execute",
+    "grounded_planner.cli.spabench_session",
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -96,8 +144,13 @@ def _imports() -> list[Import]:
     found = []
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        in_function = {id(n) for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-                       for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))}
+        in_function = {
+            id(n)
+            for fn in ast.walk(tree)
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for n in ast.walk(fn)
+            if isinstance(n, (ast.Import, ast.ImportFrom))
+        }
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for target in _targets(module, node, path.name == "__init__.py"):
@@ -156,8 +209,9 @@ def test_no_import_cycles():
     for component in cycles:
         edges = [f"  {graph[a][b].where()}: {a} imports {b}" for a in component for b in component if b in graph[a]]
         lines.append("import cycle between " + ", ".join(component) + ":\n" + "\n".join(edges))
-    assert not cycles, "\n".join(lines) + "\n(answer a cycle in the module layout: move the shared part into a " \
-                                          "module both can import)"
+    assert not cycles, (
+        "\n".join(lines) + "\n(answer a cycle in the module layout: move the shared part into a module both can import)"
+    )
 
 
 def test_only_ros_imports_rclpy_messages_and_the_ros_package():
@@ -173,9 +227,11 @@ def test_only_ros_imports_rclpy_messages_and_the_ros_package():
             continue  # a ROS command of the CLI, lazily: the CLI itself runs without rclpy
         if (imp.module, "ros") in EXCEPTIONS:
             continue
-        problems.append(f"{imp.where()}: {imp.module} imports {imp.target} — only grounded_planner/ros/ may import "
-                        "rclpy, ROS message packages or grounded_planner.ros (take message classes as arguments, "
-                        "as grounded_planner.msgs does)")
+        problems.append(
+            f"{imp.where()}: {imp.module} imports {imp.target} — only grounded_planner/ros/ may import "
+            "rclpy, ROS message packages or grounded_planner.ros (take message classes as arguments, "
+            "as grounded_planner.msgs does)"
+        )
     assert not problems, "\n".join(problems)
 
 
@@ -188,11 +244,12 @@ def test_each_layer_imports_only_the_layers_below_it():
         src, dst = _layer(imp.module), _layer(target)
         if src == dst or dst in ALLOWED.get(src, set()):
             continue
-        if (imp.module, dst) in EXCEPTIONS or any(imp.module.startswith(m + ".") and d == dst
-                                                   for m, d in EXCEPTIONS):
+        if (imp.module, dst) in EXCEPTIONS or any(imp.module.startswith(m + ".") and d == dst for m, d in EXCEPTIONS):
             continue
-        problems.append(f"{imp.where()}: {imp.module} ({src} layer) imports {target} ({dst} layer); "
-                        f"{src} may import only {', '.join(sorted(ALLOWED.get(src, set()))) or 'nothing of ours'}")
+        problems.append(
+            f"{imp.where()}: {imp.module} ({src} layer) imports {target} ({dst} layer); "
+            f"{src} may import only {', '.join(sorted(ALLOWED.get(src, set()))) or 'nothing of ours'}"
+        )
     assert not problems, "\n".join(problems)
 
 
@@ -211,7 +268,12 @@ def _loads_optional_sdk(module: str, seen: set[str] | None = None) -> bool:
                 return True
         else:
             root = imp.target.split(".")[0]
-            if root and root not in sys.stdlib_module_names and root not in CORE_THIRD_PARTY and root != "grounded_planner":
+            if (
+                root
+                and root not in sys.stdlib_module_names
+                and root not in CORE_THIRD_PARTY
+                and root != "grounded_planner"
+            ):
                 return True
     return False
 
@@ -240,8 +302,10 @@ def test_imports_sit_at_module_top_unless_they_load_an_optional_sdk():
     it would dodge is a layout question."""
     where = {f"{i.module} -> {_internal(i.target) or i.target}": i.where() for i in IMPORTS if i.nested}
     lazy = sorted(_lazy_imports_without_reason())
-    assert not lazy, "imports inside functions that load no optional SDK (move them to the module top; a cycle " \
-                     "they dodge is a layout question):\n" + "\n".join(f"  {where[n]}: {n}" for n in lazy)
+    assert not lazy, (
+        "imports inside functions that load no optional SDK (move them to the module top; a cycle "
+        "they dodge is a layout question):\n" + "\n".join(f"  {where[n]}: {n}" for n in lazy)
+    )
 
 
 def test_each_lazy_import_says_why():
@@ -255,8 +319,9 @@ def test_each_lazy_import_says_why():
         here, above = lines[imp.line - 1], lines[imp.line - 2] if imp.line > 1 else ""
         if "#" not in here and not above.strip().startswith("#"):
             missing.add(f"  {imp.where()}: {here.strip()}")
-    assert not missing, "imports inside functions without a comment saying why they are lazy:\n" + \
-                        "\n".join(sorted(missing))
+    assert not missing, "imports inside functions without a comment saying why they are lazy:\n" + "\n".join(
+        sorted(missing)
+    )
 
 
 def test_every_exception_class_derives_from_the_package_root():
@@ -278,9 +343,15 @@ def test_every_exception_class_derives_from_the_package_root():
             unimportable.append(f"{info.name}: {exc!r}")
             continue
         for obj in vars(module).values():
-            if (inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == info.name
-                    and not issubclass(obj, GroundedPlannerError)):
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == info.name
+                and not issubclass(obj, GroundedPlannerError)
+            ):
                 outside.append(f"{info.name}.{obj.__qualname__} (bases: {[b.__name__ for b in obj.__bases__]})")
     assert not unimportable, "modules that do not import:\n" + "\n".join(unimportable)
-    assert not outside, ("exception classes outside grounded_planner.errors.GroundedPlannerError (derive them from "
-                         "InputError, RunFailure or a layer's error):\n" + "\n".join(outside))
+    assert not outside, (
+        "exception classes outside grounded_planner.errors.GroundedPlannerError (derive them from "
+        "InputError, RunFailure or a layer's error):\n" + "\n".join(outside)
+    )

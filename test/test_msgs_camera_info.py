@@ -5,8 +5,13 @@ import pytest
 
 from grounded_planner.geometry.camera import CameraModel
 from grounded_planner.geometry.errors import CameraModelError
-from grounded_planner.msgs.camera_info import (UnsupportedDistortionError, camera_model_from_msg, camera_model_to_msg,
-                                               raw_calibration, same_calibration)
+from grounded_planner.msgs.camera_info import (
+    UnsupportedDistortionError,
+    camera_model_from_msg,
+    camera_model_to_msg,
+    raw_calibration,
+    same_calibration,
+)
 
 K = np.array([[286.0, 0.0, 421.0], [0.0, 286.5, 401.0], [0.0, 0.0, 1.0]])
 FISHEYE_D = [-0.0066, 0.0424, -0.0399, 0.0071]  # a T265-like Kannala-Brandt lens
@@ -16,8 +21,9 @@ def _info(model="plumb_bob", d=(), k=K, size=(848, 800)):
     from rosbags.typesys import Stores, get_typestore
 
     store = get_typestore(Stores.ROS2_KILTED)
-    header = store.types["std_msgs/msg/Header"](stamp=store.types["builtin_interfaces/msg/Time"](sec=0, nanosec=0),
-                                                frame_id="camera_fisheye1_optical_frame")
+    header = store.types["std_msgs/msg/Header"](
+        stamp=store.types["builtin_interfaces/msg/Time"](sec=0, nanosec=0), frame_id="camera_fisheye1_optical_frame"
+    )
     camera = CameraModel(size[0], size[1], np.asarray(k), distortion_model="plumb_bob")
     msg = camera_model_to_msg(camera, store.types["sensor_msgs/msg/CameraInfo"], header)
     msg.distortion_model = model
@@ -43,9 +49,17 @@ def test_equidistant_pixels_beyond_90_degrees_have_no_ray():
     assert np.isfinite(rays[400, 421]).all() and np.allclose(rays[401, 421], 0.0, atol=1e-9)
 
 
-@pytest.mark.parametrize("name, model, n", [("Brown Conrady", "plumb_bob", 5), ("Inverse Brown Conrady", "plumb_bob", 5),
-                                            ("Kannala Brandt4", "equidistant", 4), ("None", "plumb_bob", 5),
-                                            ("", "plumb_bob", 5), ("rational_polynomial", "rational_polynomial", 8)])
+@pytest.mark.parametrize(
+    "name, model, n",
+    [
+        ("Brown Conrady", "plumb_bob", 5),
+        ("Inverse Brown Conrady", "plumb_bob", 5),
+        ("Kannala Brandt4", "equidistant", 4),
+        ("None", "plumb_bob", 5),
+        ("", "plumb_bob", 5),
+        ("rational_polynomial", "rational_polynomial", 8),
+    ],
+)
 def test_librealsense_and_ros_names_map_to_ros_models(name, model, n):
     d = [0.1, -0.05, 0.001, 0.002, 0.01]
     camera = camera_model_from_msg(_info(name, d))
@@ -74,7 +88,13 @@ def test_same_calibration_names_the_first_difference():
 
 
 def test_a_calibration_yaml_with_librealsense_names_loads_too():
-    data = {"width": 848, "height": 800, "k": K.ravel().tolist(), "d": FISHEYE_D + [0.0],
-            "distortion_model": "Kannala Brandt4", "header": {"frame_id": "camera_fisheye1_optical_frame"}}
+    data = {
+        "width": 848,
+        "height": 800,
+        "k": K.ravel().tolist(),
+        "d": FISHEYE_D + [0.0],
+        "distortion_model": "Kannala Brandt4",
+        "header": {"frame_id": "camera_fisheye1_optical_frame"},
+    }
     camera = CameraModel.from_dict(data)
     assert camera.distortion_model == "equidistant" and camera.D.tolist() == FISHEYE_D

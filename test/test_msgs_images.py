@@ -5,18 +5,31 @@ import struct
 import numpy as np
 import pytest
 
-from grounded_planner.msgs.images import (COMPRESSED_MSGTYPE, IMAGE_MSGTYPE, ImageDecodeError, TopicTypeError,
-                                          color_to_rgb, compressed_depth_to_numpy, depth_to_m, depth_to_numpy,
-                                          image_size, image_to_numpy, image_topic_type, numpy_to_compressed,
-                                          numpy_to_compressed_depth, numpy_to_image)
+from grounded_planner.msgs.images import (
+    COMPRESSED_MSGTYPE,
+    IMAGE_MSGTYPE,
+    ImageDecodeError,
+    TopicTypeError,
+    color_to_rgb,
+    compressed_depth_to_numpy,
+    depth_to_m,
+    depth_to_numpy,
+    image_size,
+    image_to_numpy,
+    image_topic_type,
+    numpy_to_compressed,
+    numpy_to_compressed_depth,
+    numpy_to_image,
+)
 
 
 def _rosbags():
     from rosbags.typesys import Stores, get_typestore
 
     store = get_typestore(Stores.ROS2_KILTED)
-    header = store.types["std_msgs/msg/Header"](stamp=store.types["builtin_interfaces/msg/Time"](sec=1, nanosec=2),
-                                                frame_id="camera_color_optical_frame")
+    header = store.types["std_msgs/msg/Header"](
+        stamp=store.types["builtin_interfaces/msg/Time"](sec=1, nanosec=2), frame_id="camera_color_optical_frame"
+    )
     return store.types["sensor_msgs/msg/Image"], store.types["sensor_msgs/msg/CompressedImage"], header
 
 
@@ -102,16 +115,24 @@ def test_bad_payloads_give_one_line_errors_naming_the_format():
         depth_to_m(colour)
     Image, _, _ = _rosbags()
     with pytest.raises(ImageDecodeError, match="'yuv422'"):
-        image_to_numpy(Image(header=header, height=1, width=1, encoding="yuv422", is_bigendian=0, step=2,
-                             data=np.zeros(2, np.uint8)))
+        image_to_numpy(
+            Image(
+                header=header, height=1, width=1, encoding="yuv422", is_bigendian=0, step=2, data=np.zeros(2, np.uint8)
+            )
+        )
 
 
 def test_camera_info_beside_an_image_topic_as_image_transport_finds_it():
     from grounded_planner.msgs.images import camera_info_topic_of
 
-    assert camera_info_topic_of("/camera/camera/aligned_depth_to_color/image_raw") == \
-        "/camera/camera/aligned_depth_to_color/camera_info"
-    assert camera_info_topic_of("/camera/camera/depth/image_rect_raw/compressedDepth") == "/camera/camera/depth/camera_info"
+    assert (
+        camera_info_topic_of("/camera/camera/aligned_depth_to_color/image_raw")
+        == "/camera/camera/aligned_depth_to_color/camera_info"
+    )
+    assert (
+        camera_info_topic_of("/camera/camera/depth/image_rect_raw/compressedDepth")
+        == "/camera/camera/depth/camera_info"
+    )
     assert camera_info_topic_of("image_raw/compressed") == "camera_info"
 
 

@@ -18,24 +18,49 @@ PLAN_TYPE = "grounded_planner_interfaces/msg/GroundedPlan"
 
 
 def located_plan() -> GroundedPlan:
-    plan = GroundedPlan("put the cup on the plate, then close the drawer", (1280, 720), [
-        GroundedAction("grasp", "cup", bbox=(100.5, 200.25, 180.0, 290.125)),
-        GroundedAction("place", "cup", target="plate", point=(640.0, 360.5)),
-        GroundedAction("close", "drawer", bbox=(900.0, 400.0, 1100.0, 520.0)),
-    ], warnings=["plan image rescaled"], model="qwen3-vl", raw_response='{"plan": []}')
-    targets = TargetSet("fr3_link0", [
-        Target(0, "grasp", "cup", [0.45, -0.1, 0.06], yaw=-0.7, width=0.062, normal=[0, 0, 1], method="top_surface",
-               confidence=0.91),
-        Target(1, "place", "cup", [0.5, 0.2, 0.01], normal=[0, 0, 1], method="depth", confidence=1.0),
-        Target(2, "close", "drawer", [0.7, 0.05, 0.2], normal=[-0.8, 0.6, 0.0], method="handle", confidence=0.5),
-    ], warnings=["action 0 (grasp 'cup'): footprint is nearly round"])
+    plan = GroundedPlan(
+        "put the cup on the plate, then close the drawer",
+        (1280, 720),
+        [
+            GroundedAction("grasp", "cup", bbox=(100.5, 200.25, 180.0, 290.125)),
+            GroundedAction("place", "cup", target="plate", point=(640.0, 360.5)),
+            GroundedAction("close", "drawer", bbox=(900.0, 400.0, 1100.0, 520.0)),
+        ],
+        warnings=["plan image rescaled"],
+        model="qwen3-vl",
+        raw_response='{"plan": []}',
+    )
+    targets = TargetSet(
+        "fr3_link0",
+        [
+            Target(
+                0,
+                "grasp",
+                "cup",
+                [0.45, -0.1, 0.06],
+                yaw=-0.7,
+                width=0.062,
+                normal=[0, 0, 1],
+                method="top_surface",
+                confidence=0.91,
+            ),
+            Target(1, "place", "cup", [0.5, 0.2, 0.01], normal=[0, 0, 1], method="depth", confidence=1.0),
+            Target(2, "close", "drawer", [0.7, 0.05, 0.2], normal=[-0.8, 0.6, 0.0], method="handle", confidence=0.5),
+        ],
+        warnings=["action 0 (grasp 'cup'): footprint is nearly round"],
+    )
     return plan.with_targets(targets).validate()
 
 
 def _assert_same_targets(back: GroundedPlan, plan: GroundedPlan) -> None:
     for got, want in zip(back.actions, plan.actions):
-        assert (got.type, got.object, got.target, got.bbox, got.point) == \
-            (want.type, want.object, want.target, want.bbox, want.point)
+        assert (got.type, got.object, got.target, got.bbox, got.point) == (
+            want.type,
+            want.object,
+            want.target,
+            want.bbox,
+            want.point,
+        )
         t, w = got.target_3d, want.target_3d
         assert t.frame == "fr3_link0" and t.method == w.method and t.confidence == pytest.approx(w.confidence)
         np.testing.assert_allclose(t.position, w.position)
@@ -72,8 +97,11 @@ def test_rosbags_bytes_are_what_rclpy_reads():
 
 def test_pixel_plan_has_no_targets_and_an_empty_plan_keeps_its_reason():
     plan = located_plan()
-    pixels = GroundedPlan(plan.instruction, plan.image_size, [GroundedAction(a.type, a.object, a.target, a.bbox,
-                                                                             a.point) for a in plan.actions])
+    pixels = GroundedPlan(
+        plan.instruction,
+        plan.image_size,
+        [GroundedAction(a.type, a.object, a.target, a.bbox, a.point) for a in plan.actions],
+    )
     msg = plan_to_msg(pixels, rclpy_type)
     assert target_frame(msg) == "" and all(a.pose.header.frame_id == "" for a in msg.actions)
     back = plan_from_msg(msg)

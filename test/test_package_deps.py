@@ -87,7 +87,9 @@ def third_party_imports_of_nodes() -> dict[str, set[str]]:
             for name in names:
                 if name.split(".")[0] == "grounded_planner":
                     parts = name.split(".")
-                    todo.extend(".".join(parts[:i]) for i in range(2, len(parts) + 1) if _module_file(".".join(parts[:i])))
+                    todo.extend(
+                        ".".join(parts[:i]) for i in range(2, len(parts) + 1) if _module_file(".".join(parts[:i]))
+                    )
                 elif name.split(".")[0] not in sys.stdlib_module_names:
                     found.setdefault(name.split(".")[0], set()).add(module)
     return found
@@ -103,7 +105,9 @@ def test_every_module_the_nodes_import_has_its_rosdep_key_in_package_xml():
     assert {"rclpy", "rosbags", "httpx", "pyrealsense2", "mujoco"} <= set(imports)  # the scan sees the nodes' imports
     declared = declared_keys()
     unknown = {m: sorted(by) for m, by in imports.items() if m not in ROSDEP_KEYS and m not in OPTIONAL}
-    assert not unknown, f"modules with no rosdep key in this test's table (add the key to package.xml and here): {unknown}"
+    assert not unknown, (
+        f"modules with no rosdep key in this test's table (add the key to package.xml and here): {unknown}"
+    )
     missing = {m: ROSDEP_KEYS[m] for m in imports if m in ROSDEP_KEYS and ROSDEP_KEYS[m] not in declared}
     assert not missing, f"package.xml lacks these rosdep keys (module: key): {missing}"
 
@@ -116,5 +120,7 @@ def test_optional_modules_are_imported_only_inside_functions():
             tree = ast.parse(_module_file(ours).read_text(encoding="utf-8"))
             top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
             names = {a.name.split(".")[0] for n in top if isinstance(n, ast.Import) for a in n.names}
-            names |= {n.module.split(".")[0] for n in top if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
+            names |= {
+                n.module.split(".")[0] for n in top if isinstance(n, ast.ImportFrom) and n.module and n.level == 0
+            }
             assert module not in names, f"{ours} imports the optional {module} at module level ({OPTIONAL[module]})"

@@ -79,7 +79,9 @@ def test_bad_json_gives_typed_errors():
     with pytest.raises(PlanError, match="image_size"):
         GroundedPlan.from_dict({"instruction": "x", "actions": []})
     with pytest.raises(PlanError, match="action 0: bbox must have 4 numbers"):
-        GroundedPlan.from_dict({"instruction": "x", "image_size": [10, 10], "actions": [{"type": "open", "bbox": [1, 2, 3]}]})
+        GroundedPlan.from_dict(
+            {"instruction": "x", "image_size": [10, 10], "actions": [{"type": "open", "bbox": [1, 2, 3]}]}
+        )
     with pytest.raises(PlanError, match="no 'type'"):
         GroundedPlan.from_dict({"instruction": "x", "image_size": [10, 10], "actions": [{"bbox": [1, 2, 3, 4]}]})
 
@@ -96,23 +98,28 @@ def test_steps_group_grasp_place_pairs():
 
 def test_boxes_and_points_exactly_on_the_image_edges_are_valid():
     make_plan([GroundedAction("open", "x", bbox=(0, 0, 640, 480))]).validate()
-    make_plan([GroundedAction("grasp", "x", bbox=(0, 0, 640, 480)),
-               GroundedAction("place", "x", point=(640, 480))]).validate()
-    make_plan([GroundedAction("grasp", "x", bbox=(0, 0, 640, 480)), GroundedAction("place", "x", point=(0, 0))]).validate()
+    make_plan(
+        [GroundedAction("grasp", "x", bbox=(0, 0, 640, 480)), GroundedAction("place", "x", point=(640, 480))]
+    ).validate()
+    make_plan(
+        [GroundedAction("grasp", "x", bbox=(0, 0, 640, 480)), GroundedAction("place", "x", point=(0, 0))]
+    ).validate()
 
 
-@pytest.mark.parametrize("types, expected", [
-    (["grasp", "place", "open", "close"], None),
-    ([], None),
-    (["grasp"], (0, "grasp_then_place", "a grasp must be immediately followed by a place")),
-    (["grasp", "open", "place"], (0, "grasp_then_place", "a grasp must be immediately followed by a place")),
-    (["open", "place"], (1, "place_after_grasp", "a place must immediately follow a grasp")),
-    (["grasp", "place", "place"], (2, "place_after_grasp", "a place must immediately follow a grasp")),
-])
+@pytest.mark.parametrize(
+    "types, expected",
+    [
+        (["grasp", "place", "open", "close"], None),
+        ([], None),
+        (["grasp"], (0, "grasp_then_place", "a grasp must be immediately followed by a place")),
+        (["grasp", "open", "place"], (0, "grasp_then_place", "a grasp must be immediately followed by a place")),
+        (["open", "place"], (1, "place_after_grasp", "a place must immediately follow a grasp")),
+        (["grasp", "place", "place"], (2, "place_after_grasp", "a place must immediately follow a grasp")),
+    ],
+)
 def test_the_grasp_place_pairing_rule_is_one_function(types, expected):
     """The plan model, bench ground truth and simulator scenarios check the same pairing rule (pairing_error),
     and each reports it with its own location."""
     from grounded_planner.plan.model import pairing_error
 
     assert pairing_error(types) == expected
-

@@ -12,8 +12,16 @@ import pytest
 
 from conftest import REPO, requires_ros
 from helpers.bringup import CLI, start_bringup, stop_bringup
-from helpers.realdata import (COLOR_COMPRESSED, DEPTH_COMPRESSED, LIBREALSENSE_BAG, PLANS, ask_every_plan, real_frame,
-                              write_compressed_equidistant_bag, write_replay_file)
+from helpers.realdata import (
+    COLOR_COMPRESSED,
+    DEPTH_COMPRESSED,
+    LIBREALSENSE_BAG,
+    PLANS,
+    ask_every_plan,
+    real_frame,
+    write_compressed_equidistant_bag,
+    write_replay_file,
+)
 from helpers.ros_wait import first_camera_frames
 
 pytest.importorskip("pyrealsense2")
@@ -28,8 +36,11 @@ def frame():
 def test_camera_node_plays_librealsenses_recording(frame, rclpy_context):
     from grounded_planner.msgs.images import color_to_rgb, depth_to_m
 
-    got, out = first_camera_frames(rclpy_context, [f"playback_file:={LIBREALSENSE_BAG}", "color_profile:=640x480",
-                                                   "depth_profile:=640x480"], "frames played from the librealsense recording")
+    got, out = first_camera_frames(
+        rclpy_context,
+        [f"playback_file:={LIBREALSENSE_BAG}", "color_profile:=640x480", "depth_profile:=640x480"],
+        "frames played from the librealsense recording",
+    )
     assert "Traceback" not in out, out
     np.testing.assert_array_equal(color_to_rgb(got["color"]), frame.color_rgb)
     depth_m = depth_to_m(got["depth"])
@@ -50,11 +61,18 @@ def test_bringup_on_a_compressed_real_bag_answers_two_plans_and_stays_up(model, 
 
     bag = write_compressed_equidistant_bag(tmp_path / "bag", frame, distortion_model=model)
     replay = write_replay_file(tmp_path / "plans.jsonl")
-    sets = {"bag_player.bag": bag, "planner.backend": "replay", "planner.replay_file": replay,
-            "planner.color_topic": COLOR_COMPRESSED, "planner.depth_topic": DEPTH_COMPRESSED,
-            "backprojection.depth_topic": DEPTH_COMPRESSED, "rollout_logger.color_topic": COLOR_COMPRESSED,
-            "rollout_logger.depth_topic": DEPTH_COMPRESSED, "rollout_logger.log_dir": tmp_path / "rollouts",
-            "planner.frame_wait_s": 20.0}
+    sets = {
+        "bag_player.bag": bag,
+        "planner.backend": "replay",
+        "planner.replay_file": replay,
+        "planner.color_topic": COLOR_COMPRESSED,
+        "planner.depth_topic": DEPTH_COMPRESSED,
+        "backprojection.depth_topic": DEPTH_COMPRESSED,
+        "rollout_logger.color_topic": COLOR_COMPRESSED,
+        "rollout_logger.depth_topic": DEPTH_COMPRESSED,
+        "rollout_logger.log_dir": tmp_path / "rollouts",
+        "planner.frame_wait_s": 20.0,
+    }
     child = start_bringup("config/replay.yaml", sets)
     node = rclpy.create_node("realdata_probe", context=rclpy_context)
     try:
@@ -105,9 +123,27 @@ def test_replay_reads_a_bag_whose_colour_is_compressed(frame, tmp_path):
     bag = write_compressed_equidistant_bag(tmp_path / "bag", frame, frames=2)
     replay = write_replay_file(tmp_path / "plans.jsonl")
     out = tmp_path / "predictions.jsonl"
-    done = subprocess.run([*CLI, "replay", str(bag), "--out", str(out), "--backend", "replay", "--replay-file",
-                           str(replay), "--instruction", "put the backpack on the chair", "--color-topic", COLOR_COMPRESSED],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            *CLI,
+            "replay",
+            str(bag),
+            "--out",
+            str(out),
+            "--backend",
+            "replay",
+            "--replay-file",
+            str(replay),
+            "--instruction",
+            "put the backpack on the chair",
+            "--color-topic",
+            COLOR_COMPRESSED,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 1 and not records[0]["error"]
@@ -116,10 +152,27 @@ def test_replay_reads_a_bag_whose_colour_is_compressed(frame, tmp_path):
 
 def test_replay_names_the_topic_and_its_type_when_it_holds_no_image(frame, tmp_path):
     bag = write_compressed_equidistant_bag(tmp_path / "bag", frame, frames=1)
-    done = subprocess.run([*CLI, "replay", str(bag), "--out", str(tmp_path / "p.jsonl"), "--backend", "replay",
-                           "--replay-file", str(write_replay_file(tmp_path / "plans.jsonl")), "--instruction", "x",
-                           "--color-topic", "/camera/camera/color/camera_info"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            *CLI,
+            "replay",
+            str(bag),
+            "--out",
+            str(tmp_path / "p.jsonl"),
+            "--backend",
+            "replay",
+            "--replay-file",
+            str(write_replay_file(tmp_path / "plans.jsonl")),
+            "--instruction",
+            "x",
+            "--color-topic",
+            "/camera/camera/color/camera_info",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     line = done.stderr.strip().splitlines()[-1]
     assert "/camera/camera/color/camera_info" in line and "sensor_msgs/msg/CameraInfo" in line

@@ -23,8 +23,12 @@ def test_make_backend_builds_every_registered_robot_backend():
     from grounded_planner.execution.backends import make_backend
 
     built = {name: type(make_backend(name, ExecutorConfig())).__name__ for name in BACKEND_NAMES}
-    assert built == {"sim": "SimBackend", "franky": "FrankyBackend", "lerobot": "LeRobotBackend",
-                     "moveit": "MoveItBackend"}
+    assert built == {
+        "sim": "SimBackend",
+        "franky": "FrankyBackend",
+        "lerobot": "LeRobotBackend",
+        "moveit": "MoveItBackend",
+    }
 
 
 def test_the_nodes_backend_parameters_accept_the_registries_names_and_refuse_others():
@@ -50,8 +54,14 @@ def test_every_ros_name_of_the_stack_is_written_in_ros_names_only():
     repo = Path(__file__).resolve().parents[1]
     name = re.compile(r"^/?(grounded_planner|camera/camera)/[a-z_]+(/[a-z_]+)*$")
     found = []
-    for path in sorted([*(repo / "grounded_planner").glob("ros/*.py"), *(repo / "grounded_planner").glob("cli/*.py"),
-                        *(repo / "grounded_planner").glob("console/*.py"), *(repo / "launch").glob("*.py")]):
+    for path in sorted(
+        [
+            *(repo / "grounded_planner").glob("ros/*.py"),
+            *(repo / "grounded_planner").glob("cli/*.py"),
+            *(repo / "grounded_planner").glob("console/*.py"),
+            *(repo / "launch").glob("*.py"),
+        ]
+    ):
         if path.name == "names.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
@@ -76,8 +86,11 @@ def test_the_nodes_say_what_node_main_reads_in_a_base_class():
     nodes = []
     for path in sorted(ros.glob("*_node.py")):
         module = importlib.import_module(f"grounded_planner.ros.{path.stem}")
-        nodes += [obj for obj in vars(module).values()
-                  if inspect.isclass(obj) and issubclass(obj, Node) and obj.__module__ == module.__name__]
+        nodes += [
+            obj
+            for obj in vars(module).values()
+            if inspect.isclass(obj) and issubclass(obj, Node) and obj.__module__ == module.__name__
+        ]
     assert len(nodes) >= 7
     assert [n.__name__ for n in nodes if not issubclass(n, StackNode)] == []
 

@@ -22,8 +22,13 @@ from rosbags.highlevel import AnyReader  # noqa: E402
 from helpers.killed import kill_when_ready  # noqa: E402
 from grounded_planner.msgs.images import depth_to_numpy  # noqa: E402
 from grounded_planner.rollout import bag as B  # noqa: E402
-from grounded_planner.rollout.record import (RecordingOptions, RolloutRecorder, RolloutTopics,  # noqa: E402
-                                             load_rollout, recover_rollout)
+from grounded_planner.rollout.record import (
+    RecordingOptions,
+    RolloutRecorder,
+    RolloutTopics,  # noqa: E402
+    load_rollout,
+    recover_rollout,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 TOPICS = RolloutTopics()
@@ -112,8 +117,13 @@ def test_mcap_indexed_reader_sees_summary_counts_chunks_and_seeks_by_time(frame,
     summary = _summary(path)
     assert summary is not None and summary.statistics is not None
     counts = {summary.channels[cid].topic: n for cid, n in summary.statistics.channel_message_counts.items()}
-    assert counts == {TOPICS.instruction: 1, TOPICS.color_compressed: 8, TOPICS.depth_compressed: 8,
-                      TOPICS.camera_info: 8, TOPICS.joint_states: 8}
+    assert counts == {
+        TOPICS.instruction: 1,
+        TOPICS.color_compressed: 8,
+        TOPICS.depth_compressed: 8,
+        TOPICS.camera_info: 8,
+        TOPICS.joint_states: 8,
+    }
     assert len(summary.chunk_indexes) >= 4 and {c.compression for c in summary.chunk_indexes} == {compression}
     assert summary.statistics.chunk_count == len(summary.chunk_indexes)
     with open(path, "rb") as f:
@@ -121,12 +131,15 @@ def test_mcap_indexed_reader_sees_summary_counts_chunks_and_seeks_by_time(frame,
     assert everything == sorted(everything) and len(everything) == 33
     middle = everything[16]
     with open(path, "rb") as f:
-        window = [(c.topic, m.log_time) for _, c, m in make_reader(f).iter_messages(
-            starting_at=middle, ending_before=middle + 250_000_000)]
+        window = [
+            (c.topic, m.log_time)
+            for _, c, m in make_reader(f).iter_messages(starting_at=middle, ending_before=middle + 250_000_000)
+        ]
     assert [t for _, t in window] == [t for t in everything if middle <= t < middle + 250_000_000]
     # our own reader seeks through the same index
-    assert [m.log_time_ns for m in B.read_bag(path, start_ns=middle, end_ns=middle + 250_000_000)] == \
-        [t for _, t in window]
+    assert [m.log_time_ns for m in B.read_bag(path, start_ns=middle, end_ns=middle + 250_000_000)] == [
+        t for _, t in window
+    ]
     info = B.bag_info(path)
     assert info.counts == counts and info.compression == compression
 
@@ -156,8 +169,13 @@ KILLED = textwrap.dedent("""
 
 
 def _kill_after(path: Path, interval_s: float, run_s: float) -> tuple[list[int], int]:
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(path), str(interval_s)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(path), str(interval_s)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     written: list[int] = []
     try:
         first = proc.stdout.readline()  # the child is up (imports take a while on a loaded machine)
@@ -187,8 +205,8 @@ def test_sigkill_loses_at_most_the_open_chunk_and_recover_rebuilds_the_index(tmp
     with open(path, "rb") as f:
         kept = [m.log_time for _, _, m in make_reader(f).iter_messages()]
     old = [t for t in written if t < kill_ns - int(0.6e9)]
-    assert old and set(old) <= set(kept)            # everything older than chunk_interval_s + 0.1 s survived
-    assert kept == written[:len(kept)]              # a gap-free prefix of what was written
+    assert old and set(old) <= set(kept)  # everything older than chunk_interval_s + 0.1 s survived
+    assert kept == written[: len(kept)]  # a gap-free prefix of what was written
     assert _summary(path).statistics.message_count == len(kept) == scan.message_count
     assert len(_summary(path).chunk_indexes) >= 3
 
@@ -215,9 +233,10 @@ def test_recover_keeps_every_complete_chunk_wherever_the_file_is_cut(tmp_path):
         whole = sum(1 for end in chunk_ends if end <= cut)
         assert summary.statistics.message_count == whole, cut
         with open(path, "rb") as f:
-            assert [m.data for _, _, m in make_reader(f).iter_messages()] == \
-                [B.typestore().serialize_cdr(B.string_msg(f"message {i}"), "std_msgs/msg/String").tobytes()
-                 for i in range(whole)]
+            assert [m.data for _, _, m in make_reader(f).iter_messages()] == [
+                B.typestore().serialize_cdr(B.string_msg(f"message {i}"), "std_msgs/msg/String").tobytes()
+                for i in range(whole)
+            ]
 
 
 def test_cut_short_rollout_recovers_with_the_episode_count(frame, tmp_path):

@@ -64,8 +64,10 @@ def mcap_positions(path: Path) -> list[float]:
     """First joint position of every /joint_states message, read by the mcap library's default reader."""
     store = B.typestore()
     with open(path, "rb") as f:
-        return [float(store.deserialize_cdr(m.data, "sensor_msgs/msg/JointState").position[0])
-                for _, _, m in make_reader(f).iter_messages(topics=["/joint_states"])]
+        return [
+            float(store.deserialize_cdr(m.data, "sensor_msgs/msg/JointState").position[0])
+            for _, _, m in make_reader(f).iter_messages(topics=["/joint_states"])
+        ]
 
 
 def test_a_write_cut_short_by_a_full_disk_is_truncated_away_and_writing_goes_on(tmp_path):
@@ -196,11 +198,16 @@ TMPFS_SCRIPT = textwrap.dedent("""
 
 def run_on_tmpfs(tmp_path: Path) -> tuple[dict, str]:
     require_tmpfs_mount(tmp_path)
-    proc = subprocess.run(["unshare", "-rm", sys.executable, "-c", TMPFS_SCRIPT, str(tmp_path)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["unshare", "-rm", sys.executable, "-c", TMPFS_SCRIPT, str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT ")]
     assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
-    return json.loads(lines[-1][len("REPORT "):]), proc.stderr
+    return json.loads(lines[-1][len("REPORT ") :]), proc.stderr
 
 
 def test_a_real_full_tmpfs_cuts_no_record_in_half_and_recover_exits_1(tmp_path):

@@ -21,15 +21,22 @@ NODE_DIR = Path(__file__).resolve().parent / "node"
 NODE = shutil.which("node")
 pytestmark = [
     pytest.mark.skipif(NODE is None, reason="Node.js is not installed (scripts/apt-packages.txt lists nodejs and npm)"),
-    pytest.mark.skipif(not (NODE_DIR / "node_modules" / "@mcap" / "core").is_dir(),
-                       reason="Foxglove's npm packages are not installed (scripts/setup.sh: npm ci in test/node)"),
+    pytest.mark.skipif(
+        not (NODE_DIR / "node_modules" / "@mcap" / "core").is_dir(),
+        reason="Foxglove's npm packages are not installed (scripts/setup.sh: npm ci in test/node)",
+    ),
 ]
 TOPICS = RolloutTopics()
 
 
 def _read_with_foxglove(path: Path, start_ns: int, end_ns: int) -> dict:
-    out = subprocess.run([NODE, str(NODE_DIR / "read_rollout.mjs"), str(path), str(start_ns), str(end_ns)],
-                         cwd=NODE_DIR, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [NODE, str(NODE_DIR / "read_rollout.mjs"), str(path), str(start_ns), str(end_ns)],
+        cwd=NODE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -45,12 +52,16 @@ def test_foxglove_indexed_reader_and_ros2_deserializer_read_a_rollout(tmp_path, 
     rng = np.random.default_rng(1)
     plan = GroundedPlan("put the cup on the plate", (64, 48), [GroundedAction("grasp", "cup", bbox=(1, 2, 10, 12))])
     options = RecordingOptions(compression=compression, chunk_size=20_000)  # many chunks
-    with RolloutRecorder(tmp_path / "ep", instruction="put the cup on the plate", clock_ns=tick,
-                         options=options) as rec:
+    with RolloutRecorder(
+        tmp_path / "ep", instruction="put the cup on the plate", clock_ns=tick, options=options
+    ) as rec:
         rec.log_plan(plan, stamp_ns=7)
         for i in range(6):
-            rec.log_frame(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8),
-                          np.full((48, 64), 0.75, np.float32), stamp_ns=1000 + i)
+            rec.log_frame(
+                rng.integers(0, 255, (48, 64, 3), dtype=np.uint8),
+                np.full((48, 64), 0.75, np.float32),
+                stamp_ns=1000 + i,
+            )
             rec.log_camera_info([50.0, 0, 32, 0, 50.0, 24, 0, 0, 1], 64, 48, stamp_ns=1000 + i)
             rec.log_joint_state(["j1"], [0.01 * i])
     path = tmp_path / "ep" / "rollout.mcap"

@@ -13,8 +13,9 @@ from grounded_planner.rollout.record import RecordingOptions, RolloutRecorder, R
 
 
 def _depth_message(folder, frame, png_level: int):
-    with RolloutRecorder(folder, instruction="look at the office corner",
-                         options=RecordingOptions(png_level=png_level)) as rec:
+    with RolloutRecorder(
+        folder, instruction="look at the office corner", options=RecordingOptions(png_level=png_level)
+    ) as rec:
         rec.log_frame(frame.color_rgb, frame.depth_mm, stamp_ns=1_000)
     return next(m.msg for m in B.read_bag(folder) if m.topic == RolloutTopics().depth_compressed)
 

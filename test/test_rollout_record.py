@@ -20,7 +20,14 @@ from grounded_planner.msgs.plan import plan_from_msg  # noqa: E402
 from grounded_planner.plan import GroundedAction, GroundedPlan, Target, TargetSet  # noqa: E402
 from grounded_planner.rollout import bag as B  # noqa: E402
 from grounded_planner.rollout.record import (  # noqa: E402
-    RecordingOptions, RolloutError, RolloutRecorder, RolloutTopics, find_rollouts, load_rollout, recover_rollout)
+    RecordingOptions,
+    RolloutError,
+    RolloutRecorder,
+    RolloutTopics,
+    find_rollouts,
+    load_rollout,
+    recover_rollout,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CHUNK_INTERVAL_S = RecordingOptions().chunk_interval_s
@@ -35,9 +42,14 @@ def _frame(i: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _plan() -> GroundedPlan:
-    return GroundedPlan("put the spoon on the plate", (64, 48), [
-        GroundedAction("grasp", "spoon", bbox=(1.5, 2.0, 10.0, 12.25)),
-        GroundedAction("place", "spoon", "plate", point=(30.5, 20.0))])
+    return GroundedPlan(
+        "put the spoon on the plate",
+        (64, 48),
+        [
+            GroundedAction("grasp", "spoon", bbox=(1.5, 2.0, 10.0, 12.25)),
+            GroundedAction("place", "spoon", "plate", point=(30.5, 20.0)),
+        ],
+    )
 
 
 # The child writes a known sequence and reports each message on stdout; the parent kills it with SIGKILL.
@@ -70,8 +82,14 @@ CHILD = textwrap.dedent("""
 
 def _spawn_writer(episode: Path, stop_after: int) -> subprocess.Popen:
     code = CHILD.format(K=K, episode=str(episode), stop_after=stop_after)
-    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _read_frames_back(episode: Path) -> list[int]:
@@ -146,7 +164,7 @@ def test_sigkill_while_writing_loses_at_most_the_open_chunk(tmp_path):
     indices = _read_frames_back(episode)
     assert indices == list(range(len(indices)))  # a gap-free prefix
     old = [i for i, t in reported if t < killed_at - (CHUNK_INTERVAL_S + 0.1)]
-    assert old and len(indices) >= old[-1] + 1   # nothing logged more than chunk_interval_s + 0.1 s ago is lost
+    assert old and len(indices) >= old[-1] + 1  # nothing logged more than chunk_interval_s + 0.1 s ago is lost
     assert load_rollout(episode).cut_short
 
 
@@ -181,15 +199,21 @@ def test_recorder_closes_with_auto_labels_and_rejects_reuse(tmp_path):
     from grounded_planner.rollout.bag import typestore
 
     episode = tmp_path / "ep1"
-    with RolloutRecorder(episode, instruction="put the spoon on the plate", task="placement",
-                         config={"backend": "openai", "model": "m"}) as rec:
+    with RolloutRecorder(
+        episode, instruction="put the spoon on the plate", task="placement", config={"backend": "openai", "model": "m"}
+    ) as rec:
         rgb, depth = _frame(0)
         rec.log_frame(rgb, depth, stamp_ns=5)
         rec.log_plan(_plan(), planning_time_s=1.25)
         rec.log_targets({"frame": "base", "targets": [], "warnings": []})
         rec.log_feedback(0, "moving")
-        rec.log_result({"success": False, "message": "grasp failed",
-                        "steps": [{"index": 0, "type": "grasp", "outcome": "grasp_failed", "message": "empty"}]})
+        rec.log_result(
+            {
+                "success": False,
+                "message": "grasp failed",
+                "steps": [{"index": 0, "type": "grasp", "outcome": "grasp_failed", "message": "empty"}],
+            }
+        )
         rec.log_joint_state(["j1", "j2"], [0.1, 0.2])
     data = load_rollout(episode).data
     assert data["status"] == "complete" and data["ended_at"]
@@ -218,23 +242,53 @@ def test_recorder_closes_with_auto_labels_and_rejects_reuse(tmp_path):
 def test_closed_loop_attempts_and_the_result_share_the_step_outcome_message(tmp_path):
     from grounded_planner.execution.closed_loop import Attempt
 
-    tries = [Attempt(step=0, attempt=1, plan_index=0, type="grasp", object="spoon", outcome="grasp_failed",
-                     check="grasp_failure", message="empty", duration_s=1.5, recovery="reground"),
-             Attempt(step=0, attempt=2, plan_index=0, type="grasp", object="spoon", outcome="ok", check="ok",
-                     message="", duration_s=1.25)]
+    tries = [
+        Attempt(
+            step=0,
+            attempt=1,
+            plan_index=0,
+            type="grasp",
+            object="spoon",
+            outcome="grasp_failed",
+            check="grasp_failure",
+            message="empty",
+            duration_s=1.5,
+            recovery="reground",
+        ),
+        Attempt(
+            step=0,
+            attempt=2,
+            plan_index=0,
+            type="grasp",
+            object="spoon",
+            outcome="ok",
+            check="ok",
+            message="",
+            duration_s=1.25,
+        ),
+    ]
     with RolloutRecorder(tmp_path / "ep", instruction="put the spoon on the plate", condition="closed_loop") as rec:
         rec.log_attempt(tries[0])
         rec.log_attempt(tries[1].to_dict())  # the dict a recorder in another process gets
-        rec.log_result({"success": True, "message": "done", "steps": [
-            {"index": 0, "type": "grasp", "outcome": "ok", "message": "", "attempts": 2, "check": "ok"}]})
+        rec.log_result(
+            {
+                "success": True,
+                "message": "done",
+                "steps": [{"index": 0, "type": "grasp", "outcome": "ok", "message": "", "attempts": 2, "check": "ok"}],
+            }
+        )
     data = load_rollout(tmp_path / "ep").data
-    assert [(a["step"], a["attempt"], a["check"], a["recovery"]) for a in data["attempts"]] == \
-        [(0, 1, "grasp_failure", "reground"), (0, 2, "ok", "")]  # rollout.json keeps the Attempt's own keys
+    assert [(a["step"], a["attempt"], a["check"], a["recovery"]) for a in data["attempts"]] == [
+        (0, 1, "grasp_failure", "reground"),
+        (0, 2, "ok", ""),
+    ]  # rollout.json keeps the Attempt's own keys
     messages = list(B.read_bag(tmp_path / "ep"))
     attempts = [m for m in messages if m.topic == RolloutTopics().attempts]
     assert {m.msgtype for m in attempts} == {"grounded_planner_interfaces/msg/StepOutcome"}
-    assert [(a.msg.index, a.msg.attempts, a.msg.type, a.msg.outcome, a.msg.check, a.msg.message) for a in attempts] \
-        == [(0, 1, "grasp", "grasp_failed", "grasp_failure", "empty"), (0, 2, "grasp", "ok", "ok", "")]
+    assert [(a.msg.index, a.msg.attempts, a.msg.type, a.msg.outcome, a.msg.check, a.msg.message) for a in attempts] == [
+        (0, 1, "grasp", "grasp_failed", "grasp_failure", "empty"),
+        (0, 2, "grasp", "ok", "ok", ""),
+    ]
     assert [round(a.msg.duration_s, 3) for a in attempts] == [1.5, 1.25]
     result = next(m.msg for m in messages if m.topic == RolloutTopics().result)
     assert [(s.index, s.attempts, s.outcome, s.check) for s in result.steps] == [(0, 2, "ok", "ok")]
@@ -294,8 +348,15 @@ def test_bag_messages_deserialize_with_rclpy(tmp_path):
     rgb, _ = _frame(3)
     with B.McapBagWriter(path) as writer:
         writer.write("/c", B.image_msg(rgb, 7))
-        located = _plan().with_targets(TargetSet("base", [Target(0, "grasp", "spoon", (0.1, 0.2, 0.3), yaw=0.0, width=0.02),
-                                                           Target(1, "place", "spoon", (0.4, 0.0, 0.0))]))
+        located = _plan().with_targets(
+            TargetSet(
+                "base",
+                [
+                    Target(0, "grasp", "spoon", (0.1, 0.2, 0.3), yaw=0.0, width=0.02),
+                    Target(1, "place", "spoon", (0.4, 0.0, 0.0)),
+                ],
+            )
+        )
         writer.write("/p", B.plan_msg(located, 7))
         writer.write("/j", B.joint_state_msg(["fr3_joint1", "fr3_finger_joint1"], [0.5, 0.04], 7, [0.1, 0.0]))
     with open(path, "rb") as f:
@@ -358,7 +419,9 @@ def test_footerless_chunked_zstd_bag_from_rosbags_writer_is_read_up_to_last_chun
     writer.open()
     conn = writer.add_connection("/camera/camera/color/image_raw", "sensor_msgs/msg/Image", typestore=store)
     for i in range(300):
-        writer.write(conn, 100 + i, store.serialize_cdr(B.image_msg(_frame(i % 7)[0], 100 + i), "sensor_msgs/msg/Image"))
+        writer.write(
+            conn, 100 + i, store.serialize_cdr(B.image_msg(_frame(i % 7)[0], 100 + i), "sensor_msgs/msg/Image")
+        )
     writer.storage.bio.flush()  # what the kernel would hold after SIGKILL (rosbags has no per-message flush)
     msgs = list(B.read_bag(tmp_path / "theirs"))
     assert 100 <= len(msgs) < 300  # whole 1 MiB chunks only: the open chunk is lost

@@ -45,8 +45,14 @@ WRITER = textwrap.dedent("""
 
 
 def kill_writer(episode: Path, count: int, busy: bool = False) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(episode), str(count), "busy" if busy else "wait"],
-                            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(episode), str(count), "busy" if busy else "wait"],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
         os.kill(proc.pid, signal.SIGKILL)

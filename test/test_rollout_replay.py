@@ -31,7 +31,7 @@ W, H = 64, 48
 def _frame(square_xy: tuple[int, int], seed: int) -> np.ndarray:
     rgb = np.random.default_rng(seed).integers(0, 120, (H, W, 3), dtype=np.uint8)
     x, y = square_xy
-    rgb[y:y + 6, x:x + 6] = 255
+    rgb[y : y + 6, x : x + 6] = 255
     return rgb
 
 
@@ -57,12 +57,22 @@ class SquareFinderVLM:
                 img = np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB"))
                 ys, xs = np.nonzero(img.min(axis=2) >= 200)  # near-white: the planner may send JPEG
                 colour = (re.search(r"\b(red|blue|green)\b", text) or re.search(r"(\w+)", text)).group(1)
-                answer = [{"type": "grasp", "object": f"{colour} block",
-                           "bbox": [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1]},
-                          {"type": "place", "object": f"{colour} block", "target": "bowl",
-                           "point": [int(W - 1 - xs.min()), int(ys.min())]}]
-                data = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant",
-                                                                        "content": json.dumps(answer)}}]}).encode()
+                answer = [
+                    {
+                        "type": "grasp",
+                        "object": f"{colour} block",
+                        "bbox": [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1],
+                    },
+                    {
+                        "type": "place",
+                        "object": f"{colour} block",
+                        "target": "bowl",
+                        "point": [int(W - 1 - xs.min()), int(ys.min())],
+                    },
+                ]
+                data = json.dumps(
+                    {"choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(answer)}}]}
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -86,29 +96,35 @@ def vlm():
 
 
 def _planner_args(vlm) -> list[str]:
-    return ["--backend", "openai", "--model", "stand-in-pixel-vlm", "--base-url", vlm.url,
-            "--prompt-family", "pixel"]
+    return ["--backend", "openai", "--model", "stand-in-pixel-vlm", "--base-url", vlm.url, "--prompt-family", "pixel"]
 
 
 @pytest.fixture
 def bags(tmp_path):
     """Three recordings: a rollout with plans, a rollout with only an instruction, a plain rosbag2 folder."""
-    frames = {name: _frame(xy, i) for i, (name, xy) in enumerate(
-        [("a0", (5, 5)), ("a1", (30, 20)), ("a2", (50, 40)), ("b0", (12, 33)), ("c0", (40, 8))])}
+    frames = {
+        name: _frame(xy, i)
+        for i, (name, xy) in enumerate(
+            [("a0", (5, 5)), ("a1", (30, 20)), ("a2", (50, 40)), ("b0", (12, 33)), ("c0", (40, 8))]
+        )
+    }
     expected = []  # (episode id, instruction, frame) the live planner had
     # rollout A: two planning rounds; the plan's header stamp names the frame it was made on
     # raw frames: these tests compare the planner's input bit for bit (a compressed rollout has its own test)
     raw = RecordingOptions(images="raw")
-    with RolloutRecorder(tmp_path / "ep_a", instruction="put the red block in the bowl", task="placement",
-                         options=raw) as rec:
+    with RolloutRecorder(
+        tmp_path / "ep_a", instruction="put the red block in the bowl", task="placement", options=raw
+    ) as rec:
         rec.log_frame(frames["a0"], np.full((H, W), 0.6), stamp_ns=1_000)
         rec.log_frame(frames["a1"], np.full((H, W), 0.6), stamp_ns=2_000)
         rec.log_plan(_any_plan("put the red block in the bowl"), stamp_ns=1_000)  # planned on a0
         rec.log_frame(frames["a2"], None, stamp_ns=3_000)
         rec.log_instruction("put the green block in the bowl")
         rec.log_plan(_any_plan("put the green block in the bowl"), stamp_ns=99)  # no frame stamped 99: last before
-    expected += [("ep_a#0", "put the red block in the bowl", frames["a0"]),
-                 ("ep_a#1", "put the green block in the bowl", frames["a2"])]
+    expected += [
+        ("ep_a#0", "put the red block in the bowl", frames["a0"]),
+        ("ep_a#1", "put the green block in the bowl", frames["a2"]),
+    ]
     # rollout B: instruction logged before the first frame, no plan (the planner had died)
     with RolloutRecorder(tmp_path / "ep_b", instruction="put the blue block in the bowl", options=raw) as rec:
         rec.log_frame(frames["b0"], None, stamp_ns=5_000)
@@ -143,8 +159,9 @@ def test_replay_equals_planning_the_same_frames_directly(vlm, bags, tmp_path, ca
     replayed = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert sorted(replayed) == sorted(e[0] for e in expected)
 
-    planner = planner_mod.make_planner(PlannerConfig(backend="openai", model="stand-in-pixel-vlm",
-                                                     base_url=vlm.url, prompt_family="pixel"))
+    planner = planner_mod.make_planner(
+        PlannerConfig(backend="openai", model="stand-in-pixel-vlm", base_url=vlm.url, prompt_family="pixel")
+    )
     for ep_id, instruction, frame in expected:
         direct = planner.plan(frame, instruction).to_dict()
         assert replayed[ep_id]["error"] == ""
@@ -160,21 +177,47 @@ def test_replay_scores_against_ground_truth_and_takes_bags_named_by_episodes(vlm
     by_id = {e[0]: e for e in expected}
     gt = [
         # ep_b: ground truth agrees with where the square is (12, 33): success
-        {"id": "ep_b", "image": "ep_b/rollout.mcap", "instruction": "put the blue block in the bowl",
-         "instruction_type": "explicit",
-         "actions": [{"type": "grasp", "object": "blue block", "bbox": [12, 33, 18, 39]},
-                     {"type": "place", "object": "blue block", "target": "bowl", "bbox": [40, 28, 60, 40]}]},
+        {
+            "id": "ep_b",
+            "image": "ep_b/rollout.mcap",
+            "instruction": "put the blue block in the bowl",
+            "instruction_type": "explicit",
+            "actions": [
+                {"type": "grasp", "object": "blue block", "bbox": [12, 33, 18, 39]},
+                {"type": "place", "object": "blue block", "target": "bowl", "bbox": [40, 28, 60, 40]},
+            ],
+        },
         # checker_bag, named only here (not on the command line): GT box elsewhere -> failure
-        {"id": "checker", "image": "checker_bag", "instruction": "put the green block in the bowl",
-         "instruction_type": "explicit",
-         "actions": [{"type": "grasp", "object": "green block", "bbox": [0, 0, 6, 6]},
-                     {"type": "place", "object": "green block", "target": "bowl", "bbox": [40, 0, 64, 20]}]},
+        {
+            "id": "checker",
+            "image": "checker_bag",
+            "instruction": "put the green block in the bowl",
+            "instruction_type": "explicit",
+            "actions": [
+                {"type": "grasp", "object": "green block", "bbox": [0, 0, 6, 6]},
+                {"type": "place", "object": "green block", "target": "bowl", "bbox": [40, 0, 64, 20]},
+            ],
+        },
     ]
     episodes = tmp_path / "episodes.jsonl"
     episodes.write_text("".join(json.dumps(e) + "\n" for e in gt))
     out, score_out = tmp_path / "p.jsonl", tmp_path / "score.json"
-    assert main(["replay", str(paths[1]), "--episodes", str(episodes), "--out", str(out),
-                 "--score-out", str(score_out), *_planner_args(vlm)]) == 0
+    assert (
+        main(
+            [
+                "replay",
+                str(paths[1]),
+                "--episodes",
+                str(episodes),
+                "--out",
+                str(out),
+                "--score-out",
+                str(score_out),
+                *_planner_args(vlm),
+            ]
+        )
+        == 0
+    )
     result = json.loads(score_out.read_text())
     assert json.loads(capsys.readouterr().out) == result
     overall = result["overall"]
@@ -194,13 +237,30 @@ def test_replay_backend_finds_recorded_plans_by_exact_frame_hash(bags, tmp_path)
     replay_file = tmp_path / "recorded.jsonl"
     with replay_file.open("w") as f:
         for k, (_, instruction, frame) in enumerate(expected):
-            plan = {"instruction": instruction, "image_size": [W, H], "reason": "",
-                    "actions": [{"type": "open", "object": f"drawer {k}", "bbox": [k, k, k + 10, k + 10]}]}
+            plan = {
+                "instruction": instruction,
+                "image_size": [W, H],
+                "reason": "",
+                "actions": [{"type": "open", "object": f"drawer {k}", "bbox": [k, k, k + 10, k + 10]}],
+            }
             f.write(json.dumps({"instruction": instruction, "image_sha256": image_sha256(frame), "plan": plan}) + "\n")
     out = tmp_path / "p.jsonl"
     # the folder holding all three recordings stands for each of them
-    assert main(["replay", str(paths[0].parent), "--out", str(out), "--backend", "replay",
-                 "--replay-file", str(replay_file)]) == 0
+    assert (
+        main(
+            [
+                "replay",
+                str(paths[0].parent),
+                "--out",
+                str(out),
+                "--backend",
+                "replay",
+                "--replay-file",
+                str(replay_file),
+            ]
+        )
+        == 0
+    )
     got = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     for k, (ep_id, _, _) in enumerate(expected):
         assert got[ep_id]["error"] == "" and got[ep_id]["plan"]["actions"][0]["object"] == f"drawer {k}"
@@ -229,12 +289,16 @@ def test_replay_of_a_cut_short_rollout(vlm, tmp_path):
     rec.log_plan(_any_plan("put the blue block in the bowl"), stamp_ns=7)
     rec.log_frame(_frame((40, 30), 10), None, stamp_ns=8)  # after the plan: not the planner's input
     time.sleep(RecordingOptions().chunk_interval_s + 0.1)  # what a crash may not lose is in the file now
-    frame = next(image_to_rgb(m.msg) for m in read_bag(tmp_path / "cut") if m.msgtype.endswith("CompressedImage")
-                 and m.msg.header.stamp.nanosec == 7)  # the pixels the live planner saw, through JPEG
+    frame = next(
+        image_to_rgb(m.msg)
+        for m in read_bag(tmp_path / "cut")
+        if m.msgtype.endswith("CompressedImage") and m.msg.header.stamp.nanosec == 7
+    )  # the pixels the live planner saw, through JPEG
     out = tmp_path / "p.jsonl"
     assert main(["replay", str(tmp_path / "cut"), "--out", str(out), *_planner_args(vlm)]) == 0
     (record,) = map(json.loads, out.read_text().splitlines())
-    planner = planner_mod.make_planner(PlannerConfig(backend="openai", model="stand-in-pixel-vlm",
-                                                     base_url=vlm.url, prompt_family="pixel"))
+    planner = planner_mod.make_planner(
+        PlannerConfig(backend="openai", model="stand-in-pixel-vlm", base_url=vlm.url, prompt_family="pixel")
+    )
     assert record["frame_stamp_ns"] == 7
     assert record["plan"]["actions"] == planner.plan(frame, "put the blue block in the bowl").to_dict()["actions"]

@@ -32,11 +32,15 @@ def _session(root: Path, episodes: int = 3) -> Path:
     rng = np.random.default_rng(0)
     with SessionRecorder(root / "s1", clock_ns=tick) as session:
         for e in range(episodes):
-            with session.episode(instruction=f"task {e}", task="placement", condition="original",
-                                 scene_id=f"scene{e}") as rec:
+            with session.episode(
+                instruction=f"task {e}", task="placement", condition="original", scene_id=f"scene{e}"
+            ) as rec:
                 for i in range(4 + e):
-                    rec.log_frame(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8),
-                                  np.full((48, 64), 0.5 + 0.1 * e, np.float32), stamp_ns=i)
+                    rec.log_frame(
+                        rng.integers(0, 255, (48, 64, 3), dtype=np.uint8),
+                        np.full((48, 64), 0.5 + 0.1 * e, np.float32),
+                        stamp_ns=i,
+                    )
                     rec.log_joint_state(["fr3_finger_joint1"], [0.04 - 0.01 * i])
                 rec.set_label(e != 1, None if e != 1 else "grasp_failure")
     return root / "s1"
@@ -44,8 +48,13 @@ def _session(root: Path, episodes: int = 3) -> Path:
 
 def test_one_file_many_episodes_each_read_alone(tmp_path):
     session = _session(tmp_path)
-    assert sorted(p.name for p in session.iterdir()) == ["episode_0000", "episode_0001", "episode_0002",
-                                                          "session.json", "session.mcap"]
+    assert sorted(p.name for p in session.iterdir()) == [
+        "episode_0000",
+        "episode_0001",
+        "episode_0002",
+        "session.json",
+        "session.mcap",
+    ]
     index = json.loads((session / "session.json").read_text())
     assert index["status"] == "complete" and [e["status"] for e in index["episodes"]] == ["complete"] * 3
     records = find_rollouts([session])
@@ -57,8 +66,10 @@ def test_one_file_many_episodes_each_read_alone(tmp_path):
         depth = next(m for m in messages if m.topic == TOPICS.depth_compressed)
         assert float(np.median(B.depth_to_m(depth.msg))) == pytest.approx(0.5 + 0.1 * e)
         markers = [json.loads(m.msg.data) for m in messages if m.topic == TOPICS.episodes]
-        assert [(m["event"], m["episode_id"]) for m in markers] == [("start", record.episode_id),
-                                                                     ("end", record.episode_id)]
+        assert [(m["event"], m["episode_id"]) for m in markers] == [
+            ("start", record.episode_id),
+            ("end", record.episode_id),
+        ]
         assert record.info.bag.messages == len(messages) == index["episodes"][e]["messages"]
         assert record.bag_path.resolve() == (session / "session.mcap").resolve()
     with open(session / "session.mcap", "rb") as f:
@@ -128,9 +139,18 @@ def test_one_open_episode_at_a_time(tmp_path):
 def test_typed_record_reads_version_1_files_and_keeps_unknown_keys(tmp_path):
     folder = tmp_path / "old"
     folder.mkdir()
-    old = {"format": "grounded_planner.rollout/1", "episode_id": "old", "status": "complete", "instruction": "x",
-           "task": "t", "trial": 2, "success": None, "failure_mode": None, "bag": {"file": "rollout.mcap", "messages": 3},
-           "operator_badge": "K-17"}
+    old = {
+        "format": "grounded_planner.rollout/1",
+        "episode_id": "old",
+        "status": "complete",
+        "instruction": "x",
+        "task": "t",
+        "trial": 2,
+        "success": None,
+        "failure_mode": None,
+        "bag": {"file": "rollout.mcap", "messages": 3},
+        "operator_badge": "K-17",
+    }
     (folder / "rollout.json").write_text(json.dumps(old))
     record = load_rollout(folder)
     assert isinstance(record.info, RolloutInfo) and record.info.trial == 2 and record.info.bag.messages == 3
@@ -161,14 +181,18 @@ def test_every_reader_takes_raw_and_compressed_frames(tmp_path, images):
         clock[0] += 100_000_000
         return clock[0]
 
-    with RolloutRecorder(tmp_path / "ep", instruction="put the cup away", clock_ns=tick,
-                         options=RecordingOptions(images=images)) as rec:
+    with RolloutRecorder(
+        tmp_path / "ep", instruction="put the cup away", clock_ns=tick, options=RecordingOptions(images=images)
+    ) as rec:
         for i, rgb in enumerate(frames):
             rec.log_frame(rgb, np.full((48, 64), 0.8, np.float32), stamp_ns=100 + i)
             rec.log_joint_state(["fr3_finger_joint1"], [0.04 - 0.01 * i])
             if i == 1:
-                rec.log_plan(GroundedPlan("put the cup away", (64, 48), [GroundedAction("grasp", "cup", bbox=(1, 1, 9, 9))]),
-                             stamp_ns=101)
+                rec.log_plan(
+                    GroundedPlan("put the cup away", (64, 48), [GroundedAction("grasp", "cup", bbox=(1, 1, 9, 9))]),
+                    stamp_ns=101,
+                )
+
     def which(image: np.ndarray) -> int:
         """The logged frame an image is (bit for bit when raw; JPEG quality 90 when compressed)."""
         errors = [np.abs(image.astype(int) - f).mean() for f in frames]

@@ -15,7 +15,13 @@ from grounded_planner.cli.main import main  # noqa: E402
 from grounded_planner.rollout.label import label_rollouts  # noqa: E402
 from grounded_planner.rollout.record import RolloutRecorder, find_rollouts, load_rollout  # noqa: E402
 from grounded_planner.rollout.stats import (  # noqa: E402
-    StatsError, format_rate, mcnemar_exact, paired_comparisons, summarize, wilson_interval)
+    StatsError,
+    format_rate,
+    mcnemar_exact,
+    paired_comparisons,
+    summarize,
+    wilson_interval,
+)
 
 
 # (successes, n) -> interval in percent, one decimal, as printed in Spa-Bench's tables (and the issue's example)
@@ -49,15 +55,16 @@ def test_wilson_properties_and_errors():
 
 
 def test_mcnemar_exact_against_binomial_values():
-    assert mcnemar_exact(10, 2) == pytest.approx(158 / 4096)   # 2 * P(X <= 2), X ~ Bin(12, 1/2)
+    assert mcnemar_exact(10, 2) == pytest.approx(158 / 4096)  # 2 * P(X <= 2), X ~ Bin(12, 1/2)
     assert mcnemar_exact(0, 6) == pytest.approx(2 / 64)
     assert mcnemar_exact(3, 3) == 1.0 and mcnemar_exact(0, 0) == 1.0
 
 
 # -- rollouts with known outcomes -----------------------------------------------------------------
 def _record(root, name, task, condition, scene, success, mode=None, trial=0, label=True):
-    with RolloutRecorder(root / name, instruction=f"{task} in {scene}", task=task, condition=condition,
-                         scene_id=scene, trial=trial) as rec:
+    with RolloutRecorder(
+        root / name, instruction=f"{task} in {scene}", task=task, condition=condition, scene_id=scene, trial=trial
+    ) as rec:
         if label:
             rec.set_label(success, mode, source="human")
 
@@ -66,8 +73,8 @@ def _record(root, name, task, condition, scene, success, mode=None, trial=0, lab
 def rollout_tree(tmp_path):
     """Task 'placement', 12 scenes under 'original' and 'paraphrased'; task 'counting', 5 rollouts."""
     root = tmp_path / "rollouts"
-    original = [True] * 9 + [False] * 3                      # 9/12
-    paraphrased = [True] * 4 + [False] * 5 + [True] * 3      # 7/12
+    original = [True] * 9 + [False] * 3  # 9/12
+    paraphrased = [True] * 4 + [False] * 5 + [True] * 3  # 7/12
     modes = ["wrong_object", "grasp_failure", "incorrect_spatial_outcome", "premature_release", "wrong_instance"]
     k = 0
     for i, (a, b) in enumerate(zip(original, paraphrased)):
@@ -109,7 +116,7 @@ def test_summary_text_and_plot(rollout_tree, tmp_path, capsys):
     plot = tmp_path / "summary.png"
     assert main(["rollouts", "summary", str(rollout_tree), "--by", "task", "--plot", str(plot)]) == 0
     text = capsys.readouterr().out
-    assert "16/24; 66.7% (46.7–82.0)" in text      # placement over both conditions
+    assert "16/24; 66.7% (46.7–82.0)" in text  # placement over both conditions
     assert "paired comparisons" in text and "original 75.0% vs paraphrased 58.3% on 12 pairs" in text
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
     # a recording that never finished is reported as such, not counted
@@ -128,11 +135,13 @@ def test_summary_errors_are_one_line(tmp_path, capsys):
 
 
 def test_duplicate_scene_trial_is_left_out_of_pairs_with_warning():
-    rows = [dict(task="t", condition="a", scene_id="s1", trial=0, success=True),
-            dict(task="t", condition="a", scene_id="s1", trial=0, success=False),
-            dict(task="t", condition="b", scene_id="s1", trial=0, success=True),
-            dict(task="t", condition="a", scene_id="s2", trial=0, success=True),
-            dict(task="t", condition="b", scene_id="s2", trial=0, success=False)]
+    rows = [
+        dict(task="t", condition="a", scene_id="s1", trial=0, success=True),
+        dict(task="t", condition="a", scene_id="s1", trial=0, success=False),
+        dict(task="t", condition="b", scene_id="s1", trial=0, success=True),
+        dict(task="t", condition="a", scene_id="s2", trial=0, success=True),
+        dict(task="t", condition="b", scene_id="s2", trial=0, success=False),
+    ]
     warnings: list[str] = []
     (pair,) = paired_comparisons(rows, ("task",), warnings)
     assert pair.pairs == 1 and pair.a_only == 1
@@ -151,8 +160,10 @@ def test_labelling_round_trip_through_stdin(tmp_path, monkeypatch, capsys):
     assert main(["rollouts", "label", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "please answer y, n, s or q" in out and "labelled 3, skipped 1, already labelled 1" in out
-    got = {r.episode_id: (r.success, r.failure_mode, r.data["notes"], r.data["label_source"])
-           for r in find_rollouts([tmp_path])}
+    got = {
+        r.episode_id: (r.success, r.failure_mode, r.data["notes"], r.data["label_source"])
+        for r in find_rollouts([tmp_path])
+    }
     assert got["ep0"] == (True, None, "", "human")
     assert got["ep1"] == (False, "wrong_object", "knocked the cup", "human")
     assert got["ep2"][0] is None
@@ -175,7 +186,9 @@ def test_labelling_stops_cleanly_at_end_of_input(tmp_path):
     assert counts.quit and counts.labelled == 1
     assert "not a failure mode: 'not_a_mode'" in out.getvalue()
     assert (load_rollout(tmp_path / "ep0").success, load_rollout(tmp_path / "ep0").failure_mode) == (
-        False, "incorrect_spatial_outcome")
+        False,
+        "incorrect_spatial_outcome",
+    )
     assert load_rollout(tmp_path / "ep1").success is None
 
 
@@ -183,17 +196,20 @@ def test_hand_written_records_are_read_and_bad_ones_named(tmp_path, capsys):
     """A checker may write rollout.json by hand: only the fields the summary uses are needed."""
     for i, (success, mode) in enumerate([(True, None), (False, "wrong_object"), (False, "wrong_object")]):
         (tmp_path / "ok" / f"r{i}").mkdir(parents=True)
-        (tmp_path / "ok" / f"r{i}" / "rollout.json").write_text(json.dumps(
-            {"task": "t", "condition": "c", "success": success, "failure_mode": mode}))
+        (tmp_path / "ok" / f"r{i}" / "rollout.json").write_text(
+            json.dumps({"task": "t", "condition": "c", "success": success, "failure_mode": mode})
+        )
     assert main(["rollouts", "summary", str(tmp_path / "ok"), "--json"]) == 0
     g = json.loads(capsys.readouterr().out)["groups"][0]
     assert (g["successes"], g["n"], g["failure_modes"]) == (1, 3, {"wrong_object": 2})
     bad = tmp_path / "bad" / "r"
     bad.mkdir(parents=True)
-    for content, message in [({"success": "yes"}, "'success' must be true, false or null"),
-                             ({"success": False, "failure_mode": "oops"}, "unknown failure mode 'oops'"),
-                             ({"format": "other/1"}, "is not a rollout record"),
-                             ({"status": "weird"}, "unknown status")]:
+    for content, message in [
+        ({"success": "yes"}, "'success' must be true, false or null"),
+        ({"success": False, "failure_mode": "oops"}, "unknown failure mode 'oops'"),
+        ({"format": "other/1"}, "is not a rollout record"),
+        ({"status": "weird"}, "unknown status"),
+    ]:
         (bad / "rollout.json").write_text(json.dumps(content))
         assert main(["rollouts", "summary", str(tmp_path / "bad")]) == 2
         err = capsys.readouterr().err

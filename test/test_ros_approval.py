@@ -13,15 +13,30 @@ from conftest import REPO, requires_ros, spawn_python
 from helpers.ros_wait import spin_until, stop_process
 from test_ros_executor_node import ActionClientSide, sim_plan_msg
 
-pytestmark = [requires_ros, pytest.mark.ros,
-              pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")]
+pytestmark = [
+    requires_ros,
+    pytest.mark.ros,
+    pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)"),
+]
 
 
 @pytest.fixture
 def approving_executor(ros_domain):
-    child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
-                          "-p", "base_frame:=base_link", "-p", "require_approval:=true",
-                          "-p", "approval_timeout_s:=12.0"])
+    child = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.executor_node",
+            "--ros-args",
+            "-p",
+            "backend:=sim",
+            "-p",
+            "base_frame:=base_link",
+            "-p",
+            "require_approval:=true",
+            "-p",
+            "approval_timeout_s:=12.0",
+        ]
+    )
     yield child
     out = stop_process(child)
     assert "Traceback" not in out, out
@@ -61,8 +76,12 @@ def test_rejected_and_unanswered_plans_move_nothing_an_approved_one_runs(approvi
     _plan, msg = sim_plan_msg()
     side = ActionClientSide(rclpy_context)
     feedback, markers = [], []
-    side.node.create_subscription(MarkerArray, "/grounded_planner/plan_markers", markers.append,
-                                  QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    side.node.create_subscription(
+        MarkerArray,
+        "/grounded_planner/plan_markers",
+        markers.append,
+        QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+    )
 
     # rejected from a terminal in another process
     handle = side.send(side.Goal(plan=msg), feedback=lambda f: feedback.append(f.feedback.state))

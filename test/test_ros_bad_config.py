@@ -30,23 +30,41 @@ BAD_PROFILES = [
     ("int_as_string", section("camera", fps='"30"'), ["'fps'", "must be an integer"]),
     ("bool_as_float", section("planner", timeout_s="true"), ["'timeout_s'", "must be a number", "boolean"]),
     ("nan_float", section("planner", timeout_s=".nan"), ["'timeout_s'", "finite"]),
-    ("int_beyond_64_bits", section("planner", max_retries=10 ** 30), ["'max_retries'", "within 64 bits"]),
-    ("int_beyond_a_float", section("planner", timeout_s=10 ** 400), ["'timeout_s'", "finite number, got inf"]),
+    ("int_beyond_64_bits", section("planner", max_retries=10**30), ["'max_retries'", "within 64 bits"]),
+    ("int_beyond_a_float", section("planner", timeout_s=10**400), ["'timeout_s'", "finite number, got inf"]),
     ("null_value", section("planner", model=""), ["'model'", "must be a string", "empty YAML value"]),
     ("list_as_string", section("bag_player", bag="{tmp}", topics="/camera"), ["'topics'", "list of strings"]),
     ("negative_rate", section("bag_player", bag="{tmp}", rate=-1.0), ["'rate'", "must be > 0"]),
     ("unknown_choice", section("executor", backend="ur5"), ["'backend'", "must be one of sim"]),
-    ("missing_extrinsics", section("planner", extrinsics_file="{tmp}/no_such.yaml"), ["'extrinsics_file'", "no_such.yaml"]),
-    ("bad_extrinsics", section("backprojection", extrinsics_file="{tmp}/not_yaml.txt"), ["'extrinsics_file'", "not valid YAML"]),
-    ("missing_replay_file", section("planner", backend="replay", replay_file="{tmp}/no_plans.jsonl"),
-     ["'replay_file'", "no_plans.jsonl"]),
+    (
+        "missing_extrinsics",
+        section("planner", extrinsics_file="{tmp}/no_such.yaml"),
+        ["'extrinsics_file'", "no_such.yaml"],
+    ),
+    (
+        "bad_extrinsics",
+        section("backprojection", extrinsics_file="{tmp}/not_yaml.txt"),
+        ["'extrinsics_file'", "not valid YAML"],
+    ),
+    (
+        "missing_replay_file",
+        section("planner", backend="replay", replay_file="{tmp}/no_plans.jsonl"),
+        ["'replay_file'", "no_plans.jsonl"],
+    ),
     ("replay_without_file", section("planner", backend="replay"), ["replay_file", "required"]),
-    ("bad_replay_file", section("planner", backend="replay", replay_file="{tmp}/not_yaml.txt"),
-     ["'replay_file'", "not a replay record"]),
+    (
+        "bad_replay_file",
+        section("planner", backend="replay", replay_file="{tmp}/not_yaml.txt"),
+        ["'replay_file'", "not a replay record"],
+    ),
     ("missing_config_file", section("executor", config_file="{tmp}/no_exec.yaml"), ["'config_file'", "no_exec.yaml"]),
     ("bad_config_file", section("executor", config_file="{tmp}/bad_exec.yaml"), ["'config_file'", "workspace_min_m"]),
     ("missing_bag", section("bag_player", bag="{tmp}/no_bag"), ["'bag'", "no_bag"]),
-    ("log_dir_under_a_file", section("rollout_logger", log_dir="{tmp}/not_yaml.txt/rollouts"), ["'log_dir'", "is a file"]),
+    (
+        "log_dir_under_a_file",
+        section("rollout_logger", log_dir="{tmp}/not_yaml.txt/rollouts"),
+        ["'log_dir'", "is a file"],
+    ),
     ("no_ros_parameters", "planner:\n  backend: openai\n", ["section 'planner'", "ros__parameters"]),
     ("section_a_list", "planner: [1, 2]\n", ["section 'planner'", "ros__parameters"]),
     ("parameters_a_list", "planner:\n  ros__parameters: [backend, openai]\n", ["section 'planner'", "ros__parameters"]),
@@ -104,19 +122,36 @@ def node_script(name):
     return [str(script)] if script.exists() else [sys.executable, "-m", f"grounded_planner.ros.{name}"]
 
 
-@pytest.mark.parametrize("node,args,words", [
-    ("planner_node", ["-p", "timeout_s:=fast"], ["planner_node: planner: parameter 'timeout_s' must be a number, got 'fast'"]),
-    ("planner_node", ["-p", "max_retries:=1.5"], ["parameter 'max_retries' must be an integer, got 1.5"]),
-    ("planner_node", ["-p", "model:={a: 1}"], ["planner_node: bad --ros-args", "-p model:={a: 1}"]),
-    ("planner_node", ["-p", "extrinsics_file:={tmp}/no_such.yaml"], ["parameter 'extrinsics_file' names no file"]),
-    ("executor_node", ["-p", "config_file:={tmp}/no_exec.yaml"], ["parameter 'config_file' names no file"]),
-    ("rollout_logger_node", ["-p", "log_dir:={tmp}/not_yaml.txt/x"], ["parameter 'log_dir' cannot be a folder"]),
-    ("camera_node", ["-p", "playback_file:={tmp}/no_such.bag"], ["parameter 'playback_file' names nothing"]),
-], ids=["string_for_float", "float_for_int", "malformed_override", "missing_extrinsics", "missing_executor_config",
-        "log_dir_under_a_file", "missing_recording"])
+@pytest.mark.parametrize(
+    "node,args,words",
+    [
+        (
+            "planner_node",
+            ["-p", "timeout_s:=fast"],
+            ["planner_node: planner: parameter 'timeout_s' must be a number, got 'fast'"],
+        ),
+        ("planner_node", ["-p", "max_retries:=1.5"], ["parameter 'max_retries' must be an integer, got 1.5"]),
+        ("planner_node", ["-p", "model:={a: 1}"], ["planner_node: bad --ros-args", "-p model:={a: 1}"]),
+        ("planner_node", ["-p", "extrinsics_file:={tmp}/no_such.yaml"], ["parameter 'extrinsics_file' names no file"]),
+        ("executor_node", ["-p", "config_file:={tmp}/no_exec.yaml"], ["parameter 'config_file' names no file"]),
+        ("rollout_logger_node", ["-p", "log_dir:={tmp}/not_yaml.txt/x"], ["parameter 'log_dir' cannot be a folder"]),
+        ("camera_node", ["-p", "playback_file:={tmp}/no_such.bag"], ["parameter 'playback_file' names nothing"]),
+    ],
+    ids=[
+        "string_for_float",
+        "float_for_int",
+        "malformed_override",
+        "missing_extrinsics",
+        "missing_executor_config",
+        "log_dir_under_a_file",
+        "missing_recording",
+    ],
+)
 def test_standalone_node_refuses_bad_ros_args_in_one_line(node, args, words, files, ros_domain):
     args = [a.replace("{tmp}", str(files)) for a in args]
-    proc = subprocess.run(node_script(node) + ["--ros-args", *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        node_script(node) + ["--ros-args", *args], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
     assert "Traceback" not in out, out
@@ -128,9 +163,14 @@ def test_standalone_node_refuses_bad_ros_args_in_one_line(node, args, words, fil
 def test_standalone_executor_that_cannot_configure_exits_with_the_reason(files, ros_domain):
     # a config that loads but names a backend whose robot is not there: configure fails, the node must not keep
     # running unusable (it used to log "configure failed" and spin on)
-    proc = subprocess.run(node_script("executor_node") + ["--ros-args", "-p", "backend:=lerobot",
-                                                           "-p", "config_file:=config/execution_so101.yaml"],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        node_script("executor_node")
+        + ["--ros-args", "-p", "backend:=lerobot", "-p", "config_file:=config/execution_so101.yaml"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
     assert "Traceback" not in out, out

@@ -57,8 +57,21 @@ def test_player_replays_every_frame_at_scaled_rate(tmp_path, rclpy_context, stor
 
     bag, colors = write_test_bag(tmp_path / "scene", storage)
     rate = 0.5  # half speed: 3 frames 0.1 s apart must take at least 0.4 s
-    child = spawn_python(["-m", "grounded_planner.ros.bag_player_node", "--ros-args", "-p", f"bag:={bag}",
-                          "-p", f"rate:={rate}", "-p", "wait_for_subscribers:=true", "-p", "restamp:=false"])
+    child = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.bag_player_node",
+            "--ros-args",
+            "-p",
+            f"bag:={bag}",
+            "-p",
+            f"rate:={rate}",
+            "-p",
+            "wait_for_subscribers:=true",
+            "-p",
+            "restamp:=false",
+        ]
+    )
     node = rclpy.create_node("bag_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
@@ -69,17 +82,24 @@ def test_player_replays_every_frame_at_scaled_rate(tmp_path, rclpy_context, stor
         published_ns = []
         qos = QoSProfile(depth=10)
         node.create_subscription(
-            Image, COLOR, lambda m, info: (got["color"].append(m), published_ns.append(info["source_timestamp"])), qos)
+            Image, COLOR, lambda m, info: (got["color"].append(m), published_ns.append(info["source_timestamp"])), qos
+        )
         node.create_subscription(Image, DEPTH, got["depth"].append, qos)
         node.create_subscription(CameraInfo, INFO, got["info"].append, qos)
-        spin_until(executor, lambda: len(got["color"]) == 3 and len(got["depth"]) == 3 and len(got["info"]) == 3,
-                   30.0, "3 colour, depth and camera_info messages from the bag")
+        spin_until(
+            executor,
+            lambda: len(got["color"]) == 3 and len(got["depth"]) == 3 and len(got["info"]) == 3,
+            30.0,
+            "3 colour, depth and camera_info messages from the bag",
+        )
         assert [image_to_numpy(m).tolist() for m in got["color"]] == [c.tolist() for c in colors]
         assert [int(image_to_numpy(m)[0, 0]) for m in got["depth"]] == [500, 501, 502]
         assert got["color"][1].header.stamp.nanosec - got["color"][0].header.stamp.nanosec == GAP_NS
         assert list(got["info"][0].k)[0] == 30.0
         played_s = (published_ns[-1] - published_ns[0]) / 1e9
-        assert played_s >= 0.8 * (2 * GAP_NS / 1e9) / rate, f"3 frames played in {played_s:.3f} s: faster than the scaled rate"
+        assert played_s >= 0.8 * (2 * GAP_NS / 1e9) / rate, (
+            f"3 frames played in {played_s:.3f} s: faster than the scaled rate"
+        )
     finally:
         node.destroy_node()
         out = stop_process(child)
@@ -97,8 +117,19 @@ def test_player_restamps_frames_to_playback_time_at_the_played_rate(tmp_path, rc
 
     bag, _ = write_test_bag(tmp_path / "scene", "mcap")
     rate = 2.0
-    child = spawn_python(["-m", "grounded_planner.ros.bag_player_node", "--ros-args", "-p", f"bag:={bag}",
-                          "-p", f"rate:={rate}", "-p", "wait_for_subscribers:=true"])
+    child = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.bag_player_node",
+            "--ros-args",
+            "-p",
+            f"bag:={bag}",
+            "-p",
+            f"rate:={rate}",
+            "-p",
+            "wait_for_subscribers:=true",
+        ]
+    )
     node = rclpy.create_node("bag_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
@@ -136,8 +167,23 @@ def test_player_loops(tmp_path, rclpy_context):
     from sensor_msgs.msg import Image
 
     bag, _ = write_test_bag(tmp_path / "scene", "mcap", frames=2)
-    child = spawn_python(["-m", "grounded_planner.ros.bag_player_node", "--ros-args", "-p", f"bag:={bag}",
-                          "-p", "rate:=10.0", "-p", "loop:=true", "-p", f"topics:=[{COLOR}]", "-p", "wait_for_subscribers:=true"])
+    child = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.bag_player_node",
+            "--ros-args",
+            "-p",
+            f"bag:={bag}",
+            "-p",
+            "rate:=10.0",
+            "-p",
+            "loop:=true",
+            "-p",
+            f"topics:=[{COLOR}]",
+            "-p",
+            "wait_for_subscribers:=true",
+        ]
+    )
     node = rclpy.create_node("bag_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)

@@ -34,8 +34,12 @@ def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
             assert list(grasp.position) == pytest.approx(base_point(100.5, 120.5, CUBE_M), abs=0.01)
             dry = client.execute(planned.plan, dry_run=True, server_wait_s=30.0, timeout_s=60.0)
             assert dry.succeeded and dry.step_outcomes == ["ok", "ok"], client.last_error
-            spin_until(executor, lambda: node.count_subscribers("/grounded_planner/plan_pixels") > 0, 30.0,
-                       "backprojection node")
+            spin_until(
+                executor,
+                lambda: node.count_subscribers("/grounded_planner/plan_pixels") > 0,
+                30.0,
+                "backprojection node",
+            )
         finally:
             node.destroy_node()
             out = stop_bringup(child)
@@ -46,8 +50,11 @@ def test_replay_profile_serves_plans_from_the_bag(tmp_path, rclpy_context):
 
 def test_bringup_reports_a_bad_profile_in_one_line(tmp_path):
     (tmp_path / "bad.yaml").write_text("planner:\n  ros__parameters: {backend: openai, modle: x}\n")
-    proc = subprocess.run([*CLI, "bringup", "--config",
-                           str(tmp_path / "bad.yaml")], cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [*CLI, "bringup", "--config", str(tmp_path / "bad.yaml")], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("grounded-planner bringup: node 'planner' has no parameter 'modle'"), proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(
+        "grounded-planner bringup: node 'planner' has no parameter 'modle'"
+    ), proc.stderr

@@ -69,21 +69,34 @@ def test_lifecycle_camera_publishes_aligned_frames_and_matching_info(rclpy_conte
         node.create_subscription(Image, "/camera/camera/color/image_raw", got["color"].append, qos)
         node.create_subscription(Image, "/camera/camera/aligned_depth_to_color/image_raw", got["depth"].append, qos)
         node.create_subscription(CameraInfo, "/camera/camera/color/camera_info", got["info"].append, qos)
-        node.create_subscription(CameraInfo, "/camera/camera/aligned_depth_to_color/camera_info", got["depth_info"].append, qos)
+        node.create_subscription(
+            CameraInfo, "/camera/camera/aligned_depth_to_color/camera_info", got["depth_info"].append, qos
+        )
 
         get_state = node.create_client(GetState, "/camera/get_state")
         change = node.create_client(ChangeState, "/camera/change_state")
-        assert call(executor, get_state, GetState.Request(), 30.0, "/camera/get_state").current_state.label == "unconfigured"
+        assert (
+            call(executor, get_state, GetState.Request(), 30.0, "/camera/get_state").current_state.label
+            == "unconfigured"
+        )
         for transition in (Transition.TRANSITION_CONFIGURE, Transition.TRANSITION_ACTIVATE):
-            result = call(executor, change, ChangeState.Request(transition=Transition(id=transition)), 30.0, "change_state")
+            result = call(
+                executor, change, ChangeState.Request(transition=Transition(id=transition)), 30.0, "change_state"
+            )
             assert result.success, f"lifecycle transition {transition} refused"
 
         def matched():
             stamps = {(m.header.stamp.sec, m.header.stamp.nanosec) for m in got["color"]}
-            return any((d.header.stamp.sec, d.header.stamp.nanosec) in stamps for d in got["depth"]) and got["info"] and got["depth_info"]
+            return (
+                any((d.header.stamp.sec, d.header.stamp.nanosec) in stamps for d in got["depth"])
+                and got["info"]
+                and got["depth_info"]
+            )
 
         spin_until(executor, matched, 30.0, "colour + aligned depth with the same stamp, and camera_info")
-        color_msg, depth_msg = next((c, d) for c in got["color"] for d in got["depth"] if c.header.stamp == d.header.stamp)
+        color_msg, depth_msg = next(
+            (c, d) for c in got["color"] for d in got["depth"] if c.header.stamp == d.header.stamp
+        )
         color_px, depth_px = pattern()
         assert color_msg.encoding == "rgb8" and np.array_equal(image_to_numpy(color_msg), color_px)
         assert depth_msg.encoding == "16UC1"
@@ -98,7 +111,13 @@ def test_lifecycle_camera_publishes_aligned_frames_and_matching_info(rclpy_conte
         assert info.distortion_model == "plumb_bob" and len(info.d) == 5
         assert list(got["depth_info"][-1].k) == list(info.k)
 
-        result = call(executor, change, ChangeState.Request(transition=Transition(id=Transition.TRANSITION_DEACTIVATE)), 30.0, "deactivate")
+        result = call(
+            executor,
+            change,
+            ChangeState.Request(transition=Transition(id=Transition.TRANSITION_DEACTIVATE)),
+            30.0,
+            "deactivate",
+        )
         assert result.success
         assert call(executor, get_state, GetState.Request(), 30.0, "get_state").current_state.label == "inactive"
     finally:

@@ -65,8 +65,19 @@ def test_an_executor_killed_mid_goal_is_reported_at_once(tmp_path, rclpy_context
     from test_ros_executor_goals import plan_msg
 
     (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 1.0}}\n")
-    child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
-                          "-p", "base_frame:=base_link", "-p", f"config_file:={tmp_path / 'executor.yaml'}"])
+    child = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.executor_node",
+            "--ros-args",
+            "-p",
+            "backend:=sim",
+            "-p",
+            "base_frame:=base_link",
+            "-p",
+            f"config_file:={tmp_path / 'executor.yaml'}",
+        ]
+    )
     node = rclpy.create_node("client_probe", context=rclpy_context)
     events = []
     try:

@@ -14,8 +14,11 @@ from helpers.camera import publish_camera
 from helpers.ros_wait import call, reach, spin_until
 from test_closed_loop_sim import small
 
-pytestmark = [requires_ros, pytest.mark.ros,
-              pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")]
+pytestmark = [
+    requires_ros,
+    pytest.mark.ros,
+    pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)"),
+]
 
 
 def camera_publisher(context, cell, period_s=0.2):
@@ -34,10 +37,15 @@ def camera_publisher(context, cell, period_s=0.2):
         # newer than its request, and the closed loop then replans on the arm still carrying the box
         rgb, depth_m = cell.render()
         depth_mm = np.rint(np.nan_to_num(depth_m) * 1000.0).astype(np.uint16)
-        info = CameraInfo(width=cam.width, height=cam.height, distortion_model=cam.distortion_model,
-                          d=[float(v) for v in np.ravel(cam.D)], k=[float(v) for v in np.ravel(cam.K)],
-                          r=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
-                          p=[cam.fx, 0.0, cam.cx, 0.0, 0.0, cam.fy, cam.cy, 0.0, 0.0, 0.0, 1.0, 0.0])
+        info = CameraInfo(
+            width=cam.width,
+            height=cam.height,
+            distortion_model=cam.distortion_model,
+            d=[float(v) for v in np.ravel(cam.D)],
+            k=[float(v) for v in np.ravel(cam.K)],
+            r=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+            p=[cam.fx, 0.0, cam.cx, 0.0, 0.0, cam.fy, cam.cy, 0.0, 0.0, 0.0, 1.0, 0.0],
+        )
         frames = {"color": numpy_to_image(rgb, "rgb8"), "depth": numpy_to_image(depth_mm, "16UC1"), "info": info}
         for msg in frames.values():
             msg.header.frame_id = cam.frame_id
@@ -70,14 +78,28 @@ def test_executor_node_closed_loop_recovers_a_slip_through_the_plan_service(tmp_
     with FakeVLMServer(stand_in_scene(cell), one_object=True) as vlm:
         try:
             nodes.append(camera_publisher(rclpy_context, cell))
-            nodes.append(PlannerNode(context=rclpy_context, parameter_overrides=[
-                Parameter("backend", value="openai"), Parameter("base_url", value=vlm.base_url),
-                Parameter("model", value=STAND_IN_MODEL), Parameter("extrinsics_file", value=str(extrinsics)),
-                Parameter("timeout_s", value=30.0), Parameter("max_retries", value=0)]))
-            executor_node = ExecutorNode(context=rclpy_context, backend_factory=lambda name, config: SimBackend(cell),
-                                         parameter_overrides=[Parameter("closed_loop", value=True),
-                                                              Parameter("extrinsics_file", value=str(extrinsics)),
-                                                              Parameter("base_frame", value="base_link")])
+            nodes.append(
+                PlannerNode(
+                    context=rclpy_context,
+                    parameter_overrides=[
+                        Parameter("backend", value="openai"),
+                        Parameter("base_url", value=vlm.base_url),
+                        Parameter("model", value=STAND_IN_MODEL),
+                        Parameter("extrinsics_file", value=str(extrinsics)),
+                        Parameter("timeout_s", value=30.0),
+                        Parameter("max_retries", value=0),
+                    ],
+                )
+            )
+            executor_node = ExecutorNode(
+                context=rclpy_context,
+                backend_factory=lambda name, config: SimBackend(cell),
+                parameter_overrides=[
+                    Parameter("closed_loop", value=True),
+                    Parameter("extrinsics_file", value=str(extrinsics)),
+                    Parameter("base_frame", value="base_link"),
+                ],
+            )
             nodes.append(executor_node)
             executor_node.trigger_configure()
             executor_node.trigger_activate()
@@ -90,13 +112,20 @@ def test_executor_node_closed_loop_recovers_a_slip_through_the_plan_service(tmp_
             local = SingleThreadedExecutor(context=rclpy_context)
             local.add_node(probe)
             events = []
-            probe.create_subscription(ExecutionEvent, "/grounded_planner/execution/feedback",
-                                      lambda m: events.append({"state": m.state, "step": m.step, "message": m.message}),
-                                      50)
+            probe.create_subscription(
+                ExecutionEvent,
+                "/grounded_planner/execution/feedback",
+                lambda m: events.append({"state": m.state, "step": m.step, "message": m.message}),
+                50,
+            )
             time.sleep(0.5)  # first camera frames
-            plan = call(local, probe.create_client(GetGroundedPlan, "/grounded_planner/plan"),
-                        GetGroundedPlan.Request(instruction=cell.scenario.instruction, backproject=True), 60.0,
-                        "the first plan")
+            plan = call(
+                local,
+                probe.create_client(GetGroundedPlan, "/grounded_planner/plan"),
+                GetGroundedPlan.Request(instruction=cell.scenario.instruction, backproject=True),
+                60.0,
+                "the first plan",
+            )
             assert plan.success and len(plan.plan.actions) == 2, plan.message
             client = ActionClient(probe, ExecutePlan, "/grounded_planner/execute")
             assert client.wait_for_server(timeout_sec=30.0)

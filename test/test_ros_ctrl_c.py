@@ -103,13 +103,15 @@ def test_the_rollout_logger_closes_its_open_rollout_on_two_sigints(tmp_path, rcl
     from grounded_planner.ros.convert import plan_to_msg
     from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
-    child = spawn_python(["-m", "grounded_planner.ros.rollout_logger_node", "--ros-args",
-                          "-p", f"log_dir:={tmp_path / 'rollouts'}"])
+    child = spawn_python(
+        ["-m", "grounded_planner.ros.rollout_logger_node", "--ros-args", "-p", f"log_dir:={tmp_path / 'rollouts'}"]
+    )
     node = rclpy.create_node("ctrl_c_probe", context=rclpy_context)
     executor = SingleThreadedExecutor(context=rclpy_context)
     executor.add_node(node)
-    pub = node.create_publisher(GroundedPlanMsg, "/" + names.LAST_PLAN,
-                                QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    pub = node.create_publisher(
+        GroundedPlanMsg, "/" + names.LAST_PLAN, QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    )
     try:
         _wait_for_node(executor, node, "rollout_logger", child)
         plan = GroundedPlan("pick up the cube", (320, 240), [GroundedAction("grasp", "cube", bbox=[10, 10, 40, 40])])
@@ -131,11 +133,18 @@ def test_the_rollout_logger_closes_its_open_rollout_on_two_sigints(tmp_path, rcl
 
 def test_two_sigints_5ms_apart_end_bringup_with_exit_0(tmp_path, ros_domain):
     profile = tmp_path / "graph.yaml"
-    profile.write_text(f"/**/rollout_logger:\n  ros__parameters:\n    log_dir: {tmp_path / 'rollouts'}\n"
-                       f"/**/bag_player:\n  ros__parameters:\n    bag: {_bag(tmp_path)}\n    loop: true\n"
-                       "/**/backprojection:\n  ros__parameters: {}\n")
-    child = subprocess.Popen([sys.executable, "-m", "grounded_planner.cli.main", "bringup", "--config", str(profile)],
-                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    profile.write_text(
+        f"/**/rollout_logger:\n  ros__parameters:\n    log_dir: {tmp_path / 'rollouts'}\n"
+        f"/**/bag_player:\n  ros__parameters:\n    bag: {_bag(tmp_path)}\n    loop: true\n"
+        "/**/backprojection:\n  ros__parameters: {}\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-m", "grounded_planner.cli.main", "bringup", "--config", str(profile)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         line = child.stdout.readline()
         while line and "running" not in line:
@@ -154,12 +163,20 @@ def test_sigints_while_a_node_is_still_importing_end_it_quietly(how):
     and its modules: that was a KeyboardInterrupt traceback out of an import and exit -2."""
     from pathlib import Path
 
-    command = [str(Path(sys.executable).with_name("executor_node"))] if how == "console_script" else \
-        [sys.executable, "-m", "grounded_planner.ros.executor_node"]
+    command = (
+        [str(Path(sys.executable).with_name("executor_node"))]
+        if how == "console_script"
+        else [sys.executable, "-m", "grounded_planner.ros.executor_node"]
+    )
     if how == "console_script" and not Path(command[0]).exists():
         pytest.skip("the console script is not installed beside this interpreter")
-    child = subprocess.Popen([*command, "--ros-args", "-p", "backend:=sim", "-p", "base_frame:=base_link"],
-                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    child = subprocess.Popen(
+        [*command, "--ros-args", "-p", "backend:=sim", "-p", "base_frame:=base_link"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     time.sleep(0.3)  # importing (rclpy, numpy, the executor's modules take seconds here)
     out = _double_sigint(child)
     _assert_clean(out, child, f"executor_node ({how}) stopped while importing")

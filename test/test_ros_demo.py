@@ -11,16 +11,21 @@ import pytest
 from conftest import REPO, requires_ros
 from helpers.bringup import CLI
 
-pytestmark = [requires_ros, pytest.mark.ros, pytest.mark.slow,
-              pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")]
+pytestmark = [
+    requires_ros,
+    pytest.mark.ros,
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)"),
+]
 VLM_VARS = ("GP_VLM_BASE_URL", "GP_VLM_MODEL", "GP_VLM_BACKEND", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
 def run_demo(out_dir, ros_domain, **env_vars):
     env = {k: v for k, v in os.environ.items() if k not in VLM_VARS}
     env.update(env_vars)
-    return subprocess.run([*CLI, "demo", "--out", str(out_dir)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [*CLI, "demo", "--out", str(out_dir)], cwd=REPO, env=env, capture_output=True, text=True, timeout=240
+    )
 
 
 def test_demo_with_the_recorded_plan_puts_the_box_in_the_bowl(tmp_path, ros_domain):
@@ -31,7 +36,9 @@ def test_demo_with_the_recorded_plan_puts_the_box_in_the_bowl(tmp_path, ros_doma
     assert proc.returncode == 0, out
     for stage in ("[1/6] sample scene", "[3/6] planning", "[4/6] back-projection", "[5/6] execution", "[6/6] rollout"):
         assert stage in out
-    assert "REPLAY of a recorded plan" in out and "GP_VLM_BASE_URL=" in out, "must say which planner and how to plug in a VLM"
+    assert "REPLAY of a recorded plan" in out and "GP_VLM_BASE_URL=" in out, (
+        "must say which planner and how to plug in a VLM"
+    )
     assert "task done in the simulator: True" in out
     assert (tmp_path / "overlay.png").is_file() and (tmp_path / "scene" / "metadata.yaml").is_file()
     rollouts = sorted((tmp_path / "rollouts").iterdir())
@@ -52,9 +59,18 @@ def test_demo_uses_the_configured_vlm(tmp_path, ros_domain):
     recorded = json.loads((tmp_path / "replay" / "recorded_plan.jsonl").read_text())["plan"]
     w, h = recorded["image_size"]
     rel = lambda xs: [round(v / s * 1000) for v, s in zip(xs, [w, h, w, h])]  # noqa: E731
-    answer = {"actions": [{"type": "grasp", "object": "red box", "bbox_2d": rel(recorded["actions"][0]["bbox"])},
-                          {"type": "place", "object": "red box", "target": "blue bowl",
-                           "point_2d": rel(recorded["actions"][1]["point"])}], "reason": ""}
+    answer = {
+        "actions": [
+            {"type": "grasp", "object": "red box", "bbox_2d": rel(recorded["actions"][0]["bbox"])},
+            {
+                "type": "place",
+                "object": "red box",
+                "target": "blue bowl",
+                "point_2d": rel(recorded["actions"][1]["point"]),
+            },
+        ],
+        "reason": "",
+    }
     from grounded_planner.vlm.fake_server import FakeVLMServer, Reply
 
     with FakeVLMServer() as vlm:

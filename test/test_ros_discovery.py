@@ -113,8 +113,10 @@ def test_a_response_rmw_cannot_deliver_does_not_end_the_node(rclpy_context):
         def spin_once(self, timeout_sec=None):
             if self.raised == 0:
                 self.raised += 1
-                raise _rclpy.RCLError("failed to send response: client will not receive response, "
-                                      "at ./src/rmw_response.cpp:154, at ./src/rcl/service.c:314")
+                raise _rclpy.RCLError(
+                    "failed to send response: client will not receive response, "
+                    "at ./src/rmw_response.cpp:154, at ./src/rcl/service.c:314"
+                )
             super().spin_once(timeout_sec=timeout_sec)
 
     node = rclpy.create_node("keeps_serving", context=rclpy_context)

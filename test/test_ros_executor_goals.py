@@ -22,9 +22,14 @@ def plan_msg(frame="base_link", grasp_q=(0.0, 0.0, 0.0, 1.0), place_position=(0.
     from grounded_planner.ros.convert import plan_to_msg
     from grounded_planner.ros.msg_types import rclpy_type
 
-    plan = GroundedPlan("put the box in the bowl", (320, 240), [
-        GroundedAction("grasp", "box", bbox=(100.0, 100.0, 130.0, 130.0)),
-        GroundedAction("place", "box", "bowl", point=(200.0, 120.0))])
+    plan = GroundedPlan(
+        "put the box in the bowl",
+        (320, 240),
+        [
+            GroundedAction("grasp", "box", bbox=(100.0, 100.0, 130.0, 130.0)),
+            GroundedAction("place", "box", "bowl", point=(200.0, 120.0)),
+        ],
+    )
     msg = plan_to_msg(plan)
     # raw poses as a careless sender might fill them (NaN, non-unit quaternions): the executor must refuse them
     msg.actions[0].pose = pose_stamped_msg(rclpy_type, frame, (0.45, 0.1, 0.02), grasp_q)
@@ -45,16 +50,28 @@ def test_bad_goals_end_with_a_result_naming_step_and_field(ros_domain, tmp_path,
     from grounded_planner_interfaces.msg import ExecutionResult
 
     (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 0.0}}\n")
-    child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
-                          "-p", "base_frame:=base_link", "-p", f"config_file:={tmp_path / 'executor.yaml'}"])
+    child = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.executor_node",
+            "--ros-args",
+            "-p",
+            "backend:=sim",
+            "-p",
+            "base_frame:=base_link",
+            "-p",
+            f"config_file:={tmp_path / 'executor.yaml'}",
+        ]
+    )
     node = rclpy.create_node("goal_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
         executor.add_node(node)
         client = ActionClient(node, ExecutePlan, "/grounded_planner/execute")
         results = []
-        node.create_subscription(ExecutionResult, "/grounded_planner/execution/result", results.append,
-                                 QoSProfile(depth=20))
+        node.create_subscription(
+            ExecutionResult, "/grounded_planner/execution/result", results.append, QoSProfile(depth=20)
+        )
         assert client.wait_for_server(timeout_sec=60.0), "/grounded_planner/execute never appeared"
         reach(executor, node, "/grounded_planner/execute", 60.0, action=True)
 
@@ -69,21 +86,28 @@ def test_bad_goals_end_with_a_result_naming_step_and_field(ros_domain, tmp_path,
 
         nan = math.nan
         bad = [
-            (ExecutePlan.Goal(plan=plan_msg(grasp_q=(nan, 0.0, 0.0, nan)), dry_run=True),
-             "step 0 (grasp) pose.orientation: [nan, 0, 0, nan] must be 4 finite numbers"),
+            (
+                ExecutePlan.Goal(plan=plan_msg(grasp_q=(nan, 0.0, 0.0, nan)), dry_run=True),
+                "step 0 (grasp) pose.orientation: [nan, 0, 0, nan] must be 4 finite numbers",
+            ),
             (ExecutePlan.Goal(plan=plan_msg(grasp_q=(nan, 0.0, 0.0, nan))), "step 0 (grasp) pose.orientation"),
             (ExecutePlan.Goal(plan=plan_msg(grasp_q=(0.0, 0.0, 0.0, 2.0))), "is not a unit quaternion (norm 2)"),
-            (ExecutePlan.Goal(plan=plan_msg(place_position=(0.45, math.inf, 0.0)), dry_run=True),
-             "step 1 (place) pose.position"),
+            (
+                ExecutePlan.Goal(plan=plan_msg(place_position=(0.45, math.inf, 0.0)), dry_run=True),
+                "step 1 (place) pose.position",
+            ),
             (ExecutePlan.Goal(plan=plan_msg(grasp_width=-0.01), dry_run=True), "step 0 (grasp) width: -0.01"),
-            (ExecutePlan.Goal(plan=plan_msg(frame="camera_link"), dry_run=True),
-             "step 0 (grasp) pose.header.frame_id: 'camera_link', expected 'base_link'"),
+            (
+                ExecutePlan.Goal(plan=plan_msg(frame="camera_link"), dry_run=True),
+                "step 0 (grasp) pose.header.frame_id: 'camera_link', expected 'base_link'",
+            ),
         ]
         for goal, message in bad:
             outcome = run(goal)
             assert outcome.status == GoalStatus.STATUS_ABORTED, outcome.result.message
-            assert outcome.result.message.startswith("invalid goal: ") and message in outcome.result.message, \
+            assert outcome.result.message.startswith("invalid goal: ") and message in outcome.result.message, (
                 outcome.result.message
+            )
         # the node keeps serving: a sound goal is accepted and answered
         outcome = run(ExecutePlan.Goal(plan=plan_msg(), dry_run=True))
         assert outcome.status in (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED)
@@ -140,9 +164,21 @@ def _cancel_run(tmp_path, rclpy_context, ros_domain, owner_only: bool):
     from grounded_planner_interfaces.action import ExecutePlan
 
     (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 1.0}}\n")
-    child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
-                          "-p", "base_frame:=base_link", "-p", f"config_file:={tmp_path / 'executor.yaml'}",
-                          "-p", f"cancel_owner_only:={'true' if owner_only else 'false'}"])
+    child = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.executor_node",
+            "--ros-args",
+            "-p",
+            "backend:=sim",
+            "-p",
+            "base_frame:=base_link",
+            "-p",
+            f"config_file:={tmp_path / 'executor.yaml'}",
+            "-p",
+            f"cancel_owner_only:={'true' if owner_only else 'false'}",
+        ]
+    )
     panel_context = Context()
     rclpy.init(context=panel_context, domain_id=ros_domain)
     owner = rclpy.create_node("goal_owner", context=rclpy_context)

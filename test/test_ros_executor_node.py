@@ -9,8 +9,11 @@ from conftest import REPO, requires_ros, spawn_python
 from helpers.ros_wait import call, reach, spin_until, stop_process
 
 # find_spec, not importorskip: importing mujoco before the sim layer sets MUJOCO_GL breaks headless rendering
-pytestmark = [requires_ros, pytest.mark.ros,
-              pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")]
+pytestmark = [
+    requires_ros,
+    pytest.mark.ros,
+    pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)"),
+]
 
 SCENARIO = REPO / "config" / "scenarios" / "box_in_bowl.yaml"
 
@@ -45,10 +48,12 @@ class ActionClientSide:
         self.Goal = ExecutePlan.Goal
         self.results = []
         self.events = []
-        self.node.create_subscription(ExecutionResult, "/grounded_planner/execution/result", self.results.append,
-                                      QoSProfile(depth=10))
-        self.node.create_subscription(ExecutionEvent, "/grounded_planner/execution/feedback", self.events.append,
-                                      QoSProfile(depth=100))
+        self.node.create_subscription(
+            ExecutionResult, "/grounded_planner/execution/result", self.results.append, QoSProfile(depth=10)
+        )
+        self.node.create_subscription(
+            ExecutionEvent, "/grounded_planner/execution/feedback", self.events.append, QoSProfile(depth=100)
+        )
 
     def send(self, goal, feedback=None, timeout_s=60.0):
         assert self.client.wait_for_server(timeout_sec=timeout_s), "/grounded_planner/execute never appeared"
@@ -67,9 +72,22 @@ class ActionClientSide:
 def executor_child(ros_domain, tmp_path, request):
     # realtime 1.0 paces the simulator to the wall clock, so that a cancel after the first feedback lands mid-plan
     realtime = getattr(request, "param", 0.0)
-    (tmp_path / "executor.yaml").write_text(f"executor: {{backend: sim}}\nbackends: {{sim: {{realtime_factor: {realtime}}}}}\n")
-    child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
-                          "-p", "base_frame:=base_link", "-p", f"config_file:={tmp_path / 'executor.yaml'}"])
+    (tmp_path / "executor.yaml").write_text(
+        f"executor: {{backend: sim}}\nbackends: {{sim: {{realtime_factor: {realtime}}}}}\n"
+    )
+    child = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.executor_node",
+            "--ros-args",
+            "-p",
+            "backend:=sim",
+            "-p",
+            "base_frame:=base_link",
+            "-p",
+            f"config_file:={tmp_path / 'executor.yaml'}",
+        ]
+    )
     yield child
     out = stop_process(child)
     assert "Traceback" not in out, out
@@ -130,17 +148,30 @@ def test_inactive_executor_rejects_goals_until_activated(ros_domain, tmp_path, r
     from lifecycle_msgs.msg import Transition
     from lifecycle_msgs.srv import ChangeState
 
-    child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
-                          "-p", "autostart:=false"])
+    child = spawn_python(
+        ["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim", "-p", "autostart:=false"]
+    )
     try:
         _plan, msg = sim_plan_msg()
         side = ActionClientSide(rclpy_context)
         change = side.node.create_client(ChangeState, "/executor/change_state")
-        assert call(side.executor, change, ChangeState.Request(transition=Transition(id=Transition.TRANSITION_CONFIGURE)),
-                    60.0, "configure").success
-        assert not side.send(side.Goal(plan=msg, dry_run=True)).accepted, "an inactive (configured) executor took a goal"
-        assert call(side.executor, change, ChangeState.Request(transition=Transition(id=Transition.TRANSITION_ACTIVATE)),
-                    30.0, "activate").success
+        assert call(
+            side.executor,
+            change,
+            ChangeState.Request(transition=Transition(id=Transition.TRANSITION_CONFIGURE)),
+            60.0,
+            "configure",
+        ).success
+        assert not side.send(side.Goal(plan=msg, dry_run=True)).accepted, (
+            "an inactive (configured) executor took a goal"
+        )
+        assert call(
+            side.executor,
+            change,
+            ChangeState.Request(transition=Transition(id=Transition.TRANSITION_ACTIVATE)),
+            30.0,
+            "activate",
+        ).success
         handle = side.send(side.Goal(plan=msg, dry_run=True))
         assert handle.accepted and side.result(handle).result.success
         side.node.destroy_node()

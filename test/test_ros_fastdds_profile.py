@@ -57,8 +57,9 @@ def _env(profile: bool) -> dict:
 
 
 def _largest_segment(profile: bool) -> int:
-    out = subprocess.run([sys.executable, "-c", SHM_SEGMENTS], env=_env(profile), capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", SHM_SEGMENTS], env=_env(profile), capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     return int(out.stdout.strip().splitlines()[-1])
 
@@ -71,18 +72,39 @@ def test_fast_dds_takes_the_profile():
 
 def test_a_large_image_reaches_the_planner_intact_with_the_profile(tmp_path, ros_domain):
     image = np.random.default_rng(7).integers(0, 255, (720, 1280, 3), dtype=np.uint8)
-    plan = {"instruction": "put the red cube in the bowl", "image_size": [1280, 720],
-            "actions": [{"type": "grasp", "object": "red cube", "bbox": [500, 300, 580, 420]},
-                        {"type": "place", "object": "red cube", "point": [900, 500]}]}
+    plan = {
+        "instruction": "put the red cube in the bowl",
+        "image_size": [1280, 720],
+        "actions": [
+            {"type": "grasp", "object": "red cube", "bbox": [500, 300, 580, 420]},
+            {"type": "place", "object": "red cube", "point": [900, 500]},
+        ],
+    }
     replay = tmp_path / "replay.jsonl"
-    replay.write_text(json.dumps({"instruction": plan["instruction"],
-                                  "image_sha256": image_sha256(image), "plan": plan}) + "\n")
-    planner = subprocess.Popen([sys.executable, "-m", "grounded_planner.ros.planner_node", "--ros-args",
-                                "-p", "backend:=replay", "-p", f"replay_file:={replay}"], cwd=REPO, env=_env(True),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    replay.write_text(
+        json.dumps({"instruction": plan["instruction"], "image_sha256": image_sha256(image), "plan": plan}) + "\n"
+    )
+    planner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grounded_planner.ros.planner_node",
+            "--ros-args",
+            "-p",
+            "backend:=replay",
+            "-p",
+            f"replay_file:={replay}",
+        ],
+        cwd=REPO,
+        env=_env(True),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
-        out = subprocess.run([sys.executable, "-c", CLIENT], cwd=REPO, env=_env(True), capture_output=True, text=True,
-                             timeout=180)
+        out = subprocess.run(
+            [sys.executable, "-c", CLIENT], cwd=REPO, env=_env(True), capture_output=True, text=True, timeout=180
+        )
     finally:
         log = stop_process(planner)
     assert out.returncode == 0, out.stderr

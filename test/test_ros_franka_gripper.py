@@ -42,13 +42,28 @@ def franka_msgs_prefix(tmp_path_factory):
         pytest.skip("cmake or rosidl_default_generators missing (make setup installs them)")
     root = tmp_path_factory.mktemp("franka_msgs")
     prefix, build = root / "prefix", root / "build"
-    env = dict(os.environ, AMENT_PREFIX_PATH=str(venv), CMAKE_PREFIX_PATH=str(venv),
-               PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        AMENT_PREFIX_PATH=str(venv),
+        CMAKE_PREFIX_PATH=str(venv),
+        PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    )
     started = time.monotonic()
-    for cmd in ([cmake, "-S", str(FIXTURE), "-B", str(build), f"-DCMAKE_INSTALL_PREFIX={prefix}",
-                 f"-DPython3_EXECUTABLE={sys.executable}", "-DBUILD_TESTING=OFF",
-                 f"-DGP_FIX_WHEEL_INCLUDE_DIRS={FIX_CMAKE}", f"-DCMAKE_INSTALL_RPATH={prefix / 'lib'}"],
-                [cmake, "--build", str(build), "--target", "install", f"-j{os.cpu_count() or 2}"]):
+    for cmd in (
+        [
+            cmake,
+            "-S",
+            str(FIXTURE),
+            "-B",
+            str(build),
+            f"-DCMAKE_INSTALL_PREFIX={prefix}",
+            f"-DPython3_EXECUTABLE={sys.executable}",
+            "-DBUILD_TESTING=OFF",
+            f"-DGP_FIX_WHEEL_INCLUDE_DIRS={FIX_CMAKE}",
+            f"-DCMAKE_INSTALL_RPATH={prefix / 'lib'}",
+        ],
+        [cmake, "--build", str(build), "--target", "install", f"-j{os.cpu_count() or 2}"],
+    ):
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     print(f"\nfranka_msgs (test build) built in {time.monotonic() - started:.1f} s", file=sys.stderr)
@@ -58,8 +73,10 @@ def franka_msgs_prefix(tmp_path_factory):
         ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(site))
-        yield {"PYTHONPATH": os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")]),
-               "LD_LIBRARY_PATH": os.pathsep.join([str(prefix / "lib"), os.environ.get("LD_LIBRARY_PATH", "")])}
+        yield {
+            "PYTHONPATH": os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "LD_LIBRARY_PATH": os.pathsep.join([str(prefix / "lib"), os.environ.get("LD_LIBRARY_PATH", "")]),
+        }
 
 
 @pytest.fixture
@@ -71,8 +88,13 @@ def gripper_server(franka_msgs_prefix, ros_domain):
         args = [sys.executable, str(SERVER), "--node-name", node_name, "--namespace", namespace, "--mode", mode]
         if object_width_m is not None:
             args += ["--object-width-m", str(object_width_m)]
-        proc = subprocess.Popen(args, env=dict(os.environ, **franka_msgs_prefix), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            args,
+            env=dict(os.environ, **franka_msgs_prefix),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         procs.append(proc)
         line = proc.stdout.readline()
         assert "READY" in line, f"gripper server did not start: {line}{proc.stdout.read() if proc.poll() else ''}"
@@ -204,8 +226,9 @@ def test_moveit_backend_gripper_through_the_real_client(gripper_server, rclpy_co
     gripper_server(object_width_m=0.03)
     config = MoveItConfig(params_files=[str(moveit_params_file(tmp_path))])
     fake = FakeMoveItModule()
-    backend = MoveItBackend(config, **fake.backend_args(
-        lambda c: FrankaGripperClient(c.gripper_namespace, context=rclpy_context)))
+    backend = MoveItBackend(
+        config, **fake.backend_args(lambda c: FrankaGripperClient(c.gripper_namespace, context=rclpy_context))
+    )
     backend.connect()
     try:
         backend.gripper_open()  # to the homed width: a move to the nominal 0.08 m would be rejected
@@ -213,8 +236,11 @@ def test_moveit_backend_gripper_through_the_real_client(gripper_server, rclpy_co
         assert backend.gripper_close(force_n=20.0) == pytest.approx(0.03, abs=1e-6)
         assert backend.gripper_close(20.0, expected_width_m=0.03) == pytest.approx(0.03, abs=1e-6)
         # planned as 5 cm: the server answers success=false and the backend says why
-        with pytest.raises(GraspFailedError, match=r"stopped at 30\.0 mm, outside the grasp tolerance around the "
-                                                   r"object's expected width 50\.0 mm \(-10\.0/\+10\.0 mm"):
+        with pytest.raises(
+            GraspFailedError,
+            match=r"stopped at 30\.0 mm, outside the grasp tolerance around the "
+            r"object's expected width 50\.0 mm \(-10\.0/\+10\.0 mm",
+        ):
             backend.gripper_close(20.0, expected_width_m=0.05)
         backend.config.gripper_speed_mps = 0.01  # a slow opening, stopped half way
         stopped: list = []
@@ -248,8 +274,9 @@ def test_moveit_backend_notices_a_robot_that_drops_out_and_reconnects(gripper_se
     server = gripper_server()
     config = MoveItConfig(params_files=[str(moveit_params_file(tmp_path))], gripper_homing_timeout_s=3.0)
     fake = FakeMoveItModule()
-    backend = MoveItBackend(config, **fake.backend_args(
-        lambda c: FrankaGripperClient(c.gripper_namespace, context=rclpy_context)))
+    backend = MoveItBackend(
+        config, **fake.backend_args(lambda c: FrankaGripperClient(c.gripper_namespace, context=rclpy_context))
+    )
     backend.connect()
     try:
         wait_width(backend._gripper, lambda w: w >= 0.0)

@@ -17,14 +17,18 @@ def _launch_table(name: str, table: str):
     tree = ast.parse((REPO / "launch" / name).read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == table:
+
             class Share(ast.NodeTransformer):
                 def visit_Call(self, call):
                     if ast.unparse(call.func) == "os.path.join":
                         return ast.Constant("/".join(ast.literal_eval(a) for a in call.args[1:]))
                     return self.generic_visit(call)
 
-                def visit_Name(self, name):  # a constant imported from the package (DEFAULT_LOG_DIR): its name stands in
+                def visit_Name(
+                    self, name
+                ):  # a constant imported from the package (DEFAULT_LOG_DIR): its name stands in
                     return ast.Constant(f"<{name.id}>")
+
             return ast.literal_eval(Share().visit(node.value))
     raise AssertionError(f"{name} has no {table}")
 
@@ -56,7 +60,9 @@ def test_tilde_paths_are_expanded_for_every_path_parameter(monkeypatch, tmp_path
     (tmp_path / "cell.yaml").write_text("x: 1\n")
     assert resolve_data_path("~/cell.yaml") == str(tmp_path / "cell.yaml")
     assert expand_path("~/rollouts") == str(tmp_path / "rollouts")
-    assert resolve_data_path("calibration/so101_d435_eye_to_hand.yaml").endswith("calibration/so101_d435_eye_to_hand.yaml")
+    assert resolve_data_path("calibration/so101_d435_eye_to_hand.yaml").endswith(
+        "calibration/so101_d435_eye_to_hand.yaml"
+    )
 
 
 @requires_ros
@@ -66,8 +72,9 @@ def test_rollout_logger_writes_under_the_home_folder_for_a_tilde_log_dir(monkeyp
     from grounded_planner.ros.rollout_logger_node import RolloutLoggerNode
 
     monkeypatch.setenv("HOME", str(tmp_path))
-    node = RolloutLoggerNode(context=rclpy_context,
-                             parameter_overrides=[Parameter("log_dir", Parameter.Type.STRING, "~/rollouts")])
+    node = RolloutLoggerNode(
+        context=rclpy_context, parameter_overrides=[Parameter("log_dir", Parameter.Type.STRING, "~/rollouts")]
+    )
     try:
         assert node.log_dir == tmp_path / "rollouts"
     finally:

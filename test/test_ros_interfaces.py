@@ -24,12 +24,27 @@ PLAN = GroundedPlan(
 
 def located(plan: GroundedPlan) -> GroundedPlan:
     """PLAN with 3D targets in the robot base frame, as back-projection leaves it."""
-    return plan.with_targets(TargetSet("fr3_link0", [
-        Target(0, "grasp", "spoon", (0.5, 0.1, 0.02), yaw=0.3, width=0.018, normal=(0, 0, 1), method="top_surface",
-               confidence=0.9),
-        Target(1, "place", "spoon", (0.4, -0.2, 0.0), normal=(0, 0, 1), method="depth", confidence=1.0),
-        Target(2, "open", "top drawer", (0.7, 0.0, 0.3), normal=(-1, 0, 0), method="handle", confidence=0.6),
-        Target(3, "close", "top drawer", (0.7, 0.0, 0.3), normal=(-1, 0, 0), method="handle", confidence=0.6)]))
+    return plan.with_targets(
+        TargetSet(
+            "fr3_link0",
+            [
+                Target(
+                    0,
+                    "grasp",
+                    "spoon",
+                    (0.5, 0.1, 0.02),
+                    yaw=0.3,
+                    width=0.018,
+                    normal=(0, 0, 1),
+                    method="top_surface",
+                    confidence=0.9,
+                ),
+                Target(1, "place", "spoon", (0.4, -0.2, 0.0), normal=(0, 0, 1), method="depth", confidence=1.0),
+                Target(2, "open", "top drawer", (0.7, 0.0, 0.3), normal=(-1, 0, 0), method="handle", confidence=0.6),
+                Target(3, "close", "top drawer", (0.7, 0.0, 0.3), normal=(-1, 0, 0), method="handle", confidence=0.6),
+            ],
+        )
+    )
 
 
 def test_interfaces_have_the_documented_fields():
@@ -37,17 +52,40 @@ def test_interfaces_have_the_documented_fields():
     from grounded_planner_interfaces.msg import GroundedAction as A, GroundedPlan as P
     from grounded_planner_interfaces.srv import GetGroundedPlan
 
-    assert set(A.get_fields_and_field_types()) == {"type", "object", "target", "bbox", "point", "pose", "width",
-                                                    "normal", "target_method", "target_confidence"}
+    assert set(A.get_fields_and_field_types()) == {
+        "type",
+        "object",
+        "target",
+        "bbox",
+        "point",
+        "pose",
+        "width",
+        "normal",
+        "target_method",
+        "target_confidence",
+    }
     assert A.get_fields_and_field_types()["pose"] == "geometry_msgs/PoseStamped"
     assert A.get_fields_and_field_types()["normal"] == "geometry_msgs/Vector3"
     assert set(P.get_fields_and_field_types()) == {
-        "header", "instruction", "image_width", "image_height", "actions", "model", "raw_response", "reason", "warnings"}
+        "header",
+        "instruction",
+        "image_width",
+        "image_height",
+        "actions",
+        "model",
+        "raw_response",
+        "reason",
+        "warnings",
+    }
     assert set(GetGroundedPlan.Request.get_fields_and_field_types()) == {"instruction", "image", "backproject"}
     assert set(GetGroundedPlan.Response.get_fields_and_field_types()) == {"success", "message", "plan"}
     assert set(ExecutePlan.Goal.get_fields_and_field_types()) == {"plan", "dry_run"}
     assert set(ExecutePlan.Result.get_fields_and_field_types()) == {
-        "success", "message", "steps_completed", "step_outcomes"}
+        "success",
+        "message",
+        "steps_completed",
+        "step_outcomes",
+    }
     assert set(ExecutePlan.Feedback.get_fields_and_field_types()) == {"step", "state", "current"}
 
 
@@ -114,7 +152,7 @@ def test_a_node_outside_the_repo_gets_width_normal_and_method_through_the_client
         out, _ = client.communicate(timeout=120)
         line = next((ln for ln in out.splitlines() if ln.startswith("RESULT ")), None)
         assert client.returncode == 0 and line is not None, out
-        got = json.loads(line[len("RESULT "):])
+        got = json.loads(line[len("RESULT ") :])
         assert got["first"] == "succeeded" and got["status"] == "succeeded", got["error"]
         assert got["frame"] == "camera_color_optical_frame"
         assert got["pixels"] == [a.to_dict() for a in PLAN.actions]  # field by field, to the thousandth of a pixel

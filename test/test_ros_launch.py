@@ -168,8 +168,15 @@ def test_real_launch_with_moveit_hands_the_config_package_to_moveit_py(tmp_path,
     from helpers.fake_moveit_configs import launch_modules, write_ament_prefix
     from helpers.fake_moveit_py import FakeGripper, FakeMoveItModule
 
-    prefix = write_ament_prefix(tmp_path / "prefix", {"grounded_planner": REPO, "franka_fr3_moveit_config": None,
-                                                      "franka_bringup": None, "franka_description": None})
+    prefix = write_ament_prefix(
+        tmp_path / "prefix",
+        {
+            "grounded_planner": REPO,
+            "franka_fr3_moveit_config": None,
+            "franka_bringup": None,
+            "franka_description": None,
+        },
+    )
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the launch file writes the parameters file
     nodes: list = []
@@ -192,8 +199,9 @@ def test_real_launch_with_moveit_hands_the_config_package_to_moveit_py(tmp_path,
     assert "RRTConnectkConfigDefault" in params["ompl"]["planner_configs"]
     assert params["planning_pipelines"] == {"pipeline_names": ["ompl"]}
     fake = FakeMoveItModule()
-    backend = MoveItBackend(MoveItConfig(params_files=[overrides["moveit_params_file"]]),
-                            **fake.backend_args(lambda c: FakeGripper(0.03)))
+    backend = MoveItBackend(
+        MoveItConfig(params_files=[overrides["moveit_params_file"]]), **fake.backend_args(lambda c: FakeGripper(0.03))
+    )
     backend.connect()
     backend.move_to_pose((0.5, 0.0, 0.3), 0.0, 0.3)
     assert fake[0].goals[-1][3] == "ompl" and fake[0].executed

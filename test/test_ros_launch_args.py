@@ -16,8 +16,11 @@ from grounded_planner.ros.launch_args import LaunchArgumentError
 def _declared(name: str) -> dict[str, tuple[str, str]]:
     """ARGUMENTS of a launch file: name -> (default source, description), read without importing launch."""
     tree = ast.parse((REPO / "launch" / name).read_text())
-    table = next(node.value for node in tree.body if isinstance(node, ast.Assign)
-                 and any(getattr(t, "id", "") == "ARGUMENTS" for t in node.targets))
+    table = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "ARGUMENTS" for t in node.targets)
+    )
     out = {}
     for row in table.elts:
         key, default, text = row.elts
@@ -138,4 +141,6 @@ def test_install_hints_name_a_command_for_a_colcon_install_and_one_for_the_venv(
     assert hint.startswith("pip install franky-control (a colcon install: pip install franky-control")
     assert "this repository's venv: pip install -e '.[execution]'" in hint
     assert "grounded_planner[" not in hint  # an extra a colcon install does not have
-    assert "rosdep install --from-paths src -y (key python3-mujoco-pip)" in install_hint("mujoco", "sim", "python3-mujoco-pip")
+    assert "rosdep install --from-paths src -y (key python3-mujoco-pip)" in install_hint(
+        "mujoco", "sim", "python3-mujoco-pip"
+    )

@@ -41,9 +41,22 @@ def _load(name: str, monkeypatch):
 
 def test_real_launch_in_a_namespace_with_its_own_camera_names(tmp_path, monkeypatch):
     defaults, make_nodes, nodes = _launch("real.launch.py", tmp_path, monkeypatch)
-    make_nodes({**defaults, "namespace": "robot2", "model": "Qwen/Qwen3-VL-8B-Instruct", "camera_name": "d435",
-                "dry_run": "true"})
-    assert sorted(node["name"] for node in nodes) == ["backprojection", "camera", "executor", "planner", "rollout_logger"]
+    make_nodes(
+        {
+            **defaults,
+            "namespace": "robot2",
+            "model": "Qwen/Qwen3-VL-8B-Instruct",
+            "camera_name": "d435",
+            "dry_run": "true",
+        }
+    )
+    assert sorted(node["name"] for node in nodes) == [
+        "backprojection",
+        "camera",
+        "executor",
+        "planner",
+        "rollout_logger",
+    ]
     assert {node["namespace"] for node in nodes} == {"robot2"}  # relative: under a pushed namespace too
     by_name = {node["name"]: node["parameters"][1] for node in nodes}
     assert by_name["camera"]["camera_namespace"] == "camera/d435"  # relative: /robot2/camera/d435/color/image_raw
@@ -54,14 +67,17 @@ def test_real_launch_in_a_namespace_with_its_own_camera_names(tmp_path, monkeypa
     assert by_name["rollout_logger"]["log_dir"].endswith("/.ros/grounded_planner/rollouts")
 
 
-@pytest.mark.parametrize("overrides,words", [
-    ({"model": ""}, "model:= is required with planner_backend:=openai"),
-    ({"dry_run": "yes please"}, "dry_run:=yes please is not a boolean"),
-    ({"config": "/missing.yaml"}, "config:=/missing.yaml: no such file"),
-    ({"robot": "ur5"}, "robot:=ur5 must be one of franka | so101"),
-    ({"robot": "so101", "executor_backend": "moveit"}, "robot:=so101 needs moveit_config:=PACKAGE"),
-    ({"namespace": "robot 2"}, "namespace:=robot 2"),
-])
+@pytest.mark.parametrize(
+    "overrides,words",
+    [
+        ({"model": ""}, "model:= is required with planner_backend:=openai"),
+        ({"dry_run": "yes please"}, "dry_run:=yes please is not a boolean"),
+        ({"config": "/missing.yaml"}, "config:=/missing.yaml: no such file"),
+        ({"robot": "ur5"}, "robot:=ur5 must be one of franka | so101"),
+        ({"robot": "so101", "executor_backend": "moveit"}, "robot:=so101 needs moveit_config:=PACKAGE"),
+        ({"namespace": "robot 2"}, "namespace:=robot 2"),
+    ],
+)
 def test_real_launch_refuses_bad_arguments_by_name(tmp_path, monkeypatch, overrides, words):
     defaults, make_nodes, nodes = _launch("real.launch.py", tmp_path, monkeypatch)
     with pytest.raises(LaunchArgumentError) as info:
@@ -90,12 +106,24 @@ def test_replay_launch_of_the_demos_bag_uses_the_calibration_beside_it(tmp_path,
     calibration.parent.mkdir()
     calibration.write_text("x: 1\n")
     with pytest.raises(LaunchArgumentError, match=r"rate:=fast must be a number > 0"):
-        make_nodes({**defaults, "bag": str(bag), "rate": "fast", "planner_backend": "replay", "replay_file": str(plans)})
+        make_nodes(
+            {**defaults, "bag": str(bag), "rate": "fast", "planner_backend": "replay", "replay_file": str(plans)}
+        )
     with pytest.raises(LaunchArgumentError, match=r"loop:=sometimes is not a boolean"):
-        make_nodes({**defaults, "bag": str(bag), "loop": "sometimes", "planner_backend": "replay",
-                    "replay_file": str(plans)})
-    make_nodes({**defaults, "bag": str(bag), "planner_backend": "replay", "replay_file": str(plans),
-                "namespace": "robot1", "rate": "2", "loop": "false"})
+        make_nodes(
+            {**defaults, "bag": str(bag), "loop": "sometimes", "planner_backend": "replay", "replay_file": str(plans)}
+        )
+    make_nodes(
+        {
+            **defaults,
+            "bag": str(bag),
+            "planner_backend": "replay",
+            "replay_file": str(plans),
+            "namespace": "robot1",
+            "rate": "2",
+            "loop": "false",
+        }
+    )
     assert {node["namespace"] for node in nodes} == {"robot1"}
     by_name = {node["name"]: node["parameters"][-1] for node in nodes}
     assert by_name["planner"]["extrinsics_file"] == str(calibration) == by_name["backprojection"]["extrinsics_file"]
@@ -109,8 +137,15 @@ def test_franka_ros2_before_v3_4_0_is_refused_naming_the_version(tmp_path, monke
 
     from helpers.fake_moveit_configs import MoveItConfigsBuilder, write_ament_prefix
 
-    prefix = write_ament_prefix(tmp_path / "prefix", {"grounded_planner": REPO, "franka_fr3_moveit_config": None,
-                                                      "franka_bringup": None, "franka_description": None})
+    prefix = write_ament_prefix(
+        tmp_path / "prefix",
+        {
+            "grounded_planner": REPO,
+            "franka_fr3_moveit_config": None,
+            "franka_bringup": None,
+            "franka_description": None,
+        },
+    )
     (prefix / "share" / "franka_bringup" / "urdf" / "franka_arm.urdf.xacro").unlink()  # a v3.3 layout
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
     monkeypatch.setattr(logging, "warning", lambda *args: warned.append(args))

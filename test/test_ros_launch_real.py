@@ -65,7 +65,9 @@ def _share(launcher: str, tmp_path, monkeypatch) -> str:
     # the package registered in an ament prefix of its own, its share folder the repository (as colcon's
     # --symlink-install lays it out); the venv's prefix stays behind it for the interfaces
     prefix = write_ament_prefix(tmp_path / "ament_prefix", {"grounded_planner": REPO})
-    monkeypatch.setenv("AMENT_PREFIX_PATH", os.pathsep.join(filter(None, [str(prefix), os.environ.get("AMENT_PREFIX_PATH")])))
+    monkeypatch.setenv(
+        "AMENT_PREFIX_PATH", os.pathsep.join(filter(None, [str(prefix), os.environ.get("AMENT_PREFIX_PATH")]))
+    )
     return str(prefix / "share" / "grounded_planner")
 
 
@@ -78,8 +80,14 @@ class Launched:
         else:
             args = ["-m", "helpers.launch_double"]
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [TEST_DIR, os.environ.get("PYTHONPATH")]))}
-        self.child = subprocess.Popen([sys.executable, *args, launch_file, str(seconds), *assignments], cwd=cwd,
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.child = subprocess.Popen(
+            [sys.executable, *args, launch_file, str(seconds), *assignments],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self.lines: list[str] = []
         self.changed = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -129,9 +137,13 @@ def test_real_launch_for_so101_under_ros2_launch(launcher, tmp_path, rclpy_conte
     share = _share(launcher, tmp_path, monkeypatch)
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "plans.jsonl").write_text("")
-    launched = Launched(launcher, os.path.join(share, "launch", "real.launch.py"), 120,
-                        ["robot:=so101", "log_dir:=~/so101_rollouts", "planner_backend:=replay",
-                         "replay_file:=~/plans.jsonl"], tmp_path)
+    launched = Launched(
+        launcher,
+        os.path.join(share, "launch", "real.launch.py"),
+        120,
+        ["robot:=so101", "log_dir:=~/so101_rollouts", "planner_backend:=replay", "replay_file:=~/plans.jsonl"],
+        tmp_path,
+    )
     node = rclpy.create_node("launch_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
@@ -153,7 +165,9 @@ def test_real_launch_for_so101_under_ros2_launch(launcher, tmp_path, rclpy_conte
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(launcher, tmp_path, rclpy_context, monkeypatch):
+def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(
+    launcher, tmp_path, rclpy_context, monkeypatch
+):
     """The replay launch file with image_transport topics in the user's own parameters file."""
     import rclpy
     import yaml
@@ -162,8 +176,14 @@ def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(launch
     from grounded_planner.ros import names
     from grounded_planner.ros.convert import plan_from_msg
     from helpers.ros_wait import spin_until
-    from helpers.realdata import (COLOR_COMPRESSED, DEPTH_COMPRESSED, ask_every_plan, real_frame,
-                                  write_compressed_equidistant_bag, write_replay_file)
+    from helpers.realdata import (
+        COLOR_COMPRESSED,
+        DEPTH_COMPRESSED,
+        ask_every_plan,
+        real_frame,
+        write_compressed_equidistant_bag,
+        write_replay_file,
+    )
 
     pytest.importorskip("pyrealsense2")
     share = _share(launcher, tmp_path, monkeypatch)
@@ -171,17 +191,27 @@ def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(launch
     write_compressed_equidistant_bag(tmp_path / "bag", real_frame())
     write_replay_file(tmp_path / "plans.jsonl")
     config = yaml.safe_load(open(os.path.join(share, "config", "replay.yaml")))
-    config["/**/planner"]["ros__parameters"].update(color_topic=COLOR_COMPRESSED, depth_topic=DEPTH_COMPRESSED,
-                                                    frame_wait_s=30.0)
+    config["/**/planner"]["ros__parameters"].update(
+        color_topic=COLOR_COMPRESSED, depth_topic=DEPTH_COMPRESSED, frame_wait_s=30.0
+    )
     config["/**/backprojection"]["ros__parameters"].update(depth_topic=DEPTH_COMPRESSED)
     config["/**/rollout_logger"]["ros__parameters"].update(color_topic=COLOR_COMPRESSED, depth_topic=DEPTH_COMPRESSED)
     (tmp_path / "compressed.yaml").write_text(yaml.safe_dump(config))
-    launched = Launched(launcher, os.path.join(share, "launch", "replay.launch.py"), 120,
-                        ["bag:=~/bag", "config:=~/compressed.yaml", "planner_backend:=replay",
-                         "replay_file:=~/plans.jsonl", "log_dir:=~/rollouts",
-                         # no calibration is stored beside this bag: the launch refuses to guess one
-                         f"extrinsics_file:={os.path.join(share, 'calibration', 'realsense_d435_eye_to_hand.yaml')}"],
-                        tmp_path)
+    launched = Launched(
+        launcher,
+        os.path.join(share, "launch", "replay.launch.py"),
+        120,
+        [
+            "bag:=~/bag",
+            "config:=~/compressed.yaml",
+            "planner_backend:=replay",
+            "replay_file:=~/plans.jsonl",
+            "log_dir:=~/rollouts",
+            # no calibration is stored beside this bag: the launch refuses to guess one
+            f"extrinsics_file:={os.path.join(share, 'calibration', 'realsense_d435_eye_to_hand.yaml')}",
+        ],
+        tmp_path,
+    )
     node = rclpy.create_node("launch_replay_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
@@ -190,9 +220,15 @@ def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(launch
         spin_until(executor, lambda: nodes <= set(node.get_node_names()), 30.0, f"discovery of {sorted(nodes)}")
         # the logger's plan subscription is volatile: a plan published before it matched is not logged (a loaded
         # machine starts it last), and this test checks where the logger writes, so it asks once the logger listens
-        spin_until(executor, lambda: any(info.node_name == "rollout_logger" for info
-                                         in node.get_subscriptions_info_by_topic(f"/{names.LAST_PLAN}")), 30.0,
-                   "the rollout logger's subscription to the last plan")
+        spin_until(
+            executor,
+            lambda: any(
+                info.node_name == "rollout_logger"
+                for info in node.get_subscriptions_info_by_topic(f"/{names.LAST_PLAN}")
+            ),
+            30.0,
+            "the rollout logger's subscription to the last plan",
+        )
         for response in ask_every_plan(node, executor).values():
             assert response.success, response.message
             targets = plan_from_msg(response.plan).target_set()

@@ -92,9 +92,15 @@ class Harness:
     def __init__(self, root: Path, *params: str):
         require_tmpfs_mount(root)
         self.root = root
-        self.proc = subprocess.Popen(["unshare", "-rm", sys.executable, "-c", HARNESS, str(root), *params], cwd=REPO,
-                                     env=os.environ.copy(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            ["unshare", "-rm", sys.executable, "-c", HARNESS, str(root), *params],
+            cwd=REPO,
+            env=os.environ.copy(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         assert self.proc.stdout.readline().strip() == "ready"
 
     def ask(self, command: str):
@@ -133,19 +139,33 @@ class Cell:
         self.executor.add_node(self.node)
         qos = QoSProfile(depth=10)
         self.color, self.depth, self.info = scene_messages()
-        self.pubs = {name: self.node.create_publisher(t, topic, qos) for name, t, topic in [
-            ("color", Image, "/camera/camera/color/image_raw"),
-            ("depth", Image, "/camera/camera/aligned_depth_to_color/image_raw"),
-            ("info", CameraInfo, "/camera/camera/color/camera_info"),
-            ("plan", GroundedPlanMsg, "/grounded_planner/last_plan"),
-            ("result", ExecutionResult, "/grounded_planner/execution/result")]}
+        self.pubs = {
+            name: self.node.create_publisher(t, topic, qos)
+            for name, t, topic in [
+                ("color", Image, "/camera/camera/color/image_raw"),
+                ("depth", Image, "/camera/camera/aligned_depth_to_color/image_raw"),
+                ("info", CameraInfo, "/camera/camera/color/camera_info"),
+                ("plan", GroundedPlanMsg, "/grounded_planner/last_plan"),
+                ("result", ExecutionResult, "/grounded_planner/execution/result"),
+            ]
+        }
         self.node.create_timer(0.1, self.camera)
         self.closed: list[str] = []
-        self.node.create_subscription(String, "/grounded_planner/rollout/closed", lambda m: self.closed.append(m.data),
-                                      QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.node.create_subscription(
+            String,
+            "/grounded_planner/rollout/closed",
+            lambda m: self.closed.append(m.data),
+            QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        )
         self.health: list[tuple[int, str]] = []
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: self.health.extend(
-            (s.level, s.message) for s in m.status if s.name.endswith("rollout recording")), qos)
+        self.node.create_subscription(
+            DiagnosticArray,
+            "/diagnostics",
+            lambda m: self.health.extend(
+                (s.level, s.message) for s in m.status if s.name.endswith("rollout recording")
+            ),
+            qos,
+        )
 
     def camera(self):
         stamp = self.node.get_clock().now().to_msg()
@@ -154,15 +174,25 @@ class Cell:
             self.pubs[name].publish(msg)
 
     def wait_subscribed(self):
-        spin_until(self.executor, lambda: all(p.get_subscription_count() > 0 for p in self.pubs.values()), 60.0,
-                   "the logger to subscribe")
+        spin_until(
+            self.executor,
+            lambda: all(p.get_subscription_count() > 0 for p in self.pubs.values()),
+            60.0,
+            "the logger to subscribe",
+        )
 
     def plan(self, instruction: str):
         from grounded_planner.plan import GroundedAction, GroundedPlan
         from grounded_planner.ros.convert import plan_to_msg
 
-        plan = GroundedPlan(instruction, (320, 240), [GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
-                                                      GroundedAction("place", "red cube", "table", point=(240.0, 120.0))])
+        plan = GroundedPlan(
+            instruction,
+            (320, 240),
+            [
+                GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
+                GroundedAction("place", "red cube", "table", point=(240.0, 120.0)),
+            ],
+        )
         msg = plan_to_msg(plan)
         msg.header.stamp = self.node.get_clock().now().to_msg()
         self.pubs["plan"].publish(msg)
@@ -197,8 +227,12 @@ def test_a_full_disk_cuts_one_episode_short_and_the_next_is_recorded(tmp_path, r
         cell.plan("second")
         spin_until(cell.executor, lambda: len(harness.ask("report")["episodes"]) >= 2, 60.0, "the second episode")
         assert harness.ask("fill") == "filled"  # the disk fills mid-episode; 5 frames a second keep coming
-        spin_until(cell.executor, lambda: cell.health and cell.health[-1][0] == DiagnosticStatus.ERROR, 30.0,
-                   "/diagnostics to say episodes are not recorded")
+        spin_until(
+            cell.executor,
+            lambda: cell.health and cell.health[-1][0] == DiagnosticStatus.ERROR,
+            30.0,
+            "/diagnostics to say episodes are not recorded",
+        )
         assert "episodes are not being recorded" in cell.health[-1][1] and "No space left" in cell.health[-1][1]
         cell.spin(2.0)  # 10 more frames that cannot be written
         cell.result("second")  # the cut episode's late result goes nowhere, not into the next episode
@@ -210,12 +244,21 @@ def test_a_full_disk_cuts_one_episode_short_and_the_next_is_recorded(tmp_path, r
         cell.plan("fourth")  # space again: recorded
         cell.spin(1.5)
         cell.result("fourth")
-        spin_until(cell.executor, lambda: cell.health and cell.health[-1][0] == DiagnosticStatus.OK, 30.0,
-                   "/diagnostics to say episodes are recorded again")
-        spin_until(cell.executor, lambda: any(ep.get("json", {}).get("instruction") == "fourth"
-                                              and ep["json"]["status"] == "complete"
-                                              for ep in harness.ask("report")["episodes"]), 30.0,
-                   "the fourth episode to be recorded")
+        spin_until(
+            cell.executor,
+            lambda: cell.health and cell.health[-1][0] == DiagnosticStatus.OK,
+            30.0,
+            "/diagnostics to say episodes are recorded again",
+        )
+        spin_until(
+            cell.executor,
+            lambda: any(
+                ep.get("json", {}).get("instruction") == "fourth" and ep["json"]["status"] == "complete"
+                for ep in harness.ask("report")["episodes"]
+            ),
+            30.0,
+            "the fourth episode to be recorded",
+        )
         report = harness.ask("report")
     finally:
         cell.close()
@@ -241,15 +284,37 @@ def test_a_full_disk_cuts_one_episode_short_and_the_next_is_recorded(tmp_path, r
 
 def test_an_episode_whose_executor_is_killed_ends_cut_short(tmp_path, rclpy_context):
     (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 0.0}}\n")
-    logger = spawn_python(["-m", "grounded_planner.ros.rollout_logger_node", "--ros-args",
-                           "-p", f"log_dir:={tmp_path / 'rollouts'}", "-p", "frame_rate_hz:=10.0"])
-    executor = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=sim",
-                             "-p", f"config_file:={tmp_path / 'executor.yaml'}"])
+    logger = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.rollout_logger_node",
+            "--ros-args",
+            "-p",
+            f"log_dir:={tmp_path / 'rollouts'}",
+            "-p",
+            "frame_rate_hz:=10.0",
+        ]
+    )
+    executor = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.executor_node",
+            "--ros-args",
+            "-p",
+            "backend:=sim",
+            "-p",
+            f"config_file:={tmp_path / 'executor.yaml'}",
+        ]
+    )
     cell = Cell(rclpy_context)
     try:
         cell.wait_subscribed()
-        spin_until(cell.executor, lambda: cell.node.count_publishers("/grounded_planner/execute/_action/status") > 0,
-                   120.0, "the executor to join the graph")
+        spin_until(
+            cell.executor,
+            lambda: cell.node.count_publishers("/grounded_planner/execute/_action/status") > 0,
+            120.0,
+            "the executor to join the graph",
+        )
         cell.plan("orphaned")
         cell.spin(1.5)
         executor.send_signal(signal.SIGKILL)
@@ -278,8 +343,17 @@ def test_an_episode_whose_executor_is_killed_ends_cut_short(tmp_path, rclpy_cont
 
 
 def test_an_episode_without_a_result_ends_at_episode_timeout_s(tmp_path, rclpy_context):
-    logger = spawn_python(["-m", "grounded_planner.ros.rollout_logger_node", "--ros-args",
-                           "-p", f"log_dir:={tmp_path / 'rollouts'}", "-p", "episode_timeout_s:=2.0"])
+    logger = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.rollout_logger_node",
+            "--ros-args",
+            "-p",
+            f"log_dir:={tmp_path / 'rollouts'}",
+            "-p",
+            "episode_timeout_s:=2.0",
+        ]
+    )
     cell = Cell(rclpy_context)
     try:
         cell.wait_subscribed()

@@ -57,8 +57,9 @@ def test_a_plain_node_key_misses_a_namespaced_node_and_the_profiles_do_not(tmp_p
         context = Context()
         rclpy.init(args=["--ros-args", "--params-file", str(params_file)], context=context)
         try:
-            node = rclpy.create_node("executor", namespace="robot1", context=context,
-                                     automatically_declare_parameters_from_overrides=True)
+            node = rclpy.create_node(
+                "executor", namespace="robot1", context=context, automatically_declare_parameters_from_overrides=True
+            )
             seen[label] = node.get_parameter("dry_run").value if node.has_parameter("dry_run") else None
             node.destroy_node()
         finally:
@@ -73,7 +74,9 @@ def test_bringup_reads_wildcard_keys_and_refuses_a_bad_namespace(tmp_path):
     profile = Profile.load(REPO / "config" / "replay.yaml")
     assert profile.params["executor"]["dry_run"] is True and profile.params["bag_player"]["loop"] is True
     twice = tmp_path / "twice.yaml"
-    twice.write_text("executor:\n  ros__parameters: {dry_run: true}\n/**/executor:\n  ros__parameters: {dry_run: false}\n")
+    twice.write_text(
+        "executor:\n  ros__parameters: {dry_run: true}\n/**/executor:\n  ros__parameters: {dry_run: false}\n"
+    )
     with pytest.raises(ProfileError, match="two sections"):
         Profile.load(twice)
     with pytest.raises(ProfileError, match="not a ROS namespace"):
@@ -91,10 +94,17 @@ def _stack(tmp_path: Path, namespace: str, seed: int, domain: int):
     cell, bag, extrinsics, replay_file, instruction = write_scene(out, seed, lambda _line: None)
     profile = Profile.load(REPO / "config" / "replay.yaml")
     profile.params.pop("console", None)  # one web console per port: not part of what this test checks
-    for assignment in (f"bag_player.bag={bag}", "planner.backend=replay", f"planner.replay_file={replay_file}",
-                       f"planner.extrinsics_file={extrinsics}", f"backprojection.extrinsics_file={extrinsics}",
-                       "planner.frame_wait_s=20.0", "executor.dry_run=false", "executor.base_frame=base_link",
-                       f"rollout_logger.log_dir={out / 'rollouts'}"):
+    for assignment in (
+        f"bag_player.bag={bag}",
+        "planner.backend=replay",
+        f"planner.replay_file={replay_file}",
+        f"planner.extrinsics_file={extrinsics}",
+        f"backprojection.extrinsics_file={extrinsics}",
+        "planner.frame_wait_s=20.0",
+        "executor.dry_run=false",
+        "executor.base_frame=base_link",
+        f"rollout_logger.log_dir={out / 'rollouts'}",
+    ):
         profile.set(assignment)
     factories = {"executor": {"backend_factory": lambda name, config: SimBackend(cell)}}
     return Bringup(profile, factories=factories, domain_id=domain, namespace=namespace).start(), cell, instruction
@@ -125,12 +135,21 @@ def test_two_complete_stacks_side_by_side_each_plan_and_goal_reach_only_their_ow
         heard = {(ns, what): [] for ns in stacks for what in ("status", "result", "closed")}
         latched = QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         for ns in stacks:
-            node.create_subscription(PlannerStatus, names.in_namespace(ns, names.PLANNER_STATUS),
-                                     heard[(ns, "status")].append, QoSProfile(depth=10))
-            node.create_subscription(ExecutionResult, names.in_namespace(ns, names.EXECUTION_RESULT),
-                                     heard[(ns, "result")].append, QoSProfile(depth=10))
-            node.create_subscription(String, names.in_namespace(ns, names.ROLLOUT_CLOSED),
-                                     heard[(ns, "closed")].append, latched)
+            node.create_subscription(
+                PlannerStatus,
+                names.in_namespace(ns, names.PLANNER_STATUS),
+                heard[(ns, "status")].append,
+                QoSProfile(depth=10),
+            )
+            node.create_subscription(
+                ExecutionResult,
+                names.in_namespace(ns, names.EXECUTION_RESULT),
+                heard[(ns, "result")].append,
+                QoSProfile(depth=10),
+            )
+            node.create_subscription(
+                String, names.in_namespace(ns, names.ROLLOUT_CLOSED), heard[(ns, "closed")].append, latched
+            )
 
         nowhere = GroundedPlannerClient(node, executor=executor)  # the root namespace has no planner now
         assert nowhere.plan_service == "/grounded_planner/plan"
@@ -146,10 +165,15 @@ def test_two_complete_stacks_side_by_side_each_plan_and_goal_reach_only_their_ow
             assert planned.plan.actions and all(a.target_3d is not None for a in planned.plan.actions)
             done = client.execute(planned.msg, timeout_s=120.0, server_wait_s=30.0)
             assert done.succeeded, (done.status, done.message)
-            spin_until(executor, lambda: len(heard[(ns, "closed")]) > before[(ns, "closed")], 30.0,
-                       f"{ns}'s rollout logger to close the episode")
-            spin_until(executor, lambda: len(heard[(ns, "status")]) > before[(ns, "status")], 10.0,
-                       f"{ns}'s planner status")
+            spin_until(
+                executor,
+                lambda: len(heard[(ns, "closed")]) > before[(ns, "closed")],
+                30.0,
+                f"{ns}'s rollout logger to close the episode",
+            )
+            spin_until(
+                executor, lambda: len(heard[(ns, "status")]) > before[(ns, "status")], 10.0, f"{ns}'s planner status"
+            )
             executor.spin_once(timeout_sec=1.0)  # anything the other stack would have said by now
             for what in ("status", "result", "closed"):
                 assert len(heard[(other, what)]) == before[(other, what)], f"{other} heard {ns}'s {what}"
@@ -180,20 +204,51 @@ def test_the_bringup_command_takes_a_namespace(tmp_path, rclpy_context):
 
     profile = tmp_path / "one.yaml"
     profile.write_text("/**/backprojection:\n  ros__parameters: {}\n")
-    child = subprocess.Popen([sys.executable, "-m", "grounded_planner.cli.main", "bringup", "--namespace", "robot1",
-                              "--config", str(profile)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grounded_planner.cli.main",
+            "bringup",
+            "--namespace",
+            "robot1",
+            "--config",
+            str(profile),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     node = rclpy.create_node("namespace_probe", context=rclpy_context)
     executor = SingleThreadedExecutor(context=rclpy_context)
     executor.add_node(node)
     try:
-        spin_until(executor, lambda: ("backprojection", "/robot1") in node.get_node_names_and_namespaces(), 30.0,
-                   "backprojection in /robot1")
+        spin_until(
+            executor,
+            lambda: ("backprojection", "/robot1") in node.get_node_names_and_namespaces(),
+            30.0,
+            "backprojection in /robot1",
+        )
         assert ("backprojection", "/") not in node.get_node_names_and_namespaces()
     finally:
         node.destroy_node()
         out = stop_bringup(child)
     assert "running in namespace /robot1" in out, out
-    bad = subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "bringup", "--namespace", "robot 1",
-                          "--config", str(profile)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grounded_planner.cli.main",
+            "bringup",
+            "--namespace",
+            "robot 1",
+            "--config",
+            str(profile),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "'robot 1' is not a ROS namespace" in bad.stderr, bad.stderr

@@ -34,20 +34,35 @@ def _graph(node, want: set[str], timeout_s: float = 10.0) -> tuple[set[str], set
 
 # -- backprojection_node: its six topic parameters -----------------------------------------------------------------
 
+
 def test_backprojection_node_wires_every_topic_parameter(rclpy_context):
     from grounded_planner.ros import names
     from grounded_planner.ros.backprojection_node import BackprojectionNode
 
-    custom = {"input_topic": "/other/plan_pixels", "output_topic": "/other/plan_3d", "targets_topic": "/other/targets",
-              "markers_topic": "/other/target_markers", "camera_info_topic": "/other/color/camera_info",
-              "depth_camera_info_topic": "/other/depth/camera_info"}
+    custom = {
+        "input_topic": "/other/plan_pixels",
+        "output_topic": "/other/plan_3d",
+        "targets_topic": "/other/targets",
+        "markers_topic": "/other/target_markers",
+        "camera_info_topic": "/other/color/camera_info",
+        "depth_camera_info_topic": "/other/depth/camera_info",
+    }
     node = BackprojectionNode(context=rclpy_context, parameter_overrides=_overrides(custom))
     try:
         subs, pubs = _graph(node, set(custom.values()))
         assert {custom[k] for k in ("input_topic", "camera_info_topic", "depth_camera_info_topic")} <= subs, subs
         assert {custom[k] for k in ("output_topic", "targets_topic", "markers_topic")} <= pubs, pubs
-        defaults = {"/" + t for t in (names.PLAN_PIXELS, names.PLAN_3D, names.TARGETS, names.TARGET_MARKERS,
-                                      names.COLOR_CAMERA_INFO, names.ALIGNED_DEPTH_CAMERA_INFO)}
+        defaults = {
+            "/" + t
+            for t in (
+                names.PLAN_PIXELS,
+                names.PLAN_3D,
+                names.TARGETS,
+                names.TARGET_MARKERS,
+                names.COLOR_CAMERA_INFO,
+                names.ALIGNED_DEPTH_CAMERA_INFO,
+            )
+        }
         assert not defaults & (subs | pubs), defaults & (subs | pubs)
     finally:
         node.destroy_node()
@@ -79,9 +94,11 @@ def test_backprojection_node_trusts_depth_registered_depth(rclpy_context):
     node = BackprojectionNode(context=rclpy_context, parameter_overrides=_overrides({"depth_registered": True}))
     probe = rclpy.create_node("depth_camera", context=rclpy_context)
     qos = QoSProfile(depth=2)
-    pubs = [(probe.create_publisher(Image, "/" + names.ALIGNED_DEPTH_IMAGE, qos), depth),
-            (probe.create_publisher(CameraInfo, "/" + names.COLOR_CAMERA_INFO, qos), info),
-            (probe.create_publisher(CameraInfo, "/" + names.ALIGNED_DEPTH_CAMERA_INFO, qos), depth_info)]
+    pubs = [
+        (probe.create_publisher(Image, "/" + names.ALIGNED_DEPTH_IMAGE, qos), depth),
+        (probe.create_publisher(CameraInfo, "/" + names.COLOR_CAMERA_INFO, qos), info),
+        (probe.create_publisher(CameraInfo, "/" + names.ALIGNED_DEPTH_CAMERA_INFO, qos), depth_info),
+    ]
 
     def tick():
         stamp = probe.get_clock().now().to_msg()
@@ -96,9 +113,14 @@ def test_backprojection_node_trusts_depth_registered_depth(rclpy_context):
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     try:
-        plan = GroundedPlan("put the red cube on the right", (320, 240), [
-            GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
-            GroundedAction("place", "red cube", "table", point=(240.0, 200.0))])
+        plan = GroundedPlan(
+            "put the red cube on the right",
+            (320, 240),
+            [
+                GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
+                GroundedAction("place", "red cube", "table", point=(240.0, 200.0)),
+            ],
+        )
         _msg, located = node.process(plan_to_msg(plan))
         assert all(action.target_3d is not None for action in located.actions)
     finally:
@@ -141,8 +163,10 @@ def test_planner_node_trusts_depth_registered_depth(rclpy_context):
         info_pub.publish(depth_info)
 
     probe.create_timer(0.1, tick)
-    nodes = [PlannerNode(context=rclpy_context, parameter_overrides=_overrides({**common, "depth_registered": flag}))
-             for flag in (True, False)]
+    nodes = [
+        PlannerNode(context=rclpy_context, parameter_overrides=_overrides({**common, "depth_registered": flag}))
+        for flag in (True, False)
+    ]
     executor = MultiThreadedExecutor(num_threads=3, context=rclpy_context)
     for node in (probe, *nodes):
         executor.add_node(node)
@@ -176,13 +200,23 @@ def test_planner_node_trusts_depth_registered_depth(rclpy_context):
 
 # -- planner_node: camera_info_topic, depth_camera_info_topic, request_queue_depth ----------------------------------------------------------
 
+
 def test_planner_node_takes_camera_info_topics_and_request_queue_depth(rclpy_context):
     from grounded_planner.ros import names
     from grounded_planner.ros.planner_node import PlannerNode
 
-    node = PlannerNode(context=rclpy_context, parameter_overrides=_overrides({
-        "model": "m", "base_url": "http://127.0.0.1:9/v1", "camera_info_topic": "/other/color/camera_info",
-        "depth_camera_info_topic": "/other/depth/camera_info", "request_queue_depth": 7}))
+    node = PlannerNode(
+        context=rclpy_context,
+        parameter_overrides=_overrides(
+            {
+                "model": "m",
+                "base_url": "http://127.0.0.1:9/v1",
+                "camera_info_topic": "/other/color/camera_info",
+                "depth_camera_info_topic": "/other/depth/camera_info",
+                "request_queue_depth": 7,
+            }
+        ),
+    )
     try:
         subs, _ = _graph(node, {"/other/color/camera_info", "/other/depth/camera_info"})
         assert {"/other/color/camera_info", "/other/depth/camera_info"} <= subs, subs
@@ -199,9 +233,16 @@ def test_planner_node_model_settings_reach_the_planner_config(rclpy_context, tmp
     from grounded_planner.ros.planner_node import PARAMS, PlannerNode, planner_config
     from grounded_planner.vlm.config import PlannerConfig
 
-    chosen = {"model": "qwen3-vl-test", "base_url": "http://127.0.0.1:9/v1", "base_urls": ["http://127.0.0.1:10/v1"],
-              "api_key_env": "MY_VLM_KEY", "timeout_s": 7.5, "max_retries": 3, "prompt_family": "gemini",
-              "record_file": str(tmp_path / "plans.jsonl")}
+    chosen = {
+        "model": "qwen3-vl-test",
+        "base_url": "http://127.0.0.1:9/v1",
+        "base_urls": ["http://127.0.0.1:10/v1"],
+        "api_key_env": "MY_VLM_KEY",
+        "timeout_s": 7.5,
+        "max_retries": 3,
+        "prompt_family": "gemini",
+        "record_file": str(tmp_path / "plans.jsonl"),
+    }
     node = PlannerNode(context=rclpy_context, parameter_overrides=_overrides(chosen))
     try:
         # the config every plan request's planner is built from (make_planner(planner_config(...)) on first use)
@@ -215,15 +256,24 @@ def test_planner_node_model_settings_reach_the_planner_config(rclpy_context, tmp
 
 # -- executor_node: camera_info_topic (closed loop), link_check_period_s -------------------------------------------
 
+
 def test_executor_node_closed_loop_reads_camera_info_topic_and_checks_the_link_every_period(rclpy_context, tmp_path):
     from grounded_planner.ros import names
     from grounded_planner.ros.executor_node import ExecutorNode
     from helpers.tabletop import EXTRINSICS
 
     (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
-    node = ExecutorNode(context=rclpy_context, parameter_overrides=_overrides({
-        "closed_loop": True, "extrinsics_file": str(tmp_path / "extrinsics.yaml"),
-        "camera_info_topic": "/other/color/camera_info", "link_check_period_s": 0.25}))
+    node = ExecutorNode(
+        context=rclpy_context,
+        parameter_overrides=_overrides(
+            {
+                "closed_loop": True,
+                "extrinsics_file": str(tmp_path / "extrinsics.yaml"),
+                "camera_info_topic": "/other/color/camera_info",
+                "link_check_period_s": 0.25,
+            }
+        ),
+    )
     try:
         node.trigger_configure()  # what autostart does in run_node: the closed loop's camera is taken at configure
         subs, _ = _graph(node, {"/other/color/camera_info"})
@@ -236,6 +286,7 @@ def test_executor_node_closed_loop_reads_camera_info_topic_and_checks_the_link_e
 
 # -- rollout_logger_node: camera_info_topic, task, scene_id and the recording options -------------------------------
 
+
 def test_rollout_logger_takes_camera_info_topic_labels_and_recording_options(rclpy_context, tmp_path):
     from grounded_planner.plan import GroundedAction, GroundedPlan
     from grounded_planner.ros import names
@@ -246,15 +297,31 @@ def test_rollout_logger_takes_camera_info_topic_labels_and_recording_options(rcl
     default = RecordingOptions()
     chosen = {"png_level": 9, "jpeg_quality": 33, "compression": "lz4", "chunk_size": 4096, "chunk_interval_s": 0.125}
     assert all(getattr(default, k) != v for k, v in chosen.items())  # each one off the default
-    node = RolloutLoggerNode(context=rclpy_context, parameter_overrides=_overrides({
-        "log_dir": str(tmp_path), "camera_info_topic": "/other/color/camera_info", "task": "stacking",
-        "scene_id": "kitchen_3", **chosen}))
+    node = RolloutLoggerNode(
+        context=rclpy_context,
+        parameter_overrides=_overrides(
+            {
+                "log_dir": str(tmp_path),
+                "camera_info_topic": "/other/color/camera_info",
+                "task": "stacking",
+                "scene_id": "kitchen_3",
+                **chosen,
+            }
+        ),
+    )
     try:
         subs, _ = _graph(node, {"/other/color/camera_info"})
         assert "/other/color/camera_info" in subs and "/" + names.COLOR_CAMERA_INFO not in subs, subs
         # one episode: a plan opens it, shutting the logger down closes it (aborted: no execution result came)
-        node._on_plan(plan_to_msg(GroundedPlan("put the cup on the plate", (64, 48), [
-            GroundedAction("grasp", "cup", bbox=(10.0, 10.0, 20.0, 20.0))])))
+        node._on_plan(
+            plan_to_msg(
+                GroundedPlan(
+                    "put the cup on the plate",
+                    (64, 48),
+                    [GroundedAction("grasp", "cup", bbox=(10.0, 10.0, 20.0, 20.0))],
+                )
+            )
+        )
     finally:
         node.destroy_node()
     (record,) = find_rollouts([tmp_path])
@@ -263,6 +330,7 @@ def test_rollout_logger_takes_camera_info_topic_labels_and_recording_options(rcl
 
 
 # -- camera_node: serial, color_profile, depth_profile, fps, loop_playback, frame_id, camera_namespace, read_timeout_s ------------------------------------------
+
 
 class _ReadRecorder:
     """Wraps a real pyrealsense2 software-device source and notes the timeout of every read."""
@@ -286,16 +354,21 @@ def test_camera_node_publishes_under_camera_namespace_and_reads_with_read_timeou
 
     camera = SoftwareCamera(COLOR_SIZE, DEPTH_SIZE, FX_PX, fps=30)  # nothing pushed: every read times out
     sources = []
-    node = CameraNode(source_factory=lambda p: sources.append(_ReadRecorder(camera.source())) or sources[-1],
-                      context=rclpy_context, parameter_overrides=_overrides({
-                          "camera_namespace": "wrist/d405", "read_timeout_s": 0.125}))
+    node = CameraNode(
+        source_factory=lambda p: sources.append(_ReadRecorder(camera.source())) or sources[-1],
+        context=rclpy_context,
+        parameter_overrides=_overrides({"camera_namespace": "wrist/d405", "read_timeout_s": 0.125}),
+    )
     try:
         node.trigger_configure()
         node.trigger_activate()
         _, pubs = _graph(node, {"/wrist/d405/color/image_raw"})
-        assert {"/wrist/d405/color/image_raw", "/wrist/d405/color/camera_info",
-                "/wrist/d405/aligned_depth_to_color/image_raw",
-                "/wrist/d405/aligned_depth_to_color/camera_info"} <= pubs, pubs
+        assert {
+            "/wrist/d405/color/image_raw",
+            "/wrist/d405/color/camera_info",
+            "/wrist/d405/aligned_depth_to_color/image_raw",
+            "/wrist/d405/aligned_depth_to_color/camera_info",
+        } <= pubs, pubs
         assert not any(t.startswith("/camera/camera/") for t in pubs), pubs
         deadline = time.monotonic() + 10.0
         while not sources or not sources[0].timeouts:
@@ -313,12 +386,17 @@ def test_camera_node_opens_the_camera_serial_profiles_and_fps_name(rclpy_context
     pytest.importorskip("pyrealsense2")
     from grounded_planner.ros.camera_node import CameraNode
 
-    node = CameraNode(context=rclpy_context, parameter_overrides=_overrides({
-        "serial": "123456789012", "color_profile": "640x480", "depth_profile": "640x360", "fps": 15}))
+    node = CameraNode(
+        context=rclpy_context,
+        parameter_overrides=_overrides(
+            {"serial": "123456789012", "color_profile": "640x480", "depth_profile": "640x360", "fps": 15}
+        ),
+    )
     try:
         node.trigger_configure()
-        assert "cannot start camera 123456789012 with color 640x480, depth 640x360 @ 15 fps" in node.configure_error, \
+        assert "cannot start camera 123456789012 with color 640x480, depth 640x360 @ 15 fps" in node.configure_error, (
             node.configure_error
+        )
     finally:
         node.destroy_node()
 
@@ -336,8 +414,17 @@ def test_camera_node_plays_a_recording_once_without_loop_playback_under_its_fram
 
     frames = 15
     recording = record_pattern(tmp_path / "session.db3", frames=frames)
-    node = CameraNode(context=rclpy_context, parameter_overrides=_overrides({
-        "playback_file": str(recording), "loop_playback": False, "read_timeout_s": 0.125, "frame_id": "d405_optical"}))
+    node = CameraNode(
+        context=rclpy_context,
+        parameter_overrides=_overrides(
+            {
+                "playback_file": str(recording),
+                "loop_playback": False,
+                "read_timeout_s": 0.125,
+                "frame_id": "d405_optical",
+            }
+        ),
+    )
     probe = rclpy.create_node("camera_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
@@ -362,8 +449,8 @@ def test_camera_node_plays_a_recording_once_without_loop_playback_under_its_fram
 
 # -- console_node: host, token, executor_config_file, plan_timeout_s, max_image_width, jpeg_quality ------------------------------------------------------
 
-def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_frame_settings(
-        rclpy_context, tmp_path):
+
+def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_frame_settings(rclpy_context, tmp_path):
     import json
     import urllib.error
     import urllib.request
@@ -384,12 +471,24 @@ def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_fra
     from helpers.ros_wait import spin_until
 
     # a workspace that ends at x = 0.4 m: the built-in one (to 0.8 m) takes the grasp at x = 0.5 m
-    (tmp_path / "executor.yaml").write_text("safety:\n  workspace_min_m: [0.1, -0.45, 0.0]\n"
-                                            "  workspace_max_m: [0.4, 0.45, 0.6]\n")
-    node = ConsoleNode(context=rclpy_context, parameter_overrides=_overrides({
-        "host": "127.0.0.2", "port": 0, "rollouts_dir": str(tmp_path / "rollouts"),
-        "executor_config_file": str(tmp_path / "executor.yaml"), "max_image_width": 160, "jpeg_quality": 5,
-        "plan_timeout_s": 7.5, "token": "sixteen-chars-tok"}))
+    (tmp_path / "executor.yaml").write_text(
+        "safety:\n  workspace_min_m: [0.1, -0.45, 0.0]\n  workspace_max_m: [0.4, 0.45, 0.6]\n"
+    )
+    node = ConsoleNode(
+        context=rclpy_context,
+        parameter_overrides=_overrides(
+            {
+                "host": "127.0.0.2",
+                "port": 0,
+                "rollouts_dir": str(tmp_path / "rollouts"),
+                "executor_config_file": str(tmp_path / "executor.yaml"),
+                "max_image_width": 160,
+                "jpeg_quality": 5,
+                "plan_timeout_s": 7.5,
+                "token": "sixteen-chars-tok",
+            }
+        ),
+    )
     probe = rclpy.create_node("console_probe", context=rclpy_context)
     try:
         # host: the console answers on 127.0.0.2 (another loopback address than the default 127.0.0.1);
@@ -437,6 +536,7 @@ def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_fra
 
 # -- bag_player_node: autostart -------------------------------------------------------------------------------------
 
+
 def test_bag_player_without_autostart_waits_for_play(rclpy_context, tmp_path):
     from sensor_msgs.msg import CameraInfo
 
@@ -444,8 +544,11 @@ def test_bag_player_without_autostart_waits_for_play(rclpy_context, tmp_path):
     from grounded_planner.ros.bags import write_bag
 
     info = CameraInfo(width=32, height=24, k=[30.0, 0.0, 16.0, 0.0, 30.0, 12.0, 0.0, 0.0, 1.0])
-    bag = write_bag(tmp_path / "bag", [("/camera/camera/color/camera_info", 1_000_000_000 + i * 10_000_000, info)
-                                       for i in range(3)], "mcap")
+    bag = write_bag(
+        tmp_path / "bag",
+        [("/camera/camera/color/camera_info", 1_000_000_000 + i * 10_000_000, info) for i in range(3)],
+        "mcap",
+    )
     node = BagPlayerNode(context=rclpy_context, parameter_overrides=_overrides({"bag": str(bag), "autostart": False}))
     try:
         assert not node.finished.wait(1.0) and node.messages_published == 0  # nothing played by itself

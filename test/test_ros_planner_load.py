@@ -37,14 +37,20 @@ def test_a_burst_of_40_requests_is_answered_every_one(vlm, tmp_path, rclpy_conte
         # response of a service to every client and keeps the newest `depth` in each: a client side of a burst
         # needs a depth of the burst's size (the server's request queue is what this test is about; with the
         # default depth 10 the old server answered 14 of 40 here, and 40 of 40 since)
-        clients = [graph.node.create_client(GetGroundedPlan, "/grounded_planner/plan", qos_profile=QoSProfile(depth=100))
-                   for _ in range(40)]
+        clients = [
+            graph.node.create_client(GetGroundedPlan, "/grounded_planner/plan", qos_profile=QoSProfile(depth=100))
+            for _ in range(40)
+        ]
         for client in clients:
             assert client.wait_for_service(timeout_sec=30.0), "/grounded_planner/plan never appeared"
         reach(graph.executor, graph.node, "/grounded_planner/plan", 30.0)
         futures = [client.call_async(graph.Request(instruction=INSTRUCTION, image=graph.color)) for client in clients]
-        spin_until(graph.executor, lambda: all(f.done() for f in futures), 180.0,
-                   "an answer to every one of 40 concurrent requests")
+        spin_until(
+            graph.executor,
+            lambda: all(f.done() for f in futures),
+            180.0,
+            "an answer to every one of 40 concurrent requests",
+        )
         responses = [f.result() for f in futures]
         planned = [r for r in responses if r.success]
         busy = [r for r in responses if not r.success and r.message.startswith("busy: ")]
@@ -68,18 +74,27 @@ def test_fast_requests_are_answered_while_slow_ones_hang(vlm, tmp_path, rclpy_co
     try:
         assert graph.client.wait_for_service(timeout_sec=30.0)
         reach(graph.executor, graph.node, "/grounded_planner/plan", 30.0)
-        slow = [graph.client.call_async(graph.Request(instruction=f"{INSTRUCTION} ({i})", image=graph.color))
-                for i in range(4)]
+        slow = [
+            graph.client.call_async(graph.Request(instruction=f"{INSTRUCTION} ({i})", image=graph.color))
+            for i in range(4)
+        ]
         spin_until(graph.executor, lambda: len(vlm.requests) >= 4, 60.0, "four slow requests to reach the VLM")
 
         started = time.monotonic()
         busy = graph.plan(timeout_s=20.0)  # a fifth VLM request
         assert not busy.success
-        assert busy.message.startswith("busy: 4 VLM request(s) already in flight (max_concurrent_requests 4)"), busy.message
+        assert busy.message.startswith("busy: 4 VLM request(s) already in flight (max_concurrent_requests 4)"), (
+            busy.message
+        )
         error = graph.plan(instruction="   ", timeout_s=20.0)  # fails before the model
         assert not error.success and "instruction must be a non-empty string" in error.message, error.message
-        params = call(graph.executor, graph.params, GetParameters.Request(names=["max_concurrent_requests"]), 20.0,
-                      "get_parameters")
+        params = call(
+            graph.executor,
+            graph.params,
+            GetParameters.Request(names=["max_concurrent_requests"]),
+            20.0,
+            "get_parameters",
+        )
         assert params.values[0].integer_value == 4
         elapsed = time.monotonic() - started
         assert elapsed < 15.0, f"fast requests waited {elapsed:.1f} s behind the slow ones"

@@ -13,7 +13,18 @@ from helpers.ros_wait import call, reach, spin_until, stop_process
 pytestmark = [requires_ros, pytest.mark.ros]
 pytest.importorskip("httpx")
 
-from helpers.tabletop import CUBE_M, CUBE_PX, EXTRINSICS, INSTRUCTION, SCENE_COLORS, TABLE_M, W, H, base_point, scene_messages  # noqa: E402 - after importorskip(httpx)
+from helpers.tabletop import (  # noqa: E402 - after importorskip(httpx)
+    CUBE_M,
+    CUBE_PX,
+    EXTRINSICS,
+    INSTRUCTION,
+    SCENE_COLORS,
+    TABLE_M,
+    W,
+    H,
+    base_point,
+    scene_messages,
+)
 
 
 class Graph:
@@ -61,8 +72,10 @@ class VLMProcess:
         self.start()
 
     def start(self):
-        code = ("import threading; from grounded_planner.vlm.fake_server import FakeVLMServer; "
-                f"FakeVLMServer({SCENE_COLORS!r}, port={self.port}).start(); print('ready', flush=True); threading.Event().wait()")
+        code = (
+            "import threading; from grounded_planner.vlm.fake_server import FakeVLMServer; "
+            f"FakeVLMServer({SCENE_COLORS!r}, port={self.port}).start(); print('ready', flush=True); threading.Event().wait()"
+        )
         self.proc = spawn_python(["-c", code])
         assert self.proc.stdout.readline().strip() == "ready", "the stand-in VLM did not start"
 
@@ -90,10 +103,26 @@ def start_planner(vlm_url, tmp_path, *extra):
     (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
     script = Path(sys.executable).parent / "planner_node"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "grounded_planner.ros.planner_node"]
-    return subprocess.Popen(command + ["--ros-args", "-p", "backend:=openai", "-p", f"base_url:={vlm_url}",
-                                       "-p", "model:=qwen3-vl-test", "-p", "max_retries:=0",
-                                       "-p", f"extrinsics_file:={tmp_path / 'extrinsics.yaml'}", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        command
+        + [
+            "--ros-args",
+            "-p",
+            "backend:=openai",
+            "-p",
+            f"base_url:={vlm_url}",
+            "-p",
+            "model:=qwen3-vl-test",
+            "-p",
+            "max_retries:=0",
+            "-p",
+            f"extrinsics_file:={tmp_path / 'extrinsics.yaml'}",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_context):
@@ -134,11 +163,17 @@ def test_client_gets_a_valid_plan_and_backprojected_poses(vlm, tmp_path, rclpy_c
 
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         shown = {}
-        graph.node.create_subscription(Image, "/grounded_planner/overlay", lambda m: shown.__setitem__("overlay", m), latched)
-        graph.node.create_subscription(MarkerArray, "/grounded_planner/plan_markers", lambda m: shown.__setitem__("markers", m), latched)
+        graph.node.create_subscription(
+            Image, "/grounded_planner/overlay", lambda m: shown.__setitem__("overlay", m), latched
+        )
+        graph.node.create_subscription(
+            MarkerArray, "/grounded_planner/plan_markers", lambda m: shown.__setitem__("markers", m), latched
+        )
         spin_until(graph.executor, lambda: len(shown) == 2, 30.0, "overlay image and plan markers")
         overlay = image_to_numpy(shown["overlay"])
-        assert overlay.shape == (240, 320, 3) and not np.array_equal(overlay, image_to_numpy(graph.color)), "nothing drawn"
+        assert overlay.shape == (240, 320, 3) and not np.array_equal(overlay, image_to_numpy(graph.color)), (
+            "nothing drawn"
+        )
         spheres = [m for m in shown["markers"].markers if m.type == Marker.SPHERE]
         assert len(spheres) == 2 and spheres[0].header.frame_id == "fr3_link0"
         assert spheres[0].pose.position.z == pytest.approx(grasp[2])

@@ -36,15 +36,30 @@ def test_franky_executor_reconnects_after_the_robot_comes_back(tmp_path, rclpy_c
     processes: list = []
     with franky_sim_server(processes=processes) as host:
         (tmp_path / "franky.yaml").write_text(CONFIG.format(host=host))
-        child = spawn_python(["-m", "grounded_planner.ros.executor_node", "--ros-args", "-p", "backend:=franky",
-                              "-p", f"config_file:={tmp_path / 'franky.yaml'}", "-p", "base_frame:=base_link"])
+        child = spawn_python(
+            [
+                "-m",
+                "grounded_planner.ros.executor_node",
+                "--ros-args",
+                "-p",
+                "backend:=franky",
+                "-p",
+                f"config_file:={tmp_path / 'franky.yaml'}",
+                "-p",
+                "base_frame:=base_link",
+            ]
+        )
         node = rclpy.create_node("reconnect_probe", context=rclpy_context)
         links: list[tuple[int, str]] = []
         try:
             executor = SingleThreadedExecutor(context=rclpy_context)
             executor.add_node(node)
-            node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: links.extend(
-                (s.level, s.message) for s in m.status if s.name.endswith("robot link")), QoSProfile(depth=20))
+            node.create_subscription(
+                DiagnosticArray,
+                "/diagnostics",
+                lambda m: links.extend((s.level, s.message) for s in m.status if s.name.endswith("robot link")),
+                QoSProfile(depth=20),
+            )
             client = ActionClient(node, ExecutePlan, "/grounded_planner/execute")
             reconnect = node.create_client(Trigger, "/grounded_planner/reconnect")
             assert client.wait_for_server(timeout_sec=120.0), "/grounded_planner/execute never appeared"
@@ -67,8 +82,12 @@ def test_franky_executor_reconnects_after_the_robot_comes_back(tmp_path, rclpy_c
 
             processes[0].kill()  # the robot drops out
             processes[0].wait(10)
-            spin_until(executor, lambda: links and links[-1][0] == DiagnosticStatus.ERROR, 60.0,
-                       "/diagnostics to say the robot is unreachable")
+            spin_until(
+                executor,
+                lambda: links and links[-1][0] == DiagnosticStatus.ERROR,
+                60.0,
+                "/diagnostics to say the robot is unreachable",
+            )
             assert "robot unreachable" in links[-1][1], links[-1]
             refused = run()  # still away: refused at the door, nothing moved, the reason named
             assert "robot unreachable" in refused.message and not refused.step_outcomes, refused.message
@@ -78,8 +97,12 @@ def test_franky_executor_reconnects_after_the_robot_comes_back(tmp_path, rclpy_c
             processes[0] = start_franky_sim(host)  # the robot is back at the same address
             again = run()  # the next goal reconnects: no lifecycle cycle, no restart
             assert moved(again), again.message
-            spin_until(executor, lambda: links and links[-1][0] == DiagnosticStatus.OK, 30.0,
-                       "/diagnostics to say the robot is reachable again")
+            spin_until(
+                executor,
+                lambda: links and links[-1][0] == DiagnosticStatus.OK,
+                30.0,
+                "/diagnostics to say the robot is reachable again",
+            )
 
             processes[0].kill()  # and once more, brought back by the reconnect service
             processes[0].wait(10)

@@ -32,24 +32,39 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
     from grounded_planner_interfaces.msg import ExecutionEvent, ExecutionResult, PlannerStatus
     from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
-    child = spawn_python(["-m", "grounded_planner.ros.rollout_logger_node", "--ros-args",
-                          "-p", f"log_dir:={tmp_path / 'rollouts'}", "-p", "condition:=test", "-p", "frame_rate_hz:=20.0",
-                          *(["-p", "session:=true", "-p", "images:=raw"] if recording == "session_raw" else [])])
+    child = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.rollout_logger_node",
+            "--ros-args",
+            "-p",
+            f"log_dir:={tmp_path / 'rollouts'}",
+            "-p",
+            "condition:=test",
+            "-p",
+            "frame_rate_hz:=20.0",
+            *(["-p", "session:=true", "-p", "images:=raw"] if recording == "session_raw" else []),
+        ]
+    )
     node = rclpy.create_node("logger_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
         executor.add_node(node)
         color, depth, info = scene_messages()
         qos = QoSProfile(depth=10)
-        pubs = {name: node.create_publisher(t, topic, qos) for name, t, topic in [
-            ("color", Image, "/camera/camera/color/image_raw"),
-            ("depth", Image, "/camera/camera/aligned_depth_to_color/image_raw"),
-            ("info", CameraInfo, "/camera/camera/color/camera_info"),
-            ("plan", GroundedPlanMsg, "/grounded_planner/last_plan"),
-            ("status", PlannerStatus, "/grounded_planner/planner_status"),
-            ("targets", GroundedPlanMsg, "/grounded_planner/targets"),
-            ("feedback", ExecutionEvent, "/grounded_planner/execution/feedback"),
-            ("result", ExecutionResult, "/grounded_planner/execution/result")]}
+        pubs = {
+            name: node.create_publisher(t, topic, qos)
+            for name, t, topic in [
+                ("color", Image, "/camera/camera/color/image_raw"),
+                ("depth", Image, "/camera/camera/aligned_depth_to_color/image_raw"),
+                ("info", CameraInfo, "/camera/camera/color/camera_info"),
+                ("plan", GroundedPlanMsg, "/grounded_planner/last_plan"),
+                ("status", PlannerStatus, "/grounded_planner/planner_status"),
+                ("targets", GroundedPlanMsg, "/grounded_planner/targets"),
+                ("feedback", ExecutionEvent, "/grounded_planner/execution/feedback"),
+                ("result", ExecutionResult, "/grounded_planner/execution/result"),
+            ]
+        }
 
         def camera():
             stamp = node.get_clock().now().to_msg()
@@ -59,28 +74,52 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
 
         node.create_timer(0.05, camera)
         closed = []
-        node.create_subscription(String, "/grounded_planner/rollout/closed", lambda m: closed.append(m.data),
-                                 QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL))
-        spin_until(executor, lambda: all(p.get_subscription_count() > 0 for p in pubs.values()), 30.0,
-                   "the logger to subscribe to every topic")
+        node.create_subscription(
+            String,
+            "/grounded_planner/rollout/closed",
+            lambda m: closed.append(m.data),
+            QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        )
+        spin_until(
+            executor,
+            lambda: all(p.get_subscription_count() > 0 for p in pubs.values()),
+            30.0,
+            "the logger to subscribe to every topic",
+        )
 
-        plan = GroundedPlan("put the red cube on the right", (320, 240), [
-            GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
-            GroundedAction("place", "red cube", "table", point=(240.0, 120.0))], model="qwen3-vl-test")
+        plan = GroundedPlan(
+            "put the red cube on the right",
+            (320, 240),
+            [
+                GroundedAction("grasp", "red cube", bbox=(80.0, 90.0, 120.0, 150.0)),
+                GroundedAction("place", "red cube", "table", point=(240.0, 120.0)),
+            ],
+            model="qwen3-vl-test",
+        )
         pubs["plan"].publish(plan_to_msg(plan))
-        located = plan.with_targets(TargetSet("fr3_link0", [
-            Target(0, "grasp", "red cube", [0.3, 0.0, 0.05], yaw=0.0, width=0.03, method="top_surface"),
-            Target(1, "place", "red cube", [0.76, 0.0, 0.0], method="depth")]))
+        located = plan.with_targets(
+            TargetSet(
+                "fr3_link0",
+                [
+                    Target(0, "grasp", "red cube", [0.3, 0.0, 0.05], yaw=0.0, width=0.03, method="top_surface"),
+                    Target(1, "place", "red cube", [0.76, 0.0, 0.0], method="depth"),
+                ],
+            )
+        )
         pubs["targets"].publish(plan_to_msg(located))
         for step, state in ((0, "approach"), (0, "grasp"), (1, "place")):
             pubs["feedback"].publish(execution_event_msg(rclpy_type, step, state, located.actions[step]))
-        result = execution.ExecutionResult(True, "all 2 steps ok", [execution.StepOutcome(0, "grasp", Outcome.OK, ""),
-                                                                  execution.StepOutcome(1, "place", Outcome.OK, "")])
+        result = execution.ExecutionResult(
+            True,
+            "all 2 steps ok",
+            [execution.StepOutcome(0, "grasp", Outcome.OK, ""), execution.StepOutcome(1, "place", Outcome.OK, "")],
+        )
         pubs["result"].publish(execution_result_msg(rclpy_type, result, plan.instruction, scene_success=True))
         spin_until(executor, lambda: len(closed) == 1, 30.0, "the rollout to close on the execution result")
 
-        pubs["status"].publish(planner_status_msg(rclpy_type, "tidy up", False,
-                                                  "VLMUnavailableError: connection refused"))
+        pubs["status"].publish(
+            planner_status_msg(rclpy_type, "tidy up", False, "VLMUnavailableError: connection refused")
+        )
         spin_until(executor, lambda: len(closed) == 2, 30.0, "a rollout for the planner failure")
     finally:
         node.destroy_node()
@@ -102,11 +141,19 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
         assert index["status"] == "complete" and [e["status"] for e in index["episodes"]] == ["complete"] * 2
         assert not (Path(closed[0]) / "rollout.mcap").exists()
     else:  # compressed by default, on image_transport's topics (the node received raw Images)
-        images = ("/camera/camera/color/image_raw/compressed",
-                  "/camera/camera/aligned_depth_to_color/image_raw/compressedDepth")
+        images = (
+            "/camera/camera/color/image_raw/compressed",
+            "/camera/camera/aligned_depth_to_color/image_raw/compressedDepth",
+        )
     topics = [m.topic for m in load_rollout(closed[0]).messages()]
-    for topic in (*images, "/camera/camera/color/camera_info", "/grounded_planner/plan", "/grounded_planner/targets",
-                  "/grounded_planner/execution/feedback", "/grounded_planner/execution/result"):
+    for topic in (
+        *images,
+        "/camera/camera/color/camera_info",
+        "/grounded_planner/plan",
+        "/grounded_planner/targets",
+        "/grounded_planner/execution/feedback",
+        "/grounded_planner/execution/result",
+    ):
         assert topic in topics, f"{topic} missing from the rollout bag"
     assert topics.count("/grounded_planner/execution/feedback") == 3
 

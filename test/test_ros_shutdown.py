@@ -33,8 +33,9 @@ def test_bag_player_ends_quietly_on_ctrl_c_mid_playback(tmp_path, rclpy_context)
     try:
         for _ in range(6):
             got.clear()
-            child = spawn_python(["-m", "grounded_planner.ros.bag_player_node", "--ros-args", "-p", f"bag:={bag}",
-                                  "-p", "loop:=true"])
+            child = spawn_python(
+                ["-m", "grounded_planner.ros.bag_player_node", "--ros-args", "-p", f"bag:={bag}", "-p", "loop:=true"]
+            )
             try:
                 spin_until(executor, lambda: len(got) >= 20, 30.0, "the player to be publishing")
             finally:
@@ -98,10 +99,18 @@ def test_sigint_stops_a_node_started_with_sigint_ignored(ros_domain, tmp_path):
     def ignore_sigint() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    for command in (["-m", "grounded_planner.ros.backprojection_node"],
-                    ["-m", "grounded_planner.cli.main", "bringup", "--config", str(profile)]):
-        child = subprocess.Popen([sys.executable, *command], cwd=REPO, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True, preexec_fn=ignore_sigint)
+    for command in (
+        ["-m", "grounded_planner.ros.backprojection_node"],
+        ["-m", "grounded_planner.cli.main", "bringup", "--config", str(profile)],
+    ):
+        child = subprocess.Popen(
+            [sys.executable, *command],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=ignore_sigint,
+        )
         try:
             time.sleep(3.0)  # up and spinning
             assert child.poll() is None, child.communicate()[0]
@@ -140,9 +149,23 @@ def test_ctrl_c_ends_the_planner_node_while_a_vlm_request_hangs(rclpy_context):
     server.listen(4)
     accepted: list = []
     threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True).start()
-    child = spawn_python(["-m", "grounded_planner.ros.planner_node", "--ros-args", "-p", "backend:=openai",
-                          "-p", f"base_url:=http://127.0.0.1:{server.getsockname()[1]}/v1", "-p", "model:=m",
-                          "-p", "timeout_s:=120.0", "-p", "max_retries:=0"])
+    child = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.planner_node",
+            "--ros-args",
+            "-p",
+            "backend:=openai",
+            "-p",
+            f"base_url:=http://127.0.0.1:{server.getsockname()[1]}/v1",
+            "-p",
+            "model:=m",
+            "-p",
+            "timeout_s:=120.0",
+            "-p",
+            "max_retries:=0",
+        ]
+    )
     node = rclpy.create_node("hung_vlm_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)

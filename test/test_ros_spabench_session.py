@@ -22,12 +22,24 @@ pytestmark = [requires_ros, pytest.mark.ros]
 
 def card(seed: int, expects_action: bool = True) -> dict:
     condition = "id" if expects_action else "no_intervention"
-    return {"trial_id": f"object_state/{condition}/{seed}", "task": "object_state", "condition": condition,
-            "seed": seed, "robot": "fr3", "planner": "", "instruction": INSTRUCTION, "expects_action": expects_action,
-            "pair_id": None, "cell": None,
-            "spec": TrialSpec(target="red_cube", receptacle=None, distractors=()).to_dict(),
-            "initial_positions": {"red_cube": [0.5, 0.0, 0.02]}, "objects": [], "success_rule": "on the table",
-            "card_png": f"cards/object_state_{condition}_{seed}.png", "card_html": "cards.html"}
+    return {
+        "trial_id": f"object_state/{condition}/{seed}",
+        "task": "object_state",
+        "condition": condition,
+        "seed": seed,
+        "robot": "fr3",
+        "planner": "",
+        "instruction": INSTRUCTION,
+        "expects_action": expects_action,
+        "pair_id": None,
+        "cell": None,
+        "spec": TrialSpec(target="red_cube", receptacle=None, distractors=()).to_dict(),
+        "initial_positions": {"red_cube": [0.5, 0.0, 0.02]},
+        "objects": [],
+        "success_rule": "on the table",
+        "card_png": f"cards/object_state_{condition}_{seed}.png",
+        "card_html": "cards.html",
+    }
 
 
 class Answers:
@@ -51,8 +63,9 @@ def test_session_labels_stops_and_resumes_on_a_live_graph(tmp_path, rclpy_contex
 
     cards_dir = tmp_path / "cards"
     cards_dir.mkdir()
-    (cards_dir / "cards.jsonl").write_text("".join(json.dumps(c) + "\n" for c in
-                                                   [card(0), card(1), card(2, expects_action=False)]))
+    (cards_dir / "cards.jsonl").write_text(
+        "".join(json.dumps(c) + "\n" for c in [card(0), card(1), card(2, expects_action=False)])
+    )
     with FakeVLMServer(SCENE_COLORS) as vlm:
         child = start_replay_bringup(tmp_path, vlm.base_url)
         node = rclpy.create_node("spabench_session_probe", context=rclpy_context)
@@ -87,8 +100,10 @@ def test_session_labels_stops_and_resumes_on_a_live_graph(tmp_path, rclpy_contex
     assert "Traceback" not in out, out
     records = load_trials(cards_dir)
     assert [(r["trial_id"], r["success"], r["failure_mode"]) for r in records] == [
-        ("object_state/id/0", False, "grasp_failure"), ("object_state/id/1", True, None),
-        ("object_state/no_intervention/2", False, "wrong_object")]
+        ("object_state/id/0", False, "grasp_failure"),
+        ("object_state/id/1", True, None),
+        ("object_state/no_intervention/2", False, "wrong_object"),
+    ]
     rows = {r["row"]: r for r in build_report(records)["policies"]["qwen3-vl-test"]["aggregate"]}
     assert (rows["ID"]["k"], rows["ID"]["n"]) == (1, 2)
 
@@ -114,8 +129,13 @@ def test_session_cli_without_cards_is_one_line_exit_2(tmp_path):
 
     from conftest import REPO
 
-    proc = subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "spabench", "session", str(tmp_path)],
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "grounded_planner.cli.main", "spabench", "session", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "cards.jsonl: no such file" in proc.stderr
     assert not (tmp_path / "trials.jsonl").exists()

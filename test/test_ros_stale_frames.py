@@ -85,22 +85,35 @@ class Probe:
         self.set_params = self.node.create_client(SetParameters, "/planner/set_parameters")
         self.Request = GetGroundedPlan.Request
         self.statuses: list = []
-        self.node.create_subscription(PlannerStatus, "/grounded_planner/planner_status", self.statuses.append,
-                                      QoSProfile(depth=10))
+        self.node.create_subscription(
+            PlannerStatus, "/grounded_planner/planner_status", self.statuses.append, QoSProfile(depth=10)
+        )
         self.closed: list[str] = []
-        self.node.create_subscription(String, "/grounded_planner/rollout/closed", lambda m: self.closed.append(m.data),
-                                      QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.node.create_subscription(
+            String,
+            "/grounded_planner/rollout/closed",
+            lambda m: self.closed.append(m.data),
+            QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+        )
 
     def plan(self, backproject: bool = True):
-        return call(self.executor, self.client, self.Request(instruction=INSTRUCTION, backproject=backproject), 60.0,
-                    "/grounded_planner/plan")
+        return call(
+            self.executor,
+            self.client,
+            self.Request(instruction=INSTRUCTION, backproject=backproject),
+            60.0,
+            "/grounded_planner/plan",
+        )
 
     def set(self, name: str, value: float) -> None:
         from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
         from rcl_interfaces.srv import SetParameters
 
-        request = SetParameters.Request(parameters=[Parameter(name=name, value=ParameterValue(
-            type=ParameterType.PARAMETER_DOUBLE, double_value=value))])
+        request = SetParameters.Request(
+            parameters=[
+                Parameter(name=name, value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=value))
+            ]
+        )
         result = call(self.executor, self.set_params, request, 30.0, "/planner/set_parameters")
         assert result.results[0].successful, result.results[0].reason
 
@@ -131,7 +144,9 @@ def test_frame_check_names_the_stale_topic_its_age_and_an_unmatched_pair():
     with pytest.raises(StaleFrameError, match=r"^stale frame: /d is 34\.2 s old \(max_frame_age_s 1\)$"):
         FrameCheck(now, 1.0, 0.05)(Snapshot(msg(99.8), msg(65.8), msg(99.8)), keys, topics)
     FrameCheck(now, 0.0, 50.0)(Snapshot(msg(99.8), msg(65.8), msg(99.8)), keys, topics)  # 0: no age limit
-    with pytest.raises(UnmatchedFramesError, match=r"/d is stamped 0\.200 s before /c \(frame_stamp_tolerance_s 0\.05\)"):
+    with pytest.raises(
+        UnmatchedFramesError, match=r"/d is stamped 0\.200 s before /c \(frame_stamp_tolerance_s 0\.05\)"
+    ):
         FrameCheck(now, 1.0, 0.05)(Snapshot(msg(99.8), msg(99.6), msg(99.8)), keys, topics)
     FrameCheck(now, 1.0, 0.25)(Snapshot(msg(99.8), msg(99.6), msg(99.8)), keys, topics)  # a wider tolerance
     with pytest.raises(StaleFrameError, match="the request's image is 5.0 s old"):
@@ -156,8 +171,9 @@ def test_a_killed_camera_makes_the_next_plan_a_clear_refusal(vlm, tmp_path, rclp
         before = len(probe.statuses)
         response = probe.plan()
         assert not response.success
-        assert re.search(r"stale frame: /camera/camera/\S+ is \d+\.\d s old \(max_frame_age_s 1\)", response.message), \
+        assert re.search(r"stale frame: /camera/camera/\S+ is \d+\.\d s old \(max_frame_age_s 1\)", response.message), (
             response.message
+        )
         assert len(response.plan.actions) == 0, "no plan is made on a stale frame"
         spin_until(probe.executor, lambda: len(probe.statuses) > before, 10.0, "planner_status of the refusal")
         assert not probe.statuses[-1].success and "stale frame" in probe.statuses[-1].message
@@ -180,9 +196,11 @@ def test_depth_of_another_instant_is_refused_unless_the_tolerance_allows_it(vlm,
     try:
         response = probe.plan()
         assert not response.success
-        assert re.search(r"frames do not match: /camera/camera/aligned_depth_to_color/image_raw is stamped 0\.2\d\d s "
-                         r"before /camera/camera/color/image_raw \(frame_stamp_tolerance_s 0\.05\)", response.message), \
-            response.message
+        assert re.search(
+            r"frames do not match: /camera/camera/aligned_depth_to_color/image_raw is stamped 0\.2\d\d s "
+            r"before /camera/camera/color/image_raw \(frame_stamp_tolerance_s 0\.05\)",
+            response.message,
+        ), response.message
         response = probe.plan(backproject=False)  # colour alone is one instant: planned
         assert response.success, response.message
         probe.set("frame_stamp_tolerance_s", 0.3)
@@ -202,14 +220,29 @@ def test_the_rollout_records_the_frame_set_the_plan_was_made_on(vlm, tmp_path, r
 
     vlm.script.append(Reply(delay_s=1.5))  # the model answers 1.5 s after the frame: 15 newer frames by then
     camera = start_camera()
-    logger = spawn_python(["-m", "grounded_planner.ros.rollout_logger_node", "--ros-args",
-                           "-p", f"log_dir:={tmp_path / 'rollouts'}", "-p", "frame_rate_hz:=0.0"])
+    logger = spawn_python(
+        [
+            "-m",
+            "grounded_planner.ros.rollout_logger_node",
+            "--ros-args",
+            "-p",
+            f"log_dir:={tmp_path / 'rollouts'}",
+            "-p",
+            "frame_rate_hz:=0.0",
+        ]
+    )
     child = start_planner(vlm.base_url, tmp_path)
     probe = Probe(rclpy_context)
     try:
-        spin_until(probe.executor, lambda: probe.node.count_subscribers("/grounded_planner/plan_frames/color") > 0
-                   and probe.node.count_subscribers("/grounded_planner/last_plan") > 0, 30.0,
-                   "the logger to subscribe")
+        spin_until(
+            probe.executor,
+            lambda: (
+                probe.node.count_subscribers("/grounded_planner/plan_frames/color") > 0
+                and probe.node.count_subscribers("/grounded_planner/last_plan") > 0
+            ),
+            30.0,
+            "the logger to subscribe",
+        )
         response = probe.plan()
         assert response.success, response.message
         plan_ns = stamp_to_ns(response.plan.header.stamp)
@@ -226,8 +259,12 @@ def test_the_rollout_records_the_frame_set_the_plan_was_made_on(vlm, tmp_path, r
                 found.setdefault(m.topic, []).append(stamp_to_ns(m.msg.header.stamp))
             return found
 
-        spin_until(probe.executor, lambda: all(plan_ns in logged().get(t, []) for t in wanted), 20.0,
-                   "the plan's colour, depth and camera_info in the rollout")
+        spin_until(
+            probe.executor,
+            lambda: all(plan_ns in logged().get(t, []) for t in wanted),
+            20.0,
+            "the plan's colour, depth and camera_info in the rollout",
+        )
     finally:
         probe.close()
         out = stop_process(child)
@@ -277,8 +314,12 @@ def test_the_closed_loop_refuses_to_check_a_step_on_a_dead_camera(rclpy_context)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     try:
         declare_all(node, FRESHNESS_PARAMS)  # as executor_node declares them
-        frames = LatestFrames(node, "/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
-                              "/camera/camera/color/camera_info")
+        frames = LatestFrames(
+            node,
+            "/camera/camera/color/image_raw",
+            "/camera/camera/aligned_depth_to_color/image_raw",
+            "/camera/camera/color/camera_info",
+        )
         spinner.start()
         io = RosClosedLoopIO(node, frames, extrinsics=None, frame_wait_s=10.0)
         seen = io.observe()  # a live camera: a set taken after the call
@@ -286,8 +327,11 @@ def test_the_closed_loop_refuses_to_check_a_step_on_a_dead_camera(rclpy_context)
         camera.kill()
         camera.wait(10)
         io.frame_wait_s = 1.0
-        with pytest.raises(StaleFrameError, match=r"stale frame: /camera/camera/\S+ is (\d+\.\d s old|stamped \d+\.\d s "
-                                                  r"before the frame was asked for)"):
+        with pytest.raises(
+            StaleFrameError,
+            match=r"stale frame: /camera/camera/\S+ is (\d+\.\d s old|stamped \d+\.\d s "
+            r"before the frame was asked for)",
+        ):
             io.observe()
     finally:
         executor.shutdown(timeout_sec=5.0)

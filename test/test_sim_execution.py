@@ -133,8 +133,9 @@ def test_make_backend_sim_loads_the_default_scenario():
 
 def test_sim_run_cli_end_to_end(tmp_path, capsys):
     gif, rollout = tmp_path / "run.gif", tmp_path / "rollout"
-    code = main(["sim", "run", str(SCENARIOS / "box_in_bowl.yaml"), "--seed", "1", "--gif", str(gif),
-                 "--rollout", str(rollout)])
+    code = main(
+        ["sim", "run", str(SCENARIOS / "box_in_bowl.yaml"), "--seed", "1", "--gif", str(gif), "--rollout", str(rollout)]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["success"] is True and out["execution"]["success"] is True
     assert out["predicates"][0]["ok"] and out["targets"]["frame"] == "base_link"
@@ -164,8 +165,10 @@ def test_sim_run_cli_reports_failure_with_exit_1(tmp_path, capsys):
 
 def test_cancel_during_a_motion_stops_the_sim_arm():
     # paced to the wall clock so that the cancel lands in the middle of the first approach
-    with SimWorkcell.from_scenario(SCENARIOS / "box_in_bowl.yaml", seed=0) as cell, \
-            SimBackend(cell, SimBackendConfig(realtime_factor=1.0)) as backend:
+    with (
+        SimWorkcell.from_scenario(SCENARIOS / "box_in_bowl.yaml", seed=0) as cell,
+        SimBackend(cell, SimBackendConfig(realtime_factor=1.0)) as backend,
+    ):
         plan = gt_plan(cell)
         cancel = threading.Event()
         timer = threading.Timer(0.4, cancel.set)
@@ -183,8 +186,10 @@ def test_cancel_during_a_motion_stops_the_sim_arm():
 def test_a_motion_over_the_time_limit_ends_in_timeout():
     from grounded_planner.execution.config import SafetyConfig
 
-    with SimWorkcell.from_scenario(SCENARIOS / "box_in_bowl.yaml", seed=0) as cell, \
-            SimBackend(cell, SimBackendConfig(realtime_factor=1.0)) as backend:
+    with (
+        SimWorkcell.from_scenario(SCENARIOS / "box_in_bowl.yaml", seed=0) as cell,
+        SimBackend(cell, SimBackendConfig(realtime_factor=1.0)) as backend,
+    ):
         plan = gt_plan(cell)
         config = ExecutorConfig(safety=SafetyConfig(motion_timeout_s=0.3))
         result = Executor(backend, config).execute(plan, gt_targets(cell, plan))

@@ -74,14 +74,21 @@ def test_gt_plans_score_100_and_shuffled_plans_0(exported):
     # each episode gets the plan of another task (a derangement across scenarios; variants of one task —
     # perturbed or for another arm — hold the same objects, so a plan is only swapped with another task's)
     names = sorted({r["sim"]["scenario"] for r in records})
-    task_of = {r["sim"]["scenario"]: tuple(sorted({str(a.get("object", a.get("target", ""))) for a in r["sim"]["plan"]["actions"]})) for r in records}
+    task_of = {
+        r["sim"]["scenario"]: tuple(
+            sorted({str(a.get("object", a.get("target", ""))) for a in r["sim"]["plan"]["actions"]})
+        )
+        for r in records
+    }
     shifted = {}
     for i, name in enumerate(names):
         others = [names[(i + k) % len(names)] for k in range(1, len(names))]
         shifted[name] = next(other for other in others if task_of[other] != task_of[name])
     by_scenario_seed = {(r["sim"]["scenario"], r["sim"]["seed"]): r for r in records}
-    shuffled = [Prediction(r["id"], by_scenario_seed[(shifted[r["sim"]["scenario"]], r["sim"]["seed"])]["sim"]["plan"])
-                for r in records]
+    shuffled = [
+        Prediction(r["id"], by_scenario_seed[(shifted[r["sim"]["scenario"]], r["sim"]["seed"])]["sim"]["plan"])
+        for r in records
+    ]
     assert score(episodes, shuffled)["overall"]["tsr"] == 0.0
     # and within the tidy-table episode, swapping which object goes where fails too
     tidy = next(r for r in records if r["id"] == "tidy_table-s000")
@@ -92,10 +99,24 @@ def test_gt_plans_score_100_and_shuffled_plans_0(exported):
 
 
 def test_bench_score_cli_gives_100_on_the_exported_gt_predictions(exported, capsys):
-    assert main(["bench", "score", "--episodes", str(exported / "episodes.jsonl"),
-                 "--predictions", str(exported / "gt_predictions.jsonl"), "--json"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "score",
+                "--episodes",
+                str(exported / "episodes.jsonl"),
+                "--predictions",
+                str(exported / "gt_predictions.jsonl"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
-    assert result["overall"]["tsr"] == 100.0 and result["overall"]["episodes"] == 2 * len(list(SCENARIO_DIR.glob("*.yaml")))
+    assert result["overall"]["tsr"] == 100.0 and result["overall"]["episodes"] == 2 * len(
+        list(SCENARIO_DIR.glob("*.yaml"))
+    )
 
 
 def test_gt_boxes_are_tight_around_the_objects():

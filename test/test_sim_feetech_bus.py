@@ -10,8 +10,13 @@ scs = pytest.importorskip("scservo_sdk")
 
 from lerobot.motors import Motor, MotorNormMode  # noqa: E402
 
-from grounded_planner.sim.feetech import (INST_READ, FeetechBus, PtyBusServer, Sts3215,  # noqa: E402
-                                          instruction_packet)
+from grounded_planner.sim.feetech import (  # noqa: E402
+    INST_READ,
+    FeetechBus,
+    PtyBusServer,
+    Sts3215,
+    instruction_packet,
+)
 
 NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 
@@ -20,8 +25,9 @@ NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_rol
 def bus_and_host():
     bus = FeetechBus(list(range(1, 7)))
     with PtyBusServer(bus, reply_delay=True) as server:  # answers as late as a real bus's
-        host = feetech.FeetechMotorsBus(server.port, {n: Motor(i + 1, "sts3215", MotorNormMode.DEGREES)
-                                                      for i, n in enumerate(NAMES)})
+        host = feetech.FeetechMotorsBus(
+            server.port, {n: Motor(i + 1, "sts3215", MotorNormMode.DEGREES) for i, n in enumerate(NAMES)}
+        )
         host.connect()  # LeRobot's handshake: ping every id, read the model numbers and firmware versions
         try:
             yield bus, host
@@ -102,7 +108,7 @@ def test_packets_split_and_glued_on_the_wire_are_answered():
     bus = FeetechBus([1, 2])
     ping1, read2 = instruction_packet(1, 1), instruction_packet(2, INST_READ, [3, 2])
     stream = b"\x00\xff" + ping1 + read2
-    answers = b"".join(bus.feed(stream[i:i + 3]) for i in range(0, len(stream), 3))
+    answers = b"".join(bus.feed(stream[i : i + 3]) for i in range(0, len(stream), 3))
     assert answers == bytes([0xFF, 0xFF, 1, 2, 0, 0xFC]) + bytes([0xFF, 0xFF, 2, 4, 0, 0x09, 0x03, 0xED])
     assert Sts3215(1).word("Model_Number") == 777
 
@@ -116,8 +122,13 @@ def test_answers_come_after_the_wire_and_adapter_delay_well_inside_lerobots_time
 
     from lerobot.motors.feetech.feetech import patch_setPacketTimeout
 
-    from grounded_planner.sim.feetech import (ADDR, LEROBOT_PACKET_TIMEOUT_S, RETURN_DELAY_UNIT_S, USB_FRAME_S,
-                                              reply_delay_s)
+    from grounded_planner.sim.feetech import (
+        ADDR,
+        LEROBOT_PACKET_TIMEOUT_S,
+        RETURN_DELAY_UNIT_S,
+        USB_FRAME_S,
+        reply_delay_s,
+    )
 
     bus, host = bus_and_host
     host.configure_motors()  # LeRobot writes Return_Delay_Time 0 (2 us units; the factory's 250 is 500 us)
@@ -168,9 +179,13 @@ def test_so101_bus_unplug_silences_that_servo_for_a_feetech_client():
     import time
 
     pytest.importorskip("mujoco")
-    proc = subprocess.Popen([sys.executable, "-m", "grounded_planner.cli.main", "sim", "so101-bus", "--unplug", "3:0.5"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grounded_planner.cli.main", "sim", "so101-bus", "--unplug", "3:0.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         line = proc.stdout.readline()
         assert line, proc.communicate(timeout=30)[1]

@@ -11,17 +11,43 @@ import pytest
 from grounded_planner.sim.scenario import ScenarioError, scenario_from_dict, scenario_to_dict
 
 BASE = {
-    "name": "states", "instruction": "put the white cup in the bowl", "robot": "gp5",
+    "name": "states",
+    "instruction": "put the white cup in the bowl",
+    "robot": "gp5",
     "objects": [
         {"id": "cup_up", "kind": "cup", "size_m": [0.03, 0.06], "position_m": [0.40, 0.15], "color": "white"},
-        {"id": "cup_down", "kind": "cup", "size_m": [0.03, 0.06], "position_m": [0.36, -0.22], "color": "red",
-         "state": "upside_down"},
-        {"id": "tray", "kind": "box", "size_m": [0.06, 0.045, 0.04], "position_m": [0.52, 0.15], "color": "brown",
-         "state": "open"},
-        {"id": "bowl", "kind": "bowl", "size_m": [0.095, 0.045], "position_m": [0.52, -0.12], "color": "blue",
-         "mass_kg": 0.3},
-        {"id": "block", "kind": "box", "size_m": [0.03, 0.03, 0.03], "position_m": [0.52, -0.12], "color": "green",
-         "inside": "bowl"},
+        {
+            "id": "cup_down",
+            "kind": "cup",
+            "size_m": [0.03, 0.06],
+            "position_m": [0.36, -0.22],
+            "color": "red",
+            "state": "upside_down",
+        },
+        {
+            "id": "tray",
+            "kind": "box",
+            "size_m": [0.06, 0.045, 0.04],
+            "position_m": [0.52, 0.15],
+            "color": "brown",
+            "state": "open",
+        },
+        {
+            "id": "bowl",
+            "kind": "bowl",
+            "size_m": [0.095, 0.045],
+            "position_m": [0.52, -0.12],
+            "color": "blue",
+            "mass_kg": 0.3,
+        },
+        {
+            "id": "block",
+            "kind": "box",
+            "size_m": [0.03, 0.03, 0.03],
+            "position_m": [0.52, -0.12],
+            "color": "green",
+            "inside": "bowl",
+        },
     ],
     "plan": [{"type": "grasp", "object": "cup_up"}, {"type": "place", "target": "bowl", "offset_m": [0.0, 0.03]}],
     "success": [{"type": "inside", "object": "cup_up", "target": "bowl"}],
@@ -38,13 +64,20 @@ def test_states_and_inside_load_and_round_trip():
     assert scenario.sample(3) is not None  # an object in its bowl is not an overlap
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda d: d["objects"][0].update(state="open"), "objects[0].state: a cup has no state 'open'"),
-    (lambda d: d["objects"][4].update(inside="tray"), "objects[4].inside: 'tray' is not a container"),
-    (lambda d: d["objects"][0].update(state="sideways", kind="cylinder", size_m=[0.02, 0.05]), "it has no states"),
-    (lambda d: d["success"].append({"type": "beside", "object": "cup_up", "target": "bowl",
-                                    "direction_xy": [1, 1]}), "direction_xy: expected a unit vector"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda d: d["objects"][0].update(state="open"), "objects[0].state: a cup has no state 'open'"),
+        (lambda d: d["objects"][4].update(inside="tray"), "objects[4].inside: 'tray' is not a container"),
+        (lambda d: d["objects"][0].update(state="sideways", kind="cylinder", size_m=[0.02, 0.05]), "it has no states"),
+        (
+            lambda d: d["success"].append(
+                {"type": "beside", "object": "cup_up", "target": "bowl", "direction_xy": [1, 1]}
+            ),
+            "direction_xy: expected a unit vector",
+        ),
+    ],
+)
 def test_bad_states_are_named(change, expected):
     data = copy.deepcopy(BASE)
     change(data)

@@ -21,10 +21,13 @@ def test_each_arm_says_its_behaviour_in_its_spec():
     assert ROBOT_SPECS["so101"].executor_config == "execution_so101.yaml"
 
 
-@pytest.mark.parametrize("name, width_m, ctrl, force", [
-    ("gp5", 0.06, [0.03, 0.03], [20.0, 20.0]),  # two slide fingers, each its half and the force
-    ("fr3", 0.06, [0.5 * 0.06 * 100.0 / 0.01568627451], [40.0]),  # one tendon for both fingers
-])
+@pytest.mark.parametrize(
+    "name, width_m, ctrl, force",
+    [
+        ("gp5", 0.06, [0.03, 0.03], [20.0, 20.0]),  # two slide fingers, each its half and the force
+        ("fr3", 0.06, [0.5 * 0.06 * 100.0 / 0.01568627451], [40.0]),  # one tendon for both fingers
+    ],
+)
 def test_gripper_commands_follow_the_spec_s_gripper_kind(name, width_m, ctrl, force):
     spec = ROBOT_SPECS[name]
     assert gripper_ctrl(spec, width_m) == pytest.approx(ctrl)
@@ -39,8 +42,9 @@ def test_the_so101_jaw_opening_round_trips_through_its_hinge_angle():
 
 def test_no_module_matches_an_arm_by_its_name():
     matches = []
-    for path in sorted([*(REPO / "grounded_planner" / "sim").glob("*.py"),
-                        *(REPO / "grounded_planner" / "spabench").glob("*.py")]):
+    for path in sorted(
+        [*(REPO / "grounded_planner" / "sim").glob("*.py"), *(REPO / "grounded_planner" / "spabench").glob("*.py")]
+    ):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if re.search(r"robot\.name\s*(==|!=|in)\s", line):
                 matches.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")

@@ -18,10 +18,18 @@ SCENARIOS = sorted((REPO / "config" / "scenarios").glob("*.yaml"))
 
 def _minimal() -> dict:
     return {
-        "name": "t", "instruction": "put the box in the bowl",
-        "objects": [{"id": "box", "kind": "box", "size_m": [0.04, 0.04, 0.04], "position_m": [0.4, 0.1],
-                     "randomize": {"xy_m": 0.03, "yaw_deg": 20, "colors": ["red", "green", "blue"]}},
-                    {"id": "bowl", "kind": "bowl", "size_m": [0.08, 0.05], "position_m": [0.45, -0.15]}],
+        "name": "t",
+        "instruction": "put the box in the bowl",
+        "objects": [
+            {
+                "id": "box",
+                "kind": "box",
+                "size_m": [0.04, 0.04, 0.04],
+                "position_m": [0.4, 0.1],
+                "randomize": {"xy_m": 0.03, "yaw_deg": 20, "colors": ["red", "green", "blue"]},
+            },
+            {"id": "bowl", "kind": "bowl", "size_m": [0.08, 0.05], "position_m": [0.45, -0.15]},
+        ],
         "plan": [{"type": "grasp", "object": "box"}, {"type": "place", "target": "bowl"}],
         "success": [{"type": "inside", "object": "box", "target": "bowl"}],
     }
@@ -40,22 +48,35 @@ def test_default_scenario_is_box_in_bowl():
     assert scenario.camera.width == 640 and scenario.camera.height == 480
 
 
-@pytest.mark.parametrize("mutate, expected", [
-    (lambda d: d["objects"][0].pop("kind"), "objects[0]: missing required field 'kind'"),
-    (lambda d: d["objects"][0].update(kind="sphere"), "objects[0].kind: unknown kind 'sphere'"),
-    (lambda d: d["objects"][0].update(size_m=[0.04, 0.04]), "objects[0].size_m: expected 3"),
-    (lambda d: d["objects"][0].update(color="mauve"), "unknown colour 'mauve'"),
-    (lambda d: d["plan"][1].update(target="bin"), "plan[1].target: no object with id 'bin'"),
-    (lambda d: d["plan"].pop(), "plan[0]: a grasp must be immediately followed by a place"),
-    (lambda d: d["plan"][0].update(object="bowl"), "object 'bowl' is a bowl, expected one of box, cylinder, cup"),
-    (lambda d: d.update(success=[]), "at least one success predicate"),
-    (lambda d: d["success"][0].update(type="near"), "success[0]: expected {type: inside|on|drawer_open"),
-    (lambda d: d.update(camera={"fov": 60}), "camera: unknown field(s) ['fov']"),
-    (lambda d: d["objects"][1].update(id="box"), "object ids must be unique"),
-    (lambda d: d.update(robot="ur5"), "robot: unknown arm 'ur5' (expected one of gp5, fr3, so101)"),
-    (lambda d: d["objects"].append({"id": "c", "kind": "cabinet", "size_m": [0.2, 0.3, 0.1], "position_m": [0.6, 0.3],
-                                    "drawer_open_m": 0.5}), "objects[2].drawer_open_m: must be between 0 and"),
-])
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda d: d["objects"][0].pop("kind"), "objects[0]: missing required field 'kind'"),
+        (lambda d: d["objects"][0].update(kind="sphere"), "objects[0].kind: unknown kind 'sphere'"),
+        (lambda d: d["objects"][0].update(size_m=[0.04, 0.04]), "objects[0].size_m: expected 3"),
+        (lambda d: d["objects"][0].update(color="mauve"), "unknown colour 'mauve'"),
+        (lambda d: d["plan"][1].update(target="bin"), "plan[1].target: no object with id 'bin'"),
+        (lambda d: d["plan"].pop(), "plan[0]: a grasp must be immediately followed by a place"),
+        (lambda d: d["plan"][0].update(object="bowl"), "object 'bowl' is a bowl, expected one of box, cylinder, cup"),
+        (lambda d: d.update(success=[]), "at least one success predicate"),
+        (lambda d: d["success"][0].update(type="near"), "success[0]: expected {type: inside|on|drawer_open"),
+        (lambda d: d.update(camera={"fov": 60}), "camera: unknown field(s) ['fov']"),
+        (lambda d: d["objects"][1].update(id="box"), "object ids must be unique"),
+        (lambda d: d.update(robot="ur5"), "robot: unknown arm 'ur5' (expected one of gp5, fr3, so101)"),
+        (
+            lambda d: d["objects"].append(
+                {
+                    "id": "c",
+                    "kind": "cabinet",
+                    "size_m": [0.2, 0.3, 0.1],
+                    "position_m": [0.6, 0.3],
+                    "drawer_open_m": 0.5,
+                }
+            ),
+            "objects[2].drawer_open_m: must be between 0 and",
+        ),
+    ],
+)
 def test_bad_scenarios_name_the_field(mutate, expected):
     data = _minimal()
     mutate(data)

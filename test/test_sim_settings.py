@@ -47,8 +47,10 @@ def test_render_noise_and_seed(capsys, small_scenario, tmp_path):
 
 def test_export_no_depth_writes_no_depth_images(capsys, small_scenario, tmp_path):
     assert main(["sim", "export", "--scenarios", str(small_scenario.parent), "--out", str(tmp_path / "full")]) == 0
-    assert main(["sim", "export", "--scenarios", str(small_scenario.parent), "--out", str(tmp_path / "rgb"),
-                 "--no-depth"]) == 0
+    assert (
+        main(["sim", "export", "--scenarios", str(small_scenario.parent), "--out", str(tmp_path / "rgb"), "--no-depth"])
+        == 0
+    )
     capsys.readouterr()
     full = json.loads((tmp_path / "full" / "episodes.jsonl").read_text().splitlines()[0])
     rgb_only = json.loads((tmp_path / "rgb" / "episodes.jsonl").read_text().splitlines()[0])

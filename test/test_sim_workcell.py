@@ -175,8 +175,10 @@ def test_backend_opens_the_drawer():
 
 
 def test_backend_closes_an_open_drawer():
-    with SimWorkcell.from_scenario(REPO / "config" / "scenarios" / "close_drawer.yaml", seed=0) as cell, \
-            SimBackend(cell) as backend:
+    with (
+        SimWorkcell.from_scenario(REPO / "config" / "scenarios" / "close_drawer.yaml", seed=0) as cell,
+        SimBackend(cell) as backend,
+    ):
         assert abs(cell.drawer_opening_m("cabinet") - 0.12) < 0.005 and not cell.success()
         handle = cell.grasp_point("cabinet")  # follows the drawer: 12 cm out
         _, rot = cell.object_pose("cabinet")
@@ -204,8 +206,10 @@ def test_unreachable_pose_moves_nothing():
 
 
 def test_stop_from_another_thread_ends_the_motion():
-    with SimWorkcell.from_scenario(BOX_IN_BOWL, seed=0) as cell, \
-            SimBackend(cell, SimBackendConfig(realtime_factor=1.0)) as backend:
+    with (
+        SimWorkcell.from_scenario(BOX_IN_BOWL, seed=0) as cell,
+        SimBackend(cell, SimBackendConfig(realtime_factor=1.0)) as backend,
+    ):
         errors: list[Exception] = []
 
         def move():
@@ -246,8 +250,10 @@ def test_commands_need_a_connection():
 def test_camera_thread_renders_while_the_arm_moves():
     # a ROS camera node renders from its own thread while the executor's thread steps the physics
     # paced at 3x real time so the motions last long enough for several frames
-    with SimWorkcell.from_scenario(BOX_IN_BOWL, seed=0) as cell, \
-            SimBackend(cell, SimBackendConfig(realtime_factor=3.0)) as backend:
+    with (
+        SimWorkcell.from_scenario(BOX_IN_BOWL, seed=0) as cell,
+        SimBackend(cell, SimBackendConfig(realtime_factor=3.0)) as backend,
+    ):
         frames: list[np.ndarray] = []
         errors: list[Exception] = []
         moving = threading.Event()
@@ -285,13 +291,14 @@ def test_renders_even_when_mujoco_was_imported_first():
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY")}
-    code = ("import mujoco\n"
-            "from grounded_planner.sim.workcell import SimWorkcell\n"
-            f"cell = SimWorkcell.from_scenario({str(BOX_IN_BOWL)!r})\n"
-            "rgb, depth = cell.render()\n"
-            "cell.close()\n"
-            "print(rgb.shape, float(depth.max()) > 0)\n")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                         cwd=REPO)
+    code = (
+        "import mujoco\n"
+        "from grounded_planner.sim.workcell import SimWorkcell\n"
+        f"cell = SimWorkcell.from_scenario({str(BOX_IN_BOWL)!r})\n"
+        "rgb, depth = cell.render()\n"
+        "cell.close()\n"
+        "print(rgb.shape, float(depth.max()) > 0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "(480, 640, 3) True" in out.stdout

@@ -15,15 +15,29 @@ from grounded_planner.spabench.trial import CARD_ONLY_KEYS, CARD_RECORD_KEYS, Tr
 
 
 def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", *args], capture_output=True, text=True,
-                          timeout=240, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "grounded_planner.cli.main", *args], capture_output=True, text=True, timeout=240, cwd=cwd
+    )
 
 
 def test_cards_folder(tmp_path):
     out = tmp_path / "cards"
-    proc = _cli("spabench", "cards", "--tasks", "relational_placement,counting", "--conditions",
-                "id,relational_control,no_intervention", "--trials", "2", "--first-seed", "4", "--robot", "so101",
-                "--out", str(out))
+    proc = _cli(
+        "spabench",
+        "cards",
+        "--tasks",
+        "relational_placement,counting",
+        "--conditions",
+        "id,relational_control,no_intervention",
+        "--trials",
+        "2",
+        "--first-seed",
+        "4",
+        "--robot",
+        "so101",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in (out / "cards.jsonl").read_text().splitlines()]
     # counting has no relational_control: 3 + 2 conditions x 2 seeds, in run order

@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grounded_planner.spabench.config import (CONFIG_DIR, TASK_FAMILIES, check_inventory_for, load_inventory,
-                                              load_matrices)
+from grounded_planner.spabench.config import (
+    CONFIG_DIR,
+    TASK_FAMILIES,
+    check_inventory_for,
+    load_inventory,
+    load_matrices,
+)
 from grounded_planner.spabench.errors import ConfigError
 from grounded_planner.spabench.trial import TASKS
 
@@ -52,14 +57,26 @@ def test_a_cell_both_observed_and_withheld(tmp_path):
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda d: d["relational_placement"]["concepts"].append("above"), "relational_placement.concepts: unknown concept 'above'"),
-    (lambda d: d["object_state"]["observed"].append(["open", "white_cup"]), "object_state.observed[7]: a cup (white_cup) cannot be open"),
-    (lambda d: d["ordinal_position"]["observed"].append(["fourth", "from_left_3"]), "no fourth object in a row of 3"),
-    (lambda d: d["counting"]["arguments"].append("spoon"), "counting.arguments: 'spoon' is not a family"),
-    (lambda d: d.pop("counting"), "counting: missing"),
-    (lambda d: d["counting"].update(withheld=[]), "counting.withheld: at least one cell"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (
+            lambda d: d["relational_placement"]["concepts"].append("above"),
+            "relational_placement.concepts: unknown concept 'above'",
+        ),
+        (
+            lambda d: d["object_state"]["observed"].append(["open", "white_cup"]),
+            "object_state.observed[7]: a cup (white_cup) cannot be open",
+        ),
+        (
+            lambda d: d["ordinal_position"]["observed"].append(["fourth", "from_left_3"]),
+            "no fourth object in a row of 3",
+        ),
+        (lambda d: d["counting"]["arguments"].append("spoon"), "counting.arguments: 'spoon' is not a family"),
+        (lambda d: d.pop("counting"), "counting: missing"),
+        (lambda d: d["counting"].update(withheld=[]), "counting.withheld: at least one cell"),
+    ],
+)
 def test_bad_matrices_are_named(tmp_path, change, expected):
     data = _shipped("matrix.yaml")
     change(data)
@@ -81,14 +98,23 @@ def test_an_inventory_lacking_a_family_a_task_needs(tmp_path):
     assert "cup" in TASK_FAMILIES["object_state"]
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda d: d["instances"][0].update(colour="mauve"), "instances[0] (red_block).colour: unknown colour 'mauve'"),
-    (lambda d: d["instances"][0].update(size_m=[0.04, 0.04]), "instances[0] (red_block).size_m: expected 3 positive"),
-    (lambda d: d["instances"][0].update(family="spoon"), "family: unknown family 'spoon'"),
-    (lambda d: d["families"]["cup"].update(states=["upright", "open"]), "families.cup.states: a cup cannot be open"),
-    (lambda d: d["instances"].append(dict(d["instances"][0])), "duplicate id 'red_block'"),
-    (lambda d: d["instances"][1].update(colour="red"), "share the name 'red block'"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda d: d["instances"][0].update(colour="mauve"), "instances[0] (red_block).colour: unknown colour 'mauve'"),
+        (
+            lambda d: d["instances"][0].update(size_m=[0.04, 0.04]),
+            "instances[0] (red_block).size_m: expected 3 positive",
+        ),
+        (lambda d: d["instances"][0].update(family="spoon"), "family: unknown family 'spoon'"),
+        (
+            lambda d: d["families"]["cup"].update(states=["upright", "open"]),
+            "families.cup.states: a cup cannot be open",
+        ),
+        (lambda d: d["instances"].append(dict(d["instances"][0])), "duplicate id 'red_block'"),
+        (lambda d: d["instances"][1].update(colour="red"), "share the name 'red block'"),
+    ],
+)
 def test_bad_inventories_are_named(tmp_path, change, expected):
     data = _shipped("inventory.yaml")
     change(data)

@@ -16,15 +16,28 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", *args], capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "grounded_planner.cli.main", *args], capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
     out = tmp_path_factory.mktemp("demos") / "spabench_demos"
-    proc = _cli("spabench", "demos", "--tasks", "ordinal_position,counting", "--episodes", "1", "--first-seed", "1",
-                "--robot", "so101", "--out", str(out))
+    proc = _cli(
+        "spabench",
+        "demos",
+        "--tasks",
+        "ordinal_position,counting",
+        "--episodes",
+        "1",
+        "--first-seed",
+        "1",
+        "--robot",
+        "so101",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out, json.loads(proc.stdout.strip().splitlines()[-1])
 

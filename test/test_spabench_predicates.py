@@ -27,16 +27,19 @@ def _at(distance_m: float, angle_deg: float, direction=LEFT) -> tuple[float, flo
     return REF[0] + distance_m * math.cos(base), REF[1] + distance_m * math.sin(base)
 
 
-@pytest.mark.parametrize("distance_m, angle_deg, expected", [
-    (0.0762, 0.0, True),  # exactly 3 in: inside
-    (0.0763, 0.0, False),  # 0.1 mm past
-    (0.05, 45.0, True),  # exactly on the sector's edge, either side
-    (0.05, -45.0, True),
-    (0.05, 45.1, False),  # 0.1 degree past
-    (0.05, -45.1, False),
-    (0.0762, 45.0, True),  # the corner
-    (0.05, 180.0, False),  # the opposite side
-])
+@pytest.mark.parametrize(
+    "distance_m, angle_deg, expected",
+    [
+        (0.0762, 0.0, True),  # exactly 3 in: inside
+        (0.0763, 0.0, False),  # 0.1 mm past
+        (0.05, 45.0, True),  # exactly on the sector's edge, either side
+        (0.05, -45.0, True),
+        (0.05, 45.1, False),  # 0.1 degree past
+        (0.05, -45.1, False),
+        (0.0762, 45.0, True),  # the corner
+        (0.05, 180.0, False),  # the opposite side
+    ],
+)
 def test_relational_placement_bounds(distance_m, angle_deg, expected):
     assert _relational(_at(distance_m, angle_deg)) is expected
 
@@ -90,5 +93,11 @@ def test_missing_inputs_are_named():
     with pytest.raises(SpaBenchError, match="final_positions are unknown"):
         evaluate("object_state", spec, True, {}, None, True)
     with pytest.raises(SpaBenchError, match="no position for object 'x'"):
-        evaluate("object_state", TrialSpec(target="x", receptacle="bowl", receptacle_radius_m=0.06), True,
-                 {"bowl": (0, 0, 0)}, {"bowl": (0, 0, 0)}, True)
+        evaluate(
+            "object_state",
+            TrialSpec(target="x", receptacle="bowl", receptacle_radius_m=0.06),
+            True,
+            {"bowl": (0, 0, 0)},
+            {"bowl": (0, 0, 0)},
+            True,
+        )

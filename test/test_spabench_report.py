@@ -25,17 +25,32 @@ from grounded_planner.spabench.trial import TrialRecord, TrialSpec, pair_id
 BOWL = {"bowl": (0.50, 0.00, 0.02)}
 
 
-def record(task, condition, seed, success, mode=None, planner="gt", robot="gp5", expects_action=True,
-           spec=None, positions=None):
+def record(
+    task, condition, seed, success, mode=None, planner="gt", robot="gp5", expects_action=True, spec=None, positions=None
+):
     if success is False and mode is None:
         mode = "wrong_object"
     spec = spec or TrialSpec(target="a", receptacle="bowl", receptacle_radius_m=0.08, distractors=("b",))
     positions = positions or {**BOWL, "a": (0.4, 0.1, 0.02), "b": (0.4, -0.1, 0.02)}
-    return TrialRecord(task=task, condition=condition, seed=seed, robot=robot, planner=planner,
-                       instruction="place it", expects_action=expects_action, spec=spec, initial_positions=positions,
-                       pair_id=pair_id(task, condition, seed), final_positions=positions, grasp_attempted=True,
-                       success=success, failure_mode=None if success else mode, outcome_source="auto",
-                       started_at="2026-01-01T00:00:00Z", wall_s=1.0).to_dict()
+    return TrialRecord(
+        task=task,
+        condition=condition,
+        seed=seed,
+        robot=robot,
+        planner=planner,
+        instruction="place it",
+        expects_action=expects_action,
+        spec=spec,
+        initial_positions=positions,
+        pair_id=pair_id(task, condition, seed),
+        final_positions=positions,
+        grasp_attempted=True,
+        success=success,
+        failure_mode=None if success else mode,
+        outcome_source="auto",
+        started_at="2026-01-01T00:00:00Z",
+        wall_s=1.0,
+    ).to_dict()
 
 
 def outcomes(task, condition, successes, n, first_seed=0, **kw):
@@ -51,8 +66,16 @@ def write(folder: Path, records) -> Path:
 def test_aggregate_cells_match_the_papers_wilson_figures():
     # Table IV's pi0.5 row: 82/120 ID -> 68.3% (59.6-76.0); 122/300 all OOD -> 40.7% (35.3-46.3)
     records = []
-    for i, task in enumerate(("object_state", "relative_size", "referential_description", "relational_placement",
-                              "ordinal_position", "counting")):
+    for i, task in enumerate(
+        (
+            "object_state",
+            "relative_size",
+            "referential_description",
+            "relational_placement",
+            "ordinal_position",
+            "counting",
+        )
+    ):
         records += outcomes(task, "id", [14, 14, 14, 14, 13, 13][i], 20)
         records += outcomes(task, "ood", [21, 21, 20, 20, 20, 20][i], 50)
     rep = build_report(records)
@@ -105,8 +128,10 @@ def test_cross_task_and_action_gating_rows():
     recs += outcomes("counting", "no_intervention", 17, 20, expects_action=False)
     recs += outcomes("ordinal_position", "no_intervention", 0, 20, expects_action=False)
     # relational control: even seeds hold (no action expected), odd ones need correction
-    recs += [record("relational_placement", "relational_control", s, s % 2 == 0 or s < 4,
-                    expects_action=s % 2 == 1) for s in range(20)]
+    recs += [
+        record("relational_placement", "relational_control", s, s % 2 == 0 or s < 4, expects_action=s % 2 == 1)
+        for s in range(20)
+    ]
     rep = build_report(recs)["policies"]["gt"]
     cross = {r["row"]: r for r in rep["cross_task"]}
     assert cross["standard objects, 2-task ID"]["cell"] == "29/40; 72.5% (57.2–83.9)"
@@ -116,16 +141,20 @@ def test_cross_task_and_action_gating_rows():
     assert gate["ordinal_position: no intervention"]["cell"] == "0/20; 0.0% (0.0–16.1)"
     assert (gate["2-task no-intervention aggregate"]["k"], gate["2-task no-intervention aggregate"]["n"]) == (17, 40)
     assert gate["relational control: relation already holds"]["cell"] == "10/10; 100.0% (72.2–100.0)"
-    assert (gate["relational control: needs correction"]["k"], gate["relational control: needs correction"]["n"]) \
-        == (2, 10)
+    assert (gate["relational control: needs correction"]["k"], gate["relational control: needs correction"]["n"]) == (
+        2,
+        10,
+    )
     pairs = rep["relational_control_pairs"]
     assert (pairs["pairs"], pairs["a_only"], pairs["b_only"]) == (10, 8, 0)
     assert pairs["mcnemar_exact_p"] == pytest.approx(2 / 256)  # 2 * (1/2)^8
 
 
 def test_failure_mode_composition_is_normalised_within_each_task():
-    recs = [record("object_state", "ood", s, False, mode=m) for s, m in
-            enumerate(["wrong_instance"] * 3 + ["grasp_failure"])]
+    recs = [
+        record("object_state", "ood", s, False, mode=m)
+        for s, m in enumerate(["wrong_instance"] * 3 + ["grasp_failure"])
+    ]
     recs += outcomes("object_state", "ood", 2, 2, first_seed=10)
     recs += [record("counting", "ood", 0, False, mode="incorrect_spatial_outcome")]
     fm = {(f["task"], f["condition"]): f for f in build_report(recs)["policies"]["gt"]["failure_modes"]}
@@ -135,8 +164,9 @@ def test_failure_mode_composition_is_normalised_within_each_task():
 
 
 def test_unlabelled_trials_are_counted_apart_and_columns_split_by_planner_and_robot():
-    recs = outcomes("counting", "id", 1, 2, planner="gt", robot="so101") + \
-        outcomes("counting", "id", 0, 2, planner="blind", robot="gp5")
+    recs = outcomes("counting", "id", 1, 2, planner="gt", robot="so101") + outcomes(
+        "counting", "id", 0, 2, planner="blind", robot="gp5"
+    )
     recs.append(record("counting", "id", 5, None, planner="gt", robot="so101"))
     rep = build_report(recs)
     assert rep["columns"] == ["blind (gp5)", "gt (so101)"]
@@ -154,22 +184,33 @@ def test_blind_success_probability_by_task():
     blocks = TrialSpec(target="a", reference="b", direction="left", direction_xy=(0.0, -1.0), distractors=("b", "c"))
     assert blind_success_probability(record("relational_placement", "id", 0, True, spec=blocks)) == 0.125
     # relational control, relation already holds: the blind policy still moves, one side in four is right
-    assert blind_success_probability(record("relational_placement", "relational_control", 0, True, spec=rel,
-                                            expects_action=False)) == 0.25
+    assert (
+        blind_success_probability(
+            record("relational_placement", "relational_control", 0, True, spec=rel, expects_action=False)
+        )
+        == 0.25
+    )
     # no valid referent: whatever it moves is wrong
     none = TrialSpec(target=None, receptacle="bowl", receptacle_radius_m=0.08, distractors=("a", "b"))
-    assert blind_success_probability(record("object_state", "no_intervention", 0, True, spec=none,
-                                            expects_action=False)) == 0.0
+    assert (
+        blind_success_probability(record("object_state", "no_intervention", 0, True, spec=none, expects_action=False))
+        == 0.0
+    )
     # no object of the named category at all: it moves nothing, which is right where no action is expected
     empty = TrialSpec(target=None, reference="a", receptacle="bowl", receptacle_radius_m=0.08)
-    assert blind_success_probability(record("referential_description", "no_intervention", 0, True, spec=empty,
-                                            expects_action=False)) == 1.0
+    assert (
+        blind_success_probability(
+            record("referential_description", "no_intervention", 0, True, spec=empty, expects_action=False)
+        )
+        == 1.0
+    )
     # counting: one of three objects already in the bowl, two outside; 'exactly two' needs one more: it draws
     # 0, 1 or 2 objects to move, one draw in three is right
     count = TrialSpec(receptacle="bowl", receptacle_radius_m=0.08, count=2)
     pos = {**BOWL, "a": (0.52, 0.01, 0.03), "b": (0.4, 0.1, 0.02), "c": (0.4, -0.1, 0.02)}
-    assert blind_success_probability(record("counting", "ood", 0, True, spec=count, positions=pos)) == \
-        pytest.approx(1 / 3)
+    assert blind_success_probability(record("counting", "ood", 0, True, spec=count, positions=pos)) == pytest.approx(
+        1 / 3
+    )
     over = TrialSpec(receptacle="bowl", receptacle_radius_m=0.08, count=0)  # needs a removal: never by chance
     assert blind_success_probability(record("counting", "ood", 0, True, spec=over, positions=pos)) == 0.0
 
@@ -193,14 +234,20 @@ def test_blind_chance_interval_is_stated_and_checked():
 
 
 def test_text_and_html_report(tmp_path):
-    recs = outcomes("object_state", "id", 17, 20) + outcomes("object_state", "ood", 3, 5) + \
-        outcomes("object_state", "direct", 5, 5)
+    recs = (
+        outcomes("object_state", "id", 17, 20)
+        + outcomes("object_state", "ood", 3, 5)
+        + outcomes("object_state", "direct", 5, 5)
+    )
     rep = build_report(recs, source="run")
     text = format_report(rep)
     assert "17/20; 85.0% (64.0–94.8)" in text and "Table IV" in text and "McNemar exact p" in text
     page = render_html(rep)
-    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "http://" not in page.replace(
-        'xmlns="http://www.w3.org/2000/svg"', "")  # self-contained: no CDN, no remote asset
+    assert (
+        page.startswith("<!DOCTYPE html>")
+        and "<svg" in page
+        and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    )  # self-contained: no CDN, no remote asset
     assert "17/20; 85.0% (64.0–94.8)" in page and page.count("<path d=") >= 3  # one whisker per bar
 
 
@@ -215,17 +262,24 @@ def test_report_cli_text_json_html(tmp_path, capsys):
     assert html_out.read_text(encoding="utf-8").count("<svg") >= 2
 
 
-@pytest.mark.parametrize("content, expected", [
-    ('{"trial_id": "counting/id/0"\n', "line 1: not JSON"),
-    ("[1, 2]\n", "line 1: expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ('{"trial_id": "counting/id/0"\n', "line 1: not JSON"),
+        ("[1, 2]\n", "line 1: expected a JSON object"),
+    ],
+)
 def test_report_cli_bad_trials_file_is_one_line_exit_2(tmp_path, content, expected):
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "trials.jsonl").write_text(content, encoding="utf-8")
     out = tmp_path / "r.html"
-    proc = subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "spabench", "report", str(folder),
-                           "--html", str(out)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "grounded_planner.cli.main", "spabench", "report", str(folder), "--html", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and expected in proc.stderr
     assert not out.exists()  # nothing half-written

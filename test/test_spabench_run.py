@@ -34,10 +34,19 @@ def box_in_bowl_trial(task: str, condition: str, seed: int, robot: str = "gp5") 
     if not expects:
         scenario = dataclasses.replace(scenario, plan=[])
     bowl = scenario.object("blue_bowl")
-    return Trial(task=task, condition=condition, seed=seed, robot=robot, instruction=scenario.instruction,
-                 spec=TrialSpec(target="red_box" if expects else None, receptacle="blue_bowl",
-                                receptacle_radius_m=bowl.size_m[0]),
-                 expects_action=expects, scenario=scenario, pair_id=pair_id(task, condition, seed))
+    return Trial(
+        task=task,
+        condition=condition,
+        seed=seed,
+        robot=robot,
+        instruction=scenario.instruction,
+        spec=TrialSpec(
+            target="red_box" if expects else None, receptacle="blue_bowl", receptacle_radius_m=bowl.size_m[0]
+        ),
+        expects_action=expects,
+        scenario=scenario,
+        pair_id=pair_id(task, condition, seed),
+    )
 
 
 @pytest.fixture
@@ -67,12 +76,14 @@ def test_blind_moves_in_a_no_action_trial_is_wrong_object(tmp_path, monkeypatch)
     # the blind policy ignores that nothing is asked: it moves the only candidate it has, the box, into the bowl
     def trial(task, condition, seed, robot="gp5"):
         t = box_in_bowl_trial(task, "no_intervention", seed, robot)
-        return dataclasses.replace(t, condition=condition,
-                                   spec=dataclasses.replace(t.spec, distractors=("red_box",)))
+        return dataclasses.replace(t, condition=condition, spec=dataclasses.replace(t.spec, distractors=("red_box",)))
 
     monkeypatch.setattr(runner, "generate_trial", trial)
-    rec = run_trials(RunOptions(out=str(tmp_path), robot="gp5", planner="blind"),
-                     [("object_state", "no_intervention", 2)], progress=None)[0]
+    rec = run_trials(
+        RunOptions(out=str(tmp_path), robot="gp5", planner="blind"),
+        [("object_state", "no_intervention", 2)],
+        progress=None,
+    )[0]
     assert rec["success"] is False and rec["failure_mode"] == "wrong_object"
     assert rec["grasp_attempted"] is True
 
@@ -81,8 +92,11 @@ def test_planner_error_is_recorded_not_raised(box_in_bowl, tmp_path, monkeypatch
     # an OpenAI-compatible server that is not there: the planner_node's planner fails, the trial records why
     monkeypatch.setenv("GP_VLM_MAX_RETRIES", "0")
     monkeypatch.setenv("GP_VLM_TIMEOUT_S", "2")
-    rec = run_trials(RunOptions(out=str(tmp_path), robot="gp5", planner="openai", base_url="http://127.0.0.1:9/v1",
-                                model="m"), [("object_state", "id", 0)], progress=None)[0]
+    rec = run_trials(
+        RunOptions(out=str(tmp_path), robot="gp5", planner="openai", base_url="http://127.0.0.1:9/v1", model="m"),
+        [("object_state", "id", 0)],
+        progress=None,
+    )[0]
     assert rec["success"] is False and rec["failure_mode"] == "planner_error"
     assert rec["error"].startswith("planner:") and rec["final_positions"] == rec["initial_positions"]
 
@@ -100,11 +114,16 @@ def test_resume_skips_done_trials_and_drops_a_cut_off_last_line(box_in_bowl, tmp
     assert ran == [("object_state", "no_intervention", 1)]  # seed 0 was done; the cut-off line is run again
     assert records[0] == first[0]
     assert "cut off" in progress.getvalue() and "[1/1] object_state/no_intervention/1" in progress.getvalue()
-    assert [r["trial_id"] for r in load_trials(tmp_path)] == ["object_state/no_intervention/0",
-                                                               "object_state/no_intervention/1"]
+    assert [r["trial_id"] for r in load_trials(tmp_path)] == [
+        "object_state/no_intervention/0",
+        "object_state/no_intervention/1",
+    ]
     with pytest.raises(RunError, match="--planner gt --robot gp5"):
-        run_trials(RunOptions(out=str(tmp_path), robot="gp5", planner="blind"),
-                   [("object_state", "no_intervention", 0)], progress=None)
+        run_trials(
+            RunOptions(out=str(tmp_path), robot="gp5", planner="blind"),
+            [("object_state", "no_intervention", 0)],
+            progress=None,
+        )
 
 
 def test_bad_options_name_the_problem():
@@ -116,21 +135,31 @@ def test_bad_options_name_the_problem():
         trial_keys(["counting"], ["id"], 0)
     # relative size has no no-intervention trials (Table II); relational_control is relational placement's
     assert trial_keys(["relative_size", "relational_placement"], ["no_intervention", "relational_control"], 1) == [
-        ("relational_placement", "no_intervention", 0), ("relational_placement", "relational_control", 0)]
+        ("relational_placement", "no_intervention", 0),
+        ("relational_placement", "relational_control", 0),
+    ]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--tasks", "counting,stacking"], "'stacking'"),
-    (["--conditions", "ood,odd"], "'odd'"),
-    (["--planner", "gt", "--closed-loop"], "--closed-loop"),
-    (["--planner", "replay"], "--model FILE"),
-    (["--trials", "0"], "--trials must be >= 1"),
-    (["--ray-address", "127.0.0.1:1"], "--ray-address needs --executor ray"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tasks", "counting,stacking"], "'stacking'"),
+        (["--conditions", "ood,odd"], "'odd'"),
+        (["--planner", "gt", "--closed-loop"], "--closed-loop"),
+        (["--planner", "replay"], "--model FILE"),
+        (["--trials", "0"], "--trials must be >= 1"),
+        (["--ray-address", "127.0.0.1:1"], "--ray-address needs --executor ray"),
+    ],
+)
 def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, argv, message):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "spabench", "run", *argv,
-                           "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "grounded_planner.cli.main", "spabench", "run", *argv, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, proc.stderr
     assert not out.exists()
@@ -139,8 +168,10 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, argv, mes
 def _without_timing(folder: Path) -> list[str]:
     from grounded_planner.spabench.trial import TIMING_KEYS
 
-    return [json.dumps({k: v for k, v in json.loads(line).items() if k not in TIMING_KEYS})
-            for line in (folder / "trials.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [
+        json.dumps({k: v for k, v in json.loads(line).items() if k not in TIMING_KEYS})
+        for line in (folder / "trials.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
 
 
 def test_workers_and_ray_write_the_same_trials_as_one_worker(tmp_path):
@@ -152,8 +183,14 @@ def test_workers_and_ray_write_the_same_trials_as_one_worker(tmp_path):
     pytest.importorskip("ray", reason="Ray not installed (scale extra)")
     from grounded_planner.v2gp.ray_executor import run_on_ray
 
-    run_trials(RunOptions(out=str(tmp_path / "ray"), robot="so101", planner="gt"), keys, workers=2,
-               executor="ray", ray_runner=run_on_ray, progress=None)
+    run_trials(
+        RunOptions(out=str(tmp_path / "ray"), robot="so101", planner="gt"),
+        keys,
+        workers=2,
+        executor="ray",
+        ray_runner=run_on_ray,
+        progress=None,
+    )
     assert _without_timing(tmp_path / "ray") == _without_timing(tmp_path / "one")
 
 
@@ -162,8 +199,11 @@ def test_oracle_solves_every_condition_it_must(task, tmp_path):
     # one seed per task and condition in CI (the gp5, whose scenes the generator measured with its IK); the oracle
     # through the whole pipeline (depth back-projection, executor) must solve every trial it is given
     conditions = [c for c in ("id", "ood", "direct", "no_intervention") if c in TASK_CONDITIONS[task]]
-    records = run_trials(RunOptions(out=str(tmp_path), robot="gp5", planner="gt"),
-                         trial_keys([task], conditions, 1, first_seed=11), progress=None)
+    records = run_trials(
+        RunOptions(out=str(tmp_path), robot="gp5", planner="gt"),
+        trial_keys([task], conditions, 1, first_seed=11),
+        progress=None,
+    )
     failed = [(r["trial_id"], r["failure_mode"], r["error"]) for r in records if not r["success"]]
     assert not failed, f"the oracle failed (a generator, predicate or executor bug): {failed}"
 
@@ -180,9 +220,30 @@ def test_blind_baseline_lands_inside_the_chance_interval_the_report_states(tmp_p
 
 def test_cli_run_prints_the_report_and_progress(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "spabench", "run", "--tasks",
-                           "counting", "--conditions", "no_intervention", "--trials", "1", "--robot", "gp5",
-                           "--out", str(out), "--json"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grounded_planner.cli.main",
+            "spabench",
+            "run",
+            "--tasks",
+            "counting",
+            "--conditions",
+            "no_intervention",
+            "--trials",
+            "1",
+            "--robot",
+            "gp5",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "[1/1] counting/no_intervention/0: success" in proc.stderr
     report = json.loads(proc.stdout)
@@ -201,9 +262,18 @@ def test_a_vlm_planner_plans_from_the_rendered_frame(box_in_bowl, tmp_path, clos
     with SimWorkcell(box_in_bowl_trial("object_state", "id", 0).scenario) as cell:
         scene = stand_in_scene(cell)
     with FakeVLMServer(scene, one_object=True) as server:
-        rec = run_trials(RunOptions(out=str(tmp_path), robot="gp5", planner="openai", base_url=server.base_url,
-                                    model=STAND_IN_MODEL, closed_loop=closed_loop),
-                         [("object_state", "id", 0)], progress=None)[0]
+        rec = run_trials(
+            RunOptions(
+                out=str(tmp_path),
+                robot="gp5",
+                planner="openai",
+                base_url=server.base_url,
+                model=STAND_IN_MODEL,
+                closed_loop=closed_loop,
+            ),
+            [("object_state", "id", 0)],
+            progress=None,
+        )[0]
         assert server.requests  # the model was asked
     assert rec["success"] is True and rec["planner"] == "openai", rec
     rollout = json.loads((tmp_path / rec["rollout"] / "rollout.json").read_text())

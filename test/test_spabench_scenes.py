@@ -81,7 +81,7 @@ def test_every_trial_is_within_reach_and_unambiguous(robot):
         if ws.max_height_m is not None:
             assert all(o.height_m <= ws.max_height_m + 1e-9 for o in trial.scenario.objects if o.kind != "bowl"), where
         for a, o in enumerate(movable):  # footprints keep their gap
-            for b in movable[a + 1:]:
+            for b in movable[a + 1 :]:
                 inside = [s.inside for s in trial.scenario.objects if s.id in (o.id, b.id)]
                 if not any(inside):
                     assert math.dist(o.position_m[:2], b.position_m[:2]) > ws.gap_m, where
@@ -98,44 +98,56 @@ def _check_answer(trial, bowl, robot):
         if trial.task == "counting":  # the goal already holds
             assert len(objects_in_bowl(spec, _positions(trial))) == spec.count, where
         if trial.task == "relational_placement":
-            assert relation_holds(objs[spec.target].position_m, objs[spec.reference].position_m,
-                                  spec.direction_xy)[0], where
+            assert relation_holds(objs[spec.target].position_m, objs[spec.reference].position_m, spec.direction_xy)[
+                0
+            ], where
         if trial.task in ("object_state", "referential_description", "ordinal_position"):
             assert spec.target is None, where
         return
     if trial.task == "relative_size":
         family = [objs[spec.target], *(objs[d] for d in spec.distractors)]
         volume = [np.prod(o.size_m) * (1 if len(o.size_m) == 3 else math.pi * o.size_m[0]) for o in family]
-        assert family[int(np.argmin(volume) if trial.cell.concept == "smallest" else np.argmax(volume))].id == \
-            spec.target, where
+        assert (
+            family[int(np.argmin(volume) if trial.cell.concept == "smallest" else np.argmax(volume))].id == spec.target
+        ), where
     if trial.task == "ordinal_position":
         row = sorted([spec.target, *spec.distractors], key=lambda i: float(np.dot(objs[i].position_m[:2], right)))
         _, side, n = trial.cell.argument.split("_")
         row = row if side == "left" else row[::-1]
-        assert len(row) == int(n) and row.index(spec.target) == \
-            ("first", "second", "third", "fourth").index(trial.cell.concept), where
+        assert len(row) == int(n) and row.index(spec.target) == ("first", "second", "third", "fourth").index(
+            trial.cell.concept
+        ), where
     if trial.task == "referential_description":
         ref = objs[spec.reference].position_m[:2]
         dist = {i: math.dist(objs[i].position_m[:2], ref) for i in [spec.target, *spec.distractors]}
         best = min(dist, key=dist.get) if trial.cell.concept == "closest_to" else max(dist, key=dist.get)
         assert best == spec.target, where
     if trial.task == "relational_placement":
-        assert not relation_holds(objs[spec.target].position_m, objs[spec.reference].position_m,
-                                  spec.direction_xy)[0], where
+        assert not relation_holds(objs[spec.target].position_m, objs[spec.reference].position_m, spec.direction_xy)[
+            0
+        ], where
     if trial.task == "counting":
         assert len(objects_in_bowl(spec, _positions(trial))) < spec.count, where
-        assert sum(s.type == "grasp" for s in trial.scenario.plan) == \
-            spec.count - len(objects_in_bowl(spec, _positions(trial))), where
+        assert sum(s.type == "grasp" for s in trial.scenario.plan) == spec.count - len(
+            objects_in_bowl(spec, _positions(trial))
+        ), where
     if spec.target is not None and trial.task != "relational_placement":
         assert trial.scenario.plan[0].object == spec.target and trial.scenario.plan[1].target == bowl.id, where
 
 
 def test_no_intervention_stagings_are_table_ixs():
-    variants = {task: {generate_trial(task, "no_intervention", s, "gp5").variant for s in range(4)}
-                for task in TASKS if "no_intervention" in TASK_CONDITIONS[task]}
-    assert variants == {"object_state": {"no_referent"}, "referential_description": {"no_candidate"},
-                        "ordinal_position": {"invalid_ordinal"}, "counting": {"goal_holds"},
-                        "relational_placement": {"relation_holds"}}
+    variants = {
+        task: {generate_trial(task, "no_intervention", s, "gp5").variant for s in range(4)}
+        for task in TASKS
+        if "no_intervention" in TASK_CONDITIONS[task]
+    }
+    assert variants == {
+        "object_state": {"no_referent"},
+        "referential_description": {"no_candidate"},
+        "ordinal_position": {"invalid_ordinal"},
+        "counting": {"goal_holds"},
+        "relational_placement": {"relation_holds"},
+    }
     trial = generate_trial("ordinal_position", "no_intervention", 0, "gp5")
     assert "fourth" in trial.instruction and len(trial.spec.distractors) == 3 and not trial.expects_action
 

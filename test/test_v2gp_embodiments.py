@@ -40,8 +40,14 @@ def _segment(path: Path, *extra: str) -> tuple[dict, str]:
 
 
 # -- a humanoid hand: rest half open, opens, closes part way on a bottle, opens fully, back to rest -------------
-HAND = ["kRightHandPinky", "kRightHandRing", "kRightHandMiddle", "kRightHandIndex", "kRightHandThumbBend",
-        "kRightHandThumbRotation"]
+HAND = [
+    "kRightHandPinky",
+    "kRightHandRing",
+    "kRightHandMiddle",
+    "kRightHandIndex",
+    "kRightHandThumbBend",
+    "kRightHandThumbRotation",
+]
 
 
 def _hand_episode(rest: float, opened: float, held: float, seed: int) -> tuple[np.ndarray, dict]:
@@ -87,8 +93,9 @@ def test_a_hand_resting_half_open_that_closes_part_way_is_segmented(tmp_path):
 def test_the_same_hand_named_in_the_config_with_its_open_and_closed_values(tmp_path):
     # the outside check's setting: no profile (robot_type unknown), the joint and its values named by config
     path, truths = _humanoid(tmp_path / "hand", "acme_humanoid")
-    (tmp_path / "c.yaml").write_text("gripper: observation.state[kRightHandIndex]\n"
-                                     "gripper_open_value: 1.0\ngripper_closed_value: 0.0\n")
+    (tmp_path / "c.yaml").write_text(
+        "gripper: observation.state[kRightHandIndex]\ngripper_open_value: 1.0\ngripper_closed_value: 0.0\n"
+    )
     out, _ = _segment(path, "--config", str(tmp_path / "c.yaml"))
     assert "reasons" not in out
     for k, truth in enumerate(truths):
@@ -135,8 +142,9 @@ def test_an_unknown_robot_reading_0_to_100_is_said_and_the_drifted_open_level_is
 
 
 def test_a_gripper_column_is_never_a_position_or_quaternion_element(tmp_path):
-    features = {"observation.state": {"dtype": "float32", "shape": [7],
-                                      "names": ["x", "y", "z", "qx", "qy", "qz", "qw"]}}
+    features = {
+        "observation.state": {"dtype": "float32", "shape": [7], "names": ["x", "y", "z", "qx", "qy", "qz", "qw"]}
+    }
     path = write_v21(tmp_path / "pose", features, [{"observation.state": np.zeros((50, 7))}], None)
     done = _cli("v2gp", "segment", "--dataset", str(path))
     assert done.returncode == 2
@@ -145,14 +153,21 @@ def test_a_gripper_column_is_never_a_position_or_quaternion_element(tmp_path):
 
 # -- dual arm: the followers read 0.0, the leaders' commands move; a quaternion last --------------------------
 def _dual(root: Path, left_moves: bool) -> Path:
-    names = ([f"left_joint_{i}" for i in range(6)] + ["left_gripper"] + [f"right_joint_{i}" for i in range(6)]
-             + ["right_gripper", "right_ee_quat_x", "right_ee_quat_y", "right_ee_quat_z", "right_ee_quat_w"])
+    names = (
+        [f"left_joint_{i}" for i in range(6)]
+        + ["left_gripper"]
+        + [f"right_joint_{i}" for i in range(6)]
+        + ["right_gripper", "right_ee_quat_x", "right_ee_quat_y", "right_ee_quat_z", "right_ee_quat_w"]
+    )
     episodes = []
     for k in range(3):
         right_cmd = plateaus((0.0, 50), (0.08, 40), (0.03, 70), (0.08, 40), (0.0, 30), noise=0.0005, seed=k)
         n = right_cmd.size
-        left_cmd = (plateaus((0.0, 80), (0.07, 40), (0.02, 50), (0.07, 30), (0.0, 30), seed=k + 7)
-                    if left_moves else np.zeros(n))
+        left_cmd = (
+            plateaus((0.0, 80), (0.07, 40), (0.02, 50), (0.07, 30), (0.0, 30), seed=k + 7)
+            if left_moves
+            else np.zeros(n)
+        )
         state = np.zeros((n, len(names)))
         state[:, -4:] = [0.1, 0.2, 0.3, 0.93]
         state[:, -1] += np.linspace(0, 0.06, n)  # the quaternion's w moves a little
@@ -183,11 +198,16 @@ def test_an_unused_gripper_yields_nothing_and_no_error(tmp_path):
 
 def test_every_empty_episode_says_why(tmp_path):
     # episode 0 grasps; 1 never moves; 2 closes on nothing (fully closed); 3 closes and never opens again
-    g = [plateaus((100.0, 40), (30.0, 60), (100.0, 40)), np.full(140, 100.0),
-         plateaus((100.0, 40), (0.5, 60), (100.0, 40)), plateaus((100.0, 40), (30.0, 100))]
+    g = [
+        plateaus((100.0, 40), (30.0, 60), (100.0, 40)),
+        np.full(140, 100.0),
+        plateaus((100.0, 40), (0.5, 60), (100.0, 40)),
+        plateaus((100.0, 40), (30.0, 100)),
+    ]
     features = {"observation.state": {"dtype": "float32", "shape": [2], "names": ["elbow", "gripper.pos"]}}
-    path = write_v21(tmp_path / "so", features, [{"observation.state": np.c_[np.zeros(x.size), x]} for x in g],
-                     "so101_follower")
+    path = write_v21(
+        tmp_path / "so", features, [{"observation.state": np.c_[np.zeros(x.size), x]} for x in g], "so101_follower"
+    )
     out, _ = _segment(path)
     assert len(out["episodes"]["0"]) == 1 and "0" not in out["reasons"]
     assert set(out["reasons"]) == {"1", "2", "3"}
@@ -203,8 +223,18 @@ def test_stage_1_needs_no_camera_and_run_names_the_camera_it_needs(tmp_path):
     assert all(len(v) == 1 for v in out["episodes"].values())
     with pytest.raises(DatasetError, match="need a camera: an image or video feature"):
         run_pipeline(path, tmp_path / "out", V2GPConfig(identifier="oracle", grounder="oracle"))
-    done = _cli("v2gp", "run", "--dataset", str(path), "--out", str(tmp_path / "o2"), "--identifier", "oracle",
-                "--grounder", "oracle")
+    done = _cli(
+        "v2gp",
+        "run",
+        "--dataset",
+        str(path),
+        "--out",
+        str(tmp_path / "o2"),
+        "--identifier",
+        "oracle",
+        "--grounder",
+        "oracle",
+    )
     assert done.returncode == 1 and "need a camera" in done.stderr
 
 
@@ -254,8 +284,13 @@ def test_a_hand_that_closes_a_little_and_opens_again_is_no_grasp():
     from grounded_planner.v2gp.segment import SegmentConfig, segment
 
     # 1 = open: rest at 0.75, a dip to 0.66 without a hold, open to 0.78, the grasp at 0.45, fully open, rest
-    g = np.r_[np.full(60, 0.75), np.linspace(0.75, 0.66, 8), np.linspace(0.66, 0.78, 10)[1:], np.full(30, 0.78),
-              plateaus((0.78, 1), (0.45, 80), (0.95, 40), (0.75, 40), ramp=8)[1:]]
+    g = np.r_[
+        np.full(60, 0.75),
+        np.linspace(0.75, 0.66, 8),
+        np.linspace(0.66, 0.78, 10)[1:],
+        np.full(30, 0.78),
+        plateaus((0.78, 1), (0.45, 80), (0.95, 40), (0.75, 40), ramp=8)[1:],
+    ]
     result = segment(g, None, SegmentConfig(open_value=1.0, closed_value=0.0, levels="auto", prominence=0.15))
     assert len(result.segments) == 1 and 105 <= result.segments[0].start <= 108
     assert "shallow" in [reason for _, reason in result.dropped]
@@ -264,8 +299,14 @@ def test_a_hand_that_closes_a_little_and_opens_again_is_no_grasp():
 def test_an_unknown_robot_resting_open_at_0_gets_its_polarity_from_the_data(tmp_path):
     # 0 = open, 1 = closed (DROID's convention) under a robot_type no profile knows: with "1 = open" no episode
     # would have a closing between two openings (its grasps would read as openings), so 0 = open is assumed
-    episodes = [{"observation.state": np.c_[np.zeros(140), plateaus((0.0, 40), (0.6 + 0.05 * k, 60), (0.0, 40),
-                                                                    noise=0.003, seed=k)]} for k in range(4)]
+    episodes = [
+        {
+            "observation.state": np.c_[
+                np.zeros(140), plateaus((0.0, 40), (0.6 + 0.05 * k, 60), (0.0, 40), noise=0.003, seed=k)
+            ]
+        }
+        for k in range(4)
+    ]
     features = {"observation.state": {"dtype": "float32", "shape": [2], "names": ["x", "gripper_state"]}}
     out, err = _segment(write_v21(tmp_path / "ds", features, episodes, "acme_panda"))
     assert out["episodes"] == {str(k): [[39, 105]] for k in range(4)}
@@ -281,8 +322,9 @@ def test_a_v3_episode_table_without_its_file_columns_is_named_per_episode(tmp_pa
     info["codebase_version"] = "v3.0"
     (path / "meta/info.json").write_text(json.dumps(info))
     (path / "meta/episodes/chunk-000").mkdir(parents=True)
-    pq.write_table(pa.table({"episode_index": [0, 1], "length": [250, 250]}),
-                   path / "meta/episodes/chunk-000/file-000.parquet")
+    pq.write_table(
+        pa.table({"episode_index": [0, 1], "length": [250, 250]}), path / "meta/episodes/chunk-000/file-000.parquet"
+    )
     done = _cli("v2gp", "segment", "--dataset", str(path))
     out = json.loads(done.stdout) if done.stdout else {}
     assert "data/chunk_index" in done.stderr and set(out.get("reasons", {})) == {"0", "1"}, (done.stdout, done.stderr)

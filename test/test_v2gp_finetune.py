@@ -48,18 +48,44 @@ def test_finetune_round_trip_adapter_makes_the_planner_answer_the_training_plan(
     base = build_tiny_qwen3vl(tmp_path / "tiny-qwen3-vl")
     dataset = write_synthetic_dataset(tmp_path / "ds", SyntheticConfig(episodes=1))
     out = tmp_path / "v2gp"
-    run_pipeline(dataset, out, V2GPConfig(gripper="observation.state[gripper]", identifier="oracle",
-                                          grounder="oracle", max_image_side=64))
+    run_pipeline(
+        dataset,
+        out,
+        V2GPConfig(gripper="observation.state[gripper]", identifier="oracle", grounder="oracle", max_image_side=64),
+    )
     train = out / "train.jsonl"
     sample = json.loads(train.read_text().splitlines()[0])
     taught = sample_plan(sample)
 
     adapter = tmp_path / "adapter"
     exe = Path(sys.executable).with_name("grounded-planner")
-    run = subprocess.run([str(exe), "finetune", "--data", str(train), "--base-model", str(base), "--out", str(adapter),
-                          "--max-steps", "160", "--lr", "1e-2", "--rank", "8", "--dropout", "0", "--device", "cpu",
-                          "--target-modules", TARGETS],
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            str(exe),
+            "finetune",
+            "--data",
+            str(train),
+            "--base-model",
+            str(base),
+            "--out",
+            str(adapter),
+            "--max-steps",
+            "160",
+            "--lr",
+            "1e-2",
+            "--rank",
+            "8",
+            "--dropout",
+            "0",
+            "--device",
+            "cpu",
+            "--target-modules",
+            TARGETS,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     report = json.loads(run.stdout)
     assert report["steps"] == 160 and report["samples"] == 1
@@ -71,11 +97,21 @@ def test_finetune_round_trip_adapter_makes_the_planner_answer_the_training_plan(
     # and answers in pixels of the frame, like the training plan
     image = open_dataset(dataset, gripper="observation.state[gripper]").episode(0).frame(0)
     assert Image.open(out / sample["messages"][1]["content"][0]["image"]).size == (64, 48)
-    config = PlannerConfig(backend="transformers", model=str(base), adapter_path=str(adapter), prompt_family="qwen3",
-                           max_image_side=64, device="cpu", repair_attempts=0, max_tokens=160)
+    config = PlannerConfig(
+        backend="transformers",
+        model=str(base),
+        adapter_path=str(adapter),
+        prompt_family="qwen3",
+        max_image_side=64,
+        device="cpu",
+        repair_attempts=0,
+        max_tokens=160,
+    )
     with make_planner(config) as planner:
         plan = planner.plan(image, taught.instruction)
-    assert [(a.type, a.object, a.target) for a in plan.actions] == [(a.type, a.object, a.target) for a in taught.actions]
+    assert [(a.type, a.object, a.target) for a in plan.actions] == [
+        (a.type, a.object, a.target) for a in taught.actions
+    ]
     for got, want in zip(plan.actions, taught.actions):
         if want.bbox is not None:
             np.testing.assert_allclose(got.bbox, want.bbox, atol=0.5)
@@ -93,12 +129,16 @@ def test_finetune_round_trip_adapter_makes_the_planner_answer_the_training_plan(
 
 def test_bad_training_data_is_named_with_file_and_line(tmp_path):
     data = tmp_path / "train.jsonl"
-    data.write_text('{"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}, '
-                    '{"role": "assistant", "content": [{"type": "text", "text": "[]"}]}]}\n')
+    data.write_text(
+        '{"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}, '
+        '{"role": "assistant", "content": [{"type": "text", "text": "[]"}]}]}\n'
+    )
     with pytest.raises(TrainingDataError, match=r"train.jsonl:1: expected exactly one image part"):
         load_training_jsonl(data)
-    data.write_text('{"messages": [{"role": "user", "content": [{"type": "image", "image": "missing.png"}]}, '
-                    '{"role": "assistant", "content": [{"type": "text", "text": "[]"}]}]}\n')
+    data.write_text(
+        '{"messages": [{"role": "user", "content": [{"type": "image", "image": "missing.png"}]}, '
+        '{"role": "assistant", "content": [{"type": "text", "text": "[]"}]}]}\n'
+    )
     with pytest.raises(TrainingDataError, match="missing.png not found"):
         load_training_jsonl(data)
     data.write_text("not json\n")
@@ -110,8 +150,21 @@ def test_finetune_cli_errors_are_one_line(tmp_path):
     exe = Path(sys.executable).with_name("grounded-planner")
     data = tmp_path / "train.jsonl"
     data.write_text("")
-    out = subprocess.run([str(exe), "finetune", "--data", str(data), "--base-model", str(tmp_path / "none"),
-                          "--out", str(tmp_path / "a")], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            str(exe),
+            "finetune",
+            "--data",
+            str(data),
+            "--base-model",
+            str(tmp_path / "none"),
+            "--out",
+            str(tmp_path / "a"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "no training samples" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
 
@@ -121,8 +174,9 @@ def finetune_cli(*args, launcher: list[str] | None = None) -> subprocess.Complet
 
     exe = Path(sys.executable).with_name("grounded-planner")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    return subprocess.run([*(launcher or []), str(exe), "finetune", *map(str, args)], capture_output=True, text=True,
-                          timeout=600, env=env)
+    return subprocess.run(
+        [*(launcher or []), str(exe), "finetune", *map(str, args)], capture_output=True, text=True, timeout=600, env=env
+    )
 
 
 @pytest.fixture(scope="module")
@@ -133,13 +187,30 @@ def tiny_setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("ft")
     base = build_tiny_qwen3vl(root / "tiny-qwen3-vl")
     dataset = write_synthetic_dataset(root / "ds", SyntheticConfig(episodes=5))
-    run_pipeline(dataset, root / "v2gp", V2GPConfig(gripper="observation.state[gripper]", identifier="oracle",
-                                                    grounder="oracle", max_image_side=64))
+    run_pipeline(
+        dataset,
+        root / "v2gp",
+        V2GPConfig(gripper="observation.state[gripper]", identifier="oracle", grounder="oracle", max_image_side=64),
+    )
     return base, root / "v2gp" / "train.jsonl"
 
 
-COMMON = ["--batch-size", "2", "--lr", "1e-2", "--rank", "8", "--dropout", "0", "--device", "cpu",
-          "--eval-fraction", "0.2", "--seed", "3"]
+COMMON = [
+    "--batch-size",
+    "2",
+    "--lr",
+    "1e-2",
+    "--rank",
+    "8",
+    "--dropout",
+    "0",
+    "--device",
+    "cpu",
+    "--eval-fraction",
+    "0.2",
+    "--seed",
+    "3",
+]
 
 
 @pytest.mark.slow
@@ -156,10 +227,20 @@ def test_two_gloo_processes_give_the_single_process_loss_curve_and_resume_contin
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-                "--master_port", str(port)]
-    two = finetune_cli("--data", train, "--base-model", base, "--out", tmp_path / "two", "--max-steps", 4, *COMMON,
-                       launcher=torchrun)
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(port),
+    ]
+    two = finetune_cli(
+        "--data", train, "--base-model", base, "--out", tmp_path / "two", "--max-steps", 4, *COMMON, launcher=torchrun
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     dist = json.loads(two.stdout)  # one report: only the main process prints
     assert dist["processes"] == 2 and dist["steps"] == 4
@@ -168,11 +249,14 @@ def test_two_gloo_processes_give_the_single_process_loss_curve_and_resume_contin
     assert single["losses"][-1] < single["losses"][0]  # it learns
 
     # stop after 2 steps (a checkpoint is written), then resume to 4: steps 3-4 as in the uninterrupted run
-    first = finetune_cli("--data", train, "--base-model", base, "--out", tmp_path / "resumed", "--max-steps", 2, *COMMON)
+    first = finetune_cli(
+        "--data", train, "--base-model", base, "--out", tmp_path / "resumed", "--max-steps", 2, *COMMON
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     assert (tmp_path / "resumed" / "checkpoints" / "checkpoint-2").is_dir()
-    again = finetune_cli("--data", train, "--base-model", base, "--out", tmp_path / "resumed", "--max-steps", 4,
-                         "--resume", *COMMON)
+    again = finetune_cli(
+        "--data", train, "--base-model", base, "--out", tmp_path / "resumed", "--max-steps", 4, "--resume", *COMMON
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     resumed = json.loads(again.stdout)
     assert resumed["resumed_from"].endswith("checkpoint-2") and resumed["loss_steps"] == [3, 4]

@@ -34,18 +34,26 @@ def _image(episode: int, k: int) -> np.ndarray:
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     root = tmp_path_factory.mktemp("lerobot") / "so101_demo"
-    features = {"observation.images.front": {"dtype": "image", "shape": (32, 48, 3),
-                                             "names": ["height", "width", "channels"]},
-                "observation.state": {"dtype": "float32", "shape": (6,), "names": JOINTS},
-                "action": {"dtype": "float32", "shape": (6,), "names": JOINTS}}
-    dataset = RealLeRobotDataset.create(repo_id="local/so101_demo", fps=15, features=features, root=root,
-                                        robot_type="so101_follower", use_videos=False)
+    features = {
+        "observation.images.front": {"dtype": "image", "shape": (32, 48, 3), "names": ["height", "width", "channels"]},
+        "observation.state": {"dtype": "float32", "shape": (6,), "names": JOINTS},
+        "action": {"dtype": "float32", "shape": (6,), "names": JOINTS},
+    }
+    dataset = RealLeRobotDataset.create(
+        repo_id="local/so101_demo", fps=15, features=features, root=root, robot_type="so101_follower", use_videos=False
+    )
     for episode in range(2):
         grip = _gripper(episode)
         for k in range(FRAMES):
             state = np.array([0.5 * k, -10.0, 20.0, 30.0, 0.0, grip[k]], dtype=np.float32)
-            dataset.add_frame({"observation.images.front": _image(episode, k), "observation.state": state,
-                               "action": state, "task": TASKS[episode]})
+            dataset.add_frame(
+                {
+                    "observation.images.front": _image(episode, k),
+                    "observation.state": state,
+                    "action": state,
+                    "task": TASKS[episode],
+                }
+            )
         dataset.save_episode()
     dataset.finalize()
     return root

@@ -39,7 +39,9 @@ def server():
 
 
 def truth_of(dataset: Path) -> dict[int, dict]:
-    return {t["episode_index"]: t for t in map(json.loads, (dataset / "meta/v2gp_truth.jsonl").read_text().splitlines())}
+    return {
+        t["episode_index"]: t for t in map(json.loads, (dataset / "meta/v2gp_truth.jsonl").read_text().splitlines())
+    }
 
 
 def assert_plan_matches(plan: dict, expected: dict, tol_px: float) -> None:
@@ -56,8 +58,13 @@ def assert_plan_matches(plan: dict, expected: dict, tol_px: float) -> None:
 
 def test_synthetic_dataset_through_all_stages_gives_the_expected_plans(dataset, server, tmp_path):
     out = tmp_path / "out"
-    config = V2GPConfig(gripper="observation.state[gripper]", grounder="oracle", vlm_base_url=server.base_url,
-                        vlm_model=MODEL, workers=2)
+    config = V2GPConfig(
+        gripper="observation.state[gripper]",
+        grounder="oracle",
+        vlm_base_url=server.base_url,
+        vlm_model=MODEL,
+        workers=2,
+    )
     summary = run_pipeline(dataset, out, config)
     truth = truth_of(dataset)
 
@@ -82,7 +89,9 @@ def test_synthetic_dataset_through_all_stages_gives_the_expected_plans(dataset, 
         expected = truth[sample["episode"]]["plan"]
         if sample["variant"] == "implicit":
             assert sample["messages"][1]["content"][1]["text"] in (
-                "Instruction: Please tidy up the table.", "Instruction: I need something from the drawer.")
+                "Instruction: Please tidy up the table.",
+                "Instruction: I need something from the drawer.",
+            )
             expected = {**expected, "instruction": plan.instruction}
         # the qwen3 answer is in thousandths of the image side: 0.32 px here
         assert_plan_matches(plan.to_dict(), expected, tol_px=0.33)
@@ -97,16 +106,29 @@ def test_training_sample_uses_the_planners_exact_prompt(dataset, server, tmp_pat
     from grounded_planner.vlm.factory import make_planner
 
     out = tmp_path / "out"
-    run_pipeline(dataset, out, V2GPConfig(gripper="observation.state[gripper]", grounder="oracle",
-                                          vlm_base_url=server.base_url, vlm_model=MODEL, implicit=False),
-                 episodes=[0])
+    run_pipeline(
+        dataset,
+        out,
+        V2GPConfig(
+            gripper="observation.state[gripper]",
+            grounder="oracle",
+            vlm_base_url=server.base_url,
+            vlm_model=MODEL,
+            implicit=False,
+        ),
+        episodes=[0],
+    )
     sample = json.loads((out / "train.jsonl").read_text().splitlines()[0])
     image = np.asarray(Image.open(out / sample["messages"][1]["content"][0]["image"]).convert("RGB"))
     planner = make_planner(PlannerConfig(backend="openai", model=MODEL, base_url=server.base_url))
     plan = planner.plan(image, truth_of(dataset)[0]["instruction"])
     sent = server.requests[-1]["messages"]
     system_text = sent[0]["content"] if isinstance(sent[0]["content"], str) else sent[0]["content"][0]["text"]
-    user_texts = [p["text"] for p in sent[1]["content"] if p.get("type") == "text"] if isinstance(sent[1]["content"], list) else [sent[1]["content"]]
+    user_texts = (
+        [p["text"] for p in sent[1]["content"] if p.get("type") == "text"]
+        if isinstance(sent[1]["content"], list)
+        else [sent[1]["content"]]
+    )
     assert sample["messages"][0]["content"][0]["text"] == system_text
     assert sample["messages"][1]["content"][1]["text"] in user_texts
     # and the stand-in planner's answer for this instruction is the plan the sample teaches
@@ -155,20 +177,44 @@ def test_cli_run_with_oracle_needs_no_vlm_and_bad_input_is_one_line(dataset, tmp
     exe = Path(sys.executable).with_name("grounded-planner")
     cfg = tmp_path / "v2gp.yaml"
     cfg.write_text("gripper: observation.state[gripper]\nidentifier: oracle\ngrounder: oracle\n")
-    out = subprocess.run([str(exe), "v2gp", "run", "--dataset", str(dataset), "--out", str(tmp_path / "o"),
-                          "--config", str(cfg), "--episodes", "0-1"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            str(exe),
+            "v2gp",
+            "run",
+            "--dataset",
+            str(dataset),
+            "--out",
+            str(tmp_path / "o"),
+            "--config",
+            str(cfg),
+            "--episodes",
+            "0-1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     assert summary["episodes_with_plan"] == 2
     assert summary["notes"] == ["no VLM given: implicit rewrites are skipped"]
     assert "[2/2] episode" in out.stderr  # progress lines
-    bad = subprocess.run([str(exe), "v2gp", "run", "--dataset", str(tmp_path), "--out", str(tmp_path / "o2"),
-                          "--config", str(cfg)], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [str(exe), "v2gp", "run", "--dataset", str(tmp_path), "--out", str(tmp_path / "o2"), "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 1 and "not a LeRobot dataset" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
     cfg.write_text("gripper: observation.state[nope]\n")
-    bad = subprocess.run([str(exe), "v2gp", "run", "--dataset", str(dataset), "--out", str(tmp_path / "o3"),
-                          "--config", str(cfg)], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [str(exe), "v2gp", "run", "--dataset", str(dataset), "--out", str(tmp_path / "o3"), "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 1 and "no element named 'nope'" in bad.stderr
 
 
@@ -178,8 +224,14 @@ def test_project_rollouts_are_an_input_too(server, tmp_path):
 
     rollouts = write_synthetic_rollouts(tmp_path / "rollouts", SyntheticConfig(episodes=3, seed=5))
     truth = {t["episode_index"]: t for t in map(json.loads, (rollouts / "v2gp_truth.jsonl").read_text().splitlines())}
-    config = V2GPConfig(gripper="fr3_finger_joint1", robot="franka_finger", grounder="vlm",
-                        vlm_base_url=server.base_url, vlm_model=MODEL, implicit=False)
+    config = V2GPConfig(
+        gripper="fr3_finger_joint1",
+        robot="franka_finger",
+        grounder="vlm",
+        vlm_base_url=server.base_url,
+        vlm_model=MODEL,
+        implicit=False,
+    )
     summary = run_pipeline(rollouts, tmp_path / "out", config)
     assert summary.episodes_with_plan == 3 and not summary.failed_episodes
     for index, t in truth.items():
@@ -217,11 +269,12 @@ def test_vlm_grounder_falls_back_to_the_category_cue(dataset, server):
 
     episode = open_dataset(dataset, gripper="observation.state[gripper]").episode(0)
     t = truth_of(dataset)[0]
-    (start, end), = t["segments"]
+    ((start, end),) = t["segments"]
     segment = Segment(start=start, end=end, close_frame=start + 3, release_frame=end - 2, closed_level=0.7)
     planner = make_planner(PlannerConfig(backend="openai", model=MODEL, base_url=server.base_url))
     grounding = VLMGrounder(planner).ground(
-        episode, segment, ObjectIdentity(object="the crimson cube", category="red block", interaction="pick_place"))
+        episode, segment, ObjectIdentity(object="the crimson cube", category="red block", interaction="pick_place")
+    )
     assert any("crimson" in note for note in grounding.notes)  # the description was not found ...
     np.testing.assert_allclose(grounding.bbox_px, t["plan"]["actions"][0]["bbox"], atol=3.0)  # ... the category was
     np.testing.assert_allclose(grounding.point_px, t["plan"]["actions"][1]["point"], atol=3.0)

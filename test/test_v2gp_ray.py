@@ -48,8 +48,13 @@ def test_ray_executor_matches_the_local_one_byte_for_byte_and_resumes(tmp_path):
     common = ["--dataset", str(dataset), "--grounder", "oracle", "--model", MODEL]
     kinds = {name: kind for name, (_, kind, _) in SCENE.items()}
     with V2GPVLMServer(scene_colors(), kinds) as server, V2GPVLMServer(scene_colors(), kinds) as second:
-        config = V2GPConfig(gripper="observation.state[gripper]", grounder="oracle", vlm_base_url=server.base_url,
-                            vlm_model=MODEL, workers=2)
+        config = V2GPConfig(
+            gripper="observation.state[gripper]",
+            grounder="oracle",
+            vlm_base_url=server.base_url,
+            vlm_model=MODEL,
+            workers=2,
+        )
         local = run_pipeline(dataset, tmp_path / "local", config)
         config_file = tmp_path / "v2gp.yaml"
         config_file.write_text("gripper: observation.state[gripper]\n")
@@ -57,23 +62,45 @@ def test_ray_executor_matches_the_local_one_byte_for_byte_and_resumes(tmp_path):
         # the Ray run spreads its model calls over two servers of the same model
         sent = len(server.requests)
         servers = ["--vlm", server.base_url, "--vlm", second.base_url]
-        ray_run = v2gp_run(*common, "--out", str(tmp_path / "ray"), "--config", str(config_file), *servers,
-                           "--executor", "ray", "--workers", "2")
+        ray_run = v2gp_run(
+            *common,
+            "--out",
+            str(tmp_path / "ray"),
+            "--config",
+            str(config_file),
+            *servers,
+            "--executor",
+            "ray",
+            "--workers",
+            "2",
+        )
         ray_requests = len(server.requests) - sent + len(second.requests)
         # the broken episode fails the run's exit status, not the run
         assert ray_run.returncode == 1, ray_run.stderr[-3000:]
         summary = json.loads(ray_run.stdout)
 
-        rerun = v2gp_run(*common, "--out", str(tmp_path / "ray"), "--config", str(config_file), *servers,
-                         "--executor", "ray", "--workers", "2")
+        rerun = v2gp_run(
+            *common,
+            "--out",
+            str(tmp_path / "ray"),
+            "--config",
+            str(config_file),
+            *servers,
+            "--executor",
+            "ray",
+            "--workers",
+            "2",
+        )
         assert len(server.requests) - sent + len(second.requests) == ray_requests  # resumed: no new request
         first_served, second_served = len(server.requests) - sent, len(second.requests)
 
     assert set(local.failed_episodes) == set(summary["failed_episodes"]) == {str(BROKEN)}
     assert local.failed_episodes[str(BROKEN)] == summary["failed_episodes"][str(BROKEN)]
     assert summary["episodes"] == local.episodes == 4 and summary["episodes_with_plan"] == local.episodes_with_plan
-    assert summary["servers"] == {server.base_url: {"served": first_served, "failed": 0},
-                                  second.base_url: {"served": second_served, "failed": 0}}
+    assert summary["servers"] == {
+        server.base_url: {"served": first_served, "failed": 0},
+        second.base_url: {"served": second_served, "failed": 0},
+    }
     assert first_served >= 2 and second_served >= 2  # both servers took a share
     assert tree(tmp_path / "ray") == tree(tmp_path / "local")
     assert len(tree(tmp_path / "local")) == 1 + 2 * local.episodes_with_plan
@@ -91,5 +118,8 @@ def test_ray_executor_matches_the_local_one_byte_for_byte_and_resumes(tmp_path):
 def test_ray_address_without_the_ray_executor_is_a_one_line_error(tmp_path):
     run = v2gp_run("--dataset", str(tmp_path), "--out", str(tmp_path / "o"), "--ray-address", "127.0.0.1:6379")
     assert run.returncode == 2
-    assert run.stderr.strip().splitlines() == ["grounded-planner v2gp: --ray-address needs --executor ray"] or \
-        "--ray-address needs --executor ray" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert (
+        run.stderr.strip().splitlines() == ["grounded-planner v2gp: --ray-address needs --executor ray"]
+        or "--ray-address needs --executor ray" in run.stderr
+        and len(run.stderr.strip().splitlines()) == 1
+    )

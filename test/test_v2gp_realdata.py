@@ -43,9 +43,9 @@ def _check_one_grasp_per_episode(episodes: dict[str, list[list[int]]]) -> None:
         start, end = segments[0]
         first_open = int(np.argmax(g > 15.0))
         # not the rest-closed start: the segment begins once the gripper has opened, at its open level
-        assert start > first_open and g[start] >= 0.95 * g[first_open:start + 1].max(), (index, start, g[start])
+        assert start > first_open and g[start] >= 0.95 * g[first_open : start + 1].max(), (index, start, g[start])
         # the hold (fingers stopped by the cube at ~10) lies inside, and the end is back open to release
-        hold = np.median(g[start:end + 1][g[start:end + 1] < 15.0])
+        hold = np.median(g[start : end + 1][g[start : end + 1] < 15.0])
         assert 7.0 < hold < 14.0
         assert g[end] > hold + 8.0 and g[end] >= 0.9 * g[end:].max()
         # after the segment the gripper goes back to rest (closed on nothing): that is not a grasp
@@ -92,17 +92,25 @@ def test_the_dataset_robot_type_picks_the_profile_when_no_robot_is_named():
     _check_one_grasp_per_episode(json.loads(done.stdout)["episodes"])
 
 
-@pytest.mark.parametrize("open_value, closed_value, transform", [
-    (1.0, 0.0, lambda g: g / 40.0),  # a hand where 1 = open
-    (0.0, 1.0, lambda g: 1.0 - g / 40.0),  # 0 = open, 1 = closed
-    (1.0, "auto", lambda g: g / 40.0),  # only the open side given: the closed side is learned
-    ("auto", "auto", lambda g: g),  # both learned, the so101 profile says which way is open
-])
+@pytest.mark.parametrize(
+    "open_value, closed_value, transform",
+    [
+        (1.0, 0.0, lambda g: g / 40.0),  # a hand where 1 = open
+        (0.0, 1.0, lambda g: 1.0 - g / 40.0),  # 0 = open, 1 = closed
+        (1.0, "auto", lambda g: g / 40.0),  # only the open side given: the closed side is learned
+        ("auto", "auto", lambda g: g),  # both learned, the so101 profile says which way is open
+    ],
+)
 def test_any_polarity_given_by_the_gripper_values_gives_the_same_grasps(open_value, closed_value, transform):
-    reference = {i: segment(g, config=V2GPConfig(robot="so101").segment_config()).to_dict()["segments"]
-                 for i, g in _signals().items()}
-    config = V2GPConfig(robot="so101" if open_value == "auto" else "default", gripper_open_value=open_value,
-                        gripper_closed_value=closed_value)
+    reference = {
+        i: segment(g, config=V2GPConfig(robot="so101").segment_config()).to_dict()["segments"]
+        for i, g in _signals().items()
+    }
+    config = V2GPConfig(
+        robot="so101" if open_value == "auto" else "default",
+        gripper_open_value=open_value,
+        gripper_closed_value=closed_value,
+    )
     seg_config = config.segment_config()
     assert seg_config.levels == "auto"
     for i, g in _signals().items():
@@ -137,8 +145,21 @@ def test_run_skips_episodes_whose_video_is_missing_with_the_reason(tmp_path):
     cfg = tmp_path / "v2gp.yaml"
     cfg.write_text("implicit: false\nrobot: so101\n")
     with V2GPVLMServer(scene_colors(), {name: kind for name, (_, kind, _) in SCENE.items()}) as server:
-        done = _cli("v2gp", "run", "--dataset", str(REAL), "--out", str(tmp_path / "out"), "--config", str(cfg),
-                    "--vlm", server.base_url, "--model", "qwen3-vl-stand-in", "--quiet")
+        done = _cli(
+            "v2gp",
+            "run",
+            "--dataset",
+            str(REAL),
+            "--out",
+            str(tmp_path / "out"),
+            "--config",
+            str(cfg),
+            "--vlm",
+            server.base_url,
+            "--model",
+            "qwen3-vl-stand-in",
+            "--quiet",
+        )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     summary = json.loads(done.stdout)
@@ -157,8 +178,11 @@ def test_one_missing_video_skips_that_episode_and_the_others_go_on(tmp_path):
     gone.unlink()
     corrupt = next(v for v in videos if "episode_000002" in v.name)
     corrupt.write_bytes(b"\x00\x00\x00\x18ftypmp42 not really a video")
-    summary = run_pipeline(ds, tmp_path / "out", V2GPConfig(gripper="observation.state[gripper]", identifier="oracle",
-                                                            grounder="oracle", implicit=False))
+    summary = run_pipeline(
+        ds,
+        tmp_path / "out",
+        V2GPConfig(gripper="observation.state[gripper]", identifier="oracle", grounder="oracle", implicit=False),
+    )
     assert sorted(summary.skipped_episodes) == ["1", "2"]
     assert "missing" in summary.skipped_episodes["1"] and "cannot decode" in summary.skipped_episodes["2"]
     assert summary.episodes_with_plan == 1 and not summary.failed_episodes
@@ -176,7 +200,8 @@ def test_real_humanoid_hand_episodes_match_the_truth_marked_from_the_raw_signal(
     out = json.loads(done.stdout)
     truth = json.loads((G1 / "v2gp_truth.json").read_text())
     assert sorted(out["episodes"], key=int) == sorted(
-        (k for k in truth["episodes"] if (G1 / f"data/chunk-000/episode_{int(k):06d}.parquet").exists()), key=int)
+        (k for k in truth["episodes"] if (G1 / f"data/chunk-000/episode_{int(k):06d}.parquet").exists()), key=int
+    )
     slack = 2  # frames beyond the truth's windows (which are already 3 frames wider on each side)
     for index, segments in out["episodes"].items():
         mine = sorted(s for s, h in zip(segments, out["hands"][index]) if h == "right")
@@ -192,7 +217,8 @@ def test_the_g1_profile_reads_the_four_fingers_of_each_hand():
     ds = open_dataset(G1)
     assert [(ch.hand, ch.names) for ch in ds.channels] == [
         ("left", ["kLeftHandPinky", "kLeftHandRing", "kLeftHandMiddle", "kLeftHandIndex"]),
-        ("right", ["kRightHandPinky", "kRightHandRing", "kRightHandMiddle", "kRightHandIndex"])]
+        ("right", ["kRightHandPinky", "kRightHandRing", "kRightHandMiddle", "kRightHandIndex"]),
+    ]
     assert all(ch.command_column == "action" for ch in ds.channels)
 
 

@@ -20,9 +20,9 @@ def cycle_signal(n: int, cycles: list[tuple[int, int]], ramp: int, closed_level:
     fully open frame after the fall (the segment definition), ``ramp`` frames of motion on each edge."""
     sig = np.zeros(n)
     for s, e in cycles:
-        sig[s:s + ramp + 1] = np.linspace(0.0, closed_level, ramp + 1)
-        sig[s + ramp:e - ramp + 1] = closed_level
-        sig[e - ramp:e + 1] = np.linspace(closed_level, 0.0, ramp + 1)
+        sig[s : s + ramp + 1] = np.linspace(0.0, closed_level, ramp + 1)
+        sig[s + ramp : e - ramp + 1] = closed_level
+        sig[e - ramp : e + 1] = np.linspace(closed_level, 0.0, ramp + 1)
     return sig
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from grounded_planner.plan import GroundedAction, GroundedPlan
 from grounded_planner.vlm.config import PlannerConfig
-from grounded_planner.vlm.conventions import (box_from_px, box_to_px, point_from_px, point_to_px, render_plan)
+from grounded_planner.vlm.conventions import box_from_px, box_to_px, point_from_px, point_to_px, render_plan
 from grounded_planner.vlm.parse import parse_location, parse_plan
 
 SIZE = (1280, 720)
@@ -38,13 +38,20 @@ QWEN25_POINT = [480, 108]
 
 
 def plan_px() -> GroundedPlan:
-    return GroundedPlan("put the cup on the tray", SIZE, [GroundedAction("grasp", "cup", bbox=BOX_PX),
-                                                          GroundedAction("place", "cup", "tray", point=POINT_PX)])
+    return GroundedPlan(
+        "put the cup on the tray",
+        SIZE,
+        [GroundedAction("grasp", "cup", bbox=BOX_PX), GroundedAction("place", "cup", "tray", point=POINT_PX)],
+    )
 
 
 def answer(box_key, box, point_key, point) -> str:
-    return json.dumps([{"type": "grasp", "object": "cup", box_key: box},
-                       {"type": "place", "object": "cup", "target": "tray", point_key: point}])
+    return json.dumps(
+        [
+            {"type": "grasp", "object": "cup", box_key: box},
+            {"type": "place", "object": "cup", "target": "tray", point_key: point},
+        ]
+    )
 
 
 @pytest.mark.parametrize("convention", sorted(WRITTEN))
@@ -52,7 +59,8 @@ def test_the_renderer_writes_each_family_s_own_numbers(convention):
     box_key, box, point_key, point = WRITTEN[convention]
     assert json.loads(render_plan(plan_px(), convention)) == [
         {"type": "grasp", "object": "cup", box_key: box},
-        {"type": "place", "object": "cup", "target": "tray", point_key: point}]
+        {"type": "place", "object": "cup", "target": "tray", point_key: point},
+    ]
     assert box_from_px(BOX_PX, convention, SIZE) == box
     assert point_from_px(POINT_PX, convention, SIZE) == point
 
@@ -91,8 +99,9 @@ def test_qwen2_5_vl_bbox_2d_is_pixels_of_the_resized_image():
     rendered = json.loads(render_plan(plan_px(), "pixel", model_image_size=MODEL_SIZE))
     assert rendered[0]["bbox"] == QWEN25_BOX and rendered[1]["point"] == QWEN25_POINT
     # the same numbers under Qwen3-VL's name are thousandths of the side
-    plan = parse_plan(text, SIZE, PlannerConfig(model="Qwen/Qwen3-VL-8B-Instruct").parse_convention,
-                      model_image_size=MODEL_SIZE)
+    plan = parse_plan(
+        text, SIZE, PlannerConfig(model="Qwen/Qwen3-VL-8B-Instruct").parse_convention, model_image_size=MODEL_SIZE
+    )
     assert plan.actions[0].bbox == pytest.approx((81.92, 103.68, 245.76, 233.28), abs=1e-9)
 
 
@@ -105,10 +114,14 @@ def test_relative_numbers_do_not_depend_on_the_size_the_model_saw():
 
 
 def test_call_lines_are_written_and_read_in_each_convention():
-    assert render_plan(plan_px(), "qwen3", style="calls") == "1. grasp(cup, [100, 400, 300, 900])\n" \
-                                                             "2. place(cup, tray, [750, 300])"
-    assert render_plan(plan_px(), "gemini", style="calls") == "1. grasp(cup, [400, 100, 900, 300])\n" \
-                                                              "2. place(cup, tray, [300, 750])"
+    assert (
+        render_plan(plan_px(), "qwen3", style="calls") == "1. grasp(cup, [100, 400, 300, 900])\n"
+        "2. place(cup, tray, [750, 300])"
+    )
+    assert (
+        render_plan(plan_px(), "gemini", style="calls") == "1. grasp(cup, [400, 100, 900, 300])\n"
+        "2. place(cup, tray, [300, 750])"
+    )
     plan = parse_plan("1. grasp(cup, [400, 100, 900, 300])\n2. place(cup, tray, [300, 750])", SIZE, "gemini")
     assert plan.actions[0].bbox == pytest.approx(BOX_PX, abs=1e-9)
     assert plan.actions[1].point == pytest.approx(POINT_PX, abs=1e-9)
@@ -126,37 +139,49 @@ def test_sub_pixel_rendering_keeps_the_half_pixel():
     assert json.loads(render_plan(plan, "qwen3", decimals=1))[0]["bbox_2d"] == [100.4, 400.3, 300.6, 899.3]
 
 
-@pytest.mark.parametrize("text, convention, kind, model_size, expected", [
-    ("<point>[[480, 108]]</point>", "auto", "point", MODEL_SIZE, POINT_PX),  # Embodied-R1: pixels of the copy sent
-    ("I see it. <point>[[480, 108], [10, 10]]</point>", "qwen3", "point", MODEL_SIZE, POINT_PX),  # first point, pixels
-    ('{"point_2d": [750, 300]}', "auto", "point", None, POINT_PX),
-    ('{"point": [300, 750]}', "gemini", "point", None, POINT_PX),
-    ('{"point": [960, 216]}', "auto", "point", None, POINT_PX),
-    ('{"bbox_2d": [100, 400, 300, 900]}', "auto", "box", None, BOX_PX),
-    ('[{"box_2d": [400, 100, 900, 300], "label": "cup"}]', "auto", "box", None, BOX_PX),
-    ('{"bbox_2d": [64, 144, 192, 324]}', "pixel", "box", MODEL_SIZE, BOX_PX),  # Qwen2.5-VL grounding
-    ('{"bbox_px": [128, 288, 384, 648]}', "auto", "box", None, BOX_PX),
-    ('[100, 400, 300, 900]', "qwen3", "point", None, (256.0, 468.0)),  # a box where a point was asked
-])
+@pytest.mark.parametrize(
+    "text, convention, kind, model_size, expected",
+    [
+        ("<point>[[480, 108]]</point>", "auto", "point", MODEL_SIZE, POINT_PX),  # Embodied-R1: pixels of the copy sent
+        (
+            "I see it. <point>[[480, 108], [10, 10]]</point>",
+            "qwen3",
+            "point",
+            MODEL_SIZE,
+            POINT_PX,
+        ),  # first point, pixels
+        ('{"point_2d": [750, 300]}', "auto", "point", None, POINT_PX),
+        ('{"point": [300, 750]}', "gemini", "point", None, POINT_PX),
+        ('{"point": [960, 216]}', "auto", "point", None, POINT_PX),
+        ('{"bbox_2d": [100, 400, 300, 900]}', "auto", "box", None, BOX_PX),
+        ('[{"box_2d": [400, 100, 900, 300], "label": "cup"}]', "auto", "box", None, BOX_PX),
+        ('{"bbox_2d": [64, 144, 192, 324]}', "pixel", "box", MODEL_SIZE, BOX_PX),  # Qwen2.5-VL grounding
+        ('{"bbox_px": [128, 288, 384, 648]}', "auto", "box", None, BOX_PX),
+        ("[100, 400, 300, 900]", "qwen3", "point", None, (256.0, 468.0)),  # a box where a point was asked
+    ],
+)
 def test_grounding_answers_in_each_convention(text, convention, kind, model_size, expected):
     coords, _ = parse_location(text, SIZE, kind, convention, model_image_size=model_size)
     assert coords == pytest.approx(expected, abs=1e-9)
 
 
 # ---- name mappings, each entry written out by hand -------------------------------------------------------------
-@pytest.mark.parametrize("model, family, asked", [
-    ("Qwen/Qwen3-VL-8B-Instruct", "qwen3", "qwen3"),
-    ("qwen3-vl-235b-a22b", "qwen3", "qwen3"),
-    ("gemini-2.5-pro", "gemini", "gemini"),
-    ("google/gemma-3-12b-it", "gemini", "gemini"),
-    ("gemini-robotics-er-1.5-preview", "gemini", "gemini"),
-    ("robotics-er-1.5", "gemini", "gemini"),
-    ("Qwen/Qwen2.5-VL-7B-Instruct", "pixel", "pixel"),
-    ("qwen2_5_vl_3b", "pixel", "pixel"),
-    ("Qwen/Qwen2-VL-7B-Instruct", "pixel", "pixel"),
-    ("gpt-4o", None, "pixel"),
-    ("OpenGVLab/InternVL3-8B", None, "pixel"),
-])
+@pytest.mark.parametrize(
+    "model, family, asked",
+    [
+        ("Qwen/Qwen3-VL-8B-Instruct", "qwen3", "qwen3"),
+        ("qwen3-vl-235b-a22b", "qwen3", "qwen3"),
+        ("gemini-2.5-pro", "gemini", "gemini"),
+        ("google/gemma-3-12b-it", "gemini", "gemini"),
+        ("gemini-robotics-er-1.5-preview", "gemini", "gemini"),
+        ("robotics-er-1.5", "gemini", "gemini"),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", "pixel", "pixel"),
+        ("qwen2_5_vl_3b", "pixel", "pixel"),
+        ("Qwen/Qwen2-VL-7B-Instruct", "pixel", "pixel"),
+        ("gpt-4o", None, "pixel"),
+        ("OpenGVLab/InternVL3-8B", None, "pixel"),
+    ],
+)
 def test_model_names_map_to_their_family_s_convention(model, family, asked):
     from grounded_planner.vlm.config import known_family, prompt_family_for
 
@@ -165,14 +190,39 @@ def test_model_names_map_to_their_family_s_convention(model, family, asked):
     assert PlannerConfig(model=model).parse_convention == (family or "auto")
 
 
-@pytest.mark.parametrize("written, canonical", [
-    ("grasp", "grasp"), ("Grab", "grasp"), ("PICK", "grasp"), ("Pick Up", "grasp"), ("pick-up", "grasp"),
-    ("pickup", "grasp"), ("take", "grasp"), ("grip", "grasp"), ("pick_and_hold", "grasp"), ("grasp_object", "grasp"),
-    ("place", "place"), ("Put", "place"), ("put down", "place"), ("putdown", "place"), ("place_on", "place"),
-    ("put on", "place"), ("drop", "place"), ("release", "place"), ("place at", "place"), ("place_object", "place"),
-    ("open", "open"), ("Open Drawer", "open"), ("close", "close"), ("SHUT", "close"), ("close_the_drawer", "close"),
-    ("push", None), ("wipe", None), ("", None),
-])
+@pytest.mark.parametrize(
+    "written, canonical",
+    [
+        ("grasp", "grasp"),
+        ("Grab", "grasp"),
+        ("PICK", "grasp"),
+        ("Pick Up", "grasp"),
+        ("pick-up", "grasp"),
+        ("pickup", "grasp"),
+        ("take", "grasp"),
+        ("grip", "grasp"),
+        ("pick_and_hold", "grasp"),
+        ("grasp_object", "grasp"),
+        ("place", "place"),
+        ("Put", "place"),
+        ("put down", "place"),
+        ("putdown", "place"),
+        ("place_on", "place"),
+        ("put on", "place"),
+        ("drop", "place"),
+        ("release", "place"),
+        ("place at", "place"),
+        ("place_object", "place"),
+        ("open", "open"),
+        ("Open Drawer", "open"),
+        ("close", "close"),
+        ("SHUT", "close"),
+        ("close_the_drawer", "close"),
+        ("push", None),
+        ("wipe", None),
+        ("", None),
+    ],
+)
 def test_action_verbs_as_models_write_them(written, canonical):
     from grounded_planner.vlm.scan import norm_type
 

@@ -31,12 +31,22 @@ def plate_centre(scene):
 @pytest.mark.parametrize("grounder_model", ["Qwen/Qwen3-VL-8B-Instruct", "gemini-robotics-er", "gpt-4o"])
 def test_language_plan_grounded_by_a_vlm(scene, grounder_model):
     with FakeVLMServer() as planner_srv, FakeVLMServer() as grounder_srv:
-        cfg = PlannerConfig(backend="decoupled", model="gpt-5.2", base_url=planner_srv.base_url, grounder="vlm",
-                            grounder_model=grounder_model, grounder_base_url=grounder_srv.base_url, max_image_side=640)
+        cfg = PlannerConfig(
+            backend="decoupled",
+            model="gpt-5.2",
+            base_url=planner_srv.base_url,
+            grounder="vlm",
+            grounder_model=grounder_model,
+            grounder_base_url=grounder_srv.base_url,
+            max_image_side=640,
+        )
         with make_planner(cfg) as planner:
             plan = planner.plan(scene, INSTRUCTION)
         # the planner was asked for language only, the grounder for one box and one point
-        assert len(planner_srv.requests) == 1 and "Name each object precisely" in planner_srv.requests[0]["messages"][0]["content"]
+        assert (
+            len(planner_srv.requests) == 1
+            and "Name each object precisely" in planner_srv.requests[0]["messages"][0]["content"]
+        )
         assert [r["model"] for r in grounder_srv.requests] == [grounder_model] * 2
         assert "Locate the red block" in grounder_srv.requests[0]["messages"][0]["content"][1]["text"]
     assert [a.type for a in plan.actions] == ["grasp", "place"]
@@ -50,9 +60,17 @@ def test_the_language_step_and_every_grounding_share_timeout_s(scene):
     with FakeVLMServer() as planner_srv, FakeVLMServer() as grounder_srv:
         planner_srv.script.append(Reply(delay_s=0.5))
         grounder_srv.script += [Reply(delay_s=0.6), Reply(delay_s=0.6)]
-        cfg = PlannerConfig(backend="decoupled", model="gpt-5.2", base_url=planner_srv.base_url, grounder="vlm",
-                            grounder_model="gpt-4o", grounder_base_url=grounder_srv.base_url, max_image_side=640,
-                            timeout_s=1.0, max_retries=0)
+        cfg = PlannerConfig(
+            backend="decoupled",
+            model="gpt-5.2",
+            base_url=planner_srv.base_url,
+            grounder="vlm",
+            grounder_model="gpt-4o",
+            grounder_base_url=grounder_srv.base_url,
+            max_image_side=640,
+            timeout_s=1.0,
+            max_retries=0,
+        )
         with make_planner(cfg) as planner:
             with pytest.raises(VLMTimeoutError):
                 planner.plan(scene, INSTRUCTION)
@@ -61,8 +79,14 @@ def test_the_language_step_and_every_grounding_share_timeout_s(scene):
 
 def test_embodied_r1_points_and_boxes_around_them(scene):
     with FakeVLMServer() as srv:
-        cfg = PlannerConfig(backend="decoupled", model="qwen3-vl-4b", base_url=srv.base_url, grounder="embodied-r1",
-                            point_box_px=30, max_image_side=640)
+        cfg = PlannerConfig(
+            backend="decoupled",
+            model="qwen3-vl-4b",
+            base_url=srv.base_url,
+            grounder="embodied-r1",
+            point_box_px=30,
+            max_image_side=640,
+        )
         with make_planner(cfg) as planner:
             plan = planner.plan(scene, INSTRUCTION)
         assert srv.requests[-1]["model"] == "Embodied-R1"
@@ -85,14 +109,28 @@ def test_grounder_that_finds_nothing_is_a_typed_error(scene):
 @pytest.mark.skipif(importlib.util.find_spec("sam3") is not None, reason="sam3 is installed here")
 def test_sam3_without_the_package_is_a_config_error():
     with pytest.raises(VLMConfigError, match="sam3"):
-        make_planner(PlannerConfig(backend="decoupled", model="gpt-5.2", base_url="http://127.0.0.1:9/v1", grounder="sam3"))
+        make_planner(
+            PlannerConfig(backend="decoupled", model="gpt-5.2", base_url="http://127.0.0.1:9/v1", grounder="sam3")
+        )
 
 
 def test_parse_location_styles():
     size = (640, 480)
-    assert parse_location('{"bbox_2d": [100, 200, 300, 400], "label": "cup"}', size, "box")[0] == (64.0, 96.0, 192.0, 192.0)
-    assert parse_location('```json\n[{"box_2d": [200, 100, 400, 300]}]\n```', size, "box")[0] == (64.0, 96.0, 192.0, 192.0)
-    point, _ = parse_location("<think>left side</think><point>[[160, 120]]</point>", size, "point", model_image_size=(320, 240))
+    assert parse_location('{"bbox_2d": [100, 200, 300, 400], "label": "cup"}', size, "box")[0] == (
+        64.0,
+        96.0,
+        192.0,
+        192.0,
+    )
+    assert parse_location('```json\n[{"box_2d": [200, 100, 400, 300]}]\n```', size, "box")[0] == (
+        64.0,
+        96.0,
+        192.0,
+        192.0,
+    )
+    point, _ = parse_location(
+        "<think>left side</think><point>[[160, 120]]</point>", size, "point", model_image_size=(320, 240)
+    )
     assert point == (320.0, 240.0)
     point, warnings = parse_location("[10, 20, 30, 40]", size, "point")
     assert point == (20.0, 30.0) and "centre" in warnings[0]
@@ -109,9 +147,16 @@ def test_grounder_on_another_backend(scene, monkeypatch):
     pytest.importorskip("google.genai")
     monkeypatch.setenv("GEMINI_API_KEY", "test-key")
     with FakeVLMServer() as planner_srv, FakeVLMServer() as gemini_srv:
-        cfg = PlannerConfig(backend="decoupled", model="gpt-5.2", base_url=planner_srv.base_url, grounder="vlm",
-                            grounder_backend="gemini", grounder_model="gemini-2.5-flash",
-                            grounder_base_url=gemini_srv.root_url, max_image_side=640)
+        cfg = PlannerConfig(
+            backend="decoupled",
+            model="gpt-5.2",
+            base_url=planner_srv.base_url,
+            grounder="vlm",
+            grounder_backend="gemini",
+            grounder_model="gemini-2.5-flash",
+            grounder_base_url=gemini_srv.root_url,
+            max_image_side=640,
+        )
         with make_planner(cfg) as planner:
             plan = planner.plan(scene, INSTRUCTION)
         assert all(":generateContent" in r["_path"] for r in gemini_srv.requests) and len(gemini_srv.requests) == 2
@@ -144,14 +189,19 @@ class _Sam3Double:
                 color = next((c for name, c in DEMO_SCENE.items() if name in prompt), None)
                 if color is None:
                     empty = double.torch.zeros((0,))
-                    return {"masks": double.torch.zeros((0, 1) + image.shape[:2]), "boxes": double.torch.zeros((0, 4)),
-                            "scores": empty}
+                    return {
+                        "masks": double.torch.zeros((0, 1) + image.shape[:2]),
+                        "boxes": double.torch.zeros((0, 4)),
+                        "scores": empty,
+                    }
                 mask = np.abs(image.astype(int) - color).max(axis=2) <= 40
                 box = find_color(image, color)
                 # a second, weaker detection that must not win
-                return {"masks": double.torch.tensor(np.stack([mask, ~mask])[:, None].astype(np.float32)),
-                        "boxes": double.torch.tensor([box, (0.0, 0.0, 10.0, 10.0)]),
-                        "scores": double.torch.tensor([0.9, 0.2])}
+                return {
+                    "masks": double.torch.tensor(np.stack([mask, ~mask])[:, None].astype(np.float32)),
+                    "boxes": double.torch.tensor([box, (0.0, 0.0, 10.0, 10.0)]),
+                    "scores": double.torch.tensor([0.9, 0.2]),
+                }
 
         return Processor()
 
@@ -166,16 +216,24 @@ def test_sam3_grounder_adapter_with_a_package_double(scene, monkeypatch):
     builder.build_sam3_image_model = double.build_sam3_image_model
     processor_mod = types.ModuleType("sam3.model.sam3_image_processor")
     processor_mod.Sam3Processor = double.processor
-    for name, module in {"sam3": types.ModuleType("sam3"), "sam3.model": types.ModuleType("sam3.model"),
-                         "sam3.model_builder": builder, "sam3.model.sam3_image_processor": processor_mod}.items():
+    for name, module in {
+        "sam3": types.ModuleType("sam3"),
+        "sam3.model": types.ModuleType("sam3.model"),
+        "sam3.model_builder": builder,
+        "sam3.model.sam3_image_processor": processor_mod,
+    }.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with FakeVLMServer() as srv:
         cfg = PlannerConfig(backend="decoupled", model="gpt-5.2", base_url=srv.base_url, grounder="sam3")
         with make_planner(cfg) as planner:
             plan = planner.plan(scene, INSTRUCTION)
-            srv.script.append(Reply(content='{"actions": [{"type": "grasp", "object": "purple cup"}, '
-                                            '{"type": "place", "object": "purple cup", "target": "blue plate"}]}'))
+            srv.script.append(
+                Reply(
+                    content='{"actions": [{"type": "grasp", "object": "purple cup"}, '
+                    '{"type": "place", "object": "purple cup", "target": "blue plate"}]}'
+                )
+            )
             with pytest.raises(VLMResponseError, match="SAM 3 found no 'purple cup'"):
                 planner.plan(scene, "put the purple cup on the blue plate")
     assert plan.actions[0].bbox == find_color(scene, DEMO_SCENE["red block"])

@@ -36,7 +36,9 @@ def test_slots_are_taken_at_the_first_model_call_and_kept_until_the_request_ends
         model_call()  # a repair re-prompt or a grounding call of the same request: same slot
         assert gate.in_flight == 1
         with gate.request():  # another request (another thread in the node)
-            with pytest.raises(VLMBusyError, match=r"^busy: 1 VLM request\(s\) already in flight \(max_concurrent_requests 1\)"):
+            with pytest.raises(
+                VLMBusyError, match=r"^busy: 1 VLM request\(s\) already in flight \(max_concurrent_requests 1\)"
+            ):
                 model_call()
     assert gate.in_flight == 0
     model_call()  # outside a request (CLI, benchmark): no bound
@@ -44,8 +46,14 @@ def test_slots_are_taken_at_the_first_model_call_and_kept_until_the_request_ends
 
 def test_slow_requests_fill_the_bound_and_fast_ones_still_pass(vlm, tmp_path):
     image = make_demo_scene(160, 120)
-    config = PlannerConfig(backend="openai", model="qwen3-vl-test", base_url=vlm.base_url, timeout_s=30.0,
-                           max_retries=0, cache_dir=str(tmp_path / "cache"))
+    config = PlannerConfig(
+        backend="openai",
+        model="qwen3-vl-test",
+        base_url=vlm.base_url,
+        timeout_s=30.0,
+        max_retries=0,
+        cache_dir=str(tmp_path / "cache"),
+    )
     planner = make_planner(config)
     planner.plan(image, INSTRUCTION)  # answered at once and cached
 
@@ -74,7 +82,9 @@ def test_slow_requests_fill_the_bound_and_fast_ones_still_pass(vlm, tmp_path):
     with gate.request(), pytest.raises(ValueError, match="instruction must be a non-empty string"):
         planner.plan(image, "  ")  # fails before the model
     replay_file = tmp_path / "plans.jsonl"
-    replay_file.write_text(json.dumps({"instruction": INSTRUCTION, "image_sha256": "*", "plan": cached.to_dict()}) + "\n")
+    replay_file.write_text(
+        json.dumps({"instruction": INSTRUCTION, "image_sha256": "*", "plan": cached.to_dict()}) + "\n"
+    )
     with gate.request():
         replayed = make_planner(PlannerConfig(backend="replay", replay_file=str(replay_file))).plan(image, INSTRUCTION)
     elapsed = time.monotonic() - started

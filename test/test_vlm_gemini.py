@@ -51,7 +51,10 @@ def test_plan_through_the_sdk(server):
 
 def test_repair_retry_and_timeout(server):
     scene = make_demo_scene(320, 240)
-    server.script += [Reply(status=429), Reply(content="I would pick up the block."), ]
+    server.script += [
+        Reply(status=429),
+        Reply(content="I would pick up the block."),
+    ]
     with make_planner(gemini(server)) as planner:
         plan = planner.plan(scene, "put the red block on the blue plate")
         assert planner.stats.repairs == 1
@@ -60,7 +63,9 @@ def test_repair_retry_and_timeout(server):
     roles = [c["role"] for c in server.requests[-1]["contents"]]
     assert roles == ["user", "model", "user"]
 
-    server.script.append(Reply(status=400, raw_body=b'{"error": {"code": 400, "message": "bad image", "status": "INVALID_ARGUMENT"}}'))
+    server.script.append(
+        Reply(status=400, raw_body=b'{"error": {"code": 400, "message": "bad image", "status": "INVALID_ARGUMENT"}}')
+    )
     with make_planner(gemini(server)) as planner:
         with pytest.raises(VLMRequestError, match="bad image"):
             planner.plan(scene, "put the red block on the blue plate")

@@ -18,8 +18,14 @@ import pytest
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import VLMError
 from grounded_planner.vlm.fake_server import FakeVLMServer, Reply, make_demo_scene
-from grounded_planner.vlm.parse import (MAX_TEXT_CHARS, ParseDeadlineError, ParseError, parse_location, parse_plan,
-                                        strip_thinking)
+from grounded_planner.vlm.parse import (
+    MAX_TEXT_CHARS,
+    ParseDeadlineError,
+    ParseError,
+    parse_location,
+    parse_plan,
+    strip_thinking,
+)
 from grounded_planner.vlm.factory import make_planner
 from helpers.answer_fuzz import answers, parse_answer
 
@@ -27,8 +33,10 @@ SIZE = (1280, 720)
 LIMIT_CPU_S = 1.0
 NEAR_CAP = MAX_TEXT_CHARS - 2_000
 GOOD_LINES = "1. grasp the spoon at [100, 100, 200, 200]\n2. place on the plate [400, 300]"
-GOOD_JSON = '[{"type": "grasp", "object": "spoon", "bbox": [100, 100, 200, 200]}, ' \
-            '{"type": "place", "object": "spoon", "target": "plate", "point": [400, 300]}]'
+GOOD_JSON = (
+    '[{"type": "grasp", "object": "spoon", "bbox": [100, 100, 200, 200]}, '
+    '{"type": "place", "object": "spoon", "target": "plate", "point": [400, 300]}]'
+)
 
 
 @contextlib.contextmanager
@@ -97,19 +105,22 @@ def test_think_blocks_still_removed_as_before():
     assert body.strip() == "cut off reasoning" and warnings
 
 
-@pytest.mark.parametrize("text", [
-    "```" + fill(" "),                      # unclosed fence followed by spaces (_FENCE)
-    "```json" + fill(" \t") + "\n[1",      # header of spaces, body never closes
-    fill("```"),                            # fences and nothing else
-    fill("``` \n"),
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "```" + fill(" "),  # unclosed fence followed by spaces (_FENCE)
+        "```json" + fill(" \t") + "\n[1",  # header of spaces, body never closes
+        fill("```"),  # fences and nothing else
+        fill("``` \n"),
+    ],
+)
 def test_unclosed_fences_are_linear(text):
     result, cpu = run(text)
     assert cpu < LIMIT_CPU_S
     assert isinstance(result, ParseError) and result.rule == "no_plan"
 
 
-@pytest.mark.parametrize("opener", ["[", "{", "[{\"a\": ", "- ", "{a: "])
+@pytest.mark.parametrize("opener", ["[", "{", '[{"a": ', "- ", "{a: "])
 def test_deep_nesting_inside_a_fence_is_refused_quickly(opener):
     # PyYAML was handed deep bracket nesting inside a fenced block
     text = "```yaml\n" + fill(opener, 100_000) + "\n```\n"
@@ -118,16 +129,44 @@ def test_deep_nesting_inside_a_fence_is_refused_quickly(opener):
     assert isinstance(result, ParseError) and result.rule == "no_plan"
 
 
-REPEATED_RULES = {"grasp(": "truncated", "place(spoon, ": "truncated", "1. grasp(": "truncated",
-                  "[{'type': 'grasp', 'bbox': [1, 2, 3, 4]}, ": "truncated", "grasp(a) ": "too_many_actions",
-                  "| grasp |\n": "too_many_actions", "grasp(a" + "'" * 580 + ")\n": "too_many_actions",
-                  "grasp(a) at " + "[" * 100 + "\n": "too_many_actions"}
+REPEATED_RULES = {
+    "grasp(": "truncated",
+    "place(spoon, ": "truncated",
+    "1. grasp(": "truncated",
+    "[{'type': 'grasp', 'bbox': [1, 2, 3, 4]}, ": "truncated",
+    "grasp(a) ": "too_many_actions",
+    "| grasp |\n": "too_many_actions",
+    "grasp(a" + "'" * 580 + ")\n": "too_many_actions",
+    "grasp(a) at " + "[" * 100 + "\n": "too_many_actions",
+}
 
 
-@pytest.mark.parametrize("unit", ["grasp(", "place(spoon, ", "grasp(a) ", "1. grasp(", "(", "[", "{", "/*", "//",
-                                  "{a ", ", ", "\"", "| grasp |\n", "- type: grasp\n", "<point>", "[] ", "{} ",
-                                  "[(1, 2), (3, 4)], ", "grasp(a" + "'" * 580 + ")\n",
-                                  "[{'type': 'grasp', 'bbox': [1, 2, 3, 4]}, ", "grasp(a) at " + "[" * 100 + "\n"])
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "grasp(",
+        "place(spoon, ",
+        "grasp(a) ",
+        "1. grasp(",
+        "(",
+        "[",
+        "{",
+        "/*",
+        "//",
+        "{a ",
+        ", ",
+        '"',
+        "| grasp |\n",
+        "- type: grasp\n",
+        "<point>",
+        "[] ",
+        "{} ",
+        "[(1, 2), (3, 4)], ",
+        "grasp(a" + "'" * 580 + ")\n",
+        "[{'type': 'grasp', 'bbox': [1, 2, 3, 4]}, ",
+        "grasp(a) at " + "[" * 100 + "\n",
+    ],
+)
 def test_repeated_fragments_are_linear(unit):
     # 'grasp(' * 33000 scanned 600 characters per call; comments, bare keys and tables had regexes of the same kind;
     # thousands of tiny values (Python literals, quotes inside calls) cost per value: values and lenient work are capped
@@ -159,7 +198,7 @@ def test_size_cap_has_its_own_rule():
     assert result.rule == "too_long" and cpu < LIMIT_CPU_S
 
 
-@pytest.mark.parametrize("number", ["9" * 400, "-" + "9" * 400, "1" + "0" * 400 + ".5", "1e400", "\"" + "9" * 400 + "\""])
+@pytest.mark.parametrize("number", ["9" * 400, "-" + "9" * 400, "1" + "0" * 400 + ".5", "1e400", '"' + "9" * 400 + '"'])
 def test_huge_numbers_are_a_typed_error(number):
     # a 400-digit int raised OverflowError in _number and _all_fractions
     for key in ("bbox", "bbox_2d", "box_2d", "coordinates"):
@@ -176,7 +215,7 @@ def test_finite_numbers_that_overflow_when_scaled_are_refused():
     assert isinstance(result, ParseError) and result.rule == "bbox_finite"
 
 
-@pytest.mark.parametrize("raw", ["5", "\"five\"", "true", "null", "{\"x\": 1}", "[[[[1]]]]", "{}", "[]"])
+@pytest.mark.parametrize("raw", ["5", '"five"', "true", "null", '{"x": 1}', "[[[[1]]]]", "{}", "[]"])
 def test_internal_looking_keys_cannot_break_the_parser(raw):
     # {"type":"grasp","_coords":5} raised TypeError at len(coords)
     for key in ("_coords", "_box", "_point", "_call"):
@@ -186,14 +225,16 @@ def test_internal_looking_keys_cannot_break_the_parser(raw):
     assert isinstance(result, ParseError) and result.rule == "bbox_required"
 
 
-@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "\"nan\"", "\"inf\""])
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", '"nan"', '"inf"'])
 def test_nan_and_infinity_are_refused_by_rule(value):
     # JSON's NaN/Infinity decode to non-finite floats (rule *_finite); the words in a string are not numbers
     expected = ("_numbers",) if value.startswith('"') else ("_finite",)
     result, _ = run(f'[{{"type": "grasp", "object": "cup", "bbox": [{value}, 1, 20, 30]}}]')
     assert isinstance(result, ParseError) and result.rule in tuple("bbox" + e for e in expected)
-    result, _ = run('[{"type": "grasp", "object": "cup", "bbox": [1, 1, 20, 30]}, '
-                    f'{{"type": "place", "object": "cup", "point": [{value}, 5]}}]')
+    result, _ = run(
+        '[{"type": "grasp", "object": "cup", "bbox": [1, 1, 20, 30]}, '
+        f'{{"type": "place", "object": "cup", "point": [{value}, 5]}}]'
+    )
     assert isinstance(result, ParseError) and result.rule in tuple("point" + e for e in expected)
 
 
@@ -203,8 +244,13 @@ def test_error_messages_quote_the_answer_briefly():
 
 
 def test_grounding_answers_are_total_too():
-    for text in [fill("<point>"), "<point>" + fill("1, "), fill("{\"point\": ["), "[" + "9" * 400 + ", 5]",
-                 "{\"point_2d\": [NaN, 1]}"]:
+    for text in [
+        fill("<point>"),
+        "<point>" + fill("1, "),
+        fill('{"point": ['),
+        "[" + "9" * 400 + ", 5]",
+        '{"point_2d": [NaN, 1]}',
+    ]:
         with parser_heap():
             start = time.process_time()
             with pytest.raises(ParseError) as info:
@@ -241,8 +287,14 @@ def test_timeout_s_bounds_a_request_whose_answer_is_hostile():
     hostile = "<think>" * 16000 + " \t" * 40_000
     with FakeVLMServer() as server:
         server.script += [Reply(content=hostile), Reply(content=hostile)]
-        config = PlannerConfig(backend="openai", model="qwen3-vl", base_url=server.base_url, timeout_s=3.0,
-                               repair_attempts=1, max_retries=0)
+        config = PlannerConfig(
+            backend="openai",
+            model="qwen3-vl",
+            base_url=server.base_url,
+            timeout_s=3.0,
+            repair_attempts=1,
+            max_retries=0,
+        )
         with make_planner(config) as planner:
             start = time.monotonic()
             with pytest.raises(VLMError):

@@ -16,8 +16,13 @@ import pytest
 from PIL import Image
 
 from grounded_planner.vlm.config import PlannerConfig
-from grounded_planner.vlm.errors import (VLMProtocolError, VLMRequestError, VLMResponseError, VLMTimeoutError,
-                                         VLMUnavailableError)
+from grounded_planner.vlm.errors import (
+    VLMProtocolError,
+    VLMRequestError,
+    VLMResponseError,
+    VLMTimeoutError,
+    VLMUnavailableError,
+)
 from grounded_planner.vlm.fake_server import DEMO_SCENE, FakeVLMServer, Reply, find_color, make_demo_scene
 from grounded_planner.vlm.factory import make_planner
 
@@ -96,7 +101,10 @@ def test_broken_answer_is_repaired_once_quoting_the_error(server, scene):
     assert [a.type for a in plan.actions] == ["grasp", "place"]
     assert any("repair" in w for w in plan.warnings)
     repair = server.requests[1]["messages"]
-    assert repair[-2] == {"role": "assistant", "content": "Sure! First I will pick up the red block, then put it on the plate."}
+    assert repair[-2] == {
+        "role": "assistant",
+        "content": "Sure! First I will pick up the red block, then put it on the plate.",
+    }
     assert "no plan found" in repair[-1]["content"]
 
 
@@ -229,9 +237,26 @@ def test_plan_and_draw_commands(server, scene, tmp_path):
     image = tmp_path / "scene.png"
     Image.fromarray(scene).save(image)
     out, overlay = tmp_path / "plan.json", tmp_path / "overlay.png"
-    env_cmd = [sys.executable, "-c", CLI, "plan", "--image", str(image), "--instruction", INSTRUCTION,
-               "--model", "gemini-2.5-flash", "--base-url", server.base_url, "--out", str(out), "--overlay", str(overlay),
-               "--max-tokens", "333"]
+    env_cmd = [
+        sys.executable,
+        "-c",
+        CLI,
+        "plan",
+        "--image",
+        str(image),
+        "--instruction",
+        INSTRUCTION,
+        "--model",
+        "gemini-2.5-flash",
+        "--base-url",
+        server.base_url,
+        "--out",
+        str(out),
+        "--overlay",
+        str(overlay),
+        "--max-tokens",
+        "333",
+    ]
     result = subprocess.run(env_cmd, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
@@ -246,20 +271,45 @@ def test_plan_and_draw_commands(server, scene, tmp_path):
     assert tuple(drawn[py, px]) == (230, 0, 0)  # red cross centre
 
     redraw = tmp_path / "redraw.png"
-    result = subprocess.run([sys.executable, "-c", CLI, "draw", "--image", str(image), "--plan", str(out), "--out", str(redraw)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", CLI, "draw", "--image", str(image), "--plan", str(out), "--out", str(redraw)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert np.array_equal(np.asarray(Image.open(redraw).convert("RGB")), drawn)
 
     # a dead server: exit 3 and one line
-    result = subprocess.run([sys.executable, "-c", CLI, "plan", "--image", str(image), "--instruction", INSTRUCTION,
-                             "--model", "gpt-4o", "--base-url", "http://127.0.0.1:9/v1"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CLI,
+            "plan",
+            "--image",
+            str(image),
+            "--instruction",
+            INSTRUCTION,
+            "--model",
+            "gpt-4o",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 3 and "model unavailable" in result.stderr
     # a plan for another image size is refused by draw
     small = tmp_path / "small.png"
     Image.fromarray(scene[:100, :100]).save(small)
-    result = subprocess.run([sys.executable, "-c", CLI, "draw", "--image", str(small), "--plan", str(out), "--out", str(redraw)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", CLI, "draw", "--image", str(small), "--plan", str(out), "--out", str(redraw)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "1280x720" in result.stderr
 
 
@@ -289,7 +339,12 @@ def test_config_from_the_model_name_and_environment():
     gpt = PlannerConfig(model="gpt-4o")
     assert gpt.family == "pixel" and gpt.parse_convention == "auto"
     assert PlannerConfig(model="gpt-4o", convention="qwen3").parse_convention == "qwen3"
-    env = {"GP_VLM_BASE_URL": "http://h:8000/v1", "GP_VLM_MODEL": "m", "GP_VLM_TIMEOUT_S": "5", "GP_VLM_BACKEND": "gemini"}
+    env = {
+        "GP_VLM_BASE_URL": "http://h:8000/v1",
+        "GP_VLM_MODEL": "m",
+        "GP_VLM_TIMEOUT_S": "5",
+        "GP_VLM_BACKEND": "gemini",
+    }
     cfg = PlannerConfig.from_env(env, model="other", base_url=None)
     assert (cfg.backend, cfg.base_url, cfg.model, cfg.timeout_s) == ("gemini", "http://h:8000/v1", "other", 5.0)
     with pytest.raises(ValueError, match="no field"):
@@ -299,10 +354,16 @@ def test_config_from_the_model_name_and_environment():
 def test_parameters_a_model_rejects_are_adapted_once(server, scene):
     """OpenAI reasoning models answer 400 to max_tokens and to temperature 0; the next request adapts."""
     server.script += [
-        Reply(status=400, raw_body=b'{"error": {"message": "Unsupported parameter: \'max_tokens\' is not supported with '
-                                   b'this model. Use \'max_completion_tokens\' instead."}}'),
-        Reply(status=400, raw_body=b'{"error": {"message": "Unsupported value: \'temperature\' does not support 0 with '
-                                   b'this model. Only the default (1) value is supported."}}'),
+        Reply(
+            status=400,
+            raw_body=b'{"error": {"message": "Unsupported parameter: \'max_tokens\' is not supported with '
+            b"this model. Use 'max_completion_tokens' instead.\"}}",
+        ),
+        Reply(
+            status=400,
+            raw_body=b'{"error": {"message": "Unsupported value: \'temperature\' does not support 0 with '
+            b'this model. Only the default (1) value is supported."}}',
+        ),
     ]
     with make_planner(config(server, "o4-mini")) as planner:
         plan = planner.plan(scene, INSTRUCTION)

@@ -40,7 +40,9 @@ def free_port_url() -> str:
 
 def episodes(tmp_path: Path, n: int) -> Path:
     """``n`` plannable episodes: copies of the sample's ep-01 (red cup in the bin) and ep-12 (open the drawer)."""
-    records = {json.loads(line)["id"]: json.loads(line) for line in (SAMPLE / "episodes.jsonl").read_text().splitlines()}
+    records = {
+        json.loads(line)["id"]: json.loads(line) for line in (SAMPLE / "episodes.jsonl").read_text().splitlines()
+    }
     chosen = []
     for k in range(n):
         r = dict(records["ep-01" if k % 2 == 0 else "ep-12"], id=f"ep-{k:03d}")
@@ -58,8 +60,9 @@ def request() -> VLMRequest:
 def test_two_servers_share_the_load_and_a_dead_one_is_routed_around():
     with FakeVLMServer(scene=SCENE, latency_s=0.05) as a, FakeVLMServer(scene=SCENE, latency_s=0.05) as b:
         dead = free_port_url()
-        config = PlannerConfig(backend="openai", model=MODEL, base_url=a.base_url, base_urls=[dead, b.base_url],
-                               max_retries=0)
+        config = PlannerConfig(
+            backend="openai", model=MODEL, base_url=a.base_url, base_urls=[dead, b.base_url], max_retries=0
+        )
         with make_planner(config) as planner:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -76,8 +79,9 @@ def test_two_servers_share_the_load_and_a_dead_one_is_routed_around():
 
 def test_an_erroring_server_is_retried_elsewhere_but_a_rejected_request_is_not():
     with FakeVLMServer(scene=SCENE) as a, FakeVLMServer(scene=SCENE) as b:
-        config = PlannerConfig(backend="openai", model=MODEL, base_url=a.base_url, base_urls=[b.base_url],
-                               max_retries=0)
+        config = PlannerConfig(
+            backend="openai", model=MODEL, base_url=a.base_url, base_urls=[b.base_url], max_retries=0
+        )
         with make_planner(config) as planner:
             a.script.append(Reply(status=503))
             b.script.append(Reply(status=503))
@@ -101,8 +105,15 @@ def test_the_pool_stops_at_the_request_deadline():
     with FakeVLMServer(scene=SCENE) as a, FakeVLMServer(scene=SCENE) as b:
         for srv in (a, b):
             srv.script += [Reply(status=503) for _ in range(30)]
-        config = PlannerConfig(backend="openai", model=MODEL, base_url=a.base_url, base_urls=[b.base_url],
-                               timeout_s=1.0, max_retries=10, retry_backoff_s=0.3)
+        config = PlannerConfig(
+            backend="openai",
+            model=MODEL,
+            base_url=a.base_url,
+            base_urls=[b.base_url],
+            timeout_s=1.0,
+            max_retries=10,
+            retry_backoff_s=0.3,
+        )
         with make_planner(config) as planner:
             with pytest.raises(VLMTimeoutError, match="timeout_s.*503"):
                 planner.ask(make_demo_scene(320, 240), "Say hi.")
@@ -123,10 +134,24 @@ def test_yaml_list_of_servers_and_config_errors():
 
 
 def start_server_process(latency_s: float, capacity: int) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "grounded_planner.vlm.fake_server", "--port", "0",
-                             "--latency", str(latency_s), "--capacity", str(capacity),
-                             "--scene", json.dumps({k: list(v) for k, v in SCENE.items()})],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grounded_planner.vlm.fake_server",
+            "--port",
+            "0",
+            "--latency",
+            str(latency_s),
+            "--capacity",
+            str(capacity),
+            "--scene",
+            json.dumps({k: list(v) for k, v in SCENE.items()}),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     line = proc.stdout.readline()
     m = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
     assert m, f"stand-in server did not start: {line!r}"
@@ -141,10 +166,31 @@ def test_bench_run_with_two_servers_one_killed_mid_run_plans_every_episode(tmp_p
     (a, url_a), (b, url_b) = start_server_process(0.2, 2), start_server_process(0.2, 2)
     try:
         exe = Path(sys.executable).with_name("grounded-planner")
-        run = subprocess.Popen([str(exe), "bench", "run", "--episodes", str(eps), "--out", str(out), "--backend",
-                                "openai", "--model", MODEL, "--base-url", url_a, "--base-url", url_b,
-                                "--concurrency", "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        run = subprocess.Popen(
+            [
+                str(exe),
+                "bench",
+                "run",
+                "--episodes",
+                str(eps),
+                "--out",
+                str(out),
+                "--backend",
+                "openai",
+                "--model",
+                MODEL,
+                "--base-url",
+                url_a,
+                "--base-url",
+                url_b,
+                "--concurrency",
+                "4",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 6):
             assert run.poll() is None, run.stderr.read()
@@ -158,8 +204,9 @@ def test_bench_run_with_two_servers_one_killed_mid_run_plans_every_episode(tmp_p
     assert run.returncode == 0, stderr[-2000:]
     predictions = load_predictions(out)
     assert len(predictions) == n
-    assert all(not p.error and p.plan is not None and p.plan["actions"] for p in predictions.values()), \
-        [p.error for p in predictions.values() if p.error]
+    assert all(not p.error and p.plan is not None and p.plan["actions"] for p in predictions.values()), [
+        p.error for p in predictions.values() if p.error
+    ]
     summary = json.loads(stdout)
     served = {url: c["served"] for url, c in summary["servers"].items()}
     assert served[url_a] >= 3 and served[url_b] >= 3 and served[url_a] + served[url_b] == n

@@ -12,8 +12,10 @@ from grounded_planner.vlm import prompts
 from grounded_planner.vlm.parse import parse_plan
 
 
-@pytest.mark.parametrize("family, box_key, point_key", [("qwen3", "bbox_2d", "point_2d"), ("gemini", "box_2d", "point"),
-                                                         ("pixel", "bbox", "point")])
+@pytest.mark.parametrize(
+    "family, box_key, point_key",
+    [("qwen3", "bbox_2d", "point_2d"), ("gemini", "box_2d", "point"), ("pixel", "bbox", "point")],
+)
 def test_planning_prompt_states_the_contract(family, box_key, point_key):
     text = prompts.planning_system_prompt(family, 640, 360)
     for word in ("grasp", "place", "open", "close", box_key, point_key, "immediately followed", "empty plan", "reason"):
@@ -24,7 +26,7 @@ def test_planning_prompt_states_the_contract(family, box_key, point_key):
         assert "1000" in text
     if family == "gemini":
         assert "[ymin, xmin, ymax, xmax]" in text and "[y, x]" in text
-    example = text[text.rindex("{\"actions\""):]
+    example = text[text.rindex('{"actions"') :]
     plan = parse_plan(example, (640, 360), family)
     assert [a.type for a in plan.actions] == ["grasp", "place"]
     # the example box covers the same part of the image in every family
@@ -33,7 +35,8 @@ def test_planning_prompt_states_the_contract(family, box_key, point_key):
 
 def test_repair_prompt_quotes_the_error():
     assert "action 0: a grasp must be immediately followed by a place" in prompts.repair_prompt(
-        "action 0: a grasp must be immediately followed by a place")
+        "action 0: a grasp must be immediately followed by a place"
+    )
 
 
 def test_language_prompt_asks_for_no_coordinates():

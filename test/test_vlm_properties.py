@@ -16,8 +16,11 @@ from grounded_planner.vlm.parse import ParseError, parse_location, parse_plan
 # Generating whole plans is slow on a loaded 2-core CI machine; that is not a failure of the parser.
 SLOW_CI = [HealthCheck.too_slow, HealthCheck.data_too_large]
 NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 -'"
-names = st.text(alphabet=NAME_CHARS, min_size=1, max_size=20).map(lambda s: " ".join(s.split())).filter(
-    lambda s: s[:1].isalpha())
+names = (
+    st.text(alphabet=NAME_CHARS, min_size=1, max_size=20)
+    .map(lambda s: " ".join(s.split()))
+    .filter(lambda s: s[:1].isalpha())
+)
 json_names = st.text(min_size=1, max_size=20).map(lambda s: " ".join(s.split())).filter(bool)
 
 
@@ -37,7 +40,9 @@ def plans(draw, name_strategy=names, allow_empty=True):
     w = draw(st.integers(16, 4096))
     h = draw(st.integers(16, 4096))
     actions = []
-    for kind in draw(st.lists(st.sampled_from(["pick_place", "open", "close"]), min_size=0 if allow_empty else 1, max_size=5)):
+    for kind in draw(
+        st.lists(st.sampled_from(["pick_place", "open", "close"]), min_size=0 if allow_empty else 1, max_size=5)
+    ):
         obj = draw(name_strategy)
         if kind == "pick_place":
             point = (draw(st.floats(0, w)), draw(st.floats(0, h)))
@@ -74,8 +79,11 @@ def assert_same_plan(parsed: GroundedPlan, plan: GroundedPlan, convention: str, 
 @given(plan=plans(name_strategy=json_names))
 def test_json_round_trip(convention, plan):
     text = render_plan(plan, convention)
-    assert_same_plan(parse_plan(text, plan.image_size, "auto" if convention != "gemini" else "gemini",
-                                plan.instruction), plan, convention)
+    assert_same_plan(
+        parse_plan(text, plan.image_size, "auto" if convention != "gemini" else "gemini", plan.instruction),
+        plan,
+        convention,
+    )
     # the explicit convention reads it the same way
     assert_same_plan(parse_plan(text, plan.image_size, convention, plan.instruction), plan, convention)
 
@@ -95,30 +103,87 @@ def test_round_trip_through_a_resized_image(convention, plan, scale):
     w, h = plan.image_size
     model_size = (max(8, round(w * scale)), max(8, round(h * scale)))
     # a box under 2 pixels of the model's image cannot survive integer pixels there
-    assume(all((a.bbox[2] - a.bbox[0]) * model_size[0] / w >= 2 and (a.bbox[3] - a.bbox[1]) * model_size[1] / h >= 2
-               for a in plan.actions if a.bbox is not None))
+    assume(
+        all(
+            (a.bbox[2] - a.bbox[0]) * model_size[0] / w >= 2 and (a.bbox[3] - a.bbox[1]) * model_size[1] / h >= 2
+            for a in plan.actions
+            if a.bbox is not None
+        )
+    )
     text = render_plan(plan, convention, model_image_size=model_size)
     parsed = parse_plan(text, plan.image_size, convention, model_image_size=model_size)
     assert_same_plan(parsed, plan, convention, model_size)
 
 
 def test_gemini_auto_detection_by_box_2d_key():
-    plan = GroundedPlan("x", (1000, 500), [GroundedAction("grasp", "a", bbox=(100, 50, 200, 250)),
-                                           GroundedAction("place", "a", "b", point=(900, 100))])
+    plan = GroundedPlan(
+        "x",
+        (1000, 500),
+        [GroundedAction("grasp", "a", bbox=(100, 50, 200, 250)), GroundedAction("place", "a", "b", point=(900, 100))],
+    )
     parsed = parse_plan(render_plan(plan, "gemini"), (1000, 500))  # auto sees box_2d: point is [y, x] too
     assert parsed.actions[1].point == pytest.approx((900, 100))
 
 
-FRAGMENTS = ["{", "}", "[", "]", ",", ":", '"', "'", '"type"', '"action"', '"grasp"', '"place"', '"open"', '"pick"',
-             '"bbox"', '"bbox_2d"', '"box_2d"', '"point"', '"point_2d"', '"actions"', '"reason"', '"object"', "grasp(",
-             "place(", "put(", ")", "<think>", "</think>", "```json", "```", "\n", " ", "1.", "-1", "0", "1000", "1e9",
-             "NaN", "Infinity", "null", "true", '"12"', "3.5", "spoon", "=", "\\", "\u201c", "[[", "]]"]
+FRAGMENTS = [
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    '"',
+    "'",
+    '"type"',
+    '"action"',
+    '"grasp"',
+    '"place"',
+    '"open"',
+    '"pick"',
+    '"bbox"',
+    '"bbox_2d"',
+    '"box_2d"',
+    '"point"',
+    '"point_2d"',
+    '"actions"',
+    '"reason"',
+    '"object"',
+    "grasp(",
+    "place(",
+    "put(",
+    ")",
+    "<think>",
+    "</think>",
+    "```json",
+    "```",
+    "\n",
+    " ",
+    "1.",
+    "-1",
+    "0",
+    "1000",
+    "1e9",
+    "NaN",
+    "Infinity",
+    "null",
+    "true",
+    '"12"',
+    "3.5",
+    "spoon",
+    "=",
+    "\\",
+    "\u201c",
+    "[[",
+    "]]",
+]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=SLOW_CI)
-@given(text=st.one_of(st.text(max_size=300), st.lists(st.sampled_from(FRAGMENTS), max_size=80).map("".join)),
-       size=st.tuples(st.integers(1, 3000), st.integers(1, 3000)),
-       convention=st.sampled_from(["auto", "qwen3", "gemini", "pixel"]))
+@given(
+    text=st.one_of(st.text(max_size=300), st.lists(st.sampled_from(FRAGMENTS), max_size=80).map("".join)),
+    size=st.tuples(st.integers(1, 3000), st.integers(1, 3000)),
+    convention=st.sampled_from(["auto", "qwen3", "gemini", "pixel"]),
+)
 def test_fuzz_only_parse_errors(text, size, convention):
     try:
         plan = parse_plan(text, size, convention)
@@ -131,8 +196,13 @@ def test_fuzz_only_parse_errors(text, size, convention):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=SLOW_CI)
-@given(text=st.one_of(st.text(max_size=200), st.lists(st.sampled_from(FRAGMENTS + ["<point>", "</point>"]), max_size=60).map("".join)),
-       kind=st.sampled_from(["box", "point"]), convention=st.sampled_from(["auto", "qwen3", "gemini", "pixel"]))
+@given(
+    text=st.one_of(
+        st.text(max_size=200), st.lists(st.sampled_from(FRAGMENTS + ["<point>", "</point>"]), max_size=60).map("".join)
+    ),
+    kind=st.sampled_from(["box", "point"]),
+    convention=st.sampled_from(["auto", "qwen3", "gemini", "pixel"]),
+)
 def test_fuzz_grounding_answers_only_parse_errors(text, kind, convention):
     try:
         coords, _ = parse_location(text, (640, 480), kind, convention)
@@ -144,7 +214,7 @@ def test_fuzz_grounding_answers_only_parse_errors(text, kind, convention):
 
 
 def test_pathological_nesting_is_a_parse_error():
-    for text in ["[" * 50_000, "[" * 5000 + "]" * 5000, "{\"a\":" * 3000 + "1" + "}" * 3000, "grasp(" * 10_000]:
+    for text in ["[" * 50_000, "[" * 5000 + "]" * 5000, '{"a":' * 3000 + "1" + "}" * 3000, "grasp(" * 10_000]:
         with pytest.raises(ParseError) as info:
             parse_plan(text, (640, 480))
         assert info.value.rule in ("no_plan", "too_complex", "truncated"), (text[:20], info.value.rule)

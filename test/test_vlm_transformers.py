@@ -23,8 +23,10 @@ from grounded_planner.vlm.factory import make_planner  # noqa: E402
 from helpers.tiny_qwen3vl import build_tiny_qwen3vl, teach, teach_lora  # noqa: E402
 
 INSTRUCTION = "put the red block on the blue plate"
-PLAN_A = ('[{"type": "grasp", "object": "red block", "bbox_2d": [150, 450, 250, 600]}, '
-          '{"type": "place", "object": "red block", "target": "blue plate", "point_2d": [700, 550]}]')
+PLAN_A = (
+    '[{"type": "grasp", "object": "red block", "bbox_2d": [150, 450, 250, 600]}, '
+    '{"type": "place", "object": "red block", "target": "blue plate", "point_2d": [700, 550]}]'
+)
 PLAN_B = '{"actions": [], "reason": "nothing to do"}'
 
 
@@ -39,8 +41,10 @@ def models(tmp_path_factory):
         taught = root / "taught"
         shutil.copytree(base, taught)
         image = make_demo_scene(320, 240)
-        messages = [{"role": "system", "content": prompts.planning_system_prompt("qwen3", 320, 240)},
-                    {"role": "user", "content": prompts.planning_user_prompt(INSTRUCTION)}]
+        messages = [
+            {"role": "system", "content": prompts.planning_system_prompt("qwen3", 320, 240)},
+            {"role": "user", "content": prompts.planning_user_prompt(INSTRUCTION)},
+        ]
         assert teach(taught, image, messages, PLAN_A) < 0.05
         assert teach_lora(taught, root / "adapter", image, messages, PLAN_B) < 0.05
         yield base, taught, root / "adapter"
@@ -81,8 +85,9 @@ def test_untrained_model_output_is_a_typed_error_after_repair(models):
         seen = planner.backend.seen_size((320, 240))
         from PIL import Image
 
-        grid = planner.backend.processor.image_processor(images=[Image.new("RGB", (320, 240))],
-                                                         return_tensors="pt")["image_grid_thw"][0]
+        grid = planner.backend.processor.image_processor(images=[Image.new("RGB", (320, 240))], return_tensors="pt")[
+            "image_grid_thw"
+        ][0]
         assert seen == (int(grid[2]) * 16, int(grid[1]) * 16) and seen != (320, 240)
     assert info.value.attempts == 2 and isinstance(info.value.raw_response, str)
 
@@ -101,4 +106,6 @@ def test_missing_model_folder_is_a_config_error(tmp_path):
     with pytest.raises(VLMConfigError, match="cannot load"):
         make_planner(config(tmp_path / "nothing-here"))
     with pytest.raises(VLMConfigError, match="adapter"):
-        make_planner(config(build_tiny_qwen3vl(tmp_path / "m", vocab_size=300), adapter_path=str(tmp_path / "no-adapter")))
+        make_planner(
+            config(build_tiny_qwen3vl(tmp_path / "m", vocab_size=300), adapter_path=str(tmp_path / "no-adapter"))
+        )

@@ -13,7 +13,11 @@ from grounded_planner.yamlfile import read_yaml
 BROKEN = {
     # text, (line, column) of the problem, words of the problem
     "unclosed_list": ("planner:\n  ros__parameters: {backend: [openai\n", (3, 1), "expected ',' or ']'"),
-    "bad_indent": ("executor:\n  ros__parameters:\n    dry_run: true\n   base_frame: x\n", (4, 4), "expected <block end>"),
+    "bad_indent": (
+        "executor:\n  ros__parameters:\n    dry_run: true\n   base_frame: x\n",
+        (4, 4),
+        "expected <block end>",
+    ),
     "tab": ("camera:\n\tros__parameters: {}\n", (2, 1), "found character '\\t'"),
 }
 
@@ -38,8 +42,13 @@ def test_read_yaml_names_file_line_and_column_on_one_line(tmp_path, name):
 def test_bringup_with_a_broken_config_prints_one_line(tmp_path):
     path = tmp_path / "real.yaml"
     path.write_text(BROKEN["unclosed_list"][0])
-    done = subprocess.run([sys.executable, "-m", "grounded_planner.cli.main", "bringup", "--config", str(path)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "grounded_planner.cli.main", "bringup", "--config", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr

@@ -125,8 +125,14 @@ def parse_episode(data: Any, where: str, base_dir: Path) -> Episode:
             raise EpisodeError(f"{at}: 'type' must be one of {', '.join(ACTION_TYPES)}, got {atype!r}")
         if "bbox" not in raw:
             raise EpisodeError(f"{at}: a ground-truth {atype} needs a 'bbox' (a place's bbox is its target region)")
-        actions.append(GroundedAction(type=atype, object=str(raw.get("object") or ""), target=str(raw.get("target") or ""),
-                                      bbox=_box(raw["bbox"], at)))
+        actions.append(
+            GroundedAction(
+                type=atype,
+                object=str(raw.get("object") or ""),
+                target=str(raw.get("target") or ""),
+                bbox=_box(raw["bbox"], at),
+            )
+        )
     # Ground truth is always well formed: every grasp is immediately followed by its place.
     broken = pairing_error([action.type for action in actions])
     if broken is not None:
@@ -142,8 +148,10 @@ def parse_episode(data: Any, where: str, base_dir: Path) -> Episode:
             raise EpisodeError(f"{where}: each 'unordered' block must be a list of step indices, got {raw!r}")
         for v in raw:
             if not 0 <= v < n_steps:
-                raise EpisodeError(f"{where}: 'unordered' step index {v} is out of range: the plan has {n_steps} steps "
-                                   "(indices count steps, a grasp-place pair being one step)")
+                raise EpisodeError(
+                    f"{where}: 'unordered' step index {v} is out of range: the plan has {n_steps} steps "
+                    "(indices count steps, a grasp-place pair being one step)"
+                )
             if v in seen:
                 raise EpisodeError(f"{where}: step {v} appears in more than one place of 'unordered'")
             seen.add(v)
@@ -166,9 +174,11 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
     except OSError as exc:
         raise EpisodeError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
-        line = path.read_bytes()[:exc.start].count(b"\n") + 1
-        raise EpisodeError(f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
-                           "expected JSON lines") from None
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise EpisodeError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+            "expected JSON lines"
+        ) from None
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue

@@ -112,12 +112,18 @@ def reference_score(episodes: list[dict], predictions: dict[str, Any]) -> dict[s
         n = len(ep["actions"])
         horizon = "short" if n < 5 else ("medium" if n < 9 else "long")
         pred = predictions.get(ep["id"])
-        r = reference_episode(ep["actions"], ep.get("unordered") or [], pred.get("plan") if isinstance(pred, dict) else None)
+        r = reference_episode(
+            ep["actions"], ep.get("unordered") or [], pred.get("plan") if isinstance(pred, dict) else None
+        )
         rows.setdefault(ep["instruction_type"] + "/" + horizon, []).append(r)
         everything.append(r)
 
     def pct(rs):
-        return {"episodes": len(rs), "tsr": 100.0 * sum(r[0] for r in rs) / len(rs),
-                "arr": 100.0 * sum(r[1] for r in rs) / len(rs), "precision": 100.0 * sum(r[2] for r in rs) / len(rs)}
+        return {
+            "episodes": len(rs),
+            "tsr": 100.0 * sum(r[0] for r in rs) / len(rs),
+            "arr": 100.0 * sum(r[1] for r in rs) / len(rs),
+            "precision": 100.0 * sum(r[2] for r in rs) / len(rs),
+        }
 
     return {"overall": pct(everything), "groups": {k: pct(v) for k, v in rows.items()}}

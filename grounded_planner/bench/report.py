@@ -29,8 +29,17 @@ from grounded_planner.bench.table import HORIZONS, TYPES, episode_counts, table_
 from PIL import Image
 
 # Failure categories, in the order the report lists them.
-CATEGORIES = ("missing prediction", "no plan", "unparseable", "invalid step", "wrong box", "place outside target",
-              "missing step", "extra step", "wrong order")
+CATEGORIES = (
+    "missing prediction",
+    "no plan",
+    "unparseable",
+    "invalid step",
+    "wrong box",
+    "place outside target",
+    "missing step",
+    "extra step",
+    "wrong order",
+)
 
 
 @dataclass
@@ -80,7 +89,8 @@ def diagnose(episode: Episode, prediction: Prediction | None) -> Diagnosis:
         if step[0] == "invalid":
             atype = actions[step[4]][0]
             why = {"grasp": "a grasp not followed by a place", "place": "a place without a grasp before it"}.get(
-                atype, f"unknown action type {atype!r}")
+                atype, f"unknown action type {atype!r}"
+            )
             diag.reasons.append(("invalid step", f"predicted action {step[4]}: {why}"))
     ok = match_sets(pred, gt)
     match = max_matching(ok, len(gt))
@@ -91,19 +101,31 @@ def diagnose(episode: Episode, prediction: Prediction | None) -> Diagnosis:
             continue
         candidates = [p for p in spare if pred[p][0] == g[0]]
         if not candidates:
-            diag.reasons.append(("missing step", f"GT step {j + 1} ({_step_name(episode, g)}) has no {g[0]} step in the plan"))
+            diag.reasons.append(
+                ("missing step", f"GT step {j + 1} ({_step_name(episode, g)}) has no {g[0]} step in the plan")
+            )
             continue
         best = max(candidates, key=lambda p: iou(pred[p][1], g[1]) if pred[p][1] is not None else -1.0)
         spare.remove(best)
         overlap = iou(pred[best][1], g[1]) if pred[best][1] is not None else 0.0
         if overlap < IOU_THRESHOLD:
-            diag.reasons.append(("wrong box", f"GT step {j + 1} ({_step_name(episode, g)}): best predicted box has "
-                                              f"IoU {overlap:.2f} < {IOU_THRESHOLD}"))
+            diag.reasons.append(
+                (
+                    "wrong box",
+                    f"GT step {j + 1} ({_step_name(episode, g)}): best predicted box has "
+                    f"IoU {overlap:.2f} < {IOU_THRESHOLD}",
+                )
+            )
         else:
             point = pred[best][2]
             where = "no place point" if point is None else f"place point ({point[0]:.0f}, {point[1]:.0f})"
-            diag.reasons.append(("place outside target", f"GT step {j + 1} ({_step_name(episode, g)}): {where} "
-                                                         f"outside the target box {[round(v) for v in g[2]]}"))
+            diag.reasons.append(
+                (
+                    "place outside target",
+                    f"GT step {j + 1} ({_step_name(episode, g)}): {where} "
+                    f"outside the target box {[round(v) for v in g[2]]}",
+                )
+            )
     for p in spare:
         diag.reasons.append(("extra step", f"predicted step {p + 1} ({pred[p][0]}) matches no GT step"))
     if not diag.reasons:
@@ -159,16 +181,20 @@ def _rect(box, colour: str, label: str, dashed: bool = False, label_below: bool 
     dash = ' stroke-dasharray="5,3"' if dashed else ""
     # GT labels sit inside the top edge, predicted ones under the bottom edge, so they never cover each other
     label_y = y2 + 11 if label_below else y1 + 11
-    return (f'<rect x="{x1:.1f}" y="{y1:.1f}" width="{max(x2 - x1, 0):.1f}" height="{max(y2 - y1, 0):.1f}" '
-            f'fill="none" stroke="{colour}" stroke-width="2"{dash}/>'
-            f'<text x="{x1 + 2:.1f}" y="{label_y:.1f}" font-size="11" fill="{colour}">{html.escape(label)}</text>')
+    return (
+        f'<rect x="{x1:.1f}" y="{y1:.1f}" width="{max(x2 - x1, 0):.1f}" height="{max(y2 - y1, 0):.1f}" '
+        f'fill="none" stroke="{colour}" stroke-width="2"{dash}/>'
+        f'<text x="{x1 + 2:.1f}" y="{label_y:.1f}" font-size="11" fill="{colour}">{html.escape(label)}</text>'
+    )
 
 
 def _cross(point, colour: str, label: str) -> str:
     x, y = point
-    return (f'<path d="M{x - 6:.1f},{y - 6:.1f}L{x + 6:.1f},{y + 6:.1f}M{x - 6:.1f},{y + 6:.1f}L{x + 6:.1f},{y - 6:.1f}" '
-            f'stroke="{colour}" stroke-width="2.5"/>'
-            f'<text x="{x + 7:.1f}" y="{y - 4:.1f}" font-size="11" fill="{colour}">{html.escape(label)}</text>')
+    return (
+        f'<path d="M{x - 6:.1f},{y - 6:.1f}L{x + 6:.1f},{y + 6:.1f}M{x - 6:.1f},{y + 6:.1f}L{x + 6:.1f},{y - 6:.1f}" '
+        f'stroke="{colour}" stroke-width="2.5"/>'
+        f'<text x="{x + 7:.1f}" y="{y - 4:.1f}" font-size="11" fill="{colour}">{html.escape(label)}</text>'
+    )
 
 
 def _overlay_svg(episode: Episode, prediction: Prediction | None, max_side_px: int) -> str:
@@ -179,8 +205,10 @@ def _overlay_svg(episode: Episode, prediction: Prediction | None, max_side_px: i
     if uri:
         parts.append(f'<image href="{uri}" x="0" y="0" width="{width}" height="{height}" preserveAspectRatio="none"/>')
     else:
-        parts.append(f'<rect width="{width}" height="{height}" fill="#eee"/><text x="8" y="16" font-size="12">'
-                     f'image not found: {html.escape(str(episode.image))}</text>')
+        parts.append(
+            f'<rect width="{width}" height="{height}" fill="#eee"/><text x="8" y="16" font-size="12">'
+            f"image not found: {html.escape(str(episode.image))}</text>"
+        )
     for k, step in enumerate(gt_steps(episode), start=1):
         parts.append(_rect(step[1], GT_RGB, f"{k}"))
         if step[0] == "pair":
@@ -229,14 +257,22 @@ def _table_html(result: dict[str, Any]) -> str:
     nrow = "<tr><th>episodes</th>" + "".join(f"<td>{c}</td>" for c in counts) + "</tr>"
     o = result["overall"]
     lo, hi = o["tsr_ci95"]
-    overall = (f"<p><b>Overall</b>: {o['episodes']} episodes &middot; TSR {o['tsr']:.1f}% (Wilson 95% CI {lo:.1f}&ndash;{hi:.1f}) "
-               f"&middot; ARR {o['arr']:.1f}% &middot; action precision {o['precision']:.1f}% &middot; "
-               f"{o['null_plans']} null/unparseable plan(s) &middot; {o['missing_predictions']} missing prediction(s)</p>")
+    overall = (
+        f"<p><b>Overall</b>: {o['episodes']} episodes &middot; TSR {o['tsr']:.1f}% (Wilson 95% CI {lo:.1f}&ndash;{hi:.1f}) "
+        f"&middot; ARR {o['arr']:.1f}% &middot; action precision {o['precision']:.1f}% &middot; "
+        f"{o['null_plans']} null/unparseable plan(s) &middot; {o['missing_predictions']} missing prediction(s)</p>"
+    )
     return f'<table class="t1">{head1}{head2}{head3}{row}{nrow}</table>{overall}'
 
 
-def render_report(episodes: list[Episode], predictions: Mapping[str, Prediction], title: str = "GroundedPlanBench report",
-                  *, image_max_side_px: int = 640, failures_only: bool = False) -> str:
+def render_report(
+    episodes: list[Episode],
+    predictions: Mapping[str, Prediction],
+    title: str = "GroundedPlanBench report",
+    *,
+    image_max_side_px: int = 640,
+    failures_only: bool = False,
+) -> str:
     """The whole report as one HTML string (images embedded as base64 data URIs; no external files).
 
     The table and the failure tally always cover every episode; ``failures_only`` leaves the successful
@@ -257,22 +293,32 @@ def render_report(episodes: list[Episode], predictions: Mapping[str, Prediction]
         reasons = "".join(f'<li class="reason"><b>{html.escape(c)}</b>: {html.escape(t)}</li>' for c, t in d.reasons)
         cards.append(
             f'<div class="ep {"pass" if d.score.success else "fail"}" id="{html.escape(ep.id)}">'
-            f"{_overlay_svg(ep, pred, image_max_side_px)}<div class=\"info\"><h3>{html.escape(ep.id)} &middot; {html.escape(ep.group)} "
+            f'{_overlay_svg(ep, pred, image_max_side_px)}<div class="info"><h3>{html.escape(ep.id)} &middot; {html.escape(ep.group)} '
             f"&middot; {status}</h3><p>&ldquo;{html.escape(ep.instruction)}&rdquo;</p>"
             f"<p>ARR {100 * d.score.arr:.1f}% &middot; precision {100 * d.score.precision:.1f}% &middot; "
             f"{d.score.gt_actions} GT actions, {d.score.pred_actions} predicted</p>"
-            f"<ul>{reasons}</ul>{_steps_table(ep, pred)}</div></div>")
-    legend = (f'<p class="legend"><span style="color:{GT_RGB}">&#9633; GT grasp/open/close box (step n)</span>'
-              f'<span style="color:{PLACE_RGB}">&#9633; GT place target (dashed)</span>'
-              f'<span style="color:{PRED_RGB}">&#9633; predicted box, &#10005; predicted place point (pn)</span></p>')
-    return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{_table_html(result)}"
-            f"<h2>Failure reasons</h2><ul>{tally_html or '<li>none</li>'}</ul><h2>Episodes</h2>{legend}"
-            f"{''.join(cards)}</body></html>")
+            f"<ul>{reasons}</ul>{_steps_table(ep, pred)}</div></div>"
+        )
+    legend = (
+        f'<p class="legend"><span style="color:{GT_RGB}">&#9633; GT grasp/open/close box (step n)</span>'
+        f'<span style="color:{PLACE_RGB}">&#9633; GT place target (dashed)</span>'
+        f'<span style="color:{PRED_RGB}">&#9633; predicted box, &#10005; predicted place point (pn)</span></p>'
+    )
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{_table_html(result)}"
+        f"<h2>Failure reasons</h2><ul>{tally_html or '<li>none</li>'}</ul><h2>Episodes</h2>{legend}"
+        f"{''.join(cards)}</body></html>"
+    )
 
 
-def write_report(episodes: list[Episode], predictions: Mapping[str, Prediction], out: str | Path,
-                 title: str = "GroundedPlanBench report", **options: Any) -> Path:
+def write_report(
+    episodes: list[Episode],
+    predictions: Mapping[str, Prediction],
+    out: str | Path,
+    title: str = "GroundedPlanBench report",
+    **options: Any,
+) -> Path:
     """Write :func:`render_report` (``options`` are its keyword options) to ``out`` atomically; returns the path."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -31,8 +31,13 @@ class RunSummary:
     elapsed_s: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"total": self.total, "skipped": self.skipped, "done": self.done, "failed": self.failed,
-                "elapsed_s": round(self.elapsed_s, 3)}
+        return {
+            "total": self.total,
+            "skipped": self.skipped,
+            "done": self.done,
+            "failed": self.failed,
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
 
 
 class Progress:
@@ -61,8 +66,10 @@ class Progress:
         eta = (self.total - self.done) / rate if rate > 0 else float("nan")
         width = 24
         filled = int(width * self.done / max(self.total, 1))
-        line = (f"{self.label} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-                f"({self.failed} failed) {rate:.2f} ep/s ETA {eta:.0f} s")
+        line = (
+            f"{self.label} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+            f"({self.failed} failed) {rate:.2f} ep/s ETA {eta:.0f} s"
+        )
         if self.tty:
             self.stream.write("\r" + line + ("\n" if self.done == self.total else ""))
         else:
@@ -78,7 +85,9 @@ def read_done(out_path: Path, retry_errors: bool = False) -> set[str]:
     raw = out_path.read_bytes()
     if raw and not raw.endswith(b"\n"):
         cut = raw.rfind(b"\n") + 1
-        log.warning("%s: dropping a partial last record (%d bytes) left by an interrupted run", out_path, len(raw) - cut)
+        log.warning(
+            "%s: dropping a partial last record (%d bytes) left by an interrupted run", out_path, len(raw) - cut
+        )
         with out_path.open("r+b") as f:
             f.truncate(cut)
         raw = raw[:cut]
@@ -90,7 +99,9 @@ def read_done(out_path: Path, retry_errors: bool = False) -> set[str]:
             record = json.loads(line)
             last_ok[str(record["id"])] = record.get("plan") is not None
         except (ValueError, KeyError, TypeError):
-            raise EpisodeError(f"{out_path}:{lineno}: not a prediction record; fix or remove the line to resume") from None
+            raise EpisodeError(
+                f"{out_path}:{lineno}: not a prediction record; fix or remove the line to resume"
+            ) from None
     return {i for i, ok in last_ok.items() if ok or not retry_errors}
 
 
@@ -115,10 +126,17 @@ def plan_episode(planner: Any, episode: Episode) -> dict[str, Any]:
     return record
 
 
-def run_bench(episodes: list[Episode], planner: Any, out_path: str | Path, *, concurrency: int = 4,
-              retry_errors: bool = False, limit: int | None = None,
-              on_record: Callable[[dict[str, Any]], None] | None = None,
-              progress_stream: TextIO | None = None) -> RunSummary:
+def run_bench(
+    episodes: list[Episode],
+    planner: Any,
+    out_path: str | Path,
+    *,
+    concurrency: int = 4,
+    retry_errors: bool = False,
+    limit: int | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    progress_stream: TextIO | None = None,
+) -> RunSummary:
     """Plan every episode not yet in ``out_path`` and append one JSON line per episode as it finishes.
 
     ``planner`` is anything with ``plan(image_rgb, instruction) -> GroundedPlan`` (the vlm layer's
@@ -138,8 +156,10 @@ def run_bench(episodes: list[Episode], planner: Any, out_path: str | Path, *, co
         todo = todo[:limit]
     progress = Progress(len(todo), progress_stream)
     written = failed = 0
-    with out_path.open("a", encoding="utf-8") as out, ThreadPoolExecutor(max_workers=concurrency,
-                                                                        thread_name_prefix="bench") as pool:
+    with (
+        out_path.open("a", encoding="utf-8") as out,
+        ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bench") as pool,
+    ):
         pending: set[Future] = set()
         queue = iter(todo)
         try:
@@ -166,4 +186,6 @@ def run_bench(episodes: list[Episode], planner: Any, out_path: str | Path, *, co
                 future.cancel()
             raise
     skipped = sum(1 for ep in episodes if ep.id in done_ids)
-    return RunSummary(total=len(episodes), skipped=skipped, done=written - failed, failed=failed, elapsed_s=time.monotonic() - start)
+    return RunSummary(
+        total=len(episodes), skipped=skipped, done=written - failed, failed=failed, elapsed_s=time.monotonic() - start
+    )

@@ -34,8 +34,15 @@ class Thing:
     bbox: tuple[int, int, int, int]
 
 
-SIZES = {"cup": (22, 28), "block": (20, 20), "apple": (22, 22), "plate": (64, 40), "bin": (70, 56),
-         "tray": (80, 44), "drawer": (96, 40)}
+SIZES = {
+    "cup": (22, 28),
+    "block": (20, 20),
+    "apple": (22, 22),
+    "plate": (64, 40),
+    "bin": (70, 56),
+    "tray": (80, 44),
+    "drawer": (96, 40),
+}
 
 
 def _layout(rng: random.Random, things: list[tuple[str, str, tuple[int, int, int]]]) -> list[Thing]:
@@ -50,8 +57,10 @@ def _layout(rng: random.Random, things: list[tuple[str, str, tuple[int, int, int
             else:
                 x, y = rng.randint(8, w_img - w - 8), rng.randint(70, h_img - h - 8)
             box = (x, y, x + w, y + h)
-            if all(box[2] + 6 < t.bbox[0] or t.bbox[2] + 6 < box[0] or box[3] + 6 < t.bbox[1] or t.bbox[3] + 6 < box[1]
-                   for t in placed):
+            if all(
+                box[2] + 6 < t.bbox[0] or t.bbox[2] + 6 < box[0] or box[3] + 6 < t.bbox[1] or t.bbox[3] + 6 < box[1]
+                for t in placed
+            ):
                 placed.append(Thing(name, shape, rgb, box))
                 break
         else:
@@ -95,54 +104,162 @@ def draw_scene(things: list[Thing]):
 RED, BLUE, GREEN, YELLOW, PURPLE = (214, 60, 50), (60, 100, 210), (70, 170, 80), (235, 200, 50), (150, 80, 180)
 WHITE, GREY, BROWN = (245, 245, 240), (120, 120, 125), (150, 100, 60)
 EPISODES: list[dict[str, Any]] = [
-    dict(id="ep-01", instruction="put the red cup in the bin", type="explicit",
-         things=[("red cup", "cup", RED), ("bin", "bin", GREY), ("blue block", "block", BLUE)],
-         steps=[("pair", "red cup", "bin")], blocks=[], recipe="perfect"),
-    dict(id="ep-02", instruction="clear the cups off the table", type="implicit",
-         things=[("red cup", "cup", RED), ("blue cup", "cup", BLUE), ("bin", "bin", GREY)],
-         steps=[("pair", "red cup", "bin"), ("pair", "blue cup", "bin")], blocks=[[0, 1]], recipe="permute_block"),
-    dict(id="ep-03", instruction="open the drawer, then put the yellow block in the tray", type="explicit",
-         things=[("drawer", "drawer", BROWN), ("yellow block", "block", YELLOW), ("tray", "tray", WHITE)],
-         steps=[("open", "drawer"), ("pair", "yellow block", "tray")], blocks=[], recipe="wrong_order"),
-    dict(id="ep-04", instruction="put the red, blue and green blocks on the plate", type="explicit",
-         things=[("red block", "block", RED), ("blue block", "block", BLUE), ("green block", "block", GREEN),
-                 ("plate", "plate", WHITE)],
-         steps=[("pair", "red block", "plate"), ("pair", "blue block", "plate"), ("pair", "green block", "plate")],
-         blocks=[[0, 1, 2]], recipe="wrong_box"),
-    dict(id="ep-05", instruction="get the fruit ready to serve", type="implicit",
-         things=[("apple", "apple", RED), ("green apple", "apple", GREEN), ("yellow cup", "cup", YELLOW),
-                 ("plate", "plate", WHITE), ("tray", "tray", WHITE)],
-         steps=[("pair", "apple", "plate"), ("pair", "green apple", "plate"), ("pair", "yellow cup", "tray")],
-         blocks=[], recipe="place_outside"),
-    dict(id="ep-06", instruction="open the drawer, put the purple and blue blocks in it, then close it", type="explicit",
-         things=[("drawer", "drawer", BROWN), ("purple block", "block", PURPLE), ("blue block", "block", BLUE)],
-         steps=[("open", "drawer"), ("pair", "purple block", "drawer"), ("pair", "blue block", "drawer"),
-                ("close", "drawer")], blocks=[[1, 2]], recipe="missing_last"),
-    dict(id="ep-07", instruction="I'd like the apple on a plate", type="implicit",
-         things=[("apple", "apple", RED), ("plate", "plate", WHITE), ("drawer", "drawer", BROWN)],
-         steps=[("pair", "apple", "plate")], blocks=[], recipe="extra_open"),
-    dict(id="ep-08", instruction="put all five blocks in the bin", type="explicit",
-         things=[("red block", "block", RED), ("blue block", "block", BLUE), ("green block", "block", GREEN),
-                 ("yellow block", "block", YELLOW), ("purple block", "block", PURPLE), ("bin", "bin", GREY)],
-         steps=[("pair", c, "bin") for c in ("red block", "blue block", "green block", "yellow block", "purple block")],
-         blocks=[[0, 1, 2, 3, 4]], recipe="permute_block"),
-    dict(id="ep-09", instruction="pack everything away in the drawer", type="implicit",
-         things=[("drawer", "drawer", BROWN), ("red cup", "cup", RED), ("blue cup", "cup", BLUE),
-                 ("green block", "block", GREEN), ("apple", "apple", RED)],
-         steps=[("open", "drawer"), ("pair", "red cup", "drawer"), ("pair", "blue cup", "drawer"),
-                ("pair", "green block", "drawer"), ("pair", "apple", "drawer"), ("close", "drawer")],
-         blocks=[[1, 2, 3, 4]], recipe="null"),
-    dict(id="ep-10", instruction="move the green block onto the plate", type="explicit",
-         things=[("green block", "block", GREEN), ("plate", "plate", WHITE)],
-         steps=[("pair", "green block", "plate")], blocks=[], recipe="grasp_only"),
-    dict(id="ep-11", instruction="sort the cups into the tray and the blocks into the bin", type="implicit",
-         things=[("red cup", "cup", RED), ("yellow cup", "cup", YELLOW), ("blue block", "block", BLUE),
-                 ("green block", "block", GREEN), ("tray", "tray", WHITE), ("bin", "bin", GREY)],
-         steps=[("pair", "red cup", "tray"), ("pair", "yellow cup", "tray"), ("pair", "blue block", "bin"),
-                ("pair", "green block", "bin")], blocks=[[0, 1], [2, 3]], recipe="swap_across_blocks"),
-    dict(id="ep-12", instruction="open the drawer", type="explicit",
-         things=[("drawer", "drawer", BROWN), ("red cup", "cup", RED)],
-         steps=[("open", "drawer")], blocks=[], recipe="unparseable"),
+    dict(
+        id="ep-01",
+        instruction="put the red cup in the bin",
+        type="explicit",
+        things=[("red cup", "cup", RED), ("bin", "bin", GREY), ("blue block", "block", BLUE)],
+        steps=[("pair", "red cup", "bin")],
+        blocks=[],
+        recipe="perfect",
+    ),
+    dict(
+        id="ep-02",
+        instruction="clear the cups off the table",
+        type="implicit",
+        things=[("red cup", "cup", RED), ("blue cup", "cup", BLUE), ("bin", "bin", GREY)],
+        steps=[("pair", "red cup", "bin"), ("pair", "blue cup", "bin")],
+        blocks=[[0, 1]],
+        recipe="permute_block",
+    ),
+    dict(
+        id="ep-03",
+        instruction="open the drawer, then put the yellow block in the tray",
+        type="explicit",
+        things=[("drawer", "drawer", BROWN), ("yellow block", "block", YELLOW), ("tray", "tray", WHITE)],
+        steps=[("open", "drawer"), ("pair", "yellow block", "tray")],
+        blocks=[],
+        recipe="wrong_order",
+    ),
+    dict(
+        id="ep-04",
+        instruction="put the red, blue and green blocks on the plate",
+        type="explicit",
+        things=[
+            ("red block", "block", RED),
+            ("blue block", "block", BLUE),
+            ("green block", "block", GREEN),
+            ("plate", "plate", WHITE),
+        ],
+        steps=[("pair", "red block", "plate"), ("pair", "blue block", "plate"), ("pair", "green block", "plate")],
+        blocks=[[0, 1, 2]],
+        recipe="wrong_box",
+    ),
+    dict(
+        id="ep-05",
+        instruction="get the fruit ready to serve",
+        type="implicit",
+        things=[
+            ("apple", "apple", RED),
+            ("green apple", "apple", GREEN),
+            ("yellow cup", "cup", YELLOW),
+            ("plate", "plate", WHITE),
+            ("tray", "tray", WHITE),
+        ],
+        steps=[("pair", "apple", "plate"), ("pair", "green apple", "plate"), ("pair", "yellow cup", "tray")],
+        blocks=[],
+        recipe="place_outside",
+    ),
+    dict(
+        id="ep-06",
+        instruction="open the drawer, put the purple and blue blocks in it, then close it",
+        type="explicit",
+        things=[("drawer", "drawer", BROWN), ("purple block", "block", PURPLE), ("blue block", "block", BLUE)],
+        steps=[
+            ("open", "drawer"),
+            ("pair", "purple block", "drawer"),
+            ("pair", "blue block", "drawer"),
+            ("close", "drawer"),
+        ],
+        blocks=[[1, 2]],
+        recipe="missing_last",
+    ),
+    dict(
+        id="ep-07",
+        instruction="I'd like the apple on a plate",
+        type="implicit",
+        things=[("apple", "apple", RED), ("plate", "plate", WHITE), ("drawer", "drawer", BROWN)],
+        steps=[("pair", "apple", "plate")],
+        blocks=[],
+        recipe="extra_open",
+    ),
+    dict(
+        id="ep-08",
+        instruction="put all five blocks in the bin",
+        type="explicit",
+        things=[
+            ("red block", "block", RED),
+            ("blue block", "block", BLUE),
+            ("green block", "block", GREEN),
+            ("yellow block", "block", YELLOW),
+            ("purple block", "block", PURPLE),
+            ("bin", "bin", GREY),
+        ],
+        steps=[("pair", c, "bin") for c in ("red block", "blue block", "green block", "yellow block", "purple block")],
+        blocks=[[0, 1, 2, 3, 4]],
+        recipe="permute_block",
+    ),
+    dict(
+        id="ep-09",
+        instruction="pack everything away in the drawer",
+        type="implicit",
+        things=[
+            ("drawer", "drawer", BROWN),
+            ("red cup", "cup", RED),
+            ("blue cup", "cup", BLUE),
+            ("green block", "block", GREEN),
+            ("apple", "apple", RED),
+        ],
+        steps=[
+            ("open", "drawer"),
+            ("pair", "red cup", "drawer"),
+            ("pair", "blue cup", "drawer"),
+            ("pair", "green block", "drawer"),
+            ("pair", "apple", "drawer"),
+            ("close", "drawer"),
+        ],
+        blocks=[[1, 2, 3, 4]],
+        recipe="null",
+    ),
+    dict(
+        id="ep-10",
+        instruction="move the green block onto the plate",
+        type="explicit",
+        things=[("green block", "block", GREEN), ("plate", "plate", WHITE)],
+        steps=[("pair", "green block", "plate")],
+        blocks=[],
+        recipe="grasp_only",
+    ),
+    dict(
+        id="ep-11",
+        instruction="sort the cups into the tray and the blocks into the bin",
+        type="implicit",
+        things=[
+            ("red cup", "cup", RED),
+            ("yellow cup", "cup", YELLOW),
+            ("blue block", "block", BLUE),
+            ("green block", "block", GREEN),
+            ("tray", "tray", WHITE),
+            ("bin", "bin", GREY),
+        ],
+        steps=[
+            ("pair", "red cup", "tray"),
+            ("pair", "yellow cup", "tray"),
+            ("pair", "blue block", "bin"),
+            ("pair", "green block", "bin"),
+        ],
+        blocks=[[0, 1], [2, 3]],
+        recipe="swap_across_blocks",
+    ),
+    dict(
+        id="ep-12",
+        instruction="open the drawer",
+        type="explicit",
+        things=[("drawer", "drawer", BROWN), ("red cup", "cup", RED)],
+        steps=[("open", "drawer")],
+        blocks=[],
+        recipe="unparseable",
+    ),
 ]
 
 
@@ -166,9 +283,17 @@ def _pred_steps(gt_actions: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         box = [a["bbox"][0] + 1, a["bbox"][1], a["bbox"][2] + 1, a["bbox"][3] - 1]
         if a["type"] == "grasp":
             region = gt_actions[i + 1]["bbox"]
-            steps.append([{"type": "grasp", "object": a["object"], "bbox": box},
-                          {"type": "place", "object": a["object"], "target": gt_actions[i + 1]["target"],
-                           "point": [(region[0] + region[2]) / 2, (region[1] + region[3]) / 2]}])
+            steps.append(
+                [
+                    {"type": "grasp", "object": a["object"], "bbox": box},
+                    {
+                        "type": "place",
+                        "object": a["object"],
+                        "target": gt_actions[i + 1]["target"],
+                        "point": [(region[0] + region[2]) / 2, (region[1] + region[3]) / 2],
+                    },
+                ]
+            )
             i += 2
         else:
             steps.append([{"type": a["type"], "object": a["object"], "bbox": box}])
@@ -178,13 +303,17 @@ def _pred_steps(gt_actions: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 def _predict(recipe: str, ep_id: str, instruction: str, gt_actions: list[dict[str, Any]], blocks) -> dict[str, Any]:
     if recipe == "null":
-        return {"id": ep_id, "plan": None, "error": "VLMResponseError: no valid plan after 2 answer(s): no JSON in the answer"}
+        return {
+            "id": ep_id,
+            "plan": None,
+            "error": "VLMResponseError: no valid plan after 2 answer(s): no JSON in the answer",
+        }
     if recipe == "unparseable":
         return {"id": ep_id, "plan": "open(drawer)", "error": ""}
     steps = _pred_steps(gt_actions)
     if recipe == "permute_block":
         b = blocks[0]
-        steps[b[0]:b[-1] + 1] = steps[b[0]:b[-1] + 1][::-1]
+        steps[b[0] : b[-1] + 1] = steps[b[0] : b[-1] + 1][::-1]
     elif recipe in ("wrong_order", "swap_across_blocks"):
         k = 0 if recipe == "wrong_order" else 1
         steps[k], steps[k + 1] = steps[k + 1], steps[k]
@@ -201,8 +330,15 @@ def _predict(recipe: str, ep_id: str, instruction: str, gt_actions: list[dict[st
     elif recipe == "grasp_only":
         steps[0] = steps[0][:1]
     actions = [a for s in steps for a in s]
-    plan = {"instruction": instruction, "image_size": list(IMAGE_SIZE), "actions": actions, "reason": "",
-            "warnings": [], "model": "sample", "raw_response": ""}
+    plan = {
+        "instruction": instruction,
+        "image_size": list(IMAGE_SIZE),
+        "actions": actions,
+        "reason": "",
+        "warnings": [],
+        "model": "sample",
+        "raw_response": "",
+    }
     return {"id": ep_id, "plan": plan, "error": ""}
 
 
@@ -218,11 +354,18 @@ def make_sample_set(out_dir: str | Path, seed: int = 0) -> tuple[Path, Path]:
         image_rel = f"images/{spec['id']}.png"
         draw_scene(things).save(out / image_rel, optimize=True)
         actions = _gt_actions(spec["steps"], by_name)
-        record = {"id": spec["id"], "image": image_rel, "instruction": spec["instruction"],
-                  "instruction_type": spec["type"], "actions": actions, "unordered": spec["blocks"]}
+        record = {
+            "id": spec["id"],
+            "image": image_rel,
+            "instruction": spec["instruction"],
+            "instruction_type": spec["type"],
+            "actions": actions,
+            "unordered": spec["blocks"],
+        }
         episode_lines.append(json.dumps(record))
-        prediction_lines.append(json.dumps(_predict(spec["recipe"], spec["id"], spec["instruction"], actions,
-                                                    spec["blocks"])))
+        prediction_lines.append(
+            json.dumps(_predict(spec["recipe"], spec["id"], spec["instruction"], actions, spec["blocks"]))
+        )
     episodes_path, predictions_path = out / "episodes.jsonl", out / "predictions.jsonl"
     episodes_path.write_text("\n".join(episode_lines) + "\n", encoding="utf-8")
     predictions_path.write_text("\n".join(prediction_lines) + "\n", encoding="utf-8")

@@ -61,7 +61,9 @@ def predicted_actions(plan: Any) -> list[tuple[str, Any, Any]] | None:
             out.append(("?", None, None))
             continue
         atype = raw.get("type")
-        out.append((atype if isinstance(atype, str) else "?", _floats(raw.get("bbox"), 4), _floats(raw.get("point"), 2)))
+        out.append(
+            (atype if isinstance(atype, str) else "?", _floats(raw.get("bbox"), 4), _floats(raw.get("point"), 2))
+        )
     return out
 
 
@@ -236,7 +238,9 @@ def _as_mapping(predictions: Mapping[str, Prediction] | Iterable[Prediction]) ->
     return {p.id: p for p in predictions}
 
 
-def score_episodes(episodes: list[Episode], predictions: Mapping[str, Prediction] | Iterable[Prediction]) -> list[EpisodeScore]:
+def score_episodes(
+    episodes: list[Episode], predictions: Mapping[str, Prediction] | Iterable[Prediction]
+) -> list[EpisodeScore]:
     """Per-episode scores, in episode order."""
     preds = _as_mapping(predictions)
     return [score_episode(ep, preds.get(ep.id)) for ep in episodes]

@@ -42,8 +42,14 @@ def random_episode(rng: random.Random, ep_id: str, n_actions: int | None = None)
             i += size
         else:
             i += 1
-    return {"id": ep_id, "image": f"images/{ep_id}.png", "instruction": "synthetic task",
-            "instruction_type": rng.choice(["explicit", "implicit"]), "actions": actions, "unordered": blocks}
+    return {
+        "id": ep_id,
+        "image": f"images/{ep_id}.png",
+        "instruction": "synthetic task",
+        "instruction_type": rng.choice(["explicit", "implicit"]),
+        "actions": actions,
+        "unordered": blocks,
+    }
 
 
 def _jitter_box(rng: random.Random, box: list[float]) -> list[float]:
@@ -79,10 +85,10 @@ def _gt_steps(actions: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     steps, i = [], 0
     while i < len(actions):
         if actions[i]["type"] == "grasp":
-            steps.append(actions[i:i + 2])
+            steps.append(actions[i : i + 2])
             i += 2
         else:
-            steps.append(actions[i:i + 1])
+            steps.append(actions[i : i + 1])
             i += 1
     return steps
 
@@ -98,16 +104,20 @@ def random_prediction(rng: random.Random, episode: dict[str, Any]) -> dict[str, 
     pred_steps = []
     for step in steps:
         if step[0]["type"] == "grasp":
-            pred_steps.append([{"type": "grasp", "bbox": _jitter_box(rng, step[0]["bbox"])},
-                               {"type": "place", "point": _place_point(rng, step[1]["bbox"])}])
+            pred_steps.append(
+                [
+                    {"type": "grasp", "bbox": _jitter_box(rng, step[0]["bbox"])},
+                    {"type": "place", "point": _place_point(rng, step[1]["bbox"])},
+                ]
+            )
         else:
             kind = step[0]["type"] if rng.random() < 0.95 else ("close" if step[0]["type"] == "open" else "open")
             pred_steps.append([{"type": kind, "bbox": _jitter_box(rng, step[0]["bbox"])}])
     for block in episode["unordered"]:
         if rng.random() < 0.5:
-            chunk = pred_steps[block[0]:block[-1] + 1]
+            chunk = pred_steps[block[0] : block[-1] + 1]
             rng.shuffle(chunk)
-            pred_steps[block[0]:block[-1] + 1] = chunk
+            pred_steps[block[0] : block[-1] + 1] = chunk
     if len(pred_steps) >= 2 and rng.random() < 0.1:
         i = rng.randrange(len(pred_steps) - 1)
         pred_steps[i], pred_steps[i + 1] = pred_steps[i + 1], pred_steps[i]
@@ -123,8 +133,15 @@ def random_prediction(rng: random.Random, episode: dict[str, Any]) -> dict[str, 
         actions.insert(rng.randint(0, len(actions)), {"type": "place", "point": [10.0, 10.0]})  # no grasp before it
     if actions and rng.random() < 0.02:
         actions[rng.randrange(len(actions))].pop("bbox", None)
-    plan = {"instruction": episode["instruction"], "image_size": [IMAGE_W, IMAGE_H], "actions": actions,
-            "reason": "" if actions else "nothing to do", "warnings": [], "model": "synthetic", "raw_response": ""}
+    plan = {
+        "instruction": episode["instruction"],
+        "image_size": [IMAGE_W, IMAGE_H],
+        "actions": actions,
+        "reason": "" if actions else "nothing to do",
+        "warnings": [],
+        "model": "synthetic",
+        "raw_response": "",
+    }
     return {"id": episode["id"], "plan": plan, "error": ""}
 
 

@@ -30,9 +30,11 @@ def overall_line(label: str, result: dict[str, Any]) -> list[str]:
     """The overall figures of one result (with the Wilson 95% interval on TSR) and notes on missing data."""
     o = result["overall"]
     lo, hi = o["tsr_ci95"]
-    lines = [f"{label}: {o['episodes']} episodes, TSR {o['tsr']:.1f}% (95% CI {lo:.1f}-{hi:.1f}), "
-             f"ARR {o['arr']:.1f}%, action precision {o['precision']:.1f}%, "
-             f"{o['null_plans']} null/unparseable plan(s)"]
+    lines = [
+        f"{label}: {o['episodes']} episodes, TSR {o['tsr']:.1f}% (95% CI {lo:.1f}-{hi:.1f}), "
+        f"ARR {o['arr']:.1f}%, action precision {o['precision']:.1f}%, "
+        f"{o['null_plans']} null/unparseable plan(s)"
+    ]
     if o.get("missing_predictions"):
         lines.append(f"  note: {o['missing_predictions']} episode(s) had no prediction and scored as null plans")
     if o.get("unknown_predictions"):

@@ -11,15 +11,23 @@ log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(subparsers, "approve",
+    parser = add_command(
+        subparsers,
+        "approve",
         description="Calls NAMESPACE/grounded_planner/approve (std_srvs/SetBool): true approves, false rejects. "
-                    "Exit 0 when the executor took the answer, 1 when no plan was waiting, 2 when no executor answered.")
+        "Exit 0 when the executor took the answer, 1 when no plan was waiting, 2 when no executor answered.",
+    )
     parser.add_argument("--reject", metavar="REASON", help="reject the plan; the reason is logged here")
-    parser.add_argument("--timeout", type=float, default=10.0, dest="timeout_s",
-                        help="seconds to wait for the service (default 10)")
-    parser.add_argument("--namespace", default="", metavar="NS",
-                        help="the robot's namespace (its stack brought up with --namespace NS / namespace:=NS); "
-                             "default: the root namespace")
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, dest="timeout_s", help="seconds to wait for the service (default 10)"
+    )
+    parser.add_argument(
+        "--namespace",
+        default="",
+        metavar="NS",
+        help="the robot's namespace (its stack brought up with --namespace NS / namespace:=NS); "
+        "default: the root namespace",
+    )
     parser.set_defaults(func=_approve)
 
 

@@ -21,29 +21,44 @@ from grounded_planner.vlm.factory import make_planner
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    bench = add_command(subparsers, "bench",
+    bench = add_command(
+        subparsers,
+        "bench",
         description="GroundedPlanBench-style evaluation: TSR/ARR scoring (Table I layout), "
-                    "batch planning over an episode set, self-contained HTML reports.")
+        "batch planning over an episode set, self-contained HTML reports.",
+    )
     sub = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     bench.set_defaults(func=lambda args: _usage(bench))
 
     score = sub.add_parser("score", help="score predictions against ground-truth episodes")
     score.add_argument("--episodes", required=True, help="ground-truth episodes JSONL")
-    score.add_argument("--predictions", required=True, nargs="+", metavar="PREDICTIONS",
-                       help="predictions JSONL ({id, plan, error} a line); several files give one table row each "
-                            "and a paired test (exact McNemar on TSR) of the first against each other")
-    score.add_argument("--json", action="store_true",
-                       help="print exactly one JSON object instead of the table (one predictions file)")
-    score.add_argument("--per-episode", metavar="PATH",
-                       help="also write one JSON line per episode (success, ARR, precision, failure reasons) for the "
-                            "first predictions file")
+    score.add_argument(
+        "--predictions",
+        required=True,
+        nargs="+",
+        metavar="PREDICTIONS",
+        help="predictions JSONL ({id, plan, error} a line); several files give one table row each "
+        "and a paired test (exact McNemar on TSR) of the first against each other",
+    )
+    score.add_argument(
+        "--json", action="store_true", help="print exactly one JSON object instead of the table (one predictions file)"
+    )
+    score.add_argument(
+        "--per-episode",
+        metavar="PATH",
+        help="also write one JSON line per episode (success, ARR, precision, failure reasons) for the "
+        "first predictions file",
+    )
     score.set_defaults(func=_score)
 
-    run = sub.add_parser("run", help="run the planner on every episode and append predictions (resumable)",
-                         description="Plan every episode with the VLM planner and append {id, plan, error} lines to "
-                                     "--out. Ids already there are skipped, so an interrupted run resumes; with a "
-                                     "--cache-dir a repeated run sends no requests. Planner defaults come from the "
-                                     "GP_VLM_* environment variables, then --config, then the flags.")
+    run = sub.add_parser(
+        "run",
+        help="run the planner on every episode and append predictions (resumable)",
+        description="Plan every episode with the VLM planner and append {id, plan, error} lines to "
+        "--out. Ids already there are skipped, so an interrupted run resumes; with a "
+        "--cache-dir a repeated run sends no requests. Planner defaults come from the "
+        "GP_VLM_* environment variables, then --config, then the flags.",
+    )
     run.add_argument("--episodes", required=True, help="ground-truth episodes JSONL")
     run.add_argument("--out", required=True, help="predictions JSONL to append to; ids already there are skipped")
     add_planner_arguments(run)
@@ -58,8 +73,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument("--out", required=True, help="HTML file to write")
     report.add_argument("--title", default=None, help="report title (default: the predictions file name)")
     report.add_argument("--failures-only", action="store_true", help="leave successful episodes' cards out")
-    report.add_argument("--image-max-side", type=int, default=640,
-                        help="shrink larger images to this many pixels (JPEG) in the report; 0 = embed as is")
+    report.add_argument(
+        "--image-max-side",
+        type=int,
+        default=640,
+        help="shrink larger images to this many pixels (JPEG) in the report; 0 = embed as is",
+    )
     report.set_defaults(func=_report)
 
 
@@ -80,8 +99,11 @@ def _load(episodes_path: str, predictions_path: str):
 def _warn_duplicates(label: str, predictions) -> None:
     """A repeated prediction id is scored by its last line: say so, never silently."""
     for ep_id, wheres in predictions.duplicates.items():
-        print(f"warning: {label}: prediction id {ep_id!r} appears {len(wheres)} times ({', '.join(wheres)}); "
-              "the last one is scored", file=sys.stderr)
+        print(
+            f"warning: {label}: prediction id {ep_id!r} appears {len(wheres)} times ({', '.join(wheres)}); "
+            "the last one is scored",
+            file=sys.stderr,
+        )
 
 
 def _score(args: argparse.Namespace) -> int:
@@ -100,11 +122,17 @@ def _score(args: argparse.Namespace) -> int:
         result = score(episodes, predictions)
         overall = result["overall"]
         if overall["missing_predictions"]:
-            print(f"warning: {label}: {overall['missing_predictions']} episode(s) have no prediction; scored as "
-                  "null plans", file=sys.stderr)
+            print(
+                f"warning: {label}: {overall['missing_predictions']} episode(s) have no prediction; scored as "
+                "null plans",
+                file=sys.stderr,
+            )
         if overall["unknown_predictions"]:
-            print(f"warning: {label}: {overall['unknown_predictions']} prediction id(s) name no episode in "
-                  f"{args.episodes}; ignored", file=sys.stderr)
+            print(
+                f"warning: {label}: {overall['unknown_predictions']} prediction id(s) name no episode in "
+                f"{args.episodes}; ignored",
+                file=sys.stderr,
+            )
         results.append((label, result))
     for label, predictions in zip(labels, prediction_sets):
         _warn_duplicates(label, predictions)
@@ -121,9 +149,11 @@ def _score(args: argparse.Namespace) -> int:
             other = [s.success for s in score_episodes(episodes, predictions)]
             a_only = sum(1 for a, b in zip(base, other) if a and not b)
             b_only = sum(1 for a, b in zip(base, other) if b and not a)
-            print(f"{labels[0]} vs {label}: task success on the same {len(episodes)} episodes differs in "
-                  f"{a_only + b_only} ({labels[0]} only {a_only}, {label} only {b_only}); "
-                  f"exact McNemar p = {mcnemar_exact(a_only, b_only):.3g}")
+            print(
+                f"{labels[0]} vs {label}: task success on the same {len(episodes)} episodes differs in "
+                f"{a_only + b_only} ({labels[0]} only {a_only}, {label} only {b_only}); "
+                f"exact McNemar p = {mcnemar_exact(a_only, b_only):.3g}"
+            )
     return 0
 
 
@@ -131,11 +161,23 @@ def _write_per_episode(path: str, episodes, predictions) -> None:
     lines = []
     for episode in episodes:
         d = diagnose(episode, predictions.get(episode.id))
-        lines.append(json.dumps({"id": episode.id, "group": episode.group, "success": d.score.success,
-                                 "arr": 100.0 * d.score.arr, "precision": 100.0 * d.score.precision,
-                                 "gt_actions": d.score.gt_actions, "pred_actions": d.score.pred_actions,
-                                 "matched_actions": d.score.matched_actions, "failures": d.categories,
-                                 "reasons": [text for _, text in d.reasons]}, ensure_ascii=False))
+        lines.append(
+            json.dumps(
+                {
+                    "id": episode.id,
+                    "group": episode.group,
+                    "success": d.score.success,
+                    "arr": 100.0 * d.score.arr,
+                    "precision": 100.0 * d.score.precision,
+                    "gt_actions": d.score.gt_actions,
+                    "pred_actions": d.score.pred_actions,
+                    "matched_actions": d.score.matched_actions,
+                    "failures": d.categories,
+                    "reasons": [text for _, text in d.reasons],
+                },
+                ensure_ascii=False,
+            )
+        )
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
@@ -165,8 +207,15 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         with planner:
-            summary = run_bench(episodes, planner, args.out, concurrency=args.concurrency,
-                                retry_errors=args.retry_errors, limit=args.limit, on_record=remember)
+            summary = run_bench(
+                episodes,
+                planner,
+                args.out,
+                concurrency=args.concurrency,
+                retry_errors=args.retry_errors,
+                limit=args.limit,
+                on_record=remember,
+            )
     except EpisodeError as exc:
         raise CliError(str(exc)) from None
     servers = server_counts(planner)
@@ -183,8 +232,14 @@ def _report(args: argparse.Namespace) -> int:
         raise CliError(f"--image-max-side must be >= 0 pixels (0 = embed as is), got {args.image_max_side}")
     episodes, predictions = _load(args.episodes, args.predictions)
     try:
-        out = write_report(episodes, predictions, args.out, title=args.title or f"GroundedPlanBench: {Path(args.predictions).name}",
-                           image_max_side_px=args.image_max_side, failures_only=args.failures_only)
+        out = write_report(
+            episodes,
+            predictions,
+            args.out,
+            title=args.title or f"GroundedPlanBench: {Path(args.predictions).name}",
+            image_max_side_px=args.image_max_side,
+            failures_only=args.failures_only,
+        )
     except OSError as exc:
         raise CliError(f"cannot write report {args.out}: {exc.strerror}") from None
     print(out)

@@ -27,31 +27,59 @@ DEFAULT_CONFIG = "config/execution_franka.yaml"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    ex = add_command(subparsers, "execute",
+    ex = add_command(
+        subparsers,
+        "execute",
         description='Print {"success": bool, "steps": [{"index", "type", "outcome", "message"}]}. Outcomes: ok, '
-                    "outside_workspace, unreachable, grasp_failed, timeout, cancelled, fault. Every target is "
-                    "checked against the safety envelope before the first motion; a failed step aborts the plan. "
-                    "Exit code 0 when every step is ok, 1 otherwise, 2 for bad input. Ctrl-C cancels (the arm stops).")
+        "outside_workspace, unreachable, grasp_failed, timeout, cancelled, fault. Every target is "
+        "checked against the safety envelope before the first motion; a failed step aborts the plan. "
+        "Exit code 0 when every step is ok, 1 otherwise, 2 for bad input. Ctrl-C cancels (the arm stops).",
+    )
     ex.add_argument("--plan", required=True, metavar="PLAN.json", help="canonical grounded plan JSON")
-    ex.add_argument("--targets", required=True, metavar="TARGETS.json",
-                    help="3D targets as printed by `grounded-planner backproject`, in the robot base frame")
-    ex.add_argument("--backend", choices=BACKEND_NAMES, default=None,
-                    help="robot backend (default: executor.backend of the config)")
-    ex.add_argument("--config", default=None, metavar="FILE",
-                    help=f"executor/safety YAML (default: {DEFAULT_CONFIGS['lerobot']} for lerobot, "
-                         f"{DEFAULT_CONFIG} otherwise)")
-    ex.add_argument("-o", "--backend-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="override one backends.<backend> setting of the config, e.g. -o hostname=127.0.0.2 "
-                         "-o realtime=false (values in YAML syntax; repeatable)")
-    ex.add_argument("--dry-run", action="store_true",
-                    help="check every target (workspace, reachability where the backend can tell offline) and "
-                         "report the motions; connects to nothing and moves nothing")
+    ex.add_argument(
+        "--targets",
+        required=True,
+        metavar="TARGETS.json",
+        help="3D targets as printed by `grounded-planner backproject`, in the robot base frame",
+    )
+    ex.add_argument(
+        "--backend", choices=BACKEND_NAMES, default=None, help="robot backend (default: executor.backend of the config)"
+    )
+    ex.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help=f"executor/safety YAML (default: {DEFAULT_CONFIGS['lerobot']} for lerobot, {DEFAULT_CONFIG} otherwise)",
+    )
+    ex.add_argument(
+        "-o",
+        "--backend-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one backends.<backend> setting of the config, e.g. -o hostname=127.0.0.2 "
+        "-o realtime=false (values in YAML syntax; repeatable)",
+    )
+    ex.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check every target (workspace, reachability where the backend can tell offline) and "
+        "report the motions; connects to nothing and moves nothing",
+    )
     ex.add_argument("--compact", action="store_true", help="one-line JSON")
-    ex.add_argument("--confirm", action="store_true",
-                    help="show the checked plan and its motions, then move only after 'y' on the terminal; no answer "
-                         "within --confirm-timeout = rejected, nothing moved")
-    ex.add_argument("--confirm-timeout", type=float, default=60.0, metavar="S",
-                    help="seconds --confirm waits for an answer (default 60)")
+    ex.add_argument(
+        "--confirm",
+        action="store_true",
+        help="show the checked plan and its motions, then move only after 'y' on the terminal; no answer "
+        "within --confirm-timeout = rejected, nothing moved",
+    )
+    ex.add_argument(
+        "--confirm-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds --confirm waits for an answer (default 60)",
+    )
     ex.set_defaults(func=_execute)
 
 
@@ -102,8 +130,12 @@ def _confirmed(executor, plan, targets, timeout_s: float) -> bool:
     if not preview.success:
         print(f"not run: {preview.message}", file=sys.stderr)
         return False
-    print(f"move the robot through these {len(preview.steps)} steps? [y/N] (rejected after {timeout_s:g} s) ",
-          end="", file=sys.stderr, flush=True)
+    print(
+        f"move the robot through these {len(preview.steps)} steps? [y/N] (rejected after {timeout_s:g} s) ",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
     ready, _, _ = select.select([sys.stdin], [], [], timeout_s)
     answer = sys.stdin.readline().strip().lower() if ready else ""
     if answer in ("y", "yes"):

@@ -20,52 +20,89 @@ from grounded_planner.plan import PlanError, load_plan
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    bp = add_command(subparsers, "backproject",
-        description="Print {\"frame\", \"targets\": [{index, type, object, position, yaw, width, normal, method, "
-                    "confidence}], \"warnings\"} with positions in metres in the extrinsics' parent frame (the camera "
-                    "optical frame without --extrinsics).")
+    bp = add_command(
+        subparsers,
+        "backproject",
+        description='Print {"frame", "targets": [{index, type, object, position, yaw, width, normal, method, '
+        'confidence}], "warnings"} with positions in metres in the extrinsics\' parent frame (the camera '
+        "optical frame without --extrinsics).",
+    )
     bp.add_argument("--plan", required=True, metavar="PLAN.json", help="canonical grounded plan JSON")
-    bp.add_argument("--depth", required=True, metavar="DEPTH.png", help="single-channel 16-bit depth image aligned "
-                    "to the plan's camera, in depth units")
-    bp.add_argument("--camera-info", required=True, metavar="CAM.yaml", help="ROS camera_calibration YAML (or a "
-                    "CameraInfo message dump) of the depth image")
-    bp.add_argument("--extrinsics", default=None, metavar="CALIB.yaml", help="camera -> robot base extrinsics "
-                    "(calibration/*.yaml)")
+    bp.add_argument(
+        "--depth",
+        required=True,
+        metavar="DEPTH.png",
+        help="single-channel 16-bit depth image aligned to the plan's camera, in depth units",
+    )
+    bp.add_argument(
+        "--camera-info",
+        required=True,
+        metavar="CAM.yaml",
+        help="ROS camera_calibration YAML (or a CameraInfo message dump) of the depth image",
+    )
+    bp.add_argument(
+        "--extrinsics", default=None, metavar="CALIB.yaml", help="camera -> robot base extrinsics (calibration/*.yaml)"
+    )
     bp.add_argument("--depth-scale", type=float, default=0.001, help="metres per depth unit (default 0.001, D4xx)")
     bp.add_argument("--compact", action="store_true", help="one-line JSON")
     bp.set_defaults(func=_backproject)
 
-    cal = add_command(subparsers, "calibrate",
+    cal = add_command(
+        subparsers,
+        "calibrate",
         description="Three ways to the camera extrinsics YAML. --samples DIR: NAME.png + NAME.yaml pairs (the flange "
-                    "pose in the robot base frame, in the extrinsics format), plus camera.yaml and board.yaml unless "
-                    "given; prints residuals per sample and overall. --from-samples FILE: robot and target pose "
-                    "samples (easy_handeye2's saved .samples, or a plain YAML: setup: eye_in_hand|eye_to_hand, "
-                    "robot_base_frame, robot_effector_frame, camera_frame, samples: [{robot: {translation: [x, y, "
-                    "z], rotation: [qx, qy, qz, qw]}, target: {...}}], the effector in the base frame, the target in "
-                    "the camera frame). --import FILE: a finished result of easy_handeye2 (.calib), easy_handeye "
-                    "(.yaml) or MoveIt Calibration (.launch). Every result's camera frame is checked against its "
-                    "rotation (camera_link holding the optical frame's rotation is refused).")
+        "pose in the robot base frame, in the extrinsics format), plus camera.yaml and board.yaml unless "
+        "given; prints residuals per sample and overall. --from-samples FILE: robot and target pose "
+        "samples (easy_handeye2's saved .samples, or a plain YAML: setup: eye_in_hand|eye_to_hand, "
+        "robot_base_frame, robot_effector_frame, camera_frame, samples: [{robot: {translation: [x, y, "
+        "z], rotation: [qx, qy, qz, qw]}, target: {...}}], the effector in the base frame, the target in "
+        "the camera frame). --import FILE: a finished result of easy_handeye2 (.calib), easy_handeye "
+        "(.yaml) or MoveIt Calibration (.launch). Every result's camera frame is checked against its "
+        "rotation (camera_link holding the optical frame's rotation is refused).",
+    )
     source = cal.add_mutually_exclusive_group(required=True)
     source.add_argument("--samples", metavar="DIR", help="ChArUco images + flange poses")
-    source.add_argument("--from-samples", metavar="FILE", dest="from_samples",
-                        help="robot + target pose samples: easy_handeye2 .samples or the plain YAML above")
-    source.add_argument("--import", metavar="FILE", dest="import_file",
-                        help="a calibration result of easy_handeye2, easy_handeye or MoveIt Calibration")
-    cal.add_argument("--out", metavar="EXTRINSICS.yaml",
-                     help="where to write our extrinsics YAML (required with --samples and --from-samples; "
-                          "--import without it prints the YAML)")
-    cal.add_argument("--mode", default="eye_to_hand", choices=["eye_to_hand", "eye_in_hand"],
-                     help="--samples: eye_to_hand: camera fixed, board on the flange; eye_in_hand: camera on the arm, "
-                          "board fixed (the sample files of --from-samples and --import say it themselves)")
-    cal.add_argument("--method", default="auto", choices=["auto", "tsai", "park", "horaud", "andreff", "daniilidis"],
-                     help="OpenCV solver for the initial estimate (auto keeps the one with the smallest residuals); "
-                          "with --samples it is then refined on the corners' reprojection error over all samples")
+    source.add_argument(
+        "--from-samples",
+        metavar="FILE",
+        dest="from_samples",
+        help="robot + target pose samples: easy_handeye2 .samples or the plain YAML above",
+    )
+    source.add_argument(
+        "--import",
+        metavar="FILE",
+        dest="import_file",
+        help="a calibration result of easy_handeye2, easy_handeye or MoveIt Calibration",
+    )
+    cal.add_argument(
+        "--out",
+        metavar="EXTRINSICS.yaml",
+        help="where to write our extrinsics YAML (required with --samples and --from-samples; "
+        "--import without it prints the YAML)",
+    )
+    cal.add_argument(
+        "--mode",
+        default="eye_to_hand",
+        choices=["eye_to_hand", "eye_in_hand"],
+        help="--samples: eye_to_hand: camera fixed, board on the flange; eye_in_hand: camera on the arm, "
+        "board fixed (the sample files of --from-samples and --import say it themselves)",
+    )
+    cal.add_argument(
+        "--method",
+        default="auto",
+        choices=["auto", "tsai", "park", "horaud", "andreff", "daniilidis"],
+        help="OpenCV solver for the initial estimate (auto keeps the one with the smallest residuals); "
+        "with --samples it is then refined on the corners' reprojection error over all samples",
+    )
     cal.add_argument("--camera-info", default=None, metavar="CAM.yaml", help="intrinsics (default DIR/camera.yaml)")
     cal.add_argument("--board", default=None, metavar="BOARD.yaml", help="ChArUco board spec (default DIR/board.yaml)")
-    cal.add_argument("--camera-frame", default=None,
-                     help="child frame of the result (default: the camera file's frame_id, else "
-                          "camera_color_optical_frame; with --from-samples/--import: the file's camera frame). Use it "
-                          "to relabel a result whose rotation belongs to another frame than its name says")
+    cal.add_argument(
+        "--camera-frame",
+        default=None,
+        help="child frame of the result (default: the camera file's frame_id, else "
+        "camera_color_optical_frame; with --from-samples/--import: the file's camera frame). Use it "
+        "to relabel a result whose rotation belongs to another frame than its name says",
+    )
     cal.set_defaults(func=_calibrate)
 
 
@@ -135,8 +172,11 @@ def _import_calibration(args: argparse.Namespace) -> int:
     except GeometryError as exc:
         raise CliError(exc.detail) from exc
     print(f"{tool} {setup} result from {args.import_file}; {checked}", file=sys.stderr)
-    _write_extrinsics(extrinsics, args.out, f"imported from {tool} ({setup}) by grounded-planner calibrate --import "
-                                            f"{args.import_file}")
+    _write_extrinsics(
+        extrinsics,
+        args.out,
+        f"imported from {tool} ({setup}) by grounded-planner calibrate --import {args.import_file}",
+    )
     return 0
 
 
@@ -145,10 +185,15 @@ def _calibrate_from_samples(args: argparse.Namespace) -> int:
         raise CliError("--from-samples needs --out EXTRINSICS.yaml")
     try:
         samples = load_pose_samples(args.from_samples)
-        result = calibrate_hand_eye(samples.effector2base, samples.target2cam, mode=samples.setup,
-                                    method=args.method, base_frame=samples.base_frame,
-                                    gripper_frame=samples.effector_frame,
-                                    camera_frame=args.camera_frame or samples.camera_frame)
+        result = calibrate_hand_eye(
+            samples.effector2base,
+            samples.target2cam,
+            mode=samples.setup,
+            method=args.method,
+            base_frame=samples.base_frame,
+            gripper_frame=samples.effector_frame,
+            camera_frame=args.camera_frame or samples.camera_frame,
+        )
         checked = check_camera_frame(result.extrinsics, samples.setup)
     except GeometryError as exc:
         raise CliError(exc.detail, code=1) from exc
@@ -158,11 +203,16 @@ def _calibrate_from_samples(args: argparse.Namespace) -> int:
     print(f"{'sample':<16} {'resid_mm':>9} {'resid_deg':>9}   ({fixed} vs consensus)")
     for r in result.residuals:
         print(f"{r.name:<16} {1000 * r.translation_m:>9.3f} {r.rotation_deg:>9.4f}")
-    print(f"overall: {len(samples.target2cam)} samples ({samples.source}, {samples.setup}), method {result.method}, "
-          f"RMS {1000 * result.rms_translation_m:.3f} mm, {result.rms_rotation_deg:.4f} deg; {checked}")
+    print(
+        f"overall: {len(samples.target2cam)} samples ({samples.source}, {samples.setup}), method {result.method}, "
+        f"RMS {1000 * result.rms_translation_m:.3f} mm, {result.rms_rotation_deg:.4f} deg; {checked}"
+    )
     result.extrinsics.metadata["calibration"]["samples_file"] = str(args.from_samples)
-    _write_extrinsics(result.extrinsics, args.out, f"hand-eye calibration ({samples.setup}) by grounded-planner "
-                                                   f"calibrate --from-samples {args.from_samples}")
+    _write_extrinsics(
+        result.extrinsics,
+        args.out,
+        f"hand-eye calibration ({samples.setup}) by grounded-planner calibrate --from-samples {args.from_samples}",
+    )
     return 0
 
 
@@ -189,7 +239,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     base_frames = {s.gripper2base.parent_frame for s in samples}
     flange_frames = {s.gripper2base.child_frame for s in samples}
     if len(base_frames) > 1 or len(flange_frames) > 1:
-        raise CliError(f"robot poses disagree on frames: parents {sorted(base_frames)}, children {sorted(flange_frames)}")
+        raise CliError(
+            f"robot poses disagree on frames: parents {sorted(base_frames)}, children {sorted(flange_frames)}"
+        )
     used, observations, skipped = [], [], []
     for sample in samples:
         image = cv2.imread(str(sample.image_path), cv2.IMREAD_GRAYSCALE)
@@ -204,24 +256,38 @@ def _calibrate(args: argparse.Namespace) -> int:
     camera_frame = args.camera_frame or camera.frame_id or "camera_color_optical_frame"
     try:
         result = calibrate_hand_eye(
-            [s.gripper2base.matrix for s in used], [o.target2cam for o in observations], mode=args.mode,
-            method=args.method, base_frame=base_frames.pop(), gripper_frame=flange_frames.pop(),
-            camera_frame=camera_frame, names=[s.name for s in used],
-            reprojection_px=[o.reprojection_px for o in observations], camera=camera, observations=observations)
+            [s.gripper2base.matrix for s in used],
+            [o.target2cam for o in observations],
+            mode=args.mode,
+            method=args.method,
+            base_frame=base_frames.pop(),
+            gripper_frame=flange_frames.pop(),
+            camera_frame=camera_frame,
+            names=[s.name for s in used],
+            reprojection_px=[o.reprojection_px for o in observations],
+            camera=camera,
+            observations=observations,
+        )
     except GeometryError as exc:
         raise CliError(str(exc), code=1) from exc
     fixed = "board in flange" if args.mode == "eye_to_hand" else "board in base"
     print(f"{'sample':<16} {'corners':>7} {'reproj_px':>9} {'resid_mm':>9} {'resid_deg':>9}   ({fixed} vs consensus)")
     for obs, r in zip(observations, result.residuals):
-        print(f"{r.name:<16} {obs.n_corners:>7d} {r.reprojection_px:>9.3f} {1000 * r.translation_m:>9.3f} {r.rotation_deg:>9.4f}")
-    print(f"overall: {len(used)} samples ({len(skipped)} skipped), method {result.method}, RMS "
-          f"{1000 * result.rms_translation_m:.3f} mm, {result.rms_rotation_deg:.4f} deg, mean reprojection "
-          f"{float(np.mean([o.reprojection_px for o in observations])):.3f} px per view, "
-          f"{result.reprojection_rms_px:.3f} px jointly")
+        print(
+            f"{r.name:<16} {obs.n_corners:>7d} {r.reprojection_px:>9.3f} {1000 * r.translation_m:>9.3f} {r.rotation_deg:>9.4f}"
+        )
+    print(
+        f"overall: {len(used)} samples ({len(skipped)} skipped), method {result.method}, RMS "
+        f"{1000 * result.rms_translation_m:.3f} mm, {result.rms_rotation_deg:.4f} deg, mean reprojection "
+        f"{float(np.mean([o.reprojection_px for o in observations])):.3f} px per view, "
+        f"{result.reprojection_rms_px:.3f} px jointly"
+    )
     if skipped:
         result.extrinsics.metadata["calibration"]["skipped"] = skipped
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    result.extrinsics.save(out, header=f"hand-eye calibration ({args.mode}) by grounded-planner calibrate from {samples_dir}")
+    result.extrinsics.save(
+        out, header=f"hand-eye calibration ({args.mode}) by grounded-planner calibrate from {samples_dir}"
+    )
     print(f"wrote {out}: {result.extrinsics.parent_frame} <- {result.extrinsics.child_frame}")
     return 0

@@ -37,7 +37,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "run camera bag -> planner -> back-projection -> executor -> rollout on a sample scene"),
     "execute": ("execute", "execute a plan's 3D targets on a robot (or check them with --dry-run)"),
     "backproject": ("geometry", "3D targets of a plan from an aligned depth image, intrinsics and extrinsics"),
-    "calibrate": ("geometry", "hand-eye calibration: ChArUco images, pose samples (easy_handeye2) or another tool's result"),
+    "calibrate": (
+        "geometry",
+        "hand-eye calibration: ChArUco images, pose samples (easy_handeye2) or another tool's result",
+    ),
     "plan": ("planner", "ask a VLM for a grounded plan of an image and an instruction"),
     "parse": ("planner", "read a raw model answer on stdin, print the canonical plan JSON"),
     "draw": ("planner", "draw a plan over its image (boxes, place crosses, step numbers)"),
@@ -137,8 +140,9 @@ def describe_error(exc: BaseException, args: argparse.Namespace) -> tuple[str, i
     a file that cannot be read or is not UTF-8) exit 2; another error of the package or a missing optional
     package exit 1; anything else is a bug, exit 1, its traceback saved to a file the line names."""
     if isinstance(exc, UnicodeDecodeError):
-        return (_undecodable_input(args) or f"an input is not UTF-8 text ({exc.reason} at offset {exc.start})"), \
-            EXIT_INPUT
+        return (
+            _undecodable_input(args) or f"an input is not UTF-8 text ({exc.reason} at offset {exc.start})"
+        ), EXIT_INPUT
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"cannot use {exc.filename}: {exc.strerror or exc}", EXIT_INPUT
     message = " ".join(str(exc).split()) or type(exc).__name__
@@ -151,6 +155,7 @@ def describe_error(exc: BaseException, args: argparse.Namespace) -> tuple[str, i
     path = save_traceback(exc)
     where = f"its traceback is in {path}" if path else "--verbose prints the traceback"
     return f"unexpected {type(exc).__name__}: {message} (a bug worth reporting; {where})", EXIT_BUG
+
 
 def _quiet_broken_pipe() -> int:
     # The reader went away: whatever is still buffered must not end in a second error at exit.
@@ -171,8 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except BrokenPipeError:
         return _quiet_broken_pipe()
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     handler = getattr(args, "func", None)
     if handler is None:
         parser.print_help()

@@ -22,20 +22,34 @@ EXIT_NO_PLAN = 4
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "plan",
+    p = add_command(
+        subparsers,
+        "plan",
         description="Send an image and an instruction to a VLM and print the canonical plan "
-                    "JSON (pixels of the image). Settings: GP_VLM_* variables, then --config, "
-                    "then the flags.")
+        "JSON (pixels of the image). Settings: GP_VLM_* variables, then --config, "
+        "then the flags.",
+    )
     p.add_argument("--image", required=True, help="RGB image file (PNG/JPEG)")
     p.add_argument("--instruction", required=True, help="what the robot should do")
     add_planner_arguments(p)
-    p.add_argument("--convention", choices=["auto", "qwen3", "gemini", "pixel"], default=None,
-                   help="how answers' coordinates are read (auto: the model family's, else by keys)")
+    p.add_argument(
+        "--convention",
+        choices=["auto", "qwen3", "gemini", "pixel"],
+        default=None,
+        help="how answers' coordinates are read (auto: the model family's, else by keys)",
+    )
     p.add_argument("--max-image-side", type=int, default=None, help="longest image side sent, px (default 1280)")
     p.add_argument("--repair-attempts", type=int, default=None, help="re-prompts after an invalid answer (default 1)")
-    p.add_argument("--max-tokens", type=int, default=None, help="longest answer (default 1024; thinking models need more)")
-    p.add_argument("--json-mode", action="store_const", const=True, default=None,
-                   help="ask the server for JSON only (OpenAI response_format; vLLM, SGLang, Ollama and Gemini support it)")
+    p.add_argument(
+        "--max-tokens", type=int, default=None, help="longest answer (default 1024; thinking models need more)"
+    )
+    p.add_argument(
+        "--json-mode",
+        action="store_const",
+        const=True,
+        default=None,
+        help="ask the server for JSON only (OpenAI response_format; vLLM, SGLang, Ollama and Gemini support it)",
+    )
     p.add_argument("--record-file", default=None, help="append the returned plan to this JSONL (for replay)")
     p.add_argument("--adapter", default=None, dest="adapter_path", help="PEFT LoRA adapter folder (transformers)")
     p.add_argument("--grounder-model", default=None, help="decoupled mode's grounder model (default: --model)")
@@ -44,14 +58,21 @@ def register(subparsers) -> None:
     p.add_argument("--overlay", default=None, help="also draw the plan over the image into this PNG")
     p.set_defaults(func=cmd_plan)
 
-    p = add_command(subparsers, "parse",
+    p = add_command(
+        subparsers,
+        "parse",
         description="Read raw VLM text on stdin and print the canonical plan JSON on stdout. "
-                    "Exit 0 on success, 2 with a one-line reason on stderr when no valid plan "
-                    "can be read.")
+        "Exit 0 on success, 2 with a one-line reason on stderr when no valid plan "
+        "can be read.",
+    )
     p.add_argument("--width", type=int, required=True, help="original image width, px")
     p.add_argument("--height", type=int, required=True, help="original image height, px")
-    p.add_argument("--convention", choices=["auto", "qwen3", "gemini", "pixel"], default="auto",
-                   help="how coordinates are written (auto: by keys; bbox_2d -> qwen3, box_2d -> gemini, else pixels)")
+    p.add_argument(
+        "--convention",
+        choices=["auto", "qwen3", "gemini", "pixel"],
+        default="auto",
+        help="how coordinates are written (auto: by keys; bbox_2d -> qwen3, box_2d -> gemini, else pixels)",
+    )
     p.add_argument("--model-width", type=int, default=None, help="width of the image the model saw, if resized")
     p.add_argument("--model-height", type=int, default=None, help="height of the image the model saw, if resized")
     p.add_argument("--instruction", default="", help="copied into the plan")
@@ -79,9 +100,21 @@ def _load_rgb(path: str):
 def cmd_plan(args: argparse.Namespace) -> int:
     image = _load_rgb(args.image)
     config = planner_config_from_args(args)
-    extras = {name: getattr(args, name) for name in ("convention", "max_image_side", "repair_attempts", "max_tokens", "json_mode", "record_file",
-                                                     "adapter_path", "grounder_model", "grounder_base_url")
-              if getattr(args, name) is not None}
+    extras = {
+        name: getattr(args, name)
+        for name in (
+            "convention",
+            "max_image_side",
+            "repair_attempts",
+            "max_tokens",
+            "json_mode",
+            "record_file",
+            "adapter_path",
+            "grounder_model",
+            "grounder_base_url",
+        )
+        if getattr(args, name) is not None
+    }
     try:
         config = config.replace(**extras)
     except ValueError as exc:
@@ -115,8 +148,14 @@ def cmd_parse(args: argparse.Namespace) -> int:
         model_size = (args.model_width, args.model_height)
     raw = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     try:
-        plan = parse_plan(raw, (args.width, args.height), args.convention, args.instruction,
-                          model_image_size=model_size, validate=not args.no_validate)
+        plan = parse_plan(
+            raw,
+            (args.width, args.height),
+            args.convention,
+            args.instruction,
+            model_image_size=model_size,
+            validate=not args.no_validate,
+        )
     except ParseError as exc:
         raise CliError(exc.reason, 2) from exc
     print(plan.to_json(indent=None if args.compact else 2))
@@ -133,8 +172,10 @@ def cmd_draw(args: argparse.Namespace) -> int:
         raise CliError(f"{args.plan}: {exc}") from exc
     height, width = image.shape[:2]
     if tuple(plan.image_size) != (width, height):
-        raise CliError(f"plan {args.plan} is for a {plan.image_size[0]}x{plan.image_size[1]} image, "
-                       f"{args.image} is {width}x{height}")
+        raise CliError(
+            f"plan {args.plan} is for a {plan.image_size[0]}x{plan.image_size[1]} image, "
+            f"{args.image} is {width}x{height}"
+        )
     try:
         draw_plan(image, plan).save(args.out)
     except OSError as exc:

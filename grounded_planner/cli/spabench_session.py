@@ -12,19 +12,29 @@ from grounded_planner.spabench.session import Session, TerminalOperator, load_ca
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="Run the scene cards of DIR (DIR/cards.jsonl, from "
-                                     "`spabench cards`) in order on the running graph (bringup or launch): the plan "
-                                     "service plans each instruction from the camera, the execute action runs it "
-                                     "(approval as the executor is configured), a rollout is recorded under "
-                                     "DIR/rollouts/, and you confirm outcome and failure mode; each trial is appended "
-                                     "to DIR/trials.jsonl (`spabench report DIR` reads it). Stop at any prompt with "
-                                     "q; run it again to resume.")
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Run the scene cards of DIR (DIR/cards.jsonl, from "
+        "`spabench cards`) in order on the running graph (bringup or launch): the plan "
+        "service plans each instruction from the camera, the execute action runs it "
+        "(approval as the executor is configured), a rollout is recorded under "
+        "DIR/rollouts/, and you confirm outcome and failure mode; each trial is appended "
+        "to DIR/trials.jsonl (`spabench report DIR` reads it). Stop at any prompt with "
+        "q; run it again to resume.",
+    )
     parser.add_argument("dir", metavar="DIR", help="a `spabench cards` folder")
-    parser.add_argument("--planner", default="", help="the planner's name in the trial records (e.g. the model); "
-                                                      "default: the cards' planner field or ''")
+    parser.add_argument(
+        "--planner",
+        default="",
+        help="the planner's name in the trial records (e.g. the model); default: the cards' planner field or ''",
+    )
     parser.add_argument("--plan-timeout", type=float, default=120.0, help="seconds to wait for a plan (default 120)")
-    parser.add_argument("--execute-timeout", type=float, default=600.0,
-                        help="seconds to wait for an execution, approval included (default 600)")
+    parser.add_argument(
+        "--execute-timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait for an execution, approval included (default 600)",
+    )
     return parser
 
 
@@ -47,6 +57,9 @@ def main(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
         except EOFError:
             raise CliError("stdin closed: the session stopped (run it again to resume)", code=1) from None
-    print(f"spabench session: {len(summary.recorded)} trial(s) recorded, {len(summary.skipped)} skipped, "
-          f"{summary.remaining} left{' (stopped)' if summary.stopped else ''}", file=sys.stderr)
+    print(
+        f"spabench session: {len(summary.recorded)} trial(s) recorded, {len(summary.skipped)} skipped, "
+        f"{summary.remaining} left{' (stopped)' if summary.stopped else ''}",
+        file=sys.stderr,
+    )
     return 0

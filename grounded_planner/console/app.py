@@ -52,9 +52,17 @@ class ConsoleApp:
     """The app for one graph. ``token``: '' (loopback bind, none needed) or the token every request must carry.
     ``note(line)``: where approve, execute, stop and refused requests are logged (with the client's address)."""
 
-    def __init__(self, graph: ConsoleGraph, *, rollouts_dir: str | Path, token: str = "", session_dir: str = "",
-                 plan_timeout_s: float = 60.0, note: Callable[[str], None] | None = None,
-                 state: ConsoleState | None = None):
+    def __init__(
+        self,
+        graph: ConsoleGraph,
+        *,
+        rollouts_dir: str | Path,
+        token: str = "",
+        session_dir: str = "",
+        plan_timeout_s: float = 60.0,
+        note: Callable[[str], None] | None = None,
+        state: ConsoleState | None = None,
+    ):
         self.graph = graph
         self.state = state or ConsoleState()
         self.rollouts = RolloutStore(rollouts_dir)
@@ -142,8 +150,10 @@ class ConsoleApp:
         client = request.remote or "?"
         changes = request.method not in ("GET", "HEAD", "OPTIONS") or request.path == "/ws"
         if changes and not auth.same_origin(request.headers.get("Origin"), request.host):
-            self.note(f"refused {request.method} {request.path} from {client}: cross-site request "
-                      f"(Origin {request.headers.get('Origin')})")
+            self.note(
+                f"refused {request.method} {request.path} from {client}: cross-site request "
+                f"(Origin {request.headers.get('Origin')})"
+            )
             return web.json_response({"error": "cross-site request refused"}, status=403)
         if not self.token:
             return await handler(request)
@@ -163,13 +173,22 @@ class ConsoleApp:
         headers = {"WWW-Authenticate": 'Bearer realm="grounded_planner console"'}
         if request.method == "GET" and request.path in PAGES:  # a person at a browser: a page that says what to do
             return web.Response(status=401, content_type="text/html", headers=headers, text=UNAUTHORISED_PAGE)
-        return web.json_response({"error": "a valid token is required (Authorization: Bearer TOKEN, or open the "
-                                           "console once with ?token=TOKEN)"}, status=401, headers=headers)
+        return web.json_response(
+            {
+                "error": "a valid token is required (Authorization: Bearer TOKEN, or open the "
+                "console once with ?token=TOKEN)"
+            },
+            status=401,
+            headers=headers,
+        )
 
     # -- pages and static files ---------------------------------------------------------------------------------
     async def _page(self, request: web.Request) -> web.Response:
-        return web.Response(text=(STATIC / "index.html").read_text(encoding="utf-8"), content_type="text/html",
-                            headers={"Cache-Control": "no-store"})
+        return web.Response(
+            text=(STATIC / "index.html").read_text(encoding="utf-8"),
+            content_type="text/html",
+            headers={"Cache-Control": "no-store"},
+        )
 
     async def _static(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -224,11 +243,13 @@ class ConsoleApp:
         try:
             body = await request.json()
         except ValueError:
-            raise web.HTTPBadRequest(text=json.dumps({"error": "the body must be a JSON object"}),
-                                     content_type="application/json") from None
+            raise web.HTTPBadRequest(
+                text=json.dumps({"error": "the body must be a JSON object"}), content_type="application/json"
+            ) from None
         if not isinstance(body, dict):
-            raise web.HTTPBadRequest(text=json.dumps({"error": "the body must be a JSON object"}),
-                                     content_type="application/json")
+            raise web.HTTPBadRequest(
+                text=json.dumps({"error": "the body must be a JSON object"}), content_type="application/json"
+            )
         return body
 
     @staticmethod
@@ -247,9 +268,11 @@ class ConsoleApp:
         self._supersede(client)
         answer = await self._run(self.graph.plan, instruction, self.plan_timeout_s)
         plan = self.state.new_plan(instruction, answer, client)
-        self.note(f"plan {plan['id']} for {instruction!r} requested by {client}: "
-                  f"{len((answer.plan or {}).get('actions') or [])} step(s)"
-                  f"{'' if answer.success else ', failed: ' + answer.message}")
+        self.note(
+            f"plan {plan['id']} for {instruction!r} requested by {client}: "
+            f"{len((answer.plan or {}).get('actions') or [])} step(s)"
+            f"{'' if answer.success else ', failed: ' + answer.message}"
+        )
         return web.json_response({"plan": plan})
 
     def _supersede(self, client: str) -> None:
@@ -269,7 +292,7 @@ class ConsoleApp:
         try:
             plan_id, approved = int(body["plan_id"]), body["approve"]
         except (KeyError, TypeError, ValueError):
-            return self._error("expected {\"plan_id\": N, \"approve\": true|false}")
+            return self._error('expected {"plan_id": N, "approve": true|false}')
         if not isinstance(approved, bool):
             return self._error("'approve' must be true or false")
         try:
@@ -337,8 +360,9 @@ class ConsoleApp:
         if not isinstance(success, bool):
             return self._error("'success' must be true or false")
         try:
-            record = await self._run(self.rollouts.save_label, rollout, success, mode,
-                                     None if notes is None else str(notes))
+            record = await self._run(
+                self.rollouts.save_label, rollout, success, mode, None if notes is None else str(notes)
+            )
         except OutsideFolderError as exc:
             self.note(f"refused label from {client}: {exc}")
             raise web.HTTPNotFound() from None
@@ -362,15 +386,25 @@ class ConsoleApp:
             return None
         d = record.data
         steps = d.get("steps") or []
-        grasp_attempted = any(s.get("type") == "grasp" and s.get("outcome") not in ("outside_workspace", "unreachable")
-                              for s in steps) if steps else False
+        grasp_attempted = (
+            any(
+                s.get("type") == "grasp" and s.get("outcome") not in ("outside_workspace", "unreachable") for s in steps
+            )
+            if steps
+            else False
+        )
         try:
             line = self.session.record(
-                trial["trial_id"], success=success, failure_mode=mode, planner=str((d.get("plan") or {}).get("model")
-                                                                                   or d.get("model") or ""),
-                rollout_dir=record.directory, grasp_attempted=grasp_attempted,
-                error=d.get("planner_error") or d.get("error") or None, started_at=trial.get("started_at"),
-                wall_s=None if trial.get("t0") is None else time.monotonic() - trial["t0"])
+                trial["trial_id"],
+                success=success,
+                failure_mode=mode,
+                planner=str((d.get("plan") or {}).get("model") or d.get("model") or ""),
+                rollout_dir=record.directory,
+                grasp_attempted=grasp_attempted,
+                error=d.get("planner_error") or d.get("error") or None,
+                started_at=trial.get("started_at"),
+                wall_s=None if trial.get("t0") is None else time.monotonic() - trial["t0"],
+            )
         except SessionError as exc:
             self.note(f"trial {trial['trial_id']} not recorded: {exc}")
             return None

@@ -98,11 +98,20 @@ class RolloutStore:
 
     def summary(self, record: RolloutRecord) -> dict[str, Any]:
         d = record.data
-        return {"id": self.rel(record), "episode_id": record.episode_id, "task": d.get("task") or "",
-                "condition": d.get("condition") or "", "instruction": d.get("instruction") or "",
-                "status": record.status, "started_at": d.get("started_at"), "outcome": outcome_of(d),
-                "success": d.get("success"), "failure_mode": d.get("failure_mode"),
-                "label_source": d.get("label_source"), "steps": len(d.get("steps") or [])}
+        return {
+            "id": self.rel(record),
+            "episode_id": record.episode_id,
+            "task": d.get("task") or "",
+            "condition": d.get("condition") or "",
+            "instruction": d.get("instruction") or "",
+            "status": record.status,
+            "started_at": d.get("started_at"),
+            "outcome": outcome_of(d),
+            "success": d.get("success"),
+            "failure_mode": d.get("failure_mode"),
+            "label_source": d.get("label_source"),
+            "steps": len(d.get("steps") or []),
+        }
 
     def list(self, task: str = "", condition: str = "", outcome: str = "") -> dict[str, Any]:
         """Rollouts (newest first) matching the filters, and the values each filter can take."""
@@ -111,8 +120,13 @@ class RolloutStore:
         rows = [self.summary(r) for r in self._records()]
         tasks = sorted({r["task"] for r in rows})
         conditions = sorted({r["condition"] for r in rows})
-        rows = [r for r in rows if (not task or r["task"] == task) and (not condition or r["condition"] == condition)
-                and (not outcome or r["outcome"] == outcome)]
+        rows = [
+            r
+            for r in rows
+            if (not task or r["task"] == task)
+            and (not condition or r["condition"] == condition)
+            and (not outcome or r["outcome"] == outcome)
+        ]
         rows.sort(key=lambda r: (r["started_at"] or "", r["id"]), reverse=True)
         return {"rollouts": rows, "tasks": tasks, "conditions": conditions, "outcomes": list(OUTCOMES)}
 
@@ -125,8 +139,12 @@ class RolloutStore:
 
     def detail(self, relative: str) -> dict[str, Any]:
         record = self.record(relative)
-        return {**self.summary(record), "record": record.data, "frames": len(self.frame_stamps(record)),
-                "failure_modes": FAILURE_MODES}
+        return {
+            **self.summary(record),
+            "record": record.data,
+            "frames": len(self.frame_stamps(record)),
+            "failure_modes": FAILURE_MODES,
+        }
 
     # -- frames ----------------------------------------------------------------------------------------
     def frame_stamps(self, record: RolloutRecord) -> list[int]:
@@ -161,8 +179,11 @@ class RolloutStore:
         file; read record by record, so a rollout still being recorded shows its frames so far."""
         start_ns, end_ns = record.bag_window
         topics = self.topics.color_topics
-        return (m for m in iter_mcap(record.bag_path, decode=decode, topics=list(topics), start_ns=start_ns,
-                                     end_ns=end_ns) if m.topic in topics)
+        return (
+            m
+            for m in iter_mcap(record.bag_path, decode=decode, topics=list(topics), start_ns=start_ns, end_ns=end_ns)
+            if m.topic in topics
+        )
 
     # -- labels and the tally ----------------------------------------------------------------------------
     def save_label(self, relative: str, success: bool, failure_mode: str | None, notes: str | None) -> RolloutRecord:
@@ -184,6 +205,12 @@ class RolloutStore:
             log.warning("closed rollout %s not shown: %s", path, exc)
             return None
         d = record.data
-        return {**self.summary(record), "auto": {"success": d.get("success"), "failure_mode": d.get("failure_mode"),
-                                                 "source": d.get("label_source")},
-                "labelled_by_person": d.get("label_source") == "human"}
+        return {
+            **self.summary(record),
+            "auto": {
+                "success": d.get("success"),
+                "failure_mode": d.get("failure_mode"),
+                "source": d.get("label_source"),
+            },
+            "labelled_by_person": d.get("label_source") == "human",
+        }

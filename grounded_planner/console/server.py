@@ -45,8 +45,9 @@ class ConsoleServer:
             if self._runner is not None:  # the app started: its shutdown ends the push channel's task
                 self._loop.run_until_complete(self._runner.cleanup())
             self._loop.close()
-            raise ConsoleBindError(f"the console cannot listen on {self.host}:{self.port}: "
-                                   f"{exc.strerror or exc}") from exc
+            raise ConsoleBindError(
+                f"the console cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
+            ) from exc
         self._thread = threading.Thread(target=self._loop.run_forever, name="console-http", daemon=True)
         self._thread.start()
         return self

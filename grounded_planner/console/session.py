@@ -55,19 +55,49 @@ class EvalSession:
         """What the page shows: how far the session is and the next card (without its bulky fields)."""
         done = self.done()
         card = next((c for c in self.cards if c["trial_id"] not in done), None)
-        shown = None if card is None else {k: card.get(k) for k in (
-            "trial_id", "task", "condition", "seed", "robot", "instruction", "expects_action", "success_rule",
-            "card_png", "objects")}
-        return {"folder": str(self.folder), "total": len(self.cards), "done": sum(c["trial_id"] in done for c in self.cards),
-                "card": shown}
+        shown = (
+            None
+            if card is None
+            else {
+                k: card.get(k)
+                for k in (
+                    "trial_id",
+                    "task",
+                    "condition",
+                    "seed",
+                    "robot",
+                    "instruction",
+                    "expects_action",
+                    "success_rule",
+                    "card_png",
+                    "objects",
+                )
+            }
+        )
+        return {
+            "folder": str(self.folder),
+            "total": len(self.cards),
+            "done": sum(c["trial_id"] in done for c in self.cards),
+            "card": shown,
+        }
 
     def file(self, relative: str) -> Path:
         """A file of the session folder (a card's PNG); OutsideFolderError for a path that leaves it."""
         return inside(self.folder, relative)
 
-    def record(self, trial_id: str, *, success: bool, failure_mode: str | None, planner: str,
-               rollout_dir: str | Path | None, grasp_attempted: bool | None, error: str | None,
-               started_at: str | None, wall_s: float | None) -> dict[str, Any]:
+    def record(
+        self,
+        trial_id: str,
+        *,
+        success: bool,
+        failure_mode: str | None,
+        planner: str,
+        rollout_dir: str | Path | None,
+        grasp_attempted: bool | None,
+        error: str | None,
+        started_at: str | None,
+        wall_s: float | None,
+    ) -> dict[str, Any]:
         """Append the operator's outcome of ``trial_id`` to trials.jsonl (one line, flushed to disk); returns it.
 
         ``rollout_dir``: the trial's rollout folder, written relative to the session folder when it lies inside it
@@ -84,10 +114,18 @@ class EvalSession:
                 rollout = str(path)
         try:
             record = dataclasses.replace(
-                TrialRecord.from_dict(card, where=f"card {trial_id}"), planner=planner or "unknown",
+                TrialRecord.from_dict(card, where=f"card {trial_id}"),
+                planner=planner or "unknown",
                 final_positions=None,  # a real arm's final object positions are not measured here
-                grasp_attempted=grasp_attempted, success=bool(success), failure_mode=None if success else failure_mode,
-                outcome_source=OPERATOR, rollout=rollout, error=error or None, started_at=started_at, wall_s=wall_s)
+                grasp_attempted=grasp_attempted,
+                success=bool(success),
+                failure_mode=None if success else failure_mode,
+                outcome_source=OPERATOR,
+                rollout=rollout,
+                error=error or None,
+                started_at=started_at,
+                wall_s=wall_s,
+            )
             line = json.dumps(record.to_dict(), ensure_ascii=False)
         except SpaBenchError as exc:
             raise SessionError(str(exc)) from exc

@@ -58,9 +58,16 @@ class ConsoleState:
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
-            return {"version": self.version, "planner": self.planner, "executor": dict(self.executor),
-                    "plan": None if self.plan is None else {**self.plan, "progress": dict(self.plan["progress"])},
-                    "episode": self.episode, "tally": self.tally, "session": self.session, "log": list(self.log)}
+            return {
+                "version": self.version,
+                "planner": self.planner,
+                "executor": dict(self.executor),
+                "plan": None if self.plan is None else {**self.plan, "progress": dict(self.plan["progress"])},
+                "episode": self.episode,
+                "tally": self.tally,
+                "session": self.session,
+                "log": list(self.log),
+            }
 
     # -- the plan and its one decision --------------------------------------------------------------------
     def new_plan(self, instruction: str, answer: PlanAnswer, requested_by: str) -> dict[str, Any]:
@@ -68,11 +75,23 @@ class ConsoleState:
             plan_id = self._next_plan_id
             self._next_plan_id += 1
             refused = [s.index for s in answer.steps if s.verdict and s.verdict != OK]
-            self.plan = {"id": plan_id, "instruction": instruction, "success": answer.success,
-                         "message": answer.message, "plan": answer.plan, "steps": [s.to_dict() for s in answer.steps],
-                         "refused_steps": refused, "duration_s": round(answer.duration_s, 4),
-                         "requested_by": requested_by, "decision": None, "decided_by": None, "decided_at": None,
-                         "progress": {}, "result": None, "error": ""}
+            self.plan = {
+                "id": plan_id,
+                "instruction": instruction,
+                "success": answer.success,
+                "message": answer.message,
+                "plan": answer.plan,
+                "steps": [s.to_dict() for s in answer.steps],
+                "refused_steps": refused,
+                "duration_s": round(answer.duration_s, 4),
+                "requested_by": requested_by,
+                "decision": None,
+                "decided_by": None,
+                "decided_at": None,
+                "progress": {},
+                "result": None,
+                "error": "",
+            }
             self._changed()
             return self.plan
 
@@ -82,16 +101,22 @@ class ConsoleState:
         with self._lock:
             plan = self.plan
             if plan is None or plan["id"] != plan_id:
-                raise DecisionError(f"plan {plan_id} is not the current plan"
-                                    f"{'' if plan is None else ' (that is plan ' + str(plan['id']) + ')'}")
+                raise DecisionError(
+                    f"plan {plan_id} is not the current plan"
+                    f"{'' if plan is None else ' (that is plan ' + str(plan['id']) + ')'}"
+                )
             if plan["decision"] is not None:
-                raise DecisionError(f"plan {plan_id} was already {plan['decision']} by {plan['decided_by']} at "
-                                    f"{plan['decided_at']}: one plan gets one decision")
+                raise DecisionError(
+                    f"plan {plan_id} was already {plan['decision']} by {plan['decided_by']} at "
+                    f"{plan['decided_at']}: one plan gets one decision"
+                )
             if approved and (not plan["success"] or not (plan["plan"] or {}).get("actions")):
                 raise DecisionError(f"plan {plan_id} has nothing to run ({plan['message'] or 'empty plan'})")
             if approved and plan["refused_steps"]:
-                raise DecisionError(f"plan {plan_id}: the safety envelope refuses step(s) "
-                                    f"{plan['refused_steps']}; the executor would move nothing")
+                raise DecisionError(
+                    f"plan {plan_id}: the safety envelope refuses step(s) "
+                    f"{plan['refused_steps']}; the executor would move nothing"
+                )
             plan["decision"] = "approved" if approved else "rejected"
             plan["decided_by"], plan["decided_at"] = client, _now_iso()
             self._changed()
@@ -114,7 +139,12 @@ class ConsoleState:
         with self._lock:
             step, state = int(event["step"]), str(event["state"])
             if state == AWAITING_APPROVAL:  # the executor holds the goal until /grounded_planner/approve answers
-                self.executor = {"state": "waiting_approval", "step": None, "motion": "", "message": event.get("message", "")}
+                self.executor = {
+                    "state": "waiting_approval",
+                    "step": None,
+                    "motion": "",
+                    "message": event.get("message", ""),
+                }
                 self._changed()
                 return
             self.executor = {"state": "running", "step": step, "motion": state, "message": event.get("message", "")}
@@ -126,11 +156,16 @@ class ConsoleState:
         """How an execute goal ended (the executor's ExecutionResult as a dict)."""
         with self._lock:
             outcome = "succeeded" if result.get("success") else "failed"
-            if any(s.get("outcome") == CANCELLED for s in result.get("steps") or []) or \
-                    "cancelled" in str(result.get("message", "")):
+            if any(s.get("outcome") == CANCELLED for s in result.get("steps") or []) or "cancelled" in str(
+                result.get("message", "")
+            ):
                 outcome = "stopped"
-            self.executor = {"state": "idle", "step": None, "motion": "", "message": f"last plan {outcome}: "
-                                                                                     f"{result.get('message', '')}"}
+            self.executor = {
+                "state": "idle",
+                "step": None,
+                "motion": "",
+                "message": f"last plan {outcome}: {result.get('message', '')}",
+            }
             if self.plan is not None and self.plan["decision"] == "approved" and self.plan["result"] is None:
                 self.plan["result"] = {**result, "outcome": outcome}
             self._changed()

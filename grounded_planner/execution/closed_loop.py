@@ -45,8 +45,11 @@ _STOP_OUTCOMES = (Outcome.FAULT, Outcome.CANCELLED, Outcome.TIMEOUT)
 # check; not imported: the execution layer does not depend on the rollout layer).
 FAILURE_MODES = ("grasp_failure", "premature_release", "incorrect_spatial_outcome", "refused", "planner_error")
 # Executor outcomes -> the failure mode of the rollout taxonomy (grounded_planner.rollout.taxonomy).
-_OUTCOME_MODE = {Outcome.GRASP_FAILED: "grasp_failure", Outcome.OUTSIDE_WORKSPACE: "refused",
-                 Outcome.UNREACHABLE: "refused"}
+_OUTCOME_MODE = {
+    Outcome.GRASP_FAILED: "grasp_failure",
+    Outcome.OUTSIDE_WORKSPACE: "refused",
+    Outcome.UNREACHABLE: "refused",
+}
 
 
 @dataclass
@@ -112,9 +115,16 @@ class ClosedLoopResult:
     failure_mode: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"success": bool(self.success), "message": self.message, "condition": CONDITION,
-                "steps": list(self.steps), "attempts": [a.to_dict() for a in self.attempts],
-                "plans": list(self.plans), "replans": int(self.replans), "failure_mode": self.failure_mode}
+        return {
+            "success": bool(self.success),
+            "message": self.message,
+            "condition": CONDITION,
+            "steps": list(self.steps),
+            "attempts": [a.to_dict() for a in self.attempts],
+            "plans": list(self.plans),
+            "replans": int(self.replans),
+            "failure_mode": self.failure_mode,
+        }
 
 
 def describe_step(action: GroundedAction) -> str:
@@ -140,9 +150,17 @@ class ClosedLoop:
     target_config : geometry ``TargetConfig``, optional
     """
 
-    def __init__(self, executor: Executor, observe: ObserveFn, plan: PlanFn, locate: LocateFn,
-                 config: ClosedLoopConfig | None = None, on_attempt: Callable[[Attempt], None] | None = None,
-                 on_plan: Callable[[GroundedPlan, str], None] | None = None, target_config: Any = None):
+    def __init__(
+        self,
+        executor: Executor,
+        observe: ObserveFn,
+        plan: PlanFn,
+        locate: LocateFn,
+        config: ClosedLoopConfig | None = None,
+        on_attempt: Callable[[Attempt], None] | None = None,
+        on_plan: Callable[[GroundedPlan, str], None] | None = None,
+        target_config: Any = None,
+    ):
         self.executor = executor
         self.observe = observe
         self.planner = plan
@@ -153,8 +171,14 @@ class ClosedLoop:
         self.target_config = target_config
 
     # -- the episode -------------------------------------------------------------------------------
-    def run(self, instruction: str, plan: GroundedPlan | None = None, first: Observation | None = None,
-            cancel: threading.Event | None = None, on_feedback: FeedbackFn | None = None) -> ClosedLoopResult:
+    def run(
+        self,
+        instruction: str,
+        plan: GroundedPlan | None = None,
+        first: Observation | None = None,
+        cancel: threading.Event | None = None,
+        on_feedback: FeedbackFn | None = None,
+    ) -> ClosedLoopResult:
         """Carry out ``instruction``: from ``plan`` (made on ``first``) when given, else from a first plan."""
         cfg = self.config
         cancel = cancel or threading.Event()
@@ -178,10 +202,12 @@ class ClosedLoop:
                 if cancel.is_set():
                     return self._end(result, False, "cancelled", None)
                 if time.monotonic() > deadline:
-                    return self._end(result, False, f"time budget of {cfg.time_budget_s:g} s spent at step {step}",
-                                     _mode_of(result))
-                record, check, grasp_yaw = self._try(step, attempt, len(result.plans) - 1, action, plan_obs,
-                                                     held_from, cancel, on_feedback, held_yaw)
+                    return self._end(
+                        result, False, f"time budget of {cfg.time_budget_s:g} s spent at step {step}", _mode_of(result)
+                    )
+                record, check, grasp_yaw = self._try(
+                    step, attempt, len(result.plans) - 1, action, plan_obs, held_from, cancel, on_feedback, held_yaw
+                )
                 result.attempts.append(record)
                 self._report(result, record)
                 if check.ok:
@@ -190,8 +216,12 @@ class ClosedLoop:
                 if outcome in _STOP_OUTCOMES:
                     record.recovery = "stop"
                     self._notify(record)
-                    return self._end(result, False, f"step {step} ({action.type}): {record.outcome}: {record.message}",
-                                     _mode_of(result) if outcome is not Outcome.CANCELLED else None)
+                    return self._end(
+                        result,
+                        False,
+                        f"step {step} ({action.type}): {record.outcome}: {record.message}",
+                        _mode_of(result) if outcome is not Outcome.CANCELLED else None,
+                    )
                 # the object is no longer in the hand (dropped, or placed in the wrong spot): retrying the place
                 # cannot help, the rest of the task has to be planned again from what the camera sees
                 if action.type != "place" and attempt < cfg.max_attempts_per_step:
@@ -216,11 +246,17 @@ class ClosedLoop:
                 continue
             # replan the rest from a fresh frame
             if result.replans >= cfg.max_replans:
-                return self._end(result, False, f"step {step} ({action.type}) failed its check ({check.verdict}) and "
-                                                f"the replan budget ({cfg.max_replans}) is spent", check.verdict)
+                return self._end(
+                    result,
+                    False,
+                    f"step {step} ({action.type}) failed its check ({check.verdict}) and "
+                    f"the replan budget ({cfg.max_replans}) is spent",
+                    check.verdict,
+                )
             if time.monotonic() > deadline:
-                return self._end(result, False, f"time budget of {cfg.time_budget_s:g} s spent before a replan",
-                                 check.verdict)
+                return self._end(
+                    result, False, f"time budget of {cfg.time_budget_s:g} s spent before a replan", check.verdict
+                )
             result.replans += 1
             step += 1
             plan_obs = self.observe()
@@ -233,23 +269,42 @@ class ClosedLoop:
                 return self._end(result, True, f"replan: nothing left to do ({plan.reason or 'empty plan'})", None)
             queue = list(plan.actions)
             held_from, held_yaw = None, None
-        return self._end(result, True, f"all steps done and checked ({len(result.attempts)} attempts, "
-                                       f"{result.replans} replans)", None)
+        return self._end(
+            result,
+            True,
+            f"all steps done and checked ({len(result.attempts)} attempts, {result.replans} replans)",
+            None,
+        )
 
     # -- one attempt -------------------------------------------------------------------------------
-    def _try(self, step: int, attempt: int, plan_index: int, action: GroundedAction, obs: Observation,
-             held_from: tuple[GroundedAction, Observation] | None, cancel: threading.Event,
-             on_feedback: FeedbackFn | None, held_yaw: float | None = None) -> tuple[Attempt, Check, float | None]:
+    def _try(
+        self,
+        step: int,
+        attempt: int,
+        plan_index: int,
+        action: GroundedAction,
+        obs: Observation,
+        held_from: tuple[GroundedAction, Observation] | None,
+        cancel: threading.Event,
+        on_feedback: FeedbackFn | None,
+        held_yaw: float | None = None,
+    ) -> tuple[Attempt, Check, float | None]:
         """One try of ``action``: its record, its check, and for a grasp the yaw the gripper closed at."""
         start = time.perf_counter()
-        one = GroundedPlan(instruction=describe_step(action), image_size=(int(obs.rgb.shape[1]), int(obs.rgb.shape[0])),
-                           actions=[action])
+        one = GroundedPlan(
+            instruction=describe_step(action),
+            image_size=(int(obs.rgb.shape[1]), int(obs.rgb.shape[0])),
+            actions=[action],
+        )
         record = Attempt(step, attempt, plan_index, action.type, action.object, "", "", "", 0.0, action.to_dict())
         try:
             targets = compute_targets(one, obs.depth_m, obs.camera, obs.extrinsics, self.target_config)
         except GeometryError as exc:
-            record.outcome, record.check, record.message = Outcome.OUTSIDE_WORKSPACE.value, "refused", \
-                f"no 3D target: {exc}"
+            record.outcome, record.check, record.message = (
+                Outcome.OUTSIDE_WORKSPACE.value,
+                "refused",
+                f"no 3D target: {exc}",
+            )
             record.duration_s = time.perf_counter() - start
             return record, Check("refused", record.message), None
         target = targets.targets[0]
@@ -269,10 +324,15 @@ class ClosedLoop:
         except ExecutionInputError as exc:  # one action with its own target always pairs; a bug if not
             raise RunFailure(f"closed loop: step {step} could not be paired with its target: {exc}") from exc
         outcome = execution.steps[0].outcome if execution.steps else Outcome.OK
-        grasp_yaw = execution.steps[0].motions[0].yaw_rad if action.type == "grasp" and execution.steps and \
-            execution.steps[0].motions else None  # what the executor closed the gripper at
-        record.outcome, record.message = outcome.value, execution.message if not execution.steps else \
-            execution.steps[0].message
+        grasp_yaw = (
+            execution.steps[0].motions[0].yaw_rad
+            if action.type == "grasp" and execution.steps and execution.steps[0].motions
+            else None
+        )  # what the executor closed the gripper at
+        record.outcome, record.message = (
+            outcome.value,
+            execution.message if not execution.steps else execution.steps[0].message,
+        )
         if not outcome.is_ok:
             mode = _OUTCOME_MODE.get(outcome)
             record.check = mode or outcome.value
@@ -284,8 +344,14 @@ class ClosedLoop:
         return record, check, grasp_yaw
 
     # -- step checks -------------------------------------------------------------------------------
-    def _check(self, action: GroundedAction, target: Target, before: Observation,
-               held_from: tuple[GroundedAction, Observation] | None, width_at_release: float | None) -> Check:
+    def _check(
+        self,
+        action: GroundedAction,
+        target: Target,
+        before: Observation,
+        held_from: tuple[GroundedAction, Observation] | None,
+        width_at_release: float | None,
+    ) -> Check:
         if action.type == "grasp":
             return self.check_grasp(action, before, self.observe())
         if action.type == "place":
@@ -306,39 +372,53 @@ class ClosedLoop:
         width = self._gripper_width()
         if width is not None and width < min_width:
             return Check("grasp_failure", f"gripper at {width * 1000:.1f} mm after the lift: nothing held")
-        changed, valid = _depth_change(before.depth_m, after.depth_m, action.bbox, before.rgb.shape,
-                                       cfg.grasp_depth_change_m)
+        changed, valid = _depth_change(
+            before.depth_m, after.depth_m, action.bbox, before.rgb.shape, cfg.grasp_depth_change_m
+        )
         if valid == 0:
             return Check(OK, "held (width); no valid depth in the grasp box to confirm")
         fraction = changed / valid
         held = "unknown width" if width is None else f"gripper at {width * 1000:.1f} mm"
         if fraction < cfg.grasp_changed_fraction:
-            return Check("grasp_failure", f"{held}, but only {fraction:.0%} of the grasp box changed depth: the "
-                                          "object did not leave its place")
+            return Check(
+                "grasp_failure",
+                f"{held}, but only {fraction:.0%} of the grasp box changed depth: the object did not leave its place",
+            )
         return Check(OK, f"{held}; {fraction:.0%} of the grasp box changed depth")
 
-    def check_place(self, action: GroundedAction, target: Target,
-                    held_from: tuple[GroundedAction, Observation] | None, width_at_release: float | None,
-                    after: Observation) -> Check:
+    def check_place(
+        self,
+        action: GroundedAction,
+        target: Target,
+        held_from: tuple[GroundedAction, Observation] | None,
+        width_at_release: float | None,
+        after: Observation,
+    ) -> Check:
         """Released, and the object is re-observed at the target (horizontal distance to the place point)."""
         cfg, min_width = self.config, self.executor.config.min_grasp_width_m
         if width_at_release is not None and width_at_release < min_width:
-            return Check("premature_release", f"gripper at {width_at_release * 1000:.1f} mm before the release: the "
-                                              "object was lost on the way")
+            return Check(
+                "premature_release",
+                f"gripper at {width_at_release * 1000:.1f} mm before the release: the object was lost on the way",
+            )
         if held_from is None:
             return Check(OK, "released (no grasp of this episode to re-observe)")
         grasp_action = held_from[0]
         found = self.locate(after.rgb, grasp_action)
         if found is None or found.bbox is None:
-            return Check("incorrect_spatial_outcome", f"{grasp_action.object or 'the object'} not found again after "
-                                                      "the place")
+            return Check(
+                "incorrect_spatial_outcome", f"{grasp_action.object or 'the object'} not found again after the place"
+            )
         where = self._position_of(found, after)
         if where is None:
             return Check("incorrect_spatial_outcome", f"{grasp_action.object}: no depth where it was seen again")
         offset = float(np.hypot(*(where[:2] - np.asarray(target.position, float)[:2])))
         if offset > cfg.place_tolerance_m:
-            return Check("incorrect_spatial_outcome", f"{grasp_action.object} seen {offset * 1000:.0f} mm from the "
-                                                      f"place point (tolerance {cfg.place_tolerance_m * 1000:.0f} mm)")
+            return Check(
+                "incorrect_spatial_outcome",
+                f"{grasp_action.object} seen {offset * 1000:.0f} mm from the "
+                f"place point (tolerance {cfg.place_tolerance_m * 1000:.0f} mm)",
+            )
         return Check(OK, f"{grasp_action.object} seen {offset * 1000:.0f} mm from the place point")
 
     def check_handle(self, action: GroundedAction, target: Target, after: Observation) -> Check:
@@ -359,9 +439,12 @@ class ClosedLoop:
         travel = float(np.dot(where - np.asarray(target.position, float), normal))
         wanted = travel if action.type == "open" else -travel
         if wanted < cfg.handle_min_travel_m:
-            return Check("incorrect_spatial_outcome", f"handle moved {travel * 1000:+.0f} mm along the normal "
-                                                      f"(need {'+' if action.type == 'open' else '-'}"
-                                                      f"{cfg.handle_min_travel_m * 1000:.0f} mm)")
+            return Check(
+                "incorrect_spatial_outcome",
+                f"handle moved {travel * 1000:+.0f} mm along the normal "
+                f"(need {'+' if action.type == 'open' else '-'}"
+                f"{cfg.handle_min_travel_m * 1000:.0f} mm)",
+            )
         return Check(OK, f"handle moved {travel * 1000:+.0f} mm along the normal")
 
     def _position_of(self, action: GroundedAction, obs: Observation) -> np.ndarray | None:
@@ -369,11 +452,14 @@ class ClosedLoop:
         point); None without usable depth."""
         kind = action.type if action.type in ("open", "close") else "grasp"
         probe = GroundedAction(type=kind, object=action.object, bbox=action.bbox)
-        one = GroundedPlan(instruction="locate", image_size=(int(obs.rgb.shape[1]), int(obs.rgb.shape[0])),
-                           actions=[probe])
+        one = GroundedPlan(
+            instruction="locate", image_size=(int(obs.rgb.shape[1]), int(obs.rgb.shape[0])), actions=[probe]
+        )
         try:
-            return np.asarray(compute_targets(one, obs.depth_m, obs.camera, obs.extrinsics,
-                                              self.target_config).targets[0].position, float)
+            return np.asarray(
+                compute_targets(one, obs.depth_m, obs.camera, obs.extrinsics, self.target_config).targets[0].position,
+                float,
+            )
         except GeometryError:
             return None
 
@@ -389,8 +475,14 @@ class ClosedLoop:
 
     def _report(self, result: ClosedLoopResult, record: Attempt) -> None:
         """Keep the last try of each step in ``result.steps`` (the executor's step JSON + attempts + check)."""
-        entry = {"index": record.step, "type": record.type, "outcome": record.outcome, "message": record.message,
-                 "attempts": record.attempt, "check": record.check}
+        entry = {
+            "index": record.step,
+            "type": record.type,
+            "outcome": record.outcome,
+            "message": record.message,
+            "attempts": record.attempt,
+            "check": record.check,
+        }
         result.steps = [s for s in result.steps if s["index"] != record.step] + [entry]
         if record.check == OK:
             self._notify(record)
@@ -421,8 +513,13 @@ def _mode_of(result: ClosedLoopResult) -> str | None:
     return None
 
 
-def _depth_change(before_m: np.ndarray, after_m: np.ndarray, bbox: Sequence[float] | None,
-                  image_shape: Sequence[int], threshold_m: float) -> tuple[int, int]:
+def _depth_change(
+    before_m: np.ndarray,
+    after_m: np.ndarray,
+    bbox: Sequence[float] | None,
+    image_shape: Sequence[int],
+    threshold_m: float,
+) -> tuple[int, int]:
     """(changed, valid) pixel counts of the box ``bbox`` (pixels of an image of ``image_shape``) between two depth
     images of the same camera; a pixel is valid when both images have depth there."""
     if bbox is None:
@@ -436,4 +533,3 @@ def _depth_change(before_m: np.ndarray, after_m: np.ndarray, bbox: Sequence[floa
     valid = (a > 0) & (b > 0) & np.isfinite(a) & np.isfinite(b)
     changed = valid & (np.abs(a - b) > threshold_m)
     return int(changed.sum()), int(valid.sum())
-

@@ -32,7 +32,12 @@ def check_positive(obj: Any, names: tuple[str, ...], allow_zero: bool = False, w
     """Raise :class:`ConfigError` naming ``<where>.<name>`` unless each field is a finite number > 0 (>= 0)."""
     for name in names:
         value = getattr(obj, name)
-        if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        if (
+            not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+            or (value == 0 and not allow_zero)
+        ):
             bound = ">= 0" if allow_zero else "> 0"
             raise ConfigError(f"{where or type(obj).__name__}.{name} must be a finite number {bound}, got {value!r}")
 
@@ -99,7 +104,9 @@ class SafetyConfig:
             try:
                 lo, hi = (float(b) for b in bounds)
             except (TypeError, ValueError) as exc:
-                raise ConfigError(f"safety.joint_limits_rad.{joint} must be [lower, upper] in rad, got {bounds!r}") from exc
+                raise ConfigError(
+                    f"safety.joint_limits_rad.{joint} must be [lower, upper] in rad, got {bounds!r}"
+                ) from exc
             if not lo < hi:
                 raise ConfigError(f"safety.joint_limits_rad.{joint}: lower {lo} must be below upper {hi}")
             limits[str(joint)] = (lo, hi)
@@ -117,8 +124,10 @@ class SafetyConfig:
             if not lo <= v <= hi:
                 return f"{axis}={v:.3f} m is outside the workspace [{lo:.3f}, {hi:.3f}] m"
         if p[2] < self.floor_z_m - 1e-9:
-            return (f"z={p[2]:.3f} m is below the minimum height {self.floor_z_m:.3f} m "
-                    f"({self.min_height_above_surface_m:.3f} m above the support surface)")
+            return (
+                f"z={p[2]:.3f} m is below the minimum height {self.floor_z_m:.3f} m "
+                f"({self.min_height_above_surface_m:.3f} m above the support surface)"
+            )
         return None
 
 
@@ -145,11 +154,20 @@ class ClosedLoopConfig:
     def __post_init__(self) -> None:
         for name in ("max_attempts_per_step", "max_replans"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "max_attempts_per_step" else 0):
-                raise ConfigError(f"closed_loop.{name} must be an integer >= "
-                                  f"{1 if name == 'max_attempts_per_step' else 0}, got {value!r}")
-        check_positive(self, ("time_budget_s", "grasp_depth_change_m", "place_tolerance_m", "handle_min_travel_m"),
-                       where="closed_loop")
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < (1 if name == "max_attempts_per_step" else 0)
+            ):
+                raise ConfigError(
+                    f"closed_loop.{name} must be an integer >= "
+                    f"{1 if name == 'max_attempts_per_step' else 0}, got {value!r}"
+                )
+        check_positive(
+            self,
+            ("time_budget_s", "grasp_depth_change_m", "place_tolerance_m", "handle_min_travel_m"),
+            where="closed_loop",
+        )
         _check_fraction(self, ("grasp_changed_fraction",))
 
 
@@ -201,12 +219,23 @@ class ExecutorConfig:
             self.safety = _from_mapping(SafetyConfig, self.safety, "safety")
         if not isinstance(self.safety, SafetyConfig):
             raise ConfigError(f"executor.safety must be a SafetyConfig or a mapping, got {type(self.safety).__name__}")
-        check_positive(self, ("approach_height_m", "retreat_height_m", "min_grasp_width_m",
-                               "handle_approach_distance_m", "open_pull_distance_m", "close_push_distance_m",
-                               "abort_retreat_height_m"))
+        check_positive(
+            self,
+            (
+                "approach_height_m",
+                "retreat_height_m",
+                "min_grasp_width_m",
+                "handle_approach_distance_m",
+                "open_pull_distance_m",
+                "close_push_distance_m",
+                "abort_retreat_height_m",
+            ),
+        )
         check_positive(self, ("place_clearance_m",), allow_zero=True)
         if not math.isfinite(self.grasp_height_offset_m) or abs(self.grasp_height_offset_m) > 0.1:
-            raise ConfigError(f"executor.grasp_height_offset_m must be within +-0.1 m, got {self.grasp_height_offset_m!r}")
+            raise ConfigError(
+                f"executor.grasp_height_offset_m must be within +-0.1 m, got {self.grasp_height_offset_m!r}"
+            )
         _check_fraction(self, ("travel_speed_scale", "fine_speed_scale"))
         if self.gripper_open_width_m is not None:
             check_positive(self, ("gripper_open_width_m",))
@@ -216,8 +245,10 @@ class ExecutorConfig:
             raise ConfigError(f"executor.backends must map backend names to settings, got {self.backends!r}")
         unknown = sorted(set(self.backends) - set(BACKEND_NAMES))
         if unknown:
-            raise ConfigError(f"executor.backends: unknown backend(s) {', '.join(unknown)}; "
-                              f"expected some of {', '.join(BACKEND_NAMES)}")
+            raise ConfigError(
+                f"executor.backends: unknown backend(s) {', '.join(unknown)}; "
+                f"expected some of {', '.join(BACKEND_NAMES)}"
+            )
         self.backends = {k: dict(v or {}) for k, v in self.backends.items()}
         if isinstance(self.closed_loop, Mapping):
             self.closed_loop = _from_mapping(ClosedLoopConfig, self.closed_loop, "closed_loop")
@@ -238,11 +269,14 @@ class ExecutorConfig:
         """Build from ``{"executor": {...}, "safety": {...}, "backends": {...}, "closed_loop": {...}}`` (each
         section optional)."""
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{where}: expected a mapping with executor/safety/backends sections, got {type(data).__name__}")
+            raise ConfigError(
+                f"{where}: expected a mapping with executor/safety/backends sections, got {type(data).__name__}"
+            )
         unknown = sorted(set(data) - {"executor", "safety", "backends", "closed_loop"})
         if unknown:
-            raise ConfigError(f"{where}: unknown section(s) {', '.join(unknown)}; expected executor, safety, backends, "
-                              "closed_loop")
+            raise ConfigError(
+                f"{where}: unknown section(s) {', '.join(unknown)}; expected executor, safety, backends, closed_loop"
+            )
         executor = dict(data.get("executor") or {})
         if "safety" in executor or "backends" in executor or "closed_loop" in executor:
             raise ConfigError(f"{where}: put safety, backends and closed_loop at the top level, not under executor")

@@ -12,13 +12,24 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from grounded_planner.errors import InputError, RunFailure
-from grounded_planner.execution.backend import (BackendError, BackendFault, GraspFailedError, MotionStoppedError,
-                                                MotionTimeoutError, RobotBackend, UnreachableError)
+from grounded_planner.execution.backend import (
+    BackendError,
+    BackendFault,
+    GraspFailedError,
+    MotionStoppedError,
+    MotionTimeoutError,
+    RobotBackend,
+    UnreachableError,
+)
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.motions import Motion, StepFailure, fmt_position, plan_primitive
 from grounded_planner.execution.outcomes import Outcome
-from grounded_planner.execution.validate import (ExecutionInputError, InvalidGoalError, check_goal,  # noqa: F401 (re-exported)
-                                                 check_targets)
+from grounded_planner.execution.validate import (  # noqa: F401 (re-exported)
+    ExecutionInputError,
+    InvalidGoalError,
+    check_goal,
+    check_targets,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +93,9 @@ class Executor:
         """The motions of one primitive and notes about adjustments (:func:`~grounded_planner.execution.motions.plan_primitive`)."""
         return plan_primitive(action, target, self.config, held_yaw)
 
-    def _plan_all(self, pairs: list[tuple[int, Any, Any]], dry_run: bool,
-                  held_yaw: float | None = None) -> list[StepOutcome]:
+    def _plan_all(
+        self, pairs: list[tuple[int, Any, Any]], dry_run: bool, held_yaw: float | None = None
+    ) -> list[StepOutcome]:
         """Plan and check every step (envelope, then the backend's reachability); outcome ``ok`` when it passes.
         A place keeps the yaw of the grasp before it (``held_yaw``: of a grasp run by an earlier call)."""
         checked: list[StepOutcome] = []
@@ -95,11 +107,16 @@ class Executor:
                     if motion.kind == "move" and self.backend is not None:
                         reason = self.backend.check_reachable(motion.position_m, motion.yaw_rad)
                         if reason:
-                            raise StepFailure(Outcome.UNREACHABLE, f"{action.type} waypoint {motion.label} "
-                                                                    f"{fmt_position(motion.position_m)}: {reason}")
+                            raise StepFailure(
+                                Outcome.UNREACHABLE,
+                                f"{action.type} waypoint {motion.label} {fmt_position(motion.position_m)}: {reason}",
+                            )
             except StepFailure as failure:
-                checked.append(StepOutcome(index, action.type, failure.outcome, failure.message,
-                                          duration_s=time.perf_counter() - start))
+                checked.append(
+                    StepOutcome(
+                        index, action.type, failure.outcome, failure.message, duration_s=time.perf_counter() - start
+                    )
+                )
                 continue
             if action.type == "grasp":
                 held_yaw = motions[0].yaw_rad
@@ -108,17 +125,34 @@ class Executor:
             verb = "would run" if dry_run else "planned"
             summary = f"{verb} {len(motions)} motions: " + "; ".join(m.describe() for m in motions)
             if dry_run and not (self.backend is not None and self.backend.checks_reachability_offline):
-                summary += " [reachability not checked offline" + \
-                    (f" by the {self.backend.name} backend]" if self.backend is not None else "]")
+                summary += " [reachability not checked offline" + (
+                    f" by the {self.backend.name} backend]" if self.backend is not None else "]"
+                )
             if notes:
                 summary += " [" + "; ".join(notes) + "]"
-            checked.append(StepOutcome(index, action.type, Outcome.OK, summary, motions,
-                                      duration_s=time.perf_counter() - start, notes=notes))
+            checked.append(
+                StepOutcome(
+                    index,
+                    action.type,
+                    Outcome.OK,
+                    summary,
+                    motions,
+                    duration_s=time.perf_counter() - start,
+                    notes=notes,
+                )
+            )
         return checked
 
     # -- running -----------------------------------------------------------------------------------
-    def execute(self, plan: Any, targets: Any = None, dry_run: bool = False, cancel: threading.Event | None = None,
-                on_feedback: FeedbackFn | None = None, held_yaw: float | None = None) -> ExecutionResult:
+    def execute(
+        self,
+        plan: Any,
+        targets: Any = None,
+        dry_run: bool = False,
+        cancel: threading.Event | None = None,
+        on_feedback: FeedbackFn | None = None,
+        held_yaw: float | None = None,
+    ) -> ExecutionResult:
         """Run (or with ``dry_run`` only check) ``plan`` with its 3D targets.
 
         ``held_yaw`` (radians, backend convention): the yaw of an object grasped by an earlier call, which a first
@@ -129,7 +163,9 @@ class Executor:
         non-finite number, a negative width or a target set without a frame, and :class:`ExecutionInputError`
         when plan and targets do not match — in a dry run too; every robot-side problem becomes a step outcome.
         """
-        targets, pairs = check_goal(plan, targets)  # before anything computes a motion: a NaN yaw must never reach the IK
+        targets, pairs = check_goal(
+            plan, targets
+        )  # before anything computes a motion: a NaN yaw must never reach the IK
         if not pairs:
             return ExecutionResult(True, "empty plan: nothing to do", [])
         if held_yaw is not None and not math.isfinite(held_yaw):
@@ -138,8 +174,11 @@ class Executor:
         refused = [s for s in checked if not s.outcome.is_ok]
         if dry_run:
             ok = not refused
-            message = "dry run: every step passes the checks" if ok else \
-                f"dry run: {len(refused)} of {len(checked)} steps would be refused"
+            message = (
+                "dry run: every step passes the checks"
+                if ok
+                else f"dry run: {len(refused)} of {len(checked)} steps would be refused"
+            )
             return ExecutionResult(ok, message, checked)
         if refused:
             first = refused[0]
@@ -155,8 +194,13 @@ class Executor:
         finally:
             self._running.release()
 
-    def _run(self, pairs: list[tuple[int, Any, Any]], checked: list[StepOutcome], cancel: threading.Event,
-             on_feedback: FeedbackFn | None) -> ExecutionResult:
+    def _run(
+        self,
+        pairs: list[tuple[int, Any, Any]],
+        checked: list[StepOutcome],
+        cancel: threading.Event,
+        on_feedback: FeedbackFn | None,
+    ) -> ExecutionResult:
         backend = self.backend
         assert backend is not None
         self._stop_reason, self._deadline = None, None
@@ -170,8 +214,17 @@ class Executor:
                 outcome, message = self._run_step(index, action, plan.motions, cancel, on_feedback)
                 if plan.notes:
                     message += " [" + "; ".join(plan.notes) + "]"
-                results.append(StepOutcome(index, action.type, outcome, message, plan.motions,
-                                          duration_s=time.perf_counter() - start, notes=plan.notes))
+                results.append(
+                    StepOutcome(
+                        index,
+                        action.type,
+                        outcome,
+                        message,
+                        plan.motions,
+                        duration_s=time.perf_counter() - start,
+                        notes=plan.notes,
+                    )
+                )
                 if on_feedback is not None:
                     on_feedback(index, outcome.value, action)
                 if not outcome.is_ok:
@@ -186,8 +239,14 @@ class Executor:
             watcher.join(timeout=1.0)
         return ExecutionResult(True, f"all {len(results)} steps ok", results)
 
-    def _run_step(self, index: int, action: Any, motions: Sequence[Motion], cancel: threading.Event,
-                  on_feedback: FeedbackFn | None) -> tuple[Outcome, str]:
+    def _run_step(
+        self,
+        index: int,
+        action: Any,
+        motions: Sequence[Motion],
+        cancel: threading.Event,
+        on_feedback: FeedbackFn | None,
+    ) -> tuple[Outcome, str]:
         backend = self.backend
         assert backend is not None
         safety = self.config.safety
@@ -207,9 +266,11 @@ class Executor:
                 else:
                     width = backend.gripper_close(motion.force_n, expected_width_m=motion.expected_width_m)
                     if motion.check_grasp and width < self.config.min_grasp_width_m:
-                        return Outcome.GRASP_FAILED, (f"{motion.label}: gripper closed to {width * 1000:.1f} mm, "
-                                                      f"below {self.config.min_grasp_width_m * 1000:.1f} mm: "
-                                                      "nothing held")
+                        return Outcome.GRASP_FAILED, (
+                            f"{motion.label}: gripper closed to {width * 1000:.1f} mm, "
+                            f"below {self.config.min_grasp_width_m * 1000:.1f} mm: "
+                            "nothing held"
+                        )
             except MotionStoppedError as exc:
                 if self._stop_reason == "timeout":
                     return Outcome.TIMEOUT, f"{motion.label}: exceeded {safety.motion_timeout_s:.1f} s; arm stopped"

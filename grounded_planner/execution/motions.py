@@ -90,8 +90,9 @@ def box_violation(position: np.ndarray, safety: Any, z_tolerance_m: float = 0.0)
     return None
 
 
-def plan_primitive(action: Any, target: Any, config: ExecutorConfig, held_yaw: float | None = None
-                   ) -> tuple[list[Motion], list[str]]:
+def plan_primitive(
+    action: Any, target: Any, config: ExecutorConfig, held_yaw: float | None = None
+) -> tuple[list[Motion], list[str]]:
     """The motions of one primitive and notes about adjustments (e.g. a height raised to the floor).
 
     Raises :class:`StepFailure` (``outside_workspace``) when a target or waypoint leaves the envelope.
@@ -107,7 +108,9 @@ def plan_primitive(action: Any, target: Any, config: ExecutorConfig, held_yaw: f
     surface_point = abs(float(position[2]) - safety.support_surface_z_m) <= SURFACE_TOLERANCE_M
     problem = box_violation(position, safety, SURFACE_TOLERANCE_M if surface_point else 0.0)
     if problem:
-        raise StepFailure(Outcome.OUTSIDE_WORKSPACE, f"{kind} target {fmt_position(position)}: {problem}; nothing moved")
+        raise StepFailure(
+            Outcome.OUTSIDE_WORKSPACE, f"{kind} target {fmt_position(position)}: {problem}; nothing moved"
+        )
     notes: list[str] = []
     travel, fine = cfg.speed(cfg.travel_speed_scale), cfg.speed(cfg.fine_speed_scale)
     open_width = cfg.gripper_open_width_m
@@ -124,8 +127,9 @@ def plan_primitive(action: Any, target: Any, config: ExecutorConfig, held_yaw: f
     if kind == "grasp":
         yaw = _backend_yaw(target.yaw)
         if target.width is not None and open_width is not None and target.width + 0.01 > open_width:
-            notes.append(f"object width {target.width * 1000:.0f} mm + 10 mm exceeds gripper_open_width_m; "
-                         "opening fully")
+            notes.append(
+                f"object width {target.width * 1000:.0f} mm + 10 mm exceeds gripper_open_width_m; opening fully"
+            )
             open_width = None
         grasp_z = low(float(position[2]) + cfg.grasp_height_offset_m, "grasp")
         grasp_p = np.array([position[0], position[1], grasp_z])
@@ -133,8 +137,13 @@ def plan_primitive(action: Any, target: Any, config: ExecutorConfig, held_yaw: f
             Motion("move", "pre_grasp", at(position, cfg.approach_height_m), yaw, travel),
             Motion("open", "open_gripper", width_m=open_width),
             Motion("move", "descend", grasp_p, yaw, fine),
-            Motion("close", "close_gripper", force_n=cfg.grasp_force_n, check_grasp=True,
-                   expected_width_m=None if target.width is None else float(target.width)),
+            Motion(
+                "close",
+                "close_gripper",
+                force_n=cfg.grasp_force_n,
+                check_grasp=True,
+                expected_width_m=None if target.width is None else float(target.width),
+            ),
             Motion("move", "lift", at(position, cfg.retreat_height_m), yaw, fine),
         ]
     elif kind == "place":
@@ -151,8 +160,11 @@ def plan_primitive(action: Any, target: Any, config: ExecutorConfig, held_yaw: f
         if raw is not None and np.linalg.norm(raw) > 1e-6 and abs(raw[2]) / np.linalg.norm(raw) >= math.sqrt(0.5):
             # a lid or hatch (surface facing up): pull straight up, grasp with the target's yaw
             if raw[2] < 0:
-                raise StepFailure(Outcome.UNREACHABLE, f"{kind} target {fmt_position(position)}: its surface faces down; "
-                                                        "a top-down gripper cannot pull it")
+                raise StepFailure(
+                    Outcome.UNREACHABLE,
+                    f"{kind} target {fmt_position(position)}: its surface faces down; "
+                    "a top-down gripper cannot pull it",
+                )
             normal, yaw = UP.copy(), _backend_yaw(target.yaw)
         else:
             normal = None if raw is None else _unit_horizontal(raw)
@@ -160,8 +172,10 @@ def plan_primitive(action: Any, target: Any, config: ExecutorConfig, held_yaw: f
                 # no usable surface normal: assume the front faces the robot base (pull towards the base)
                 normal = _unit_horizontal(-position)
                 if normal is None:
-                    raise StepFailure(Outcome.UNREACHABLE, f"{kind} target {fmt_position(position)} has no usable "
-                                                            "surface normal and sits above the base")
+                    raise StepFailure(
+                        Outcome.UNREACHABLE,
+                        f"{kind} target {fmt_position(position)} has no usable surface normal and sits above the base",
+                    )
                 notes.append("no surface normal: pulling towards the robot base")
             # the tool stays vertical (top-down contract): the fingers straddle the handle from above, closing
             # along the normal; the approach, the pull/push and the retreat run along the normal
@@ -189,9 +203,10 @@ def plan_primitive(action: Any, target: Any, config: ExecutorConfig, held_yaw: f
         if motion.kind == "move":
             problem = safety.violation(motion.position_m)
             if problem:
-                raise StepFailure(Outcome.OUTSIDE_WORKSPACE,
-                                   f"{kind} waypoint {motion.label} {fmt_position(motion.position_m)}: {problem}; "
-                                   "nothing moved")
+                raise StepFailure(
+                    Outcome.OUTSIDE_WORKSPACE,
+                    f"{kind} waypoint {motion.label} {fmt_position(motion.position_m)}: {problem}; nothing moved",
+                )
     return motions, notes
 
 

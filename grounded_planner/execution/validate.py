@@ -69,7 +69,9 @@ def check_target(step: int, kind: str, target: Any) -> None:
         raise InvalidGoalError(step, kind, "position", f"{_fmt(position)} must be 3 finite numbers (x, y, z in metres)")
     yaw = getattr(target, "yaw", None)
     if yaw is not None and not _finite([yaw]):
-        raise InvalidGoalError(step, kind, "yaw", f"{_num(yaw)} is not a finite angle (radians about the frame's z axis)")
+        raise InvalidGoalError(
+            step, kind, "yaw", f"{_num(yaw)} is not a finite angle (radians about the frame's z axis)"
+        )
     width = getattr(target, "width", None)
     if width is not None and not (_finite([width]) and float(width) >= 0):
         raise InvalidGoalError(step, kind, "width", f"{_num(width)} must be a finite width >= 0 m (or unknown)")
@@ -90,7 +92,9 @@ def check_targets(targets: Any, expected_frame: str = "") -> None:
     if not frame:
         raise InvalidGoalError(None, "", "frame", "the targets name no frame: expected the robot base frame")
     if expected_frame and frame != expected_frame:
-        raise InvalidGoalError(None, "", "frame", f"targets are in {frame!r}, expected {expected_frame!r} (the robot base)")
+        raise InvalidGoalError(
+            None, "", "frame", f"targets are in {frame!r}, expected {expected_frame!r} (the robot base)"
+        )
     for target in getattr(targets, "targets", []) or []:
         own = str(getattr(target, "frame", "") or "")
         index = int(getattr(target, "index", 0))
@@ -108,8 +112,10 @@ def pair_steps(plan: Any, targets: Any) -> list[tuple[int, Any, Any]]:
     """
     frame = str(getattr(targets, "frame", ""))
     if "optical" in frame:
-        raise ExecutionInputError(f"targets are in the camera frame {frame!r}, not the robot base frame: "
-                                  "back-project with the camera extrinsics (--extrinsics)")
+        raise ExecutionInputError(
+            f"targets are in the camera frame {frame!r}, not the robot base frame: "
+            "back-project with the camera extrinsics (--extrinsics)"
+        )
     actions = list(getattr(plan, "actions", []))
     by_index: dict[int, Any] = {}
     for target in getattr(targets, "targets", []):
@@ -120,14 +126,17 @@ def pair_steps(plan: Any, targets: Any) -> list[tuple[int, Any, Any]]:
     for index, action in enumerate(actions):
         target = by_index.pop(index, None)
         if target is None:
-            raise ExecutionInputError(f"action {index} ({action.type}) has no target in the target set "
-                                      f"(targets for actions {sorted(t.index for t in targets.targets)})")
+            raise ExecutionInputError(
+                f"action {index} ({action.type}) has no target in the target set "
+                f"(targets for actions {sorted(t.index for t in targets.targets)})"
+            )
         if str(target.type) != str(action.type):
             raise ExecutionInputError(f"action {index} is a {action.type} but its target is a {target.type}")
         pairs.append((index, action, target))
     if by_index:
-        raise ExecutionInputError(f"targets for actions {sorted(by_index)} that the plan ({len(actions)} "
-                                  "actions) does not have")
+        raise ExecutionInputError(
+            f"targets for actions {sorted(by_index)} that the plan ({len(actions)} actions) does not have"
+        )
     return pairs
 
 
@@ -154,8 +163,9 @@ def check_quaternion(step: int, kind: str, q_xyzw: Sequence[Any]) -> None:
         raise InvalidGoalError(step, kind, "pose.orientation", f"{_fmt(q_xyzw)} must be 4 finite numbers (x, y, z, w)")
     norm = math.sqrt(sum(float(v) ** 2 for v in q_xyzw))
     if abs(norm - 1.0) > UNIT_QUATERNION_TOLERANCE:
-        raise InvalidGoalError(step, kind, "pose.orientation",
-                               f"{_fmt(q_xyzw)} is not a unit quaternion (norm {norm:.4g})")
+        raise InvalidGoalError(
+            step, kind, "pose.orientation", f"{_fmt(q_xyzw)} is not a unit quaternion (norm {norm:.4g})"
+        )
 
 
 @dataclass(frozen=True)
@@ -182,15 +192,22 @@ def check_poses(poses: Iterable[GoalPose], expected_frame: str = "") -> None:
         if not frame:
             raise InvalidGoalError(step, kind, "pose.header.frame_id", "empty: the pose names no frame")
         if expected_frame and frame != expected_frame:
-            raise InvalidGoalError(step, kind, "pose.header.frame_id",
-                                   f"{frame!r}, expected {expected_frame!r} (the robot base)")
+            raise InvalidGoalError(
+                step, kind, "pose.header.frame_id", f"{frame!r}, expected {expected_frame!r} (the robot base)"
+            )
         first = first or frame
         if frame != first:
-            raise InvalidGoalError(step, kind, "pose.header.frame_id", f"{frame!r} differs from the first pose's {first!r}")
+            raise InvalidGoalError(
+                step, kind, "pose.header.frame_id", f"{frame!r} differs from the first pose's {first!r}"
+            )
         if not (len(pose.position) == 3 and _finite(pose.position)):
             raise InvalidGoalError(step, kind, "pose.position", f"{_fmt(pose.position)} must be 3 finite numbers (m)")
         check_quaternion(step, kind, pose.orientation)
         if not (_finite([pose.width]) and float(pose.width) >= 0):
-            raise InvalidGoalError(step, kind, "width", f"{_num(pose.width)} must be a finite width >= 0 m (0 = unknown)")
+            raise InvalidGoalError(
+                step, kind, "width", f"{_num(pose.width)} must be a finite width >= 0 m (0 = unknown)"
+            )
         if not (len(pose.normal) == 3 and _finite(pose.normal)):
-            raise InvalidGoalError(step, kind, "normal", f"{_fmt(pose.normal)} must be 3 finite numbers (zero = unknown)")
+            raise InvalidGoalError(
+                step, kind, "normal", f"{_fmt(pose.normal)} must be 3 finite numbers (zero = unknown)"
+            )

@@ -72,8 +72,9 @@ class PoseSamples:
 def _transform(value: Any, where: str) -> np.ndarray:
     """A pose ``{translation: [x, y, z] | {x, y, z}, rotation: [qx, qy, qz, qw] | {x, y, z, w}}`` as 4x4."""
     if not isinstance(value, Mapping) or "translation" not in value or "rotation" not in value:
-        raise CalibrationFileError(f"{where} must be {{translation: [x, y, z], rotation: [qx, qy, qz, qw]}}, got "
-                                   f"{value!r}"[:300])
+        raise CalibrationFileError(
+            f"{where} must be {{translation: [x, y, z], rotation: [qx, qy, qz, qw]}}, got {value!r}"[:300]
+        )
     t, q = value["translation"], value["rotation"]
     if isinstance(t, Mapping):
         t = [t.get(k) for k in ("x", "y", "z")]
@@ -84,8 +85,9 @@ def _transform(value: Any, where: str) -> np.ndarray:
     except (TypeError, ValueError):
         raise CalibrationFileError(f"{where}: translation and rotation must be numbers, got {value!r}"[:300]) from None
     if t.shape != (3,) or q.shape != (4,) or not (np.all(np.isfinite(t)) and np.all(np.isfinite(q))):
-        raise CalibrationFileError(f"{where}: translation must be 3 numbers and rotation 4 (qx, qy, qz, qw), got "
-                                   f"{value!r}"[:300])
+        raise CalibrationFileError(
+            f"{where}: translation must be 3 numbers and rotation 4 (qx, qy, qz, qw), got {value!r}"[:300]
+        )
     norm = float(np.linalg.norm(q))
     if abs(norm - 1.0) > 1e-3:
         raise CalibrationFileError(f"{where}: rotation {q.tolist()} is not a unit quaternion (norm {norm:.4f})")
@@ -104,9 +106,11 @@ def load_pose_samples(path: str | Path) -> PoseSamples:
     path = Path(path)
     data = read_yaml(path, "hand-eye samples file", CalibrationFileError)
     if not isinstance(data, Mapping) or not isinstance(data.get("samples"), list):
-        raise CalibrationFileError(f"{path}: expected a mapping with a 'samples' list (our plain format: setup, "
-                                   "robot_base_frame, robot_effector_frame, camera_frame, samples; or an "
-                                   "easy_handeye2 .samples file)")
+        raise CalibrationFileError(
+            f"{path}: expected a mapping with a 'samples' list (our plain format: setup, "
+            "robot_base_frame, robot_effector_frame, camera_frame, samples; or an "
+            "easy_handeye2 .samples file)"
+        )
     if isinstance(data.get("parameters"), Mapping):
         return _easy_handeye2_samples(data, str(path))
     setup = data.get("setup")
@@ -118,27 +122,43 @@ def load_pose_samples(path: str | Path) -> PoseSamples:
             raise CalibrationFileError(f"{path}: sample {i} must be {{robot: ..., target: ...}}, got {sample!r}"[:300])
         effector2base.append(_transform(sample.get("robot"), f"{path}: sample {i} robot"))
         target2cam.append(_transform(sample.get("target"), f"{path}: sample {i} target"))
-    return PoseSamples(setup, _text(data, "robot_base_frame", str(path)), _text(data, "robot_effector_frame", str(path)),
-                       _text(data, "camera_frame", str(path)), effector2base, target2cam, "plain YAML")
+    return PoseSamples(
+        setup,
+        _text(data, "robot_base_frame", str(path)),
+        _text(data, "robot_effector_frame", str(path)),
+        _text(data, "camera_frame", str(path)),
+        effector2base,
+        target2cam,
+        "plain YAML",
+    )
 
 
 def _easy_handeye2_samples(data: Mapping, source: str) -> PoseSamples:
     params = data["parameters"]
     kind = params.get("calibration_type")
     if kind not in ("eye_in_hand", "eye_on_base"):
-        raise CalibrationFileError(f"{source}: parameters.calibration_type must be eye_in_hand or eye_on_base "
-                                   f"(easy_handeye2), got {kind!r}")
+        raise CalibrationFileError(
+            f"{source}: parameters.calibration_type must be eye_in_hand or eye_on_base (easy_handeye2), got {kind!r}"
+        )
     effector2base, target2cam = [], []
     for i, sample in enumerate(data["samples"]):
         if not isinstance(sample, Mapping):
-            raise CalibrationFileError(f"{source}: sample {i} must be {{robot: ..., tracking: ...}}, got {sample!r}"[:300])
+            raise CalibrationFileError(
+                f"{source}: sample {i} must be {{robot: ..., tracking: ...}}, got {sample!r}"[:300]
+            )
         robot = _transform(sample.get("robot"), f"{source}: sample {i} robot")
         # easy_handeye2's sampler stores the base in the effector for eye_on_base: undo its trick
         effector2base.append(robot if kind == "eye_in_hand" else invert_transform(robot))
         target2cam.append(_transform(sample.get("tracking"), f"{source}: sample {i} tracking"))
-    return PoseSamples("eye_in_hand" if kind == "eye_in_hand" else "eye_to_hand",
-                       _text(params, "robot_base_frame", source), _text(params, "robot_effector_frame", source),
-                       _text(params, "tracking_base_frame", source), effector2base, target2cam, "easy_handeye2 samples")
+    return PoseSamples(
+        "eye_in_hand" if kind == "eye_in_hand" else "eye_to_hand",
+        _text(params, "robot_base_frame", source),
+        _text(params, "robot_effector_frame", source),
+        _text(params, "tracking_base_frame", source),
+        effector2base,
+        target2cam,
+        "easy_handeye2 samples",
+    )
 
 
 def import_result(path: str | Path) -> tuple[Extrinsics, str, str]:
@@ -159,8 +179,9 @@ def import_result(path: str | Path) -> tuple[Extrinsics, str, str]:
         params = data["parameters"]
         kind = params.get("calibration_type")
         if kind not in ("eye_in_hand", "eye_on_base"):
-            raise CalibrationFileError(f"{path}: parameters.calibration_type must be eye_in_hand or eye_on_base "
-                                       f"(easy_handeye2), got {kind!r}")
+            raise CalibrationFileError(
+                f"{path}: parameters.calibration_type must be eye_in_hand or eye_on_base (easy_handeye2), got {kind!r}"
+            )
         parent = _text(params, "robot_effector_frame" if kind == "eye_in_hand" else "robot_base_frame", str(path))
         camera = _text(params, "tracking_base_frame", str(path))
         T = _transform(data["transform"], f"{path}: transform")
@@ -170,16 +191,26 @@ def import_result(path: str | Path) -> tuple[Extrinsics, str, str]:
         tr = data["transformation"]
         if not isinstance(tr, Mapping):
             raise CalibrationFileError(f"{path}: transformation must be {{x, y, z, qx, qy, qz, qw}}, got {tr!r}")
-        T = _transform({"translation": [tr.get(k) for k in ("x", "y", "z")],
-                        "rotation": [tr.get(k) for k in ("qx", "qy", "qz", "qw")]}, f"{path}: transformation")
+        T = _transform(
+            {
+                "translation": [tr.get(k) for k in ("x", "y", "z")],
+                "rotation": [tr.get(k) for k in ("qx", "qy", "qz", "qw")],
+            },
+            f"{path}: transformation",
+        )
         on_hand = bool(data["eye_on_hand"])
         parent = _text(data, "robot_effector_frame" if on_hand else "robot_base_frame", str(path))
         camera = _text(data, "tracking_base_frame", str(path))
-        return _extrinsics(T, parent, camera, path, "easy_handeye"), "eye_in_hand" if on_hand else "eye_to_hand", \
-            "easy_handeye"
-    raise CalibrationFileError(f"{path}: not a calibration result this reads (easy_handeye2 .calib: parameters + "
-                               "transform; easy_handeye .yaml: eye_on_hand + transformation; MoveIt Calibration "
-                               ".launch: a static_transform_publisher)")
+        return (
+            _extrinsics(T, parent, camera, path, "easy_handeye"),
+            "eye_in_hand" if on_hand else "eye_to_hand",
+            "easy_handeye",
+        )
+    raise CalibrationFileError(
+        f"{path}: not a calibration result this reads (easy_handeye2 .calib: parameters + "
+        "transform; easy_handeye .yaml: eye_on_hand + transformation; MoveIt Calibration "
+        ".launch: a static_transform_publisher)"
+    )
 
 
 def _moveit_launch(path: Path) -> tuple[Extrinsics, str, str]:
@@ -192,12 +223,16 @@ def _moveit_launch(path: Path) -> tuple[Extrinsics, str, str]:
         if node.get("type") == "static_transform_publisher":
             args = (node.get("args") or "").split()
             if len(args) != 9:
-                raise CalibrationFileError(f"{path}: static_transform_publisher args must be 'x y z qx qy qz qw FRAME "
-                                           f"CHILD' (MoveIt Calibration's), got {node.get('args')!r}")
+                raise CalibrationFileError(
+                    f"{path}: static_transform_publisher args must be 'x y z qx qy qz qw FRAME "
+                    f"CHILD' (MoveIt Calibration's), got {node.get('args')!r}"
+                )
             try:
                 values = [float(v) for v in args[:7]]
             except ValueError:
-                raise CalibrationFileError(f"{path}: static_transform_publisher args {args[:7]} are not numbers") from None
+                raise CalibrationFileError(
+                    f"{path}: static_transform_publisher args {args[:7]} are not numbers"
+                ) from None
             T = _transform({"translation": values[:3], "rotation": values[3:7]}, f"{path}: static_transform_publisher")
             parent, camera = args[7], args[8]
             # MoveIt Calibration's frames are what the user picked: the parent is the base (eye-to-hand) or an arm link
@@ -229,8 +264,10 @@ def check_camera_frame(extrinsics: Extrinsics, setup: str) -> str:
     trap (the optical frame's pose saved under the link's name): every target would land 90 degrees off.
     """
     if setup != "eye_to_hand":
-        return (f"camera frame {extrinsics.child_frame!r} not checked: in eye-in-hand its parent "
-                f"{extrinsics.parent_frame!r} moves with the arm and has no fixed up")
+        return (
+            f"camera frame {extrinsics.child_frame!r} not checked: in eye-in-hand its parent "
+            f"{extrinsics.parent_frame!r} moves with the arm and has no fixed up"
+        )
     R = extrinsics.rotation_matrix
     up = R[2, :]  # the base's up axis in the camera frame's axes: cosines of camera x, y, z with up
     name = extrinsics.child_frame
@@ -241,7 +278,8 @@ def check_camera_frame(extrinsics: Extrinsics, setup: str) -> str:
                 f"{'y axis points up' if up[1] > _AXIS_COS else 'z axis looks up'} in {extrinsics.parent_frame!r}: "
                 "this looks like a body-frame rotation (x forward, z up, as camera_link) saved under an optical "
                 "name. Re-run the calibration with the optical frame, or pass --camera-frame with the frame the "
-                "rotation belongs to")
+                "rotation belongs to"
+            )
         return f"camera frame {name!r}: an optical frame's rotation (y down, z forward), as named"
     if up[1] < -_AXIS_COS or up[2] < -_AXIS_COS:
         raise CalibrationFileError(
@@ -249,6 +287,6 @@ def check_camera_frame(extrinsics: Extrinsics, setup: str) -> str:
             f"{'y axis points down' if up[1] < -_AXIS_COS else 'z axis points down'} in {extrinsics.parent_frame!r}: "
             "this is an optical frame's rotation (z forward, y down) under a body frame's name, the classic "
             "camera_link vs camera_color_optical_frame trap. If the result really is the optical frame's pose, pass "
-            "--camera-frame camera_color_optical_frame (the frame your images carry)")
+            "--camera-frame camera_color_optical_frame (the frame your images carry)"
+        )
     return f"camera frame {name!r}: a body frame's rotation (x forward, z up), as named"
-

@@ -110,7 +110,9 @@ class CameraModel:
         if K[0, 0] <= 0 or K[1, 1] <= 0:
             raise CameraModelError(f"focal lengths fx, fy must be positive, got fx={K[0, 0]}, fy={K[1, 1]}")
         if not np.allclose(K[2], [0, 0, 1]) or K[1, 0] != 0:
-            raise CameraModelError(f"camera matrix K must have the pinhole form [[fx,s,cx],[0,fy,cy],[0,0,1]], got {K.tolist()}")
+            raise CameraModelError(
+                f"camera matrix K must have the pinhole form [[fx,s,cx],[0,fy,cy],[0,0,1]], got {K.tolist()}"
+            )
         self.K = K
         model, keep = ros_distortion_model(self.distortion_model)  # librealsense's names too; typed error otherwise
         self.distortion_model = model
@@ -129,11 +131,18 @@ class CameraModel:
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def from_camera_info(cls, K: Any, D: Any, width: int, height: int, distortion_model: str = "plumb_bob",
-                         frame_id: str = "") -> "CameraModel":
+    def from_camera_info(
+        cls, K: Any, D: Any, width: int, height: int, distortion_model: str = "plumb_bob", frame_id: str = ""
+    ) -> "CameraModel":
         """From the fields of a ``sensor_msgs/CameraInfo`` (``k``, ``d``, ``width``, ``height``, ...)."""
-        return cls(width=width, height=height, K=np.asarray(K, dtype=float), D=np.asarray(D, dtype=float),
-                   distortion_model=distortion_model, frame_id=frame_id)
+        return cls(
+            width=width,
+            height=height,
+            K=np.asarray(K, dtype=float),
+            D=np.asarray(D, dtype=float),
+            distortion_model=distortion_model,
+            frame_id=frame_id,
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "camera info") -> "CameraModel":
@@ -301,7 +310,8 @@ class CameraModel:
         if not step < _UNDISTORT_NOT_CONVERGED:  # NaN included: silently wrong rays would become wrong 3D targets
             raise CameraModelError(
                 f"undistortion does not converge with {self.distortion_model} distortion coefficients D={self.D.tolist()} "
-                f"(still moving by {step:.3g} after {_UNDISTORT_MAX_ITER} iterations): not a plausible lens calibration")
+                f"(still moving by {step:.3g} after {_UNDISTORT_MAX_ITER} iterations): not a plausible lens calibration"
+            )
         return x, y
 
     def _undistort_equidistant(self, xd: np.ndarray, yd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -373,7 +383,7 @@ class CameraModel:
     def ray_map(self) -> np.ndarray:
         """Normalised undistorted ray coordinates of every pixel, shape (H, W, 2); computed once, cached."""
         if self._ray_map is None:
-            v, u = np.mgrid[0:self.height, 0:self.width]
+            v, u = np.mgrid[0 : self.height, 0 : self.width]
             x, y = self.normalized(u.ravel(), v.ravel())
             self._ray_map = np.stack([x, y], axis=-1).reshape(self.height, self.width, 2)
             self._ray_map.setflags(write=False)

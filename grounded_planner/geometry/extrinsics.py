@@ -62,8 +62,9 @@ class Extrinsics:
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def from_matrix(cls, matrix: np.ndarray, parent_frame: str, child_frame: str,
-                    metadata: dict[str, Any] | None = None) -> "Extrinsics":
+    def from_matrix(
+        cls, matrix: np.ndarray, parent_frame: str, child_frame: str, metadata: dict[str, Any] | None = None
+    ) -> "Extrinsics":
         """From a 4x4 child->parent transform (its rotation block must be a proper rotation)."""
         T = np.asarray(matrix, dtype=float)
         if T.shape != (4, 4) or not np.all(np.isfinite(T)):
@@ -83,7 +84,9 @@ class Extrinsics:
                 f"{source}: missing field(s) {', '.join(missing)} (expected parent_frame, child_frame, "
                 "translation: [x, y, z], rotation: [qx, qy, qz, qw])"
             )
-        metadata = {k: v for k, v in data.items() if k not in ("parent_frame", "child_frame", "translation", "rotation")}
+        metadata = {
+            k: v for k, v in data.items() if k not in ("parent_frame", "child_frame", "translation", "rotation")
+        }
         try:
             return cls(data["parent_frame"], data["child_frame"], data["translation"], data["rotation"], metadata)
         except ExtrinsicsError as exc:

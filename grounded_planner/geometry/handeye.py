@@ -37,25 +37,29 @@ _LEVER_ARM_M = 0.1
 class CharucoBoardSpec:
     """A printed ChArUco board. Measure the printed squares: printers scale."""
 
-    squares_x: int = 7                 # squares along the board's x (image columns of the generated board)
-    squares_y: int = 5                 # squares along the board's y (rows)
-    square_length_m: float = 0.04      # side of a chessboard square as printed, metres
-    marker_length_m: float = 0.03      # side of an ArUco marker as printed, metres (< square_length_m)
-    dictionary: str = "DICT_5X5_100"   # cv2.aruco predefined dictionary name
-    legacy_pattern: bool = False       # boards made by OpenCV < 4.6 with an even number of rows
-    min_corners: int = 6               # views with fewer detected ChArUco corners are rejected
+    squares_x: int = 7  # squares along the board's x (image columns of the generated board)
+    squares_y: int = 5  # squares along the board's y (rows)
+    square_length_m: float = 0.04  # side of a chessboard square as printed, metres
+    marker_length_m: float = 0.03  # side of an ArUco marker as printed, metres (< square_length_m)
+    dictionary: str = "DICT_5X5_100"  # cv2.aruco predefined dictionary name
+    legacy_pattern: bool = False  # boards made by OpenCV < 4.6 with an even number of rows
+    min_corners: int = 6  # views with fewer detected ChArUco corners are rejected
 
     def __post_init__(self) -> None:
         if int(self.squares_x) < 2 or int(self.squares_y) < 2:
-            raise CalibrationError(f"a ChArUco board needs at least 2x2 squares, got {self.squares_x}x{self.squares_y}",
-                                   rule="board_spec")
+            raise CalibrationError(
+                f"a ChArUco board needs at least 2x2 squares, got {self.squares_x}x{self.squares_y}", rule="board_spec"
+            )
         self.squares_x, self.squares_y = int(self.squares_x), int(self.squares_y)
         if not 0 < float(self.marker_length_m) < float(self.square_length_m):
-            raise CalibrationError(f"need 0 < marker_length_m < square_length_m, got {self.marker_length_m} and "
-                                   f"{self.square_length_m}", rule="board_spec")
+            raise CalibrationError(
+                f"need 0 < marker_length_m < square_length_m, got {self.marker_length_m} and {self.square_length_m}",
+                rule="board_spec",
+            )
         if not str(self.dictionary).startswith("DICT_"):
-            raise CalibrationError(f"dictionary must be a cv2.aruco name like DICT_5X5_100, got {self.dictionary!r}",
-                                   rule="board_spec")
+            raise CalibrationError(
+                f"dictionary must be a cv2.aruco name like DICT_5X5_100, got {self.dictionary!r}", rule="board_spec"
+            )
         if int(self.min_corners) < 4:
             raise CalibrationError(f"min_corners must be >= 4 for a pose, got {self.min_corners}", rule="board_spec")
 
@@ -66,8 +70,10 @@ class CharucoBoardSpec:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
-            raise CalibrationError(f"{source}: unknown board field(s) {', '.join(unknown)} (expected {', '.join(sorted(known))})",
-                                   rule="board_spec")
+            raise CalibrationError(
+                f"{source}: unknown board field(s) {', '.join(unknown)} (expected {', '.join(sorted(known))})",
+                rule="board_spec",
+            )
         try:
             return cls(**dict(data))
         except CalibrationError as exc:
@@ -88,8 +94,9 @@ class CharucoBoardSpec:
         if dict_id is None:
             raise CalibrationError(f"unknown ArUco dictionary {self.dictionary!r}", rule="board_spec")
         dictionary = cv2.aruco.getPredefinedDictionary(dict_id)
-        board = cv2.aruco.CharucoBoard((self.squares_x, self.squares_y), self.square_length_m, self.marker_length_m,
-                                       dictionary)
+        board = cv2.aruco.CharucoBoard(
+            (self.squares_x, self.squares_y), self.square_length_m, self.marker_length_m, dictionary
+        )
         board.setLegacyPattern(bool(self.legacy_pattern))
         return board
 
@@ -106,14 +113,16 @@ class CharucoBoardSpec:
 class BoardObservation:
     """One detected board: its pose in the camera optical frame and how well it fits."""
 
-    target2cam: np.ndarray       # (4, 4) board frame -> optical frame
-    n_corners: int               # ChArUco corners used for the pose
-    reprojection_px: float       # RMS reprojection error of those corners, pixels
+    target2cam: np.ndarray  # (4, 4) board frame -> optical frame
+    n_corners: int  # ChArUco corners used for the pose
+    reprojection_px: float  # RMS reprojection error of those corners, pixels
     object_points: np.ndarray | None = None  # (n, 3) the corners on the board, metres (for joint refinement)
-    image_points: np.ndarray | None = None   # (n, 2) where they were detected, pixels
+    image_points: np.ndarray | None = None  # (n, 2) where they were detected, pixels
 
 
-def detect_board(image: np.ndarray, camera: CameraModel, spec: CharucoBoardSpec, name: str = "image") -> BoardObservation:
+def detect_board(
+    image: np.ndarray, camera: CameraModel, spec: CharucoBoardSpec, name: str = "image"
+) -> BoardObservation:
     """Find the ChArUco board in an image and solve its pose.
 
     Parameters
@@ -138,8 +147,10 @@ def detect_board(image: np.ndarray, camera: CameraModel, spec: CharucoBoardSpec,
     if img.dtype != np.uint8:
         raise CalibrationError(f"{name}: expected an 8-bit image, got {img.dtype}", rule="image")
     if img.shape != (camera.height, camera.width):
-        raise CalibrationError(f"{name}: image is {img.shape[1]}x{img.shape[0]}, camera model is "
-                               f"{camera.width}x{camera.height}", rule="image")
+        raise CalibrationError(
+            f"{name}: image is {img.shape[1]}x{img.shape[0]}, camera model is {camera.width}x{camera.height}",
+            rule="image",
+        )
     board = spec.board()
     params = cv2.aruco.CharucoParameters()
     params.cameraMatrix = camera.K
@@ -148,9 +159,11 @@ def detect_board(image: np.ndarray, camera: CameraModel, spec: CharucoBoardSpec,
     corners, ids, _, _ = detector.detectBoard(img)
     n = 0 if ids is None else len(ids)
     if n < spec.min_corners:
-        raise CalibrationError(f"{name}: found {n} ChArUco corners, need at least {spec.min_corners} "
-                               f"(is the board {spec.squares_x}x{spec.squares_y} {spec.dictionary} in view?)",
-                               rule="board_not_found")
+        raise CalibrationError(
+            f"{name}: found {n} ChArUco corners, need at least {spec.min_corners} "
+            f"(is the board {spec.squares_x}x{spec.squares_y} {spec.dictionary} in view?)",
+            rule="board_not_found",
+        )
     obj, imgp = board.matchImagePoints(corners, ids)
     obj = obj.reshape(-1, 3).astype(np.float64)
     imgp = imgp.reshape(-1, 2).astype(np.float64)
@@ -186,18 +199,26 @@ class HandEyeResult:
 
     @property
     def rms_translation_m(self) -> float:
-        return float(np.sqrt(np.mean([r.translation_m ** 2 for r in self.residuals])))
+        return float(np.sqrt(np.mean([r.translation_m**2 for r in self.residuals])))
 
     @property
     def rms_rotation_deg(self) -> float:
-        return float(np.sqrt(np.mean([r.rotation_deg ** 2 for r in self.residuals])))
+        return float(np.sqrt(np.mean([r.rotation_deg**2 for r in self.residuals])))
 
 
-def calibrate_hand_eye(gripper2base: Sequence[np.ndarray], target2cam: Sequence[np.ndarray], mode: str = "eye_to_hand",
-                       method: str = "auto", base_frame: str = "base_link", gripper_frame: str = "flange",
-                       camera_frame: str = "camera_color_optical_frame", names: Sequence[str] | None = None,
-                       reprojection_px: Sequence[float] | None = None, camera: CameraModel | None = None,
-                       observations: Sequence[BoardObservation] | None = None) -> HandEyeResult:
+def calibrate_hand_eye(
+    gripper2base: Sequence[np.ndarray],
+    target2cam: Sequence[np.ndarray],
+    mode: str = "eye_to_hand",
+    method: str = "auto",
+    base_frame: str = "base_link",
+    gripper_frame: str = "flange",
+    camera_frame: str = "camera_color_optical_frame",
+    names: Sequence[str] | None = None,
+    reprojection_px: Sequence[float] | None = None,
+    camera: CameraModel | None = None,
+    observations: Sequence[BoardObservation] | None = None,
+) -> HandEyeResult:
     """Solve AX = XB for the camera's mounting.
 
     Parameters
@@ -234,24 +255,36 @@ def calibrate_hand_eye(gripper2base: Sequence[np.ndarray], target2cam: Sequence[
     if len(g2b) != len(t2c):
         raise CalibrationError(f"{len(g2b)} robot poses but {len(t2c)} board poses", rule="samples")
     if len(g2b) < 3:
-        raise CalibrationError(f"hand-eye calibration needs at least 3 samples (10+ recommended), got {len(g2b)}",
-                               rule="samples")
+        raise CalibrationError(
+            f"hand-eye calibration needs at least 3 samples (10+ recommended), got {len(g2b)}", rule="samples"
+        )
     names = list(names) if names is not None else [f"sample {i}" for i in range(len(g2b))]
     reproj = list(reprojection_px) if reprojection_px is not None else [float("nan")] * len(g2b)
     # Eye-to-hand is the same problem with the robot poses inverted (base in the gripper frame).
     robot = [invert_transform(T) for T in g2b] if mode == "eye_to_hand" else g2b
-    flags = {"tsai": cv2.CALIB_HAND_EYE_TSAI, "park": cv2.CALIB_HAND_EYE_PARK, "horaud": cv2.CALIB_HAND_EYE_HORAUD,
-             "andreff": cv2.CALIB_HAND_EYE_ANDREFF, "daniilidis": cv2.CALIB_HAND_EYE_DANIILIDIS}
+    flags = {
+        "tsai": cv2.CALIB_HAND_EYE_TSAI,
+        "park": cv2.CALIB_HAND_EYE_PARK,
+        "horaud": cv2.CALIB_HAND_EYE_HORAUD,
+        "andreff": cv2.CALIB_HAND_EYE_ANDREFF,
+        "daniilidis": cv2.CALIB_HAND_EYE_DANIILIDIS,
+    }
     best: tuple[float, str, np.ndarray, list[SampleResidual]] | None = None
-    for name in (METHODS if method == "auto" else (method,)):
-        R, t = cv2.calibrateHandEye([T[:3, :3] for T in robot], [T[:3, 3] for T in robot],
-                                    [T[:3, :3] for T in t2c], [T[:3, 3] for T in t2c], method=flags[name])
+    for name in METHODS if method == "auto" else (method,):
+        R, t = cv2.calibrateHandEye(
+            [T[:3, :3] for T in robot],
+            [T[:3, 3] for T in robot],
+            [T[:3, :3] for T in t2c],
+            [T[:3, 3] for T in t2c],
+            method=flags[name],
+        )
         X = make_transform(R, t.ravel())
         if not np.all(np.isfinite(X)) or abs(np.linalg.det(X[:3, :3]) - 1) > 1e-6:
             continue
         residuals = _residuals(robot, t2c, X, names, reproj)
-        score = math.sqrt(np.mean([r.translation_m ** 2 + (math.radians(r.rotation_deg) * _LEVER_ARM_M) ** 2
-                                   for r in residuals]))
+        score = math.sqrt(
+            np.mean([r.translation_m**2 + (math.radians(r.rotation_deg) * _LEVER_ARM_M) ** 2 for r in residuals])
+        )
         if best is None or score < best[0]:
             best = (score, name, X, residuals)
     if best is None:
@@ -268,7 +301,9 @@ def calibrate_hand_eye(gripper2base: Sequence[np.ndarray], target2cam: Sequence[
     parent = base_frame if mode == "eye_to_hand" else gripper_frame
     result = HandEyeResult(Extrinsics.from_matrix(X, parent, camera_frame), mode, name, residuals, joint_rms_px)
     result.extrinsics.metadata["calibration"] = {
-        "mode": mode, "method": name, "samples": len(g2b),
+        "mode": mode,
+        "method": name,
+        "samples": len(g2b),
         "rms_translation_mm": round(1000 * result.rms_translation_m, 3),
         "rms_rotation_deg": round(result.rms_rotation_deg, 4),
     }
@@ -277,8 +312,9 @@ def calibrate_hand_eye(gripper2base: Sequence[np.ndarray], target2cam: Sequence[
     return result
 
 
-def _residuals(robot: list[np.ndarray], t2c: list[np.ndarray], X: np.ndarray, names: list[str],
-               reproj: list[float]) -> list[SampleResidual]:
+def _residuals(
+    robot: list[np.ndarray], t2c: list[np.ndarray], X: np.ndarray, names: list[str], reproj: list[float]
+) -> list[SampleResidual]:
     """Per sample, the distance of its implied fixed transform from the consensus of all samples.
 
     Both modes reduce to ``C_i = robot_i @ X @ target2cam_i`` with ``robot_i`` as passed to the solver
@@ -286,12 +322,22 @@ def _residuals(robot: list[np.ndarray], t2c: list[np.ndarray], X: np.ndarray, na
     """
     C = [Ri @ X @ Ti for Ri, Ti in zip(robot, t2c)]
     mean = _mean_transform(C)
-    return [SampleResidual(n, float(np.linalg.norm(c[:3, 3] - mean[:3, 3])), rotation_angle_deg(mean[:3, :3].T @ c[:3, :3]), e)
-            for n, c, e in zip(names, C, reproj)]
+    return [
+        SampleResidual(
+            n, float(np.linalg.norm(c[:3, 3] - mean[:3, 3])), rotation_angle_deg(mean[:3, :3].T @ c[:3, :3]), e
+        )
+        for n, c, e in zip(names, C, reproj)
+    ]
 
 
-def _refine(robot: list[np.ndarray], t2c: list[np.ndarray], X0: np.ndarray, camera: CameraModel,
-            observations: Sequence[BoardObservation], iterations: int = 30) -> tuple[np.ndarray, float]:
+def _refine(
+    robot: list[np.ndarray],
+    t2c: list[np.ndarray],
+    X0: np.ndarray,
+    camera: CameraModel,
+    observations: Sequence[BoardObservation],
+    iterations: int = 30,
+) -> tuple[np.ndarray, float]:
     """Levenberg-Marquardt on the reprojection error of every detected corner, over X and the fixed transform C.
 
     Model: ``target2cam_i = X^-1 @ robot_i^-1 @ C`` (see :func:`_residuals`); 12 parameters, small rotation
@@ -377,7 +423,9 @@ def load_samples(directory: str | Path) -> list[CalibrationSample]:
     if missing_pose or missing_image:
         raise CalibrationError(
             f"{directory}: unpaired samples: images without pose {missing_pose or '-'}, poses without image "
-            f"{missing_image or '-'} (each sample is NAME.png + NAME.yaml)", rule="samples")
+            f"{missing_image or '-'} (each sample is NAME.png + NAME.yaml)",
+            rule="samples",
+        )
     samples = []
     for stem in sorted(images):
         try:

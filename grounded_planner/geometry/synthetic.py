@@ -90,7 +90,7 @@ class Scene:
     def rays_world(self) -> np.ndarray:
         """Ray directions (H, W, 3) in the world frame, scaled so that the optical-frame z component is 1."""
         cam = self.camera
-        v, u = np.mgrid[0:cam.height, 0:cam.width].astype(float)
+        v, u = np.mgrid[0 : cam.height, 0 : cam.width].astype(float)
         if cam.has_distortion:
             import cv2  # lazy: optional SDK (cv2), not in install_requires
 
@@ -148,8 +148,12 @@ class Scene:
         if rr.size == 0:
             raise InputError(f"object {k} is not visible")
         h, w = labels.shape
-        return (float(max(0, cc.min() - pad_px)), float(max(0, rr.min() - pad_px)),
-                float(min(w, cc.max() + 1 + pad_px)), float(min(h, rr.max() + 1 + pad_px)))
+        return (
+            float(max(0, cc.min() - pad_px)),
+            float(max(0, rr.min() - pad_px)),
+            float(min(w, cc.max() + 1 + pad_px)),
+            float(min(h, rr.max() + 1 + pad_px)),
+        )
 
     def pixel_of(self, point_world: np.ndarray) -> tuple[float, float]:
         """Plan coordinates (continuous: pixel centre + 0.5) of a world point, without distortion."""
@@ -166,8 +170,13 @@ class Scene:
         return self.cam2world.rotation_matrix @ np.array([xn, yn, 1.0])
 
 
-def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray = (0.0, 0.0, 1.0), parent_frame: str = "world",
-            child_frame: str = "camera_color_optical_frame") -> Extrinsics:
+def look_at(
+    eye: np.ndarray,
+    target: np.ndarray,
+    up: np.ndarray = (0.0, 0.0, 1.0),
+    parent_frame: str = "world",
+    child_frame: str = "camera_color_optical_frame",
+) -> Extrinsics:
     """Optical-frame pose (z forward, x right, y down) of a camera at ``eye`` looking at ``target``."""
     eye, target, up = (np.asarray(v, dtype=float) for v in (eye, target, up))
     z = target - eye
@@ -179,9 +188,14 @@ def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray = (0.0, 0.0, 1.0
     return Extrinsics(parent_frame, child_frame, eye, matrix_to_quat(R))
 
 
-def realsense_camera(width: int = 1280, height: int = 720, frame_id: str = "camera_color_optical_frame",
-                     D: tuple[float, ...] = (), fy_over_fx: float = 1.0,
-                     principal_offset_px: tuple[float, float] = (-0.7, 1.3)) -> CameraModel:
+def realsense_camera(
+    width: int = 1280,
+    height: int = 720,
+    frame_id: str = "camera_color_optical_frame",
+    D: tuple[float, ...] = (),
+    fy_over_fx: float = 1.0,
+    principal_offset_px: tuple[float, float] = (-0.7, 1.3),
+) -> CameraModel:
     """Intrinsics like a D435 colour stream at the given size (about 69 x 42 deg field of view).
 
     ``fy_over_fx`` != 1 (non-square pixels) and a larger ``principal_offset_px`` (cx, cy from the image centre)
@@ -189,8 +203,14 @@ def realsense_camera(width: int = 1280, height: int = 720, frame_id: str = "came
     within 0.1 % of 1 and its principal point within a few pixels of the centre, where such bugs hide."""
     f = 0.72 * width
     dx, dy = principal_offset_px
-    return CameraModel.from_camera_info([[f, 0, width / 2 + dx], [0, f * fy_over_fx, height / 2 + dy], [0, 0, 1]],
-                                        list(D), width, height, "plumb_bob", frame_id)
+    return CameraModel.from_camera_info(
+        [[f, 0, width / 2 + dx], [0, f * fy_over_fx, height / 2 + dy], [0, 0, 1]],
+        list(D),
+        width,
+        height,
+        "plumb_bob",
+        frame_id,
+    )
 
 
 # The synthetic tabletops' camera: non-square pixels and a principal point well off the centre (see realsense_camera)
@@ -209,8 +229,9 @@ def add_holes(depth_m: np.ndarray, rng: np.random.Generator, n_holes: int = 20, 
     return out
 
 
-def to_depth_units(depth_m: np.ndarray, rng: np.random.Generator | None = None, noise_m: float = 0.0,
-                   depth_scale: float = 0.001) -> np.ndarray:
+def to_depth_units(
+    depth_m: np.ndarray, rng: np.random.Generator | None = None, noise_m: float = 0.0, depth_scale: float = 0.001
+) -> np.ndarray:
     """Depth as a 16UC1 image in ``depth_scale`` units (1 mm like a D4xx), with optional Gaussian noise."""
     d = depth_m.astype(float)
     if noise_m > 0 and rng is not None:
@@ -218,8 +239,14 @@ def to_depth_units(depth_m: np.ndarray, rng: np.random.Generator | None = None, 
     return np.clip(np.round(d / depth_scale), 0, 65535).astype(np.uint16) * (depth_m > 0)
 
 
-def render_board_view(board_image: np.ndarray, square_length_m: float, px_per_square: int, camera: CameraModel,
-                      target2cam: np.ndarray, background: int = 140) -> np.ndarray:
+def render_board_view(
+    board_image: np.ndarray,
+    square_length_m: float,
+    px_per_square: int,
+    camera: CameraModel,
+    target2cam: np.ndarray,
+    background: int = 140,
+) -> np.ndarray:
     """A pinhole (undistorted) camera image of a flat printed board at a known pose, by a homography warp.
 
     Parameters
@@ -241,8 +268,14 @@ def render_board_view(board_image: np.ndarray, square_length_m: float, px_per_sq
     H = camera.K @ np.column_stack([target2cam[:3, 0], target2cam[:3, 1], target2cam[:3, 3]]) @ A
     # Pre-blur so the warp (bilinear, no area filter) does not alias when it shrinks the board.
     src = cv2.GaussianBlur(board_image, (0, 0), 0.6)
-    return cv2.warpPerspective(src, H, (camera.width, camera.height), flags=cv2.INTER_LINEAR,
-                               borderMode=cv2.BORDER_CONSTANT, borderValue=int(background))
+    return cv2.warpPerspective(
+        src,
+        H,
+        (camera.width, camera.height),
+        flags=cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=int(background),
+    )
 
 
 def _hit_box(o: np.ndarray, rays: np.ndarray, box: Box, table_z: float) -> np.ndarray:
@@ -266,7 +299,7 @@ def _hit_cylinder(o: np.ndarray, rays: np.ndarray, cyl: Cylinder, table_z: float
     rx, ry, rz = rays[..., 0], rays[..., 1], rays[..., 2]
     a = rx * rx + ry * ry
     b = 2 * (dx * rx + dy * ry)
-    cc = dx * dx + dy * dy - cyl.radius ** 2
+    cc = dx * dx + dy * dy - cyl.radius**2
     disc = b * b - 4 * a * cc
     out = np.full(rays.shape[:2], np.inf)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -276,7 +309,7 @@ def _hit_cylinder(o: np.ndarray, rays: np.ndarray, cyl: Cylinder, table_z: float
         out[side] = t_side[side]
         t_top = (table_z + cyl.height - o[2]) / rz
         px, py = dx + t_top * rx, dy + t_top * ry
-        top = (t_top > 0) & (px * px + py * py <= cyl.radius ** 2)
+        top = (t_top > 0) & (px * px + py * py <= cyl.radius**2)
     out[top] = np.minimum(out[top], t_top[top])
     return out
 
@@ -292,19 +325,28 @@ def _hit_panel(o: np.ndarray, rays: np.ndarray, panel: Panel) -> np.ndarray:
     return np.where(inside, t, np.inf)
 
 
-def random_camera_pose(rng: np.random.Generator, elevation_deg: tuple[float, float] = (40, 60),
-                       parent_frame: str = "panda_link0") -> Extrinsics:
+def random_camera_pose(
+    rng: np.random.Generator, elevation_deg: tuple[float, float] = (40, 60), parent_frame: str = "panda_link0"
+) -> Extrinsics:
     """A camera 0.75-0.95 m from the table centre, looking down at it at 40-60 deg from a random side."""
     azimuth = rng.uniform(0, 2 * math.pi)
     elevation = math.radians(rng.uniform(*elevation_deg))
     dist = rng.uniform(0.75, 0.95)
-    eye = dist * np.array([math.cos(azimuth) * math.cos(elevation), math.sin(azimuth) * math.cos(elevation),
-                           math.sin(elevation)])
+    eye = dist * np.array(
+        [math.cos(azimuth) * math.cos(elevation), math.sin(azimuth) * math.cos(elevation), math.sin(elevation)]
+    )
     return look_at(eye, [0.0, 0.0, 0.0], parent_frame=parent_frame)
 
 
-def random_tabletop(seed: int, width: int = 640, height: int = 480, D: tuple[float, ...] = (), n_holes: int = 25,
-                    noise_m: float = 0.001, elongated_only: bool = False) -> tuple[Scene, np.ndarray, np.ndarray]:
+def random_tabletop(
+    seed: int,
+    width: int = 640,
+    height: int = 480,
+    D: tuple[float, ...] = (),
+    n_holes: int = 25,
+    noise_m: float = 0.001,
+    elongated_only: bool = False,
+) -> tuple[Scene, np.ndarray, np.ndarray]:
     """Three boxes and a cylinder (or four boxes) on cells 0.24 m apart, an oblique camera, holes and noise.
 
     Returns
@@ -316,8 +358,9 @@ def random_tabletop(seed: int, width: int = 640, height: int = 480, D: tuple[flo
         Of the clean render (see :meth:`Scene.render`).
     """
     rng = np.random.default_rng(seed)
-    camera = realsense_camera(width, height, D=D, fy_over_fx=TABLETOP_FY_OVER_FX,
-                              principal_offset_px=TABLETOP_PRINCIPAL_OFFSET_PX)
+    camera = realsense_camera(
+        width, height, D=D, fy_over_fx=TABLETOP_FY_OVER_FX, principal_offset_px=TABLETOP_PRINCIPAL_OFFSET_PX
+    )
     cells = [(-0.12, -0.12), (-0.12, 0.12), (0.12, -0.12), (0.12, 0.12)]
     objects: list = []
     for k, (cx, cy) in enumerate(cells):
@@ -334,8 +377,17 @@ def random_tabletop(seed: int, width: int = 640, height: int = 480, D: tuple[flo
 
 # Where the generated plans put things down: between the objects' cells, on the table (the first of these
 # that no object hides from the camera).
-PLACE_POINTS_WORLD = ((0.0, 0.02, 0.0), (0.0, -0.02, 0.0), (0.02, 0.0, 0.0), (-0.02, 0.0, 0.0), (0.0, 0.0, 0.0),
-                      (0.0, 0.12, 0.0), (0.0, -0.12, 0.0), (0.12, 0.0, 0.0), (-0.12, 0.0, 0.0))
+PLACE_POINTS_WORLD = (
+    (0.0, 0.02, 0.0),
+    (0.0, -0.02, 0.0),
+    (0.02, 0.0, 0.0),
+    (-0.02, 0.0, 0.0),
+    (0.0, 0.0, 0.0),
+    (0.0, 0.12, 0.0),
+    (0.0, -0.12, 0.0),
+    (0.12, 0.0, 0.0),
+    (-0.12, 0.0, 0.0),
+)
 
 
 def visible_place_point(scene: Scene, labels: np.ndarray, half_px: int = 6) -> np.ndarray:
@@ -343,7 +395,7 @@ def visible_place_point(scene: Scene, labels: np.ndarray, half_px: int = 6) -> n
     for candidate in PLACE_POINTS_WORLD:
         x, y = scene.pixel_of(np.asarray(candidate))
         u, v = int(x), int(y)
-        window = labels[max(0, v - half_px):v + half_px + 1, max(0, u - half_px):u + half_px + 1]
+        window = labels[max(0, v - half_px) : v + half_px + 1, max(0, u - half_px) : u + half_px + 1]
         if window.size and np.all(window == 0):
             return np.asarray(candidate, dtype=float)
     raise InputError("every candidate place point is hidden by an object")
@@ -358,7 +410,6 @@ def write_scene_files(seed: int, out_dir: str | Path, width: int = 640, height: 
     place at the place pixel's ray on the table).
     """
 
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     scene, depth_units, labels = random_tabletop(seed, width, height)
@@ -368,12 +419,21 @@ def write_scene_files(seed: int, out_dir: str | Path, width: int = 640, height: 
     place_true = o + ray * ((scene.table_z - o[2]) / ray[2])
     actions, truth = [], []
     for k, obj in enumerate(scene.objects):
-        actions += [GroundedAction("grasp", obj.name, bbox=scene.bbox_of(k, labels)),
-                    GroundedAction("place", obj.name, target="table", point=place_px)]
+        actions += [
+            GroundedAction("grasp", obj.name, bbox=scene.bbox_of(k, labels)),
+            GroundedAction("place", obj.name, target="table", point=place_px),
+        ]
         yaw = obj.closing_yaw() if isinstance(obj, Box) else None
-        truth += [{"index": 2 * k, "type": "grasp", "object": obj.name,
-                   "position": obj.top_center(scene.table_z).tolist(), "yaw": yaw},
-                  {"index": 2 * k + 1, "type": "place", "object": obj.name, "position": place_true.tolist(), "yaw": None}]
+        truth += [
+            {
+                "index": 2 * k,
+                "type": "grasp",
+                "object": obj.name,
+                "position": obj.top_center(scene.table_z).tolist(),
+                "yaw": yaw,
+            },
+            {"index": 2 * k + 1, "type": "place", "object": obj.name, "position": place_true.tolist(), "yaw": None},
+        ]
     save_plan(GroundedPlan("put everything in the middle", (width, height), actions).validate(), out / "plan.json")
     Image.fromarray(depth_units).save(out / "depth.png")
     scene.camera.save_yaml(out / "camera.yaml")
@@ -384,8 +444,10 @@ def write_scene_files(seed: int, out_dir: str | Path, width: int = 640, height: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write a synthetic RGB-D tabletop scene as backproject inputs "
-                                                 "(plan.json, depth.png, camera.yaml, extrinsics.yaml) and truth.json.")
+    parser = argparse.ArgumentParser(
+        description="Write a synthetic RGB-D tabletop scene as backproject inputs "
+        "(plan.json, depth.png, camera.yaml, extrinsics.yaml) and truth.json."
+    )
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--width", type=int, default=640)

@@ -27,23 +27,22 @@ from grounded_planner.geometry.plane import Plane, fit_plane_ransac
 from grounded_planner.geometry.transforms import fold_half_turn
 from grounded_planner.plan import GroundedPlan, Target, TargetSet
 
-__all__ = ["DEFAULT_OPTICAL_FRAME", "METHODS", "Target", "TargetConfig", "TargetSet", "backproject",
-           "compute_targets"]
+__all__ = ["DEFAULT_OPTICAL_FRAME", "METHODS", "Target", "TargetConfig", "TargetSet", "backproject", "compute_targets"]
 
 # Frame name used when neither extrinsics nor the camera model name the optical frame.
 DEFAULT_OPTICAL_FRAME = "camera_optical_frame"
 # Methods a target can record (``Target.method``).
 METHODS = (
-    "top_surface",        # grasp: centre of the visible top surface above the fitted support plane
-    "flat_on_support",    # grasp: nothing stands out of the support plane (a flat object); bbox centre on it
-    "bbox_center",        # grasp: no support plane; median depth of the bbox's centre at its centre pixel
-    "depth",              # place: median depth around the place pixel
-    "ray_local_plane",    # place: depth hole; pixel ray intersected with the surface fitted around it
-    "ray_plane",          # place: depth hole and no surface around it; ray intersected with the support plane
-    "handle",             # open/close: centre of the part sticking out of the fitted front surface (the handle)
+    "top_surface",  # grasp: centre of the visible top surface above the fitted support plane
+    "flat_on_support",  # grasp: nothing stands out of the support plane (a flat object); bbox centre on it
+    "bbox_center",  # grasp: no support plane; median depth of the bbox's centre at its centre pixel
+    "depth",  # place: median depth around the place pixel
+    "ray_local_plane",  # place: depth hole; pixel ray intersected with the surface fitted around it
+    "ray_plane",  # place: depth hole and no surface around it; ray intersected with the support plane
+    "handle",  # open/close: centre of the part sticking out of the fitted front surface (the handle)
     "ray_surface_plane",  # open/close: no handle; bbox-centre ray intersected with the surface fitted in the bbox
-    "surface_centroid",   # open/close: no handle, bbox centre off the surface; centre of the visible surface
-    "bbox_median",        # open/close: no plane fits; median depth around the bbox centre
+    "surface_centroid",  # open/close: no handle, bbox centre off the surface; centre of the visible surface
+    "bbox_median",  # open/close: no plane fits; median depth around the bbox centre
 )
 
 
@@ -51,32 +50,32 @@ METHODS = (
 class TargetConfig:
     """Tuning of :func:`compute_targets`. Defaults suit a RealSense D4xx at 0.3-1.5 m."""
 
-    min_depth_m: float = 0.1          # depth below this is a hole (RealSense min-Z is ~0.1-0.3 m)
-    max_depth_m: float = 10.0         # depth above this is a hole (far-range noise)
+    min_depth_m: float = 0.1  # depth below this is a hole (RealSense min-Z is ~0.1-0.3 m)
+    max_depth_m: float = 10.0  # depth above this is a hole (far-range noise)
     plane_threshold_m: float = 0.006  # RANSAC inlier distance for support and surface planes
-    ransac_iterations: int = 256      # plane hypotheses per fit
-    support_points: int = 20000       # the support plane is fitted on a grid subsample of about this many pixels
+    ransac_iterations: int = 256  # plane hypotheses per fit
+    support_points: int = 20000  # the support plane is fitted on a grid subsample of about this many pixels
     min_support_fraction: float = 0.05  # a support plane must hold at least this fraction of the valid subsample
     up: tuple[float, float, float] = (0.0, 0.0, 1.0)  # gravity "up" in the extrinsics' parent frame
     max_support_tilt_deg: float = 30.0  # with extrinsics, the support plane's normal is within this of `up`
-    support_margin_m: float = 0.008   # object points must be higher than this above the support plane
-    top_band_m: float = 0.005         # the top surface is the points within this of the object's top
-    top_percentile: float = 98.0      # the object's top height is this percentile (ignores flying pixels)
-    min_object_points: int = 30       # fewer points above the support than this: fall back to flat_on_support
-    round_ratio: float = 1.5          # footprint axis ratio below which the grasp yaw is reported as ambiguous
-    place_window_px: int = 5          # side of the window whose median depth is the place depth (odd)
+    support_margin_m: float = 0.008  # object points must be higher than this above the support plane
+    top_band_m: float = 0.005  # the top surface is the points within this of the object's top
+    top_percentile: float = 98.0  # the object's top height is this percentile (ignores flying pixels)
+    min_object_points: int = 30  # fewer points above the support than this: fall back to flat_on_support
+    round_ratio: float = 1.5  # footprint axis ratio below which the grasp yaw is reported as ambiguous
+    place_window_px: int = 5  # side of the window whose median depth is the place depth (odd)
     place_surface_windows_px: tuple[int, ...] = (10, 20, 40)  # half-sizes tried, in turn, to find the surface
-                                      # around a place point in a depth hole (needs 50 valid pixels)
-    handle_window_px: int = 9         # side of the window around the bbox centre for the bbox_median fallback
-    min_window_valid: float = 0.5     # fraction of valid pixels a window needs to trust its median depth
-    min_ray_angle_deg: float = 2.0    # a ray closer than this to parallel with a plane is refused
+    # around a place point in a depth hole (needs 50 valid pixels)
+    handle_window_px: int = 9  # side of the window around the bbox centre for the bbox_median fallback
+    min_window_valid: float = 0.5  # fraction of valid pixels a window needs to trust its median depth
+    min_ray_angle_deg: float = 2.0  # a ray closer than this to parallel with a plane is refused
     front_min_tilt_deg: float = 60.0  # with extrinsics, open/close surfaces are sought first among planes this
-                                      # far from horizontal (drawer fronts, doors), then among all
-    handle_min_m: float = 0.01        # a handle sticks out of its surface by at least this...
-    handle_max_m: float = 0.08        # ...and at most this
-    min_handle_points: int = 12       # fewer protruding pixels than this: no handle, use the surface itself
-    handle_band_m: float = 0.015      # the grip is the outermost this much of the handle (a bar's thickness)
-    seed: int = 0                     # RANSAC seed: the same input gives the same targets
+    # far from horizontal (drawer fronts, doors), then among all
+    handle_min_m: float = 0.01  # a handle sticks out of its surface by at least this...
+    handle_max_m: float = 0.08  # ...and at most this
+    min_handle_points: int = 12  # fewer protruding pixels than this: no handle, use the surface itself
+    handle_band_m: float = 0.015  # the grip is the outermost this much of the handle (a bar's thickness)
+    seed: int = 0  # RANSAC seed: the same input gives the same targets
 
     def __post_init__(self) -> None:
         if not 0 < self.min_depth_m < self.max_depth_m:
@@ -97,7 +96,9 @@ class TargetConfig:
         if not 50 <= self.top_percentile <= 100 or self.round_ratio < 1:
             raise InputError("top_percentile must be in [50, 100] and round_ratio >= 1")
         if not self.place_surface_windows_px or any(int(h) < 1 for h in self.place_surface_windows_px):
-            raise InputError(f"place_surface_windows_px must be positive half-sizes, got {self.place_surface_windows_px}")
+            raise InputError(
+                f"place_surface_windows_px must be positive half-sizes, got {self.place_surface_windows_px}"
+            )
         for name in ("place_window_px", "handle_window_px"):
             value = getattr(self, name)
             if value < 1 or value % 2 == 0:
@@ -107,8 +108,13 @@ class TargetConfig:
             raise InputError(f"up must be a non-zero 3-vector, got {self.up!r}")
 
 
-def compute_targets(plan: Any, depth_m: np.ndarray, camera: CameraModel, extrinsics: Extrinsics | None = None,
-                    config: TargetConfig | None = None) -> TargetSet:
+def compute_targets(
+    plan: Any,
+    depth_m: np.ndarray,
+    camera: CameraModel,
+    extrinsics: Extrinsics | None = None,
+    config: TargetConfig | None = None,
+) -> TargetSet:
     """Turn every action of a grounded plan into a 3D target.
 
     Parameters
@@ -141,8 +147,13 @@ def compute_targets(plan: Any, depth_m: np.ndarray, camera: CameraModel, extrins
     return solver.run()
 
 
-def backproject(plan: GroundedPlan, depth_m: np.ndarray, camera: CameraModel, extrinsics: Extrinsics | None = None,
-                config: TargetConfig | None = None) -> GroundedPlan:
+def backproject(
+    plan: GroundedPlan,
+    depth_m: np.ndarray,
+    camera: CameraModel,
+    extrinsics: Extrinsics | None = None,
+    config: TargetConfig | None = None,
+) -> GroundedPlan:
     """A copy of ``plan`` whose actions carry their 3D targets (``action.target_3d``); see :func:`compute_targets`.
 
     The target set's warnings (rescaled pixels, fallbacks used) are appended to the plan's warnings.
@@ -153,21 +164,29 @@ def backproject(plan: GroundedPlan, depth_m: np.ndarray, camera: CameraModel, ex
 class _TargetSolver:
     """State of one :func:`compute_targets` call: the validated depth, the lazily fitted support plane."""
 
-    def __init__(self, plan: Any, depth_m: np.ndarray, camera: CameraModel, extrinsics: Extrinsics | None,
-                 config: TargetConfig):
+    def __init__(
+        self, plan: Any, depth_m: np.ndarray, camera: CameraModel, extrinsics: Extrinsics | None, config: TargetConfig
+    ):
         depth = np.asarray(depth_m)
         if depth.ndim != 2 or not np.issubdtype(depth.dtype, np.number):
-            raise DepthImageError(f"depth image must be a 2-D numeric array (H, W) in metres, got shape {depth.shape} "
-                                  f"dtype {depth.dtype}")
+            raise DepthImageError(
+                f"depth image must be a 2-D numeric array (H, W) in metres, got shape {depth.shape} dtype {depth.dtype}"
+            )
         if depth.shape != (camera.height, camera.width):
-            raise DepthImageError(f"depth image is {depth.shape[1]}x{depth.shape[0]} but the camera model is "
-                                  f"{camera.width}x{camera.height}")
+            raise DepthImageError(
+                f"depth image is {depth.shape[1]}x{depth.shape[0]} but the camera model is "
+                f"{camera.width}x{camera.height}"
+            )
         self.depth = depth.astype(float, copy=False)
         with np.errstate(invalid="ignore"):
-            self.valid = np.isfinite(self.depth) & (self.depth >= config.min_depth_m) & (self.depth <= config.max_depth_m)
+            self.valid = (
+                np.isfinite(self.depth) & (self.depth >= config.min_depth_m) & (self.depth <= config.max_depth_m)
+            )
         if extrinsics is not None and camera.frame_id and extrinsics.child_frame != camera.frame_id:
-            raise ExtrinsicsError(f"extrinsics locate frame {extrinsics.child_frame!r} but the camera's frame is "
-                                  f"{camera.frame_id!r}", rule="frame_mismatch")
+            raise ExtrinsicsError(
+                f"extrinsics locate frame {extrinsics.child_frame!r} but the camera's frame is {camera.frame_id!r}",
+                rule="frame_mismatch",
+            )
         self.plan = plan
         self.camera = camera
         self.extrinsics = extrinsics
@@ -178,14 +197,16 @@ class _TargetSolver:
         try:
             plan_w, plan_h = (int(v) for v in plan.image_size)
         except (TypeError, ValueError) as exc:
-            raise GeometryError(f"plan image_size must be [width, height], got {plan.image_size!r}",
-                                rule="image_size") from exc
+            raise GeometryError(
+                f"plan image_size must be [width, height], got {plan.image_size!r}", rule="image_size"
+            ) from exc
         if plan_w <= 0 or plan_h <= 0:
             raise GeometryError(f"plan image_size must be positive, got {plan_w}x{plan_h}", rule="image_size")
         self.sx, self.sy = camera.width / plan_w, camera.height / plan_h
         if (plan_w, plan_h) != (camera.width, camera.height):
-            self.warnings.append(f"plan image is {plan_w}x{plan_h}, depth is {camera.width}x{camera.height}: "
-                                 "plan pixels rescaled")
+            self.warnings.append(
+                f"plan image is {plan_w}x{plan_h}, depth is {camera.width}x{camera.height}: plan pixels rescaled"
+            )
         # Up in the optical frame, known only through extrinsics.
         self.up_cam: np.ndarray | None = None
         if extrinsics is not None:
@@ -201,8 +222,9 @@ class _TargetSolver:
         for index, action in enumerate(self.plan.actions):
             handler = handlers.get(action.type)
             if handler is None:
-                raise GeometryError(f"unknown action type {action.type!r}", index=index, action=str(action.type),
-                                    rule="action_type")
+                raise GeometryError(
+                    f"unknown action type {action.type!r}", index=index, action=str(action.type), rule="action_type"
+                )
             target, closing_axis_cam = handler(index, action)
             targets.append(self._to_output(target, closing_axis_cam))
         return TargetSet(frame=self.frame, targets=targets, warnings=self.warnings)
@@ -236,9 +258,15 @@ class _TargetSolver:
             self.warnings.append("too few valid depth pixels to fit a support plane")
             return None
         points = self.camera.deproject(u[ok], v[ok], self.depth[v[ok], u[ok]])
-        plane = fit_plane_ransac(points, cfg.plane_threshold_m, self.rng, iterations=cfg.ransac_iterations,
-                                 up=self.up_cam, max_tilt_deg=cfg.max_support_tilt_deg,
-                                 min_inliers=int(cfg.min_support_fraction * len(points)))
+        plane = fit_plane_ransac(
+            points,
+            cfg.plane_threshold_m,
+            self.rng,
+            iterations=cfg.ransac_iterations,
+            up=self.up_cam,
+            max_tilt_deg=cfg.max_support_tilt_deg,
+            min_inliers=int(cfg.min_support_fraction * len(points)),
+        )
         if plane is None:
             within = f" within {cfg.max_support_tilt_deg:g} deg of up" if self.up_cam is not None else ""
             self.warnings.append(f"no support plane found{within}")
@@ -249,13 +277,18 @@ class _TargetSolver:
         """Rows and columns of the depth pixels whose centres lie inside the action's bbox."""
         if action.bbox is None:
             raise GeometryError(f"a {action.type} needs a bbox", index=index, action=action.type, rule="bbox_required")
-        x1, y1, x2, y2 = (float(action.bbox[0]) * self.sx, float(action.bbox[1]) * self.sy,
-                          float(action.bbox[2]) * self.sx, float(action.bbox[3]) * self.sy)
+        x1, y1, x2, y2 = (
+            float(action.bbox[0]) * self.sx,
+            float(action.bbox[1]) * self.sy,
+            float(action.bbox[2]) * self.sx,
+            float(action.bbox[3]) * self.sy,
+        )
         w, h = self.camera.width, self.camera.height
         tol = 1e-6
         if not (x1 < x2 and y1 < y2) or x1 < -tol or y1 < -tol or x2 > w + tol or y2 > h + tol:
-            raise OutsideImageError(f"bbox {list(action.bbox)} is not a box inside the {w}x{h} depth image",
-                                    index=index, action=action.type)
+            raise OutsideImageError(
+                f"bbox {list(action.bbox)} is not a box inside the {w}x{h} depth image", index=index, action=action.type
+            )
         c0, c1 = max(0, math.ceil(x1 - 0.5)), min(w - 1, math.floor(x2 - 0.5))
         r0, r1 = max(0, math.ceil(y1 - 0.5)), min(h - 1, math.floor(y2 - 0.5))
         if c1 < c0 or r1 < r0:
@@ -266,8 +299,11 @@ class _TargetSolver:
         """Plan point (continuous coordinates) -> camera pixel (centres at integers), checked inside the image."""
         xs, ys = x * self.sx, y * self.sy
         if not (0 <= xs <= self.camera.width and 0 <= ys <= self.camera.height and math.isfinite(xs + ys)):
-            raise OutsideImageError(f"point {[x, y]} lies outside the {self.camera.width}x{self.camera.height} "
-                                    "depth image", index=index, action=action.type)
+            raise OutsideImageError(
+                f"point {[x, y]} lies outside the {self.camera.width}x{self.camera.height} depth image",
+                index=index,
+                action=action.type,
+            )
         return xs - 0.5, ys - 0.5
 
     def _window_depth(self, u: float, v: float, size: int) -> tuple[float | None, float]:
@@ -289,12 +325,20 @@ class _TargetSolver:
     def _intersect(self, index: int, action: Any, plane: Plane, ray: np.ndarray, what: str) -> np.ndarray:
         t, angle_deg = plane.ray_parameter(ray)
         if angle_deg < self.config.min_ray_angle_deg or not math.isfinite(t):
-            raise RayPlaneError(f"the pixel ray is parallel to the {what} ({angle_deg:.2f} deg, need >= "
-                                f"{self.config.min_ray_angle_deg:g} deg)", index=index, action=action.type,
-                                rule="ray_parallel")
+            raise RayPlaneError(
+                f"the pixel ray is parallel to the {what} ({angle_deg:.2f} deg, need >= "
+                f"{self.config.min_ray_angle_deg:g} deg)",
+                index=index,
+                action=action.type,
+                rule="ray_parallel",
+            )
         if t <= 0:
-            raise RayPlaneError(f"the {what} lies behind the camera along the pixel ray", index=index,
-                                action=action.type, rule="plane_behind_camera")
+            raise RayPlaneError(
+                f"the {what} lies behind the camera along the pixel ray",
+                index=index,
+                action=action.type,
+                rule="plane_behind_camera",
+            )
         return ray * t
 
     def _bbox_points(self, index: int, action: Any) -> tuple[np.ndarray, np.ndarray, float, tuple[slice, slice]]:
@@ -302,9 +346,12 @@ class _TargetSolver:
         rows, cols, _ = self._bbox_pixels(index, action)
         ok = self.valid[rows, cols]
         if not ok.any():
-            raise NoValidDepthError(f"no valid depth in bbox {list(action.bbox)} ({ok.size} pixels, all holes or "
-                                    f"outside {self.config.min_depth_m:g}-{self.config.max_depth_m:g} m)",
-                                    index=index, action=action.type)
+            raise NoValidDepthError(
+                f"no valid depth in bbox {list(action.bbox)} ({ok.size} pixels, all holes or "
+                f"outside {self.config.min_depth_m:g}-{self.config.max_depth_m:g} m)",
+                index=index,
+                action=action.type,
+            )
         rr, cc = np.nonzero(ok)
         rr, cc = rr + rows.start, cc + cols.start
         points = self.camera.deproject(cc, rr, self.depth[rr, cc])
@@ -319,8 +366,9 @@ class _TargetSolver:
         above = height > cfg.support_margin_m if height is not None else None
         if plane is None or int(above.sum()) < cfg.min_object_points:
             return self._grasp_fallback(index, action, points, valid_fraction, plane)
-        keep = _pick_component(pix[above] - [rows.start, cols.start], (rows.stop - rows.start, cols.stop - cols.start),
-                               central=True)
+        keep = _pick_component(
+            pix[above] - [rows.start, cols.start], (rows.stop - rows.start, cols.stop - cols.start), central=True
+        )
         obj = points[above][keep]
         obj_h = height[above][keep]
         top_h = float(np.percentile(obj_h, cfg.top_percentile))
@@ -333,16 +381,28 @@ class _TargetSolver:
         major, minor, ratio = _footprint_axes(top_pts, weights, plane.normal)
         width = _extent(obj, minor)
         if ratio < cfg.round_ratio:
-            self.warnings.append(f"action {index} (grasp {action.object!r}): footprint is nearly round "
-                                 f"(axis ratio {ratio:.2f}); yaw is arbitrary")
+            self.warnings.append(
+                f"action {index} (grasp {action.object!r}): footprint is nearly round "
+                f"(axis ratio {ratio:.2f}); yaw is arbitrary"
+            )
         n_obj = len(obj)
         confidence = valid_fraction * min(1.0, n_obj / (4.0 * cfg.min_object_points))
-        target = Target(index, "grasp", action.object, position, None, width, plane.normal.copy(), "top_surface",
-                        round(confidence, 3))
+        target = Target(
+            index,
+            "grasp",
+            action.object,
+            position,
+            None,
+            width,
+            plane.normal.copy(),
+            "top_surface",
+            round(confidence, 3),
+        )
         return target, minor
 
-    def _grasp_fallback(self, index: int, action: Any, points: np.ndarray, valid_fraction: float,
-                       plane: Plane | None) -> tuple[Target, np.ndarray | None]:
+    def _grasp_fallback(
+        self, index: int, action: Any, points: np.ndarray, valid_fraction: float, plane: Plane | None
+    ) -> tuple[Target, np.ndarray | None]:
         """Fallbacks when no object stands out of a support plane.
 
         With a support plane (a flat object: a card, a cloth, thinner than ``support_margin_m``) the bbox-centre
@@ -356,23 +416,31 @@ class _TargetSolver:
         if plane is not None:
             position = self._intersect(index, action, plane, ray, "support plane")
             normal = plane.normal.copy()
-            method, reason = "flat_on_support", f"fewer than {cfg.min_object_points} points stand out of the support plane"
+            method, reason = (
+                "flat_on_support",
+                f"fewer than {cfg.min_object_points} points stand out of the support plane",
+            )
         else:
             if len(points) < 3:
-                raise NoValidDepthError(f"only {len(points)} valid depth pixels in bbox {list(action.bbox)}",
-                                        index=index, action="grasp")
+                raise NoValidDepthError(
+                    f"only {len(points)} valid depth pixels in bbox {list(action.bbox)}", index=index, action="grasp"
+                )
             centre = self._central_depth(x1, y1, x2, y2)
             if centre is None:
-                raise NoValidDepthError(f"no valid depth in the central third of bbox {list(action.bbox)} and no "
-                                        "support plane", index=index, action="grasp")
+                raise NoValidDepthError(
+                    f"no valid depth in the central third of bbox {list(action.bbox)} and no support plane",
+                    index=index,
+                    action="grasp",
+                )
             position = ray * centre
             normal = self.up_cam.copy() if self.up_cam is not None else -ray / np.linalg.norm(ray)
             method, reason = "bbox_center", "no support plane"
         _, minor, _ = _footprint_axes(points, np.ones(len(points)), normal)
         width = _extent(points, minor)
         self.warnings.append(f"action {index} (grasp {action.object!r}): {reason}; used {method}")
-        return Target(index, "grasp", action.object, position, None, width, normal, method,
-                      round(0.3 * valid_fraction, 3)), minor
+        return Target(
+            index, "grasp", action.object, position, None, width, normal, method, round(0.3 * valid_fraction, 3)
+        ), minor
 
     def _central_depth(self, x1: float, y1: float, x2: float, y2: float) -> float | None:
         """Median valid depth of the middle third (each way) of a bbox given in depth-image coordinates."""
@@ -399,17 +467,31 @@ class _TargetSolver:
         local = self._surface_around(u, v, plane)
         if local is not None:
             position = self._intersect(index, action, local, ray, "surface around the place point")
-            self.warnings.append(f"action {index} (place): depth missing at {list(action.point)}; used the surface "
-                                 "around it")
-            return Target(index, "place", held, position, None, None, local.normal.copy(), "ray_local_plane",
-                          round(local.inlier_fraction, 3)), None
+            self.warnings.append(
+                f"action {index} (place): depth missing at {list(action.point)}; used the surface around it"
+            )
+            return Target(
+                index,
+                "place",
+                held,
+                position,
+                None,
+                None,
+                local.normal.copy(),
+                "ray_local_plane",
+                round(local.inlier_fraction, 3),
+            ), None
         if plane is None:
-            raise NoValidDepthError(f"no valid depth at place point {list(action.point)} and no support plane to "
-                                    "intersect its ray with", index=index, action="place")
+            raise NoValidDepthError(
+                f"no valid depth at place point {list(action.point)} and no support plane to intersect its ray with",
+                index=index,
+                action="place",
+            )
         position = self._intersect(index, action, plane, ray, "support plane")
         self.warnings.append(f"action {index} (place): depth missing at {list(action.point)}; used the support plane")
-        return Target(index, "place", held, position, None, None, normal, "ray_plane",
-                      round(plane.inlier_fraction, 3)), None
+        return Target(
+            index, "place", held, position, None, None, normal, "ray_plane", round(plane.inlier_fraction, 3)
+        ), None
 
     def _surface_around(self, u: float, v: float, support: Plane | None) -> Plane | None:
         """A plane that most valid pixels around (u, v) lie on, growing the window past the hole; None if mixed.
@@ -428,8 +510,13 @@ class _TargetSolver:
             rr, cc = np.nonzero(ok)
             rr, cc = rr + rows.start, cc + cols.start
             points = self.camera.deproject(cc, rr, self.depth[rr, cc])
-            plane = fit_plane_ransac(points, cfg.plane_threshold_m, self.rng, iterations=cfg.ransac_iterations,
-                                     min_inliers=int(0.7 * len(points)))
+            plane = fit_plane_ransac(
+                points,
+                cfg.plane_threshold_m,
+                self.rng,
+                iterations=cfg.ransac_iterations,
+                min_inliers=int(0.7 * len(points)),
+            )
             if plane is None:
                 return None
             if support is not None:
@@ -456,48 +543,73 @@ class _TargetSolver:
         plane = None
         min_inliers = max(10, int(0.2 * len(points)))
         if self.up_cam is not None:
-            plane = fit_plane_ransac(points, cfg.plane_threshold_m, self.rng, iterations=cfg.ransac_iterations,
-                                     up=self.up_cam, min_tilt_deg=cfg.front_min_tilt_deg, min_inliers=min_inliers)
+            plane = fit_plane_ransac(
+                points,
+                cfg.plane_threshold_m,
+                self.rng,
+                iterations=cfg.ransac_iterations,
+                up=self.up_cam,
+                min_tilt_deg=cfg.front_min_tilt_deg,
+                min_inliers=min_inliers,
+            )
         if plane is None:
-            plane = fit_plane_ransac(points, cfg.plane_threshold_m, self.rng, iterations=cfg.ransac_iterations,
-                                     min_inliers=min_inliers)
+            plane = fit_plane_ransac(
+                points, cfg.plane_threshold_m, self.rng, iterations=cfg.ransac_iterations, min_inliers=min_inliers
+            )
         if plane is None:
             depth, _ = self._window_depth(u, v, cfg.handle_window_px)
             if depth is None:
                 depth = float(np.median(points[:, 2]))
             self.warnings.append(f"action {index} ({action.type}): no plane fits the bbox; normal is the viewing ray")
             normal = -ray / np.linalg.norm(ray)
-            return Target(index, action.type, action.object, ray * depth, None, None, normal, "bbox_median",
-                          round(0.5 * valid_fraction, 3)), None
+            return Target(
+                index,
+                action.type,
+                action.object,
+                ray * depth,
+                None,
+                None,
+                normal,
+                "bbox_median",
+                round(0.5 * valid_fraction, 3),
+            ), None
         confidence = round(valid_fraction * plane.inlier_fraction, 3)
         normal = plane.normal.copy()
         distance = plane.signed_distance(points)
         # The handle: the blob of pixels standing out of the surface towards the camera.
         sticking_out = (distance > cfg.handle_min_m) & (distance < cfg.handle_max_m)
         if sticking_out.sum() >= cfg.min_handle_points:
-            keep = _pick_component(pix[sticking_out] - [rows.start, cols.start],
-                                   (rows.stop - rows.start, cols.stop - cols.start), central=False)
+            keep = _pick_component(
+                pix[sticking_out] - [rows.start, cols.start],
+                (rows.stop - rows.start, cols.stop - cols.start),
+                central=False,
+            )
             if keep.sum() >= cfg.min_handle_points:
                 # The outermost handle_band_m of the blob: the grip bar (not its posts); seen from above it holds
                 # the bar's top as well as its front, so the centroid sits near the bar's middle.
                 handle, handle_d = points[sticking_out][keep], distance[sticking_out][keep]
                 grip = handle_d >= np.percentile(handle_d, cfg.top_percentile) - cfg.handle_band_m
                 position = handle[grip].mean(axis=0)
-                return Target(index, action.type, action.object, position, None, None, normal, "handle",
-                              confidence), None
+                return Target(
+                    index, action.type, action.object, position, None, None, normal, "handle", confidence
+                ), None
         inliers = points[np.abs(distance) < cfg.plane_threshold_m]
         hit = self._intersect(index, action, plane, ray, "surface in the bbox")
         # "bbox centre on the surface" only while that point is on the visible surface, not its extension.
         if np.min(np.linalg.norm(inliers - hit, axis=1)) < 2 * cfg.plane_threshold_m:
-            return Target(index, action.type, action.object, hit, None, None, normal, "ray_surface_plane",
-                          confidence), None
+            return Target(
+                index, action.type, action.object, hit, None, None, normal, "ray_surface_plane", confidence
+            ), None
         weights = inliers[:, 2] ** 3 / np.maximum(np.abs(inliers @ normal), 1e-9)
         position = (weights[:, None] * inliers).sum(axis=0) / weights.sum()
-        return Target(index, action.type, action.object, position, None, None, normal, "surface_centroid",
-                      confidence), None
+        return Target(
+            index, action.type, action.object, position, None, None, normal, "surface_centroid", confidence
+        ), None
 
 
-def _footprint_axes(points: np.ndarray, weights: np.ndarray, normal: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+def _footprint_axes(
+    points: np.ndarray, weights: np.ndarray, normal: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Principal axes of points projected onto the plane with ``normal``.
 
     Returns
@@ -551,7 +663,7 @@ def _pick_component(pix: np.ndarray, shape: tuple[int, int], central: bool) -> n
     area = stats[1:, cv2.CC_STAT_AREA]
     if central:
         h, w = shape
-        middle = labels[h // 4:h - h // 4, w // 4:w - w // 4]
+        middle = labels[h // 4 : h - h // 4, w // 4 : w - w // 4]
         in_middle = np.bincount(middle.ravel(), minlength=n)[1:]
         best = 1 + int(np.lexsort((area, in_middle))[-1])
     else:

@@ -15,8 +15,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from grounded_planner.geometry.camera import (CameraModel, UnsupportedDistortionError,  # noqa: F401 (re-exported)
-                                              ros_distortion_model)
+from grounded_planner.geometry.camera import (
+    CameraModel,
+    UnsupportedDistortionError,  # noqa: F401 (re-exported)
+    ros_distortion_model,
+)
 from grounded_planner.geometry.errors import CameraModelError
 import sys
 
@@ -33,8 +36,14 @@ def camera_model_from_msg(msg: Any, frame_id: str = "") -> CameraModel:
         K = np.asarray(msg.k, dtype=float).reshape(3, 3)
     except ValueError as exc:
         raise CameraModelError(f"camera_info k must have 9 values, got {len(msg.k)}") from exc
-    return CameraModel.from_camera_info(K, np.asarray(msg.d, dtype=float), int(msg.width), int(msg.height),
-                                        str(msg.distortion_model), frame_id or msg.header.frame_id)
+    return CameraModel.from_camera_info(
+        K,
+        np.asarray(msg.d, dtype=float),
+        int(msg.width),
+        int(msg.height),
+        str(msg.distortion_model),
+        frame_id or msg.header.frame_id,
+    )
 
 
 def camera_model_to_msg(camera: CameraModel, make: Callable[..., Any], header: Any) -> Any:
@@ -48,19 +57,28 @@ def camera_model_to_msg(camera: CameraModel, make: Callable[..., Any], header: A
 def raw_calibration_to_msg(calibration: "RawCalibration", make: Callable[..., Any], header: Any) -> Any:
     """A calibration as recorded -> CameraInfo of class ``make``, nothing checked (a log keeps what the camera
     sent, a distortion model nothing here can use included); P = [K | 0], R = I."""
-    return _camera_info(make, header, calibration.width, calibration.height, calibration.K, calibration.D,
-                        calibration.distortion_model)
+    return _camera_info(
+        make, header, calibration.width, calibration.height, calibration.K, calibration.D, calibration.distortion_model
+    )
 
 
 def _camera_info(make: Callable[..., Any], header: Any, width: int, height: int, K: Any, D: Any, model: str) -> Any:
     K = np.asarray(K, dtype=np.float64).reshape(3, 3)
     P = np.hstack([K, np.zeros((3, 1))])
-    fields = dict(header=header, height=int(height), width=int(width), distortion_model=str(model),
-                  d=np.asarray(D, dtype=np.float64).ravel(), k=K.ravel(), r=np.eye(3).ravel(), p=P.ravel(),
-                  binning_x=0, binning_y=0)
+    fields = dict(
+        header=header,
+        height=int(height),
+        width=int(width),
+        distortion_model=str(model),
+        d=np.asarray(D, dtype=np.float64).ravel(),
+        k=K.ravel(),
+        r=np.eye(3).ravel(),
+        p=P.ravel(),
+        binning_x=0,
+        binning_y=0,
+    )
     roi_type = getattr(make, "__dataclass_fields__", {}).get("roi")
     if roi_type is not None:  # rosbags: a dataclass whose RegionOfInterest class sits in the same module
-
         roi_cls = getattr(sys.modules[make.__module__], str(roi_type.type).split(".")[-1])
         fields["roi"] = roi_cls(x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)
     return make(**fields)
@@ -82,8 +100,14 @@ def raw_calibration(msg: Any) -> RawCalibration:
     """The fields of a CameraInfo as recorded (for logging a frame whose calibration cannot be used)."""
     k = np.asarray(msg.k, dtype=float).reshape(-1)
     K = k.reshape(3, 3) if k.size == 9 else np.zeros((3, 3))
-    return RawCalibration(int(msg.width), int(msg.height), K, np.asarray(msg.d, dtype=float).reshape(-1),
-                          str(msg.distortion_model), str(msg.header.frame_id))
+    return RawCalibration(
+        int(msg.width),
+        int(msg.height),
+        K,
+        np.asarray(msg.d, dtype=float).reshape(-1),
+        str(msg.distortion_model),
+        str(msg.header.frame_id),
+    )
 
 
 def same_calibration(a: Any, b: Any, tol_px: float = 1e-3) -> str | None:

@@ -108,8 +108,9 @@ def image_topic_type(topic: str, advertised: list[str] | tuple[str, ...] = (), w
     if usable:
         return usable[0]
     if advertised:
-        raise TopicTypeError(f"{what} topic {topic} has type {', '.join(advertised)}; expected one of "
-                             f"{', '.join(IMAGE_MSGTYPES)}")
+        raise TopicTypeError(
+            f"{what} topic {topic} has type {', '.join(advertised)}; expected one of {', '.join(IMAGE_MSGTYPES)}"
+        )
     return COMPRESSED_MSGTYPE if transport_of_topic(topic) != "raw" else IMAGE_MSGTYPE
 
 
@@ -124,8 +125,9 @@ def image_to_numpy(msg: Any) -> np.ndarray:
     row = width * channels * itemsize
     data = _byte_view(msg.data)
     if step < row or len(data) < step * height:
-        raise ImageDecodeError(f"image data too short: {len(data)} bytes for {width}x{height} {msg.encoding} "
-                               f"(step {step})")
+        raise ImageDecodeError(
+            f"image data too short: {len(data)} bytes for {width}x{height} {msg.encoding} (step {step})"
+        )
     buf = data[: step * height].reshape(height, step)[:, :row]
     arr = np.ascontiguousarray(buf).view(np.dtype(dtype).newbyteorder(">" if msg.is_bigendian else "<"))
     arr = arr.astype(dtype, copy=False)
@@ -167,8 +169,9 @@ def numpy_to_image(array: np.ndarray, make: Callable[..., Any], encoding: str | 
         array = np.ascontiguousarray(array[..., [2, 1, 0] + ([3] if channels == 4 else [])])
     height, width = int(array.shape[0]), int(array.shape[1])
     data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
-    fields = dict(height=height, width=width, encoding=encoding, is_bigendian=0,
-                  step=int(width * channels * array.dtype.itemsize))
+    fields = dict(
+        height=height, width=width, encoding=encoding, is_bigendian=0, step=int(width * channels * array.dtype.itemsize)
+    )
     return _build(make, header, fields, data)
 
 
@@ -188,8 +191,9 @@ def compressed_to_numpy(msg: Any) -> np.ndarray:
     return np.asarray(image.convert("RGB"))
 
 
-def numpy_to_compressed(array: np.ndarray, make: Callable[..., Any], fmt: str = "jpeg", header: Any = None,
-                        quality: int = 90) -> Any:
+def numpy_to_compressed(
+    array: np.ndarray, make: Callable[..., Any], fmt: str = "jpeg", header: Any = None, quality: int = 90
+) -> Any:
     """(H, W, 3) uint8 RGB (or (H, W) mono) -> CompressedImage as image_transport's ``compressed`` plugin writes it.
 
     ``format`` reads ``"rgb8; jpeg compressed bgr8"`` (or ``png``), as compressed_image_transport 4.x spells it.
@@ -199,11 +203,16 @@ def numpy_to_compressed(array: np.ndarray, make: Callable[..., Any], fmt: str = 
         raise ImageDecodeError(f"compressed format must be jpeg or png, got {fmt!r}")
     array = np.ascontiguousarray(array)
     buf = io.BytesIO()
-    PILImage.fromarray(array).save(buf, format="JPEG" if fmt == "jpeg" else "PNG",
-                                   **({"quality": int(quality)} if fmt == "jpeg" else {}))
+    PILImage.fromarray(array).save(
+        buf, format="JPEG" if fmt == "jpeg" else "PNG", **({"quality": int(quality)} if fmt == "jpeg" else {})
+    )
     encoding = "mono8" if array.ndim == 2 else "rgb8"
-    return _build(make, header, {"format": f"{encoding}; {fmt} compressed {'mono8' if array.ndim == 2 else 'bgr8'}"},
-                  buf.getvalue())
+    return _build(
+        make,
+        header,
+        {"format": f"{encoding}; {fmt} compressed {'mono8' if array.ndim == 2 else 'bgr8'}"},
+        buf.getvalue(),
+    )
 
 
 def compressed_depth_to_numpy(msg: Any) -> tuple[np.ndarray, str]:
@@ -217,18 +226,21 @@ def compressed_depth_to_numpy(msg: Any) -> tuple[np.ndarray, str]:
     rest = rest.strip()
     if rest and not rest.startswith("compressedDepth"):
         raise ImageDecodeError(f"CompressedImage format {fmt!r} is not compressedDepth")
-    codec = rest[len("compressedDepth"):].strip() or "png"
+    codec = rest[len("compressedDepth") :].strip() or "png"
     if codec != "png":
         raise ImageDecodeError(f"compressedDepth codec {codec!r} is not supported (expected png); format {fmt!r}")
     if encoding not in DEPTH_ENCODINGS:
-        raise ImageDecodeError(f"compressedDepth encoding {encoding!r} is not depth (expected one of "
-                               f"{', '.join(DEPTH_ENCODINGS)}); format {fmt!r}")
+        raise ImageDecodeError(
+            f"compressedDepth encoding {encoding!r} is not depth (expected one of "
+            f"{', '.join(DEPTH_ENCODINGS)}); format {fmt!r}"
+        )
     data = bytes(msg.data)
     if len(data) <= _CONFIG_HEADER.size:
-        raise ImageDecodeError(f"compressedDepth message of {len(data)} bytes has no image after its "
-                               f"{_CONFIG_HEADER.size}-byte header")
+        raise ImageDecodeError(
+            f"compressedDepth message of {len(data)} bytes has no image after its {_CONFIG_HEADER.size}-byte header"
+        )
     _fmt_enum, quant_a, quant_b = _CONFIG_HEADER.unpack_from(data)
-    png = np.asarray(_open_image(data[_CONFIG_HEADER.size:], f"compressedDepth format {fmt!r}"))
+    png = np.asarray(_open_image(data[_CONFIG_HEADER.size :], f"compressedDepth format {fmt!r}"))
     if png.ndim != 2:
         raise ImageDecodeError(f"compressedDepth PNG has {png.shape[2]} channels, expected 1")
     png = png.astype(np.uint16)
@@ -240,9 +252,14 @@ def compressed_depth_to_numpy(msg: Any) -> tuple[np.ndarray, str]:
     return depth, encoding
 
 
-def numpy_to_compressed_depth(depth: np.ndarray, make: Callable[..., Any], header: Any = None,
-                              depth_max_m: float = 10.0, depth_quantization: float = 100.0,
-                              png_level: int | None = None) -> Any:
+def numpy_to_compressed_depth(
+    depth: np.ndarray,
+    make: Callable[..., Any],
+    header: Any = None,
+    depth_max_m: float = 10.0,
+    depth_quantization: float = 100.0,
+    png_level: int | None = None,
+) -> Any:
     """Depth (uint16 mm -> ``16UC1``, float32 m -> ``32FC1``) -> a ``compressedDepth`` CompressedImage.
 
     The bytes are what compressed_depth_image_transport's publisher writes with its defaults
@@ -264,7 +281,9 @@ def numpy_to_compressed_depth(depth: np.ndarray, make: Callable[..., Any], heade
         stored = np.where(np.isfinite(depth) & (depth < depth_max_m) & (depth > 0), inv, 0)
         stored = np.clip(stored, 0, 65535).astype(np.uint16)
     else:
-        raise ImageDecodeError(f"compressedDepth takes uint16 (16UC1, mm) or float32 (32FC1, m) depth, got {depth.dtype}")
+        raise ImageDecodeError(
+            f"compressedDepth takes uint16 (16UC1, mm) or float32 (32FC1, m) depth, got {depth.dtype}"
+        )
     if depth.ndim != 2:
         raise ImageDecodeError(f"depth must be (H, W), got shape {depth.shape}")
     buf = io.BytesIO()
@@ -283,7 +302,9 @@ def color_to_rgb(msg: Any) -> np.ndarray:
         arr = image_to_numpy(msg)
         what = f"image encoding {msg.encoding!r}"
     if arr.dtype != np.uint8:
-        raise ImageDecodeError(f"{what} is not a colour image (expected 8-bit rgb8/bgr8/rgba8/bgra8/mono8, jpeg or png)")
+        raise ImageDecodeError(
+            f"{what} is not a colour image (expected 8-bit rgb8/bgr8/rgba8/bgra8/mono8, jpeg or png)"
+        )
     if arr.ndim == 2:
         arr = np.repeat(arr[..., None], 3, axis=2)
     return np.ascontiguousarray(arr[..., :3])
@@ -293,11 +314,15 @@ def depth_to_numpy(msg: Any) -> tuple[np.ndarray, str]:
     """A depth Image or ``compressedDepth`` CompressedImage -> (array as stored, encoding)."""
     if is_compressed(msg):
         if not is_compressed_depth(msg):
-            raise ImageDecodeError(f"CompressedImage format {msg.format!r} is not depth (expected "
-                                   f"'16UC1; compressedDepth' or '32FC1; compressedDepth', the compressedDepth transport)")
+            raise ImageDecodeError(
+                f"CompressedImage format {msg.format!r} is not depth (expected "
+                f"'16UC1; compressedDepth' or '32FC1; compressedDepth', the compressedDepth transport)"
+            )
         return compressed_depth_to_numpy(msg)
     if msg.encoding not in DEPTH_ENCODINGS:
-        raise ImageDecodeError(f"depth image encoding {msg.encoding!r} is not depth (expected 16UC1 in mm or 32FC1 in m)")
+        raise ImageDecodeError(
+            f"depth image encoding {msg.encoding!r} is not depth (expected 16UC1 in mm or 32FC1 in m)"
+        )
     return image_to_numpy(msg), msg.encoding
 
 
@@ -317,7 +342,7 @@ def image_size(msg: Any) -> tuple[int, int]:
         return int(msg.width), int(msg.height)
     data = bytes(msg.data)
     if is_compressed_depth(msg):
-        data = data[_CONFIG_HEADER.size:]
+        data = data[_CONFIG_HEADER.size :]
     return tuple(_open_image(data, f"CompressedImage format {msg.format!r}", load=False).size)  # type: ignore[return-value]
 
 

@@ -70,14 +70,21 @@ def stamp_to_ns(stamp: Any) -> int:
 
 
 # -- plan model -> message ------------------------------------------------------------------------------------
-def pose_stamped_msg(types: TypeSource, frame_id: str, position: Sequence[float],
-                     quaternion_xyzw: Sequence[float] = (0.0, 0.0, 0.0, 1.0), stamp_ns: int = 0) -> Any:
+def pose_stamped_msg(
+    types: TypeSource,
+    frame_id: str,
+    position: Sequence[float],
+    quaternion_xyzw: Sequence[float] = (0.0, 0.0, 0.0, 1.0),
+    stamp_ns: int = 0,
+) -> Any:
     """geometry_msgs/PoseStamped from a position (m) and a quaternion (x, y, z, w)."""
     get = resolver(types)
     x, y, z = (float(v) for v in position)
     qx, qy, qz, qw = (float(v) for v in quaternion_xyzw)
-    pose = get("geometry_msgs/msg/Pose")(position=get("geometry_msgs/msg/Point")(x=x, y=y, z=z),
-                                          orientation=get("geometry_msgs/msg/Quaternion")(x=qx, y=qy, z=qz, w=qw))
+    pose = get("geometry_msgs/msg/Pose")(
+        position=get("geometry_msgs/msg/Point")(x=x, y=y, z=z),
+        orientation=get("geometry_msgs/msg/Quaternion")(x=qx, y=qy, z=qz, w=qw),
+    )
     return get("geometry_msgs/msg/PoseStamped")(header=header_msg(types, stamp_ns, frame_id), pose=pose)
 
 
@@ -95,14 +102,23 @@ def action_to_msg(action: GroundedAction, types: TypeSource, stamp_ns: int = 0) 
         width = 0.0 if target.width is None else float(target.width)
         normal = (0.0, 0.0, 0.0) if target.normal is None else tuple(float(v) for v in target.normal)
         method, confidence = target.method, float(target.confidence)
-    return Action(type=action.type, object=action.object, target=action.target,
-                  bbox=_float32s(Action, action.bbox), point=_float32s(Action, action.point), pose=pose,
-                  width=width, normal=Vector3(x=normal[0], y=normal[1], z=normal[2]), target_method=method,
-                  target_confidence=confidence)
+    return Action(
+        type=action.type,
+        object=action.object,
+        target=action.target,
+        bbox=_float32s(Action, action.bbox),
+        point=_float32s(Action, action.point),
+        pose=pose,
+        width=width,
+        normal=Vector3(x=normal[0], y=normal[1], z=normal[2]),
+        target_method=method,
+        target_confidence=confidence,
+    )
 
 
-def plan_to_msg(plan: GroundedPlan, types: TypeSource, header: Any = None, *, stamp_ns: int | None = None,
-                frame_id: str = "") -> Any:
+def plan_to_msg(
+    plan: GroundedPlan, types: TypeSource, header: Any = None, *, stamp_ns: int | None = None, frame_id: str = ""
+) -> Any:
     """Plan model -> GroundedPlan message (targets, reason and warnings included).
 
     ``header`` (a Header of the same family) or ``stamp_ns``/``frame_id`` (the image's optical frame) set the
@@ -112,10 +128,17 @@ def plan_to_msg(plan: GroundedPlan, types: TypeSource, header: Any = None, *, st
         header = header_msg(types, stamp_ns or 0, frame_id)
     stamp = stamp_to_ns(header.stamp)
     Plan = resolver(types)(PLAN_MSGTYPE)
-    return Plan(header=header, instruction=plan.instruction, image_width=int(plan.image_size[0]),
-                image_height=int(plan.image_size[1]), actions=[action_to_msg(a, types, stamp) for a in plan.actions],
-                model=plan.model, raw_response=plan.raw_response, reason=plan.reason,
-                warnings=[str(w) for w in plan.warnings])
+    return Plan(
+        header=header,
+        instruction=plan.instruction,
+        image_width=int(plan.image_size[0]),
+        image_height=int(plan.image_size[1]),
+        actions=[action_to_msg(a, types, stamp) for a in plan.actions],
+        model=plan.model,
+        raw_response=plan.raw_response,
+        reason=plan.reason,
+        warnings=[str(w) for w in plan.warnings],
+    )
 
 
 # -- message -> plan model ------------------------------------------------------------------------------------
@@ -133,11 +156,18 @@ def target_from_msg(msg: Any, index: int = 0) -> Target | None:
     normal = np.array([float(msg.normal.x), float(msg.normal.y), float(msg.normal.z)])
     yaw = quaternion_to_yaw((q.x, q.y, q.z, q.w)) if str(msg.type) == "grasp" else None
     width = float(msg.width)
-    return Target(index=index, type=str(msg.type), object=str(msg.object),
-                  position=np.array([float(p.x), float(p.y), float(p.z)]),
-                  yaw=yaw, width=round(width, _WIDTH_DECIMALS) if width > 0 and math.isfinite(width) else None,
-                  normal=normal if np.linalg.norm(normal) > 0 else None, method=str(msg.target_method),
-                  confidence=round(float(msg.target_confidence), _CONFIDENCE_DECIMALS), frame=frame)
+    return Target(
+        index=index,
+        type=str(msg.type),
+        object=str(msg.object),
+        position=np.array([float(p.x), float(p.y), float(p.z)]),
+        yaw=yaw,
+        width=round(width, _WIDTH_DECIMALS) if width > 0 and math.isfinite(width) else None,
+        normal=normal if np.linalg.norm(normal) > 0 else None,
+        method=str(msg.target_method),
+        confidence=round(float(msg.target_confidence), _CONFIDENCE_DECIMALS),
+        frame=frame,
+    )
 
 
 def action_from_msg(msg: Any, index: int = 0) -> GroundedAction:

@@ -57,25 +57,40 @@ class GroundedAction:
             out["point"] = [float(v) for v in self.point]
         if self.target_3d is not None:
             t = self.target_3d.to_dict()
-            out["target_3d"] = {"frame": self.target_3d.frame,
-                                **{k: v for k, v in t.items() if k not in ("index", "type", "object")}}
+            out["target_3d"] = {
+                "frame": self.target_3d.frame,
+                **{k: v for k, v in t.items() if k not in ("index", "type", "object")},
+            }
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], index: int | None = None) -> "GroundedAction":
         if not isinstance(data, dict):
-            raise PlanError(f"an action must be a JSON object, got {type(data).__name__}", index=index, rule="action_object")
+            raise PlanError(
+                f"an action must be a JSON object, got {type(data).__name__}", index=index, rule="action_object"
+            )
         if "type" not in data:
-            raise PlanError(f"action has no 'type' (expected one of {', '.join(ACTION_TYPES)})", index=index, rule="type")
+            raise PlanError(
+                f"action has no 'type' (expected one of {', '.join(ACTION_TYPES)})", index=index, rule="type"
+            )
         bbox = data.get("bbox")
         point = data.get("point")
         target_3d = data.get("target_3d")
         if target_3d is not None:
             if not isinstance(target_3d, dict):
-                raise PlanError(f"target_3d must be a JSON object, got {type(target_3d).__name__}", index=index,
-                                rule="target_format")
-            target_3d = Target.from_dict({**target_3d, "index": -1 if index is None else index,
-                                          "type": data["type"], "object": data.get("object") or ""})
+                raise PlanError(
+                    f"target_3d must be a JSON object, got {type(target_3d).__name__}",
+                    index=index,
+                    rule="target_format",
+                )
+            target_3d = Target.from_dict(
+                {
+                    **target_3d,
+                    "index": -1 if index is None else index,
+                    "type": data["type"],
+                    "object": data.get("object") or "",
+                }
+            )
         return cls(
             type=str(data["type"]),
             object=str(data.get("object") or ""),
@@ -181,21 +196,29 @@ class GroundedPlan:
             by_index[int(target.index)] = target
         extra = sorted(set(by_index) - set(range(len(self.actions))))
         if extra:
-            raise PlanError(f"targets for actions {extra} that the plan ({len(self.actions)} actions) does not have",
-                            rule="target_match")
+            raise PlanError(
+                f"targets for actions {extra} that the plan ({len(self.actions)} actions) does not have",
+                rule="target_match",
+            )
         actions = []
         for i, action in enumerate(self.actions):
             target = by_index.get(i)
             if target is None:
-                raise PlanError(f"{action.type} has no target (targets for actions {sorted(by_index)})", index=i,
-                                rule="target_match")
+                raise PlanError(
+                    f"{action.type} has no target (targets for actions {sorted(by_index)})",
+                    index=i,
+                    rule="target_match",
+                )
             if target.type != action.type:
                 raise PlanError(f"a {action.type} cannot take a {target.type} target", index=i, rule="target_match")
             if not target.frame:
                 target.frame = targets.frame
             actions.append(replace(action, target_3d=target))
-        return replace(self, actions=actions, warnings=list(self.warnings) + [w for w in targets.warnings
-                                                                               if w not in self.warnings])
+        return replace(
+            self,
+            actions=actions,
+            warnings=list(self.warnings) + [w for w in targets.warnings if w not in self.warnings],
+        )
 
     def target_set(self) -> TargetSet:
         """The actions' 3D targets as one :class:`TargetSet` (the backproject JSON object).
@@ -204,7 +227,9 @@ class GroundedPlan:
         """
         missing = [i for i, a in enumerate(self.actions) if a.target_3d is None]
         if missing:
-            raise PlanError(f"actions {missing} have no 3D target: back-project the plan first", rule="not_backprojected")
+            raise PlanError(
+                f"actions {missing} have no 3D target: back-project the plan first", rule="not_backprojected"
+            )
         targets = [a.target_3d for a in self.actions]
         frames = sorted({t.frame for t in targets})  # type: ignore[union-attr]
         if len(frames) > 1:
@@ -216,17 +241,23 @@ class GroundedPlan:
 def validate_action(action: GroundedAction, index: int | None = None, image_size: Sequence[int] | None = None) -> None:
     """Check one action's own fields (type, bbox/point presence, order, finiteness, inside the image)."""
     if action.type not in ACTION_TYPES:
-        raise PlanError(f"unknown action type {action.type!r} (expected one of {', '.join(ACTION_TYPES)})", index=index, rule="type")
+        raise PlanError(
+            f"unknown action type {action.type!r} (expected one of {', '.join(ACTION_TYPES)})", index=index, rule="type"
+        )
     if action.type in BOX_TYPES:
         if action.bbox is None:
             raise PlanError(f"a {action.type} needs a bbox [x1, y1, x2, y2]", index=index, rule="bbox_required")
         x1, y1, x2, y2 = _finite_floats(action.bbox, 4, "bbox", index)
         if not (x1 < x2 and y1 < y2):
-            raise PlanError(f"bbox must have x1 < x2 and y1 < y2, got {list(action.bbox)}", index=index, rule="bbox_order")
+            raise PlanError(
+                f"bbox must have x1 < x2 and y1 < y2, got {list(action.bbox)}", index=index, rule="bbox_order"
+            )
         if image_size is not None:
             w, h = image_size
             if x1 < 0 or y1 < 0 or x2 > w or y2 > h:
-                raise PlanError(f"bbox {list(action.bbox)} lies outside the {w}x{h} image", index=index, rule="bbox_in_image")
+                raise PlanError(
+                    f"bbox {list(action.bbox)} lies outside the {w}x{h} image", index=index, rule="bbox_in_image"
+                )
     if action.type == "place":
         if action.point is None:
             raise PlanError("a place needs a point [x, y]", index=index, rule="point_required")
@@ -234,7 +265,9 @@ def validate_action(action: GroundedAction, index: int | None = None, image_size
         if image_size is not None:
             w, h = image_size
             if not (0 <= x <= w and 0 <= y <= h):
-                raise PlanError(f"point {list(action.point)} lies outside the {w}x{h} image", index=index, rule="point_in_image")
+                raise PlanError(
+                    f"point {list(action.point)} lies outside the {w}x{h} image", index=index, rule="point_in_image"
+                )
 
 
 def pairing_error(types: Sequence[str]) -> tuple[int, str, str] | None:

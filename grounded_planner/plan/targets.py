@@ -86,8 +86,10 @@ class Target:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], frame: str = "") -> "Target":
         if not isinstance(data, Mapping):
-            raise PlanError(f"a target must be a JSON object with 'index', 'type', 'position', got "
-                            f"{type(data).__name__} {data!r}", rule="target_format")
+            raise PlanError(
+                f"a target must be a JSON object with 'index', 'type', 'position', got {type(data).__name__} {data!r}",
+                rule="target_format",
+            )
         try:
             normal = data.get("normal")
             return cls(
@@ -129,19 +131,23 @@ class TargetSet:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TargetSet":
         if not isinstance(data, Mapping) or "frame" not in data:
-            raise PlanError("a target set must be a JSON object with 'frame', 'targets', 'warnings'",
-                            rule="target_format")
+            raise PlanError(
+                "a target set must be a JSON object with 'frame', 'targets', 'warnings'", rule="target_format"
+            )
         frame = str(data["frame"])
         entries = [] if data.get("targets") is None else data["targets"]
         warnings = [] if data.get("warnings") is None else data["warnings"]
         for name, value in (("targets", entries), ("warnings", warnings)):
             if not isinstance(value, list):
-                raise PlanError(f"target set field '{name}' must be a JSON list, got {type(value).__name__}",
-                                rule="target_format")
+                raise PlanError(
+                    f"target set field '{name}' must be a JSON list, got {type(value).__name__}", rule="target_format"
+                )
         for i, entry in enumerate(entries):
             if not isinstance(entry, Mapping):
-                raise PlanError(f"target set field 'targets[{i}]' must be a JSON object, got "
-                                f"{type(entry).__name__} {entry!r}", rule="target_format")
+                raise PlanError(
+                    f"target set field 'targets[{i}]' must be a JSON object, got {type(entry).__name__} {entry!r}",
+                    rule="target_format",
+                )
         return cls(
             frame=frame,
             targets=[Target.from_dict(t, frame) for t in entries],

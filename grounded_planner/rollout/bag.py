@@ -22,10 +22,25 @@ from grounded_planner.msgs.camera_info import RawCalibration, raw_calibration_to
 from grounded_planner.msgs.images import IMAGE_MSGTYPES  # noqa: F401 (re-exported: Image or CompressedImage)
 from grounded_planner.msgs.plan import header_msg as _header_msg, plan_to_msg, stamp_to_ns
 from grounded_planner.rollout.bag_common import (  # noqa: F401 (re-exported)
-    ACTION_MSGTYPE, DEFAULT_DEPTH_UNIT_M, PLAN_MSGTYPE, PROFILE, BagError, BagMessage, BagWriteError, typestore,
+    ACTION_MSGTYPE,
+    DEFAULT_DEPTH_UNIT_M,
+    PLAN_MSGTYPE,
+    PROFILE,
+    BagError,
+    BagMessage,
+    BagWriteError,
+    typestore,
 )
 from grounded_planner.rollout.bag_read import (  # noqa: F401 (re-exported)
-    MCAP_MAGIC, BagInfo, ScanResult, bag_info, has_footer, iter_mcap, read_bag, resolve_bag_path, scan_mcap,
+    MCAP_MAGIC,
+    BagInfo,
+    ScanResult,
+    bag_info,
+    has_footer,
+    iter_mcap,
+    read_bag,
+    resolve_bag_path,
+    scan_mcap,
 )
 from grounded_planner.rollout.bag_recover import recover_mcap, write_empty_mcap  # noqa: F401 (re-exported)
 from grounded_planner.rollout.bag_write import BagOptions, McapBagWriter  # noqa: F401 (re-exported)
@@ -51,8 +66,10 @@ def depth_counts(depth: np.ndarray, depth_unit_m: float = DEFAULT_DEPTH_UNIT_M) 
         raise BagError(f"depth image must be float metres or uint16 counts, got dtype {depth.dtype}")
     counts = np.where(np.isfinite(depth) & (depth > 0), depth / depth_unit_m, 0.0)
     if counts.max(initial=0.0) > 65535.0:
-        raise BagError(f"depth up to {float(np.nanmax(depth)):.2f} m does not fit 16UC1 with "
-                       f"{depth_unit_m} m units (max {65535 * depth_unit_m:.2f} m)")
+        raise BagError(
+            f"depth up to {float(np.nanmax(depth)):.2f} m does not fit 16UC1 with "
+            f"{depth_unit_m} m units (max {65535 * depth_unit_m:.2f} m)"
+        )
     return np.rint(counts).astype(np.uint16)
 
 
@@ -65,44 +82,73 @@ def _rgb(rgb: np.ndarray) -> np.ndarray:
 
 def image_msg(rgb: np.ndarray, stamp_ns: int, frame_id: str = "camera_color_optical_frame"):
     """sensor_msgs/Image (rgb8) from an (H, W, 3) uint8 RGB array."""
-    return images.numpy_to_image(_rgb(rgb), typestore().types["sensor_msgs/msg/Image"], "rgb8", header_msg(stamp_ns, frame_id))
+    return images.numpy_to_image(
+        _rgb(rgb), typestore().types["sensor_msgs/msg/Image"], "rgb8", header_msg(stamp_ns, frame_id)
+    )
 
 
-def compressed_image_msg(rgb: np.ndarray, stamp_ns: int, frame_id: str = "camera_color_optical_frame",
-                         quality: int = 90):
+def compressed_image_msg(
+    rgb: np.ndarray, stamp_ns: int, frame_id: str = "camera_color_optical_frame", quality: int = 90
+):
     """sensor_msgs/CompressedImage (``"rgb8; jpeg compressed bgr8"``) from an (H, W, 3) uint8 RGB array."""
-    return images.numpy_to_compressed(_rgb(rgb), typestore().types["sensor_msgs/msg/CompressedImage"], "jpeg",
-                                      header_msg(stamp_ns, frame_id), quality)
+    return images.numpy_to_compressed(
+        _rgb(rgb), typestore().types["sensor_msgs/msg/CompressedImage"], "jpeg", header_msg(stamp_ns, frame_id), quality
+    )
 
 
-def depth_msg(depth: np.ndarray, stamp_ns: int, frame_id: str = "camera_color_optical_frame",
-              depth_unit_m: float = DEFAULT_DEPTH_UNIT_M):
+def depth_msg(
+    depth: np.ndarray,
+    stamp_ns: int,
+    frame_id: str = "camera_color_optical_frame",
+    depth_unit_m: float = DEFAULT_DEPTH_UNIT_M,
+):
     """sensor_msgs/Image (16UC1, ``depth_unit_m`` per count) from depth in metres (float) or raw counts (uint16)."""
-    return images.numpy_to_image(depth_counts(depth, depth_unit_m), typestore().types["sensor_msgs/msg/Image"],
-                                 "16UC1", header_msg(stamp_ns, frame_id))
+    return images.numpy_to_image(
+        depth_counts(depth, depth_unit_m),
+        typestore().types["sensor_msgs/msg/Image"],
+        "16UC1",
+        header_msg(stamp_ns, frame_id),
+    )
 
 
-def compressed_depth_msg(depth: np.ndarray, stamp_ns: int, frame_id: str = "camera_color_optical_frame",
-                         depth_unit_m: float = DEFAULT_DEPTH_UNIT_M, png_level: int | None = 1):
+def compressed_depth_msg(
+    depth: np.ndarray,
+    stamp_ns: int,
+    frame_id: str = "camera_color_optical_frame",
+    depth_unit_m: float = DEFAULT_DEPTH_UNIT_M,
+    png_level: int | None = 1,
+):
     """``compressedDepth`` CompressedImage (``"16UC1; compressedDepth png"``, lossless) from depth in metres or
     counts; every count is kept (no ``depth_max`` cut)."""
-    return images.numpy_to_compressed_depth(depth_counts(depth, depth_unit_m),
-                                            typestore().types["sensor_msgs/msg/CompressedImage"],
-                                            header_msg(stamp_ns, frame_id), depth_max_m=65.535, png_level=png_level)
+    return images.numpy_to_compressed_depth(
+        depth_counts(depth, depth_unit_m),
+        typestore().types["sensor_msgs/msg/CompressedImage"],
+        header_msg(stamp_ns, frame_id),
+        depth_max_m=65.535,
+        png_level=png_level,
+    )
 
 
-def camera_info_msg(K: Sequence[float], width: int, height: int, stamp_ns: int,
-                    D: Sequence[float] = (), distortion_model: str = "plumb_bob",
-                    frame_id: str = "camera_color_optical_frame"):
+def camera_info_msg(
+    K: Sequence[float],
+    width: int,
+    height: int,
+    stamp_ns: int,
+    D: Sequence[float] = (),
+    distortion_model: str = "plumb_bob",
+    frame_id: str = "camera_color_optical_frame",
+):
     """sensor_msgs/CameraInfo from a 3x3 intrinsic matrix ``K`` (pixels) and distortion ``D``, as recorded (the
     model is not checked: a log keeps whatever calibration the camera sent)."""
     K_arr = np.asarray(K, dtype=np.float64).reshape(-1)
     if K_arr.size != 9:
         raise BagError(f"K must be a 3x3 matrix (9 numbers), got {K_arr.size}")
-    calibration = RawCalibration(int(width), int(height), K_arr.reshape(3, 3), np.asarray(D, dtype=np.float64),
-                                 distortion_model, frame_id)
-    return raw_calibration_to_msg(calibration, typestore().types["sensor_msgs/msg/CameraInfo"],
-                                  header_msg(stamp_ns, frame_id))
+    calibration = RawCalibration(
+        int(width), int(height), K_arr.reshape(3, 3), np.asarray(D, dtype=np.float64), distortion_model, frame_id
+    )
+    return raw_calibration_to_msg(
+        calibration, typestore().types["sensor_msgs/msg/CameraInfo"], header_msg(stamp_ns, frame_id)
+    )
 
 
 def string_msg(payload: Any):
@@ -111,8 +157,13 @@ def string_msg(payload: Any):
     return typestore().types["std_msgs/msg/String"](data=text)
 
 
-def joint_state_msg(names: Sequence[str], position: Sequence[float], stamp_ns: int,
-                    velocity: Sequence[float] = (), effort: Sequence[float] = ()):
+def joint_state_msg(
+    names: Sequence[str],
+    position: Sequence[float],
+    stamp_ns: int,
+    velocity: Sequence[float] = (),
+    effort: Sequence[float] = (),
+):
     """sensor_msgs/JointState (positions in rad or m, as the robot reports them)."""
     try:
         return joint_states.joint_state_msg(typestore().types, names, position, stamp_ns, velocity, effort)
@@ -142,8 +193,34 @@ def depth_to_m(msg, depth_unit_m: float = DEFAULT_DEPTH_UNIT_M) -> np.ndarray:
 
 
 __all__ = [
-    "IMAGE_MSGTYPES", "BagError", "BagInfo", "BagMessage", "BagOptions", "BagWriteError", "McapBagWriter", "ScanResult", "bag_info",
-    "camera_info_msg", "compressed_depth_msg", "compressed_image_msg", "depth_counts", "depth_msg", "depth_to_m",
-    "has_footer", "header_msg", "image_msg", "image_to_rgb", "iter_mcap", "joint_state_msg", "plan_msg", "read_bag",
-    "recover_mcap", "resolve_bag_path", "scan_mcap", "stamp_to_ns", "string_msg", "typestore", "write_empty_mcap",
+    "IMAGE_MSGTYPES",
+    "BagError",
+    "BagInfo",
+    "BagMessage",
+    "BagOptions",
+    "BagWriteError",
+    "McapBagWriter",
+    "ScanResult",
+    "bag_info",
+    "camera_info_msg",
+    "compressed_depth_msg",
+    "compressed_image_msg",
+    "depth_counts",
+    "depth_msg",
+    "depth_to_m",
+    "has_footer",
+    "header_msg",
+    "image_msg",
+    "image_to_rgb",
+    "iter_mcap",
+    "joint_state_msg",
+    "plan_msg",
+    "read_bag",
+    "recover_mcap",
+    "resolve_bag_path",
+    "scan_mcap",
+    "stamp_to_ns",
+    "string_msg",
+    "typestore",
+    "write_empty_mcap",
 ]

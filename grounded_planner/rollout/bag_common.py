@@ -76,12 +76,15 @@ def typestore():
     store = get_typestore(getattr(Stores, store_name))
     dirs = _interfaces_msg_dirs()
     if not dirs:
-        raise BagError("cannot find grounded_planner_interfaces/msg/*.msg (set GROUNDED_PLANNER_MSG_DIR "
-                       "to the folder holding GroundedPlan.msg)")
+        raise BagError(
+            "cannot find grounded_planner_interfaces/msg/*.msg (set GROUNDED_PLANNER_MSG_DIR "
+            "to the folder holding GroundedPlan.msg)"
+        )
     types: dict = {}
     for path in sorted(dirs[0].glob("*.msg")):
-        types.update(get_types_from_msg(path.read_text(encoding="utf-8"),
-                                        f"grounded_planner_interfaces/msg/{path.stem}"))
+        types.update(
+            get_types_from_msg(path.read_text(encoding="utf-8"), f"grounded_planner_interfaces/msg/{path.stem}")
+        )
     store.register(types)
     return store
 
@@ -101,8 +104,10 @@ class SchemaTypes:
     def deserialize(self, data: bytes, msgtype: str, encoding: str, definition: bytes) -> Any:
         if msgtype not in self._registered:
             if encoding != SCHEMA_ENCODING:
-                raise BagError(f"{self.where}: schema encoding {encoding!r} of {msgtype} is not supported "
-                               f"(expected {SCHEMA_ENCODING})")
+                raise BagError(
+                    f"{self.where}: schema encoding {encoding!r} of {msgtype} is not supported "
+                    f"(expected {SCHEMA_ENCODING})"
+                )
             self.store.register(self._parse(definition.decode("utf-8"), msgtype))
             self._registered.add(msgtype)
         return self.store.deserialize_cdr(data, msgtype)

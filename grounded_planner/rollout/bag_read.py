@@ -30,15 +30,15 @@ class ScanResult:
     """What a record-by-record read of an MCAP file found, and whether the file was cut short."""
 
     messages: list[BagMessage] = field(default_factory=list)  # filled by scan_mcap only
-    complete: bool = False          # footer present: the writer closed the file
-    truncated_bytes: int = 0        # bytes after the last complete record (a record cut by the crash)
-    data_end_pos: int = 0           # file offset after the last complete data record
+    complete: bool = False  # footer present: the writer closed the file
+    truncated_bytes: int = 0  # bytes after the last complete record (a record cut by the crash)
+    data_end_pos: int = 0  # file offset after the last complete data record
     message_count: int = 0
     chunk_count: int = 0
-    start_ns: int = 0               # first and last log time seen
+    start_ns: int = 0  # first and last log time seen
     end_ns: int = 0
     channel_counts: dict[int, int] = field(default_factory=dict)
-    dropped_bytes: int = 0          # recover_mcap only: bytes of a cut record (or a cut file start) dropped
+    dropped_bytes: int = 0  # recover_mcap only: bytes of a cut record (or a cut file start) dropped
 
 
 class _CountingFile:
@@ -134,9 +134,15 @@ def scan_records(path: str | Path, result: ScanResult | None = None) -> Iterator
         out.truncated_bytes = size - out.data_end_pos
 
 
-def iter_mcap(path: str | Path, *, decode: bool = True, topics: Sequence[str] | None = None,
-              result: ScanResult | None = None, start_ns: int | None = None,
-              end_ns: int | None = None) -> Iterator[BagMessage]:
+def iter_mcap(
+    path: str | Path,
+    *,
+    decode: bool = True,
+    topics: Sequence[str] | None = None,
+    result: ScanResult | None = None,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+) -> Iterator[BagMessage]:
     """Messages of an MCAP file in file order, read record by record; a missing footer and a cut chunk are fine.
 
     Handles chunked files (zstd, lz4, none) and unchunked ones (what this project wrote before the `mcap`
@@ -161,8 +167,11 @@ def iter_mcap(path: str | Path, *, decode: bool = True, topics: Sequence[str] | 
         out.start_ns = m.log_time if not out.message_count else min(out.start_ns, m.log_time)
         out.end_ns = max(out.end_ns, m.log_time)
         out.message_count += 1
-        if (wanted is not None and channel.topic not in wanted) or (start_ns is not None and m.log_time < start_ns) \
-                or (end_ns is not None and m.log_time >= end_ns):
+        if (
+            (wanted is not None and channel.topic not in wanted)
+            or (start_ns is not None and m.log_time < start_ns)
+            or (end_ns is not None and m.log_time >= end_ns)
+        ):
             return None
         schema = schemas[channel.schema_id]
         msg = types.deserialize(m.data, schema.name, schema.encoding, schema.data) if decode else None
@@ -208,8 +217,9 @@ def resolve_bag_path(path: str | Path) -> Path:
     return path
 
 
-def read_bag(path: str | Path, topics: Sequence[str] | None = None, *, start_ns: int | None = None,
-             end_ns: int | None = None) -> Iterator[BagMessage]:
+def read_bag(
+    path: str | Path, topics: Sequence[str] | None = None, *, start_ns: int | None = None, end_ns: int | None = None
+) -> Iterator[BagMessage]:
     """Messages of a bag in log-time order, optionally only those on ``topics`` in [``start_ns``, ``end_ns``).
 
     A closed MCAP file is read with the `mcap` library's indexed reader (only the chunks that overlap the
@@ -223,8 +233,13 @@ def read_bag(path: str | Path, topics: Sequence[str] | None = None, *, start_ns:
             return
         scan = ScanResult()
         found = list(iter_mcap(bag, topics=topics, result=scan, start_ns=start_ns, end_ns=end_ns))
-        log.warning("%s has no MCAP footer (writer did not close it): read %d messages up to the last complete "
-                    "chunk, %d trailing bytes dropped", bag, scan.message_count, scan.truncated_bytes)
+        log.warning(
+            "%s has no MCAP footer (writer did not close it): read %d messages up to the last complete "
+            "chunk, %d trailing bytes dropped",
+            bag,
+            scan.message_count,
+            scan.truncated_bytes,
+        )
         yield from sorted(found, key=lambda m: m.log_time_ns)
         return
     from rosbags.highlevel import AnyReader  # lazy: optional SDK (rosbags), not in install_requires
@@ -241,8 +256,9 @@ def read_bag(path: str | Path, topics: Sequence[str] | None = None, *, start_ns:
         raise BagError(f"cannot read bag {bag}: {exc}") from exc
 
 
-def _read_indexed(bag: Path, topics: Sequence[str] | None, start_ns: int | None,
-                  end_ns: int | None) -> Iterator[BagMessage]:
+def _read_indexed(
+    bag: Path, topics: Sequence[str] | None, start_ns: int | None, end_ns: int | None
+) -> Iterator[BagMessage]:
     from mcap.exceptions import McapError  # lazy: optional SDK (mcap), not in install_requires
     from mcap.reader import make_reader  # lazy: optional SDK (mcap)
 
@@ -250,12 +266,17 @@ def _read_indexed(bag: Path, topics: Sequence[str] | None, start_ns: int | None,
     try:
         with open(bag, "rb") as f:
             reader = make_reader(f)
-            for schema, channel, message in reader.iter_messages(topics=list(topics) if topics is not None else None,
-                                                                 starting_at=start_ns, ending_before=end_ns):
+            for schema, channel, message in reader.iter_messages(
+                topics=list(topics) if topics is not None else None, starting_at=start_ns, ending_before=end_ns
+            ):
                 if schema is None:
                     raise BagError(f"{bag}: channel {channel.topic} has no schema (expected ROS 2 messages)")
-                yield BagMessage(channel.topic, schema.name, message.log_time,
-                                 types.deserialize(message.data, schema.name, schema.encoding, schema.data))
+                yield BagMessage(
+                    channel.topic,
+                    schema.name,
+                    message.log_time,
+                    types.deserialize(message.data, schema.name, schema.encoding, schema.data),
+                )
     except (McapError, struct.error, io.UnsupportedOperation) as exc:
         raise BagError(f"cannot read bag {bag}: {exc}") from exc
     except OSError as exc:
@@ -271,9 +292,9 @@ class BagInfo:
     chunk_count: int
     start_ns: int
     end_ns: int
-    topics: dict[str, str]          # topic -> ROS type
-    counts: dict[str, int]          # topic -> messages
-    compression: str                # of the chunks ("" none, "mixed")
+    topics: dict[str, str]  # topic -> ROS type
+    counts: dict[str, int]  # topic -> messages
+    compression: str  # of the chunks ("" none, "mixed")
 
 
 def bag_info(path: str | Path) -> BagInfo:
@@ -290,10 +311,21 @@ def bag_info(path: str | Path) -> BagInfo:
     if summary is None or summary.statistics is None:
         raise BagError(f"{path} has no summary with statistics (run `grounded-planner rollouts recover`)")
     stats = summary.statistics
-    topics = {c.topic: (summary.schemas[c.schema_id].name if c.schema_id in summary.schemas else "")
-              for c in summary.channels.values()}
-    counts = {summary.channels[cid].topic: n for cid, n in stats.channel_message_counts.items()
-              if cid in summary.channels}
+    topics = {
+        c.topic: (summary.schemas[c.schema_id].name if c.schema_id in summary.schemas else "")
+        for c in summary.channels.values()
+    }
+    counts = {
+        summary.channels[cid].topic: n for cid, n in stats.channel_message_counts.items() if cid in summary.channels
+    }
     kinds = {c.compression for c in summary.chunk_indexes}
-    return BagInfo(path, stats.message_count, stats.chunk_count, stats.message_start_time, stats.message_end_time,
-                   topics, counts, kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else ""))
+    return BagInfo(
+        path,
+        stats.message_count,
+        stats.chunk_count,
+        stats.message_start_time,
+        stats.message_end_time,
+        topics,
+        counts,
+        kinds.pop() if len(kinds) == 1 else ("mixed" if kinds else ""),
+    )

@@ -24,10 +24,10 @@ from grounded_planner.rollout.bag_read import MCAP_MAGIC, ScanResult, iter_mcap,
 @dataclass
 class _ChunkSeen:
     start: int
-    end: int                                   # offset after the chunk record
+    end: int  # offset after the chunk record
     chunk: Any
     channel_times: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # channel -> [(log time, offset)]
-    index_offsets: dict[int, int] = field(default_factory=dict)                    # message index records after it
+    index_offsets: dict[int, int] = field(default_factory=dict)  # message index records after it
     index_end: int = 0
 
 
@@ -61,7 +61,7 @@ class _Bytes:
         self.data, self.pos = data, 0
 
     def read(self, n: int) -> bytes:
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         self.pos += len(out)
         return out
 
@@ -80,7 +80,7 @@ def recover_mcap(path: str | Path) -> ScanResult:
     schemas: dict[int, Any] = {}
     channels: dict[int, Any] = {}
     chunks: list[_ChunkSeen] = []
-    loose: dict[int, list[int]] = {}           # unchunked files: channel -> log times
+    loose: dict[int, list[int]] = {}  # unchunked files: channel -> log times
     keep_end = 0
     header_whole = False
     for raw in scan_records(path, scan):
@@ -126,8 +126,15 @@ def recover_mcap(path: str | Path) -> ScanResult:
     return _final_scan(path, dropped)
 
 
-def _finish(f, last: _ChunkSeen | None, keep_end: int, chunks: list[_ChunkSeen], schemas: dict,
-            channels: dict, loose: dict[int, list[int]]) -> None:
+def _finish(
+    f,
+    last: _ChunkSeen | None,
+    keep_end: int,
+    chunks: list[_ChunkSeen],
+    schemas: dict,
+    channels: dict,
+    loose: dict[int, list[int]],
+) -> None:
     """Message indexes of a cut last chunk, then DataEnd, the summary and the footer, after ``keep_end``."""
     from mcap.records import ChunkIndex, MessageIndex  # lazy: optional SDK (mcap), not in install_requires
 
@@ -138,19 +145,35 @@ def _finish(f, last: _ChunkSeen | None, keep_end: int, chunks: list[_ChunkSeen],
             MessageIndex(channel_id=channel_id, records=records).write(builder)
         write_fully(f, builder.end())
         last.index_end = f.tell()
-    indexes = [ChunkIndex(message_start_time=c.chunk.message_start_time, message_end_time=c.chunk.message_end_time,
-                          chunk_start_offset=c.start, chunk_length=c.end - c.start,
-                          message_index_offsets=dict(c.index_offsets), message_index_length=c.index_end - c.end,
-                          compression=c.chunk.compression, compressed_size=len(c.chunk.data),
-                          uncompressed_size=c.chunk.uncompressed_size) for c in chunks]
+    indexes = [
+        ChunkIndex(
+            message_start_time=c.chunk.message_start_time,
+            message_end_time=c.chunk.message_end_time,
+            chunk_start_offset=c.start,
+            chunk_length=c.end - c.start,
+            message_index_offsets=dict(c.index_offsets),
+            message_index_length=c.index_end - c.end,
+            compression=c.chunk.compression,
+            compressed_size=len(c.chunk.data),
+            uncompressed_size=c.chunk.uncompressed_size,
+        )
+        for c in chunks
+    ]
     counts: dict[int, int] = {cid: len(t) for cid, t in loose.items()}
     all_times = [t for times in loose.values() for t in times]
     for c in chunks:
         for cid, recs in c.channel_times.items():
             counts[cid] = counts.get(cid, 0) + len(recs)
             all_times += [t for t, _ in recs]
-    _append_summary(f, list(schemas.values()), list(channels.values()), counts, indexes,
-                    min(all_times, default=0), max(all_times, default=0))
+    _append_summary(
+        f,
+        list(schemas.values()),
+        list(channels.values()),
+        counts,
+        indexes,
+        min(all_times, default=0),
+        max(all_times, default=0),
+    )
     os.fsync(f.fileno())
 
 
@@ -160,8 +183,9 @@ def _builder():
     return RecordBuilder()
 
 
-def _append_summary(f, schemas: list, channels: list, counts: dict[int, int], chunk_indexes: list,
-                    start_ns: int, end_ns: int) -> None:
+def _append_summary(
+    f, schemas: list, channels: list, counts: dict[int, int], chunk_indexes: list, start_ns: int, end_ns: int
+) -> None:
     """DataEnd, the summary section and the footer, laid out as the `mcap` library's Writer.finish lays them out."""
     from mcap.opcode import Opcode  # lazy: optional SDK (mcap), not in install_requires
     from mcap.records import DataEnd, Footer, Statistics, SummaryOffset  # lazy: optional SDK (mcap)
@@ -172,19 +196,39 @@ def _append_summary(f, schemas: list, channels: list, counts: dict[int, int], ch
     summary_start = f.tell()
     summary = _builder()
     offsets = []
-    groups = ((Opcode.SCHEMA, schemas), (Opcode.CHANNEL, channels),
-              (Opcode.STATISTICS, [Statistics(message_count=sum(counts.values()), schema_count=len(schemas),
-                                              channel_count=len(channels), attachment_count=0, metadata_count=0,
-                                              chunk_count=len(chunk_indexes), message_start_time=start_ns,
-                                              message_end_time=end_ns, channel_message_counts=dict(counts))]),
-              (Opcode.CHUNK_INDEX, chunk_indexes))
+    groups = (
+        (Opcode.SCHEMA, schemas),
+        (Opcode.CHANNEL, channels),
+        (
+            Opcode.STATISTICS,
+            [
+                Statistics(
+                    message_count=sum(counts.values()),
+                    schema_count=len(schemas),
+                    channel_count=len(channels),
+                    attachment_count=0,
+                    metadata_count=0,
+                    chunk_count=len(chunk_indexes),
+                    message_start_time=start_ns,
+                    message_end_time=end_ns,
+                    channel_message_counts=dict(counts),
+                )
+            ],
+        ),
+        (Opcode.CHUNK_INDEX, chunk_indexes),
+    )
     for opcode, records in groups:
         group_start = summary.count
         for rec in records:
             rec.write(summary)
         if summary.count > group_start:
-            offsets.append(SummaryOffset(group_opcode=opcode, group_start=summary_start + group_start,
-                                         group_length=summary.count - group_start))
+            offsets.append(
+                SummaryOffset(
+                    group_opcode=opcode,
+                    group_start=summary_start + group_start,
+                    group_length=summary.count - group_start,
+                )
+            )
     offset_start = summary_start + summary.count
     for rec in offsets:
         rec.write(summary)

@@ -31,8 +31,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from grounded_planner.rollout.bag_common import (BagError, BagWriteError, MESSAGE_ENCODING, PROFILE, SCHEMA_ENCODING,
-                                                 library_name, typestore, write_fully)
+from grounded_planner.rollout.bag_common import (
+    BagError,
+    BagWriteError,
+    MESSAGE_ENCODING,
+    PROFILE,
+    SCHEMA_ENCODING,
+    library_name,
+    typestore,
+    write_fully,
+)
 from grounded_planner.rollout.bag_recover import recover_mcap
 
 log = logging.getLogger(__name__)
@@ -44,9 +52,9 @@ COMPRESSIONS = ("zstd", "lz4", "none")
 class BagOptions:
     """How a bag is written (the rollout logger's recording options)."""
 
-    compression: str = "zstd"         # chunk compression: zstd (rosbag2's choice), lz4 (faster, larger) or none
-    chunk_size: int = 1024 * 1024     # bytes: a chunk is closed once its uncompressed records pass this size
-    chunk_interval_s: float = 0.5     # s: ... or once its first message is this old; SIGKILL loses at most this
+    compression: str = "zstd"  # chunk compression: zstd (rosbag2's choice), lz4 (faster, larger) or none
+    chunk_size: int = 1024 * 1024  # bytes: a chunk is closed once its uncompressed records pass this size
+    chunk_interval_s: float = 0.5  # s: ... or once its first message is this old; SIGKILL loses at most this
     #                                   (0 = a chunk per message: nothing lost, poor compression)
     fsync_every_s: float | None = 1.0  # s: force the file to disk at most this often and at close (power loss);
     #                                    None = never (the kernel writes it back in its own time)
@@ -101,8 +109,11 @@ class _FileSink:
                 self.file.seek(start)
             except OSError as trunc_exc:  # unusual: say so; the first error stands
                 log.error("%s: cannot cut the unfinished write away (%s)", self.path, trunc_exc.strerror)
-            raise BagWriteError(exc.errno, f"cannot {what} bag {self.path}: {exc.strerror or exc}; cut back to its "
-                                           f"last complete chunk ({start} bytes), readable") from exc
+            raise BagWriteError(
+                exc.errno,
+                f"cannot {what} bag {self.path}: {exc.strerror or exc}; cut back to its "
+                f"last complete chunk ({start} bytes), readable",
+            ) from exc
         self.committed = start + len(data)
 
     def fsync(self) -> None:
@@ -129,8 +140,14 @@ class McapBagWriter:
         Overrides ``options.fsync_every_s`` (kept for callers of the earlier writer).
     """
 
-    def __init__(self, path: str | Path, options: BagOptions | None = None, *, fsync_every_s: float | None | str = "",
-                 library: str = ""):
+    def __init__(
+        self,
+        path: str | Path,
+        options: BagOptions | None = None,
+        *,
+        fsync_every_s: float | None | str = "",
+        library: str = "",
+    ):
         # lazy: optional SDK (mcap), not in install_requires
         from mcap.writer import CompressionType, Writer
 
@@ -140,19 +157,20 @@ class McapBagWriter:
         self.options = options
         self.path = Path(path)
         self._sink = _FileSink(self.path)
-        compression = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4,
-                       "none": CompressionType.NONE}[options.compression]
+        compression = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4, "none": CompressionType.NONE}[
+            options.compression
+        ]
         self._writer = Writer(self._sink, chunk_size=options.chunk_size, compression=compression)
         self._lock = threading.RLock()
         self._schemas: dict[str, int] = {}
-        self._channels: dict[str, tuple[int, str]] = {}   # topic -> (channel id, msgtype)
+        self._channels: dict[str, tuple[int, str]] = {}  # topic -> (channel id, msgtype)
         self._declared_since_commit: list[tuple[str, str]] = []  # ("schema", msgtype) / ("topic", topic)
         self._sequence: dict[int, int] = {}
-        self._open_since: float | None = None             # monotonic time of the open chunk's first message
+        self._open_since: float | None = None  # monotonic time of the open chunk's first message
         self._last_log_time_ns = 0
         self._last_fsync = time.monotonic()
-        self._refused: BagWriteError | None = None        # met by the chunk timer, raised by the next write
-        self.damaged = False                              # a chunk was refused: the summary comes from the file
+        self._refused: BagWriteError | None = None  # met by the chunk timer, raised by the next write
+        self.damaged = False  # a chunk was refused: the summary comes from the file
         self.message_count = 0
         self.closed = False
         try:
@@ -180,8 +198,9 @@ class McapBagWriter:
                 self._schemas[msgtype] = self._writer.register_schema(msgtype, SCHEMA_ENCODING, _msgdef(msgtype))
                 self._declared_since_commit.append(("schema", msgtype))
             # rosbag2 stores the publishers' QoS here; rosbags and ros2 bag read an empty value as the default
-            cid = self._writer.register_channel(topic, MESSAGE_ENCODING, self._schemas[msgtype],
-                                                {"offered_qos_profiles": ""})
+            cid = self._writer.register_channel(
+                topic, MESSAGE_ENCODING, self._schemas[msgtype], {"offered_qos_profiles": ""}
+            )
             self._channels[topic] = (cid, msgtype)
             self._declared_since_commit.append(("topic", topic))
             return cid
@@ -231,8 +250,8 @@ class McapBagWriter:
             elif self._open_since is None:
                 self._open_since = time.monotonic()
             if self.options.chunk_interval_s == 0 or (
-                    self._open_since is not None
-                    and time.monotonic() - self._open_since >= self.options.chunk_interval_s):
+                self._open_since is not None and time.monotonic() - self._open_since >= self.options.chunk_interval_s
+            ):
                 self.flush()
             return log_time_ns
 
@@ -295,8 +314,11 @@ class McapBagWriter:
                     if self.options.fsync_every_s is not None:  # None: never forced to disk, at close neither
                         self._sink.fsync()
             except OSError as exc:
-                raise BagWriteError(exc.errno, f"cannot finish bag {self.path}: {exc.strerror or exc}; left without "
-                                               f"its summary, readable up to its last complete chunk") from exc
+                raise BagWriteError(
+                    exc.errno,
+                    f"cannot finish bag {self.path}: {exc.strerror or exc}; left without "
+                    f"its summary, readable up to its last complete chunk",
+                ) from exc
             finally:
                 self._sink.close()
             if self.damaged:  # the mcap Writer's own index counts the refused chunk: index the file as it is
@@ -307,7 +329,6 @@ class McapBagWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
 
 
 @cache

@@ -38,8 +38,8 @@ class EpisodeFrames:
     """One rollout resampled at a fixed rate, ready for ``LeRobotDataset.add_frame``."""
 
     task: str
-    images: list[np.ndarray] = field(default_factory=list)     # (H, W, 3) uint8 each
-    states: list[np.ndarray] | None = None                     # (n_joints,) float32 each
+    images: list[np.ndarray] = field(default_factory=list)  # (H, W, 3) uint8 each
+    states: list[np.ndarray] | None = None  # (n_joints,) float32 each
     joint_names: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -75,8 +75,10 @@ def resample_rollout(record: RolloutRecord, fps: int, topics: RolloutTopics | No
                 ji += 1
             msg = joints[ji][1]
             if list(msg.name) != out.joint_names:
-                raise ExportError(f"{record.directory}: joint names changed within the rollout "
-                                  f"({out.joint_names} -> {list(msg.name)})")
+                raise ExportError(
+                    f"{record.directory}: joint names changed within the rollout "
+                    f"({out.joint_names} -> {list(msg.name)})"
+                )
             out.states.append(np.asarray(msg.position, dtype=np.float32))
     return out
 
@@ -103,15 +105,24 @@ def _frames(ep: EpisodeFrames):
         yield frame
 
 
-def export_lerobot(records: Sequence[RolloutRecord], repo_id: str, root: str | Path, fps: int = 15,
-                   robot_type: str = "", topics: RolloutTopics | None = None) -> dict[str, Any]:
+def export_lerobot(
+    records: Sequence[RolloutRecord],
+    repo_id: str,
+    root: str | Path,
+    fps: int = 15,
+    robot_type: str = "",
+    topics: RolloutTopics | None = None,
+) -> dict[str, Any]:
     """Write ``records`` as a new LeRobotDataset at ``root``; returns a small report dict."""
     try:
         # lazy: optional SDK (lerobot), not in install_requires
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
     except Exception as exc:  # ImportError, or a broken torch/torchvision pairing raising at import time
-        raise ExportError(f"exporting needs lerobot, which does not import here ({type(exc).__name__}: {exc}); "
-                          "install it with `pip install lerobot` (it pulls torch)", 3) from exc
+        raise ExportError(
+            f"exporting needs lerobot, which does not import here ({type(exc).__name__}: {exc}); "
+            "install it with `pip install lerobot` (it pulls torch)",
+            3,
+        ) from exc
     root = Path(root)
     if root.exists():
         raise ExportError(f"{root} exists already; LeRobotDataset.create writes a new folder")
@@ -121,24 +132,43 @@ def export_lerobot(records: Sequence[RolloutRecord], repo_id: str, root: str | P
     features = lerobot_features(episodes[0])
     for r, ep in zip(records, episodes):
         if lerobot_features(ep) != features:
-            raise ExportError(f"{r.directory}: image size or joints differ from {records[0].directory}; "
-                              "export them into separate datasets")
-    dataset = LeRobotDataset.create(repo_id=repo_id, fps=fps, features=features, root=root,
-                                    robot_type=robot_type or None, use_videos=False)
+            raise ExportError(
+                f"{r.directory}: image size or joints differ from {records[0].directory}; "
+                "export them into separate datasets"
+            )
+    dataset = LeRobotDataset.create(
+        repo_id=repo_id, fps=fps, features=features, root=root, robot_type=robot_type or None, use_videos=False
+    )
     sidecar: list[dict[str, Any]] = []
     for index, (r, ep) in enumerate(zip(records, episodes)):
         for frame in _frames(ep):
             dataset.add_frame(frame)
         dataset.save_episode()
-        sidecar.append({"episode_index": index, "episode_id": r.episode_id, "task": r.data.get("task", ""),
-                        "condition": r.data.get("condition", ""), "scene_id": r.data.get("scene_id", ""),
-                        "instruction": r.data.get("instruction", ""), "success": r.success,
-                        "failure_mode": r.failure_mode, "status": r.status, "frames": len(ep)})
+        sidecar.append(
+            {
+                "episode_index": index,
+                "episode_id": r.episode_id,
+                "task": r.data.get("task", ""),
+                "condition": r.data.get("condition", ""),
+                "scene_id": r.data.get("scene_id", ""),
+                "instruction": r.data.get("instruction", ""),
+                "success": r.success,
+                "failure_mode": r.failure_mode,
+                "status": r.status,
+                "frames": len(ep),
+            }
+        )
     if hasattr(dataset, "finalize"):  # lerobot >= 0.4 (dataset v3) must close its parquet files
         dataset.finalize()
     (root / SIDECAR).parent.mkdir(parents=True, exist_ok=True)
     with open(root / SIDECAR, "w", encoding="utf-8") as f:
         for line in sidecar:
             f.write(json.dumps(line) + "\n")
-    return {"root": str(root), "repo_id": repo_id, "episodes": len(episodes),
-            "frames": sum(len(ep) for ep in episodes), "fps": fps, "features": sorted(features)}
+    return {
+        "root": str(root),
+        "repo_id": repo_id,
+        "episodes": len(episodes),
+        "frames": sum(len(ep) for ep in episodes),
+        "fps": fps,
+        "features": sorted(features),
+    }

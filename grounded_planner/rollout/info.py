@@ -74,11 +74,11 @@ def to_plain(value: Any) -> Any:
 class BagRef:
     """Where an episode's messages are: its own bag, or a window of a session's bag shared by many episodes."""
 
-    file: str = BAG_NAME              # relative to the episode folder (a session's: ``../session.mcap``)
-    messages: int = 0                 # messages of this episode in it
-    start_ns: int | None = None       # session only: the episode's log-time window [start_ns, end_ns)
+    file: str = BAG_NAME  # relative to the episode folder (a session's: ``../session.mcap``)
+    messages: int = 0  # messages of this episode in it
+    start_ns: int | None = None  # session only: the episode's log-time window [start_ns, end_ns)
     end_ns: int | None = None
-    session: str | None = None        # session only: the session id (its folder name)
+    session: str | None = None  # session only: the session id (its folder name)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "messages": self.messages}
@@ -89,9 +89,13 @@ class BagRef:
     @classmethod
     def from_json(cls, data: Any) -> "BagRef":
         data = data if isinstance(data, Mapping) else {}
-        return cls(str(data.get("file") or BAG_NAME), int(data.get("messages") or 0),
-                   _opt_int(data.get("start_ns")), _opt_int(data.get("end_ns")),
-                   None if data.get("session") is None else str(data["session"]))
+        return cls(
+            str(data.get("file") or BAG_NAME),
+            int(data.get("messages") or 0),
+            _opt_int(data.get("start_ns")),
+            _opt_int(data.get("end_ns")),
+            None if data.get("session") is None else str(data["session"]),
+        )
 
 
 def _opt_int(value: Any) -> int | None:
@@ -104,31 +108,31 @@ class RolloutInfo:
 
     format: str = FORMAT
     episode_id: str = ""
-    status: str = IN_PROGRESS                  # in_progress, complete, aborted, cut_short
-    started_at: str | None = None              # ISO 8601 UTC
+    status: str = IN_PROGRESS  # in_progress, complete, aborted, cut_short
+    started_at: str | None = None  # ISO 8601 UTC
     updated_at: str | None = None
     ended_at: str | None = None
-    writer: dict[str, Any] = field(default_factory=dict)   # {"pid", "host"} of the recording process
+    writer: dict[str, Any] = field(default_factory=dict)  # {"pid", "host"} of the recording process
     instruction: str = ""
     task: str = ""
     condition: str = ""
-    scene_id: str = ""                         # pairs rollouts of one scene across conditions
-    trial: int = 0                             # repeat index of the scene under the condition
-    expects_action: bool = True                # False: a no-intervention trial
+    scene_id: str = ""  # pairs rollouts of one scene across conditions
+    trial: int = 0  # repeat index of the scene under the condition
+    expects_action: bool = True  # False: a no-intervention trial
     model: str = ""
     config_hash: str = ""
     config: Any = None
-    plan: dict[str, Any] | None = None         # the first plan (GroundedPlan.to_dict())
-    targets: dict[str, Any] | None = None      # TargetSet.to_dict()
+    plan: dict[str, Any] | None = None  # the first plan (GroundedPlan.to_dict())
+    targets: dict[str, Any] | None = None  # TargetSet.to_dict()
     steps: list[dict[str, Any]] = field(default_factory=list)
-    attempts: list[dict[str, Any]] = field(default_factory=list)   # closed loop: every try of every step
-    plans: list[dict[str, Any]] = field(default_factory=list)      # closed loop: replans
-    execution: dict[str, Any] | None = None    # ExecutionResult.to_dict()
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # closed loop: every try of every step
+    plans: list[dict[str, Any]] = field(default_factory=list)  # closed loop: replans
+    execution: dict[str, Any] | None = None  # ExecutionResult.to_dict()
     planner_error: str = ""
     timings_s: dict[str, float] = field(default_factory=dict)
     success: bool | None = None
     failure_mode: str | None = None
-    label_source: str | None = None            # auto, simulator, human, ...
+    label_source: str | None = None  # auto, simulator, human, ...
     labelled_at: str | None = None
     notes: str = ""
     error: str = ""
@@ -137,8 +141,8 @@ class RolloutInfo:
     recording: dict[str, Any] = field(default_factory=dict)  # image transport, compression, chunking used
     extra: dict[str, Any] = field(default_factory=dict)
     recovered_at: str | None = None
-    recovery: dict[str, Any] | None = None     # {"reason", "bag_messages", "dropped_bytes"} after `rollouts recover`
-    other: dict[str, Any] = field(default_factory=dict)       # keys this version does not know, kept as read
+    recovery: dict[str, Any] | None = None  # {"reason", "bag_messages", "dropped_bytes"} after `rollouts recover`
+    other: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as read
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -157,8 +161,7 @@ class RolloutInfo:
     def from_json(cls, data: Mapping[str, Any], where: str | Path = "rollout.json") -> "RolloutInfo":
         """A record from rollout.json's content; raises RolloutError naming ``where`` and the bad field."""
         if not isinstance(data, Mapping) or data.get("format", FORMAT) not in FORMATS_READ:
-            raise RolloutError(f"{where} is not a rollout record (expected a JSON object with \"format\": "
-                               f"\"{FORMAT}\")")
+            raise RolloutError(f'{where} is not a rollout record (expected a JSON object with "format": "{FORMAT}")')
         known = {f.name: f for f in dataclasses.fields(cls)}
         kwargs: dict[str, Any] = {"other": {k: v for k, v in data.items() if k not in known or k == "other"}}
         kwargs["format"] = str(data.get("format") or FORMAT)

@@ -28,7 +28,9 @@ class LabelCounts:
 def _describe(record: RolloutRecord) -> list[str]:
     d = record.data
     lines = [f"rollout {record.episode_id}  ({record.directory})"]
-    meta = ", ".join(f"{k}={d[k]}" for k in ("task", "condition", "scene_id", "trial", "model") if d.get(k) not in ("", None))
+    meta = ", ".join(
+        f"{k}={d[k]}" for k in ("task", "condition", "scene_id", "trial", "model") if d.get(k) not in ("", None)
+    )
     if meta:
         lines.append(f"  {meta}")
     lines.append(f"  instruction: {d.get('instruction') or '(none recorded)'}")
@@ -44,14 +46,20 @@ def _describe(record: RolloutRecord) -> list[str]:
     elif plan is not None:
         acts = plan.get("actions") or []
         if acts:
-            lines.append("  plan: " + "; ".join(
-                f"{a['type']} {a.get('object', '')}{' -> ' + a['target'] if a.get('target') else ''}".strip()
-                for a in acts))
+            lines.append(
+                "  plan: "
+                + "; ".join(
+                    f"{a['type']} {a.get('object', '')}{' -> ' + a['target'] if a.get('target') else ''}".strip()
+                    for a in acts
+                )
+            )
         else:
             lines.append(f"  plan: empty ({plan.get('reason') or 'no reason'})")
     for s in d.get("steps") or []:
-        lines.append(f"  step {s.get('index')}: {s.get('type')} -> {s.get('outcome')}"
-                     f"{': ' + s['message'] if s.get('message') else ''}")
+        lines.append(
+            f"  step {s.get('index')}: {s.get('type')} -> {s.get('outcome')}"
+            f"{': ' + s['message'] if s.get('message') else ''}"
+        )
     if d.get("notes"):
         lines.append(f"  notes: {d['notes']}")
     return lines
@@ -66,8 +74,9 @@ def _ask(prompt: str, stdin: TextIO, stdout: TextIO) -> str | None:
     return line.strip()
 
 
-def label_rollouts(records: Sequence[RolloutRecord], stdin: TextIO, stdout: TextIO,
-                   relabel: bool = False) -> LabelCounts:
+def label_rollouts(
+    records: Sequence[RolloutRecord], stdin: TextIO, stdout: TextIO, relabel: bool = False
+) -> LabelCounts:
     """Ask success/failure mode/notes for each unlabelled rollout (all of them with ``relabel``).
 
     Rollouts the stack labelled itself (refusals, failed grasps, empty plans) count as labelled.
@@ -89,8 +98,10 @@ def label_rollouts(records: Sequence[RolloutRecord], stdin: TextIO, stdout: Text
         stdout.write("\n".join(_describe(record)) + "\n")
         suggestion = record.failure_mode
         if record.success is not None:
-            stdout.write(f"  label so far ({record.data.get('label_source') or 'unknown source'}): "
-                         f"{'success' if record.success else 'failure'}{' (' + suggestion + ')' if suggestion else ''}\n")
+            stdout.write(
+                f"  label so far ({record.data.get('label_source') or 'unknown source'}): "
+                f"{'success' if record.success else 'failure'}{' (' + suggestion + ')' if suggestion else ''}\n"
+            )
         while True:
             answer = _ask("  success? [y]es / [n]o / [s]kip / [q]uit: ", stdin, stdout)
             if answer is None or answer.lower() in ("q", "quit"):

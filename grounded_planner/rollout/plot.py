@@ -41,8 +41,7 @@ def plot_summary(summary: dict[str, Any], out_path: str | Path, title: str = "")
     ax_rate.set_ylabel("success rate (%)")
     ax_rate.set_title("success, two-sided Wilson 95% CI")
 
-    modes = [m for m in [*FAILURE_MODES, "unlabelled_failure_mode"]
-             if any(g["failure_modes"].get(m) for g in groups)]
+    modes = [m for m in [*FAILURE_MODES, "unlabelled_failure_mode"] if any(g["failure_modes"].get(m) for g in groups)]
     cmap = plt.get_cmap("tab10")
     bottoms = [0.0] * len(groups)
     for k, mode in enumerate(modes):

@@ -27,15 +27,45 @@ import numpy as np
 from grounded_planner.msgs import images
 from grounded_planner.msgs.execution import attempt_outcome_msg, execution_event_msg, execution_result_msg
 from grounded_planner.plan import GroundedAction, GroundedPlan, TargetSet
-from grounded_planner.rollout.bag import (BagError, BagMessage, BagWriteError, camera_info_msg, compressed_depth_msg,
-                                          compressed_image_msg, depth_msg, header_msg, image_msg, joint_state_msg,
-                                          plan_msg, read_bag, string_msg, typestore)
+from grounded_planner.rollout.bag import (
+    BagError,
+    BagMessage,
+    BagWriteError,
+    camera_info_msg,
+    compressed_depth_msg,
+    compressed_image_msg,
+    depth_msg,
+    header_msg,
+    image_msg,
+    joint_state_msg,
+    plan_msg,
+    read_bag,
+    string_msg,
+    typestore,
+)
 from grounded_planner.rollout.bag_read import bag_info, has_footer
 from grounded_planner.rollout.bag_recover import recover_mcap, write_empty_mcap
 from grounded_planner.rollout.bag_write import BagOptions, McapBagWriter
 from grounded_planner.rollout.info import (  # noqa: F401 (the record's names, re-exported for callers)
-    ABORTED, BAG_NAME, COMPLETE, CUT_SHORT, FORMAT, FORMAT_VERSION, IN_PROGRESS, JSON_NAME, STATUSES, BagRef,
-    RolloutError, RolloutInfo, config_hash, now_iso, read_info, to_plain, write_info, write_json_atomic, writer_alive,
+    ABORTED,
+    BAG_NAME,
+    COMPLETE,
+    CUT_SHORT,
+    FORMAT,
+    FORMAT_VERSION,
+    IN_PROGRESS,
+    JSON_NAME,
+    STATUSES,
+    BagRef,
+    RolloutError,
+    RolloutInfo,
+    config_hash,
+    now_iso,
+    read_info,
+    to_plain,
+    write_info,
+    write_json_atomic,
+    writer_alive,
 )
 from grounded_planner.rollout.taxonomy import auto_failure_mode, check_failure_mode
 
@@ -46,20 +76,20 @@ IMAGE_TRANSPORTS = ("compressed", "raw")
 class RolloutTopics:
     """Bag topics of a rollout (realsense-ros names for the camera; image_transport's suffixes when compressed)."""
 
-    color: str = "/camera/camera/color/image_raw"                       # sensor_msgs/Image rgb8 (raw)
-    depth: str = "/camera/camera/aligned_depth_to_color/image_raw"      # sensor_msgs/Image 16UC1, 1 mm (raw)
-    camera_info: str = "/camera/camera/color/camera_info"               # sensor_msgs/CameraInfo
-    instruction: str = "/grounded_planner/instruction"                  # std_msgs/String (plain text)
-    plan: str = "/grounded_planner/plan"                                # grounded_planner_interfaces/GroundedPlan
-    targets: str = "/grounded_planner/targets"                          # grounded_planner_interfaces/GroundedPlan,
+    color: str = "/camera/camera/color/image_raw"  # sensor_msgs/Image rgb8 (raw)
+    depth: str = "/camera/camera/aligned_depth_to_color/image_raw"  # sensor_msgs/Image 16UC1, 1 mm (raw)
+    camera_info: str = "/camera/camera/color/camera_info"  # sensor_msgs/CameraInfo
+    instruction: str = "/grounded_planner/instruction"  # std_msgs/String (plain text)
+    plan: str = "/grounded_planner/plan"  # grounded_planner_interfaces/GroundedPlan
+    targets: str = "/grounded_planner/targets"  # grounded_planner_interfaces/GroundedPlan,
     #                                                                     the plan with its 3D targets inside
-    feedback: str = "/grounded_planner/execution/feedback"              # grounded_planner_interfaces/ExecutionEvent
-    result: str = "/grounded_planner/execution/result"                  # grounded_planner_interfaces/ExecutionResult
-    joint_states: str = "/joint_states"                                 # sensor_msgs/JointState
-    events: str = "/grounded_planner/rollout/events"                    # std_msgs/String JSON (labels, notes)
-    attempts: str = "/grounded_planner/execution/attempts"              # grounded_planner_interfaces/StepOutcome,
+    feedback: str = "/grounded_planner/execution/feedback"  # grounded_planner_interfaces/ExecutionEvent
+    result: str = "/grounded_planner/execution/result"  # grounded_planner_interfaces/ExecutionResult
+    joint_states: str = "/joint_states"  # sensor_msgs/JointState
+    events: str = "/grounded_planner/rollout/events"  # std_msgs/String JSON (labels, notes)
+    attempts: str = "/grounded_planner/execution/attempts"  # grounded_planner_interfaces/StepOutcome,
     #                                                                     closed loop: every try of every step
-    episodes: str = "/grounded_planner/rollout/episode"                 # std_msgs/String JSON: session markers
+    episodes: str = "/grounded_planner/rollout/episode"  # std_msgs/String JSON: session markers
 
     @property
     def color_compressed(self) -> str:
@@ -85,11 +115,11 @@ class RolloutTopics:
 class RecordingOptions:
     """How episodes are recorded: the rollout logger's recording parameters, and the recorder's."""
 
-    images: str = "compressed"     # compressed: colour JPEG + depth compressedDepth PNG (lossless), as image_transport
+    images: str = "compressed"  # compressed: colour JPEG + depth compressedDepth PNG (lossless), as image_transport
     #                                publishes them; raw: sensor_msgs/Image rgb8 + 16UC1 (5-20x larger)
-    jpeg_quality: int = 90         # 1-100: colour JPEG quality (image_transport's default is 95)
-    png_level: int = 1             # 0-9: depth PNG compression level (zlib; 1 = fast, 9 = image_transport's default)
-    compression: str = "zstd"      # bag chunk compression: zstd, lz4, none
+    jpeg_quality: int = 90  # 1-100: colour JPEG quality (image_transport's default is 95)
+    png_level: int = 1  # 0-9: depth PNG compression level (zlib; 1 = fast, 9 = image_transport's default)
+    compression: str = "zstd"  # bag chunk compression: zstd, lz4, none
     chunk_size: int = 1024 * 1024  # bytes: a chunk closes once this full ...
     chunk_interval_s: float = 0.5  # s: ... or this old; a SIGKILL loses at most the open chunk
     fsync_every_s: float | None = 1.0  # s: force the bag to disk at most this often (power loss); None = never
@@ -107,9 +137,14 @@ class RecordingOptions:
         return BagOptions(self.compression, self.chunk_size, self.chunk_interval_s, self.fsync_every_s)
 
     def to_json(self) -> dict[str, Any]:
-        return {"images": self.images, "jpeg_quality": self.jpeg_quality, "png_level": self.png_level,
-                "compression": self.compression, "chunk_size": self.chunk_size,
-                "chunk_interval_s": self.chunk_interval_s}
+        return {
+            "images": self.images,
+            "jpeg_quality": self.jpeg_quality,
+            "png_level": self.png_level,
+            "compression": self.compression,
+            "chunk_size": self.chunk_size,
+            "chunk_interval_s": self.chunk_interval_s,
+        }
 
 
 class RolloutRecorder:
@@ -145,13 +180,28 @@ class RolloutRecorder:
         A session's shared writer (see :mod:`grounded_planner.rollout.session`); with ``bag_ref`` naming it.
     """
 
-    def __init__(self, directory: str | Path, *, instruction: str = "", task: str = "", condition: str = "",
-                 scene_id: str = "", trial: int = 0, expects_action: bool = True, model: str = "",
-                 config: Any = None, episode_id: str | None = None, notes: str = "",
-                 topics: RolloutTopics | None = None, fsync_every_s: float | None | str = "",
-                 extra: Mapping[str, Any] | None = None, clock_ns: Callable[[], int] | None = None,
-                 options: RecordingOptions | None = None, bag: McapBagWriter | None = None,
-                 bag_ref: BagRef | None = None):
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        instruction: str = "",
+        task: str = "",
+        condition: str = "",
+        scene_id: str = "",
+        trial: int = 0,
+        expects_action: bool = True,
+        model: str = "",
+        config: Any = None,
+        episode_id: str | None = None,
+        notes: str = "",
+        topics: RolloutTopics | None = None,
+        fsync_every_s: float | None | str = "",
+        extra: Mapping[str, Any] | None = None,
+        clock_ns: Callable[[], int] | None = None,
+        options: RecordingOptions | None = None,
+        bag: McapBagWriter | None = None,
+        bag_ref: BagRef | None = None,
+    ):
         self.directory = Path(directory)
         if (self.directory / JSON_NAME).exists() or (self.directory / BAG_NAME).exists():
             raise RolloutError(f"{self.directory} already holds a rollout; use a new folder per episode")
@@ -169,11 +219,24 @@ class RolloutRecorder:
         self._messages = bag_ref.messages if bag_ref is not None else 0  # a session's start marker counts
         self._owns_bag = bag is None
         self._info = RolloutInfo(
-            episode_id=episode_id or self.directory.name, started_at=now_iso(), updated_at=now_iso(),
-            writer={"pid": os.getpid(), "host": socket.gethostname()}, instruction=instruction, task=task,
-            condition=condition, scene_id=scene_id, trial=trial, expects_action=bool(expects_action), model=model,
-            config_hash=config_hash(config), config=to_plain(config) if config is not None else None, notes=notes,
-            bag=bag_ref or BagRef(), recording=options.to_json(), extra=to_plain(dict(extra or {})))
+            episode_id=episode_id or self.directory.name,
+            started_at=now_iso(),
+            updated_at=now_iso(),
+            writer={"pid": os.getpid(), "host": socket.gethostname()},
+            instruction=instruction,
+            task=task,
+            condition=condition,
+            scene_id=scene_id,
+            trial=trial,
+            expects_action=bool(expects_action),
+            model=model,
+            config_hash=config_hash(config),
+            config=to_plain(config) if config is not None else None,
+            notes=notes,
+            bag=bag_ref or BagRef(),
+            recording=options.to_json(),
+            extra=to_plain(dict(extra or {})),
+        )
         self._bag = bag if bag is not None else McapBagWriter(self.directory / BAG_NAME, options.bag_options())
         try:
             self._flush_json()
@@ -226,44 +289,74 @@ class RolloutRecorder:
         return self._clock_ns() if self._clock_ns else time.time_ns()
 
     # -- sensors -----------------------------------------------------------------------------------
-    def log_color(self, rgb: np.ndarray, stamp_ns: int | None = None,
-                  frame_id: str = "camera_color_optical_frame") -> None:
+    def log_color(
+        self, rgb: np.ndarray, stamp_ns: int | None = None, frame_id: str = "camera_color_optical_frame"
+    ) -> None:
         """(H, W, 3) uint8 RGB image -> JPEG CompressedImage on ``topics.color_compressed`` (``raw``: rgb8 Image on
         ``topics.color``)."""
         stamp = self._stamp(stamp_ns)
         if self.options.images == "raw":
             self._write(self.topics.color, image_msg(rgb, stamp, frame_id))
         else:
-            self._write(self.topics.color_compressed,
-                        compressed_image_msg(rgb, stamp, frame_id, self.options.jpeg_quality))
+            self._write(
+                self.topics.color_compressed, compressed_image_msg(rgb, stamp, frame_id, self.options.jpeg_quality)
+            )
 
-    def log_depth(self, depth: np.ndarray, stamp_ns: int | None = None,
-                  frame_id: str = "camera_color_optical_frame", depth_unit_m: float = 0.001) -> None:
+    def log_depth(
+        self,
+        depth: np.ndarray,
+        stamp_ns: int | None = None,
+        frame_id: str = "camera_color_optical_frame",
+        depth_unit_m: float = 0.001,
+    ) -> None:
         """(H, W) depth (float metres or uint16 counts of ``depth_unit_m``) -> compressedDepth PNG of 16UC1 counts on
         ``topics.depth_compressed``, lossless (``raw``: 16UC1 Image on ``topics.depth``)."""
         stamp = self._stamp(stamp_ns)
         if self.options.images == "raw":
             self._write(self.topics.depth, depth_msg(depth, stamp, frame_id, depth_unit_m))
         else:
-            self._write(self.topics.depth_compressed,
-                        compressed_depth_msg(depth, stamp, frame_id, depth_unit_m, self.options.png_level))
+            self._write(
+                self.topics.depth_compressed,
+                compressed_depth_msg(depth, stamp, frame_id, depth_unit_m, self.options.png_level),
+            )
 
-    def log_camera_info(self, K: Sequence[float] | np.ndarray, width: int, height: int, D: Sequence[float] = (),
-                        distortion_model: str = "plumb_bob", stamp_ns: int | None = None,
-                        frame_id: str = "camera_color_optical_frame") -> None:
+    def log_camera_info(
+        self,
+        K: Sequence[float] | np.ndarray,
+        width: int,
+        height: int,
+        D: Sequence[float] = (),
+        distortion_model: str = "plumb_bob",
+        stamp_ns: int | None = None,
+        frame_id: str = "camera_color_optical_frame",
+    ) -> None:
         """Intrinsics (3x3 ``K`` in pixels, distortion ``D``) -> sensor_msgs/CameraInfo on ``topics.camera_info``."""
 
-        self._write(self.topics.camera_info, camera_info_msg(K, width, height, self._stamp(stamp_ns), D,
-                                                             distortion_model, frame_id))
+        self._write(
+            self.topics.camera_info,
+            camera_info_msg(K, width, height, self._stamp(stamp_ns), D, distortion_model, frame_id),
+        )
 
     def log_camera(self, camera: Any, stamp_ns: int | None = None) -> None:
         """A geometry ``CameraModel`` (fields K, D, width, height, distortion_model, frame_id) as CameraInfo."""
-        self.log_camera_info(np.asarray(camera.K), camera.width, camera.height, list(np.ravel(camera.D)),
-                             camera.distortion_model, stamp_ns,
-                             getattr(camera, "frame_id", "") or "camera_color_optical_frame")
+        self.log_camera_info(
+            np.asarray(camera.K),
+            camera.width,
+            camera.height,
+            list(np.ravel(camera.D)),
+            camera.distortion_model,
+            stamp_ns,
+            getattr(camera, "frame_id", "") or "camera_color_optical_frame",
+        )
 
-    def log_frame(self, rgb: np.ndarray, depth: np.ndarray | None = None, camera: Any = None,
-                  stamp_ns: int | None = None, color_msg: Any = None) -> None:
+    def log_frame(
+        self,
+        rgb: np.ndarray,
+        depth: np.ndarray | None = None,
+        camera: Any = None,
+        stamp_ns: int | None = None,
+        color_msg: Any = None,
+    ) -> None:
         """Color, aligned depth and camera info of one instant, all with the same header stamp.
 
         ``color_msg``: the message ``rgb`` was decoded from. A JPEG/PNG CompressedImage (image_transport's
@@ -271,12 +364,21 @@ class RolloutRecorder:
         stream: no second JPEG generation, no encoding time.
         """
         stamp = self._stamp(stamp_ns)
-        if color_msg is not None and self.options.images == "compressed" and images.is_compressed(color_msg) \
-                and not images.is_compressed_depth(color_msg):
+        if (
+            color_msg is not None
+            and self.options.images == "compressed"
+            and images.is_compressed(color_msg)
+            and not images.is_compressed_depth(color_msg)
+        ):
             CompressedImage = typestore().types["sensor_msgs/msg/CompressedImage"]
-            self._write(self.topics.color_compressed, CompressedImage(
-                header=header_msg(stamp, color_msg.header.frame_id or "camera_color_optical_frame"),
-                format=str(color_msg.format), data=np.frombuffer(bytes(color_msg.data), dtype=np.uint8).copy()))
+            self._write(
+                self.topics.color_compressed,
+                CompressedImage(
+                    header=header_msg(stamp, color_msg.header.frame_id or "camera_color_optical_frame"),
+                    format=str(color_msg.format),
+                    data=np.frombuffer(bytes(color_msg.data), dtype=np.uint8).copy(),
+                ),
+            )
         else:
             self.log_color(rgb, stamp)
         if depth is not None:
@@ -284,8 +386,14 @@ class RolloutRecorder:
         if camera is not None:
             self.log_camera(camera, stamp)
 
-    def log_joint_state(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float] = (),
-                        effort: Sequence[float] = (), stamp_ns: int | None = None) -> None:
+    def log_joint_state(
+        self,
+        names: Sequence[str],
+        position: Sequence[float],
+        velocity: Sequence[float] = (),
+        effort: Sequence[float] = (),
+        stamp_ns: int | None = None,
+    ) -> None:
         self._write(self.topics.joint_states, joint_state_msg(names, position, self._stamp(stamp_ns), velocity, effort))
 
     def log_message(self, topic: str, msg: Any) -> None:
@@ -340,8 +448,11 @@ class RolloutRecorder:
     def _plan_with_targets(self, targets: Mapping[str, Any]) -> GroundedPlan:
         """The logged plan with the targets it has (by action index); an empty plan when none was logged."""
         data = self._info.plan
-        plan = GroundedPlan.from_dict(data, validate=False) if isinstance(data, dict) else \
-            GroundedPlan(str(self._info.instruction), (1, 1), [], reason="no plan logged")
+        plan = (
+            GroundedPlan.from_dict(data, validate=False)
+            if isinstance(data, dict)
+            else GroundedPlan(str(self._info.instruction), (1, 1), [], reason="no plan logged")
+        )
         target_set = TargetSet.from_dict(targets)
         by_index = {int(t.index): t for t in target_set.targets}
         for i, action in enumerate(plan.actions):
@@ -353,16 +464,25 @@ class RolloutRecorder:
         """One executor feedback event as an ExecutionEvent message (bag only; rollout.json keeps the outcomes)."""
         if isinstance(action, Mapping):
             action = GroundedAction.from_dict(dict(action))
-        self._write(self.topics.feedback, execution_event_msg(typestore().types, step_index, state, action, message,
-                                                              stamp_ns=self._stamp(None)))
+        self._write(
+            self.topics.feedback,
+            execution_event_msg(typestore().types, step_index, state, action, message, stamp_ns=self._stamp(None)),
+        )
 
     def log_step(self, index: int, type: str, outcome: str, message: str = "") -> None:
         """A finished step's outcome (``ok``, ``grasp_failed``, ...) as it happens, before the final result."""
         with self._lock:
             self._check_open()
             steps = [s for s in self._info.steps if s.get("index") != index]
-            steps.append({"index": int(index), "type": type, "outcome": outcome, "message": message,
-                          "t_s": round(time.monotonic() - self._t0, 6)})
+            steps.append(
+                {
+                    "index": int(index),
+                    "type": type,
+                    "outcome": outcome,
+                    "message": message,
+                    "t_s": round(time.monotonic() - self._t0, 6),
+                }
+            )
             self._info.steps = sorted(steps, key=lambda s: s["index"])
             self._flush_json()
 
@@ -382,8 +502,9 @@ class RolloutRecorder:
 
         with self._lock:
             self._write(self.topics.plan, plan_msg(plan, self._stamp(stamp_ns)))
-            self._info.plans.append({"reason": reason, "plan": to_plain(plan),
-                                     "t_s": round(time.monotonic() - self._t0, 6)})
+            self._info.plans.append(
+                {"reason": reason, "plan": to_plain(plan), "t_s": round(time.monotonic() - self._t0, 6)}
+            )
             self._flush_json()
 
     def log_result(self, result: Any, execution_time_s: float | None = None) -> None:
@@ -393,13 +514,25 @@ class RolloutRecorder:
             payload = to_plain(result)
             if not isinstance(payload, dict):
                 raise RolloutError(f"execution result must be a dict or have to_dict(), got {type(result).__name__}")
-            outcome = SimpleNamespace(success=bool(payload.get("success")), message=str(payload.get("message", "")),
-                                      steps=[s for s in payload.get("steps") or [] if isinstance(s, Mapping)])
+            outcome = SimpleNamespace(
+                success=bool(payload.get("success")),
+                message=str(payload.get("message", "")),
+                steps=[s for s in payload.get("steps") or [] if isinstance(s, Mapping)],
+            )
             scene = payload.get("scene_success")
-            self._write(self.topics.result, execution_result_msg(
-                typestore().types, outcome, self._info.instruction, bool(payload.get("dry_run", False)),
-                scene if isinstance(scene, bool) else None, str(payload.get("condition") or "open_loop"),
-                int(payload.get("replans") or 0), stamp_ns=self._stamp(None)))
+            self._write(
+                self.topics.result,
+                execution_result_msg(
+                    typestore().types,
+                    outcome,
+                    self._info.instruction,
+                    bool(payload.get("dry_run", False)),
+                    scene if isinstance(scene, bool) else None,
+                    str(payload.get("condition") or "open_loop"),
+                    int(payload.get("replans") or 0),
+                    stamp_ns=self._stamp(None),
+                ),
+            )
             self._info.execution = payload
             if isinstance(payload.get("steps"), list):
                 self._info.steps = payload["steps"]
@@ -413,8 +546,9 @@ class RolloutRecorder:
             self._info.timings_s[str(name)] = float(seconds)
             self._flush_json()
 
-    def set_label(self, success: bool | None, failure_mode: str | None = None, notes: str | None = None,
-                  source: str = "human") -> None:
+    def set_label(
+        self, success: bool | None, failure_mode: str | None = None, notes: str | None = None, source: str = "human"
+    ) -> None:
         """Success and failure mode, if known while recording (e.g. an automatic success check in sim)."""
         check_failure_mode(failure_mode)
         if success and failure_mode:
@@ -545,8 +679,9 @@ class RolloutRecord:
         """Write the record back (atomically)."""
         write_info(self.directory, self.info)
 
-    def save_label(self, success: bool, failure_mode: str | None, notes: str | None = None,
-                   source: str = "human") -> None:
+    def save_label(
+        self, success: bool, failure_mode: str | None, notes: str | None = None, source: str = "human"
+    ) -> None:
         """Write a label into rollout.json (atomically)."""
         check_failure_mode(failure_mode)
         if success and failure_mode:
@@ -651,8 +786,11 @@ def _finish_bag_only(record: RolloutRecord) -> RolloutRecord:
     scan = recover_mcap(bag)
     record.info.bag.messages = _count_messages(record)
     record.info.recovered_at = now_iso()
-    record.info.recovery = {"reason": "the bag had no summary (not finished at close)",
-                            "bag_messages": record.info.bag.messages, "dropped_bytes": scan.dropped_bytes}
+    record.info.recovery = {
+        "reason": "the bag had no summary (not finished at close)",
+        "bag_messages": record.info.bag.messages,
+        "dropped_bytes": scan.dropped_bytes,
+    }
     record.save()
     return record
 
@@ -671,7 +809,10 @@ def find_unfinished(paths: Iterable[str | Path]) -> list[Path]:
             found.update(path.parent for path in hits)
     out = []
     for directory in sorted(found):
-        if not (directory / JSON_NAME).exists() or load_rollout(directory).status == IN_PROGRESS or \
-                ((directory / BAG_NAME).is_file() and not has_footer(directory / BAG_NAME)):
+        if (
+            not (directory / JSON_NAME).exists()
+            or load_rollout(directory).status == IN_PROGRESS
+            or ((directory / BAG_NAME).is_file() and not has_footer(directory / BAG_NAME))
+        ):
             out.append(directory)
     return out

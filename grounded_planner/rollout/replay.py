@@ -23,8 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from grounded_planner.msgs.images import COMPRESSED_MSGTYPE, IMAGE_MSGTYPE, IMAGE_MSGTYPES, is_compressed_depth
-from grounded_planner.rollout.bag import (BagError, BagMessage, image_to_rgb, read_bag, resolve_bag_path,
-                                          stamp_to_ns)
+from grounded_planner.rollout.bag import BagError, BagMessage, image_to_rgb, read_bag, resolve_bag_path, stamp_to_ns
 from grounded_planner.rollout.record import JSON_NAME, RolloutTopics, load_rollout
 
 log = logging.getLogger(__name__)
@@ -37,9 +36,9 @@ class ReplayEpisode:
 
     id: str
     instruction: str
-    image_rgb: np.ndarray       # (H, W, 3) uint8
+    image_rgb: np.ndarray  # (H, W, 3) uint8
     bag: Path
-    frame_stamp_ns: int         # header stamp of the color frame used
+    frame_stamp_ns: int  # header stamp of the color frame used
 
 
 @dataclass
@@ -62,8 +61,9 @@ def _rollout_meta(bag: Path) -> dict[str, Any]:
     return {}
 
 
-def episodes_from_bag(path: str | Path, topics: RolloutTopics | None = None, instruction: str = "",
-                      episode_id: str = "") -> list[ReplayEpisode]:
+def episodes_from_bag(
+    path: str | Path, topics: RolloutTopics | None = None, instruction: str = "", episode_id: str = ""
+) -> list[ReplayEpisode]:
     """The planner inputs a bag holds (see the module docstring for the pairing rules)."""
     topics = topics or RolloutTopics()
     start_ns = end_ns = None
@@ -95,12 +95,19 @@ def episodes_from_bag(path: str | Path, topics: RolloutTopics | None = None, ins
         color_topic = topics.color_compressed  # image_transport's compressed twin of the colour topic
     if color_topic not in frames_by_topic:
         if color_topic in topic_types:
-            raise BagError(f"{bag}: color topic {color_topic} has type {topic_types[color_topic]}; expected "
-                           f"{' or '.join(IMAGE_MSGTYPES)} (colour: rgb8/bgr8/rgba8/bgra8/mono8, jpeg or png)")
+            raise BagError(
+                f"{bag}: color topic {color_topic} has type {topic_types[color_topic]}; expected "
+                f"{' or '.join(IMAGE_MSGTYPES)} (colour: rgb8/bgr8/rgba8/bgra8/mono8, jpeg or png)"
+            )
         if len(frames_by_topic) != 1:
-            raise BagError(f"{bag}: no color images on {topics.color}"
-                           + (f"; several candidate topics {sorted(frames_by_topic)}, name one with --color-topic"
-                              if frames_by_topic else ""))
+            raise BagError(
+                f"{bag}: no color images on {topics.color}"
+                + (
+                    f"; several candidate topics {sorted(frames_by_topic)}, name one with --color-topic"
+                    if frames_by_topic
+                    else ""
+                )
+            )
         (color_topic,) = frames_by_topic
         log.info("%s: using color topic %s", bag, color_topic)
     colors = frames_by_topic[color_topic]
@@ -128,8 +135,9 @@ def episodes_from_bag(path: str | Path, topics: RolloutTopics | None = None, ins
     else:
         text = instruction or meta.get("instruction", "")
         if not text:
-            raise BagError(f"{bag}: no instruction recorded (no plan or instruction messages, no rollout.json); "
-                           "pass --instruction")
+            raise BagError(
+                f"{bag}: no instruction recorded (no plan or instruction messages, no rollout.json); pass --instruction"
+            )
         pairs.append((text, colors[0]))
     # Pass 2 decodes just the frames the episodes use.
     needed = {frame.index for _, frame in pairs}
@@ -154,8 +162,12 @@ def _is_color_frame(m: BagMessage, color_topic: str) -> bool:
     return m.msgtype == COMPRESSED_MSGTYPE and not is_compressed_depth(m.msg)
 
 
-def replay_episodes(episodes: Iterable[ReplayEpisode], plan_fn: Callable[[np.ndarray, str], Any],
-                    out_path: str | Path, error_types: tuple[type[BaseException], ...] = ()) -> list[dict[str, Any]]:
+def replay_episodes(
+    episodes: Iterable[ReplayEpisode],
+    plan_fn: Callable[[np.ndarray, str], Any],
+    out_path: str | Path,
+    error_types: tuple[type[BaseException], ...] = (),
+) -> list[dict[str, Any]]:
     """Plan every episode and append ``{id, plan, error, bag, frame_stamp_ns}`` lines to ``out_path``.
 
     ``plan_fn(image_rgb, instruction) -> GroundedPlan`` (a ``Planner.plan``). Errors of ``error_types``
@@ -188,16 +200,21 @@ def expand_bag_paths(paths: Sequence[str | Path]) -> list[Path]:
         if is_bag or not path.is_dir() or (len(list(path.glob("*.mcap"))) == 1 and not is_session):
             out.append(path)  # resolve_bag_path names what is wrong with it, if anything
             continue
-        below = sorted({p.parent for pattern in (JSON_NAME, "rollout.mcap", "metadata.yaml")
-                        for p in path.rglob(pattern)})
+        below = sorted(
+            {p.parent for pattern in (JSON_NAME, "rollout.mcap", "metadata.yaml") for p in path.rglob(pattern)}
+        )
         if not below:
             raise BagError(f"{path} holds no bag (no rollout.mcap, metadata.yaml or .mcap file below it)")
         out.extend(below)
     return out
 
 
-def episodes_for_replay(bags: Sequence[str | Path], gt_episodes: Sequence[Any] = (),
-                        topics: RolloutTopics | None = None, instruction: str = "") -> list[ReplayEpisode]:
+def episodes_for_replay(
+    bags: Sequence[str | Path],
+    gt_episodes: Sequence[Any] = (),
+    topics: RolloutTopics | None = None,
+    instruction: str = "",
+) -> list[ReplayEpisode]:
     """Episodes from the bags, plus those a bench episodes file names by a bag ``image`` (episode id kept).
 
     A ground-truth episode whose id matches a bag episode gets its instruction from the episodes file
@@ -214,8 +231,10 @@ def episodes_for_replay(bags: Sequence[str | Path], gt_episodes: Sequence[Any] =
         if gt.id not in found and (image.suffix in (".mcap", ".db3") or image.is_dir()):
             from_bag = episodes_from_bag(image, topics, gt.instruction, episode_id=gt.id)
             if len(from_bag) != 1:
-                raise BagError(f"episode {gt.id}: bag {image} holds {len(from_bag)} planner inputs; "
-                               "an episodes file can name only single-episode bags")
+                raise BagError(
+                    f"episode {gt.id}: bag {image} holds {len(from_bag)} planner inputs; "
+                    "an episodes file can name only single-episode bags"
+                )
             found[gt.id] = from_bag[0]
         if gt.id in found:
             found[gt.id].instruction = gt.instruction

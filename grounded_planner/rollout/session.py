@@ -27,10 +27,26 @@ from typing import Any, Callable
 from grounded_planner.rollout.bag import string_msg
 from grounded_planner.rollout.bag_recover import recover_mcap
 from grounded_planner.rollout.bag_write import McapBagWriter
-from grounded_planner.rollout.info import (ABORTED, COMPLETE, CUT_SHORT, IN_PROGRESS, JSON_NAME, BagRef, RolloutError,
-                                           now_iso, write_json_atomic, writer_alive)
-from grounded_planner.rollout.record import (RecordingOptions, RolloutRecorder, RolloutTopics, find_unfinished,
-                                             load_rollout, recover_rollout)
+from grounded_planner.rollout.info import (
+    ABORTED,
+    COMPLETE,
+    CUT_SHORT,
+    IN_PROGRESS,
+    JSON_NAME,
+    BagRef,
+    RolloutError,
+    now_iso,
+    write_json_atomic,
+    writer_alive,
+)
+from grounded_planner.rollout.record import (
+    RecordingOptions,
+    RolloutRecorder,
+    RolloutTopics,
+    find_unfinished,
+    load_rollout,
+    recover_rollout,
+)
 
 SESSION_JSON = "session.json"
 SESSION_BAG = "session.mcap"
@@ -69,8 +85,13 @@ class SessionRecorder:
         Log-time source in ns for every episode; default the wall clock.
     """
 
-    def __init__(self, directory: str | Path, options: RecordingOptions | None = None,
-                 topics: RolloutTopics | None = None, clock_ns: Callable[[], int] | None = None):
+    def __init__(
+        self,
+        directory: str | Path,
+        options: RecordingOptions | None = None,
+        topics: RolloutTopics | None = None,
+        clock_ns: Callable[[], int] | None = None,
+    ):
         self.directory = Path(directory)
         if (self.directory / SESSION_JSON).exists() or (self.directory / SESSION_BAG).exists():
             raise RolloutError(f"{self.directory} already holds a session; use a new folder")
@@ -82,9 +103,16 @@ class SessionRecorder:
         self.writer = McapBagWriter(self.directory / SESSION_BAG, self.options.bag_options())
         self._open: SessionEpisode | None = None
         self._index: dict[str, Any] = {
-            "format": SESSION_FORMAT, "session_id": self.directory.name, "bag": SESSION_BAG, "status": IN_PROGRESS,
-            "started_at": now_iso(), "ended_at": None, "writer": {"pid": os.getpid(), "host": socket.gethostname()},
-            "recording": self.options.to_json(), "episodes": []}
+            "format": SESSION_FORMAT,
+            "session_id": self.directory.name,
+            "bag": SESSION_BAG,
+            "status": IN_PROGRESS,
+            "started_at": now_iso(),
+            "ended_at": None,
+            "writer": {"pid": os.getpid(), "host": socket.gethostname()},
+            "recording": self.options.to_json(),
+            "episodes": [],
+        }
         self._save()
 
     def _save(self) -> None:
@@ -108,14 +136,32 @@ class SessionRecorder:
             if Path(name).is_absolute() or folder.resolve().parent != self.directory.resolve():
                 raise RolloutError(f"episode name {name!r} must be one folder name inside the session")
             episode_id = kwargs.pop("episode_id", None) or name
-            start = self.writer.write(self.topics.episodes, string_msg({"event": "start", "episode_id": episode_id,
-                                                                        "folder": name}),
-                                      log_time_ns=self._clock_ns() if self._clock_ns else None)
+            start = self.writer.write(
+                self.topics.episodes,
+                string_msg({"event": "start", "episode_id": episode_id, "folder": name}),
+                log_time_ns=self._clock_ns() if self._clock_ns else None,
+            )
             ref = BagRef(file=os.path.join("..", SESSION_BAG), messages=1, start_ns=start, session=self.directory.name)
-            self._open = SessionEpisode(self, folder, ref, episode_id=episode_id, options=self.options,
-                                        topics=self.topics, clock_ns=self._clock_ns, **kwargs)
-            self._index["episodes"].append({"episode_id": episode_id, "folder": name, "start_ns": start,
-                                            "end_ns": None, "status": IN_PROGRESS, "messages": 1})
+            self._open = SessionEpisode(
+                self,
+                folder,
+                ref,
+                episode_id=episode_id,
+                options=self.options,
+                topics=self.topics,
+                clock_ns=self._clock_ns,
+                **kwargs,
+            )
+            self._index["episodes"].append(
+                {
+                    "episode_id": episode_id,
+                    "folder": name,
+                    "start_ns": start,
+                    "end_ns": None,
+                    "status": IN_PROGRESS,
+                    "messages": 1,
+                }
+            )
             self._save()
             return self._open
 
@@ -182,7 +228,7 @@ def recover_session(directory: str | Path) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError) as exc:
         raise RolloutError(f"cannot read {path}: {exc}") from exc
     if not isinstance(index, dict) or index.get("format") != SESSION_FORMAT:
-        raise RolloutError(f"{path} is not a session index (expected \"format\": \"{SESSION_FORMAT}\")")
+        raise RolloutError(f'{path} is not a session index (expected "format": "{SESSION_FORMAT}")')
     if index.get("status") != IN_PROGRESS:
         return index
     if writer_alive(index.get("writer")):

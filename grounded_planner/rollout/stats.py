@@ -46,7 +46,7 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     if n == 0:
         return 1.0
     k = min(a_only, b_only)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
     return min(1.0, 2.0 * tail)
 
 
@@ -83,8 +83,11 @@ class GroupStats:
             "cut_short": self.cut_short,
             "failures": failures,
             "failure_modes": {m: self.failure_modes[m] for m in FAILURE_MODES if self.failure_modes[m]},
-            "failure_mode_fractions": {m: self.failure_modes[m] / failures
-                                       for m in FAILURE_MODES if self.failure_modes[m]} if failures else {},
+            "failure_mode_fractions": {
+                m: self.failure_modes[m] / failures for m in FAILURE_MODES if self.failure_modes[m]
+            }
+            if failures
+            else {},
         }
 
 
@@ -127,9 +130,9 @@ class PairedComparison:
     condition_a: str
     condition_b: str
     pairs: int
-    both: int       # both conditions succeeded
-    a_only: int     # only condition_a succeeded
-    b_only: int     # only condition_b succeeded
+    both: int  # both conditions succeeded
+    a_only: int  # only condition_a succeeded
+    b_only: int  # only condition_b succeeded
     neither: int
 
     @property
@@ -139,14 +142,25 @@ class PairedComparison:
     def to_dict(self) -> dict[str, Any]:
         rate_a = (self.both + self.a_only) / self.pairs
         rate_b = (self.both + self.b_only) / self.pairs
-        return {**self.key, "condition_a": self.condition_a, "condition_b": self.condition_b,
-                "pairs": self.pairs, "both": self.both, "a_only": self.a_only, "b_only": self.b_only,
-                "neither": self.neither, "rate_a": rate_a, "rate_b": rate_b, "difference": rate_b - rate_a,
-                "mcnemar_exact_p": self.p_value}
+        return {
+            **self.key,
+            "condition_a": self.condition_a,
+            "condition_b": self.condition_b,
+            "pairs": self.pairs,
+            "both": self.both,
+            "a_only": self.a_only,
+            "b_only": self.b_only,
+            "neither": self.neither,
+            "rate_a": rate_a,
+            "rate_b": rate_b,
+            "difference": rate_b - rate_a,
+            "mcnemar_exact_p": self.p_value,
+        }
 
 
-def paired_comparisons(rollouts: Iterable[dict[str, Any]], by: Sequence[str] = ("task",),
-                       warnings: list[str] | None = None) -> list[PairedComparison]:
+def paired_comparisons(
+    rollouts: Iterable[dict[str, Any]], by: Sequence[str] = ("task",), warnings: list[str] | None = None
+) -> list[PairedComparison]:
     """Compare every two conditions on the scenes both ran (paired by ``scene_id`` and ``trial``).
 
     Groups by ``by`` (``condition`` is dropped from it: it is what is compared). Rollouts without a
@@ -170,19 +184,31 @@ def paired_comparisons(rollouts: Iterable[dict[str, Any]], by: Sequence[str] = (
     for k, cond, pair_key in sorted(duplicates):
         outcomes[k][cond].pop(pair_key, None)
         if warnings is not None:
-            warnings.append(f"scene {pair_key[0]!r} trial {pair_key[1]} ran more than once under condition "
-                            f"{cond!r}; left out of the paired comparison")
+            warnings.append(
+                f"scene {pair_key[0]!r} trial {pair_key[1]} ran more than once under condition "
+                f"{cond!r}; left out of the paired comparison"
+            )
     out: list[PairedComparison] = []
     for k in sorted(outcomes, key=lambda t: tuple(str(v) for v in t)):
         conds = sorted(outcomes[k])
         for i, a in enumerate(conds):
-            for b in conds[i + 1:]:
+            for b in conds[i + 1 :]:
                 common = sorted(set(outcomes[k][a]) & set(outcomes[k][b]))
                 if not common:
                     continue
                 table = Counter((outcomes[k][a][s], outcomes[k][b][s]) for s in common)
-                out.append(PairedComparison(dict(zip(by, k)), a, b, len(common), table[(True, True)],
-                                            table[(True, False)], table[(False, True)], table[(False, False)]))
+                out.append(
+                    PairedComparison(
+                        dict(zip(by, k)),
+                        a,
+                        b,
+                        len(common),
+                        table[(True, True)],
+                        table[(True, False)],
+                        table[(False, True)],
+                        table[(False, False)],
+                    )
+                )
     return out
 
 
@@ -222,9 +248,14 @@ def format_summary(summary: dict[str, Any]) -> str:
         rows.append([*(str(g[f]) if g[f] != "" else "-" for f in by), cell, _unlabelled(g), modes])
     o = summary["overall"]
     if o:
-        rows.append([*(["all"] + [""] * (len(by) - 1) if by else []),
-                     format_rate(o["successes"], o["n"]) if o["n"] else "no labelled trials", _unlabelled(o),
-                     ", ".join(f"{m} {c}" for m, c in o["failure_modes"].items())])
+        rows.append(
+            [
+                *(["all"] + [""] * (len(by) - 1) if by else []),
+                format_rate(o["successes"], o["n"]) if o["n"] else "no labelled trials",
+                _unlabelled(o),
+                ", ".join(f"{m} {c}" for m, c in o["failure_modes"].items()),
+            ]
+        )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -233,10 +264,12 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append("paired comparisons (same scene and trial under two conditions; exact McNemar test):")
         for p in summary["paired"]:
             where = " ".join(f"{f}={p[f]}" for f in by if f in p and f != "condition")
-            lines.append(f"  {where + ': ' if where else ''}{p['condition_a']} {100 * p['rate_a']:.1f}% vs "
-                         f"{p['condition_b']} {100 * p['rate_b']:.1f}% on {p['pairs']} pairs "
-                         f"(only {p['condition_a']}: {p['a_only']}, only {p['condition_b']}: {p['b_only']}), "
-                         f"p = {p['mcnemar_exact_p']:.3g}")
+            lines.append(
+                f"  {where + ': ' if where else ''}{p['condition_a']} {100 * p['rate_a']:.1f}% vs "
+                f"{p['condition_b']} {100 * p['rate_b']:.1f}% on {p['pairs']} pairs "
+                f"(only {p['condition_a']}: {p['a_only']}, only {p['condition_b']}: {p['b_only']}), "
+                f"p = {p['mcnemar_exact_p']:.3g}"
+            )
     for w in summary["warnings"]:
         lines.append(f"warning: {w}")
     return "\n".join(lines)

@@ -11,11 +11,11 @@ from grounded_planner.errors import InputError
 FAILURE_MODES: dict[str, str] = {
     "no_action": "no task-directed arm or gripper motion although movement was required",
     "wrong_object": "approached or manipulated an object outside the intended category, or another wrong target "
-                    "(also: moved in a trial where no action was required)",
+    "(also: moved in a trial where no action was required)",
     "wrong_instance": "right category, wrong instance (wrong state or referential relation)",
     "grasp_failure": "intended target selected, but no usable grasp established or kept before transport",
     "incorrect_spatial_outcome": "intended object manipulated, but the final count, direction, relation or "
-                                 "placement is wrong",
+    "placement is wrong",
     "premature_release": "released the object before the goal, or dropped it during transport",
     "refused": "the safety layer refused the plan (target outside the workspace or unreachable)",
     "planner_error": "the planner failed: server unreachable or an answer that stayed invalid",
@@ -42,8 +42,12 @@ def check_failure_mode(name: str | None) -> str | None:
     return name
 
 
-def auto_failure_mode(execution: Mapping[str, Any] | None, plan: Mapping[str, Any] | None,
-                      planner_error: str = "", expects_action: bool = True) -> tuple[bool | None, str | None]:
+def auto_failure_mode(
+    execution: Mapping[str, Any] | None,
+    plan: Mapping[str, Any] | None,
+    planner_error: str = "",
+    expects_action: bool = True,
+) -> tuple[bool | None, str | None]:
     """What the stack itself knows about an episode's outcome: ``(success or None, failure mode or None)``.
 
     - a planner error -> failure, ``planner_error``;

@@ -9,8 +9,15 @@ import threading as _threading
 # and the node's modules: a second or two. A Ctrl-C, or the SIGINT ros2 launch sends when it stops early, that lands
 # in those imports raised KeyboardInterrupt out of an import (a traceback, exit -2 under ros2 launch). Nothing is
 # open yet, so such a process just ends, exit 0; run_node installs the real handler before rclpy starts.
-_NODE_SCRIPTS = {"camera_node", "bag_player_node", "planner_node", "backprojection_node", "rollout_logger_node",
-                 "executor_node", "console_node"}
+_NODE_SCRIPTS = {
+    "camera_node",
+    "bag_player_node",
+    "planner_node",
+    "backprojection_node",
+    "rollout_logger_node",
+    "executor_node",
+    "console_node",
+}
 
 
 def _end_while_starting(signum, frame) -> None:

@@ -15,8 +15,9 @@ class ApprovalError(RunFailure):
     """No executor offered the approve service within the timeout, or it did not answer."""
 
 
-def send_approval(approved: bool, timeout_s: float = 10.0, service: str = names.APPROVE_SERVICE,
-                  namespace: str = "") -> tuple[bool, str]:
+def send_approval(
+    approved: bool, timeout_s: float = 10.0, service: str = names.APPROVE_SERVICE, namespace: str = ""
+) -> tuple[bool, str]:
     """Call the approve service once (true approves, false rejects) of the executor in ``namespace`` (``''``: the
     root one). Returns the executor's (taken, message): not taken when no plan was waiting. Raises
     :class:`ApprovalError` when the service does not answer."""
@@ -28,8 +29,10 @@ def send_approval(approved: bool, timeout_s: float = 10.0, service: str = names.
         try:
             client = node.create_client(SetBool, service)
             if not client.wait_for_service(timeout_sec=timeout_s):
-                raise ApprovalError(f"no executor offers {service} (waited {timeout_s:g} s): is executor_node running "
-                                    "with require_approval:=true?")
+                raise ApprovalError(
+                    f"no executor offers {service} (waited {timeout_s:g} s): is executor_node running "
+                    "with require_approval:=true?"
+                )
             # a fresh process: the executor must see this client before the one request goes out (ros/reach.py)
             confirm_reachable(node, service, wait_spinning(executor), timeout_s)
             future = client.call_async(SetBool.Request(data=bool(approved)))

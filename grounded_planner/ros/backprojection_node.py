@@ -12,30 +12,73 @@ from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
-from grounded_planner.ros.frames import FRESHNESS_PARAMS, frame_check, stamp_ns, LatestFrames, NoFrameError, backproject, depth_info_topic
+from grounded_planner.ros.frames import (
+    FRESHNESS_PARAMS,
+    frame_check,
+    stamp_ns,
+    LatestFrames,
+    NoFrameError,
+    backproject,
+    depth_info_topic,
+)
 from grounded_planner.ros.node_main import StackNode, run_node
-from grounded_planner.ros.params import Param, declare_all, extrinsics_file, resolve_data_path, non_empty, non_negative, values
+from grounded_planner.ros.params import (
+    Param,
+    declare_all,
+    extrinsics_file,
+    resolve_data_path,
+    non_empty,
+    non_negative,
+    values,
+)
 from grounded_planner.ros.visualize import plan_markers
 from grounded_planner.geometry.extrinsics import Extrinsics
 
 PARAMS = [
     Param("input_topic", names.PLAN_PIXELS, "GroundedPlan in pixels to back-project", non_empty, read_only=True),
     Param("output_topic", names.PLAN_3D, "the same plan with every action's pose filled", non_empty, read_only=True),
-    Param("targets_topic", names.TARGETS, "GroundedPlan: the back-projected plan again, for subscribers of the targets (width, normal, method inside)",
-          non_empty, read_only=True),
-    Param("markers_topic", names.TARGET_MARKERS, "visualization_msgs/MarkerArray of the 3D targets", non_empty, read_only=True),
-    Param("depth_topic", names.ALIGNED_DEPTH_IMAGE,
-          "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)", non_empty, read_only=True),
+    Param(
+        "targets_topic",
+        names.TARGETS,
+        "GroundedPlan: the back-projected plan again, for subscribers of the targets (width, normal, method inside)",
+        non_empty,
+        read_only=True,
+    ),
+    Param(
+        "markers_topic",
+        names.TARGET_MARKERS,
+        "visualization_msgs/MarkerArray of the 3D targets",
+        non_empty,
+        read_only=True,
+    ),
+    Param(
+        "depth_topic",
+        names.ALIGNED_DEPTH_IMAGE,
+        "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)",
+        non_empty,
+        read_only=True,
+    ),
     Param("camera_info_topic", names.COLOR_CAMERA_INFO, "intrinsics of the colour camera", non_empty, read_only=True),
-    Param("depth_camera_info_topic", "auto",
-          "the depth image's own camera_info: when it differs from colour's, back-projection refuses "
-          "(auto = beside depth_topic, as image_transport finds it; '' = no check)",
-          read_only=True),
+    Param(
+        "depth_camera_info_topic",
+        "auto",
+        "the depth image's own camera_info: when it differs from colour's, back-projection refuses "
+        "(auto = beside depth_topic, as image_transport finds it; '' = no check)",
+        read_only=True,
+    ),
     Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
-    Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
-          extrinsics_file),
-    Param("frame_wait_s", 5.0, "how long a plan waits for a depth image and camera_info that are there, fresh and one "
-          "instant, seconds", non_negative),
+    Param(
+        "extrinsics_file",
+        "",
+        "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
+        extrinsics_file,
+    ),
+    Param(
+        "frame_wait_s",
+        5.0,
+        "how long a plan waits for a depth image and camera_info that are there, fresh and one instant, seconds",
+        non_negative,
+    ),
     *FRESHNESS_PARAMS,
 ]
 
@@ -50,18 +93,32 @@ class BackprojectionNode(StackNode, Node):
     def __init__(self, node_name: str = "backprojection", **kwargs):
         super().__init__(node_name, **kwargs)
         self._extrinsics = None
-        declare_all(self, PARAMS, on_change=lambda changed: setattr(self, "_extrinsics", None) if "extrinsics_file" in changed else None)
+        declare_all(
+            self,
+            PARAMS,
+            on_change=lambda changed: setattr(self, "_extrinsics", None) if "extrinsics_file" in changed else None,
+        )
         p = values(self, PARAMS)
-        self._frames = LatestFrames(self, "", p["depth_topic"], p["camera_info_topic"],
-                                    callback_group=MutuallyExclusiveCallbackGroup(),
-                                    depth_camera_info_topic=depth_info_topic(p["depth_camera_info_topic"], p["depth_topic"]))
+        self._frames = LatestFrames(
+            self,
+            "",
+            p["depth_topic"],
+            p["camera_info_topic"],
+            callback_group=MutuallyExclusiveCallbackGroup(),
+            depth_camera_info_topic=depth_info_topic(p["depth_camera_info_topic"], p["depth_topic"]),
+        )
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._out = self.create_publisher(GroundedPlanMsg, p["output_topic"], latched)
         self._targets_out = self.create_publisher(GroundedPlanMsg, p["targets_topic"], latched)
         self._markers_out = self.create_publisher(MarkerArray, p["markers_topic"], latched)
         # its own group: waiting for depth must not hold up the depth subscription itself
-        self.create_subscription(GroundedPlanMsg, p["input_topic"], self._on_plan, QoSProfile(depth=5),
-                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_subscription(
+            GroundedPlanMsg,
+            p["input_topic"],
+            self._on_plan,
+            QoSProfile(depth=5),
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
         self.plans_done = 0
         self.last_error = ""
 
@@ -92,17 +149,25 @@ class BackprojectionNode(StackNode, Node):
         """
         plan = plan_from_msg(msg)
         # depth and camera_info fresh and of one instant (StaleFrameError / UnmatchedFramesError otherwise)
-        snap = self._frames.wait_for(("depth", "camera_info"), self.get_parameter("frame_wait_s").value,
-                                     frame_check(self))
-        located = backproject(plan, snap.depth, snap.camera_info, self.extrinsics(),
-                              depth_camera_info=snap.depth_camera_info,
-                              depth_registered=self.get_parameter("depth_registered").value)
+        snap = self._frames.wait_for(
+            ("depth", "camera_info"), self.get_parameter("frame_wait_s").value, frame_check(self)
+        )
+        located = backproject(
+            plan,
+            snap.depth,
+            snap.camera_info,
+            self.extrinsics(),
+            depth_camera_info=snap.depth_camera_info,
+            depth_registered=self.get_parameter("depth_registered").value,
+        )
         # a plan made on an older image than this depth (a slow model upstream): said in the plan, not silent
         plan_ns, max_age_s = stamp_ns(msg), self.get_parameter("max_frame_age_s").value
         lag_s = (stamp_ns(snap.depth) - plan_ns) / 1e9
         if plan_ns and max_age_s > 0 and lag_s > max_age_s:
-            located.warnings.append(f"depth is {lag_s:.1f} s newer than the plan's image (max_frame_age_s "
-                                    f"{max_age_s:g}): the scene may have changed since the model saw it")
+            located.warnings.append(
+                f"depth is {lag_s:.1f} s newer than the plan's image (max_frame_age_s "
+                f"{max_age_s:g}): the scene may have changed since the model saw it"
+            )
         return plan_to_msg(located, header=msg.header), located
 
 

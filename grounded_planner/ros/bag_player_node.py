@@ -22,12 +22,21 @@ PARAMS = [
     Param("rate", 1.0, "playback speed relative to the recorded timing (2.0 = twice as fast)", positive),
     Param("loop", False, "start again from the beginning at the end of the bag"),
     Param("topics", [""], "topics to play; [''] (default): every topic in the bag", read_only=True),
-    Param("wait_for_subscribers", False,
-          "hold playback until every played topic has a subscriber (so nothing is lost to discovery)", read_only=True),
+    Param(
+        "wait_for_subscribers",
+        False,
+        "hold playback until every played topic has a subscriber (so nothing is lost to discovery)",
+        read_only=True,
+    ),
     Param("autostart", True, "start playing at startup (false: call play() in-process)", read_only=True),
-    Param("restamp", True, "move every header stamp to the playback time (the recording's spacing, scaled by rate), as a live "
-          "camera stamps its frames, so that nodes refusing old frames (max_frame_age_s) take the bag for a camera; "
-          "false: the recorded stamps (then run the graph on the bag's time)", read_only=True),
+    Param(
+        "restamp",
+        True,
+        "move every header stamp to the playback time (the recording's spacing, scaled by rate), as a live "
+        "camera stamps its frames, so that nodes refusing old frames (max_frame_age_s) take the bag for a camera; "
+        "false: the recorded stamps (then run the graph on the bag's time)",
+        read_only=True,
+    ),
 ]
 CDR_LE = b"\x00\x01"  # the encapsulation of little-endian CDR, which every ROS 2 middleware writes
 
@@ -47,7 +56,7 @@ def restamped(raw: bytes, offset_ns: int) -> bytes:
     if stamp_ns == 0:
         return raw
     sec, nanosec = divmod(stamp_ns + offset_ns, 1_000_000_000)
-    if not -2**31 <= sec < 2**31:
+    if not -(2**31) <= sec < 2**31:
         return raw
     out = bytearray(raw)
     struct.pack_into("<iI", out, 4, sec, nanosec)
@@ -76,7 +85,9 @@ class BagPlayerNode(StackNode, Node):
         types = bag_topics(self.bag_path)
         missing = [t for t in wanted if t not in types]
         if missing:
-            raise BagFileError(f"bag {self.bag_path} has no topic {', '.join(missing)} (it has {', '.join(sorted(types))})")
+            raise BagFileError(
+                f"bag {self.bag_path} has no topic {', '.join(missing)} (it has {', '.join(sorted(types))})"
+            )
         self._topic_pubs = {}
         self._stamped: set[str] = set()  # topics whose messages begin with a Header (restamped when asked)
         for topic, msgtype in sorted(types.items()):

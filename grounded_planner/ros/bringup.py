@@ -13,8 +13,15 @@ import yaml
 from grounded_planner.errors import InputError
 from grounded_planner.ros.malloc import keep_image_buffers
 from grounded_planner.ros.names import NamespaceError, normalize_namespace
-from grounded_planner.ros.shutdown import (CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, ignore_sigint,
-                                          leave_stuck_callbacks, shutdown_executor, spinning)
+from grounded_planner.ros.shutdown import (
+    CALLBACK_WAIT_S,
+    SHUTDOWN_LIMIT_S,
+    exit_watchdog,
+    ignore_sigint,
+    leave_stuck_callbacks,
+    shutdown_executor,
+    spinning,
+)
 from grounded_planner.yamlfile import read_yaml
 import importlib
 
@@ -39,7 +46,7 @@ class ProfileError(InputError):
 def node_of_key(key: str) -> str:
     """The node a parameters file's top-level key names: ``/**/executor`` (any namespace, as ROS 2 matches it: what
     our profiles use, so that a namespaced ``/robot1/executor`` gets its section), ``executor`` or ``/executor``."""
-    return key[len("/**/"):] if key.startswith("/**/") else key.lstrip("/")
+    return key[len("/**/") :] if key.startswith("/**/") else key.lstrip("/")
 
 
 @dataclass
@@ -64,15 +71,17 @@ class Profile:
         for key, section in data.items():
             name = node_of_key(str(key))
             if name not in NODE_TYPES:
-                raise ProfileError(f"{source}: unknown node {str(key)!r} (known: {', '.join(NODE_TYPES)}, each as "
-                                   "NAME or /**/NAME)")
+                raise ProfileError(
+                    f"{source}: unknown node {str(key)!r} (known: {', '.join(NODE_TYPES)}, each as NAME or /**/NAME)"
+                )
             if name in params:
                 raise ProfileError(f"{source}: node {name!r} has two sections ({str(key)!r} and another)")
             # a section without ros__parameters is a typo ROS would silently ignore: every value falls back
             values = section.get("ros__parameters") if isinstance(section, dict) else None
             if not isinstance(values, dict) or (isinstance(section, dict) and set(section) != {"ros__parameters"}):
-                raise ProfileError(f"{source}: section {name!r} must be {{ros__parameters: {{name: value}}}}, "
-                                   f"got {section!r}"[:300])
+                raise ProfileError(
+                    f"{source}: section {name!r} must be {{ros__parameters: {{name: value}}}}, got {section!r}"[:300]
+                )
             params[name] = dict(values)
         return cls(path, params)
 
@@ -136,8 +145,14 @@ class Bringup:
     node its simulator backend). Lifecycle nodes with ``autostart`` are configured and activated.
     """
 
-    def __init__(self, profile: Profile, factories: dict[str, dict[str, Any]] | None = None,
-                 domain_id: int | None = None, num_threads: int = 8, namespace: str = ""):
+    def __init__(
+        self,
+        profile: Profile,
+        factories: dict[str, dict[str, Any]] | None = None,
+        domain_id: int | None = None,
+        num_threads: int = 8,
+        namespace: str = "",
+    ):
         import rclpy  # lazy: ROS package (rclpy), absent without a ROS install
         from rclpy.context import Context  # lazy: ROS package (rclpy), absent without a ROS install
         from rclpy.executors import MultiThreadedExecutor  # lazy: ROS package (rclpy), absent without a ROS install
@@ -146,9 +161,13 @@ class Bringup:
             self.namespace = normalize_namespace(namespace)  # every node's: a robot's stack beside another's
         except NamespaceError as exc:
             raise ProfileError(str(exc)) from exc
-        checked = {name: checked_values(name, values) for name, values in profile.params.items()}  # before any node starts
+        checked = {
+            name: checked_values(name, values) for name, values in profile.params.items()
+        }  # before any node starts
         if "planner" in checked:  # a thread per VLM request the planner lets into flight, on top of the shared ones
-            num_threads += checked["planner"].get("max_concurrent_requests", _default("planner", "max_concurrent_requests"))
+            num_threads += checked["planner"].get(
+                "max_concurrent_requests", _default("planner", "max_concurrent_requests")
+            )
         self.profile = profile
         self.context = Context()
         rclpy.init(context=self.context, domain_id=domain_id)
@@ -171,8 +190,14 @@ class Bringup:
         from grounded_planner.ros.node_main import ConfigureError, autostart
 
         overrides = parameter_overrides(name, self.profile.params[name])
-        node = _node_class(name)(node_name=name, namespace=self.namespace, context=self.context,
-                                 parameter_overrides=overrides, use_global_arguments=False, **extra)
+        node = _node_class(name)(
+            node_name=name,
+            namespace=self.namespace,
+            context=self.context,
+            parameter_overrides=overrides,
+            use_global_arguments=False,
+            **extra,
+        )
         self.executor.add_node(node)
         try:
             autostart(node)
@@ -211,8 +236,12 @@ class Bringup:
                 except Exception as exc:  # a response rmw could not deliver is the client's loss, not the graph's
                     if not response_not_delivered(exc):
                         raise
-                    print(f"bringup: a client did not get its response (not discovered yet, or gone): "
-                          f"{rcl_error_line(exc)}", file=sys.stderr, flush=True)
+                    print(
+                        f"bringup: a client did not get its response (not discovered yet, or gone): "
+                        f"{rcl_error_line(exc)}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         except ExternalShutdownException:
             pass
 
@@ -262,8 +291,12 @@ class Bringup:
         self.shutdown()
 
 
-def run(config: str | Path, overrides: list[str] = (), on_ready: Callable[[Bringup], None] | None = None,
-        namespace: str = "") -> int:
+def run(
+    config: str | Path,
+    overrides: list[str] = (),
+    on_ready: Callable[[Bringup], None] | None = None,
+    namespace: str = "",
+) -> int:
     """Bring up ``config`` with ``overrides`` (every node in ``namespace``) and spin until Ctrl-C; returns an exit
     code."""
     keep_image_buffers()  # this process is the nodes' process, as run_node's is theirs

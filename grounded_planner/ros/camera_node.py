@@ -28,16 +28,40 @@ def _profile_check(value: str) -> str | None:
 PARAMS = [
     Param("serial", "", "serial number of the RealSense to open; empty: the first one found", read_only=True),
     Param("color_profile", "1280x720", "colour stream WIDTHxHEIGHT", _profile_check, read_only=True),
-    Param("depth_profile", "848x480", "depth stream WIDTHxHEIGHT (aligned to colour before publishing)", _profile_check, read_only=True),
+    Param(
+        "depth_profile",
+        "848x480",
+        "depth stream WIDTHxHEIGHT (aligned to colour before publishing)",
+        _profile_check,
+        read_only=True,
+    ),
     Param("fps", 30, "frame rate of both streams, frames/s", positive, read_only=True),
-    Param("playback_file", "", "a RealSense recording to play instead of a camera (.db3 from librealsense >= 2.56, .bag "
-          "from older ones); empty: live camera", existing_path, read_only=True),
+    Param(
+        "playback_file",
+        "",
+        "a RealSense recording to play instead of a camera (.db3 from librealsense >= 2.56, .bag "
+        "from older ones); empty: live camera",
+        existing_path,
+        read_only=True,
+    ),
     Param("loop_playback", True, "restart playback_file at its end", read_only=True),
-    Param("camera_namespace", names.CAMERA_PREFIX, "topic prefix, relative to the node's namespace as realsense-ros's "
-          "CAMERA_NAMESPACE/CAMERA_NAME (default camera/camera: /camera/camera/color/image_raw in the root namespace)",
-          non_empty, read_only=True),
-    Param("frame_id", "camera_color_optical_frame", "frame id of colour, aligned depth and camera_info (x right, y down, z forward)", non_empty),
-    Param("autostart", True, "configure and activate at startup; false: wait for lifecycle transitions", read_only=True),
+    Param(
+        "camera_namespace",
+        names.CAMERA_PREFIX,
+        "topic prefix, relative to the node's namespace as realsense-ros's "
+        "CAMERA_NAMESPACE/CAMERA_NAME (default camera/camera: /camera/camera/color/image_raw in the root namespace)",
+        non_empty,
+        read_only=True,
+    ),
+    Param(
+        "frame_id",
+        "camera_color_optical_frame",
+        "frame id of colour, aligned depth and camera_info (x right, y down, z forward)",
+        non_empty,
+    ),
+    Param(
+        "autostart", True, "configure and activate at startup; false: wait for lifecycle transitions", read_only=True
+    ),
     Param("read_timeout_s", 1.0, "how long to wait for a frame before logging that none came, seconds", positive),
 ]
 
@@ -63,7 +87,9 @@ class CameraNode(StackNode, LifecycleNode):
     pyrealsense2 pipeline (tests feed a software device through it).
     """
 
-    def __init__(self, node_name: str = "camera", source_factory: Callable[[dict], RealSenseSource] | None = None, **kwargs):
+    def __init__(
+        self, node_name: str = "camera", source_factory: Callable[[dict], RealSenseSource] | None = None, **kwargs
+    ):
         # before anything can fail: destroy_node releases these, also on a node whose parameters were refused
         self._source: RealSenseSource | None = None
         self._thread: threading.Thread | None = None
@@ -77,8 +103,14 @@ class CameraNode(StackNode, LifecycleNode):
 
     @staticmethod
     def _open_realsense(p: dict) -> RealSenseSource:
-        return RealSenseSource.open(p["serial"], p["color_profile"], p["depth_profile"], p["fps"],
-                                    expand_path(p["playback_file"]), p["loop_playback"])
+        return RealSenseSource.open(
+            p["serial"],
+            p["color_profile"],
+            p["depth_profile"],
+            p["fps"],
+            expand_path(p["playback_file"]),
+            p["loop_playback"],
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -86,8 +118,10 @@ class CameraNode(StackNode, LifecycleNode):
         try:
             self._source = self._source_factory(p)
         except ImportError as exc:  # the lifecycle transition would swallow it without a word
-            self.configure_error = (f"pyrealsense2 cannot be imported ({exc}); install it (ROS: rosdep key "
-                                    "python3-pyrealsense2-pip; pip: pip install pyrealsense2)")
+            self.configure_error = (
+                f"pyrealsense2 cannot be imported ({exc}); install it (ROS: rosdep key "
+                "python3-pyrealsense2-pip; pip: pip install pyrealsense2)"
+            )
             self.get_logger().error(f"configure failed: {self.configure_error}")
             return TransitionCallbackReturn.FAILURE
         except Exception as exc:  # noqa: BLE001 - no camera, a bad recording, a busy device: say why (run_node/bringup end with it)
@@ -103,8 +137,13 @@ class CameraNode(StackNode, LifecycleNode):
             "depth": self.create_lifecycle_publisher(Image, f"{ns}/aligned_depth_to_color/image_raw", qos),
             "depth_info": self.create_lifecycle_publisher(CameraInfo, f"{ns}/aligned_depth_to_color/camera_info", qos),
         }
-        where = "injected source" if self._injected else \
-            f"recording {p['playback_file']}" if p["playback_file"] else f"camera {p['serial'] or '(first found)'}"
+        where = (
+            "injected source"
+            if self._injected
+            else f"recording {p['playback_file']}"
+            if p["playback_file"]
+            else f"camera {p['serial'] or '(first found)'}"
+        )
         self.get_logger().info(f"configured: {where}, publishing under {ns}")
         return TransitionCallbackReturn.SUCCESS
 

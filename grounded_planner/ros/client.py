@@ -91,17 +91,29 @@ class GroundedPlannerClient:
     """Client of ``grounded_planner/plan`` (GetGroundedPlan) and ``grounded_planner/execute`` (ExecutePlan) of the
     stack in ``namespace`` (default: the node's own)."""
 
-    def __init__(self, node: Node, plan_service: str = names.PLAN_SERVICE, execute_action: str = names.EXECUTE_ACTION,
-                 executor: Executor | None = None, namespace: str | None = None):
+    def __init__(
+        self,
+        node: Node,
+        plan_service: str = names.PLAN_SERVICE,
+        execute_action: str = names.EXECUTE_ACTION,
+        executor: Executor | None = None,
+        namespace: str | None = None,
+    ):
         """``namespace``: the robot's stack to talk to (``robot1`` -> ``/robot1/grounded_planner/plan``); None: the
         node's own namespace. Absolute ``plan_service``/``execute_action`` names are used as they are."""
         self.node = node
         self.executor = executor
         self._own_executor: SingleThreadedExecutor | None = None
         if namespace is not None:
-            plan_service, execute_action = names.in_namespace(namespace, plan_service), names.in_namespace(namespace, execute_action)
+            plan_service, execute_action = (
+                names.in_namespace(namespace, plan_service),
+                names.in_namespace(namespace, execute_action),
+            )
         # fully qualified: the reachability probe and every message compare them with the graph's names
-        plan_service, execute_action = node.resolve_service_name(plan_service), node.resolve_service_name(execute_action)
+        plan_service, execute_action = (
+            node.resolve_service_name(plan_service),
+            node.resolve_service_name(execute_action),
+        )
         self._plan_client = node.create_client(GetGroundedPlan, plan_service)
         self._execute_client = ActionClient(node, ExecutePlan, execute_action)
         self.plan_service, self.execute_action = plan_service, execute_action
@@ -170,8 +182,14 @@ class GroundedPlannerClient:
         return True
 
     # -- planning --------------------------------------------------------------------------------------------
-    def plan(self, instruction: str, image: Any = None, backproject: bool = True, timeout_s: float = 60.0,
-             service_wait_s: float = 5.0) -> PlanResult:
+    def plan(
+        self,
+        instruction: str,
+        image: Any = None,
+        backproject: bool = True,
+        timeout_s: float = 60.0,
+        service_wait_s: float = 5.0,
+    ) -> PlanResult:
         """A grounded plan for ``instruction``.
 
         ``image``: an (H, W, 3) uint8 RGB array or a sensor_msgs/Image; None = the planner's latest camera frame.
@@ -179,8 +197,11 @@ class GroundedPlannerClient:
         """
         started = time.monotonic()
         if not self._plan_client.wait_for_service(timeout_sec=service_wait_s):
-            return self._fail(PlanStatus.UNAVAILABLE, f"{self.plan_service} is not available "
-                                                      f"(waited {service_wait_s:.1f} s)", PlanResult)
+            return self._fail(
+                PlanStatus.UNAVAILABLE,
+                f"{self.plan_service} is not available (waited {service_wait_s:.1f} s)",
+                PlanResult,
+            )
         self._reach.ensure(self.plan_service, service_wait_s)
         request = GetGroundedPlan.Request(instruction=str(instruction), backproject=bool(backproject))
         if image is not None:
@@ -191,26 +212,50 @@ class GroundedPlannerClient:
             self._plan_client.remove_pending_request(future)
             self._reach.forget(self.plan_service)
             if gone:
-                return self._fail(PlanStatus.SERVER_GONE, f"no plan for {instruction!r}: {gone}", PlanResult,
-                                  duration_s=time.monotonic() - started)
-            return self._fail(PlanStatus.TIMED_OUT, f"no plan for {instruction!r} within {timeout_s:.1f} s", PlanResult,
-                              duration_s=time.monotonic() - started)
+                return self._fail(
+                    PlanStatus.SERVER_GONE,
+                    f"no plan for {instruction!r}: {gone}",
+                    PlanResult,
+                    duration_s=time.monotonic() - started,
+                )
+            return self._fail(
+                PlanStatus.TIMED_OUT,
+                f"no plan for {instruction!r} within {timeout_s:.1f} s",
+                PlanResult,
+                duration_s=time.monotonic() - started,
+            )
         response = future.result()
         duration_s = time.monotonic() - started
         if not response.success:
-            return self._fail(PlanStatus.FAILED, f"planning {instruction!r} failed: {response.message}", PlanResult,
-                              msg=response.plan, duration_s=duration_s)
+            return self._fail(
+                PlanStatus.FAILED,
+                f"planning {instruction!r} failed: {response.message}",
+                PlanResult,
+                msg=response.plan,
+                duration_s=duration_s,
+            )
         try:
             plan = plan_from_msg(response.plan)
         except PlanError as exc:
-            return self._fail(PlanStatus.INVALID, f"the planner's plan for {instruction!r} is invalid: {exc}",
-                              PlanResult, msg=response.plan, duration_s=duration_s)
+            return self._fail(
+                PlanStatus.INVALID,
+                f"the planner's plan for {instruction!r} is invalid: {exc}",
+                PlanResult,
+                msg=response.plan,
+                duration_s=duration_s,
+            )
         self.last_status, self.last_error = PlanStatus.SUCCEEDED, ""
         return PlanResult(PlanStatus.SUCCEEDED, response.message, plan, response.plan, duration_s)
 
     # -- execution -------------------------------------------------------------------------------------------
-    def execute(self, plan: Any, dry_run: bool = False, feedback: FeedbackCallback | None = None,
-                timeout_s: float = 600.0, server_wait_s: float = 5.0) -> ExecuteResult:
+    def execute(
+        self,
+        plan: Any,
+        dry_run: bool = False,
+        feedback: FeedbackCallback | None = None,
+        timeout_s: float = 600.0,
+        server_wait_s: float = 5.0,
+    ) -> ExecuteResult:
         """Run a back-projected plan (a plan model or a GroundedPlan message) on the executor; blocks until it ends.
 
         ``feedback(step, state, action)`` is called for every executor event. ``cancel()`` from another thread
@@ -218,8 +263,11 @@ class GroundedPlannerClient:
         """
         started = time.monotonic()
         if not self._execute_client.wait_for_server(timeout_sec=server_wait_s):
-            return self._fail(ExecuteStatus.UNAVAILABLE, f"{self.execute_action} is not available "
-                                                         f"(waited {server_wait_s:.1f} s)", ExecuteResult)
+            return self._fail(
+                ExecuteStatus.UNAVAILABLE,
+                f"{self.execute_action} is not available (waited {server_wait_s:.1f} s)",
+                ExecuteResult,
+            )
         plan_msg = plan_to_msg(plan) if isinstance(plan, GroundedPlan) else plan
         self._reach.ensure(self.execute_action, server_wait_s, action=True)
 
@@ -229,15 +277,17 @@ class GroundedPlannerClient:
                 action = action_from_msg(fb.current, int(fb.step)) if fb.current.type else None
                 feedback(int(fb.step), str(fb.state), action)
 
-        send = self._execute_client.send_goal_async(ExecutePlan.Goal(plan=plan_msg, dry_run=bool(dry_run)),
-                                                    feedback_callback=on_feedback)
+        send = self._execute_client.send_goal_async(
+            ExecutePlan.Goal(plan=plan_msg, dry_run=bool(dry_run)), feedback_callback=on_feedback
+        )
         if not self._wait(send, server_wait_s + 10.0):
             self._reach.forget(self.execute_action, action=True)
             return self._fail(ExecuteStatus.TIMED_OUT, "the executor did not answer the goal", ExecuteResult)
         handle = send.result()
         if not handle.accepted:
-            return self._fail(ExecuteStatus.REJECTED, "the executor rejected the goal (busy or not active)",
-                              ExecuteResult)
+            return self._fail(
+                ExecuteStatus.REJECTED, "the executor rejected the goal (busy or not active)", ExecuteResult
+            )
         with self._lock:
             self._goal_handle = handle
         try:
@@ -245,23 +295,36 @@ class GroundedPlannerClient:
             done, gone = self._wait_watching(result_future, timeout_s, self.execute_action, action=True)
             if gone:  # nobody is left to cancel: say what happened, at once
                 self._reach.forget(self.execute_action, action=True)
-                return self._fail(ExecuteStatus.SERVER_GONE, f"no execution result: {gone}; the goal ended with it "
-                                                             "(check the robot)", ExecuteResult,
-                                  duration_s=time.monotonic() - started)
+                return self._fail(
+                    ExecuteStatus.SERVER_GONE,
+                    f"no execution result: {gone}; the goal ended with it (check the robot)",
+                    ExecuteResult,
+                    duration_s=time.monotonic() - started,
+                )
             if not done:
                 self.cancel()
-                return self._fail(ExecuteStatus.TIMED_OUT, f"no execution result within {timeout_s:.1f} s; goal "
-                                                           "cancelled", ExecuteResult,
-                                  duration_s=time.monotonic() - started)
+                return self._fail(
+                    ExecuteStatus.TIMED_OUT,
+                    f"no execution result within {timeout_s:.1f} s; goal cancelled",
+                    ExecuteResult,
+                    duration_s=time.monotonic() - started,
+                )
         finally:
             with self._lock:
                 self._goal_handle = None
         wrapped = result_future.result()
         result = wrapped.result
-        status = {GoalStatus.STATUS_SUCCEEDED: ExecuteStatus.SUCCEEDED,
-                  GoalStatus.STATUS_CANCELED: ExecuteStatus.CANCELED}.get(wrapped.status, ExecuteStatus.FAILED)
-        out = ExecuteResult(status, str(result.message), int(result.steps_completed), list(result.step_outcomes),
-                            time.monotonic() - started)
+        status = {
+            GoalStatus.STATUS_SUCCEEDED: ExecuteStatus.SUCCEEDED,
+            GoalStatus.STATUS_CANCELED: ExecuteStatus.CANCELED,
+        }.get(wrapped.status, ExecuteStatus.FAILED)
+        out = ExecuteResult(
+            status,
+            str(result.message),
+            int(result.steps_completed),
+            list(result.step_outcomes),
+            time.monotonic() - started,
+        )
         self.last_status = status
         self.last_error = "" if status is ExecuteStatus.SUCCEEDED else str(result.message)
         return out

@@ -37,8 +37,9 @@ class RosClosedLoopIO:
     of the same type about the same object (the planner is the only model in the graph).
     """
 
-    def __init__(self, node: Node, frames: LatestFrames, extrinsics, frame_wait_s: float = 5.0,
-                 service_timeout_s: float = 120.0):
+    def __init__(
+        self, node: Node, frames: LatestFrames, extrinsics, frame_wait_s: float = 5.0, service_timeout_s: float = 120.0
+    ):
         self.node = node
         self.frames = frames
         self.extrinsics = extrinsics

@@ -38,8 +38,16 @@ from grounded_planner.ros.client import GroundedPlannerClient
 from grounded_planner.ros.convert import plan_to_msg
 from grounded_planner.ros.frames import TypedSubscription
 from grounded_planner.ros.node_main import StackNode, run_node
-from grounded_planner.ros.params import (Param, declare_all, executor_config_file, expand_path, non_empty, positive,
-                                         resolve_data_path, values)
+from grounded_planner.ros.params import (
+    Param,
+    declare_all,
+    executor_config_file,
+    expand_path,
+    non_empty,
+    positive,
+    resolve_data_path,
+    values,
+)
 
 
 def valid_port(value) -> str | None:
@@ -51,21 +59,56 @@ def quality(value) -> str | None:
 
 
 PARAMS = [
-    Param("host", "127.0.0.1", "address the console listens on; any address but loopback requires a token",
-          non_empty, read_only=True),
+    Param(
+        "host",
+        "127.0.0.1",
+        "address the console listens on; any address but loopback requires a token",
+        non_empty,
+        read_only=True,
+    ),
     Param("port", 8080, "TCP port of the console (0 = any free port, printed at start)", valid_port, read_only=True),
-    Param("token", "", "token every request must carry on a non-loopback host ('' there = one generated and "
-                       "printed once at start); at least 16 characters", read_only=True),
-    Param("rollouts_dir", "rollouts", "the rollout logger's log_dir: the rollouts the console lists and labels "
-                                      "(no file outside it is ever served)", non_empty, read_only=True),
-    Param("session_dir", "", "a Spa-Bench scene-card folder (`spabench cards --out DIR`) to work through "
-                             "('' = no evaluation session)", read_only=True),
-    Param("color_topic", names.COLOR_IMAGE, "camera image shown live (Image, or CompressedImage: "
-                                                          ".../compressed)", non_empty, read_only=True),
-    Param("executor_config_file", "", "the executor's config_file, whose safety envelope judges each previewed step "
-                                      "('' = built-in defaults, as the executor)", executor_config_file, read_only=True),
-    Param("executor_node", "executor", "the executor node whose require_approval parameter the console reads",
-          non_empty, read_only=True),
+    Param(
+        "token",
+        "",
+        "token every request must carry on a non-loopback host ('' there = one generated and "
+        "printed once at start); at least 16 characters",
+        read_only=True,
+    ),
+    Param(
+        "rollouts_dir",
+        "rollouts",
+        "the rollout logger's log_dir: the rollouts the console lists and labels (no file outside it is ever served)",
+        non_empty,
+        read_only=True,
+    ),
+    Param(
+        "session_dir",
+        "",
+        "a Spa-Bench scene-card folder (`spabench cards --out DIR`) to work through ('' = no evaluation session)",
+        read_only=True,
+    ),
+    Param(
+        "color_topic",
+        names.COLOR_IMAGE,
+        "camera image shown live (Image, or CompressedImage: .../compressed)",
+        non_empty,
+        read_only=True,
+    ),
+    Param(
+        "executor_config_file",
+        "",
+        "the executor's config_file, whose safety envelope judges each previewed step "
+        "('' = built-in defaults, as the executor)",
+        executor_config_file,
+        read_only=True,
+    ),
+    Param(
+        "executor_node",
+        "executor",
+        "the executor node whose require_approval parameter the console reads",
+        non_empty,
+        read_only=True,
+    ),
     Param("plan_timeout_s", 60.0, "how long a plan request from the console may take, seconds", positive),
     Param("jpeg_quality", 80, "JPEG quality of the live camera frames (1-100)", quality),
     Param("max_image_width", 1280, "live frames wider than this are scaled down first, pixels (0 = never)"),
@@ -84,51 +127,86 @@ class ConsoleNode(StackNode, Node):
         p = values(self, PARAMS)
         self._p = p
         config_file = p["executor_config_file"]
-        self._envelope = Executor(None, ExecutorConfig.load(resolve_data_path(config_file)) if config_file
-                                  else ExecutorConfig())
+        self._envelope = Executor(
+            None, ExecutorConfig.load(resolve_data_path(config_file)) if config_file else ExecutorConfig()
+        )
         group = ReentrantCallbackGroup()
         # Plan requests go out from a node of their own that the requesting thread spins itself (one request at a
         # time): the answer is taken by the thread waiting for it, not handed through the node's (in a bringup: the
         # whole graph's) multi-threaded executor to a worker and on to the waiting thread
-        self._plan_node = rclpy.create_node(f"{node_name}_plan_client", namespace=self.get_namespace(),
-                                            context=self.context)
+        self._plan_node = rclpy.create_node(
+            f"{node_name}_plan_client", namespace=self.get_namespace(), context=self.context
+        )
         self._plan_lock = threading.Lock()
         self._client = GroundedPlannerClient(self._plan_node)
         self._execute = ActionClient(self, ExecutePlan, names.EXECUTE_ACTION, callback_group=group)
         self._approve = self.create_client(SetBool, names.APPROVE_SERVICE, callback_group=group)
         # the action protocol's cancel service: an empty request (zero goal id and stamp) cancels every goal, so Stop
         # works whoever sent the goal (this console, another one, a script)
-        self._cancel = self.create_client(CancelGoal, names.EXECUTE_ACTION + "/_action/cancel_goal", callback_group=group)
+        self._cancel = self.create_client(
+            CancelGoal, names.EXECUTE_ACTION + "/_action/cancel_goal", callback_group=group
+        )
         self._params = AsyncParameterClient(self, p["executor_node"], callback_group=group)
         self._frame_lock = threading.Lock()
         self._frame: Frame | None = None
         self._seq = 0
         # taken on demand (latest_frame), only while a page shows the camera: the stream costs nothing otherwise
-        self._camera = TypedSubscription(self, p["color_topic"], "colour image", lambda _msg: None, QoSProfile(depth=2),
-                                         MutuallyExclusiveCallbackGroup(), on_demand=True)
+        self._camera = TypedSubscription(
+            self,
+            p["color_topic"],
+            "colour image",
+            lambda _msg: None,
+            QoSProfile(depth=2),
+            MutuallyExclusiveCallbackGroup(),
+            on_demand=True,
+        )
         token, generated = console_token(p["host"], p["token"])
-        self.app = ConsoleApp(self, rollouts_dir=expand_path(p["rollouts_dir"]), token=token,
-                              session_dir=expand_path(p["session_dir"]), plan_timeout_s=p["plan_timeout_s"],
-                              note=lambda line: self.get_logger().info(line))
+        self.app = ConsoleApp(
+            self,
+            rollouts_dir=expand_path(p["rollouts_dir"]),
+            token=token,
+            session_dir=expand_path(p["session_dir"]),
+            plan_timeout_s=p["plan_timeout_s"],
+            note=lambda line: self.get_logger().info(line),
+        )
         events = MutuallyExclusiveCallbackGroup()
         qos = QoSProfile(depth=20)
-        self.create_subscription(PlannerStatus, names.PLANNER_STATUS,
-                                 lambda m: self.app.state.on_planner_status(planner_status_from_msg(m)), qos,
-                                 callback_group=events)
-        self.create_subscription(ExecutionEvent, names.EXECUTION_FEEDBACK,
-                                 lambda m: self.app.state.on_feedback(execution_event_from_msg(m)), qos,
-                                 callback_group=events)
-        self.create_subscription(ExecutionResultMsg, names.EXECUTION_RESULT,
-                                 lambda m: self.app.state.on_result(execution_result_from_msg(m)), qos,
-                                 callback_group=events)
-        self.create_subscription(String, names.ROLLOUT_CLOSED, lambda m: self.app.on_rollout_closed(m.data),
-                                 QoSProfile(depth=5, durability=DurabilityPolicy.TRANSIENT_LOCAL), callback_group=events)
+        self.create_subscription(
+            PlannerStatus,
+            names.PLANNER_STATUS,
+            lambda m: self.app.state.on_planner_status(planner_status_from_msg(m)),
+            qos,
+            callback_group=events,
+        )
+        self.create_subscription(
+            ExecutionEvent,
+            names.EXECUTION_FEEDBACK,
+            lambda m: self.app.state.on_feedback(execution_event_from_msg(m)),
+            qos,
+            callback_group=events,
+        )
+        self.create_subscription(
+            ExecutionResultMsg,
+            names.EXECUTION_RESULT,
+            lambda m: self.app.state.on_result(execution_result_from_msg(m)),
+            qos,
+            callback_group=events,
+        )
+        self.create_subscription(
+            String,
+            names.ROLLOUT_CLOSED,
+            lambda m: self.app.on_rollout_closed(m.data),
+            QoSProfile(depth=5, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+            callback_group=events,
+        )
         self._server = ConsoleServer(self.app, p["host"], p["port"]).start()
         url = self._server.url
         if generated:  # printed once, here only (not in the ROS log): whoever started the console hands it on
             print(f"console: token {token} (open {url}?token={token})", flush=True)
-        self.get_logger().info(f"console on {url}{' (token required)' if token else ''}; rollouts from "
-                               f"{p['rollouts_dir']}{'; session ' + p['session_dir'] if p['session_dir'] else ''}")
+        self.get_logger().info(
+            f"console on {url}{' (token required)' if token else ''}; rollouts from "
+            f"{p['rollouts_dir']}{'; session ' + p['session_dir'] if p['session_dir'] else ''}"
+        )
 
     @property
     def url(self) -> str:
@@ -144,8 +222,9 @@ class ConsoleNode(StackNode, Node):
     # -- ConsoleGraph -----------------------------------------------------------------------------------------------
     def plan(self, instruction: str, timeout_s: float) -> PlanAnswer:
         with self._plan_lock:
-            result = self._client.plan(instruction, backproject=True, timeout_s=timeout_s,
-                                       service_wait_s=SERVICE_WAIT_S)
+            result = self._client.plan(
+                instruction, backproject=True, timeout_s=timeout_s, service_wait_s=SERVICE_WAIT_S
+            )
         plan = result.plan
         if plan is None:
             return PlanAnswer(False, result.message, None, [], result.duration_s)
@@ -164,13 +243,21 @@ class ConsoleNode(StackNode, Node):
         for i, action in enumerate(plan.actions):
             t = action.target_3d
             verdict, message = verdicts.get(i, ("", ""))
-            steps.append(StepPreview(
-                index=i, type=action.type, object=action.object, target=action.target,
-                bbox=None if action.bbox is None else [float(v) for v in action.bbox],
-                point=None if action.point is None else [float(v) for v in action.point],
-                position_m=None if t is None else [float(v) for v in t.position], frame="" if t is None else t.frame,
-                width_m=None if t is None or t.width is None else float(t.width), verdict=verdict,
-                verdict_message=message))
+            steps.append(
+                StepPreview(
+                    index=i,
+                    type=action.type,
+                    object=action.object,
+                    target=action.target,
+                    bbox=None if action.bbox is None else [float(v) for v in action.bbox],
+                    point=None if action.point is None else [float(v) for v in action.point],
+                    position_m=None if t is None else [float(v) for v in t.position],
+                    frame="" if t is None else t.frame,
+                    width_m=None if t is None or t.width is None else float(t.width),
+                    verdict=verdict,
+                    verdict_message=message,
+                )
+            )
         return steps
 
     def requires_approval(self) -> bool:
@@ -209,8 +296,11 @@ class ConsoleNode(StackNode, Node):
         if not self._cancel.wait_for_service(timeout_sec=SERVICE_WAIT_S):
             raise GraphError(f"no executor offers {names.EXECUTE_ACTION}")
         future = self._cancel.call_async(CancelGoal.Request())
-        cancelled = self._wait(future, SERVICE_WAIT_S) and future.result() is not None and \
-            len(future.result().goals_canceling) > 0
+        cancelled = (
+            self._wait(future, SERVICE_WAIT_S)
+            and future.result() is not None
+            and len(future.result().goals_canceling) > 0
+        )
         if self._approve.service_is_ready():  # a goal held for approval: refuse it too
             self._approve.call_async(SetBool.Request(data=False))
         return cancelled
@@ -230,8 +320,13 @@ class ConsoleNode(StackNode, Node):
                     height = round(rgb.shape[0] * limit / rgb.shape[1])
                     rgb = np.asarray(PILImage.fromarray(rgb).resize((limit, height), PILImage.BILINEAR))
                 stamp = msg.header.stamp
-                self._frame = Frame(self._seq, stamp.sec * 1_000_000_000 + stamp.nanosec, rgb.shape[1], rgb.shape[0],
-                                    encode_jpeg(rgb, self.get_parameter("jpeg_quality").value))
+                self._frame = Frame(
+                    self._seq,
+                    stamp.sec * 1_000_000_000 + stamp.nanosec,
+                    rgb.shape[1],
+                    rgb.shape[0],
+                    encode_jpeg(rgb, self.get_parameter("jpeg_quality").value),
+                )
             frame = self._frame
         return frame if frame is not None and frame.seq > after_seq else None
 

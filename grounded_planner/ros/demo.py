@@ -61,9 +61,15 @@ def choose_planner(env: dict[str, str], replay_file: Path) -> PlannerChoice:
     if env.get("GEMINI_API_KEY") or env.get("GOOGLE_API_KEY"):
         return PlannerChoice(backend or "gemini", "gemini-2.5-flash", why="a Gemini API key is set")
     if env.get("OPENAI_API_KEY"):
-        return PlannerChoice(backend or "openai", "gpt-4.1-mini", "https://api.openai.com/v1", why="OPENAI_API_KEY is set")
-    return PlannerChoice("replay", "recorded-plan", replay_file=str(replay_file),
-                         why="no VLM configured (GP_VLM_BASE_URL, GP_VLM_MODEL, OPENAI_API_KEY, GEMINI_API_KEY unset)")
+        return PlannerChoice(
+            backend or "openai", "gpt-4.1-mini", "https://api.openai.com/v1", why="OPENAI_API_KEY is set"
+        )
+    return PlannerChoice(
+        "replay",
+        "recorded-plan",
+        replay_file=str(replay_file),
+        why="no VLM configured (GP_VLM_BASE_URL, GP_VLM_MODEL, OPENAI_API_KEY, GEMINI_API_KEY unset)",
+    )
 
 
 @dataclass
@@ -87,9 +93,14 @@ class DemoReport:
         recorded plan (no model server needed), the executor dry-running on the simulator (config/replay.yaml)."""
         from grounded_planner.ros.params import resolve_data_path  # lazy: a ROS command; the CLI runs without rclpy
 
-        sets = {"bag_player.bag": self.bag, "planner.backend": "replay", "planner.replay_file": self.replay_file,
-                "planner.extrinsics_file": self.extrinsics, "backprojection.extrinsics_file": self.extrinsics,
-                "executor.base_frame": "base_link"}
+        sets = {
+            "bag_player.bag": self.bag,
+            "planner.backend": "replay",
+            "planner.replay_file": self.replay_file,
+            "planner.extrinsics_file": self.extrinsics,
+            "backprojection.extrinsics_file": self.extrinsics,
+            "executor.base_frame": "base_link",
+        }
         words = ["grounded-planner", "bringup", "--config", resolve_data_path("config/replay.yaml")]
         for key, value in sets.items():
             words += ["--set", f"{key}={value}"]
@@ -120,10 +131,15 @@ def write_scene(out_dir: Path, seed: int, say: Callable[[str], None]):
         for i in range(FRAMES):
             stamp_ns = t0 + i * 100_000_000
             color, depth = numpy_to_image(rgb, "rgb8"), numpy_to_image(depth_mm, "16UC1")
-            info = CameraInfo(width=camera.width, height=camera.height, distortion_model=camera.distortion_model,
-                              d=[float(v) for v in np.ravel(camera.D)], k=[float(v) for v in np.ravel(camera.K)],
-                              r=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
-                              p=[camera.fx, 0.0, camera.cx, 0.0, 0.0, camera.fy, camera.cy, 0.0, 0.0, 0.0, 1.0, 0.0])
+            info = CameraInfo(
+                width=camera.width,
+                height=camera.height,
+                distortion_model=camera.distortion_model,
+                d=[float(v) for v in np.ravel(camera.D)],
+                k=[float(v) for v in np.ravel(camera.K)],
+                r=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+                p=[camera.fx, 0.0, camera.cx, 0.0, 0.0, camera.fy, camera.cy, 0.0, 0.0, 0.0, 1.0, 0.0],
+            )
             for msg in (color, depth, info):
                 msg.header.frame_id = camera.frame_id
                 msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
@@ -136,10 +152,13 @@ def write_scene(out_dir: Path, seed: int, say: Callable[[str], None]):
     plan = gt_plan(cell)
     plan.model = "recorded (simulator ground truth)"
     replay_file = out_dir / "recorded_plan.jsonl"
-    replay_file.write_text(json.dumps({"instruction": plan.instruction, "image_sha256": image_sha256(rgb),
-                                       "plan": plan.to_dict()}) + "\n")
-    say(f"  simulated workcell '{cell.scenario.name}' (seed {seed}), {camera.width}x{camera.height} RGB-D, "
-        f"{FRAMES} frames + camera_info -> {bag} (MCAP)")
+    replay_file.write_text(
+        json.dumps({"instruction": plan.instruction, "image_sha256": image_sha256(rgb), "plan": plan.to_dict()}) + "\n"
+    )
+    say(
+        f"  simulated workcell '{cell.scenario.name}' (seed {seed}), {camera.width}x{camera.height} RGB-D, "
+        f"{FRAMES} frames + camera_info -> {bag} (MCAP)"
+    )
     return cell, bag, extrinsics_path, replay_file, plan.instruction
 
 
@@ -168,18 +187,25 @@ def _overlay_of(planner_node, timeout_s: float):
     return planner_node.last_overlay_rgb
 
 
-def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str] | None = None,
-             say: Callable[[str], None] = print) -> DemoReport:
+def run_demo(
+    out_dir: str | Path = "out/demo",
+    seed: int = 0,
+    env: dict[str, str] | None = None,
+    say: Callable[[str], None] = print,
+) -> DemoReport:
     """Run the whole graph on the sample scene; raises DemoError when a stage cannot run."""
     import rclpy  # lazy: ROS package (rclpy), absent without a ROS install
     from rclpy.qos import DurabilityPolicy, QoSProfile  # lazy: ROS package (rclpy), absent without a ROS install
     from std_msgs.msg import String  # lazy: ROS package (std_msgs), absent without a ROS install
 
     from grounded_planner.ros.client import GroundedPlannerClient  # lazy: a ROS command; the CLI runs without rclpy
+
     # lazy: a ROS command; the CLI runs without rclpy
     from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
+
     # lazy: ROS package (grounded_planner_interfaces), absent without a ROS install
     from grounded_planner_interfaces.msg import ExecutionResult as ExecutionResultMsg
+
     # lazy: ROS package (grounded_planner_interfaces), absent without a ROS install
     from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
@@ -191,16 +217,30 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
     choice = choose_planner(env, replay_file)
     report = DemoReport(choice, bag, extrinsics=extrinsics_path, replay_file=replay_file)
 
-    profile = Profile(None, {
-        "rollout_logger": {"log_dir": str(out_dir / "rollouts"), "condition": "demo", "scene_id": f"{cell.scenario.name}-{seed}"},
-        "bag_player": {"bag": str(bag), "loop": True},
-        "planner": {**choice.params(), "extrinsics_file": str(extrinsics_path), "timeout_s": 120.0, "frame_wait_s": 10.0},
-        "backprojection": {"extrinsics_file": str(extrinsics_path), "frame_wait_s": 10.0},
-        "executor": {"backend": "sim", "base_frame": "base_link"},
-    })
+    profile = Profile(
+        None,
+        {
+            "rollout_logger": {
+                "log_dir": str(out_dir / "rollouts"),
+                "condition": "demo",
+                "scene_id": f"{cell.scenario.name}-{seed}",
+            },
+            "bag_player": {"bag": str(bag), "loop": True},
+            "planner": {
+                **choice.params(),
+                "extrinsics_file": str(extrinsics_path),
+                "timeout_s": 120.0,
+                "frame_wait_s": 10.0,
+            },
+            "backprojection": {"extrinsics_file": str(extrinsics_path), "frame_wait_s": 10.0},
+            "executor": {"backend": "sim", "base_frame": "base_link"},
+        },
+    )
     # the executor drives the very simulator the scene was rendered from, so its task check means something
     factories = {"executor": {"backend_factory": lambda name, config: SimBackend(cell)}}
-    domain_id = int(env["ROS_DOMAIN_ID"]) if env.get("ROS_DOMAIN_ID", "").isdigit() else random.SystemRandom().randint(100, 200)
+    domain_id = (
+        int(env["ROS_DOMAIN_ID"]) if env.get("ROS_DOMAIN_ID", "").isdigit() else random.SystemRandom().randint(100, 200)
+    )
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # the demo graph stays on this machine
     say("[2/6] graph")
     for name in profile.params:  # the demo prints its own story; nodes speak up only for warnings
@@ -223,8 +263,10 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
         if choice.backend == "replay":
             say(f"  planner: REPLAY of a recorded plan ({choice.why}); file {choice.replay_file}")
         else:
-            say(f"  planner: {choice.backend} model {choice.model or '(server default)'}"
-                f"{' at ' + choice.base_url if choice.base_url else ''} ({choice.why})")
+            say(
+                f"  planner: {choice.backend} model {choice.model or '(server default)'}"
+                f"{' at ' + choice.base_url if choice.base_url else ''} ({choice.why})"
+            )
         # the pixel plan first (the back-projection stage below shows the topic path); empty image: the bag's frame
         planned = planner.plan(instruction, backproject=False, timeout_s=180.0, service_wait_s=30.0)
         if not planned.succeeded:
@@ -233,8 +275,11 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
         report.plan = plan
         say(f"  '{instruction}' -> {len(plan.actions)} action(s) in {planned.duration_s:.2f} s:")
         for i, action in enumerate(plan.actions):
-            where = f"point {[round(v) for v in action.point]}" if action.point is not None else \
-                f"box {[round(v) for v in action.bbox]}"
+            where = (
+                f"point {[round(v) for v in action.point]}"
+                if action.point is not None
+                else f"box {[round(v) for v in action.bbox]}"
+            )
             what = f"{action.object} -> {action.target}".strip() if action.target else action.object
             say(f"    {i + 1}. {action.type} {what} at {where} px")
         if not plan.actions:
@@ -251,7 +296,9 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
         deadline = time.monotonic() + 10.0
         while pixels_pub.get_subscription_count() == 0:  # discovery of the in-process subscriber: milliseconds
             if time.monotonic() > deadline:
-                raise DemoError("back-projection: backprojection_node never subscribed to /grounded_planner/plan_pixels")
+                raise DemoError(
+                    "back-projection: backprojection_node never subscribed to /grounded_planner/plan_pixels"
+                )
             time.sleep(0.01)
         pixels_pub.publish(plan_to_msg(plan, header=planned.msg.header))
         msg = plan_3d.wait(60.0, "the back-projected plan on /grounded_planner/plan_3d")
@@ -263,8 +310,10 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
         for i, action in enumerate(located.actions):
             t = action.target_3d
             extra = f", width {t.width * 1000:.0f} mm" if t.width else ""
-            say(f"    {i + 1}. {action.type:5s} -> ({t.position[0]:+.3f}, {t.position[1]:+.3f}, {t.position[2]:+.3f}) m "
-                f"in {t.frame} ({t.method}{extra})")
+            say(
+                f"    {i + 1}. {action.type:5s} -> ({t.position[0]:+.3f}, {t.position[1]:+.3f}, {t.position[2]:+.3f}) m "
+                f"in {t.frame} ({t.method}{extra})"
+            )
 
         say("[5/6] execution on the MuJoCo simulator")
 
@@ -277,9 +326,11 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
             raise DemoError(f"execution: {planner.last_error}")
         report.result = execution_result_from_msg(result_msg.wait(10.0, "the execution result"))
         report.task_success = report.result.get("scene_success")
-        say(f"  result: {'success' if outcome.succeeded else 'failed'} ({outcome.message}); step outcomes "
+        say(
+            f"  result: {'success' if outcome.succeeded else 'failed'} ({outcome.message}); step outcomes "
             f"{outcome.step_outcomes}; task check in the simulator: "
-            f"{'box is in the bowl' if report.task_success else 'NOT done'}")
+            f"{'box is in the bowl' if report.task_success else 'NOT done'}"
+        )
 
         say("[6/6] rollout")
         report.rollout = Path(rollout_closed.wait(30.0, "the rollout logger to close the episode").data)
@@ -289,7 +340,9 @@ def run_demo(out_dir: str | Path = "out/demo", seed: int = 0, env: dict[str, str
 
 
 def how_to_plug_in_a_vlm() -> str:
-    return ("To plan with a real VLM instead: serve one with an OpenAI-compatible API (e.g. "
-            "`vllm serve Qwen/Qwen3-VL-8B-Instruct`) and run\n"
-            "  GP_VLM_BASE_URL=http://localhost:8000/v1 GP_VLM_MODEL=Qwen/Qwen3-VL-8B-Instruct make demo\n"
-            "or set GEMINI_API_KEY (Gemini) or OPENAI_API_KEY (OpenAI).")
+    return (
+        "To plan with a real VLM instead: serve one with an OpenAI-compatible API (e.g. "
+        "`vllm serve Qwen/Qwen3-VL-8B-Instruct`) and run\n"
+        "  GP_VLM_BASE_URL=http://localhost:8000/v1 GP_VLM_MODEL=Qwen/Qwen3-VL-8B-Instruct make demo\n"
+        "or set GEMINI_API_KEY (Gemini) or OPENAI_API_KEY (OpenAI)."
+    )

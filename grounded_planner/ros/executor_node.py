@@ -22,7 +22,9 @@ from grounded_planner.errors import InputError
 from grounded_planner.plan import GroundedPlan
 from grounded_planner_interfaces.action import ExecutePlan
 from grounded_planner_interfaces.msg import (
-    ExecutionEvent, ExecutionResult as ExecutionResultMsg, GroundedPlan as GroundedPlanMsg,
+    ExecutionEvent,
+    ExecutionResult as ExecutionResultMsg,
+    GroundedPlan as GroundedPlanMsg,
 )
 
 from grounded_planner.execution.approval import ApprovalGate
@@ -41,41 +43,92 @@ from grounded_planner.ros.frames import FRESHNESS_PARAMS, LatestFrames, NoFrameE
 from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros.visualize import plan_markers
 from grounded_planner.ros.moveit import moveit_backend_args
-from grounded_planner.ros.params import (Param, declare_all, executor_config_file, existing_file, extrinsics_file,
-                                         non_empty, non_negative, one_of, positive, resolve_data_path, values)
+from grounded_planner.ros.params import (
+    Param,
+    declare_all,
+    executor_config_file,
+    existing_file,
+    extrinsics_file,
+    non_empty,
+    non_negative,
+    one_of,
+    positive,
+    resolve_data_path,
+    values,
+)
 from grounded_planner.geometry.extrinsics import Extrinsics
 
 PARAMS = [
     Param("backend", "sim", "robot backend: sim | franky | lerobot | moveit", one_of(*BACKEND_NAMES), read_only=True),
-    Param("config_file", "", "executor YAML (safety envelope, speeds, backend options); '' = built-in defaults",
-          executor_config_file, read_only=True),
-    Param("moveit_params_file", "", "moveit backend: ROS parameters file with the robot's MoveIt configuration for "
-                                    "moveit_py (real.launch.py moveit_config:=... writes it); '' = "
-                                    "backends.moveit.params_files", existing_file, read_only=True),
+    Param(
+        "config_file",
+        "",
+        "executor YAML (safety envelope, speeds, backend options); '' = built-in defaults",
+        executor_config_file,
+        read_only=True,
+    ),
+    Param(
+        "moveit_params_file",
+        "",
+        "moveit backend: ROS parameters file with the robot's MoveIt configuration for "
+        "moveit_py (real.launch.py moveit_config:=... writes it); '' = "
+        "backends.moveit.params_files",
+        existing_file,
+        read_only=True,
+    ),
     Param("dry_run", False, "check every target and report the motions without moving, whatever the goal asks"),
     Param("base_frame", "", "frame every pose must be in (the robot base); '' = accept the frame of the first pose"),
-    Param("autostart", True, "configure and activate at startup; false: wait for lifecycle transitions", read_only=True),
-    Param("require_approval", False, "motion waits for grounded_planner/approve (std_srvs/SetBool) or "
-                                     "`grounded-planner approve`; no answer within approval_timeout_s = rejected"),
+    Param(
+        "autostart", True, "configure and activate at startup; false: wait for lifecycle transitions", read_only=True
+    ),
+    Param(
+        "require_approval",
+        False,
+        "motion waits for grounded_planner/approve (std_srvs/SetBool) or "
+        "`grounded-planner approve`; no answer within approval_timeout_s = rejected",
+    ),
     Param("approval_timeout_s", 60.0, "seconds a plan waits for approval before it is rejected", positive),
-    Param("closed_loop", False, "check every step from the camera and gripper, re-ground or replan through "
-                                "grounded_planner/plan on a failed check (budgets: config_file's closed_loop)",
-          read_only=True),
-    Param("color_topic", names.COLOR_IMAGE, "closed loop: colour image topic", non_empty,
-          read_only=True),
-    Param("depth_topic", names.ALIGNED_DEPTH_IMAGE,
-          "closed loop: depth aligned to colour", non_empty, read_only=True),
-    Param("camera_info_topic", names.COLOR_CAMERA_INFO, "closed loop: colour camera intrinsics",
-          non_empty, read_only=True),
-    Param("extrinsics_file", "", "closed loop: camera->robot base calibration YAML (needed for closed loop)",
-          extrinsics_file, read_only=True),
-    Param("frame_wait_s", 5.0, "closed loop: how long a check waits for a camera frame set taken after it asked, "
-          "fresh and one instant, seconds", positive),
+    Param(
+        "closed_loop",
+        False,
+        "check every step from the camera and gripper, re-ground or replan through "
+        "grounded_planner/plan on a failed check (budgets: config_file's closed_loop)",
+        read_only=True,
+    ),
+    Param("color_topic", names.COLOR_IMAGE, "closed loop: colour image topic", non_empty, read_only=True),
+    Param("depth_topic", names.ALIGNED_DEPTH_IMAGE, "closed loop: depth aligned to colour", non_empty, read_only=True),
+    Param(
+        "camera_info_topic", names.COLOR_CAMERA_INFO, "closed loop: colour camera intrinsics", non_empty, read_only=True
+    ),
+    Param(
+        "extrinsics_file",
+        "",
+        "closed loop: camera->robot base calibration YAML (needed for closed loop)",
+        extrinsics_file,
+        read_only=True,
+    ),
+    Param(
+        "frame_wait_s",
+        5.0,
+        "closed loop: how long a check waits for a camera frame set taken after it asked, "
+        "fresh and one instant, seconds",
+        positive,
+    ),
     *FRESHNESS_PARAMS,
-    Param("cancel_owner_only", False, "only the client that sent a goal may cancel it (a cancel from any other is "
-          "refused and logged); false: any client may cancel (stopping is the safe direction)"),
-    Param("link_check_period_s", 1.0, "how often an idle executor reads the robot's state to notice a robot that "
-          "dropped out (reported on /diagnostics), seconds; 0 = only at each goal", non_negative, read_only=True),
+    Param(
+        "cancel_owner_only",
+        False,
+        "only the client that sent a goal may cancel it (a cancel from any other is "
+        "refused and logged); false: any client may cancel (stopping is the safe direction)",
+    ),
+    Param(
+        "link_check_period_s",
+        1.0,
+        "how often an idle executor reads the robot's state to notice a robot that "
+        "dropped out (reported on /diagnostics), seconds; 0 = only at each goal",
+        non_negative,
+        read_only=True,
+    ),
 ]
 DIAGNOSTICS_TOPIC = "/diagnostics"  # diagnostic_msgs/DiagnosticArray, as every ROS driver reports its health
 CANCELLER_WAIT_S = 1.0  # how long a cancel waits for the introspection event naming its client, seconds
@@ -116,15 +169,26 @@ class ExecutorNode(StackNode, LifecycleNode):
         self._goal_senders: dict[bytes, bytes] = {}  # goal id -> GID of the client that sent it
         self._cancel_requests: list[tuple[bytes, bytes]] = []  # (goal id, 16 zero bytes = all; client GID), unclaimed
         group = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(ExecutePlan.Impl.SendGoalService.Event, names.EXECUTE_ACTION + "/_action/send_goal/"
-                                 "_service_event", self._on_goal_event, QoSProfile(depth=50), callback_group=group)
-        self.create_subscription(CancelGoal.Event, names.EXECUTE_ACTION + "/_action/cancel_goal/_service_event",
-                                 self._on_cancel_event, QoSProfile(depth=50), callback_group=group)
+        self.create_subscription(
+            ExecutePlan.Impl.SendGoalService.Event,
+            names.EXECUTE_ACTION + "/_action/send_goal/_service_event",
+            self._on_goal_event,
+            QoSProfile(depth=50),
+            callback_group=group,
+        )
+        self.create_subscription(
+            CancelGoal.Event,
+            names.EXECUTE_ACTION + "/_action/cancel_goal/_service_event",
+            self._on_cancel_event,
+            QoSProfile(depth=50),
+            callback_group=group,
+        )
         # the link to the robot: read by a timer while idle, restored at the next goal or by the reconnect service
         self._backend_lock = threading.Lock()  # one thread talks to the robot at a time (a goal, a check, a reconnect)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, QoSProfile(depth=10))
-        self.create_service(Trigger, names.RECONNECT_SERVICE, self._on_reconnect,
-                            callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_service(
+            Trigger, names.RECONNECT_SERVICE, self._on_reconnect, callback_group=MutuallyExclusiveCallbackGroup()
+        )
         period_s = self.get_parameter("link_check_period_s").value
         if period_s > 0:
             self.create_timer(period_s, self._check_link, callback_group=MutuallyExclusiveCallbackGroup())
@@ -133,7 +197,11 @@ class ExecutorNode(StackNode, LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         p = values(self, PARAMS)
         try:
-            config = ExecutorConfig.load(resolve_data_path(p["config_file"])) if p["config_file"] else ExecutorConfig(backend=p["backend"])
+            config = (
+                ExecutorConfig.load(resolve_data_path(p["config_file"]))
+                if p["config_file"]
+                else ExecutorConfig(backend=p["backend"])
+            )
             if config.backend != p["backend"]:  # the node's parameter names the backend; the file the rest
                 config = dataclasses.replace(config, backend=p["backend"])
             if p["moveit_params_file"]:
@@ -159,16 +227,29 @@ class ExecutorNode(StackNode, LifecycleNode):
             except Exception as exc:  # noqa: BLE001 - a missing or malformed calibration file: configure fails, naming it
                 self.get_logger().error(f"configure failed: extrinsics_file {p['extrinsics_file']}: {exc}")
                 return TransitionCallbackReturn.FAILURE
-            frames = LatestFrames(self, p["color_topic"], p["depth_topic"], p["camera_info_topic"],
-                                  callback_group=MutuallyExclusiveCallbackGroup())
+            frames = LatestFrames(
+                self,
+                p["color_topic"],
+                p["depth_topic"],
+                p["camera_info_topic"],
+                callback_group=MutuallyExclusiveCallbackGroup(),
+            )
             self._loop_io = RosClosedLoopIO(self, frames, extrinsics, frame_wait_s=p["frame_wait_s"])
-        self._approve_srv = self.create_service(SetBool, names.APPROVE_SERVICE, self._on_approve,
-                                                callback_group=MutuallyExclusiveCallbackGroup())
+        self._approve_srv = self.create_service(
+            SetBool, names.APPROVE_SERVICE, self._on_approve, callback_group=MutuallyExclusiveCallbackGroup()
+        )
         self._action_server = ActionServer(
-            self, ExecutePlan, names.EXECUTE_ACTION, execute_callback=self._execute, goal_callback=self._on_goal,
-            cancel_callback=self._on_cancel, callback_group=ReentrantCallbackGroup())
-        self._action_server.configure_introspection(self.get_clock(), QoSProfile(depth=50),
-                                                    ServiceIntrospectionState.CONTENTS)
+            self,
+            ExecutePlan,
+            names.EXECUTE_ACTION,
+            execute_callback=self._execute,
+            goal_callback=self._on_goal,
+            cancel_callback=self._on_cancel,
+            callback_group=ReentrantCallbackGroup(),
+        )
+        self._action_server.configure_introspection(
+            self.get_clock(), QoSProfile(depth=50), ServiceIntrospectionState.CONTENTS
+        )
         self.get_logger().info(f"configured: backend {p['backend']}")
         return TransitionCallbackReturn.SUCCESS
 
@@ -230,8 +311,9 @@ class ExecutorNode(StackNode, LifecycleNode):
         plan = plan_from_msg(goal_plan_msg)
         missing = [i for i, action in enumerate(plan.actions) if action.target_3d is None]
         if missing:
-            raise ExecutionInputError(f"action(s) {missing} have no pose: back-project the plan first "
-                                      "(planner backproject:=true)")
+            raise ExecutionInputError(
+                f"action(s) {missing} have no pose: back-project the plan first (planner backproject:=true)"
+            )
         frames = {action.target_3d.frame for action in plan.actions}
         base = self.get_parameter("base_frame").value
         if len(frames) > 1 or (base and frames and frames != {base}):
@@ -261,8 +343,11 @@ class ExecutorNode(StackNode, LifecycleNode):
             plan = self.goal_plan(goal_handle.request.plan)
         except InputError as exc:  # ExecutionInputError, PlanError
             result.success, result.message = False, f"invalid goal: {exc}"
-            self._publish_result(ExecutionResult(False, result.message, []), goal_handle.request.plan.instruction,
-                                 bool(goal_handle.request.dry_run))
+            self._publish_result(
+                ExecutionResult(False, result.message, []),
+                goal_handle.request.plan.instruction,
+                bool(goal_handle.request.dry_run),
+            )
             goal_handle.abort()
             return result
         cancel = threading.Event()
@@ -291,8 +376,9 @@ class ExecutorNode(StackNode, LifecycleNode):
             if action is not None:
                 feedback.current = action_to_msg(action)
             goal_handle.publish_feedback(feedback)
-            self._feedback_pub.publish(execution_event_msg(rclpy_type, step_index, state, action,
-                                                           stamp_ns=self.get_clock().now().nanoseconds))
+            self._feedback_pub.publish(
+                execution_event_msg(rclpy_type, step_index, state, action, stamp_ns=self.get_clock().now().nanoseconds)
+            )
 
         watcher = threading.Thread(target=self._watch_cancel, args=(goal_handle, cancel), daemon=True)
         watcher.start()
@@ -322,8 +408,10 @@ class ExecutorNode(StackNode, LifecycleNode):
         outcomes = [str(s["outcome"]) for s in data["steps"]]
         result.step_outcomes = outcomes
         result.steps_completed = sum(1 for o in outcomes if o == "ok")
-        self.get_logger().info(f"plan {plan.instruction!r}: {'ok' if outcome.success else outcome.message} "
-                               f"({time.monotonic() - started:.1f} s{', dry run' if dry_run else ''})")
+        self.get_logger().info(
+            f"plan {plan.instruction!r}: {'ok' if outcome.success else outcome.message} "
+            f"({time.monotonic() - started:.1f} s{', dry run' if dry_run else ''})"
+        )
         if goal_handle.is_cancel_requested:
             goal_handle.canceled()
         elif outcome.success:
@@ -349,8 +437,10 @@ class ExecutorNode(StackNode, LifecycleNode):
                     backend.reconnect()
                 except BackendError as exc:
                     backend.lose_link(str(exc))
-                    return f"robot unreachable: {exc}; nothing moved (reconnect with {names.RECONNECT_SERVICE} or " \
-                           "the next goal once it is back)"
+                    return (
+                        f"robot unreachable: {exc}; nothing moved (reconnect with {names.RECONNECT_SERVICE} or "
+                        "the next goal once it is back)"
+                    )
                 finally:
                     self._send_diagnostics()
                 self.get_logger().info("robot reconnected")
@@ -396,8 +486,12 @@ class ExecutorNode(StackNode, LifecycleNode):
             level, message = DiagnosticStatus.OK, "robot reachable"
         else:
             level, message = DiagnosticStatus.ERROR, f"robot unreachable: {backend.link_lost or 'not connected'}"
-        status = DiagnosticStatus(name=f"{self.get_name()}: robot link", level=level, message=message,
-                                  hardware_id=getattr(backend, "name", ""))
+        status = DiagnosticStatus(
+            name=f"{self.get_name()}: robot link",
+            level=level,
+            message=message,
+            hardware_id=getattr(backend, "name", ""),
+        )
         status.values = [KeyValue(key="reachable", value=str(self.robot_reachable).lower())]
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()
@@ -408,11 +502,21 @@ class ExecutorNode(StackNode, LifecycleNode):
         or replanned through the plan service; the loop's result (``condition`` closed_loop)."""
         io = self._loop_io
         io.instruction = plan.instruction
-        loop = ClosedLoop(self._executor, io.observe, io.plan, io.locate,
-                          on_attempt=lambda a: self._feedback_pub.publish(execution_event_msg(
-                              rclpy_type, a.step, f"check:{a.check}",
-                              message=f"attempt {a.attempt}, recovery {a.recovery or 'none'}: {a.message}",
-                              stamp_ns=self.get_clock().now().nanoseconds)))
+        loop = ClosedLoop(
+            self._executor,
+            io.observe,
+            io.plan,
+            io.locate,
+            on_attempt=lambda a: self._feedback_pub.publish(
+                execution_event_msg(
+                    rclpy_type,
+                    a.step,
+                    f"check:{a.check}",
+                    message=f"attempt {a.attempt}, recovery {a.recovery or 'none'}: {a.message}",
+                    stamp_ns=self.get_clock().now().nanoseconds,
+                )
+            ),
+        )
         try:
             return loop.run(plan.instruction, plan, cancel=cancel, on_feedback=on_feedback)
         except (NoFrameError, PlanServiceError, InputError) as exc:  # no camera, no planner: nothing more moves
@@ -429,10 +533,15 @@ class ExecutorNode(StackNode, LifecycleNode):
         timeout_s = float(self.get_parameter("approval_timeout_s").value)
         steps = ", ".join(f"{a.type} {a.object or a.target}".strip() for a in plan.actions)
         summary = f"{plan.instruction!r}: {steps}"
-        self.get_logger().info(f"waiting up to {timeout_s:g} s for approval of {summary} "
-                               f"(service {self.resolve_service_name(names.APPROVE_SERVICE)} or `grounded-planner approve`)")
-        self._feedback_pub.publish(execution_event_msg(rclpy_type, 0, "awaiting_approval", message=summary,
-                                                       stamp_ns=self.get_clock().now().nanoseconds))
+        self.get_logger().info(
+            f"waiting up to {timeout_s:g} s for approval of {summary} "
+            f"(service {self.resolve_service_name(names.APPROVE_SERVICE)} or `grounded-planner approve`)"
+        )
+        self._feedback_pub.publish(
+            execution_event_msg(
+                rclpy_type, 0, "awaiting_approval", message=summary, stamp_ns=self.get_clock().now().nanoseconds
+            )
+        )
         decision = self._approval.wait(summary, timeout_s)
         if goal_handle.is_cancel_requested:
             return "cancelled while waiting for approval; nothing moved"
@@ -444,8 +553,9 @@ class ExecutorNode(StackNode, LifecycleNode):
         return refusal
 
     def _on_approve(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
-        taken, message = self._approval.answer(bool(request.data), "approved" if request.data else
-                                               "rejected from the approve service")
+        taken, message = self._approval.answer(
+            bool(request.data), "approved" if request.data else "rejected from the approve service"
+        )
         response.success, response.message = taken, message
         return response
 
@@ -459,8 +569,9 @@ class ExecutorNode(StackNode, LifecycleNode):
     def _on_cancel_event(self, event) -> None:
         if event.info.event_type == ServiceEventInfo.REQUEST_RECEIVED and event.request:
             with self._requests_lock:
-                self._cancel_requests.append((bytes(event.request[0].goal_info.goal_id.uuid),
-                                              bytes(event.info.client_gid)))
+                self._cancel_requests.append(
+                    (bytes(event.request[0].goal_info.goal_id.uuid), bytes(event.info.client_gid))
+                )
                 del self._cancel_requests[:-20]
 
     def _canceller(self, goal_key: bytes, wait_s: float = CANCELLER_WAIT_S) -> bytes | None:
@@ -482,9 +593,13 @@ class ExecutorNode(StackNode, LifecycleNode):
         if gid is None:
             return "an unknown client"
         prefix = bytes(gid)[:12]  # the participant's GUID prefix: the same for every endpoint of a process
-        nodes = sorted({f"{info.node_namespace.rstrip('/')}/{info.node_name}" for info in
-                        self.get_subscriptions_info_by_topic(names.EXECUTE_ACTION + "/_action/status")
-                        if bytes(info.endpoint_gid)[:12] == prefix})
+        nodes = sorted(
+            {
+                f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+                for info in self.get_subscriptions_info_by_topic(names.EXECUTE_ACTION + "/_action/status")
+                if bytes(info.endpoint_gid)[:12] == prefix
+            }
+        )
         return " or ".join(nodes) if nodes else f"a client that left the graph ({prefix.hex()[:12]})"
 
     def _on_cancel(self, goal_handle) -> CancelResponse:
@@ -496,8 +611,12 @@ class ExecutorNode(StackNode, LifecycleNode):
             owner = self._goal_senders.get(goal_key)
         instruction = goal_handle.request.plan.instruction
         if not self.get_parameter("cancel_owner_only").value:
-            threading.Thread(target=self._log_cancel, args=(goal_key, owner, instruction, self._canceller), daemon=True,
-                             name="cancel_log").start()
+            threading.Thread(
+                target=self._log_cancel,
+                args=(goal_key, owner, instruction, self._canceller),
+                daemon=True,
+                name="cancel_log",
+            ).start()
             return CancelResponse.ACCEPT
         canceller = self._canceller(goal_key)
         deadline = time.monotonic() + CANCELLER_WAIT_S
@@ -506,11 +625,15 @@ class ExecutorNode(StackNode, LifecycleNode):
             with self._requests_lock:
                 owner = self._goal_senders.get(goal_key)
         if owner is None or canceller is None:
-            self.get_logger().warning(f"cancel_owner_only: the sender of the goal or of its cancel is unknown "
-                                      f"(no introspection event within {CANCELLER_WAIT_S:g} s): the cancel is taken")
+            self.get_logger().warning(
+                f"cancel_owner_only: the sender of the goal or of its cancel is unknown "
+                f"(no introspection event within {CANCELLER_WAIT_S:g} s): the cancel is taken"
+            )
         if owner is not None and canceller is not None and canceller[:12] != owner[:12]:
-            self.get_logger().warning(f"cancel of {self._goal_text(goal_key, owner, instruction)} by "
-                                      f"{self._clients_of(canceller)} refused: cancel_owner_only")
+            self.get_logger().warning(
+                f"cancel of {self._goal_text(goal_key, owner, instruction)} by "
+                f"{self._clients_of(canceller)} refused: cancel_owner_only"
+            )
             return CancelResponse.REJECT
         self._log_cancel(goal_key, owner, instruction, lambda _key: canceller)
         return CancelResponse.ACCEPT
@@ -519,8 +642,10 @@ class ExecutorNode(StackNode, LifecycleNode):
         return f"goal {goal_key.hex()[:8]} ({instruction!r}, sent by {self._clients_of(owner)})"
 
     def _log_cancel(self, goal_key: bytes, owner: bytes | None, instruction: str, canceller_of) -> None:
-        note = f"cancel of {self._goal_text(goal_key, owner, instruction)} requested by " \
-               f"{self._clients_of(canceller_of(goal_key))}"
+        note = (
+            f"cancel of {self._goal_text(goal_key, owner, instruction)} requested by "
+            f"{self._clients_of(canceller_of(goal_key))}"
+        )
         self._cancel_notes[goal_key] = note
         self.get_logger().warning(note)
 
@@ -531,17 +656,25 @@ class ExecutorNode(StackNode, LifecycleNode):
             if goal_handle.is_cancel_requested:
                 cancel.set()
 
-    def _publish_result(self, outcome, instruction: str, dry_run: bool, scene_success: bool | None = None,
-                        approved: bool | None = None) -> None:
+    def _publish_result(
+        self, outcome, instruction: str, dry_run: bool, scene_success: bool | None = None, approved: bool | None = None
+    ) -> None:
         closed = isinstance(outcome, ClosedLoopResult)
-        msg = execution_result_msg(rclpy_type, outcome, instruction, dry_run, scene_success,
-                                   condition=CLOSED_LOOP if closed else "open_loop",
-                                   replans=outcome.replans if closed else 0,
-                                   stamp_ns=self.get_clock().now().nanoseconds)
+        msg = execution_result_msg(
+            rclpy_type,
+            outcome,
+            instruction,
+            dry_run,
+            scene_success,
+            condition=CLOSED_LOOP if closed else "open_loop",
+            replans=outcome.replans if closed else 0,
+            stamp_ns=self.get_clock().now().nanoseconds,
+        )
         self.last_result = execution_result_from_msg(msg)
         if closed:  # in-process callers get the loop's attempts and plans too (the message carries outcomes)
-            self.last_result.update({k: v for k, v in outcome.to_dict().items() if k in ("attempts", "plans",
-                                                                                     "failure_mode")})
+            self.last_result.update(
+                {k: v for k, v in outcome.to_dict().items() if k in ("attempts", "plans", "failure_mode")}
+            )
         if approved is not None:  # the message says it in its text ("not approved: ...")
             self.last_result["approved"] = approved
         self._result_pub.publish(msg)
@@ -554,8 +687,17 @@ def goal_poses(plan_msg) -> list[GoalPose]:
         header, pose, n = action.pose.header, action.pose.pose, action.normal
         if header.frame_id:
             p, q = pose.position, pose.orientation
-            out.append(GoalPose(step, str(action.type), str(header.frame_id), (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
-                                action.width, (n.x, n.y, n.z)))
+            out.append(
+                GoalPose(
+                    step,
+                    str(action.type),
+                    str(header.frame_id),
+                    (p.x, p.y, p.z),
+                    (q.x, q.y, q.z, q.w),
+                    action.width,
+                    (n.x, n.y, n.z),
+                )
+            )
     return out
 
 

@@ -27,8 +27,16 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
 from grounded_planner.errors import InputError, RunFailure
 from grounded_planner.msgs.camera_info import camera_model_from_msg, same_calibration
-from grounded_planner.msgs.images import (CAMERA_INFO_MSGTYPE, COMPRESSED_MSGTYPE, IMAGE_MSGTYPE, TopicTypeError,
-                                          camera_info_topic_of, depth_to_m, image_size, image_topic_type)
+from grounded_planner.msgs.images import (
+    CAMERA_INFO_MSGTYPE,
+    COMPRESSED_MSGTYPE,
+    IMAGE_MSGTYPE,
+    TopicTypeError,
+    camera_info_topic_of,
+    depth_to_m,
+    image_size,
+    image_topic_type,
+)
 from grounded_planner.geometry.targets import backproject as geometry_backproject
 from grounded_planner.plan import GroundedPlan
 from grounded_planner.ros.params import Param, non_negative
@@ -38,7 +46,12 @@ MESSAGE_CLASSES = {IMAGE_MSGTYPE: Image, COMPRESSED_MSGTYPE: CompressedImage, CA
 TYPE_CHECK_PERIOD_S = 1.0
 # how often wait_for looks again for an image that is taken on demand, while none has arrived yet, seconds
 ON_DEMAND_POLL_S = 0.005
-_WHAT = {"color": "colour image", "depth": "depth image", "camera_info": "camera_info", "depth_camera_info": "camera_info"}
+_WHAT = {
+    "color": "colour image",
+    "depth": "depth image",
+    "camera_info": "camera_info",
+    "depth_camera_info": "camera_info",
+}
 
 
 class NoFrameError(RunFailure):
@@ -89,17 +102,24 @@ class FrameCheck:
             what, oldest_ns = min(stamps, key=lambda ws: ws[1])
             age_s = (self.now_ns() - oldest_ns) / 1e9
             if age_s > self.max_age_s:
-                hint = ("; its stamp and this node's clock count from different origins (a bag played without "
-                        "use_sim_time, or unstamped messages?)" if age_s > CLOCK_MISMATCH_S else "")
-                raise StaleFrameError(f"stale frame: {what} is {age_s:.1f} s old (max_frame_age_s "
-                                      f"{self.max_age_s:g}){hint}")
+                hint = (
+                    "; its stamp and this node's clock count from different origins (a bag played without "
+                    "use_sim_time, or unstamped messages?)"
+                    if age_s > CLOCK_MISMATCH_S
+                    else ""
+                )
+                raise StaleFrameError(
+                    f"stale frame: {what} is {age_s:.1f} s old (max_frame_age_s {self.max_age_s:g}){hint}"
+                )
         if not present:
             return
         if self.not_before_ns is not None:
             for key, msg in present:
                 if stamp_ns(msg) < self.not_before_ns:
-                    raise StaleFrameError(f"stale frame: {topics[key]} is stamped {(self.not_before_ns - stamp_ns(msg)) / 1e9:.1f} s "
-                                          "before the frame was asked for (no camera frame newer than the request)")
+                    raise StaleFrameError(
+                        f"stale frame: {topics[key]} is stamped {(self.not_before_ns - stamp_ns(msg)) / 1e9:.1f} s "
+                        "before the frame was asked for (no camera frame newer than the request)"
+                    )
         ref_key, ref_ns = topics[present[0][0]], stamp_ns(present[0][1])
         for key, msg in present:
             apart_s = (stamp_ns(msg) - ref_ns) / 1e9
@@ -107,7 +127,8 @@ class FrameCheck:
                 raise UnmatchedFramesError(
                     f"frames do not match: {topics[key]} is stamped {abs(apart_s):.3f} s "
                     f"{'after' if apart_s > 0 else 'before'} {ref_key} (frame_stamp_tolerance_s {self.tolerance_s:g}); "
-                    "colour, depth and camera_info must be one instant")
+                    "colour, depth and camera_info must be one instant"
+                )
 
 
 class DepthNotAlignedError(InputError):
@@ -126,17 +147,30 @@ class Snapshot:
 
 # The parameters of every node that takes camera frames (planner, back-projection, executor's closed loop).
 FRESHNESS_PARAMS = [
-    Param("max_frame_age_s", 1.0, "refuse a frame older than this by its header stamp against the node's clock "
-          "(bag time under use_sim_time), seconds; 0 = no limit", non_negative),
-    Param("frame_stamp_tolerance_s", 0.05, "colour, depth and camera_info are one instant when their stamps lie "
-          "within this of each other, seconds", non_negative),
+    Param(
+        "max_frame_age_s",
+        1.0,
+        "refuse a frame older than this by its header stamp against the node's clock "
+        "(bag time under use_sim_time), seconds; 0 = no limit",
+        non_negative,
+    ),
+    Param(
+        "frame_stamp_tolerance_s",
+        0.05,
+        "colour, depth and camera_info are one instant when their stamps lie within this of each other, seconds",
+        non_negative,
+    ),
 ]
 
 
 def frame_check(node: Node, given_ns: int | None = None) -> "FrameCheck":
     """The FrameCheck of a node that declared FRESHNESS_PARAMS (``given_ns``: the stamp of a request's image)."""
-    return FrameCheck(node_clock_ns(node), float(node.get_parameter("max_frame_age_s").value),
-                      float(node.get_parameter("frame_stamp_tolerance_s").value), given_ns)
+    return FrameCheck(
+        node_clock_ns(node),
+        float(node.get_parameter("max_frame_age_s").value),
+        float(node.get_parameter("frame_stamp_tolerance_s").value),
+        given_ns,
+    )
 
 
 def node_clock_ns(node: Node) -> Callable[[], int]:
@@ -244,16 +278,22 @@ class TypedSubscription:
             return
         if self._sub is not None:
             self._node.destroy_subscription(self._sub)
-            self._node.get_logger().info(f"{self.topic} is {wanted}{', best effort' if best_effort else ''}: "
-                                         "subscribing with that type")
+            self._node.get_logger().info(
+                f"{self.topic} is {wanted}{', best effort' if best_effort else ''}: subscribing with that type"
+            )
         qos = self._qos
         if best_effort:
-            qos = QoSProfile(depth=qos.depth, history=qos.history, reliability=ReliabilityPolicy.BEST_EFFORT,
-                             durability=qos.durability)
+            qos = QoSProfile(
+                depth=qos.depth,
+                history=qos.history,
+                reliability=ReliabilityPolicy.BEST_EFFORT,
+                durability=qos.durability,
+            )
         extra = {"event_callbacks": SubscriptionEventCallbacks(use_default_callbacks=False)} if self.on_demand else {}
         try:
-            self._sub = self._node.create_subscription(MESSAGE_CLASSES[wanted], self.topic, self._callback, qos,
-                                                       callback_group=self._group, **extra)
+            self._sub = self._node.create_subscription(
+                MESSAGE_CLASSES[wanted], self.topic, self._callback, qos, callback_group=self._group, **extra
+            )
             self.msgtype, self.best_effort, self.error = wanted, best_effort, ""
         except Exception as exc:  # noqa: BLE001 - rclpy's RCLError when a same-process publisher holds another type
             self._sub = None
@@ -274,11 +314,22 @@ class LatestFrames:
 
     IMAGES = ("color", "depth")
 
-    def __init__(self, node: Node, color_topic: str, depth_topic: str, camera_info_topic: str, callback_group=None,
-                 depth_camera_info_topic: str = ""):
+    def __init__(
+        self,
+        node: Node,
+        color_topic: str,
+        depth_topic: str,
+        camera_info_topic: str,
+        callback_group=None,
+        depth_camera_info_topic: str = "",
+    ):
         # fully qualified (relative names resolve in the node's namespace), so that a message names the real topic
-        topics = {"color": color_topic, "depth": depth_topic, "camera_info": camera_info_topic,
-                  "depth_camera_info": depth_camera_info_topic}
+        topics = {
+            "color": color_topic,
+            "depth": depth_topic,
+            "camera_info": camera_info_topic,
+            "depth_camera_info": depth_camera_info_topic,
+        }
         self.topics = {key: node.resolve_topic_name(name) if name else "" for key, name in topics.items()}
         self._lock = threading.Lock()
         self._latest: dict[str, object] = {}
@@ -291,17 +342,26 @@ class LatestFrames:
                 # the reader history holds the newest images, which is all a request takes (two: with a history of
                 # one, rmw_fastrtps stalled on the first fragmented frame); the callback runs only under an executor
                 # that ignores callback groups (then it keeps every image)
-                self.subscriptions[key] = TypedSubscription(node, self.topics[key], _WHAT[key], self._keeper(key),
-                                                            QoSProfile(depth=2), callback_group, on_demand=True)
+                self.subscriptions[key] = TypedSubscription(
+                    node,
+                    self.topics[key],
+                    _WHAT[key],
+                    self._keeper(key),
+                    QoSProfile(depth=2),
+                    callback_group,
+                    on_demand=True,
+                )
             else:
-                node.create_subscription(CameraInfo, self.topics[key], self._keeper(key), QoSProfile(depth=2),
-                                         callback_group=callback_group)
+                node.create_subscription(
+                    CameraInfo, self.topics[key], self._keeper(key), QoSProfile(depth=2), callback_group=callback_group
+                )
 
     def _keeper(self, key: str):
         def keep(msg) -> None:
             with self._arrived:
                 self._latest[key] = msg
                 self._arrived.notify_all()
+
         return keep
 
     def _take_images(self, keys=IMAGES) -> None:
@@ -320,8 +380,9 @@ class LatestFrames:
             self._take_images()
             return self._current()
 
-    def wait_for(self, keys: tuple[str, ...], timeout_s: float, check: FrameCheck | None = None,
-                 optional: tuple[str, ...] = ()) -> Snapshot:
+    def wait_for(
+        self, keys: tuple[str, ...], timeout_s: float, check: FrameCheck | None = None, optional: tuple[str, ...] = ()
+    ) -> Snapshot:
         """Wait up to ``timeout_s`` until each of ``keys`` has arrived (and, with ``check``, until the newest of them
         are fresh and one instant); NoFrameError naming the missing topics, or ``check``'s StaleFrameError /
         UnmatchedFramesError when the deadline passes first.
@@ -361,8 +422,9 @@ class LatestFrames:
         return snap
 
 
-def check_depth_aligned(depth, camera_info: CameraInfo, depth_camera_info: CameraInfo | None = None,
-                        depth_registered: bool = False) -> None:
+def check_depth_aligned(
+    depth, camera_info: CameraInfo, depth_camera_info: CameraInfo | None = None, depth_registered: bool = False
+) -> None:
     """Refuse depth whose pixels are not the colour camera's (sizes differ, or its own camera_info differs).
 
     Raises
@@ -373,19 +435,29 @@ def check_depth_aligned(depth, camera_info: CameraInfo, depth_camera_info: Camer
     """
     width, height = image_size(depth)
     if (width, height) != (int(camera_info.width), int(camera_info.height)):
-        raise DepthNotAlignedError(f"depth is {width}x{height} but the colour camera_info is "
-                                   f"{camera_info.width}x{camera_info.height}: back-projection needs depth aligned "
-                                   "to the colour camera (realsense-ros: align_depth.enable:=true)")
+        raise DepthNotAlignedError(
+            f"depth is {width}x{height} but the colour camera_info is "
+            f"{camera_info.width}x{camera_info.height}: back-projection needs depth aligned "
+            "to the colour camera (realsense-ros: align_depth.enable:=true)"
+        )
     if depth_camera_info is None or depth_registered:
         return
     difference = same_calibration(depth_camera_info, camera_info)
     if difference is not None:
-        raise DepthNotAlignedError(f"the depth's camera_info differs from the colour camera's: {difference}; depth is "
-                                   "not aligned to colour (set depth_registered:=true if it is registered anyway)")
+        raise DepthNotAlignedError(
+            f"the depth's camera_info differs from the colour camera's: {difference}; depth is "
+            "not aligned to colour (set depth_registered:=true if it is registered anyway)"
+        )
 
 
-def backproject(plan: GroundedPlan, depth: Any, camera_info: CameraInfo, extrinsics=None, depth_camera_info=None,
-                depth_registered: bool = False) -> GroundedPlan:
+def backproject(
+    plan: GroundedPlan,
+    depth: Any,
+    camera_info: CameraInfo,
+    extrinsics=None,
+    depth_camera_info=None,
+    depth_registered: bool = False,
+) -> GroundedPlan:
     """``plan`` with its 3D targets inside (``action.target_3d``) from a depth message (Image or compressedDepth)
     and the colour camera_info.
 

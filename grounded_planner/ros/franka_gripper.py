@@ -17,8 +17,15 @@ from grounded_planner.errors import RunFailure
 
 FRANKA_HAND_MAX_WIDTH_M = 0.08
 #: rclpy's GoalStatus values (action_msgs/msg/GoalStatus)
-STATUS_NAMES = {0: "UNKNOWN", 1: "ACCEPTED", 2: "EXECUTING", 3: "CANCELING", 4: "SUCCEEDED", 5: "CANCELED",
-                6: "ABORTED"}
+STATUS_NAMES = {
+    0: "UNKNOWN",
+    1: "ACCEPTED",
+    2: "EXECUTING",
+    3: "CANCELING",
+    4: "SUCCEEDED",
+    5: "CANCELED",
+    6: "ABORTED",
+}
 STATUS_CANCELED = 5
 FRESH_WIDTH_WAIT_S = 0.5  # width() waits this long for joint_states newer than the last result
 SERVER_WAIT_S = 5.0  # how long a call waits to discover its action server before saying it is missing
@@ -36,10 +43,16 @@ class FrankaGripperClient:
     the goal in flight, also one whose acceptance has not arrived yet.
     """
 
-    def __init__(self, namespace: str = "/franka_gripper", max_width_m: float = FRANKA_HAND_MAX_WIDTH_M,
-                 context: Any = None, node_name: str = "grounded_planner_franka_gripper",
-                 server_wait_s: float = SERVER_WAIT_S):
+    def __init__(
+        self,
+        namespace: str = "/franka_gripper",
+        max_width_m: float = FRANKA_HAND_MAX_WIDTH_M,
+        context: Any = None,
+        node_name: str = "grounded_planner_franka_gripper",
+        server_wait_s: float = SERVER_WAIT_S,
+    ):
         import rclpy  # lazy: ROS package (rclpy), absent without a ROS install
+
         # lazy: ROS package (franka_msgs), absent without a ROS install
         from franka_msgs.action import Grasp, Homing, Move
         from rclpy.action import ActionClient  # lazy: ROS package (rclpy), absent without a ROS install
@@ -56,8 +69,9 @@ class FrankaGripperClient:
         self._homed_width_m: float | None = None  # the opening homing reached: the hand's real maximum
         self._server_wait_s = float(server_wait_s)
         self._node = rclpy.create_node(node_name, context=context)
-        self._clients = {name: ActionClient(self._node, kind, f"{self.namespace}/{name}")
-                         for name, kind in self._types.items()}
+        self._clients = {
+            name: ActionClient(self._node, kind, f"{self.namespace}/{name}") for name, kind in self._types.items()
+        }
         # before the first goal to a gripper server (re)start: the server must see this client (ros/reach.py)
         self._reach = Reachability(self._node, wait_spun_elsewhere)
         self._width_m: float | None = None
@@ -95,8 +109,10 @@ class FrankaGripperClient:
             self._cancel_requested = False
         # discovery has its own budget: timeout_s bounds the gripper's answer, not DDS discovery
         if not client.wait_for_server(timeout_sec=self._server_wait_s):
-            raise ConnectionError(f"no action server {action} after {self._server_wait_s:.0f} s (is franka_gripper "
-                                  f"running, and is franka_ros2_version/robot_namespace right for its release?)")
+            raise ConnectionError(
+                f"no action server {action} after {self._server_wait_s:.0f} s (is franka_gripper "
+                f"running, and is franka_ros2_version/robot_namespace right for its release?)"
+            )
         self._reach.ensure(action, self._server_wait_s, action=True)
         deadline = time.monotonic() + float(timeout_s)
         sent = client.send_goal_async(goal)
@@ -134,8 +150,15 @@ class FrankaGripperClient:
         goal.width, goal.speed = float(width_m), float(speed_mps)
         return self._call("move", goal, timeout_s)
 
-    def grasp(self, width_m: float, speed_mps: float, force_n: float, epsilon_inner_m: float,
-              epsilon_outer_m: float, timeout_s: float) -> bool:
+    def grasp(
+        self,
+        width_m: float,
+        speed_mps: float,
+        force_n: float,
+        epsilon_inner_m: float,
+        epsilon_outer_m: float,
+        timeout_s: float,
+    ) -> bool:
         goal = self._types["grasp"].Goal()
         goal.width, goal.speed, goal.force = float(width_m), float(speed_mps), float(force_n)
         goal.epsilon.inner, goal.epsilon.outer = float(epsilon_inner_m), float(epsilon_outer_m)

@@ -17,9 +17,11 @@ TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off"
 # where rollouts go unless log_dir:= says otherwise: beside ROS's own logs, never wherever `ros2 launch` happens to run
 DEFAULT_LOG_DIR = "~/.ros/grounded_planner/rollouts"
 # planner backends that cannot run without a model name (gemini has a default model; replay needs replay_file)
-NEEDS_MODEL = {"openai": "the model name your OpenAI-compatible server serves, e.g. model:=Qwen/Qwen3-VL-8B-Instruct",
-               "transformers": "a model folder or hub id, e.g. model:=/models/Qwen3-VL-8B-Instruct",
-               "decoupled": "the language planner's model name, e.g. model:=Qwen/Qwen3-VL-8B-Instruct"}
+NEEDS_MODEL = {
+    "openai": "the model name your OpenAI-compatible server serves, e.g. model:=Qwen/Qwen3-VL-8B-Instruct",
+    "transformers": "a model folder or hub id, e.g. model:=/models/Qwen3-VL-8B-Instruct",
+    "decoupled": "the language planner's model name, e.g. model:=Qwen/Qwen3-VL-8B-Instruct",
+}
 # robot -> its MoveIt config package, where one ships; a robot missing here needs moveit_config:= given
 MOVEIT_CONFIGS = {"franka": ("franka_fr3_moveit_config", "fr3")}
 
@@ -39,7 +41,9 @@ def boolean(name: str, text: str) -> bool:
         return True
     if word in FALSE_WORDS:
         return False
-    raise LaunchArgumentError(f"launch argument {_shown(name, text)} is not a boolean: use {name}:=true or {name}:=false")
+    raise LaunchArgumentError(
+        f"launch argument {_shown(name, text)} is not a boolean: use {name}:=true or {name}:=false"
+    )
 
 
 def positive_number(name: str, text: str) -> float:
@@ -90,9 +94,11 @@ def planner(backend: str, model: str, replay_file: str) -> dict[str, str]:
     not on its first request (which named the CLI's --model flag, not model:=)."""
     choice("planner_backend", backend, PLANNER_BACKENDS)
     if backend in NEEDS_MODEL and not model.strip():
-        raise LaunchArgumentError(f"launch argument model:= is required with planner_backend:={backend}: "
-                                  f"{NEEDS_MODEL[backend]} (or planner_backend:=replay replay_file:=PLANS.jsonl, "
-                                  "which needs no model)")
+        raise LaunchArgumentError(
+            f"launch argument model:= is required with planner_backend:={backend}: "
+            f"{NEEDS_MODEL[backend]} (or planner_backend:=replay replay_file:=PLANS.jsonl, "
+            "which needs no model)"
+        )
     if backend == "replay":  # checked here, passed on as given (the node expands ~ and relative paths itself)
         existing_file("replay_file", replay_file, "JSONL of recorded plans, needed by planner_backend:=replay")
     return {"backend": backend, "model": model, "replay_file": replay_file}
@@ -105,9 +111,11 @@ def moveit_config(robot: str, package: str, robot_name: str) -> tuple[str, str]:
     if package:
         return package, robot_name or robot
     if robot not in MOVEIT_CONFIGS:
-        raise LaunchArgumentError(f"executor_backend:=moveit with robot:={robot} needs moveit_config:=PACKAGE (and "
-                                  f"moveit_robot_name:=NAME): no MoveIt config ships for the {robot}, and the Franka "
-                                  "one would plan for another arm")
+        raise LaunchArgumentError(
+            f"executor_backend:=moveit with robot:={robot} needs moveit_config:=PACKAGE (and "
+            f"moveit_robot_name:=NAME): no MoveIt config ships for the {robot}, and the Franka "
+            "one would plan for another arm"
+        )
     default_package, default_name = MOVEIT_CONFIGS[robot]
     return default_package, robot_name or default_name
 
@@ -119,7 +127,8 @@ def moveit_missing(exc: ImportError) -> LaunchArgumentError:
         f"executor_backend:=moveit needs MoveIt 2 ({exc}): on a ROS install run "
         f"`sudo apt install ros-{distro}-moveit ros-{distro}-moveit-py ros-{distro}-moveit-configs-utils` "
         "(or `rosdep install --from-paths src -y`), then source /opt/ros/" + distro + "/setup.bash again; "
-        "MoveIt is not on PyPI, so a venv without ROS cannot run it: use executor_backend:=franky there")
+        "MoveIt is not on PyPI, so a venv without ROS cannot run it: use executor_backend:=franky there"
+    )
 
 
 def extrinsics_beside_bag(bag: str) -> str:
@@ -129,12 +138,19 @@ def extrinsics_beside_bag(bag: str) -> str:
     with another cell's calibration puts every target centimetres off without a word."""
     path = Path(os.path.expanduser(bag))
     folder = path if path.is_dir() else path.parent
-    candidates = [folder / "extrinsics.yaml", folder.parent / "extrinsics.yaml",
-                  folder.parent / "calibration" / "extrinsics.yaml"] if path.is_dir() else \
-        [folder / "extrinsics.yaml", folder / "calibration" / "extrinsics.yaml"]
+    candidates = (
+        [
+            folder / "extrinsics.yaml",
+            folder.parent / "extrinsics.yaml",
+            folder.parent / "calibration" / "extrinsics.yaml",
+        ]
+        if path.is_dir()
+        else [folder / "extrinsics.yaml", folder / "calibration" / "extrinsics.yaml"]
+    )
     for candidate in candidates:
         if candidate.is_file():
             return str(candidate.resolve())
     raise LaunchArgumentError(
         f"launch argument extrinsics_file:= is required for bag:={bag}: no calibration is stored beside it (looked "
-        f"for {', '.join(str(c) for c in candidates)}); pass the recorded cell's camera -> base calibration")
+        f"for {', '.join(str(c) for c in candidates)}); pass the recorded cell's camera -> base calibration"
+    )

@@ -21,8 +21,10 @@ def load_moveit_py() -> Any:
     try:
         from moveit import planning  # optional SDK: ROS 2 installs with MoveIt only
     except ImportError as exc:
-        raise BackendFault("moveit: the moveit backend needs moveit_py (ROS 2 Jazzy or later with MoveIt 2: "
-                           f"apt install ros-jazzy-moveit-py); it is not importable here: {exc}") from exc
+        raise BackendFault(
+            "moveit: the moveit backend needs moveit_py (ROS 2 Jazzy or later with MoveIt 2: "
+            f"apt install ros-jazzy-moveit-py); it is not importable here: {exc}"
+        ) from exc
     return planning
 
 
@@ -48,5 +50,9 @@ def wait_for_joint_states(topic: str, timeout_s: float, context: Any = None) -> 
 
 def moveit_backend_args() -> dict[str, Any]:
     """Keyword arguments of ``make_backend("moveit", config, ...)`` for a ROS install."""
-    return {"moveit_loader": load_moveit_py, "pose_stamped_type": PoseStamped, "gripper_factory": make_gripper_client,
-            "state_probe": wait_for_joint_states}
+    return {
+        "moveit_loader": load_moveit_py,
+        "pose_stamped_type": PoseStamped,
+        "gripper_factory": make_gripper_client,
+        "state_probe": wait_for_joint_states,
+    }

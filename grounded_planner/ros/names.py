@@ -17,13 +17,17 @@ LAST_PLAN = "grounded_planner/last_plan"  # GroundedPlan, latched: every plan pl
 PLAN_MARKERS = "grounded_planner/plan_markers"  # MarkerArray, latched: the last plan's back-projected targets
 OVERLAY = "grounded_planner/overlay"  # Image, latched: the last plan drawn on its image
 PLANNER_STATUS = "grounded_planner/planner_status"  # PlannerStatus: one per answered plan request
-TARGETS = "grounded_planner/targets"  # GroundedPlan with its 3D targets (planner_node with backproject, backprojection_node)
+TARGETS = (
+    "grounded_planner/targets"  # GroundedPlan with its 3D targets (planner_node with backproject, backprojection_node)
+)
 PLAN_PIXELS = "grounded_planner/plan_pixels"  # GroundedPlan in pixels, input of backprojection_node
 PLAN_3D = "grounded_planner/plan_3d"  # GroundedPlan with poses, output of backprojection_node
 TARGET_MARKERS = "grounded_planner/target_markers"  # MarkerArray of backprojection_node
 EXECUTION_FEEDBACK = "grounded_planner/execution/feedback"  # ExecutionEvent: one per executor event
 EXECUTION_RESULT = "grounded_planner/execution/result"  # ExecutionResult: how each execute goal ended
-ROLLOUT_CLOSED = "grounded_planner/rollout/closed"  # String (a path, plain text), latched: the folder of each finished rollout
+ROLLOUT_CLOSED = (
+    "grounded_planner/rollout/closed"  # String (a path, plain text), latched: the folder of each finished rollout
+)
 # The frame set (colour rgb8, depth, camera_info; one instant) each plan was made on, published by planner_node just
 # before the plan for the rollout logger to record: Image, Image, CameraInfo
 PLAN_FRAMES_COLOR = "grounded_planner/plan_frames/color"
@@ -57,10 +61,16 @@ def normalize_namespace(namespace: str) -> str:
         return "/"
     tokens = text.strip("/").split("/")
     for token in tokens:
-        if not token or not (token[0].isalpha() or token[0] == "_") or not all(c.isalnum() or c == "_" for c in token) \
-                or not token.isascii():
-            raise NamespaceError(f"namespace {namespace!r} is not a ROS namespace: each part between slashes must be "
-                                 "letters, digits and underscores, not starting with a digit")
+        if (
+            not token
+            or not (token[0].isalpha() or token[0] == "_")
+            or not all(c.isalnum() or c == "_" for c in token)
+            or not token.isascii()
+        ):
+            raise NamespaceError(
+                f"namespace {namespace!r} is not a ROS namespace: each part between slashes must be "
+                "letters, digits and underscores, not starting with a digit"
+            )
     return "/" + "/".join(tokens)
 
 

@@ -15,9 +15,16 @@ from rclpy.node import Node
 from grounded_planner.errors import InputError
 from grounded_planner.ros.malloc import keep_image_buffers
 from grounded_planner.ros.params import one_line
-from grounded_planner.ros.shutdown import (CALLBACK_WAIT_S, SHUTDOWN_LIMIT_S, exit_watchdog, leave_stuck_callbacks,
-                                          ignore_sigint, shutdown_executor, spinning,
-                                          stop_once_on_sigint)
+from grounded_planner.ros.shutdown import (
+    CALLBACK_WAIT_S,
+    SHUTDOWN_LIMIT_S,
+    exit_watchdog,
+    leave_stuck_callbacks,
+    ignore_sigint,
+    shutdown_executor,
+    spinning,
+    stop_once_on_sigint,
+)
 
 
 class ConfigureError(InputError):
@@ -44,7 +51,9 @@ def autostart(node: Node) -> None:
     Raises :class:`ConfigureError` with the node's reason (:attr:`StackNode.configure_error`)
     when configure fails.
     """
-    if not (isinstance(node, LifecycleNode) and node.has_parameter("autostart") and node.get_parameter("autostart").value):
+    if not (
+        isinstance(node, LifecycleNode) and node.has_parameter("autostart") and node.get_parameter("autostart").value
+    ):
         return
     if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
         reason = _stack_view(node).configure_error or "see its log"
@@ -73,8 +82,9 @@ def spin_serving(executor, node: Node) -> None:
         except _rclpy.RCLError as exc:
             if not response_not_delivered(exc):
                 raise
-            node.get_logger().warning(f"a client did not get its response (not discovered yet, or gone): "
-                                      f"{rcl_error_line(exc)}")
+            node.get_logger().warning(
+                f"a client did not get its response (not discovered yet, or gone): {rcl_error_line(exc)}"
+            )
 
 
 def stop_on_sigint() -> None:

@@ -45,6 +45,7 @@ def non_negative(value: Any) -> str | None:
 def one_of(*choices: str) -> Check:
     def check(value: Any) -> str | None:
         return None if value in choices else f"must be one of {', '.join(choices)}, got {value!r}"
+
     return check
 
 
@@ -107,22 +108,24 @@ def writable_folder(value: Any) -> str | None:
 
 def all_of(*checks: Check) -> Check:
     """The first reason any of ``checks`` gives (checks later in the list may assume the earlier ones passed)."""
+
     def check(value: Any) -> str | None:
         for one in checks:
             reason = one(value)
             if reason is not None:
                 return reason
         return None
+
     return check
 
 
-INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _kind(value: Any) -> str:
     """What a value is, in a user's words (for errors that say what was given)."""
     if value is None:
-        return "nothing (an empty YAML value; write \"\" for an empty string)"
+        return 'nothing (an empty YAML value; write "" for an empty string)'
     if isinstance(value, bool):
         return f"{value} (a boolean)"
     if isinstance(value, int):
@@ -222,8 +225,9 @@ def declare_all(node: Node, params: list[Param], on_change: Callable[[dict[str, 
                 raise ParameterError(f"{node.get_name()}: parameter {p.name!r} {reason}")
         elif p.check is not None and p.check(value) is not None:
             raise ParameterError(f"{node.get_name()}: parameter {p.name!r} {p.check(value)}")
-        node.declare_parameter(p.name, value, ParameterDescriptor(description=p.description, read_only=p.read_only),
-                               ignore_override=True)
+        node.declare_parameter(
+            p.name, value, ParameterDescriptor(description=p.description, read_only=p.read_only), ignore_override=True
+        )
 
     def validate(changes) -> SetParametersResult:
         for change in changes:

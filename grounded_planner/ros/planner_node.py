@@ -26,12 +26,31 @@ from grounded_planner.msgs.execution import planner_status_msg
 from grounded_planner.ros import names
 from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, depth_to_numpy, is_compressed
 from grounded_planner.ros.convert import numpy_to_image, plan_to_msg
-from grounded_planner.ros.frames import (FRESHNESS_PARAMS, LatestFrames, Snapshot, backproject, depth_info_topic,
-                                         frame_check, stamp_ns)
+from grounded_planner.ros.frames import (
+    FRESHNESS_PARAMS,
+    LatestFrames,
+    Snapshot,
+    backproject,
+    depth_info_topic,
+    frame_check,
+    stamp_ns,
+)
 from grounded_planner.ros.msg_types import rclpy_type
 from grounded_planner.ros.node_main import StackNode, run_node
-from grounded_planner.ros.params import (Param, ParameterError, declare_all, existing_file, expand_path, extrinsics_file, non_empty, non_negative, one_of,
-                                         positive, resolve_data_path, values)
+from grounded_planner.ros.params import (
+    Param,
+    ParameterError,
+    declare_all,
+    existing_file,
+    expand_path,
+    extrinsics_file,
+    non_empty,
+    non_negative,
+    one_of,
+    positive,
+    resolve_data_path,
+    values,
+)
 from grounded_planner.ros.visualize import draw_plan_overlay, plan_markers
 from grounded_planner.vlm.errors import VLMBusyError, VLMConfigError
 from grounded_planner.vlm.gate import RequestGate
@@ -41,53 +60,118 @@ from grounded_planner.geometry.extrinsics import Extrinsics
 
 
 PARAMS = [
-    Param("backend", "openai", "VLM backend: openai (any OpenAI-compatible server) | gemini | transformers | replay | decoupled",
-          one_of(*BACKENDS)),
+    Param(
+        "backend",
+        "openai",
+        "VLM backend: openai (any OpenAI-compatible server) | gemini | transformers | replay | decoupled",
+        one_of(*BACKENDS),
+    ),
     Param("model", "", "model name on the server, Gemini model id, or local path for transformers"),
     Param("base_url", "", "OpenAI-compatible server root including /v1, e.g. http://localhost:8000/v1"),
-    Param("base_urls", [""], "more servers of the same model (the CLI's server pool): each request goes to the least "
-          "loaded of base_url and these, and around a dead or hung one; [''] = base_url alone"),
+    Param(
+        "base_urls",
+        [""],
+        "more servers of the same model (the CLI's server pool): each request goes to the least "
+        "loaded of base_url and these, and around a dead or hung one; [''] = base_url alone",
+    ),
     Param("api_key_env", "", "environment variable holding the API key ('' = OPENAI_API_KEY / GEMINI_API_KEY)"),
-    Param("timeout_s", 60.0, "wall-clock limit of one plan request (model calls, retries, repair re-prompts, parsing), seconds", positive),
+    Param(
+        "timeout_s",
+        60.0,
+        "wall-clock limit of one plan request (model calls, retries, repair re-prompts, parsing), seconds",
+        positive,
+    ),
     Param("max_retries", 1, "extra VLM tries on connection errors / 429 / 5xx", non_negative),
-    Param("prompt_family", "auto", "prompt and coordinate convention: auto | qwen3 | gemini | pixel", one_of("auto", "qwen3", "gemini", "pixel")),
+    Param(
+        "prompt_family",
+        "auto",
+        "prompt and coordinate convention: auto | qwen3 | gemini | pixel",
+        one_of("auto", "qwen3", "gemini", "pixel"),
+    ),
     Param("replay_file", "", "JSONL of recorded plans for backend replay", existing_file),
     Param("record_file", "", "append every returned plan to this JSONL ('' = off; replayable later)"),
-    Param("color_topic", names.COLOR_IMAGE,
-          "colour image used when a request's image is empty (Image, or CompressedImage jpeg/png: .../compressed)", non_empty),
-    Param("depth_topic", names.ALIGNED_DEPTH_IMAGE,
-          "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)", non_empty),
+    Param(
+        "color_topic",
+        names.COLOR_IMAGE,
+        "colour image used when a request's image is empty (Image, or CompressedImage jpeg/png: .../compressed)",
+        non_empty,
+    ),
+    Param(
+        "depth_topic",
+        names.ALIGNED_DEPTH_IMAGE,
+        "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)",
+        non_empty,
+    ),
     Param("camera_info_topic", names.COLOR_CAMERA_INFO, "intrinsics of the colour camera", non_empty),
-    Param("depth_camera_info_topic", "auto",
-          "the depth image's own camera_info: when it differs from colour's, back-projection refuses "
-          "(auto = beside depth_topic, as image_transport finds it; '' = no check)"),
+    Param(
+        "depth_camera_info_topic",
+        "auto",
+        "the depth image's own camera_info: when it differs from colour's, back-projection refuses "
+        "(auto = beside depth_topic, as image_transport finds it; '' = no check)",
+    ),
     Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
-    Param("extrinsics_file", "", "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
-          extrinsics_file),
-    Param("frame_wait_s", 5.0, "how long a request waits for a camera frame set that is there, fresh and one instant, "
-          "seconds", non_negative),
+    Param(
+        "extrinsics_file",
+        "",
+        "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
+        extrinsics_file,
+    ),
+    Param(
+        "frame_wait_s",
+        5.0,
+        "how long a request waits for a camera frame set that is there, fresh and one instant, seconds",
+        non_negative,
+    ),
     *FRESHNESS_PARAMS,
-    Param("max_concurrent_requests", 4, "VLM requests in flight at once; one more is answered at once with success false, "
-          "'busy: ...' (replayed plans, cache hits and requests failing before the model never count)", positive,
-          read_only=True),
-    Param("request_queue_depth", 100, "plan requests the service queue holds while they wait for a thread (DDS drops "
-          "requests beyond it unanswered)", positive, read_only=True),
+    Param(
+        "max_concurrent_requests",
+        4,
+        "VLM requests in flight at once; one more is answered at once with success false, "
+        "'busy: ...' (replayed plans, cache hits and requests failing before the model never count)",
+        positive,
+        read_only=True,
+    ),
+    Param(
+        "request_queue_depth",
+        100,
+        "plan requests the service queue holds while they wait for a thread (DDS drops requests beyond it unanswered)",
+        positive,
+        read_only=True,
+    ),
 ]
 # Executor threads beyond the VLM slots: fast requests (busy refusals, errors, replay), camera subscriptions and
 # parameter services are served even while max_concurrent_requests slow VLM requests hold a thread each.
 SPARE_THREADS = 4
 # Parameters that change which planner is built: a change rebuilds it on the next request.
-PLANNER_PARAMS = {"backend", "model", "base_url", "base_urls", "api_key_env", "timeout_s", "max_retries", "prompt_family",
-                  "replay_file", "record_file"}
+PLANNER_PARAMS = {
+    "backend",
+    "model",
+    "base_url",
+    "base_urls",
+    "api_key_env",
+    "timeout_s",
+    "max_retries",
+    "prompt_family",
+    "replay_file",
+    "record_file",
+}
 
 
 def planner_config(p: dict):
     """The PlannerConfig the node's parameter values describe (ValueError when they do not fit together)."""
 
-    return PlannerConfig(backend=p["backend"], model=p["model"], base_url=p["base_url"],
-                         base_urls=[u for u in p["base_urls"] if u], api_key_env=p["api_key_env"],
-                         timeout_s=p["timeout_s"], max_retries=p["max_retries"], prompt_family=p["prompt_family"],
-                         replay_file=resolve_data_path(p["replay_file"]), record_file=expand_path(p["record_file"]))
+    return PlannerConfig(
+        backend=p["backend"],
+        model=p["model"],
+        base_url=p["base_url"],
+        base_urls=[u for u in p["base_urls"] if u],
+        api_key_env=p["api_key_env"],
+        timeout_s=p["timeout_s"],
+        max_retries=p["max_retries"],
+        prompt_family=p["prompt_family"],
+        replay_file=resolve_data_path(p["replay_file"]),
+        record_file=expand_path(p["record_file"]),
+    )
 
 
 @dataclass(frozen=True)
@@ -122,9 +206,14 @@ class PlannerNode(StackNode, Node):
         declare_all(self, PARAMS, on_change=self._on_params_changed)
         p = values(self, PARAMS)
         self._check_startup(p)
-        self._frames = LatestFrames(self, p["color_topic"], p["depth_topic"], p["camera_info_topic"],
-                                    callback_group=MutuallyExclusiveCallbackGroup(),
-                                    depth_camera_info_topic=depth_info_topic(p["depth_camera_info_topic"], p["depth_topic"]))
+        self._frames = LatestFrames(
+            self,
+            p["color_topic"],
+            p["depth_topic"],
+            p["camera_info_topic"],
+            callback_group=MutuallyExclusiveCallbackGroup(),
+            depth_camera_info_topic=depth_info_topic(p["depth_camera_info_topic"], p["depth_topic"]),
+        )
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._plan_pub = self.create_publisher(GroundedPlanMsg, names.LAST_PLAN, latched)
         self._markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
@@ -134,20 +223,27 @@ class PlannerNode(StackNode, Node):
         self._overlay_lock = threading.Lock()
         self._overlay_source = None  # (plan, image_rgb, header) of the newest answer, until its overlay is drawn
         self._overlay_rgb, self._overlay_header, self._overlay_sent = None, None, True
-        self._overlay_pub = self.create_publisher(Image, names.OVERLAY, latched,
-                                                  event_callbacks=PublisherEventCallbacks(matched=self._on_overlay_matched))
+        self._overlay_pub = self.create_publisher(
+            Image, names.OVERLAY, latched, event_callbacks=PublisherEventCallbacks(matched=self._on_overlay_matched)
+        )
         # for the rollout logger: every request's outcome, and the 3D targets of back-projected plans
         self._status_pub = self.create_publisher(PlannerStatus, names.PLANNER_STATUS, QoSProfile(depth=10))
         self._targets_pub = self.create_publisher(GroundedPlanMsg, names.TARGETS, QoSProfile(depth=10))
         # the frame set each plan was made on, for the rollout logger (published only while someone subscribes)
-        self._frames_pubs = (self.create_publisher(Image, names.PLAN_FRAMES_COLOR, QoSProfile(depth=2)),
-                             self.create_publisher(Image, names.PLAN_FRAMES_DEPTH, QoSProfile(depth=2)),
-                             self.create_publisher(CameraInfo, names.PLAN_FRAMES_CAMERA_INFO, QoSProfile(depth=2)))
+        self._frames_pubs = (
+            self.create_publisher(Image, names.PLAN_FRAMES_COLOR, QoSProfile(depth=2)),
+            self.create_publisher(Image, names.PLAN_FRAMES_DEPTH, QoSProfile(depth=2)),
+            self.create_publisher(CameraInfo, names.PLAN_FRAMES_CAMERA_INFO, QoSProfile(depth=2)),
+        )
         self._gate = RequestGate(p["max_concurrent_requests"])
         self.executor_threads = p["max_concurrent_requests"] + SPARE_THREADS  # read by run_node
-        service = self.create_service(GetGroundedPlan, names.PLAN_SERVICE, self._on_request,
-                                      qos_profile=QoSProfile(depth=p["request_queue_depth"]),
-                                      callback_group=ReentrantCallbackGroup())
+        service = self.create_service(
+            GetGroundedPlan,
+            names.PLAN_SERVICE,
+            self._on_request,
+            qos_profile=QoSProfile(depth=p["request_queue_depth"]),
+            callback_group=ReentrantCallbackGroup(),
+        )
         self._visuals = AfterResponse(service, thread_name_prefix="planner_visuals")
         self.requests_served = 0
         self.get_logger().info(f"serving {names.PLAN_SERVICE} with backend {p['backend']} {p['model'] or ''}".rstrip())
@@ -204,8 +300,10 @@ class PlannerNode(StackNode, Node):
         except Exception as exc:  # noqa: BLE001 - every failure becomes success:false with its reason; the node keeps serving
             response.success = False
             response.message = f"{type(exc).__name__}: {exc}"
-            self.get_logger().warning(f"plan request {request.instruction!r} failed after "
-                                      f"{time.monotonic() - started:.2f} s: {response.message}")
+            self.get_logger().warning(
+                f"plan request {request.instruction!r} failed after "
+                f"{time.monotonic() - started:.2f} s: {response.message}"
+            )
             self._publish_status(request.instruction, False, response.message, started)
             return response
         response.plan = plan_to_msg(plan, header=header)
@@ -216,9 +314,23 @@ class PlannerNode(StackNode, Node):
         # the status for the rollout logger (the plan first: it opens the episode), the log line (rclpy's logger
         # looks up its caller's source file, ~10 ms here), the overlay and the markers.
         duration_s = time.monotonic() - started
-        self._visuals.submit(response, self._after_answer, Answered(
-            request.instruction, response.plan, plan, image_rgb, header, response.success, response.message,
-            backprojected, duration_s, note, frames))
+        self._visuals.submit(
+            response,
+            self._after_answer,
+            Answered(
+                request.instruction,
+                response.plan,
+                plan,
+                image_rgb,
+                header,
+                response.success,
+                response.message,
+                backprojected,
+                duration_s,
+                note,
+                frames,
+            ),
+        )
         return response
 
     def _after_answer(self, a: Answered) -> None:
@@ -227,11 +339,22 @@ class PlannerNode(StackNode, Node):
             self._plan_pub.publish(a.plan_msg)
             if a.backprojected:
                 self._targets_pub.publish(a.plan_msg)
-            self._status_pub.publish(planner_status_msg(
-                rclpy_type, a.instruction, a.success, a.message, len(a.plan.actions), a.backprojected,
-                duration_s=a.duration_s, stamp_ns=self.get_clock().now().nanoseconds))
-            self.get_logger().info(f"plan for {a.instruction!r}: {len(a.plan.actions)} action(s) from "
-                                   f"{a.plan.model or 'model'} in {a.duration_s:.2f} s{' — ' + a.note if a.note else ''}")
+            self._status_pub.publish(
+                planner_status_msg(
+                    rclpy_type,
+                    a.instruction,
+                    a.success,
+                    a.message,
+                    len(a.plan.actions),
+                    a.backprojected,
+                    duration_s=a.duration_s,
+                    stamp_ns=self.get_clock().now().nanoseconds,
+                )
+            )
+            self.get_logger().info(
+                f"plan for {a.instruction!r}: {len(a.plan.actions)} action(s) from "
+                f"{a.plan.model or 'model'} in {a.duration_s:.2f} s{' — ' + a.note if a.note else ''}"
+            )
         except Exception as exc:  # noqa: BLE001 - the answer is out; a publishing problem must not take the planner down
             self.get_logger().error(f"plan/status not published: {type(exc).__name__}: {exc}")
         self._publish_visuals(a.plan, a.image_rgb, a.header)
@@ -271,13 +394,26 @@ class PlannerNode(StackNode, Node):
             return plan, header, image_rgb, "", snap
         if snap.depth is None or snap.camera_info is None:
             missing = [self._frames.topics[k] for k in ("depth", "camera_info") if getattr(snap, k) is None]
-            return plan, header, image_rgb, (f"back-projection failed: NoFrameError: nothing received on "
-                                             f"{', '.join(missing)} within {wait_s:.1f} s"), snap
+            return (
+                plan,
+                header,
+                image_rgb,
+                (
+                    f"back-projection failed: NoFrameError: nothing received on "
+                    f"{', '.join(missing)} within {wait_s:.1f} s"
+                ),
+                snap,
+            )
         try:
             extrinsics = self.extrinsics()
-            located = backproject(plan, snap.depth, snap.camera_info, extrinsics,
-                                  depth_camera_info=snap.depth_camera_info,
-                                  depth_registered=self.get_parameter("depth_registered").value)
+            located = backproject(
+                plan,
+                snap.depth,
+                snap.camera_info,
+                extrinsics,
+                depth_camera_info=snap.depth_camera_info,
+                depth_registered=self.get_parameter("depth_registered").value,
+            )
         except InputError as exc:  # GeometryError, a bad extrinsics file; a bug is no failed back-projection
             return plan, header, image_rgb, f"back-projection failed: {type(exc).__name__}: {exc}", snap
         note = "" if extrinsics is not None else "no extrinsics_file: poses are in the camera optical frame"
@@ -301,11 +437,27 @@ class PlannerNode(StackNode, Node):
         if frames is not None and frames.camera_info is not None:
             info_pub.publish(frames.camera_info)
 
-    def _publish_status(self, instruction: str, success: bool, message: str, started: float, num_actions: int = 0,
-                        backprojected: bool = False) -> None:
-        self._status_pub.publish(planner_status_msg(
-            rclpy_type, instruction, success, message, num_actions, backprojected,
-            duration_s=time.monotonic() - started, stamp_ns=self.get_clock().now().nanoseconds))
+    def _publish_status(
+        self,
+        instruction: str,
+        success: bool,
+        message: str,
+        started: float,
+        num_actions: int = 0,
+        backprojected: bool = False,
+    ) -> None:
+        self._status_pub.publish(
+            planner_status_msg(
+                rclpy_type,
+                instruction,
+                success,
+                message,
+                num_actions,
+                backprojected,
+                duration_s=time.monotonic() - started,
+                stamp_ns=self.get_clock().now().nanoseconds,
+            )
+        )
 
     def _publish_visuals(self, plan, image_rgb, header) -> None:
         try:

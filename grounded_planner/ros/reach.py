@@ -37,9 +37,11 @@ def wait_spun_elsewhere(future, timeout_s: float) -> bool:
 
 def wait_spinning(executor) -> Waiter:
     """A :data:`Waiter` that spins ``executor`` (the caller's own) until the future completes or the time is up."""
+
     def wait(future, timeout_s: float) -> bool:
         executor.spin_until_future_complete(future, timeout_sec=max(0.0, timeout_s))
         return future.done()
+
     return wait
 
 
@@ -64,16 +66,22 @@ def host_key(node: Node, hosts: list[tuple[str, str]]) -> tuple:
     """What identifies this incarnation of the host nodes: the GIDs of their ``/rosout`` publishers (a node that
     restarts gets new ones, and must discover this client again). Empty when they publish no ``/rosout``."""
     wanted = set(hosts)
-    return tuple(sorted(bytes(info.endpoint_gid) for info in node.get_publishers_info_by_topic("/rosout")
-                        if (info.node_name, info.node_namespace) in wanted))
+    return tuple(
+        sorted(
+            bytes(info.endpoint_gid)
+            for info in node.get_publishers_info_by_topic("/rosout")
+            if (info.node_name, info.node_namespace) in wanted
+        )
+    )
 
 
 def _probe_service(node_name: str, namespace: str) -> str:
     return f"{namespace.rstrip('/')}/{node_name}/get_parameters"
 
 
-def confirm_reachable(node: Node, name: str, wait: Waiter, timeout_s: float, action: bool = False,
-                      attempt_s: float = 0.5) -> bool:
+def confirm_reachable(
+    node: Node, name: str, wait: Waiter, timeout_s: float, action: bool = False, attempt_s: float = 0.5
+) -> bool:
     """True once every node serving ``name`` has answered a probe from ``node``: a request made by a client that
     ``node`` created *before* this call will then reach it. False when no host is found in the graph or a host
     does not answer within ``timeout_s`` (the caller may still send; it is then only as safe as before).
@@ -90,8 +98,9 @@ def confirm_reachable(node: Node, name: str, wait: Waiter, timeout_s: float, act
         return False
     for node_name, namespace in hosts:
         # reentrant: the caller may itself be a callback holding the node's default group
-        probe = node.create_client(GetParameters, _probe_service(node_name, namespace),
-                                   callback_group=ReentrantCallbackGroup())
+        probe = node.create_client(
+            GetParameters, _probe_service(node_name, namespace), callback_group=ReentrantCallbackGroup()
+        )
         try:
             while not probe.service_is_ready():  # not wait_for_service(): it polls every 0.1 s
                 if time.monotonic() >= deadline:

@@ -87,8 +87,15 @@ class RealSenseSource:
         self._align = rs.align(rs.stream.color)
 
     @classmethod
-    def open(cls, serial: str = "", color_profile: str = "1280x720", depth_profile: str = "848x480", fps: int = 30,
-             playback_file: str = "", loop_playback: bool = True) -> "RealSenseSource":
+    def open(
+        cls,
+        serial: str = "",
+        color_profile: str = "1280x720",
+        depth_profile: str = "848x480",
+        fps: int = 30,
+        playback_file: str = "",
+        loop_playback: bool = True,
+    ) -> "RealSenseSource":
         """Start a pipeline on the camera with ``serial`` (any when empty) or on a recorded ``.bag``.
 
         Raises
@@ -118,7 +125,9 @@ class RealSenseSource:
             profile = pipeline.start(config)
         except RuntimeError as exc:
             where = f"recording {playback_file!r}" if playback_file else f"camera {serial or '(any)'}"
-            raise CameraError(f"cannot start {where} with color {color_profile}, depth {depth_profile} @ {fps} fps: {exc}") from exc
+            raise CameraError(
+                f"cannot start {where} with color {color_profile}, depth {depth_profile} @ {fps} fps: {exc}"
+            ) from exc
         depth_sensor = profile.get_device().first_depth_sensor()
         return cls(pipeline, depth_sensor.get_depth_scale(), stop=pipeline.stop)
 
@@ -151,8 +160,16 @@ class RealSenseSource:
         return AlignedFrames(
             color_rgb=np.ascontiguousarray(color_arr, dtype=np.uint8),
             depth_mm=depth_mm,
-            intrinsics=Intrinsics(intr.width, intr.height, intr.fx, intr.fy, intr.ppx, intr.ppy,
-                                  _ros_distortion(rs, intr.model), tuple(float(c) for c in intr.coeffs)),
+            intrinsics=Intrinsics(
+                intr.width,
+                intr.height,
+                intr.fx,
+                intr.fy,
+                intr.ppx,
+                intr.ppy,
+                _ros_distortion(rs, intr.model),
+                tuple(float(c) for c in intr.coeffs),
+            ),
             timestamp_ms=float(color.get_timestamp()),
             frame_number=int(color.get_frame_number()),
         )
@@ -173,8 +190,14 @@ class SoftwareCamera:
     Depth may have its own resolution; ``depth_to_color_m`` is the depth->colour translation (metres).
     """
 
-    def __init__(self, color_size: tuple[int, int], depth_size: tuple[int, int], fx_px: float, fps: int = 30,
-                 depth_to_color_m: tuple[float, float, float] = (0.0, 0.0, 0.0)):
+    def __init__(
+        self,
+        color_size: tuple[int, int],
+        depth_size: tuple[int, int],
+        fx_px: float,
+        fps: int = 30,
+        depth_to_color_m: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    ):
         import pyrealsense2 as rs  # lazy: optional SDK (pyrealsense2), not in install_requires
 
         self._rs = rs
@@ -182,10 +205,12 @@ class SoftwareCamera:
         self._color_sensor = self.device.add_sensor("RGB Camera")
         self._depth_sensor = self.device.add_sensor("Stereo Module")
         self._color_profile = self._color_sensor.add_video_stream(
-            self._stream(rs.stream.color, 1, color_size, fx_px, fps, 3, rs.format.rgb8))
+            self._stream(rs.stream.color, 1, color_size, fx_px, fps, 3, rs.format.rgb8)
+        )
         depth_fx = fx_px * depth_size[0] / color_size[0]
         self._depth_profile = self._depth_sensor.add_video_stream(
-            self._stream(rs.stream.depth, 2, depth_size, depth_fx, fps, 2, rs.format.z16))
+            self._stream(rs.stream.depth, 2, depth_size, depth_fx, fps, 2, rs.format.z16)
+        )
         self._depth_sensor.add_read_only_option(rs.option.depth_units, DEPTH_UNIT_M)
         extrinsics = rs.extrinsics()
         extrinsics.rotation = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
@@ -231,12 +256,18 @@ class SoftwareCamera:
         if timestamp_ms is None:
             timestamp_ms = time.time() * 1000.0
         if color_rgb.shape != (self.color_size[1], self.color_size[0], 3) or color_rgb.dtype != np.uint8:
-            raise InputError(f"color_rgb must be {self.color_size[1]}x{self.color_size[0]}x3 uint8, got {color_rgb.shape} {color_rgb.dtype}")
+            raise InputError(
+                f"color_rgb must be {self.color_size[1]}x{self.color_size[0]}x3 uint8, got {color_rgb.shape} {color_rgb.dtype}"
+            )
         if depth_mm.shape != (self.depth_size[1], self.depth_size[0]) or depth_mm.dtype != np.uint16:
-            raise InputError(f"depth_mm must be {self.depth_size[1]}x{self.depth_size[0]} uint16, got {depth_mm.shape} {depth_mm.dtype}")
+            raise InputError(
+                f"depth_mm must be {self.depth_size[1]}x{self.depth_size[0]} uint16, got {depth_mm.shape} {depth_mm.dtype}"
+            )
         self._frame_number += 1
-        for sensor, profile, pixels, bpp in ((self._color_sensor, self._color_profile, color_rgb, 3),
-                                             (self._depth_sensor, self._depth_profile, depth_mm, 2)):
+        for sensor, profile, pixels, bpp in (
+            (self._color_sensor, self._color_profile, color_rgb, 3),
+            (self._depth_sensor, self._depth_profile, depth_mm, 2),
+        ):
             frame = rs.software_video_frame()
             frame.pixels = np.ascontiguousarray(pixels)
             frame.bpp = bpp

@@ -16,7 +16,10 @@ from std_msgs.msg import String
 
 from grounded_planner.plan import PlanError
 from grounded_planner_interfaces.msg import (
-    ExecutionEvent, ExecutionResult as ExecutionResultMsg, GroundedPlan as GroundedPlanMsg, PlannerStatus,
+    ExecutionEvent,
+    ExecutionResult as ExecutionResultMsg,
+    GroundedPlan as GroundedPlanMsg,
+    PlannerStatus,
 )
 
 from grounded_planner.msgs.execution import execution_event_from_msg, execution_result_from_msg
@@ -27,8 +30,18 @@ from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, depth_t
 from grounded_planner.ros.convert import plan_from_msg
 from grounded_planner.ros.frames import TypedSubscription, camera_model, stamp_ns as msg_stamp_ns
 from grounded_planner.ros.node_main import StackNode, run_node
-from grounded_planner.ros.params import (Param, all_of, declare_all, expand_path, non_empty, non_negative, one_of,
-                                         positive, values, writable_folder)
+from grounded_planner.ros.params import (
+    Param,
+    all_of,
+    declare_all,
+    expand_path,
+    non_empty,
+    non_negative,
+    one_of,
+    positive,
+    values,
+    writable_folder,
+)
 from grounded_planner.rollout.bag_write import COMPRESSIONS
 from grounded_planner.rollout.record import CUT_SHORT, IMAGE_TRANSPORTS, RecordingOptions, RolloutRecorder
 from grounded_planner.rollout.session import SessionRecorder
@@ -43,46 +56,100 @@ EXECUTE_STATUS_TOPIC = names.EXECUTE_ACTION + "/_action/status"  # published by 
 def _in_range(low: int, high: int):
     def check(value) -> str | None:
         return None if low <= value <= high else f"must be {low}-{high}, got {value}"
+
     return check
 
 
 PARAMS = [
-    Param("log_dir", "rollouts", "folder that receives one sub-folder per rollout", all_of(non_empty, writable_folder),
-          read_only=True),
+    Param(
+        "log_dir",
+        "rollouts",
+        "folder that receives one sub-folder per rollout",
+        all_of(non_empty, writable_folder),
+        read_only=True,
+    ),
     Param("condition", "", "experimental condition written into every rollout (e.g. the model variant)"),
     Param("task", "", "task name written into every rollout ('' = the instruction)"),
     Param("scene_id", "", "scene identifier written into every rollout (pairs rollouts across conditions)"),
-    Param("frame_rate_hz", 2.0, "camera frames logged per second during an episode (0 = only the frame at plan time)", non_negative),
-    Param("close_delay_s", 0.5, "after the execution result, keep the rollout open this long for feedback still in flight, s",
-          non_negative),
-    Param("color_topic", names.COLOR_IMAGE, "colour image to log (Image, or CompressedImage: .../compressed)",
-          non_empty, read_only=True),
-    Param("depth_topic", names.ALIGNED_DEPTH_IMAGE,
-          "aligned depth to log (Image 16UC1/32FC1, or .../compressedDepth)", non_empty, read_only=True),
+    Param(
+        "frame_rate_hz",
+        2.0,
+        "camera frames logged per second during an episode (0 = only the frame at plan time)",
+        non_negative,
+    ),
+    Param(
+        "close_delay_s",
+        0.5,
+        "after the execution result, keep the rollout open this long for feedback still in flight, s",
+        non_negative,
+    ),
+    Param(
+        "color_topic",
+        names.COLOR_IMAGE,
+        "colour image to log (Image, or CompressedImage: .../compressed)",
+        non_empty,
+        read_only=True,
+    ),
+    Param(
+        "depth_topic",
+        names.ALIGNED_DEPTH_IMAGE,
+        "aligned depth to log (Image 16UC1/32FC1, or .../compressedDepth)",
+        non_empty,
+        read_only=True,
+    ),
     Param("camera_info_topic", names.COLOR_CAMERA_INFO, "camera_info to log", non_empty, read_only=True),
-    Param("episode_timeout_s", 600.0, "an episode with no execution result this long after its plan ends as cut_short, "
-          "seconds (0 = no limit)", non_negative),
+    Param(
+        "episode_timeout_s",
+        600.0,
+        "an episode with no execution result this long after its plan ends as cut_short, seconds (0 = no limit)",
+        non_negative,
+    ),
     # recording options (rollout.record.RecordingOptions): how frames and the bag are stored
-    Param("images", "compressed", "how frames are stored: compressed (colour JPEG on .../compressed, depth lossless "
-          "PNG on .../compressedDepth, as image_transport records them) or raw (sensor_msgs/Image)",
-          one_of(*IMAGE_TRANSPORTS), read_only=True),
+    Param(
+        "images",
+        "compressed",
+        "how frames are stored: compressed (colour JPEG on .../compressed, depth lossless "
+        "PNG on .../compressedDepth, as image_transport records them) or raw (sensor_msgs/Image)",
+        one_of(*IMAGE_TRANSPORTS),
+        read_only=True,
+    ),
     Param("jpeg_quality", 90, "colour JPEG quality, 1-100 (images: compressed)", _in_range(1, 100), read_only=True),
-    Param("png_level", 1, "depth PNG zlib level, 0-9 (lossless at any level; 9 is smallest and slowest)",
-          _in_range(0, 9), read_only=True),
+    Param(
+        "png_level",
+        1,
+        "depth PNG zlib level, 0-9 (lossless at any level; 9 is smallest and slowest)",
+        _in_range(0, 9),
+        read_only=True,
+    ),
     Param("compression", "zstd", "bag chunk compression: zstd, lz4 or none", one_of(*COMPRESSIONS), read_only=True),
-    Param("chunk_interval_s", 0.5, "a bag chunk is written at least this often; a crash loses at most this much, s",
-          non_negative, read_only=True),
+    Param(
+        "chunk_interval_s",
+        0.5,
+        "a bag chunk is written at least this often; a crash loses at most this much, s",
+        non_negative,
+        read_only=True,
+    ),
     Param("chunk_size", 1048576, "a bag chunk is written once it holds this many bytes", positive, read_only=True),
-    Param("session", False, "record every episode into one session file (log_dir/<stamp>_session/session.mcap, "
-          "session.json, one rollout.json folder per episode) instead of one bag per episode", read_only=True),
+    Param(
+        "session",
+        False,
+        "record every episode into one session file (log_dir/<stamp>_session/session.mcap, "
+        "session.json, one rollout.json folder per episode) instead of one bag per episode",
+        read_only=True,
+    ),
 ]
 
 
 def recording_options(p: dict) -> RecordingOptions:
     """The logger's recording parameters as the recorder's options."""
-    return RecordingOptions(images=p["images"], jpeg_quality=p["jpeg_quality"], png_level=p["png_level"],
-                            compression=p["compression"], chunk_size=p["chunk_size"],
-                            chunk_interval_s=float(p["chunk_interval_s"]))
+    return RecordingOptions(
+        images=p["images"],
+        jpeg_quality=p["jpeg_quality"],
+        png_level=p["png_level"],
+        compression=p["compression"],
+        chunk_size=p["chunk_size"],
+        chunk_interval_s=float(p["chunk_interval_s"]),
+    )
 
 
 class RolloutLoggerNode(StackNode, Node):
@@ -126,11 +193,20 @@ class RolloutLoggerNode(StackNode, Node):
         self._plan_frames_logged: set[str] = set()
         sensor_qos = QoSProfile(depth=2)
         events_qos = QoSProfile(depth=20)
-        self._image_subs = [TypedSubscription(self, p["color_topic"], "colour image", lambda m: self._on_sensor("color", m), sensor_qos),
-                            TypedSubscription(self, p["depth_topic"], "depth image", lambda m: self._on_sensor("depth", m), sensor_qos)]
-        self.create_subscription(CameraInfo, p["camera_info_topic"], lambda m: self._on_sensor("camera_info", m), sensor_qos)
-        for key, msg_type, topic in (("color", Image, names.PLAN_FRAMES_COLOR), ("depth", Image, names.PLAN_FRAMES_DEPTH),
-                                     ("camera_info", CameraInfo, names.PLAN_FRAMES_CAMERA_INFO)):
+        self._image_subs = [
+            TypedSubscription(
+                self, p["color_topic"], "colour image", lambda m: self._on_sensor("color", m), sensor_qos
+            ),
+            TypedSubscription(self, p["depth_topic"], "depth image", lambda m: self._on_sensor("depth", m), sensor_qos),
+        ]
+        self.create_subscription(
+            CameraInfo, p["camera_info_topic"], lambda m: self._on_sensor("camera_info", m), sensor_qos
+        )
+        for key, msg_type, topic in (
+            ("color", Image, names.PLAN_FRAMES_COLOR),
+            ("depth", Image, names.PLAN_FRAMES_DEPTH),
+            ("camera_info", CameraInfo, names.PLAN_FRAMES_CAMERA_INFO),
+        ):
             self.create_subscription(msg_type, topic, lambda m, key=key: self._on_plan_frame(key, m), sensor_qos)
         self.create_subscription(GroundedPlanMsg, names.LAST_PLAN, self._on_plan, events_qos)
         self.create_subscription(PlannerStatus, names.PLANNER_STATUS, self._on_planner_status, events_qos)
@@ -156,8 +232,13 @@ class RolloutLoggerNode(StackNode, Node):
         self._count += 1
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         p = values(self, PARAMS)
-        labels = dict(instruction=instruction, task=p["task"] or instruction, condition=p["condition"],
-                      scene_id=p["scene_id"], model=model)
+        labels = dict(
+            instruction=instruction,
+            task=p["task"] or instruction,
+            condition=p["condition"],
+            scene_id=p["scene_id"],
+            model=model,
+        )
         folder = self.log_dir / f"{stamp}_{self._count:03d}"
         try:
             if p["session"]:
@@ -179,8 +260,10 @@ class RolloutLoggerNode(StackNode, Node):
         """The disk refused a write: one error for the episode, nothing more written into it."""
         self._episode_lost = True
         self.not_recording = f"episodes are not being recorded: {reason}"
-        self.get_logger().error(f"rollout {folder} cut short: {reason}; the logger goes on, and records the next "
-                                "episode once the disk has space")
+        self.get_logger().error(
+            f"rollout {folder} cut short: {reason}; the logger goes on, and records the next "
+            "episode once the disk has space"
+        )
         self._send_diagnostics()
 
     def _recorded(self) -> None:
@@ -202,7 +285,9 @@ class RolloutLoggerNode(StackNode, Node):
         try:
             recorder.close(status=status, error=error if status != "complete" else "")
         except OSError as exc:
-            self.get_logger().warning(f"rollout {recorder.directory} not finished ({exc}): retried when an episode opens")
+            self.get_logger().warning(
+                f"rollout {recorder.directory} not finished ({exc}): retried when an episode opens"
+            )
             self._unfinished.append((recorder, status, error))
             return False
         self.closed_rollouts.append(recorder.directory)
@@ -219,8 +304,11 @@ class RolloutLoggerNode(StackNode, Node):
         """Remove what a refused start left: a folder holding only an empty rollout.mcap (never anything else)."""
         bag = folder / "rollout.mcap"
         try:
-            if folder.is_dir() and {f.name for f in folder.iterdir()} <= {bag.name} and \
-                    (not bag.exists() or bag.stat().st_size == 0):
+            if (
+                folder.is_dir()
+                and {f.name for f in folder.iterdir()} <= {bag.name}
+                and (not bag.exists() or bag.stat().st_size == 0)
+            ):
                 bag.unlink(missing_ok=True)
                 folder.rmdir()
         except OSError:
@@ -259,8 +347,13 @@ class RolloutLoggerNode(StackNode, Node):
             self._write(self._recorder.log_targets, payload)
         else:
             step = int(payload.get("step", 0))
-            self._write(self._recorder.log_feedback, step, str(payload.get("state", "")), payload.get("action"),
-                        str(payload.get("message", "")))
+            self._write(
+                self._recorder.log_feedback,
+                step,
+                str(payload.get("state", "")),
+                payload.get("action"),
+                str(payload.get("message", "")),
+            )
 
     def _close(self, status: str = "complete", error: str = "") -> Path | None:
         if self._close_timer is not None:
@@ -294,8 +387,10 @@ class RolloutLoggerNode(StackNode, Node):
                 self._executor_seen = self._executor_seen or executors > 0
                 timeout_s = self.get_parameter("episode_timeout_s").value
                 if self._executor_seen and executors == 0:
-                    self._end_orphan(f"the executor left the graph (no {names.EXECUTE_ACTION} action server) "
-                                     "before its execution result")
+                    self._end_orphan(
+                        f"the executor left the graph (no {names.EXECUTE_ACTION} action server) "
+                        "before its execution result"
+                    )
                 elif timeout_s > 0 and time.monotonic() - self._started > timeout_s:
                     self._end_orphan(f"no execution result within episode_timeout_s ({timeout_s:g} s)")
             self._send_diagnostics()
@@ -310,11 +405,16 @@ class RolloutLoggerNode(StackNode, Node):
     def _send_diagnostics(self) -> None:
         if not self.context.ok():
             return
-        status = DiagnosticStatus(name=f"{self.get_name()}: rollout recording", hardware_id=str(self.log_dir),
-                                  level=DiagnosticStatus.ERROR if self.not_recording else DiagnosticStatus.OK,
-                                  message=self.not_recording or "episodes are being recorded")
-        status.values = [KeyValue(key="log_dir", value=str(self.log_dir)),
-                         KeyValue(key="episodes_closed", value=str(len(self.closed_rollouts)))]
+        status = DiagnosticStatus(
+            name=f"{self.get_name()}: rollout recording",
+            hardware_id=str(self.log_dir),
+            level=DiagnosticStatus.ERROR if self.not_recording else DiagnosticStatus.OK,
+            message=self.not_recording or "episodes are being recorded",
+        )
+        status.values = [
+            KeyValue(key="log_dir", value=str(self.log_dir)),
+            KeyValue(key="episodes_closed", value=str(len(self.closed_rollouts))),
+        ]
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()
         try:
@@ -328,8 +428,12 @@ class RolloutLoggerNode(StackNode, Node):
         with self._lock:
             self._frame[key] = msg
             rate = self.get_parameter("frame_rate_hz").value
-            if self._recorder is not None and key == "color" and rate > 0 and \
-                    time.monotonic() - self._last_frame_logged >= 1.0 / rate:
+            if (
+                self._recorder is not None
+                and key == "color"
+                and rate > 0
+                and time.monotonic() - self._last_frame_logged >= 1.0 / rate
+            ):
                 self._log_frame()
 
     def _log_frame(self) -> None:
@@ -363,9 +467,16 @@ class RolloutLoggerNode(StackNode, Node):
             elif key == "depth":
                 self._write(self._log_depth_of, msg)
             else:
-                self._write(self._recorder.log_camera_info, list(msg.k), msg.width, msg.height, list(msg.d),
-                            msg.distortion_model, stamp_ns=msg_stamp_ns(msg), frame_id=msg.header.frame_id or
-                            "camera_color_optical_frame")
+                self._write(
+                    self._recorder.log_camera_info,
+                    list(msg.k),
+                    msg.width,
+                    msg.height,
+                    list(msg.d),
+                    msg.distortion_model,
+                    stamp_ns=msg_stamp_ns(msg),
+                    frame_id=msg.header.frame_id or "camera_color_optical_frame",
+                )
 
     def _log_depth_of(self, depth) -> None:
         try:
@@ -375,8 +486,11 @@ class RolloutLoggerNode(StackNode, Node):
             return
         if encoding == "32FC1":
             depth_arr = depth_arr.astype(float)  # metres; the rollout stores 16UC1 millimetres
-        self._recorder.log_depth(depth_arr, stamp_ns=msg_stamp_ns(depth) or None,
-                                 frame_id=depth.header.frame_id or "camera_color_optical_frame")
+        self._recorder.log_depth(
+            depth_arr,
+            stamp_ns=msg_stamp_ns(depth) or None,
+            frame_id=depth.header.frame_id or "camera_color_optical_frame",
+        )
 
     def _log_frame_of(self, color, depth, info) -> None:
         try:
@@ -392,8 +506,10 @@ class RolloutLoggerNode(StackNode, Node):
                 if encoding == "32FC1":
                     depth_arr = depth_arr.astype(float)  # metres; the rollout stores 16UC1 millimetres
                 if depth_arr.shape != rgb.shape[:2]:
-                    self._sensor_warning(f"depth ({describe(depth)}) is not the colour image's size "
-                                         f"{rgb.shape[1]}x{rgb.shape[0]}: not logged (a rollout keeps aligned depth only)")
+                    self._sensor_warning(
+                        f"depth ({describe(depth)}) is not the colour image's size "
+                        f"{rgb.shape[1]}x{rgb.shape[0]}: not logged (a rollout keeps aligned depth only)"
+                    )
                     depth_arr = None
             except ImageDecodeError as exc:
                 self._sensor_warning(f"depth frame not logged: {exc}")
@@ -458,8 +574,9 @@ class RolloutLoggerNode(StackNode, Node):
 
     def _log_result(self, result: dict) -> None:
         self._log_frame()  # how the scene looks after execution
-        if self._recorder is None or not self._write(self._recorder.log_result, result,
-                                                     execution_time_s=time.monotonic() - self._started):
+        if self._recorder is None or not self._write(
+            self._recorder.log_result, result, execution_time_s=time.monotonic() - self._started
+        ):
             return
         if isinstance(result.get("scene_success"), bool):  # a simulator knows whether the task succeeded
             if not self._write(self._recorder.set_label, result["scene_success"], source="simulator"):

@@ -92,7 +92,9 @@ def shutdown_executor(executor, timeout_s: float) -> list[str]:
     for thread in threads:
         if thread.is_alive():
             frame = frames.get(thread.ident)
-            where = f" in {frame.f_code.co_name} ({Path(frame.f_code.co_filename).name}:{frame.f_lineno})" if frame else ""
+            where = (
+                f" in {frame.f_code.co_name} ({Path(frame.f_code.co_filename).name}:{frame.f_lineno})" if frame else ""
+            )
             stuck.append(f"{thread.name}{where}")
     return stuck
 
@@ -101,9 +103,13 @@ def exit_watchdog(limit_s: float, name: str) -> threading.Timer:
     """Ctrl-C always ends the process ``name``: a shutdown still going ``limit_s`` after spinning stopped prints the
     stack of every thread (where it is stuck) and ends the process with exit code 1. Cancel the returned timer
     once the shutdown is done (the caller may go on running)."""
+
     def fire() -> None:
-        print(f"{name}: shutdown did not finish within {limit_s:g} s of Ctrl-C; the stack of every thread follows",
-              file=sys.stderr, flush=True)
+        print(
+            f"{name}: shutdown did not finish within {limit_s:g} s of Ctrl-C; the stack of every thread follows",
+            file=sys.stderr,
+            flush=True,
+        )
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         os._exit(1)
 
@@ -119,7 +125,11 @@ def leave_stuck_callbacks(stuck: list[str], name: str) -> None:
     timeout)."""
     if not stuck:
         return
-    print(f"{name}: {len(stuck)} callback(s) still running {CALLBACK_WAIT_S:g} s after Ctrl-C ({', '.join(stuck)}): "
-          "left behind", file=sys.stderr, flush=True)
+    print(
+        f"{name}: {len(stuck)} callback(s) still running {CALLBACK_WAIT_S:g} s after Ctrl-C ({', '.join(stuck)}): "
+        "left behind",
+        file=sys.stderr,
+        flush=True,
+    )
     sys.stdout.flush()
     os._exit(0)

@@ -29,9 +29,17 @@ class RosStack:
     ``execute`` blocks until the executor's result: with ``require_approval`` on the executor, that includes the
     wait for `grounded-planner approve` (a rejected plan moves nothing and comes back as a failed execution)."""
 
-    def __init__(self, node: Node, executor=None, plan_timeout_s: float = 120.0, execute_timeout_s: float = 600.0,
-                 frame_wait_s: float = 5.0, color_topic: str = COLOR_TOPIC, depth_topic: str = DEPTH_TOPIC,
-                 camera_info_topic: str = CAMERA_INFO_TOPIC):
+    def __init__(
+        self,
+        node: Node,
+        executor=None,
+        plan_timeout_s: float = 120.0,
+        execute_timeout_s: float = 600.0,
+        frame_wait_s: float = 5.0,
+        color_topic: str = COLOR_TOPIC,
+        depth_topic: str = DEPTH_TOPIC,
+        camera_info_topic: str = CAMERA_INFO_TOPIC,
+    ):
         self.client = GroundedPlannerClient(node, executor=executor)
         self.executor = executor
         self.frames = LatestFrames(node, color_topic, depth_topic, camera_info_topic)
@@ -55,8 +63,9 @@ class RosStack:
         return Frame(rgb, depth, camera)
 
     def plan(self, instruction: str) -> StackPlan:
-        result = self.client.plan(instruction, backproject=True, timeout_s=self.plan_timeout_s,
-                                  service_wait_s=self.frame_wait_s)
+        result = self.client.plan(
+            instruction, backproject=True, timeout_s=self.plan_timeout_s, service_wait_s=self.frame_wait_s
+        )
         return StackPlan(result.plan, "" if result.succeeded else result.message)
 
     def execute(self, plan: GroundedPlan) -> StackExecution:

@@ -40,8 +40,9 @@ def plan_markers(plan: Any, namespace: str = "grounded_plan", stamp=None) -> Mar
                 m.header.stamp = stamp
             m.ns, m.id, m.type, m.action = namespace, marker_id, kind, Marker.ADD
             m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(v) for v in target.position)
-            (m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z,
-             m.pose.orientation.w) = (float(v) for v in quaternion)
+            (m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z, m.pose.orientation.w) = (
+                float(v) for v in quaternion
+            )
             m.color.r, m.color.g, m.color.b, m.color.a = r, g, b, 1.0
             if kind == Marker.SPHERE:
                 m.scale.x = m.scale.y = m.scale.z = 0.03

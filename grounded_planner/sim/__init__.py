@@ -14,5 +14,13 @@ from grounded_planner.sim.robots import IKError  # noqa: E402
 from grounded_planner.sim.scenario import Scenario, ScenarioError, load_scenario  # noqa: E402
 from grounded_planner.sim.workcell import SimError, SimWorkcell  # noqa: E402
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "SimWorkcell", "SimError", "IKError", "SimBackend",
-           "SimBackendConfig"]
+__all__ = [
+    "Scenario",
+    "ScenarioError",
+    "load_scenario",
+    "SimWorkcell",
+    "SimError",
+    "IKError",
+    "SimBackend",
+    "SimBackendConfig",
+]

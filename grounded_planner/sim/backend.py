@@ -14,12 +14,19 @@ from typing import Sequence
 import numpy as np
 
 from grounded_planner.errors import InputError
-from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError, RobotBackend,
-                                                UnreachableError, check_pose_args)
+from grounded_planner.execution.backend import (
+    BackendFault,
+    MotionStoppedError,
+    MotionTimeoutError,
+    RobotBackend,
+    UnreachableError,
+    check_pose_args,
+)
 from grounded_planner.sim.robots import IKError
 from grounded_planner.sim.workcell import SimMotionTimeout, SimStopped, SimWorkcell
 
 log = logging.getLogger(__name__)
+
 
 def default_scenario_path(name: str = "box_in_bowl.yaml") -> Path:
     """A shipped scenario file: from the source tree (pip -e, checkouts) or the installed share folder
@@ -115,12 +122,18 @@ class SimBackend(RobotBackend):
                 raise UnreachableError(f"sim: {exc}") from exc
             self._perturb_before_move(position)
             try:
-                ended = w.move_tcp(position, yaw_rad, speed_mps=self.config.max_speed_mps * speed_scale,
-                                   settle_timeout_s=min(2.0, self.config.motion_timeout_s),
-                                   guarded=self.config.guarded_descent)
+                ended = w.move_tcp(
+                    position,
+                    yaw_rad,
+                    speed_mps=self.config.max_speed_mps * speed_scale,
+                    settle_timeout_s=min(2.0, self.config.motion_timeout_s),
+                    guarded=self.config.guarded_descent,
+                )
                 if ended == "touched_down":
-                    log.info("sim: downward move touched down %.0f mm above its goal; stopped there",
-                             (w.tcp_pose()[0][2] - position[2]) * 1000)
+                    log.info(
+                        "sim: downward move touched down %.0f mm above its goal; stopped there",
+                        (w.tcp_pose()[0][2] - position[2]) * 1000,
+                    )
             except SimStopped as exc:
                 raise MotionStoppedError("sim: motion stopped by stop()") from exc
             except SimMotionTimeout as exc:
@@ -143,13 +156,14 @@ class SimBackend(RobotBackend):
         if not scenario.perturbations:
             return
         start, _ = w.tcp_pose()
-        held = w.held_body[len("obj:"):] if w.held_body else None
+        held = w.held_body[len("obj:") :] if w.held_body else None
         moved = next((p for p in scenario.perturbations if p.type == "moved" and p.active), None)
         if moved is not None and "moved" not in self._fired and held is None:
             # someone moves the object just as the arm sets off for it: after the plan's frame, before the grasp
             self._fired.add("moved")
-            w.move_object(moved.object, [moved.amount_m * math.cos(moved.angle_rad),
-                                         moved.amount_m * math.sin(moved.angle_rad)])
+            w.move_object(
+                moved.object, [moved.amount_m * math.cos(moved.angle_rad), moved.amount_m * math.sin(moved.angle_rad)]
+            )
         slip = scenario.perturbation("slip", held) if held else None
         horizontal, vertical = float(np.hypot(*(goal - start)[:2])), abs(float(goal[2] - start[2]))
         if slip is not None and "slip" not in self._fired and horizontal > vertical:  # a carry, not the lift

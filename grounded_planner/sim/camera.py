@@ -63,8 +63,12 @@ class WorkcellCamera:
     @property
     def extrinsics(self):
         """The true camera extrinsics as a geometry-layer ``Extrinsics`` (child: optical frame, parent: base)."""
-        return Extrinsics.from_matrix(self.cam2base, BASE_FRAME, CAMERA_FRAME,
-                                      metadata={"method": "simulation ground truth", "scenario": self.scenario.name})
+        return Extrinsics.from_matrix(
+            self.cam2base,
+            BASE_FRAME,
+            CAMERA_FRAME,
+            metadata={"method": "simulation ground truth", "scenario": self.scenario.name},
+        )
 
     def write_calibration(self, directory: str | Path) -> tuple[Path, Path]:
         """Write ``extrinsics.yaml`` and ``camera_info.yaml`` (geometry-layer formats) into ``directory``."""
@@ -93,8 +97,10 @@ class WorkcellCamera:
             try:
                 r = self._gl.submit(self.mujoco.Renderer, self.model, *size).result()
             except Exception as exc:  # GL errors come as several types depending on the backend
-                raise SimError(f"cannot create an offscreen renderer with MUJOCO_GL={os.environ.get('MUJOCO_GL')}: "
-                               f"{exc} (install libegl1 and libgl1-mesa-dri, or libosmesa6 and set MUJOCO_GL=osmesa)") from exc
+                raise SimError(
+                    f"cannot create an offscreen renderer with MUJOCO_GL={os.environ.get('MUJOCO_GL')}: "
+                    f"{exc} (install libegl1 and libgl1-mesa-dri, or libosmesa6 and set MUJOCO_GL=osmesa)"
+                ) from exc
             self._renderers[size] = r
         return r
 

@@ -59,15 +59,20 @@ def gt_plan(workcell, segmentation: np.ndarray | None = None) -> GroundedPlan:
         mask = masks.get(key)
         count = int(mask.sum()) if mask is not None else 0
         if count < MIN_VISIBLE_PX:
-            raise ScenarioError(f"{scenario.source or scenario.name}: {what} {key!r} shows only {count} pixels "
-                                f"from the camera (need {MIN_VISIBLE_PX}); move the object or the camera")
+            raise ScenarioError(
+                f"{scenario.source or scenario.name}: {what} {key!r} shows only {count} pixels "
+                f"from the camera (need {MIN_VISIBLE_PX}); move the object or the camera"
+            )
         return mask_bbox(mask)  # type: ignore[return-value]
 
     actions = []
     for i, step in enumerate(scenario.plan):
         if step.type == "grasp":
-            actions.append(GroundedAction("grasp", object=scenario.object(step.object).name,
-                                          bbox=box_of(step.object, f"plan[{i}] object")))
+            actions.append(
+                GroundedAction(
+                    "grasp", object=scenario.object(step.object).name, bbox=box_of(step.object, f"plan[{i}] object")
+                )
+            )
         elif step.type == "place":
             # plan coordinates are continuous (the image spans [0, W]): camera pixel centres sit at +0.5
             u, v = workcell.project(place_point_base(workcell, step.target, step.offset_m)[None])[0] + 0.5
@@ -75,24 +80,39 @@ def gt_plan(workcell, segmentation: np.ndarray | None = None) -> GroundedPlan:
             if math.hypot(*step.offset_m) > target.footprint_radius_m:
                 # on the table beside the target: a point with no region of its own
                 if not (0 <= u <= cam.width and 0 <= v <= cam.height):
-                    raise ScenarioError(f"{scenario.source or scenario.name}: plan[{i}]: the place point beside "
-                                        f"{step.target!r} lies outside the image (projects to {u:.0f}, {v:.0f})")
-                actions.append(GroundedAction("place", target=f"the table beside the {target.name}",
-                                              point=(float(u), float(v))))
+                    raise ScenarioError(
+                        f"{scenario.source or scenario.name}: plan[{i}]: the place point beside "
+                        f"{step.target!r} lies outside the image (projects to {u:.0f}, {v:.0f})"
+                    )
+                actions.append(
+                    GroundedAction("place", target=f"the table beside the {target.name}", point=(float(u), float(v)))
+                )
                 continue
             bbox = box_of(step.target, f"plan[{i}] target")
             if not (bbox[0] <= u <= bbox[2] and bbox[1] <= v <= bbox[3]):
-                raise ScenarioError(f"{scenario.source or scenario.name}: plan[{i}]: the place point of "
-                                    f"{step.target!r} is hidden from the camera (projects to {u:.0f}, {v:.0f})")
+                raise ScenarioError(
+                    f"{scenario.source or scenario.name}: plan[{i}]: the place point of "
+                    f"{step.target!r} is hidden from the camera (projects to {u:.0f}, {v:.0f})"
+                )
             actions.append(GroundedAction("place", target=target.name, bbox=bbox, point=(float(u), float(v))))
         else:
-            actions.append(GroundedAction(step.type, object=scenario.object(step.object).name,
-                                          bbox=box_of(f"{step.object}:drawer", f"plan[{i}] drawer of")))
+            actions.append(
+                GroundedAction(
+                    step.type,
+                    object=scenario.object(step.object).name,
+                    bbox=box_of(f"{step.object}:drawer", f"plan[{i}] drawer of"),
+                )
+            )
     # an empty plan is the scenario's answer that nothing is to be done (its goal already holds, or the instruction
     # names nothing the scene has); a plan says why it is empty
     reason = "" if actions else "nothing to do: the goal already holds or nothing in the scene fits the instruction"
-    return GroundedPlan(instruction=scenario.instruction, image_size=(cam.width, cam.height), actions=actions,
-                        model="sim-ground-truth", reason=reason).validate()
+    return GroundedPlan(
+        instruction=scenario.instruction,
+        image_size=(cam.width, cam.height),
+        actions=actions,
+        model="sim-ground-truth",
+        reason=reason,
+    ).validate()
 
 
 def gt_targets(workcell, plan: GroundedPlan | None = None):
@@ -103,7 +123,6 @@ def gt_targets(workcell, plan: GroundedPlan | None = None):
     from base x), ``width`` the extent along it; place: :func:`place_point_base`; open/close: the top of the
     drawer handle with ``normal`` the direction the drawer slides out (pull along +normal).
     """
-
 
     scenario = workcell.scenario
     plan = plan or gt_plan(workcell)
@@ -126,14 +145,26 @@ def gt_targets(workcell, plan: GroundedPlan | None = None):
             position = np.array([(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, hi[2]])
             targets.append(Target(i, "grasp", name, position, yaw, float(width), up.copy(), "sim_ground_truth", 1.0))
         elif step.type == "place":
-            targets.append(Target(i, "place", name, place_point_base(workcell, step.target, step.offset_m), None, None,
-                                  up.copy(), "sim_ground_truth", 1.0))
+            targets.append(
+                Target(
+                    i,
+                    "place",
+                    name,
+                    place_point_base(workcell, step.target, step.offset_m),
+                    None,
+                    None,
+                    up.copy(),
+                    "sim_ground_truth",
+                    1.0,
+                )
+            )
         else:
             _, rot = workcell.object_pose(step.object)
             # the top of the handle bar: what a camera looking down sees, as for a grasp's top face
             handle_top = workcell.grasp_point(step.object) + [0.0, 0.0, HANDLE_HALF_THICKNESS_M]
-            targets.append(Target(i, step.type, name, handle_top, None, None, -rot[:, 0].copy(), "sim_ground_truth",
-                                  1.0))
+            targets.append(
+                Target(i, step.type, name, handle_top, None, None, -rot[:, 0].copy(), "sim_ground_truth", 1.0)
+            )
     return TargetSet(BASE_FRAME, targets, [])
 
 
@@ -150,21 +181,27 @@ def episode_record(workcell, episode_id: str, image_rel: str, plan: GroundedPlan
             d["bbox"] = [round(float(v), 2) for v in a.bbox]
         actions.append(d)
     s = workcell.scenario
-    return {"id": episode_id, "image": image_rel, "instruction": s.instruction, "instruction_type": s.instruction_type,
-            "actions": actions, "unordered": [list(b) for b in s.unordered],
-            # not part of the bench format (readers ignore it): where the frame came from and the plan with points
-            "sim": {"scenario": s.name, "seed": workcell.seed, "plan": plan.to_dict()}}
+    return {
+        "id": episode_id,
+        "image": image_rel,
+        "instruction": s.instruction,
+        "instruction_type": s.instruction_type,
+        "actions": actions,
+        "unordered": [list(b) for b in s.unordered],
+        # not part of the bench format (readers ignore it): where the frame came from and the plan with points
+        "sim": {"scenario": s.name, "seed": workcell.seed, "plan": plan.to_dict()},
+    }
 
 
-def export_episodes(scenario_paths: Iterable[str | Path], out_dir: str | Path, seeds: Iterable[int] = (0,),
-                    write_depth: bool = True) -> list[dict]:
+def export_episodes(
+    scenario_paths: Iterable[str | Path], out_dir: str | Path, seeds: Iterable[int] = (0,), write_depth: bool = True
+) -> list[dict]:
     """Render the first frame of every scenario x seed and write ``out_dir/episodes.jsonl`` with
     ``images/<id>.png`` (and ``depth/<id>.png``, uint16 mm, plus the true ``calibration/<id>/`` files), and
     ``gt_predictions.jsonl``: the exact plans in the predictions format.
 
     Returns the episode records in the order written.
     """
-
 
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
@@ -180,14 +217,23 @@ def export_episodes(scenario_paths: Iterable[str | Path], out_dir: str | Path, s
                 record = episode_record(workcell, episode_id, f"images/{episode_id}.png", plan)
                 if write_depth:
                     (out / "depth").mkdir(exist_ok=True)
-                    Image.fromarray(np.round(depth_m * 1000).astype(np.uint16)).save(out / "depth" / f"{episode_id}.png")
+                    Image.fromarray(np.round(depth_m * 1000).astype(np.uint16)).save(
+                        out / "depth" / f"{episode_id}.png"
+                    )
                     ext, info = workcell.write_calibration(out / "calibration" / episode_id)
-                    record["sim"].update({"depth": f"depth/{episode_id}.png", "extrinsics": ext.relative_to(out).as_posix(),
-                                          "camera_info": info.relative_to(out).as_posix()})
+                    record["sim"].update(
+                        {
+                            "depth": f"depth/{episode_id}.png",
+                            "extrinsics": ext.relative_to(out).as_posix(),
+                            "camera_info": info.relative_to(out).as_posix(),
+                        }
+                    )
                 records.append(record)
     _write_jsonl(out / "episodes.jsonl", records)
     # the exact plans as a predictions file: `bench score` on it must give TSR 100 (a check of the whole chain)
-    _write_jsonl(out / "gt_predictions.jsonl", [{"id": r["id"], "plan": r["sim"]["plan"], "error": ""} for r in records])
+    _write_jsonl(
+        out / "gt_predictions.jsonl", [{"id": r["id"], "plan": r["sim"]["plan"], "error": ""} for r in records]
+    )
     return records
 
 

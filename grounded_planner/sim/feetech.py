@@ -56,19 +56,53 @@ ERRBIT_VOLTAGE, ERRBIT_ANGLE, ERRBIT_OVERHEAT, ERRBIT_OVERELE, ERRBIT_OVERLOAD =
 
 # control table addresses (LeRobot 0.4.4 motors/feetech/tables.py, STS_SMS_SERIES_CONTROL_TABLE)
 ADDR = {
-    "Firmware_Major_Version": 0, "Firmware_Minor_Version": 1, "Model_Number": 3, "ID": 5, "Baud_Rate": 6,
-    "Return_Delay_Time": 7, "Response_Status_Level": 8, "Min_Position_Limit": 9, "Max_Position_Limit": 11,
-    "Max_Temperature_Limit": 13, "Max_Voltage_Limit": 14, "Min_Voltage_Limit": 15, "Max_Torque_Limit": 16,
-    "P_Coefficient": 21, "D_Coefficient": 22, "I_Coefficient": 23, "Protection_Current": 28,
-    "Homing_Offset": 31, "Operating_Mode": 33, "Overload_Torque": 36, "Torque_Enable": 40, "Acceleration": 41,
-    "Goal_Position": 42, "Goal_Time": 44, "Goal_Velocity": 46, "Torque_Limit": 48, "Lock": 55,
-    "Present_Position": 56, "Present_Velocity": 58, "Present_Load": 60, "Present_Voltage": 62,
-    "Present_Temperature": 63, "Status": 65, "Moving": 66, "Present_Current": 69, "Maximum_Acceleration": 85,
+    "Firmware_Major_Version": 0,
+    "Firmware_Minor_Version": 1,
+    "Model_Number": 3,
+    "ID": 5,
+    "Baud_Rate": 6,
+    "Return_Delay_Time": 7,
+    "Response_Status_Level": 8,
+    "Min_Position_Limit": 9,
+    "Max_Position_Limit": 11,
+    "Max_Temperature_Limit": 13,
+    "Max_Voltage_Limit": 14,
+    "Min_Voltage_Limit": 15,
+    "Max_Torque_Limit": 16,
+    "P_Coefficient": 21,
+    "D_Coefficient": 22,
+    "I_Coefficient": 23,
+    "Protection_Current": 28,
+    "Homing_Offset": 31,
+    "Operating_Mode": 33,
+    "Overload_Torque": 36,
+    "Torque_Enable": 40,
+    "Acceleration": 41,
+    "Goal_Position": 42,
+    "Goal_Time": 44,
+    "Goal_Velocity": 46,
+    "Torque_Limit": 48,
+    "Lock": 55,
+    "Present_Position": 56,
+    "Present_Velocity": 58,
+    "Present_Load": 60,
+    "Present_Voltage": 62,
+    "Present_Temperature": 63,
+    "Status": 65,
+    "Moving": 66,
+    "Present_Current": 69,
+    "Maximum_Acceleration": 85,
 }
 # the host cannot write these (the servo keeps its own values)
 READ_ONLY = range(ADDR["Present_Position"], ADDR["Present_Current"] + 2)
-SIGN_BITS = {ADDR["Homing_Offset"]: 11, ADDR["Goal_Position"]: 15, ADDR["Goal_Velocity"]: 15,
-             ADDR["Present_Position"]: 15, ADDR["Present_Velocity"]: 15, ADDR["Present_Load"]: 10}
+SIGN_BITS = {
+    ADDR["Homing_Offset"]: 11,
+    ADDR["Goal_Position"]: 15,
+    ADDR["Goal_Velocity"]: 15,
+    ADDR["Present_Position"]: 15,
+    ADDR["Present_Velocity"]: 15,
+    ADDR["Present_Load"]: 10,
+}
 
 
 def checksum(body: bytes | bytearray | list[int]) -> int:
@@ -159,7 +193,7 @@ class Sts3215:
 
     # -- instructions -----------------------------------------------------------------------------------
     def read(self, addr: int, length: int) -> bytes:
-        return bytes(self.mem[addr:addr + length])
+        return bytes(self.mem[addr : addr + length])
 
     def write(self, addr: int, data: bytes) -> None:
         for i, byte in enumerate(data):
@@ -216,7 +250,7 @@ class FeetechBus:
         while True:
             start = buf.find(b"\xff\xff")
             if start < 0:
-                del buf[:max(0, len(buf) - 1)]  # keep a trailing 0xFF: it may start the next header
+                del buf[: max(0, len(buf) - 1)]  # keep a trailing 0xFF: it may start the next header
                 return None
             del buf[:start]
             if len(buf) < 6:
@@ -256,7 +290,7 @@ class FeetechBus:
                 for k in range(2, len(params) - length + 1, length + 1):
                     servo = self.servos.get(params[k])
                     if servo is not None and servo.servo_id not in self.silent:
-                        self._write(servo, addr, params[k + 1:k + 1 + length])
+                        self._write(servo, addr, params[k + 1 : k + 1 + length])
                 return b""
             if inst == INST_SYNC_READ and servo_id == BROADCAST_ID and len(params) >= 2:
                 addr, length = params[0], params[1]

@@ -18,9 +18,13 @@ _ANGLE_EPS_DEG = 1e-9
 _DIST_EPS_M = 1e-9
 
 
-def relation_holds(target_xy: Sequence[float], reference_xy: Sequence[float], direction_xy: Sequence[float],
-                   radius_m: float = RELATION_RADIUS_M,
-                   half_angle_deg: float = RELATION_HALF_ANGLE_DEG) -> tuple[bool, float, float]:
+def relation_holds(
+    target_xy: Sequence[float],
+    reference_xy: Sequence[float],
+    direction_xy: Sequence[float],
+    radius_m: float = RELATION_RADIUS_M,
+    half_angle_deg: float = RELATION_HALF_ANGLE_DEG,
+) -> tuple[bool, float, float]:
     """Whether a target centre lies beside a reference centre in a direction, in the table plane.
 
     True when the distance between the centres is at most ``radius_m`` and the angle between (target - reference)
@@ -60,12 +64,16 @@ def evaluate_predicate(cell, p: PredicateSpec) -> PredicateResult:
     center = 0.5 * (lo + hi)
     if p.type == "beside":
         t_lo, t_hi = cell.body_aabb(f"obj:{p.target}")
-        ok, dist, angle = relation_holds(center[:2], (0.5 * (t_lo + t_hi))[:2], p.direction_xy or (1.0, 0.0),
-                                         p.distance_m)
-        return PredicateResult(p, ok and not held, f"{dist * 1000:.0f} mm from {p.target} (at most "
-                                                   f"{p.distance_m * 1000:.1f}), {angle:.0f} deg off the direction "
-                                                   f"(at most {RELATION_HALF_ANGLE_DEG:.0f})"
-                               + ("; still held" if held else ""))
+        ok, dist, angle = relation_holds(
+            center[:2], (0.5 * (t_lo + t_hi))[:2], p.direction_xy or (1.0, 0.0), p.distance_m
+        )
+        return PredicateResult(
+            p,
+            ok and not held,
+            f"{dist * 1000:.0f} mm from {p.target} (at most "
+            f"{p.distance_m * 1000:.1f}), {angle:.0f} deg off the direction "
+            f"(at most {RELATION_HALF_ANGLE_DEG:.0f})" + ("; still held" if held else ""),
+        )
     target = cell.scenario.object(p.target)
     t_pos, t_rot = cell.object_pose(p.target)
     local = t_rot.T @ (center - t_pos)

@@ -80,25 +80,49 @@ SO101_IK_SEEDS = (np.array([0.0, -0.5, 0.5, 1.2, 0.0]), np.array([0.0, 0.0, 0.3,
 SO101_JAW_PARALLEL_RAD, SO101_JAW_PARALLEL_M, SO101_JAW_LEVER_M = 0.46, 0.040, 0.0772
 SO101_JAW_CLOSED_RAD = SO101_JAW_PARALLEL_RAD - SO101_JAW_PARALLEL_M / SO101_JAW_LEVER_M
 
-GP5 = RobotSpec("gp5", ARM_JOINTS, tuple(f"a_{j[2:]}" for j in ARM_JOINTS), FINGER_JOINTS,
-                ("finger_left", "finger_right"), tuple(f"a_{j[2:]}" for j in FINGER_JOINTS),
-                max_opening_m=2 * ARM.finger_travel_m)
+GP5 = RobotSpec(
+    "gp5",
+    ARM_JOINTS,
+    tuple(f"a_{j[2:]}" for j in ARM_JOINTS),
+    FINGER_JOINTS,
+    ("finger_left", "finger_right"),
+    tuple(f"a_{j[2:]}" for j in FINGER_JOINTS),
+    max_opening_m=2 * ARM.finger_travel_m,
+)
 FR3_PREFIX = "fr3/"  # every name of the attached FR3 model starts with it
-FR3 = RobotSpec("fr3", tuple(f"{FR3_PREFIX}fr3_joint{i}" for i in range(1, 8)),
-                tuple(f"{FR3_PREFIX}fr3_joint{i}" for i in range(1, 8)),
-                (f"{FR3_PREFIX}finger_joint1", f"{FR3_PREFIX}finger_joint2"),
-                (f"{FR3_PREFIX}left_finger", f"{FR3_PREFIX}right_finger"), (f"{FR3_PREFIX}hand",),
-                max_opening_m=0.08, hand_body=HAND_BODY["fr3"], tcp_site=f"{FR3_PREFIX}tcp", gripper="tendon",
-                model="fr3", home_q=tuple(FR3_HOME_Q))
+FR3 = RobotSpec(
+    "fr3",
+    tuple(f"{FR3_PREFIX}fr3_joint{i}" for i in range(1, 8)),
+    tuple(f"{FR3_PREFIX}fr3_joint{i}" for i in range(1, 8)),
+    (f"{FR3_PREFIX}finger_joint1", f"{FR3_PREFIX}finger_joint2"),
+    (f"{FR3_PREFIX}left_finger", f"{FR3_PREFIX}right_finger"),
+    (f"{FR3_PREFIX}hand",),
+    max_opening_m=0.08,
+    hand_body=HAND_BODY["fr3"],
+    tcp_site=f"{FR3_PREFIX}tcp",
+    gripper="tendon",
+    model="fr3",
+    home_q=tuple(FR3_HOME_Q),
+)
 SO101_PREFIX = "so101/"  # every name of the attached SO-101 model starts with it
 SO101_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 # finger_joints: the jaw hinge twice (the workcell reads the opening through gripper_opening(), not as a sum)
-SO101 = RobotSpec("so101", tuple(SO101_PREFIX + j for j in SO101_JOINTS), tuple(SO101_PREFIX + j for j in SO101_JOINTS),
-                  (f"{SO101_PREFIX}gripper", f"{SO101_PREFIX}gripper"),
-                  (f"{SO101_PREFIX}gripper", f"{SO101_PREFIX}moving_jaw_so101_v1"), (f"{SO101_PREFIX}gripper",),
-                  max_opening_m=0.07, hand_body=HAND_BODY["so101"], tcp_site=f"{SO101_PREFIX}tcp", gripper="jaw",
-                  model="so101", home_q=tuple(SO101_HOME_Q), ik_fallback_seeds=tuple(tuple(s) for s in SO101_IK_SEEDS),
-                  executor_config="execution_so101.yaml")
+SO101 = RobotSpec(
+    "so101",
+    tuple(SO101_PREFIX + j for j in SO101_JOINTS),
+    tuple(SO101_PREFIX + j for j in SO101_JOINTS),
+    (f"{SO101_PREFIX}gripper", f"{SO101_PREFIX}gripper"),
+    (f"{SO101_PREFIX}gripper", f"{SO101_PREFIX}moving_jaw_so101_v1"),
+    (f"{SO101_PREFIX}gripper",),
+    max_opening_m=0.07,
+    hand_body=HAND_BODY["so101"],
+    tcp_site=f"{SO101_PREFIX}tcp",
+    gripper="jaw",
+    model="so101",
+    home_q=tuple(SO101_HOME_Q),
+    ik_fallback_seeds=tuple(tuple(s) for s in SO101_IK_SEEDS),
+    executor_config="execution_so101.yaml",
+)
 ROBOT_SPECS = {"gp5": GP5, "fr3": FR3, "so101": SO101}
 
 # The middle between the pads, 40 mm apart, lies 26 mm from the fixed jaw's gripper_frame_link along the closing axis
@@ -145,8 +169,10 @@ def franky_sim_assets() -> Path:
 
     spec = importlib.util.find_spec("franky_sim")
     if spec is None or spec.origin is None:
-        raise FileNotFoundError("robot: fr3 needs franky-sim's FR3 model: pip install 'grounded_planner[execution]' "
-                                "(franky-sim), or use robot: gp5")
+        raise FileNotFoundError(
+            "robot: fr3 needs franky-sim's FR3 model: pip install 'grounded_planner[execution]' "
+            "(franky-sim), or use robot: gp5"
+        )
     assets = Path(spec.origin).parent / "assets"
     if not (assets / "fr3.xml").is_file():
         raise FileNotFoundError(f"franky-sim is installed but has no {assets / 'fr3.xml'}; use robot: gp5")
@@ -214,8 +240,14 @@ def attach_so101(scene_spec) -> None:
     gripper, jaw = arm.body("gripper"), arm.body("moving_jaw_so101_v1")
     _visual_capsule(gripper, [0, 0, 0], arm.geom("fixed_jaw_pad").pos, 0.008, yellow)
     _visual_capsule(jaw, [0, 0, 0], arm.geom("moving_jaw_pad").pos, 0.007, yellow)
-    arm.body("base").add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.045, 0.02, 0], pos=[0.02, 0, 0.02],
-                              contype=0, conaffinity=0, rgba=[0.2, 0.2, 0.2, 1])
+    arm.body("base").add_geom(
+        type=mujoco.mjtGeom.mjGEOM_CYLINDER,
+        size=[0.045, 0.02, 0],
+        pos=[0.02, 0, 0.02],
+        contype=0,
+        conaffinity=0,
+        rgba=[0.2, 0.2, 0.2, 1],
+    )
     for actuator in arm.actuators:
         actuator.gainprm[0] *= SO101_STIFFEN
         actuator.biasprm[1] *= SO101_STIFFEN
@@ -243,8 +275,15 @@ def _visual_capsule(body, start, end, radius: float, rgba) -> None:
     start, end = np.asarray(start, float), np.asarray(end, float)
     if np.linalg.norm(end - start) < 1e-3:
         return
-    body.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, fromto=[*start, *end], size=[radius, 0, 0],
-                  contype=0, conaffinity=0, mass=0, rgba=rgba)
+    body.add_geom(
+        type=mujoco.mjtGeom.mjGEOM_CAPSULE,
+        fromto=[*start, *end],
+        size=[radius, 0, 0],
+        contype=0,
+        conaffinity=0,
+        mass=0,
+        rgba=rgba,
+    )
 
 
 def _so101_tcp(site_pos, site_quat) -> tuple[list[float], list[float]]:
@@ -288,8 +327,10 @@ def gp5_ik(tcp_xyz: Sequence[float], yaw_rad: float, roll_hint: float | None = N
     l1, l2 = a.upper_arm_m, a.forearm_m
     c2 = (r * r + h * h - l1 * l1 - l2 * l2) / (2 * l1 * l2)
     if abs(c2) > 1.0:
-        raise IKError(f"tool point {np.round([x, y, z], 3).tolist()} m is out of the arm's reach "
-                      f"(wrist at {math.hypot(r, h):.3f} m from the shoulder, reach {l1 + l2:.2f} m)")
+        raise IKError(
+            f"tool point {np.round([x, y, z], 3).tolist()} m is out of the arm's reach "
+            f"(wrist at {math.hypot(r, h):.3f} m from the shoulder, reach {l1 + l2:.2f} m)"
+        )
     best = None
     for q2 in (math.acos(c2), -math.acos(c2)):
         alpha1 = math.atan2(h, r) - math.atan2(l2 * math.sin(q2), l1 + l2 * math.cos(q2))
@@ -310,8 +351,10 @@ def gp5_ik(tcp_xyz: Sequence[float], yaw_rad: float, roll_hint: float | None = N
     q = np.array([psi, theta1, theta2, wrap_pi(theta3), rho])
     for i, (lo, hi) in enumerate(ARM_LIMITS):
         if not lo - 1e-9 <= q[i] <= hi + 1e-9:
-            raise IKError(f"tool point {np.round([x, y, z], 3).tolist()} m needs {ARM_JOINTS[i]} = "
-                          f"{q[i]:.2f} rad, beyond its limit [{lo}, {hi}]")
+            raise IKError(
+                f"tool point {np.round([x, y, z], 3).tolist()} m needs {ARM_JOINTS[i]} = "
+                f"{q[i]:.2f} rad, beyond its limit [{lo}, {hi}]"
+            )
     return q
 
 
@@ -322,9 +365,17 @@ class NumericIK:
     ``home_q`` so that repeated solves along a path stay on one branch.
     """
 
-    def __init__(self, model, robot: RobotSpec, home_q: np.ndarray, tolerance_m: float = 1e-4,
-                 tolerance_rad: float = 1e-3, max_iterations: int = 300, damping: float = 1e-3,
-                 fallback_seeds: Sequence[np.ndarray] = ()):
+    def __init__(
+        self,
+        model,
+        robot: RobotSpec,
+        home_q: np.ndarray,
+        tolerance_m: float = 1e-4,
+        tolerance_rad: float = 1e-3,
+        max_iterations: int = 300,
+        damping: float = 1e-3,
+        fallback_seeds: Sequence[np.ndarray] = (),
+    ):
         import mujoco  # lazy: optional SDK (mujoco), not in install_requires
 
         self.mujoco = mujoco
@@ -362,8 +413,10 @@ class NumericIK:
             if best is not None:
                 break
         if best is None:
-            raise IKError(f"no joint solution puts the tool at {np.round(target, 3).tolist()} m pointing down "
-                          f"(yaw {math.degrees(yaw_rad):.0f} deg) within the joint limits: out of reach")
+            raise IKError(
+                f"no joint solution puts the tool at {np.round(target, 3).tolist()} m pointing down "
+                f"(yaw {math.degrees(yaw_rad):.0f} deg) within the joint limits: out of reach"
+            )
         return best[1]
 
     def _solve(self, target: np.ndarray, rot: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, float, float]:

@@ -50,19 +50,38 @@ class SimRunResult:
     planner_error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "seed": self.seed, "condition": self.condition, "success": self.success,
-                "execution": None if self.execution is None else self.execution.to_dict(),
-                "predicates": self.predicates, "perturbations": self.perturbations,
-                "targets": None if self.targets is None else self.targets.to_dict(),
-                "plan": None if self.plan is None else self.plan.to_dict(), "planner_error": self.planner_error,
-                "sim_time_s": round(self.sim_time_s, 3), "wall_s": round(self.wall_s, 3), "gif": self.gif}
+        return {
+            "scenario": self.scenario,
+            "seed": self.seed,
+            "condition": self.condition,
+            "success": self.success,
+            "execution": None if self.execution is None else self.execution.to_dict(),
+            "predicates": self.predicates,
+            "perturbations": self.perturbations,
+            "targets": None if self.targets is None else self.targets.to_dict(),
+            "plan": None if self.plan is None else self.plan.to_dict(),
+            "planner_error": self.planner_error,
+            "sim_time_s": round(self.sim_time_s, 3),
+            "wall_s": round(self.wall_s, 3),
+            "gif": self.gif,
+        }
 
 
-def run_scenario(scenario_path: str | Path | Scenario, seed: int | None = 0, plan=None,
-                 planner: Callable[[Any, str], Any] | None = None, targets: str = "depth",
-                 executor_config=None, gif_path: str | Path | None = None, rollout_dir: str | Path | None = None,
-                 robot: str | None = None, settle_s: float = 0.5, vlm: Any = None, condition: str = "open_loop",
-                 trial: int = 0) -> SimRunResult:
+def run_scenario(
+    scenario_path: str | Path | Scenario,
+    seed: int | None = 0,
+    plan=None,
+    planner: Callable[[Any, str], Any] | None = None,
+    targets: str = "depth",
+    executor_config=None,
+    gif_path: str | Path | None = None,
+    rollout_dir: str | Path | None = None,
+    robot: str | None = None,
+    settle_s: float = 0.5,
+    vlm: Any = None,
+    condition: str = "open_loop",
+    trial: int = 0,
+) -> SimRunResult:
     """Run a scenario once.
 
     Parameters
@@ -107,14 +126,31 @@ def run_scenario(scenario_path: str | Path | Scenario, seed: int | None = 0, pla
         recorder = None
         if rollout_dir is not None:
             active = [p.type for p in cell.scenario.perturbations if p.active]
-            recorder = stack.enter_context(RolloutRecorder(
-                rollout_dir, instruction=cell.scenario.instruction, task=cell.scenario.name, condition=condition,
-                scene_id=f"{cell.scenario.name}-s{seed}", trial=trial,
-                model="sim-ground-truth" if plan is None and planner is None and vlm is None
-                else getattr(plan, "model", ""), config=config,
-                extra={"sim": {"scenario": cell.scenario.source or cell.scenario.name
-                               if isinstance(scenario_path, Scenario) else str(scenario_path), "seed": seed, "targets": targets,
-                               "robot": cell.robot.name, "perturbations": active}}))
+            recorder = stack.enter_context(
+                RolloutRecorder(
+                    rollout_dir,
+                    instruction=cell.scenario.instruction,
+                    task=cell.scenario.name,
+                    condition=condition,
+                    scene_id=f"{cell.scenario.name}-s{seed}",
+                    trial=trial,
+                    model="sim-ground-truth"
+                    if plan is None and planner is None and vlm is None
+                    else getattr(plan, "model", ""),
+                    config=config,
+                    extra={
+                        "sim": {
+                            "scenario": cell.scenario.source or cell.scenario.name
+                            if isinstance(scenario_path, Scenario)
+                            else str(scenario_path),
+                            "seed": seed,
+                            "targets": targets,
+                            "robot": cell.robot.name,
+                            "perturbations": active,
+                        }
+                    },
+                )
+            )
         sim_vlm = stack.enter_context(vlm(cell)) if vlm is not None else None
         rgb, depth_m = cell.render()
         if recorder is not None:
@@ -122,13 +158,21 @@ def run_scenario(scenario_path: str | Path | Scenario, seed: int | None = 0, pla
         t_plan = time.perf_counter()
         if plan is None:
             try:
-                plan = sim_vlm.plan(rgb, cell.scenario.instruction) if sim_vlm is not None else \
-                    planner(rgb, cell.scenario.instruction) if planner is not None else gt_plan(cell)
+                plan = (
+                    sim_vlm.plan(rgb, cell.scenario.instruction)
+                    if sim_vlm is not None
+                    else planner(rgb, cell.scenario.instruction)
+                    if planner is not None
+                    else gt_plan(cell)
+                )
             except VLMError as exc:  # the planner failing is this run's outcome, recorded, not a crash
                 return _planner_failed(cell, seed, condition, recorder, str(exc), wall0)
         try:
-            target_set = gt_targets(cell, plan) if targets == "gt" else \
-                compute_targets(plan, depth_m, cell.camera_model, cell.extrinsics)
+            target_set = (
+                gt_targets(cell, plan)
+                if targets == "gt"
+                else compute_targets(plan, depth_m, cell.camera_model, cell.extrinsics)
+            )
         except GeometryError as exc:
             if condition != "closed_loop":
                 return _planner_failed(cell, seed, condition, recorder, f"back-projection: {exc}", wall0, plan)
@@ -144,7 +188,7 @@ def run_scenario(scenario_path: str | Path | Scenario, seed: int | None = 0, pla
                     # the SO-101's one jaw hinge is named twice in finger_joints: log each joint once
                     fingers = list(dict.fromkeys(cell.robot.finger_joints))
                     with cell.lock:
-                        q = [*cell.arm_q(), *cell.data.qpos[cell._finger_qadr[:len(fingers)]]]
+                        q = [*cell.arm_q(), *cell.data.qpos[cell._finger_qadr[: len(fingers)]]]
                     recorder.log_joint_state([*cell.robot.arm_joints, *fingers], q)
 
             cell.tick_listeners.append(log_joints)
@@ -154,19 +198,30 @@ def run_scenario(scenario_path: str | Path | Scenario, seed: int | None = 0, pla
             feedback = recorder.log_feedback if recorder is not None else None
             executor = Executor(backend, config)
             if condition == "closed_loop":
+
                 def observe() -> Observation:
                     frame_rgb, frame_depth = cell.render()
                     if recorder is not None:
                         recorder.log_frame(frame_rgb, frame_depth, cell.camera_model)
                     return Observation(frame_rgb, frame_depth, cell.camera_model, cell.extrinsics)
 
-                loop = ClosedLoop(executor, observe, sim_vlm.plan, sim_vlm.locate, config.closed_loop,
-                                  on_attempt=recorder.log_attempt if recorder is not None else None,
-                                  on_plan=(lambda p, why: recorder.log_replan(p, why) if why != "initial" else None)
-                                  if recorder is not None else None)
-                execution = loop.run(cell.scenario.instruction, plan,
-                                     first=Observation(rgb, depth_m, cell.camera_model, cell.extrinsics),
-                                     on_feedback=feedback)
+                loop = ClosedLoop(
+                    executor,
+                    observe,
+                    sim_vlm.plan,
+                    sim_vlm.locate,
+                    config.closed_loop,
+                    on_attempt=recorder.log_attempt if recorder is not None else None,
+                    on_plan=(lambda p, why: recorder.log_replan(p, why) if why != "initial" else None)
+                    if recorder is not None
+                    else None,
+                )
+                execution = loop.run(
+                    cell.scenario.instruction,
+                    plan,
+                    first=Observation(rgb, depth_m, cell.camera_model, cell.extrinsics),
+                    on_feedback=feedback,
+                )
             else:
                 execution = executor.execute(plan, target_set, on_feedback=feedback)
             cell.step(int(settle_s / cell.model.opt.timestep))
@@ -175,14 +230,27 @@ def run_scenario(scenario_path: str | Path | Scenario, seed: int | None = 0, pla
         if recorder is not None:
             recorder.log_result(execution, execution_time_s=time.perf_counter() - t_exec)
             recorder.log_frame(*cell.render(), cell.camera_model)
-            recorder.set_label(success, None if success else _failure_mode(execution),
-                               notes="; ".join(f"{r.predicate.type} {r.predicate.object}: {r.detail}"
-                                               for r in evaluated), source="sim")
+            recorder.set_label(
+                success,
+                None if success else _failure_mode(execution),
+                notes="; ".join(f"{r.predicate.type} {r.predicate.object}: {r.detail}" for r in evaluated),
+                source="sim",
+            )
         gif = str(video.save_gif(gif_path)) if video is not None else None
-        return SimRunResult(scenario=cell.scenario.name, seed=seed, plan=plan, targets=target_set,
-                            execution=execution, success=success, predicates=[r.to_dict() for r in evaluated],
-                            sim_time_s=cell.time_s - sim0, wall_s=time.perf_counter() - wall0, gif=gif,
-                            condition=condition, perturbations=[p.type for p in cell.scenario.perturbations if p.active])
+        return SimRunResult(
+            scenario=cell.scenario.name,
+            seed=seed,
+            plan=plan,
+            targets=target_set,
+            execution=execution,
+            success=success,
+            predicates=[r.to_dict() for r in evaluated],
+            sim_time_s=cell.time_s - sim0,
+            wall_s=time.perf_counter() - wall0,
+            gif=gif,
+            condition=condition,
+            perturbations=[p.type for p in cell.scenario.perturbations if p.active],
+        )
 
 
 def _failure_mode(execution) -> str:
@@ -206,7 +274,16 @@ def _planner_failed(cell, seed, condition: str, recorder, message: str, wall0: f
             recorder.log_plan(plan)
         recorder.log_planner_error(message)
         recorder.set_label(False, "planner_error", notes=message, source="sim")
-    return SimRunResult(scenario=cell.scenario.name, seed=seed, plan=plan, targets=None, execution=None, success=False,
-                        predicates=[r.to_dict() for r in evaluated], wall_s=time.perf_counter() - wall0,
-                        condition=condition, planner_error=message,
-                        perturbations=[p.type for p in cell.scenario.perturbations if p.active])
+    return SimRunResult(
+        scenario=cell.scenario.name,
+        seed=seed,
+        plan=plan,
+        targets=None,
+        execution=None,
+        success=False,
+        predicates=[r.to_dict() for r in evaluated],
+        wall_s=time.perf_counter() - wall0,
+        condition=condition,
+        planner_error=message,
+        perturbations=[p.type for p in cell.scenario.perturbations if p.active],
+    )

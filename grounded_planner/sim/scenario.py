@@ -39,10 +39,18 @@ PERTURBATION_TYPES = ("slip", "moved", "grasp_offset", "distractor")
 ROBOTS = ("gp5", "fr3", "so101")
 
 NAMED_COLORS: dict[str, tuple[float, float, float]] = {
-    "red": (0.85, 0.12, 0.10), "green": (0.15, 0.65, 0.20), "blue": (0.12, 0.30, 0.85),
-    "yellow": (0.95, 0.85, 0.15), "orange": (0.95, 0.50, 0.10), "purple": (0.55, 0.20, 0.70),
-    "white": (0.93, 0.93, 0.93), "black": (0.08, 0.08, 0.08), "gray": (0.50, 0.50, 0.50),
-    "brown": (0.55, 0.35, 0.18), "pink": (0.95, 0.55, 0.70), "cyan": (0.15, 0.75, 0.80),
+    "red": (0.85, 0.12, 0.10),
+    "green": (0.15, 0.65, 0.20),
+    "blue": (0.12, 0.30, 0.85),
+    "yellow": (0.95, 0.85, 0.15),
+    "orange": (0.95, 0.50, 0.10),
+    "purple": (0.55, 0.20, 0.70),
+    "white": (0.93, 0.93, 0.93),
+    "black": (0.08, 0.08, 0.08),
+    "gray": (0.50, 0.50, 0.50),
+    "brown": (0.55, 0.35, 0.18),
+    "pink": (0.95, 0.55, 0.70),
+    "cyan": (0.15, 0.75, 0.80),
     "wood": (0.72, 0.55, 0.36),
 }
 
@@ -55,7 +63,9 @@ def parse_color(value: Any, where: str) -> tuple[float, float, float]:
     """A colour name from :data:`NAMED_COLORS` or [r, g, b] in 0..1 -> (r, g, b)."""
     if isinstance(value, str):
         if value not in NAMED_COLORS:
-            raise ScenarioError(f"{where}: unknown colour {value!r} (expected one of {', '.join(NAMED_COLORS)} or [r, g, b])")
+            raise ScenarioError(
+                f"{where}: unknown colour {value!r} (expected one of {', '.join(NAMED_COLORS)} or [r, g, b])"
+            )
         return NAMED_COLORS[value]
     try:
         rgb = tuple(float(v) for v in value)
@@ -213,7 +223,9 @@ class CameraSpec:
         if not 0.0 <= self.depth_hole_fraction < 1.0:
             raise ScenarioError(f"camera.depth_hole_fraction must be in [0, 1), got {self.depth_hole_fraction}")
         if not 0 <= self.depth_min_m < self.depth_max_m:
-            raise ScenarioError(f"camera: need 0 <= depth_min_m < depth_max_m, got {self.depth_min_m}, {self.depth_max_m}")
+            raise ScenarioError(
+                f"camera: need 0 <= depth_min_m < depth_max_m, got {self.depth_min_m}, {self.depth_max_m}"
+            )
         if np.allclose(self.position_m, self.look_at_m):
             raise ScenarioError("camera: position_m and look_at_m must differ")
 
@@ -238,8 +250,10 @@ class Scenario:
         for obj in self.objects:
             if obj.id == object_id:
                 return obj
-        raise ScenarioError(f"{_where(self.source, 'objects')}: no object with id {object_id!r} "
-                            f"(have {', '.join(o.id for o in self.objects)})")
+        raise ScenarioError(
+            f"{_where(self.source, 'objects')}: no object with id {object_id!r} "
+            f"(have {', '.join(o.id for o in self.objects)})"
+        )
 
     def perturbation(self, type_: str, object_id: str | None = None) -> PerturbationSpec | None:
         """The active perturbation of ``type_`` (for ``object_id``), if this sampled run has one."""
@@ -257,18 +271,35 @@ class Scenario:
         if seed is None:
             if not self.perturbations or all(p.active is not None for p in self.perturbations):
                 return self
-            drawn = [PerturbationSpec(**{**p.__dict__, "active": p.p > 0, "amount_m": p.offset_m if
-                                         p.type == "grasp_offset" else p.distance_m[0]}) for p in self.perturbations]
-            return Scenario(**{**self.__dict__, "perturbations": drawn,
-                               "objects": self.objects + _distractors(self.objects, drawn)})
+            drawn = [
+                PerturbationSpec(
+                    **{
+                        **p.__dict__,
+                        "active": p.p > 0,
+                        "amount_m": p.offset_m if p.type == "grasp_offset" else p.distance_m[0],
+                    }
+                )
+                for p in self.perturbations
+            ]
+            return Scenario(
+                **{**self.__dict__, "perturbations": drawn, "objects": self.objects + _distractors(self.objects, drawn)}
+            )
         rng = np.random.default_rng(seed)
         # perturbations from a stream of their own: adding one leaves the layouts of the seeds unchanged
         prng = np.random.default_rng([seed, 7919])
         drawn = []
         for p in self.perturbations:
             amount = p.offset_m if p.type == "grasp_offset" else float(prng.uniform(*p.distance_m))
-            drawn.append(PerturbationSpec(**{**p.__dict__, "active": bool(prng.random() < p.p),
-                                             "angle_rad": float(prng.uniform(-math.pi, math.pi)), "amount_m": amount}))
+            drawn.append(
+                PerturbationSpec(
+                    **{
+                        **p.__dict__,
+                        "active": bool(prng.random() < p.p),
+                        "angle_rad": float(prng.uniform(-math.pi, math.pi)),
+                        "amount_m": amount,
+                    }
+                )
+            )
         for _ in range(200):
             objects = []
             for obj in self.objects:
@@ -276,16 +307,25 @@ class Scenario:
                 dx, dy = rng.uniform(-r.xy_m, r.xy_m, size=2) if r.xy_m > 0 else (0.0, 0.0)
                 dyaw = float(rng.uniform(-r.yaw_deg, r.yaw_deg)) if r.yaw_deg > 0 else 0.0
                 color = NAMED_COLORS[r.colors[int(rng.integers(len(r.colors)))]] if r.colors else obj.color
-                objects.append(ObjectSpec(**{**obj.__dict__, "position_m": (obj.position_m[0] + float(dx),
-                                                                              obj.position_m[1] + float(dy)),
-                                             "yaw_deg": obj.yaw_deg + dyaw, "color": color}))
+                objects.append(
+                    ObjectSpec(
+                        **{
+                            **obj.__dict__,
+                            "position_m": (obj.position_m[0] + float(dx), obj.position_m[1] + float(dy)),
+                            "yaw_deg": obj.yaw_deg + dyaw,
+                            "color": color,
+                        }
+                    )
+                )
             objects += _distractors(objects, drawn)
             if not _overlaps(objects):
                 return Scenario(**{**self.__dict__, "objects": objects, "perturbations": drawn})
             for p in drawn:  # a distractor that overlaps tries another direction in the next draw
                 p.angle_rad = float(prng.uniform(-math.pi, math.pi))
-        raise ScenarioError(f"{_where(self.source, 'randomize')}: no non-overlapping layout in 200 draws "
-                            f"with seed {seed}; reduce xy_m or space the objects out")
+        raise ScenarioError(
+            f"{_where(self.source, 'randomize')}: no non-overlapping layout in 200 draws "
+            f"with seed {seed}; reduce xy_m or space the objects out"
+        )
 
 
 def _distractors(objects: list[ObjectSpec], perturbations: list[PerturbationSpec]) -> list[ObjectSpec]:
@@ -298,16 +338,27 @@ def _distractors(objects: list[ObjectSpec], perturbations: list[PerturbationSpec
         obj = by_id[p.object]
         gap = 2 * obj.footprint_radius_m + p.amount_m
         color = tuple(float(np.clip(c + p.color_shift, 0.0, 1.0)) for c in obj.color)
-        out.append(ObjectSpec(**{**obj.__dict__, "id": f"{obj.id}_lookalike", "name": f"{obj.name} look-alike",
-                                 "position_m": (obj.position_m[0] + gap * math.cos(p.angle_rad),
-                                                obj.position_m[1] + gap * math.sin(p.angle_rad)),
-                                 "color": color, "randomize": Randomize()}))
+        out.append(
+            ObjectSpec(
+                **{
+                    **obj.__dict__,
+                    "id": f"{obj.id}_lookalike",
+                    "name": f"{obj.name} look-alike",
+                    "position_m": (
+                        obj.position_m[0] + gap * math.cos(p.angle_rad),
+                        obj.position_m[1] + gap * math.sin(p.angle_rad),
+                    ),
+                    "color": color,
+                    "randomize": Randomize(),
+                }
+            )
+        )
     return out
 
 
 def _overlaps(objects: list[ObjectSpec]) -> bool:
     for i, a in enumerate(objects):
-        for b in objects[i + 1:]:
+        for b in objects[i + 1 :]:
             if a.inside == b.id or b.inside == a.id:  # in its container on purpose
                 continue
             # keep a 5 mm gap
@@ -341,38 +392,58 @@ def _object_from_dict(data: Any, where: str) -> ObjectSpec:
     if unknown:
         raise ScenarioError(f"{where}.randomize: unknown field(s) {sorted(unknown)} (expected xy_m, yaw_deg, colors)")
     try:
-        randomize = Randomize(xy_m=float(rand.get("xy_m", 0.0)), yaw_deg=float(rand.get("yaw_deg", 0.0)),
-                              colors=[str(c) for c in rand.get("colors", [])])
+        randomize = Randomize(
+            xy_m=float(rand.get("xy_m", 0.0)),
+            yaw_deg=float(rand.get("yaw_deg", 0.0)),
+            colors=[str(c) for c in rand.get("colors", [])],
+        )
     except ScenarioError as exc:
         raise ScenarioError(f"{where}.{exc}") from exc
     mass = float(data.get("mass_kg", _DEFAULT_MASS[kind]))
     if kind != "cabinet" and mass <= 0:
         raise ScenarioError(f"{where}.mass_kg: must be > 0, got {mass}")
     travel = float(data.get("drawer_travel_m", 0.18))
-    if kind == "cabinet" and not 0.02 <= travel <= 0.9 * _floats(_require(data, "size_m", where), 3, f"{where}.size_m")[0]:
-        raise ScenarioError(f"{where}.drawer_travel_m: must be between 0.02 m and 90% of the cabinet depth, got {travel}")
+    if (
+        kind == "cabinet"
+        and not 0.02 <= travel <= 0.9 * _floats(_require(data, "size_m", where), 3, f"{where}.size_m")[0]
+    ):
+        raise ScenarioError(
+            f"{where}.drawer_travel_m: must be between 0.02 m and 90% of the cabinet depth, got {travel}"
+        )
     drawer_open = float(data.get("drawer_open_m", 0.0))
     if not 0.0 <= drawer_open <= travel:
-        raise ScenarioError(f"{where}.drawer_open_m: must be between 0 and drawer_travel_m ({travel}), got {drawer_open}")
+        raise ScenarioError(
+            f"{where}.drawer_open_m: must be between 0 and drawer_travel_m ({travel}), got {drawer_open}"
+        )
     state = str(data.get("state") or "")
     if state and state not in OBJECT_STATES.get(kind, ()):
         allowed = OBJECT_STATES.get(kind)
-        raise ScenarioError(f"{where}.state: a {kind} has no state {state!r} "
-                            f"({'expected one of ' + ', '.join(allowed) if allowed else 'it has no states'})")
+        raise ScenarioError(
+            f"{where}.state: a {kind} has no state {state!r} "
+            f"({'expected one of ' + ', '.join(allowed) if allowed else 'it has no states'})"
+        )
     return ObjectSpec(
-        id=object_id, kind=kind, name=str(data.get("name") or object_id.replace("_", " ")),
+        id=object_id,
+        kind=kind,
+        name=str(data.get("name") or object_id.replace("_", " ")),
         size_m=_floats(_require(data, "size_m", where), _SIZE_LEN[kind], f"{where}.size_m", positive=True),
         position_m=_floats(_require(data, "position_m", where), 2, f"{where}.position_m"),  # type: ignore[arg-type]
         yaw_deg=float(data.get("yaw_deg", 0.0)),
         color=parse_color(data.get("color", "gray"), f"{where}.color"),
-        mass_kg=mass, drawer_travel_m=travel, drawer_open_m=drawer_open, randomize=randomize, state=state,
-        inside=str(data.get("inside") or ""))
+        mass_kg=mass,
+        drawer_travel_m=travel,
+        drawer_open_m=drawer_open,
+        randomize=randomize,
+        state=state,
+        inside=str(data.get("inside") or ""),
+    )
 
 
 def scenario_from_dict(data: Any, source: str = "") -> Scenario:
     """Build and check a :class:`Scenario` from parsed YAML; ``source`` names the file in messages."""
     if not isinstance(data, dict):
         raise ScenarioError(f"{source or 'scenario'}: expected a mapping at the top level, got {type(data).__name__}")
+
     def w(path: str) -> str:
         return _where(source, path)
 
@@ -386,14 +457,18 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
     by_id = {o.id: o for o in objects}
     for i, o in enumerate(objects):
         if o.inside and (o.inside not in by_id or by_id[o.inside].kind not in CONTAINER_FLOOR_M or o.inside == o.id):
-            raise ScenarioError(f"{w(f'objects[{i}].inside')}: {o.inside!r} is not a container of the scenario "
-                                f"(expected the id of a {' or '.join(CONTAINER_FLOOR_M)})")
+            raise ScenarioError(
+                f"{w(f'objects[{i}].inside')}: {o.inside!r} is not a container of the scenario "
+                f"(expected the id of a {' or '.join(CONTAINER_FLOOR_M)})"
+            )
 
     def ref(obj_id: Any, where: str, kinds: tuple[str, ...] | None = None) -> str:
         if str(obj_id) not in by_id:
             raise ScenarioError(f"{where}: no object with id {obj_id!r} (have {', '.join(ids)})")
         if kinds is not None and by_id[str(obj_id)].kind not in kinds:
-            raise ScenarioError(f"{where}: object {obj_id!r} is a {by_id[str(obj_id)].kind}, expected one of {', '.join(kinds)}")
+            raise ScenarioError(
+                f"{where}: object {obj_id!r} is a {by_id[str(obj_id)].kind}, expected one of {', '.join(kinds)}"
+            )
         return str(obj_id)
 
     plan = []
@@ -403,12 +478,17 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
             raise ScenarioError(f"{where}: expected {{type: grasp|place|open|close, ...}}, got {step!r}")
         if step["type"] == "place":
             offset = _floats(step.get("offset_m", [0.0, 0.0]), 2, f"{where}.offset_m")
-            plan.append(PlanStepSpec("place", target=ref(_require(step, "target", where), f"{where}.target"),
-                                     offset_m=offset))  # type: ignore[arg-type]
+            plan.append(
+                PlanStepSpec("place", target=ref(_require(step, "target", where), f"{where}.target"), offset_m=offset)
+            )  # type: ignore[arg-type]
         elif step["type"] == "grasp":
-            plan.append(PlanStepSpec("grasp", object=ref(_require(step, "object", where), f"{where}.object", GRASPABLE_KINDS)))
+            plan.append(
+                PlanStepSpec("grasp", object=ref(_require(step, "object", where), f"{where}.object", GRASPABLE_KINDS))
+            )
         else:
-            plan.append(PlanStepSpec(step["type"], object=ref(_require(step, "object", where), f"{where}.object", ("cabinet",))))
+            plan.append(
+                PlanStepSpec(step["type"], object=ref(_require(step, "object", where), f"{where}.object", ("cabinet",)))
+            )
     broken = pairing_error([step.type for step in plan])  # the plan model's rule: export never writes a bad plan
     if broken is not None:
         raise ScenarioError(f"{w(f'plan[{broken[0]}]')}: {broken[2]}")
@@ -419,26 +499,42 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
         if not isinstance(pred, dict) or pred.get("type") not in PREDICATE_TYPES:
             raise ScenarioError(f"{where}: expected {{type: {'|'.join(PREDICATE_TYPES)}, ...}}, got {pred!r}")
         if pred["type"] in ("inside", "on"):
-            success.append(PredicateSpec(pred["type"], ref(_require(pred, "object", where), f"{where}.object"),
-                                         ref(_require(pred, "target", where), f"{where}.target")))
+            success.append(
+                PredicateSpec(
+                    pred["type"],
+                    ref(_require(pred, "object", where), f"{where}.object"),
+                    ref(_require(pred, "target", where), f"{where}.target"),
+                )
+            )
         elif pred["type"] == "beside":
             direction = _floats(_require(pred, "direction_xy", where), 2, f"{where}.direction_xy")
             if abs(math.hypot(*direction) - 1.0) > 1e-3:
                 raise ScenarioError(f"{where}.direction_xy: expected a unit vector, got {list(direction)}")
-            success.append(PredicateSpec("beside", ref(_require(pred, "object", where), f"{where}.object"),
-                                         ref(_require(pred, "target", where), f"{where}.target"),
-                                         distance_m=_floats(pred.get("distance_m", 0.0762), 1, f"{where}.distance_m",
-                                                            positive=True)[0],
-                                         direction_xy=direction))  # type: ignore[arg-type]
+            success.append(
+                PredicateSpec(
+                    "beside",
+                    ref(_require(pred, "object", where), f"{where}.object"),
+                    ref(_require(pred, "target", where), f"{where}.target"),
+                    distance_m=_floats(pred.get("distance_m", 0.0762), 1, f"{where}.distance_m", positive=True)[0],
+                    direction_xy=direction,
+                )
+            )  # type: ignore[arg-type]
         else:
-            success.append(PredicateSpec(pred["type"], ref(_require(pred, "object", where), f"{where}.object", ("cabinet",)),
-                                         distance_m=float(pred.get("distance_m", 0.10))))
+            success.append(
+                PredicateSpec(
+                    pred["type"],
+                    ref(_require(pred, "object", where), f"{where}.object", ("cabinet",)),
+                    distance_m=float(pred.get("distance_m", 0.10)),
+                )
+            )
     if not success and plan:
         # a scenario with nothing to do (an empty plan: the goal already holds) may have no predicate
         raise ScenarioError(f"{w('success')}: at least one success predicate is required")
 
     unordered = data.get("unordered") or []
-    if not isinstance(unordered, list) or not all(isinstance(b, list) and all(isinstance(k, int) for k in b) for b in unordered):
+    if not isinstance(unordered, list) or not all(
+        isinstance(b, list) and all(isinstance(k, int) for k in b) for b in unordered
+    ):
         raise ScenarioError(f"{w('unordered')}: expected a list of lists of step indices, got {unordered!r}")
     itype = str(data.get("instruction_type", "explicit"))
     if itype not in ("explicit", "implicit"):
@@ -448,7 +544,9 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
         raise ScenarioError(f"{w('camera')}: expected a mapping, got {cam_raw!r}")
     unknown = set(cam_raw) - set(CameraSpec.__dataclass_fields__)
     if unknown:
-        raise ScenarioError(f"{w('camera')}: unknown field(s) {sorted(unknown)} (expected {', '.join(CameraSpec.__dataclass_fields__)})")
+        raise ScenarioError(
+            f"{w('camera')}: unknown field(s) {sorted(unknown)} (expected {', '.join(CameraSpec.__dataclass_fields__)})"
+        )
     cam_kwargs = dict(cam_raw)
     for key in ("position_m", "look_at_m"):
         if key in cam_kwargs:
@@ -463,19 +561,32 @@ def scenario_from_dict(data: Any, source: str = "") -> Scenario:
     robot = str(data.get("robot", "gp5"))
     if robot not in ROBOTS:
         raise ScenarioError(f"{w('robot')}: unknown arm {robot!r} (expected one of {', '.join(ROBOTS)})")
-    return Scenario(name=str(data.get("name") or Path(source).stem or "scenario"),
-                    instruction=str(_require(data, "instruction", w("scenario"))), instruction_type=itype,
-                    objects=objects, plan=plan, success=success, unordered=[list(b) for b in unordered],
-                    camera=camera, robot=robot, source=source, perturbations=perturbations)
+    return Scenario(
+        name=str(data.get("name") or Path(source).stem or "scenario"),
+        instruction=str(_require(data, "instruction", w("scenario"))),
+        instruction_type=itype,
+        objects=objects,
+        plan=plan,
+        success=success,
+        unordered=[list(b) for b in unordered],
+        camera=camera,
+        robot=robot,
+        source=source,
+        perturbations=perturbations,
+    )
 
 
 def _perturbation_from_dict(item: Any, where: str, ref) -> PerturbationSpec:
     if not isinstance(item, dict) or item.get("type") not in PERTURBATION_TYPES:
-        raise ScenarioError(f"{where}: expected {{type: {'|'.join(PERTURBATION_TYPES)}, object: ID, ...}}, got {item!r}")
+        raise ScenarioError(
+            f"{where}: expected {{type: {'|'.join(PERTURBATION_TYPES)}, object: ID, ...}}, got {item!r}"
+        )
     fields = {"type", "object", "p", "after_s", "distance_m", "offset_m", "color_shift"}
     unknown = set(item) - fields
     if unknown:
-        raise ScenarioError(f"{where}: unknown field(s) {sorted(unknown)} (expected some of {', '.join(sorted(fields))})")
+        raise ScenarioError(
+            f"{where}: unknown field(s) {sorted(unknown)} (expected some of {', '.join(sorted(fields))})"
+        )
     kinds = GRASPABLE_KINDS
     spec = PerturbationSpec(type=item["type"], object=ref(_require(item, "object", where), f"{where}.object", kinds))
     if "p" in item:
@@ -502,8 +613,9 @@ _Yaml12Loader.yaml_implicit_resolvers = {
     key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
     for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                                    list("tTfF"))
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -521,10 +633,18 @@ def load_scenario(path: str | Path) -> Scenario:
 def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
     """A scenario as the mapping :func:`scenario_from_dict` reads (YAML-ready; a ``sample`` result included, its
     perturbations left out)."""
+
     def obj(o: ObjectSpec) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": o.id, "kind": o.kind, "name": o.name, "size_m": list(o.size_m),
-                               "position_m": list(o.position_m), "yaw_deg": o.yaw_deg, "color": list(o.color),
-                               "mass_kg": o.mass_kg}
+        out: dict[str, Any] = {
+            "id": o.id,
+            "kind": o.kind,
+            "name": o.name,
+            "size_m": list(o.size_m),
+            "position_m": list(o.position_m),
+            "yaw_deg": o.yaw_deg,
+            "color": list(o.color),
+            "mass_kg": o.mass_kg,
+        }
         if o.kind == "cabinet":
             out.update(drawer_travel_m=o.drawer_travel_m, drawer_open_m=o.drawer_open_m)
         if o.state:
@@ -545,14 +665,28 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
         if p.type in ("drawer_open", "drawer_closed"):
             return {"type": p.type, "object": p.object, "distance_m": p.distance_m}
         if p.type == "beside":
-            return {"type": p.type, "object": p.object, "target": p.target, "distance_m": p.distance_m,
-                    "direction_xy": list(p.direction_xy or ())}
+            return {
+                "type": p.type,
+                "object": p.object,
+                "target": p.target,
+                "distance_m": p.distance_m,
+                "direction_xy": list(p.direction_xy or ()),
+            }
         return {"type": p.type, "object": p.object, "target": p.target}
 
     cam = scenario.camera
-    return {"name": scenario.name, "instruction": scenario.instruction, "instruction_type": scenario.instruction_type,
-            "robot": scenario.robot,
-            "camera": {**{k: getattr(cam, k) for k in CameraSpec.__dataclass_fields__},
-                       "position_m": list(cam.position_m), "look_at_m": list(cam.look_at_m)},
-            "objects": [obj(o) for o in scenario.objects], "plan": [step(p) for p in scenario.plan],
-            "success": [pred(p) for p in scenario.success], "unordered": [list(b) for b in scenario.unordered]}
+    return {
+        "name": scenario.name,
+        "instruction": scenario.instruction,
+        "instruction_type": scenario.instruction_type,
+        "robot": scenario.robot,
+        "camera": {
+            **{k: getattr(cam, k) for k in CameraSpec.__dataclass_fields__},
+            "position_m": list(cam.position_m),
+            "look_at_m": list(cam.look_at_m),
+        },
+        "objects": [obj(o) for o in scenario.objects],
+        "plan": [step(p) for p in scenario.plan],
+        "success": [pred(p) for p in scenario.success],
+        "unordered": [list(b) for b in scenario.unordered],
+    }

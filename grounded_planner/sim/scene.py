@@ -58,7 +58,11 @@ HANDLE_HEIGHT_FRACTION = 0.8
 HANDLE_STANDOFF_M = 0.075
 HANDLE_HALF_THICKNESS_M = 0.008  # the handle bar's half size across it (a 16 mm square bar)
 # The body held objects are welded to, per arm model (the FR3's names carry the prefix it is attached with).
-HAND_BODY = {"gp5": "hand", "fr3": "fr3/hand", "so101": "so101/gripper"}  # where the arm waits: behind the objects, above the camera's view of them
+HAND_BODY = {
+    "gp5": "hand",
+    "fr3": "fr3/hand",
+    "so101": "so101/gripper",
+}  # where the arm waits: behind the objects, above the camera's view of them
 
 
 def _f(values) -> str:
@@ -115,8 +119,16 @@ def camera_axes(position_m, look_at_m) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 # -- objects -----------------------------------------------------------------------------------------
-def _ring_walls(name: str, radius: float, height: float, thickness: float, tilt_rad: float, rgba: str,
-                segments: int = 16, z0: float = 0.0) -> list[str]:
+def _ring_walls(
+    name: str,
+    radius: float,
+    height: float,
+    thickness: float,
+    tilt_rad: float,
+    rgba: str,
+    segments: int = 16,
+    z0: float = 0.0,
+) -> list[str]:
     """Box segments forming the wall of a cup/bowl; tilted outwards by ``tilt_rad`` (0 = vertical)."""
     out = []
     wall_h = height / math.cos(tilt_rad)
@@ -127,8 +139,10 @@ def _ring_walls(name: str, radius: float, height: float, thickness: float, tilt_
         rot = _rot_z(theta) @ _rot_y(tilt_rad)  # outward tilt: the wall's top leans along +x local
         quat = quat_from_matrix(rot)
         pos = [r_mid * math.cos(theta), r_mid * math.sin(theta), z0 + 0.5 * height]
-        out.append(f'<geom name="{name}:wall{k}" type="box" size="{_f([thickness / 2, half_len, wall_h / 2])}" '
-                   f'pos="{_f(pos)}" quat="{_f(quat)}" rgba="{rgba}"/>')
+        out.append(
+            f'<geom name="{name}:wall{k}" type="box" size="{_f([thickness / 2, half_len, wall_h / 2])}" '
+            f'pos="{_f(pos)}" quat="{_f(quat)}" rgba="{rgba}"/>'
+        )
     return out
 
 
@@ -149,28 +163,39 @@ def object_mjcf(obj: ObjectSpec, lift_m: float = 0.0) -> tuple[str, list[str]]:
     if obj.kind == "box" and state == "open":
         sx, sy, sz = obj.size_m
         t = min(0.004, sx / 6, sy / 6)
-        walls = [("floor", [sx / 2, sy / 2, t / 2], [0, 0, -sz / 2 + t / 2]),
-                 ("wall_px", [t / 2, sy / 2, sz / 2], [sx / 2 - t / 2, 0, 0]),
-                 ("wall_nx", [t / 2, sy / 2, sz / 2], [-sx / 2 + t / 2, 0, 0]),
-                 ("wall_py", [sx / 2 - t, t / 2, sz / 2], [0, sy / 2 - t / 2, 0]),
-                 ("wall_ny", [sx / 2 - t, t / 2, sz / 2], [0, -sy / 2 + t / 2, 0])]
-        xml = (f'<body name="{body}" pos="{_f([x, y, lift_m + sz / 2])}" quat="{quat}"><freejoint name="{body}:free"/>'
-               f'<inertial pos="0 0 {-sz / 6:.6g}" mass="{obj.mass_kg}" '
-               f'diaginertia="{_f([obj.mass_kg * (sy * sy + sz * sz) / 12, obj.mass_kg * (sx * sx + sz * sz) / 12, obj.mass_kg * (sx * sx + sy * sy) / 12])}"/>'
-               + "".join(f'<geom name="{body}:{n}" type="box" size="{_f(sz_)}" pos="{_f(p)}" rgba="{rgba}" {friction}/>'
-                         for n, sz_, p in walls) + "</body>")
+        walls = [
+            ("floor", [sx / 2, sy / 2, t / 2], [0, 0, -sz / 2 + t / 2]),
+            ("wall_px", [t / 2, sy / 2, sz / 2], [sx / 2 - t / 2, 0, 0]),
+            ("wall_nx", [t / 2, sy / 2, sz / 2], [-sx / 2 + t / 2, 0, 0]),
+            ("wall_py", [sx / 2 - t, t / 2, sz / 2], [0, sy / 2 - t / 2, 0]),
+            ("wall_ny", [sx / 2 - t, t / 2, sz / 2], [0, -sy / 2 + t / 2, 0]),
+        ]
+        xml = (
+            f'<body name="{body}" pos="{_f([x, y, lift_m + sz / 2])}" quat="{quat}"><freejoint name="{body}:free"/>'
+            f'<inertial pos="0 0 {-sz / 6:.6g}" mass="{obj.mass_kg}" '
+            f'diaginertia="{_f([obj.mass_kg * (sy * sy + sz * sz) / 12, obj.mass_kg * (sx * sx + sz * sz) / 12, obj.mass_kg * (sx * sx + sy * sy) / 12])}"/>'
+            + "".join(
+                f'<geom name="{body}:{n}" type="box" size="{_f(sz_)}" pos="{_f(p)}" rgba="{rgba}" {friction}/>'
+                for n, sz_, p in walls
+            )
+            + "</body>"
+        )
         return xml, [body]
     if obj.kind == "box":
         sx, sy, sz = obj.size_m
-        xml = (f'<body name="{body}" pos="{_f([x, y, lift_m + sz / 2])}" quat="{quat}"><freejoint name="{body}:free"/>'
-               f'<geom name="{body}:body" type="box" size="{_f([sx / 2, sy / 2, sz / 2])}" mass="{obj.mass_kg}" '
-               f'rgba="{rgba}" {friction}/></body>')
+        xml = (
+            f'<body name="{body}" pos="{_f([x, y, lift_m + sz / 2])}" quat="{quat}"><freejoint name="{body}:free"/>'
+            f'<geom name="{body}:body" type="box" size="{_f([sx / 2, sy / 2, sz / 2])}" mass="{obj.mass_kg}" '
+            f'rgba="{rgba}" {friction}/></body>'
+        )
         return xml, [body]
     if obj.kind in ("cylinder", "plate"):
         r, h = obj.size_m
-        xml = (f'<body name="{body}" pos="{_f([x, y, lift_m + h / 2])}" quat="{quat}"><freejoint name="{body}:free"/>'
-               f'<geom name="{body}:body" type="cylinder" size="{_f([r, h / 2])}" mass="{obj.mass_kg}" '
-               f'rgba="{rgba}" {friction}/></body>')
+        xml = (
+            f'<body name="{body}" pos="{_f([x, y, lift_m + h / 2])}" quat="{quat}"><freejoint name="{body}:free"/>'
+            f'<geom name="{body}:body" type="cylinder" size="{_f([r, h / 2])}" mass="{obj.mass_kg}" '
+            f'rgba="{rgba}" {friction}/></body>'
+        )
         return xml, ([body] if obj.kind == "cylinder" else [])
     if obj.kind in ("cup", "bowl"):
         r, h = obj.size_m
@@ -178,14 +203,19 @@ def object_mjcf(obj: ObjectSpec, lift_m: float = 0.0) -> tuple[str, list[str]]:
         tilt = 0.0 if obj.kind == "cup" else math.radians(30)
         base_r = r - h * math.tan(tilt)
         floor_z = h - thickness / 2 if state == "upside_down" else thickness / 2
-        parts = [f'<geom name="{body}:bottom" type="cylinder" size="{_f([base_r, thickness / 2])}" '
-                 f'pos="0 0 {floor_z:.6g}" rgba="{rgba}"/>']
+        parts = [
+            f'<geom name="{body}:bottom" type="cylinder" size="{_f([base_r, thickness / 2])}" '
+            f'pos="0 0 {floor_z:.6g}" rgba="{rgba}"/>'
+        ]
         parts += _ring_walls(body, r, h, thickness, tilt, rgba)
         # mass spread over the parts by MuJoCo from their volumes: set the total with an inertial-free body mass
         com_z = h * (0.65 if state == "upside_down" else 0.35)
-        xml = (f'<body name="{body}" pos="{_f([x, y, lift_m])}" quat="{quat}"><freejoint name="{body}:free"/>'
-               f'<inertial pos="0 0 {com_z:.6g}" mass="{obj.mass_kg}" diaginertia="{_f([obj.mass_kg * r * r / 3] * 3)}"/>'
-               + "".join(parts) + "</body>")
+        xml = (
+            f'<body name="{body}" pos="{_f([x, y, lift_m])}" quat="{quat}"><freejoint name="{body}:free"/>'
+            f'<inertial pos="0 0 {com_z:.6g}" mass="{obj.mass_kg}" diaginertia="{_f([obj.mass_kg * r * r / 3] * 3)}"/>'
+            + "".join(parts)
+            + "</body>"
+        )
         return xml, ([body] if obj.kind == "cup" else [])
     if obj.kind == "cabinet":
         return _cabinet_mjcf(obj, body, rgba, quat), [f"{body}:drawer"]
@@ -212,22 +242,36 @@ def _cabinet_mjcf(obj: ObjectSpec, body: str, rgba: str, quat: str) -> str:
     standoff = HANDLE_STANDOFF_M
     handle_z = t + 0.002 + HANDLE_HEIGHT_FRACTION * drawer_h
     drawer = [
-        ("drawer_front", [t / 2, w / 2 - 0.002, drawer_h / 2 + t / 2], [-d / 2 + t / 2, 0, t + 0.002 + drawer_h / 2], front_rgba),
+        (
+            "drawer_front",
+            [t / 2, w / 2 - 0.002, drawer_h / 2 + t / 2],
+            [-d / 2 + t / 2, 0, t + 0.002 + drawer_h / 2],
+            front_rgba,
+        ),
         ("drawer_bottom", [d / 2 - 2 * t, inner_w, t / 4], [-t, 0, t + 0.004], rgba),
         ("drawer_side_l", [d / 2 - 2 * t, t / 4, drawer_h * 0.3], [-t, inner_w, t + drawer_h * 0.3], rgba),
         ("drawer_side_r", [d / 2 - 2 * t, t / 4, drawer_h * 0.3], [-t, -inner_w, t + drawer_h * 0.3], rgba),
         ("drawer_back", [t / 4, inner_w, drawer_h * 0.3], [d / 2 - 3 * t, 0, t + drawer_h * 0.3], rgba),
-        ("drawer_handle", [HANDLE_HALF_THICKNESS_M, 0.25 * w, HANDLE_HALF_THICKNESS_M], [-d / 2 - standoff, 0, handle_z], handle_rgba),
+        (
+            "drawer_handle",
+            [HANDLE_HALF_THICKNESS_M, 0.25 * w, HANDLE_HALF_THICKNESS_M],
+            [-d / 2 - standoff, 0, handle_z],
+            handle_rgba,
+        ),
         ("drawer_post_l", [standoff / 2, 0.006, 0.006], [-d / 2 - standoff / 2, 0.2 * w, handle_z], handle_rgba),
         ("drawer_post_r", [standoff / 2, 0.006, 0.006], [-d / 2 - standoff / 2, -0.2 * w, handle_z], handle_rgba),
     ]
     xml = [f'<body name="{body}" pos="{_f([x, y, 0.0])}" quat="{quat}">']
     xml += [f'<geom name="{body}:{n}" type="box" size="{_f(s)}" pos="{_f(p)}" rgba="{rgba}"/>' for n, s, p in shell]
-    xml.append(f'<body name="{body}:drawer"><joint name="{body}:drawer_slide" type="slide" axis="-1 0 0" '
-               f'range="0 {obj.drawer_travel_m:.6g}" damping="8" frictionloss="0.5" armature="0.05"/>'
-               f'<inertial pos="0 0 {h / 2:.6g}" mass="0.6" diaginertia="0.005 0.005 0.005"/>')
-    xml += [f'<geom name="{body}:{n}" type="box" size="{_f(s)}" pos="{_f(p)}" rgba="{c}" friction="1.2 0.01 0.001"/>'
-            for n, s, p, c in drawer]
+    xml.append(
+        f'<body name="{body}:drawer"><joint name="{body}:drawer_slide" type="slide" axis="-1 0 0" '
+        f'range="0 {obj.drawer_travel_m:.6g}" damping="8" frictionloss="0.5" armature="0.05"/>'
+        f'<inertial pos="0 0 {h / 2:.6g}" mass="0.6" diaginertia="0.005 0.005 0.005"/>'
+    )
+    xml += [
+        f'<geom name="{body}:{n}" type="box" size="{_f(s)}" pos="{_f(p)}" rgba="{c}" friction="1.2 0.01 0.001"/>'
+        for n, s, p, c in drawer
+    ]
     xml.append("</body></body>")
     return "".join(xml)
 
@@ -245,8 +289,10 @@ def arm_mjcf() -> str:
     link = 'contype="0" conaffinity="0" rgba="0.92 0.92 0.94 1"'
     dark = 'contype="0" conaffinity="0" rgba="0.2 0.2 0.22 1"'
     ft = a.finger_thickness_m
-    finger_geom = (f'type="box" size="0.011 {ft / 2:.6g} {a.finger_length_m / 2:.6g}" rgba="0.25 0.25 0.27 1" '
-                   f'friction="1.5 0.02 0.002" condim="4" mass="0.03"')
+    finger_geom = (
+        f'type="box" size="0.011 {ft / 2:.6g} {a.finger_length_m / 2:.6g}" rgba="0.25 0.25 0.27 1" '
+        f'friction="1.5 0.02 0.002" condim="4" mass="0.03"'
+    )
     return f"""
 <body name="arm_base" pos="0 0 0">
   <geom type="cylinder" size="0.07 0.03" pos="0 0 0.03" {dark}/>
@@ -301,15 +347,24 @@ def scene_mjcf(scenario: Scenario) -> tuple[str, list[str]]:
         objects.append(xml)
         holdable += bodies
     tx, ty = TABLE_CENTER_M
-    welds = "".join(f'<weld name="grasp:{b}" body1="{HAND_BODY[scenario.robot]}" body2={quoteattr(b)} active="false" '
-                    f'solref="0.004 1" torquescale="1"/>' for b in holdable)
-    excludes = "".join(f'<exclude body1="obj:{o.id}" body2="obj:{o.id}:drawer"/>'
-                       for o in scenario.objects if o.kind == "cabinet")
-    gains = "kp=\"3000\" kv=\"120\""
-    actuators = "".join(f'<position name="a_{j[2:]}" joint="{j}" {gains} ctrlrange="{_f(ARM_LIMITS[i])}"/>'
-                        for i, j in enumerate(ARM_JOINTS))
-    actuators += "".join(f'<position name="a_{j[2:]}" joint="{j}" kp="800" kv="20" forcerange="-25 25" '
-                         f'ctrlrange="0 {ARM.finger_travel_m:.6g}"/>' for j in FINGER_JOINTS)
+    welds = "".join(
+        f'<weld name="grasp:{b}" body1="{HAND_BODY[scenario.robot]}" body2={quoteattr(b)} active="false" '
+        f'solref="0.004 1" torquescale="1"/>'
+        for b in holdable
+    )
+    excludes = "".join(
+        f'<exclude body1="obj:{o.id}" body2="obj:{o.id}:drawer"/>' for o in scenario.objects if o.kind == "cabinet"
+    )
+    gains = 'kp="3000" kv="120"'
+    actuators = "".join(
+        f'<position name="a_{j[2:]}" joint="{j}" {gains} ctrlrange="{_f(ARM_LIMITS[i])}"/>'
+        for i, j in enumerate(ARM_JOINTS)
+    )
+    actuators += "".join(
+        f'<position name="a_{j[2:]}" joint="{j}" kp="800" kv="20" forcerange="-25 25" '
+        f'ctrlrange="0 {ARM.finger_travel_m:.6g}"/>'
+        for j in FINGER_JOINTS
+    )
     arm = arm_mjcf()
     if scenario.robot != "gp5":  # another arm model is attached to the compiled spec (robots.attach_fr3)
         arm, actuators = "", ""

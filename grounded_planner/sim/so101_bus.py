@@ -57,8 +57,13 @@ class JointCalibration:
         return (self.range_min + self.range_max) / 2 + (q_rad - self.center_rad) * STEPS_PER_RAD
 
     def to_lerobot(self) -> dict:
-        return {"id": self.servo_id, "drive_mode": 0, "homing_offset": self.homing_offset,
-                "range_min": self.range_min, "range_max": self.range_max}
+        return {
+            "id": self.servo_id,
+            "drive_mode": 0,
+            "homing_offset": self.homing_offset,
+            "range_min": self.range_min,
+            "range_max": self.range_max,
+        }
 
 
 def make_calibration(joint_ranges_rad: dict[str, tuple[float, float]], seed: int | None) -> list[JointCalibration]:
@@ -89,8 +94,13 @@ class So101BusSim:
     ``calibration_path`` are what a LeRobot host needs.
     """
 
-    def __init__(self, scenario_path: str | Path, seed: int | None = 0, calibration_dir: str | Path | None = None,
-                 realtime_factor: float = 1.0):
+    def __init__(
+        self,
+        scenario_path: str | Path,
+        seed: int | None = 0,
+        calibration_dir: str | Path | None = None,
+        realtime_factor: float = 1.0,
+    ):
         self.cell = SimWorkcell.from_scenario(scenario_path, seed=seed, robot="so101")
         self.control_dt_s = CONTROL_DT_S
         self.realtime_factor = realtime_factor
@@ -170,9 +180,15 @@ class So101BusSim:
     def _apply_servos(self) -> None:
         model, data = self.cell.model, self.cell.data
         with self.bus.lock:
-            state = [(servo.torque_enabled, servo.goal_steps(), servo.mem[ADDR["P_Coefficient"]],
-                      min(servo.word("Torque_Limit"), servo.word("Max_Torque_Limit")))
-                     for servo in (self.bus.servos[c.servo_id] for c in self.calibration)]
+            state = [
+                (
+                    servo.torque_enabled,
+                    servo.goal_steps(),
+                    servo.mem[ADDR["P_Coefficient"]],
+                    min(servo.word("Torque_Limit"), servo.word("Max_Torque_Limit")),
+                )
+                for servo in (self.bus.servos[c.servo_id] for c in self.calibration)
+            ]
         with self.cell.lock:
             for k, (cal, (torque, goal_actual, p_gain, torque_limit)) in enumerate(zip(self.calibration, state)):
                 act = self._act[k]
@@ -197,8 +213,9 @@ class So101BusSim:
             force = self.cell.data.actuator_force[self._act].copy()
         with self.bus.lock:
             for cal, q_i, qd_i, f_i in zip(self.calibration, q, qd, force):
-                self.bus.servos[cal.servo_id].set_present(cal.rad_to_steps(q_i) + cal.homing_offset,
-                                                          qd_i * STEPS_PER_RAD, f_i / STALL_TORQUE_NM * 1000)
+                self.bus.servos[cal.servo_id].set_present(
+                    cal.rad_to_steps(q_i) + cal.homing_offset, qd_i * STEPS_PER_RAD, f_i / STALL_TORQUE_NM * 1000
+                )
 
     def _watch_grasp(self) -> None:
         """The workcell's weld-on-contact grasp, triggered by the jaw servo instead of a close_gripper() call:
@@ -239,10 +256,16 @@ class So101BusSim:
         evaluated = self.cell.evaluate()
         with self.bus.lock:
             torque = {c.name: self.bus.servos[c.servo_id].torque_enabled for c in self.calibration}
-        report = {"joints_deg": self.joints_deg(), "torque": torque, "success": all(r.ok for r in evaluated),
-                  "predicates": [r.to_dict() for r in evaluated], "held": self.cell.held_body,
-                  "packets": self.bus.stats.packets, "bad_checksums": self.bus.stats.bad_checksums,
-                  "sim_time_s": round(self.cell.time_s, 3)}
+        report = {
+            "joints_deg": self.joints_deg(),
+            "torque": torque,
+            "success": all(r.ok for r in evaluated),
+            "predicates": [r.to_dict() for r in evaluated],
+            "held": self.cell.held_body,
+            "packets": self.bus.stats.packets,
+            "bad_checksums": self.bus.stats.bad_checksums,
+            "sim_time_s": round(self.cell.time_s, 3),
+        }
         if self.physics_error:
             report["physics_error"] = self.physics_error
         return report

@@ -67,8 +67,9 @@ class SimVLM:
         kind = "point" if action.type == "place" else "box"
         name = action.target if action.type == "place" else action.object
         try:
-            found, _warnings = self.grounder.locate(rgb, self.planner.encode(rgb), name or action.object, kind,
-                                                    carried=action.object)
+            found, _warnings = self.grounder.locate(
+                rgb, self.planner.encode(rgb), name or action.object, kind, carried=action.object
+            )
         except VLMError:
             return None
         if kind == "point":
@@ -82,8 +83,16 @@ class SimVLM:
         for i, action in enumerate(plan.actions):
             if action.type != "grasp" or action.bbox is None:
                 continue
-            spec = next((p for p in self.cell.scenario.perturbations if p.type == "grasp_offset" and p.active and
-                         self.cell.scenario.object(p.object).name in (action.object or "")), None)
+            spec = next(
+                (
+                    p
+                    for p in self.cell.scenario.perturbations
+                    if p.type == "grasp_offset"
+                    and p.active
+                    and self.cell.scenario.object(p.object).name in (action.object or "")
+                ),
+                None,
+            )
             if spec is None:
                 continue
             self._offset_done = True
@@ -121,8 +130,9 @@ def sim_vlm(cell, config: PlannerConfig | None = None) -> Iterator[SimVLM]:
     if config is not None:
         planner = make_planner(config)
         if not isinstance(planner, Planner) or type(planner).__name__ == "DecoupledPlanner":
-            raise VLMError(f"sim runs need a grounded planner backend (openai, gemini, transformers), got "
-                           f"{config.backend!r}")
+            raise VLMError(
+                f"sim runs need a grounded planner backend (openai, gemini, transformers), got {config.backend!r}"
+            )
         vlm = SimVLM(planner, cell)
         try:
             yield vlm
@@ -130,8 +140,17 @@ def sim_vlm(cell, config: PlannerConfig | None = None) -> Iterator[SimVLM]:
             vlm.close()
         return
     with FakeVLMServer(stand_in_scene(cell), one_object=True) as server:
-        planner = make_planner(PlannerConfig(backend="openai", base_url=server.base_url, model=STAND_IN_MODEL,
-                                             api_key_env="", image_format="png", max_retries=0, timeout_s=30.0))
+        planner = make_planner(
+            PlannerConfig(
+                backend="openai",
+                base_url=server.base_url,
+                model=STAND_IN_MODEL,
+                api_key_env="",
+                image_format="png",
+                max_retries=0,
+                timeout_s=30.0,
+            )
+        )
         vlm = SimVLM(planner, cell)
         try:
             yield vlm

@@ -20,8 +20,15 @@ import numpy as np
 from grounded_planner.errors import InputError, RunFailure
 from grounded_planner.geometry.transforms import fold_half_turn
 from grounded_planner.sim.robots import IKError  # noqa: F401  (raised by solve_ik; importable from here too)
-from grounded_planner.sim.robots import (ROBOT_SPECS, NumericIK, attach_model, gp5_ik, gripper_ctrl, gripper_force_range,
-                                         gripper_opening)
+from grounded_planner.sim.robots import (
+    ROBOT_SPECS,
+    NumericIK,
+    attach_model,
+    gp5_ik,
+    gripper_ctrl,
+    gripper_force_range,
+    gripper_opening,
+)
 from grounded_planner.sim.camera import BASE_FRAME, CAMERA_FRAME, SimError, WorkcellCamera  # noqa: F401  (re-exported)
 from grounded_planner.sim.predicates import PredicateResult, evaluate_predicate  # noqa: F401  (re-exported)
 from grounded_planner.sim.scenario import Scenario, ScenarioError, load_scenario
@@ -48,7 +55,9 @@ def _import_mujoco():
     try:
         import mujoco  # lazy: optional SDK (mujoco), not in install_requires
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise SimError(f"the simulated workcell needs MuJoCo: {install_hint('mujoco', 'sim', 'python3-mujoco-pip')}") from exc
+        raise SimError(
+            f"the simulated workcell needs MuJoCo: {install_hint('mujoco', 'sim', 'python3-mujoco-pip')}"
+        ) from exc
     # MuJoCo picks its GL backend when it is first imported: if something imported it before MUJOCO_GL was set
     # (and before any OpenGL binding was loaded), pick again now, or offscreen rendering fails without a display
     gl = sys.modules.get("mujoco.rendering.classic.gl_context")
@@ -82,7 +91,9 @@ class SimWorkcell(WorkcellCamera):
         except FileNotFoundError as exc:
             raise SimError(f"{scenario.source or scenario.name}: {exc}") from exc
         except ValueError as exc:
-            raise ScenarioError(f"{scenario.source or scenario.name}: MuJoCo rejected the generated scene: {exc}") from exc
+            raise ScenarioError(
+                f"{scenario.source or scenario.name}: MuJoCo rejected the generated scene: {exc}"
+            ) from exc
         self.data = mj.MjData(self.model)
         self.lock = threading.RLock()
         self._stop = threading.Event()
@@ -104,8 +115,9 @@ class SimWorkcell(WorkcellCamera):
         self._tcp_site = self._id(mj.mjtObj.mjOBJ_SITE, robot.tcp_site)
         self._hand_body = self._id(mj.mjtObj.mjOBJ_BODY, robot.hand_body)
         finger_bodies = [self._id(mj.mjtObj.mjOBJ_BODY, b) for b in robot.finger_bodies]
-        self._finger_geoms = tuple({g for g in range(self.model.ngeom) if int(self.model.geom_bodyid[g]) == b}
-                                   for b in finger_bodies)
+        self._finger_geoms = tuple(
+            {g for g in range(self.model.ngeom) if int(self.model.geom_bodyid[g]) == b} for b in finger_bodies
+        )
         self._tool_bodies = {self._hand_body, *finger_bodies}
         self._holdable_ids = {self._id(mj.mjtObj.mjOBJ_BODY, b): b for b in self.holdable_bodies}
         self._weld_ids = {b: self._id(mj.mjtObj.mjOBJ_EQUALITY, f"grasp:{b}") for b in self.holdable_bodies}
@@ -113,14 +125,18 @@ class SimWorkcell(WorkcellCamera):
         self._init_camera(self._camera_id, self._rng)
         self.held_body: str | None = None
         home_q = np.array(robot.home_q) if robot.home_q else None
-        self._ik = NumericIK(self.model, robot, home_q, fallback_seeds=tuple(np.array(s) for s in robot.ik_fallback_seeds)) \
-            if home_q is not None else None
+        self._ik = (
+            NumericIK(self.model, robot, home_q, fallback_seeds=tuple(np.array(s) for s in robot.ik_fallback_seeds))
+            if home_q is not None
+            else None
+        )
         # start at home with the gripper open, objects resting on the table
         q_home = home_q if home_q is not None else gp5_ik(HOME_TCP_M, 0.0)
         self.data.qpos[self._arm_qadr] = q_home
         self.data.ctrl[self._arm_act] = q_home
-        self.data.qpos[self._finger_qadr] = gripper_ctrl(robot, robot.max_opening_m)[0] if robot.gripper == "jaw" \
-            else robot.max_opening_m / 2
+        self.data.qpos[self._finger_qadr] = (
+            gripper_ctrl(robot, robot.max_opening_m)[0] if robot.gripper == "jaw" else robot.max_opening_m / 2
+        )
         self.data.ctrl[self._gripper_act] = gripper_ctrl(robot, robot.max_opening_m)
         for obj in self.scenario.objects:  # drawers that start pulled out
             if obj.kind == "cabinet" and obj.drawer_open_m > 0:
@@ -130,8 +146,9 @@ class SimWorkcell(WorkcellCamera):
         self.step(int(round(settle_s / self.model.opt.timestep)))
 
     @classmethod
-    def from_scenario(cls, path: str | Path, seed: int | None = None, robot: str | None = None,
-                      **kwargs) -> "SimWorkcell":
+    def from_scenario(
+        cls, path: str | Path, seed: int | None = None, robot: str | None = None, **kwargs
+    ) -> "SimWorkcell":
         """Load a scenario YAML (see config/scenarios/) with its randomisation drawn from ``seed``;
         ``robot`` (``gp5`` | ``fr3``) overrides the scenario's arm model."""
         scenario = load_scenario(path)
@@ -171,8 +188,9 @@ class SimWorkcell(WorkcellCamera):
         self._stop.clear()
 
     # -- kinematics ---------------------------------------------------------------------------------
-    def solve_ik(self, tcp_xyz: Sequence[float], yaw_rad: float, q_hint: np.ndarray | None = None,
-                 continuous: bool = False) -> np.ndarray:
+    def solve_ik(
+        self, tcp_xyz: Sequence[float], yaw_rad: float, q_hint: np.ndarray | None = None, continuous: bool = False
+    ) -> np.ndarray:
         """Arm joint angles (n,) for a top-down tool pose; raises :class:`IKError` (out of reach, joint limits).
 
         ``tcp_xyz`` (3,) is the tool centre point in the base frame (m); ``yaw_rad`` the closing axis about base z
@@ -201,8 +219,15 @@ class SimWorkcell(WorkcellCamera):
         with self.lock:
             return self.data.qpos[self._arm_qadr].copy()
 
-    def move_tcp(self, tcp_xyz: Sequence[float], yaw_rad: float, speed_mps: float = 0.4,
-                 settle_timeout_s: float = 2.0, tolerance_m: float = 0.003, guarded: bool = False) -> str:
+    def move_tcp(
+        self,
+        tcp_xyz: Sequence[float],
+        yaw_rad: float,
+        speed_mps: float = 0.4,
+        settle_timeout_s: float = 2.0,
+        tolerance_m: float = 0.003,
+        guarded: bool = False,
+    ) -> str:
         """Move the TCP along a straight line to a top-down pose (blocking; sim time).
 
         The whole path is solved first (raises :class:`IKError` before moving). Then the joint set-points follow
@@ -253,12 +278,22 @@ class SimWorkcell(WorkcellCamera):
             if guarded and self._touched_down(goal):
                 return "touched_down"
             if self.time_s >= deadline:
-                raise SimMotionTimeout(f"the arm stopped {np.linalg.norm(pos - goal) * 1000:.1f} mm from its goal "
-                                       f"{np.round(goal, 3).tolist()} after {settle_timeout_s:.1f} s (blocked?)")
+                raise SimMotionTimeout(
+                    f"the arm stopped {np.linalg.norm(pos - goal) * 1000:.1f} mm from its goal "
+                    f"{np.round(goal, 3).tolist()} after {settle_timeout_s:.1f} s (blocked?)"
+                )
             self._tick(wall0, sim0)
 
-    def _plan_path(self, start: np.ndarray, goal: np.ndarray, start_yaw: float, turn: float, q_start: np.ndarray,
-                   distance: float, speed_mps: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    def _plan_path(
+        self,
+        start: np.ndarray,
+        goal: np.ndarray,
+        start_yaw: float,
+        turn: float,
+        q_start: np.ndarray,
+        distance: float,
+        speed_mps: float,
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Waypoints (TCP point, joint angles) every control tick along the line, yaw turning by ``turn``;
         minimum-jerk timing at ``speed_mps`` (and a wrist turn rate tied to it). Raises :class:`IKError`."""
         duration = max(distance / speed_mps, abs(turn) / (2.0 * speed_mps / 0.4), 0.1)
@@ -436,8 +471,8 @@ class SimWorkcell(WorkcellCamera):
             body = self._id(mj.mjtObj.mjOBJ_BODY, f"obj:{object_id}")
             adr = self.model.jnt_qposadr[self.model.body_jntadr[body]]
             dadr = self.model.jnt_dofadr[self.model.body_jntadr[body]]
-            self.data.qpos[adr:adr + 2] += np.asarray(dxy_m, float)[:2]
-            self.data.qvel[dadr:dadr + 6] = 0.0
+            self.data.qpos[adr : adr + 2] += np.asarray(dxy_m, float)[:2]
+            self.data.qvel[dadr : dadr + 6] = 0.0
             mj.mj_forward(self.model, self.data)
         log.info("perturbation: %s moved by (%.3f, %.3f) m", object_id, *np.asarray(dxy_m, float)[:2])
 

@@ -7,9 +7,35 @@ Table II, generated as simulator scenes, scored with Table I's success predicate
 
 from grounded_planner.spabench.errors import ConfigError, GenerationError, SpaBenchError, TrialRecordError
 from grounded_planner.spabench.scenes import generate_trial
-from grounded_planner.spabench.trial import (CONDITIONS, DIRECTIONS, FAILURE_MODES, ROBOTS, TASK_CONDITIONS, TASKS,
-                                             MatrixCell, Trial, TrialObject, TrialRecord, TrialSpec)
+from grounded_planner.spabench.trial import (
+    CONDITIONS,
+    DIRECTIONS,
+    FAILURE_MODES,
+    ROBOTS,
+    TASK_CONDITIONS,
+    TASKS,
+    MatrixCell,
+    Trial,
+    TrialObject,
+    TrialRecord,
+    TrialSpec,
+)
 
-__all__ = ["CONDITIONS", "DIRECTIONS", "FAILURE_MODES", "ROBOTS", "TASKS", "TASK_CONDITIONS", "ConfigError",
-           "GenerationError", "MatrixCell", "SpaBenchError", "Trial", "TrialObject", "TrialRecord", "TrialRecordError",
-           "TrialSpec", "generate_trial"]
+__all__ = [
+    "CONDITIONS",
+    "DIRECTIONS",
+    "FAILURE_MODES",
+    "ROBOTS",
+    "TASKS",
+    "TASK_CONDITIONS",
+    "ConfigError",
+    "GenerationError",
+    "MatrixCell",
+    "SpaBenchError",
+    "Trial",
+    "TrialObject",
+    "TrialRecord",
+    "TrialRecordError",
+    "TrialSpec",
+    "generate_trial",
+]

@@ -33,22 +33,33 @@ PX_PER_CM = 16  # card drawing scale
 MARGIN_CM = 3.0
 
 
-def trial_keys(tasks: Iterable[str], conditions: Iterable[str], trials: int, first_seed: int = 0
-               ) -> list[tuple[str, str, int]]:
+def trial_keys(
+    tasks: Iterable[str], conditions: Iterable[str], trials: int, first_seed: int = 0
+) -> list[tuple[str, str, int]]:
     """``(task, condition, seed)`` of every trial a run of these options holds, in run order: task, condition, then
     seed; a condition a task does not have (``TASK_CONDITIONS``) is left out."""
     if trials < 1 or first_seed < 0:
         raise SpaBenchError(f"--trials must be >= 1 and --first-seed >= 0, got {trials} and {first_seed}")
     conditions = list(conditions)
-    return [(task, condition, seed) for task in tasks for condition in conditions
-            if condition in TASK_CONDITIONS[task] for seed in range(first_seed, first_seed + trials)]
+    return [
+        (task, condition, seed)
+        for task in tasks
+        for condition in conditions
+        if condition in TASK_CONDITIONS[task]
+        for seed in range(first_seed, first_seed + trials)
+    ]
 
 
 def card_record(trial: Trial, planner: str = "") -> dict:
     """The ``cards.jsonl`` line of a trial (paths relative to the cards folder)."""
     stem = card_stem(trial)
-    return {**trial.record(planner).card_dict(), "objects": [o.to_dict() for o in trial.objects],
-            "success_rule": trial.success_rule, "card_png": f"{CARD_DIR}/{stem}.png", "card_html": SHEET_FILE}
+    return {
+        **trial.record(planner).card_dict(),
+        "objects": [o.to_dict() for o in trial.objects],
+        "success_rule": trial.success_rule,
+        "card_png": f"{CARD_DIR}/{stem}.png",
+        "card_html": SHEET_FILE,
+    }
 
 
 def card_stem(trial: Trial) -> str:
@@ -65,7 +76,7 @@ def _font(size: int):
 def draw_card(trial: Trial) -> Image.Image:
     """The card of one trial as an RGB image: grid in cm aligned with the robot base, footprints to scale."""
     ws = WORKSPACES[trial.robot]
-    extent_cm = (ws.r_max_m * 100 + MARGIN_CM)
+    extent_cm = ws.r_max_m * 100 + MARGIN_CM
     width_cm, height_cm = 2 * extent_cm, extent_cm + MARGIN_CM
     w, h_layout = int(width_cm * PX_PER_CM), int(height_cm * PX_PER_CM)
     text_h = 150
@@ -117,8 +128,12 @@ def draw_card(trial: Trial) -> Image.Image:
             draw.polygon(corners, fill=rgb, outline=outline)
         else:
             rr = obj.size_m[0] * 100 * PX_PER_CM
-            draw.ellipse([ox - rr, oy - rr, ox + rr, oy + rr], fill=None if obj.family == "bowl" else rgb,
-                         outline=rgb if obj.family == "bowl" else outline, width=3 if obj.family == "bowl" else 1)
+            draw.ellipse(
+                [ox - rr, oy - rr, ox + rr, oy + rr],
+                fill=None if obj.family == "bowl" else rgb,
+                outline=rgb if obj.family == "bowl" else outline,
+                width=3 if obj.family == "bowl" else 1,
+            )
         label = f"{obj.name}{' (' + obj.state.replace('_', '-') + ')' if obj.state else ''}"
         where = f"x {obj.position_m[0] * 100:.1f}, y {obj.position_m[1] * 100:.1f} cm"
         is_target = obj.id == trial.spec.target
@@ -129,10 +144,13 @@ def draw_card(trial: Trial) -> Image.Image:
     # text block
     y = h_layout + 8
     draw.line([(0, h_layout), (w, h_layout)], fill=(0, 0, 0))
-    for line in (f"{trial.trial_id}  ({trial.robot})", f"say: \"{trial.instruction}\"",
-                 f"success: {trial.success_rule}",
-                 "no action expected" if not trial.expects_action else "action expected",
-                 "* = the intended target" if trial.spec.target else ""):
+    for line in (
+        f"{trial.trial_id}  ({trial.robot})",
+        f'say: "{trial.instruction}"',
+        f"success: {trial.success_rule}",
+        "no action expected" if not trial.expects_action else "action expected",
+        "* = the intended target" if trial.spec.target else "",
+    ):
         for chunk in _wrap(line, max(20, int(w / 8))):
             draw.text((8, y), chunk, fill=(0, 0, 0), font=normal)
             y += 19
@@ -152,25 +170,31 @@ def _wrap(text: str, width: int) -> list[str]:
 
 def sheet_html(trials: list[Trial]) -> str:
     """A printable HTML sheet: one card per trial (layout image, instruction, objects in cm, success rule)."""
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>Spa-Bench scene cards</title><style>"
-             "body{font-family:sans-serif;margin:1cm} .card{page-break-inside:avoid;border:1px solid #888;"
-             "padding:8px;margin:0 0 12px 0} .card img{max-width:100%} table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px} @media print{.card{page-break-after:"
-             "always}}</style></head><body><h1>Spa-Bench scene cards</h1><p>Positions are object centres in cm in "
-             "the robot base frame (x forward, y to the robot's left). Left/right/front/behind in the instructions "
-             "are as seen from the camera, which faces the robot.</p>"]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>Spa-Bench scene cards</title><style>"
+        "body{font-family:sans-serif;margin:1cm} .card{page-break-inside:avoid;border:1px solid #888;"
+        "padding:8px;margin:0 0 12px 0} .card img{max-width:100%} table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px} @media print{.card{page-break-after:"
+        "always}}</style></head><body><h1>Spa-Bench scene cards</h1><p>Positions are object centres in cm in "
+        "the robot base frame (x forward, y to the robot's left). Left/right/front/behind in the instructions "
+        "are as seen from the camera, which faces the robot.</p>"
+    ]
     for trial in trials:
-        rows = "".join(f"<tr><td>{html.escape(o.name)}</td><td>{html.escape(o.state or '')}</td>"
-                       f"<td>{o.position_m[0] * 100:.1f}</td><td>{o.position_m[1] * 100:.1f}</td>"
-                       f"<td>{o.yaw_deg:.0f}</td><td>{'target' if o.id == trial.spec.target else ''}</td></tr>"
-                       for o in trial.objects)
-        parts.append(f"<div class='card' id='{html.escape(card_stem(trial))}'><h2>{html.escape(trial.trial_id)} "
-                     f"({trial.robot})</h2><p><b>Say:</b> \u201c{html.escape(trial.instruction)}\u201d</p>"
-                     f"<p><b>Success:</b> {html.escape(trial.success_rule)}"
-                     f"{'' if trial.expects_action else ' (no action expected)'}</p>"
-                     f"<img src='{CARD_DIR}/{html.escape(card_stem(trial))}.png' alt='layout'>"
-                     f"<table><tr><th>object</th><th>state</th><th>x cm</th><th>y cm</th><th>yaw deg</th><th></th>"
-                     f"</tr>{rows}</table></div>")
+        rows = "".join(
+            f"<tr><td>{html.escape(o.name)}</td><td>{html.escape(o.state or '')}</td>"
+            f"<td>{o.position_m[0] * 100:.1f}</td><td>{o.position_m[1] * 100:.1f}</td>"
+            f"<td>{o.yaw_deg:.0f}</td><td>{'target' if o.id == trial.spec.target else ''}</td></tr>"
+            for o in trial.objects
+        )
+        parts.append(
+            f"<div class='card' id='{html.escape(card_stem(trial))}'><h2>{html.escape(trial.trial_id)} "
+            f"({trial.robot})</h2><p><b>Say:</b> \u201c{html.escape(trial.instruction)}\u201d</p>"
+            f"<p><b>Success:</b> {html.escape(trial.success_rule)}"
+            f"{'' if trial.expects_action else ' (no action expected)'}</p>"
+            f"<img src='{CARD_DIR}/{html.escape(card_stem(trial))}.png' alt='layout'>"
+            f"<table><tr><th>object</th><th>state</th><th>x cm</th><th>y cm</th><th>yaw deg</th><th></th>"
+            f"</tr>{rows}</table></div>"
+        )
     parts.append("</body></html>")
     return "".join(parts)
 

@@ -120,8 +120,11 @@ def _str_list(value: Any, where: str) -> tuple[str, ...]:
 
 
 def _sizes(value: Any, n: int, where: str) -> tuple[float, ...]:
-    if not isinstance(value, list) or len(value) != n or \
-            not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value):
+    if (
+        not isinstance(value, list)
+        or len(value) != n
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value)
+    ):
         raise ConfigError(f"{where}: expected {n} positive numbers (metres), got {value!r}")
     return tuple(float(v) for v in value)
 
@@ -130,8 +133,11 @@ def load_inventory(path: str | Path | None = None) -> Inventory:
     """Read ``config/spabench/inventory.yaml`` (or ``path``) and check it; :class:`ConfigError` on bad input."""
     path = Path(path) if path is not None else CONFIG_DIR / "inventory.yaml"
     data = _read_yaml(path)
-    if not isinstance(data, dict) or not isinstance(data.get("families"), dict) or \
-            not isinstance(data.get("instances"), list):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("families"), dict)
+        or not isinstance(data.get("instances"), list)
+    ):
         raise ConfigError(f"{path}: expected a mapping with 'families' (a mapping) and 'instances' (a list)")
     families: dict[str, Family] = {}
     for name, raw in data["families"].items():
@@ -143,15 +149,19 @@ def load_inventory(path: str | Path | None = None) -> Inventory:
             raise ConfigError(f"{where}: unknown field(s) {sorted(unknown)} (expected kind, states, noun, receptacle)")
         kind = raw.get("kind")
         if kind not in OBJECT_KINDS or kind == "cabinet":
-            raise ConfigError(f"{where}.kind: expected one of {', '.join(k for k in OBJECT_KINDS if k != 'cabinet')},"
-                              f" got {kind!r}")
+            raise ConfigError(
+                f"{where}.kind: expected one of {', '.join(k for k in OBJECT_KINDS if k != 'cabinet')}, got {kind!r}"
+            )
         states = _str_list(raw.get("states", []), f"{where}.states")
         bad = [s for s in states if s not in OBJECT_STATES.get(kind, ())]
         if bad:
-            raise ConfigError(f"{where}.states: a {kind} cannot be {', '.join(bad)} "
-                              f"(the simulator's {kind} states: {', '.join(OBJECT_STATES.get(kind, ())) or 'none'})")
-        families[str(name)] = Family(str(name), kind, str(raw.get("noun") or name), states,
-                                     bool(raw.get("receptacle", False)))
+            raise ConfigError(
+                f"{where}.states: a {kind} cannot be {', '.join(bad)} "
+                f"(the simulator's {kind} states: {', '.join(OBJECT_STATES.get(kind, ())) or 'none'})"
+            )
+        families[str(name)] = Family(
+            str(name), kind, str(raw.get("noun") or name), states, bool(raw.get("receptacle", False))
+        )
     instances: dict[str, Instance] = {}
     for i, raw in enumerate(data["instances"]):
         where = f"{path}: instances[{i}]"
@@ -170,21 +180,29 @@ def load_inventory(path: str | Path | None = None) -> Inventory:
         if raw["family"] not in families:
             raise ConfigError(f"{where}.family: unknown family {raw['family']!r} (have {', '.join(families)})")
         if raw["colour"] not in NAMED_COLORS:
-            raise ConfigError(f"{where}.colour: unknown colour {raw['colour']!r} (expected one of "
-                              f"{', '.join(NAMED_COLORS)})")
+            raise ConfigError(
+                f"{where}.colour: unknown colour {raw['colour']!r} (expected one of {', '.join(NAMED_COLORS)})"
+            )
         if raw["size"] not in SIZE_LABELS:
             raise ConfigError(f"{where}.size: expected one of {', '.join(SIZE_LABELS)}, got {raw['size']!r}")
         n = _SIZE_LEN[families[raw["family"]].kind]
         so101 = raw.get("size_m_so101")
-        instances[iid] = Instance(iid, str(raw["family"]), str(raw["colour"]), str(raw["size"]),
-                                  _sizes(raw["size_m"], n, f"{where}.size_m"),
-                                  None if so101 is None else _sizes(so101, n, f"{where}.size_m_so101"))
+        instances[iid] = Instance(
+            iid,
+            str(raw["family"]),
+            str(raw["colour"]),
+            str(raw["size"]),
+            _sizes(raw["size_m"], n, f"{where}.size_m"),
+            None if so101 is None else _sizes(so101, n, f"{where}.size_m_so101"),
+        )
     inventory = Inventory(families, instances, str(path))
     names = [inventory.name(i) for i in instances]
     twins = sorted({n for n in names if names.count(n) > 1})
     if twins:
-        raise ConfigError(f"{path}: instances: two instances share the name {twins[0]!r} (colour + noun must "
-                          f"name one object, or a direct instruction is ambiguous)")
+        raise ConfigError(
+            f"{path}: instances: two instances share the name {twins[0]!r} (colour + noun must "
+            f"name one object, or a direct instruction is ambiguous)"
+        )
     return inventory
 
 
@@ -199,8 +217,10 @@ def check_inventory_for(inventory: Inventory, tasks=TASKS) -> None:
             if family not in inventory.families:
                 raise ConfigError(f"{where}: families: task {task} needs the family {family!r}, which is missing")
             if len(inventory.of_family(family)) < 2:
-                raise ConfigError(f"{where}: instances: task {task} needs at least two instances of family "
-                                  f"{family!r}, found {len(inventory.of_family(family))}")
+                raise ConfigError(
+                    f"{where}: instances: task {task} needs at least two instances of family "
+                    f"{family!r}, found {len(inventory.of_family(family))}"
+                )
 
 
 def load_matrices(path: str | Path | None = None, inventory: Inventory | None = None) -> Matrices:
@@ -227,8 +247,10 @@ def load_matrices(path: str | Path | None = None, inventory: Inventory | None = 
         arguments = _str_list(raw.get("arguments"), f"{where}.arguments")
         for c in concepts:
             if c not in TASK_CONCEPTS[task]:
-                raise ConfigError(f"{where}.concepts: unknown concept {c!r} for {task} (expected some of "
-                                  f"{', '.join(TASK_CONCEPTS[task])})")
+                raise ConfigError(
+                    f"{where}.concepts: unknown concept {c!r} for {task} (expected some of "
+                    f"{', '.join(TASK_CONCEPTS[task])})"
+                )
         for a in arguments:
             _check_argument(task, a, inventory, f"{where}.arguments")
         cells: dict[str, tuple[tuple[str, str], ...]] = {}
@@ -252,8 +274,10 @@ def load_matrices(path: str | Path | None = None, inventory: Inventory | None = 
             raise ConfigError(f"{where}: cell [{both[0][0]}, {both[0][1]}] is both observed and withheld")
         for kind in ("observed", "withheld"):
             if not cells[kind]:
-                raise ConfigError(f"{where}.{kind}: at least one cell is needed (the {'id' if kind == 'observed' else 'ood'}"
-                                  f" condition draws from it)")
+                raise ConfigError(
+                    f"{where}.{kind}: at least one cell is needed (the {'id' if kind == 'observed' else 'ood'}"
+                    f" condition draws from it)"
+                )
         cross = _str_list(raw.get("cross_task") or [], f"{where}.cross_task")
         for fam in cross:
             if fam not in inventory.families:
@@ -270,8 +294,10 @@ def _check_argument(task: str, argument: str, inventory: Inventory, where: str) 
         if argument not in inventory.families:
             raise ConfigError(f"{where}: {argument!r} is not a family of the inventory ({inventory.source})")
         if task == "relative_size" and len({i.size for i in inventory.of_family(argument)}) < 3:
-            raise ConfigError(f"{where}: relative size needs small, medium and large {argument} instances in the "
-                              f"inventory ({inventory.source})")
+            raise ConfigError(
+                f"{where}: relative size needs small, medium and large {argument} instances in the "
+                f"inventory ({inventory.source})"
+            )
     elif argument not in ORDINAL_ARGUMENTS:
         raise ConfigError(f"{where}: unknown ordinal argument {argument!r} (expected {', '.join(ORDINAL_ARGUMENTS)})")
 
@@ -280,8 +306,10 @@ def _check_cell(task: str, concept: str, argument: str, inventory: Inventory, wh
     if task == "object_state":
         family = inventory.families[inventory.instances[argument].family]
         if concept not in family.states:
-            raise ConfigError(f"{where}: a {family.name} ({argument}) cannot be {concept} "
-                              f"(its states: {', '.join(family.states) or 'none'})")
+            raise ConfigError(
+                f"{where}: a {family.name} ({argument}) cannot be {concept} "
+                f"(its states: {', '.join(family.states) or 'none'})"
+            )
     if task == "ordinal_position":
         ordinal = TASK_CONCEPTS[task].index(concept) + 1
         if ordinal > int(argument.rsplit("_", 1)[1]):

@@ -54,8 +54,11 @@ def record_episode(trial, fps: float = 10.0, image_scale: float = 0.5) -> tuple[
     """Run the oracle on ``trial`` in the simulator, sampling the camera and the joints every ``1 / fps`` sim
     seconds; returns the episode, whether Table I calls it a success, and the verdict's detail."""
     with SimWorkcell(trial.scenario) as cell:
-        config = ExecutorConfig.load(default_scenario_path(f"../{cell.robot.executor_config}")) \
-            if cell.robot.executor_config else ExecutorConfig()
+        config = (
+            ExecutorConfig.load(default_scenario_path(f"../{cell.robot.executor_config}"))
+            if cell.robot.executor_config
+            else ExecutorConfig()
+        )
         joints = [j.split("/")[-1] for j in cell.robot.arm_joints]
         names = [f"{j}.pos" for j in joints] + ["gripper.pos"]
         images: list[np.ndarray] = []
@@ -83,18 +86,29 @@ def record_episode(trial, fps: float = 10.0, image_scale: float = 0.5) -> tuple[
         sample()
         cell.tick_listeners.append(tick)
         with SimBackend(cell) as backend:
-            execution = Executor(backend, config).execute(plan, compute_targets(plan, depth_m, cell.camera_model,
-                                                                                 cell.extrinsics))
+            execution = Executor(backend, config).execute(
+                plan, compute_targets(plan, depth_m, cell.camera_model, cell.extrinsics)
+            )
             cell.step(int(0.5 / cell.model.opt.timestep))
         sample()
         grasps = sum(1 for s in execution.to_dict().get("steps", []) if s.get("type") == "grasp")
         verdict = evaluate(trial.task, trial.spec, trial.expects_action, initial, object_positions(cell), grasps > 0)
-    return DemoEpisode(trial.trial_id, trial.instruction, images, states, names, grasps), verdict.success, \
-        verdict.detail
+    return (
+        DemoEpisode(trial.trial_id, trial.instruction, images, states, names, grasps),
+        verdict.success,
+        verdict.detail,
+    )
 
 
-def write_demos(tasks: Iterable[str], episodes: int, robot: str, out_dir: str | Path, first_seed: int = 0,
-                fps: int = 10, max_attempts_factor: int = 3) -> dict[str, Any]:
+def write_demos(
+    tasks: Iterable[str],
+    episodes: int,
+    robot: str,
+    out_dir: str | Path,
+    first_seed: int = 0,
+    fps: int = 10,
+    max_attempts_factor: int = 3,
+) -> dict[str, Any]:
     """Record ``episodes`` successful oracle executions of ``id`` trials per task (seeds from ``first_seed`` on,
     at most ``max_attempts_factor`` x as many tries) and write them as one LeRobotDataset at ``out_dir``.
 
@@ -109,8 +123,9 @@ def write_demos(tasks: Iterable[str], episodes: int, robot: str, out_dir: str | 
         # lazy: optional SDK (lerobot, which pulls torch), not in install_requires
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
     except Exception as exc:  # ImportError, or a broken torch/torchvision pairing raising at import time
-        raise DemoError(f"writing demonstrations needs lerobot, which does not import here "
-                        f"({type(exc).__name__}: {exc})") from exc
+        raise DemoError(
+            f"writing demonstrations needs lerobot, which does not import here ({type(exc).__name__}: {exc})"
+        ) from exc
     recorded: list[DemoEpisode] = []
     skipped: list[dict[str, str]] = []
     per_task: dict[str, int] = {}
@@ -131,27 +146,49 @@ def write_demos(tasks: Iterable[str], episodes: int, robot: str, out_dir: str | 
         raise DemoError("no oracle execution succeeded: nothing to write")
     h, w = recorded[0].images[0].shape[:2]
     names = recorded[0].joint_names
-    features = {CAMERA_KEY: {"dtype": "image", "shape": (h, w, 3), "names": ["height", "width", "channels"]},
-                "observation.state": {"dtype": "float32", "shape": (len(names),), "names": names},
-                "action": {"dtype": "float32", "shape": (len(names),), "names": names}}
+    features = {
+        CAMERA_KEY: {"dtype": "image", "shape": (h, w, 3), "names": ["height", "width", "channels"]},
+        "observation.state": {"dtype": "float32", "shape": (len(names),), "names": names},
+        "action": {"dtype": "float32", "shape": (len(names),), "names": names},
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # moved in whole at the end
     root = staging / out.name
     try:
-        dataset = LeRobotDataset.create(repo_id=f"local/{out.name}", fps=fps, features=features, root=root,
-                                        robot_type=ROBOT_TYPES[robot], use_videos=False)
+        dataset = LeRobotDataset.create(
+            repo_id=f"local/{out.name}",
+            fps=fps,
+            features=features,
+            root=root,
+            robot_type=ROBOT_TYPES[robot],
+            use_videos=False,
+        )
         for ep in recorded:
             for k, (image, state) in enumerate(zip(ep.images, ep.states)):
-                dataset.add_frame({CAMERA_KEY: image, "observation.state": state,
-                                   "action": ep.states[min(k + 1, len(ep.states) - 1)], "task": ep.task})
+                dataset.add_frame(
+                    {
+                        CAMERA_KEY: image,
+                        "observation.state": state,
+                        "action": ep.states[min(k + 1, len(ep.states) - 1)],
+                        "task": ep.task,
+                    }
+                )
             dataset.save_episode()
         dataset.finalize()
         shutil.move(str(root), str(out))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return {"root": str(out), "robot": robot, "episodes": len(recorded), "per_task": per_task,
-            "frames": sum(len(ep.images) for ep in recorded), "fps": fps, "skipped": skipped,
-            "grasps": [ep.grasps for ep in recorded], "trials": [ep.trial_id for ep in recorded]}
+    return {
+        "root": str(out),
+        "robot": robot,
+        "episodes": len(recorded),
+        "per_task": per_task,
+        "frames": sum(len(ep.images) for ep in recorded),
+        "fps": fps,
+        "skipped": skipped,
+        "grasps": [ep.grasps for ep in recorded],
+        "trials": [ep.trial_id for ep in recorded],
+    }
 
 
 __all__ = ["DemoError", "DemoEpisode", "record_episode", "write_demos"]

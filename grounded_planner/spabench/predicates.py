@@ -64,8 +64,14 @@ def moved_objects(initial: Positions, final: Positions, threshold_m: float = NO_
     return out
 
 
-def evaluate(task: str, spec: TrialSpec, expects_action: bool, initial: Positions, final: Positions | None,
-             grasp_attempted: bool | None) -> Verdict:
+def evaluate(
+    task: str,
+    spec: TrialSpec,
+    expects_action: bool,
+    initial: Positions,
+    final: Positions | None,
+    grasp_attempted: bool | None,
+) -> Verdict:
     """Table I's verdict on one trial. ``final`` None (unknown on a real arm) raises :class:`SpaBenchError`."""
     check_name(task, TASKS, "task")
     if final is None:
@@ -76,31 +82,48 @@ def evaluate(task: str, spec: TrialSpec, expects_action: bool, initial: Position
             return Verdict(False, "a grasp was attempted where no action was required")
         if moved:
             worst = max(moved, key=moved.get)  # type: ignore[arg-type]
-            return Verdict(False, f"{len(moved)} object(s) moved more than {NO_MOVE_M * 100:.0f} cm "
-                                  f"({worst}: {moved[worst] * 1000:.0f} mm)")
+            return Verdict(
+                False,
+                f"{len(moved)} object(s) moved more than {NO_MOVE_M * 100:.0f} cm "
+                f"({worst}: {moved[worst] * 1000:.0f} mm)",
+            )
         return Verdict(True, "nothing moved more than 2 cm and nothing was grasped")
     if task == "relational_placement":
         target, reference = _need(spec.target, "target"), _need(spec.reference, "reference")
         direction = _need(spec.direction_xy, "direction_xy")
-        ok, dist, angle = relation_holds(_pos(final, target, "final_positions")[:2],
-                                         _pos(final, reference, "final_positions")[:2], direction)
-        return Verdict(ok, f"{target} {dist * 1000:.1f} mm from {reference} (at most {RELATION_RADIUS_M * 1000:.1f}), "
-                           f"{angle:.1f} deg off {spec.direction} (at most {RELATION_HALF_ANGLE_DEG:.0f})")
+        ok, dist, angle = relation_holds(
+            _pos(final, target, "final_positions")[:2], _pos(final, reference, "final_positions")[:2], direction
+        )
+        return Verdict(
+            ok,
+            f"{target} {dist * 1000:.1f} mm from {reference} (at most {RELATION_RADIUS_M * 1000:.1f}), "
+            f"{angle:.1f} deg off {spec.direction} (at most {RELATION_HALF_ANGLE_DEG:.0f})",
+        )
     inside = objects_in_bowl(spec, final)
     if task == "counting":
         count = _need(spec.count, "count")
-        return Verdict(len(inside) == count, f"{len(inside)} object(s) in the bowl (want exactly {count}): "
-                                             f"{', '.join(inside) or 'none'}")
+        return Verdict(
+            len(inside) == count,
+            f"{len(inside)} object(s) in the bowl (want exactly {count}): {', '.join(inside) or 'none'}",
+        )
     target = _need(spec.target, "target")
     _pos(final, target, "final_positions")
-    return Verdict(target in inside, f"{target} {'is' if target in inside else 'is not'} in the bowl; in it: "
-                                     f"{', '.join(inside) or 'nothing'}")
+    return Verdict(
+        target in inside,
+        f"{target} {'is' if target in inside else 'is not'} in the bowl; in it: {', '.join(inside) or 'nothing'}",
+    )
 
 
 def evaluate_record(record) -> Verdict:
     """:func:`evaluate` on a :class:`~grounded_planner.spabench.trial.TrialRecord`."""
-    return evaluate(record.task, record.spec, record.expects_action, record.initial_positions,
-                    record.final_positions, record.grasp_attempted)
+    return evaluate(
+        record.task,
+        record.spec,
+        record.expects_action,
+        record.initial_positions,
+        record.final_positions,
+        record.grasp_attempted,
+    )
 
 
 def object_positions(workcell) -> dict[str, tuple[float, float, float]]:

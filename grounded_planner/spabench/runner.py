@@ -38,8 +38,7 @@ from grounded_planner.sim.vlm import sim_vlm
 from grounded_planner.sim.workcell import SimWorkcell
 from grounded_planner.spabench.errors import SpaBenchError
 from grounded_planner.spabench.predicates import evaluate_record, moved_objects, object_positions
-from grounded_planner.spabench.report import blind_candidates, load_trials, movable_outside, \
-    trials_path
+from grounded_planner.spabench.report import blind_candidates, load_trials, movable_outside, trials_path
 from grounded_planner.spabench.scenes import generate_trial
 from grounded_planner.spabench.trial import CONDITIONS, ROBOTS, TASKS, Trial, check_name, direction_xy, trial_id
 from grounded_planner.vlm.config import PlannerConfig
@@ -77,8 +76,10 @@ class RunOptions:
         check_name(self.robot, ROBOTS, "robot", "--robot")
         check_name(self.planner, PLANNERS, "planner", "--planner")
         if self.closed_loop and self.planner not in ("openai", "gemini", "transformers"):
-            raise RunError(f"--closed-loop re-grounds and replans with a VLM: --planner {self.planner} has none "
-                           "(use openai, gemini or transformers)")
+            raise RunError(
+                f"--closed-loop re-grounds and replans with a VLM: --planner {self.planner} has none "
+                "(use openai, gemini or transformers)"
+            )
         if self.planner not in VLM_PLANNERS and (self.base_url or self.model):
             raise RunError(f"--base-url/--model are for a VLM planner, not --planner {self.planner}")
 
@@ -104,12 +105,15 @@ def parse_names(value: str | None, allowed: Sequence[str], flag: str) -> list[st
     names = [v.strip() for v in value.split(",") if v.strip()]
     bad = [n for n in names if n not in allowed]
     if not names or bad:
-        raise RunError(f"{flag}: unknown name(s) {', '.join(map(repr, bad)) or repr(value)} "
-                       f"(expected a comma-separated list of {', '.join(allowed)})")
+        raise RunError(
+            f"{flag}: unknown name(s) {', '.join(map(repr, bad)) or repr(value)} "
+            f"(expected a comma-separated list of {', '.join(allowed)})"
+        )
     return list(dict.fromkeys(names))
 
 
 # -- the blind baseline ---------------------------------------------------------------------------------
+
 
 def _rng(trial: Trial) -> np.random.Generator:
     """The blind policy's draws: from the trial alone, so that every executor draws the same."""
@@ -147,17 +151,22 @@ def blind_plan(cell, trial: Trial, record: dict[str, Any]) -> GroundedPlan:
                 side = SIDES[int(rng.integers(0, len(SIDES)))]
                 camera = cell.scenario.camera
                 dx, dy = direction_xy(side, tuple(camera.position_m[:2]), tuple(camera.look_at_m[:2]))
-                steps += [PlanStepSpec("grasp", object=obj),
-                          PlanStepSpec("place", target=spec.reference,
-                                       offset_m=(BLIND_PLACE_OFFSET_M * dx, BLIND_PLACE_OFFSET_M * dy))]
+                steps += [
+                    PlanStepSpec("grasp", object=obj),
+                    PlanStepSpec(
+                        "place", target=spec.reference, offset_m=(BLIND_PLACE_OFFSET_M * dx, BLIND_PLACE_OFFSET_M * dy)
+                    ),
+                ]
             elif spec.receptacle:
                 steps += [PlanStepSpec("grasp", object=obj), PlanStepSpec("place", target=spec.receptacle)]
     plan = gt_plan(_WithPlan(cell, steps))
-    return dataclasses.replace(plan, model="spabench-blind",
-                               reason="" if steps else "the blind policy drew nothing to move")
+    return dataclasses.replace(
+        plan, model="spabench-blind", reason="" if steps else "the blind policy drew nothing to move"
+    )
 
 
 # -- one trial ---------------------------------------------------------------------------------------
+
 
 def _measure(cell) -> dict[str, list[float]]:
     return {k: [float(x) for x in v] for k, v in object_positions(cell).items()}
@@ -186,12 +195,28 @@ def run_trial(options: RunOptions, task: str, condition: str, seed: int) -> dict
     with contextlib.ExitStack() as stack:
         cell = stack.enter_context(SimWorkcell(trial.scenario, seed=None))
         config = _executor_config(cell)
-        recorder = stack.enter_context(RolloutRecorder(
-            folder, instruction=trial.instruction, task=task, condition=condition,
-            scene_id=trial.pair_id or trial.trial_id, trial=seed, model=options.planner, config=config,
-            expects_action=trial.expects_action,
-            extra={"spabench": {"trial_id": trial.trial_id, "robot": options.robot, "planner": options.planner,
-                                "closed_loop": options.closed_loop, "spec": trial.spec.to_dict()}}))
+        recorder = stack.enter_context(
+            RolloutRecorder(
+                folder,
+                instruction=trial.instruction,
+                task=task,
+                condition=condition,
+                scene_id=trial.pair_id or trial.trial_id,
+                trial=seed,
+                model=options.planner,
+                config=config,
+                expects_action=trial.expects_action,
+                extra={
+                    "spabench": {
+                        "trial_id": trial.trial_id,
+                        "robot": options.robot,
+                        "planner": options.planner,
+                        "closed_loop": options.closed_loop,
+                        "spec": trial.spec.to_dict(),
+                    }
+                },
+            )
+        )
         cell.step(int(SETTLE_S / cell.model.opt.timestep))
         initial = _measure(cell)
         record = trial.record(options.planner)
@@ -219,11 +244,19 @@ def run_trial(options: RunOptions, task: str, condition: str, seed: int) -> dict
     return record.to_dict()
 
 
-def _plan_and_execute(options: RunOptions, trial: Trial, cell, recorder, record: dict[str, Any], rgb, depth_m
-                      ) -> dict[str, Any]:
+def _plan_and_execute(
+    options: RunOptions, trial: Trial, cell, recorder, record: dict[str, Any], rgb, depth_m
+) -> dict[str, Any]:
     """Plan from the first frame, back-project, execute; what happened, for the failure mode."""
-    out: dict[str, Any] = {"mode": None, "error": "", "grasp_attempted": False, "plan": None, "targets": None,
-                           "execution": None, "held": set()}
+    out: dict[str, Any] = {
+        "mode": None,
+        "error": "",
+        "grasp_attempted": False,
+        "plan": None,
+        "targets": None,
+        "execution": None,
+        "held": set(),
+    }
     cell.tick_listeners.append(lambda _t: cell.held_body and out["held"].add(cell.held_body.split(":", 1)[-1]))
     with contextlib.ExitStack() as stack:  # the closed loop's VLM stays open until the run ends
         return _plan_and_execute_with(options, trial, cell, recorder, record, rgb, depth_m, out, stack)
@@ -265,29 +298,42 @@ def _plan_and_execute_with(options, trial, cell, recorder, record, rgb, depth_m,
     with SimBackend(cell) as backend:
         executor = Executor(backend, _executor_config(cell))
         if options.closed_loop:
+
             def observe() -> Observation:
                 frame_rgb, frame_depth = cell.render()
                 recorder.log_frame(frame_rgb, frame_depth, cell.camera_model)
                 return Observation(frame_rgb, frame_depth, cell.camera_model, cell.extrinsics)
 
-            loop = ClosedLoop(executor, observe, vlm.plan, vlm.locate, executor.config.closed_loop,
-                              on_attempt=recorder.log_attempt,
-                              on_plan=lambda p, why: recorder.log_replan(p, why) if why != "initial" else None)
-            execution = loop.run(trial.instruction, plan,
-                                 first=Observation(rgb, depth_m, cell.camera_model, cell.extrinsics),
-                                 on_feedback=recorder.log_feedback)
+            loop = ClosedLoop(
+                executor,
+                observe,
+                vlm.plan,
+                vlm.locate,
+                executor.config.closed_loop,
+                on_attempt=recorder.log_attempt,
+                on_plan=lambda p, why: recorder.log_replan(p, why) if why != "initial" else None,
+            )
+            execution = loop.run(
+                trial.instruction,
+                plan,
+                first=Observation(rgb, depth_m, cell.camera_model, cell.extrinsics),
+                on_feedback=recorder.log_feedback,
+            )
         else:
             execution = executor.execute(plan, targets, on_feedback=recorder.log_feedback)
     recorder.log_result(execution)
     out["execution"] = execution
     steps = execution.to_dict()["steps"]
-    out["grasp_attempted"] = any(s.get("type") == "grasp" and s.get("outcome") not in
-                                 ("outside_workspace", "unreachable") for s in steps)
+    out["grasp_attempted"] = any(
+        s.get("type") == "grasp" and s.get("outcome") not in ("outside_workspace", "unreachable") for s in steps
+    )
     _, mode = auto_failure_mode(execution.to_dict(), plan.to_dict(), expects_action=trial.expects_action)
     if mode == "refused":
         bad = next(s for s in steps if s.get("outcome") in ("outside_workspace", "unreachable"))
-        out.update(mode="refused", error=f"step {bad.get('index')} {bad.get('type')}: {bad.get('outcome')}: "
-                                         f"{bad.get('message', '')}".strip())
+        out.update(
+            mode="refused",
+            error=f"step {bad.get('index')} {bad.get('type')}: {bad.get('outcome')}: {bad.get('message', '')}".strip(),
+        )
     elif mode:
         out["mode"] = mode
     return out
@@ -305,8 +351,9 @@ def _approached(record: dict[str, Any], outcome: dict[str, Any]) -> list[str]:
     for t in targets.targets:
         if t.type != "grasp" or t.position is None:
             continue
-        candidates = [(math.hypot(p[0] - t.position[0], p[1] - t.position[1]), o) for o, p in initial.items()
-                      if o != receptacle]
+        candidates = [
+            (math.hypot(p[0] - t.position[0], p[1] - t.position[1]), o) for o, p in initial.items() if o != receptacle
+        ]
         if candidates:
             found.append(min(candidates)[1])
     return found
@@ -345,13 +392,14 @@ def failure_mode(trial: Trial, record: dict[str, Any], outcome: dict[str, Any]) 
 
 def _place_aim(outcome: dict[str, Any]) -> tuple[float, float] | None:
     targets = outcome.get("targets")
-    for t in (targets.targets if targets is not None else []):
+    for t in targets.targets if targets is not None else []:
         if t.type == "place" and t.position is not None:
             return float(t.position[0]), float(t.position[1])
     return None
 
 
 # -- a whole run -------------------------------------------------------------------------------------
+
 
 def done_trials(out: str | Path, warn: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
     """Trial records already in ``out/trials.jsonl`` (the resume set). A last line cut off by a crash is dropped
@@ -409,9 +457,16 @@ def _pool_run(index: int) -> dict[str, Any]:
     return _WORKER.run(index)
 
 
-def run_trials(options: RunOptions, keys: Sequence[tuple[str, str, int]], *, workers: int = 1,
-               executor: str = "local", ray_address: str = "", progress: TextIO | None = sys.stderr,
-               ray_runner: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
+def run_trials(
+    options: RunOptions,
+    keys: Sequence[tuple[str, str, int]],
+    *,
+    workers: int = 1,
+    executor: str = "local",
+    ray_address: str = "",
+    progress: TextIO | None = sys.stderr,
+    ray_runner: Callable[..., Any] | None = None,
+) -> list[dict[str, Any]]:
     """Run every trial of ``keys`` not yet in ``options.out/trials.jsonl``; return all records of ``keys``.
 
     Each finished trial is appended to ``trials.jsonl`` at once (a stopped run resumes where it stopped); at the
@@ -428,13 +483,17 @@ def run_trials(options: RunOptions, keys: Sequence[tuple[str, str, int]], *, wor
     done = done_trials(out, warn=say)
     for tid, rec in done.items():
         if rec["planner"] != options.planner or rec["robot"] != options.robot:
-            raise RunError(f"{trials_path(out)} holds {tid} run with --planner {rec['planner']} --robot "
-                           f"{rec['robot']}: use a new --out folder for --planner {options.planner} "
-                           f"--robot {options.robot}")
+            raise RunError(
+                f"{trials_path(out)} holds {tid} run with --planner {rec['planner']} --robot "
+                f"{rec['robot']}: use a new --out folder for --planner {options.planner} "
+                f"--robot {options.robot}"
+            )
     todo = [i for i, (t, c, s) in enumerate(keys) if trial_id(t, c, s) not in done]
     if done:
-        say(f"spabench: {len(keys) - len(todo)} of {len(keys)} trials already in {trials_path(out)}; "
-            f"running {len(todo)}")
+        say(
+            f"spabench: {len(keys) - len(todo)} of {len(keys)} trials already in {trials_path(out)}; "
+            f"running {len(todo)}"
+        )
     finished = [0]
 
     def take(result: dict[str, Any]) -> None:
@@ -457,8 +516,9 @@ def run_trials(options: RunOptions, keys: Sequence[tuple[str, str, int]], *, wor
             take(worker.run(i))
     elif todo:
         ctx = multiprocessing.get_context("spawn")  # MuJoCo's renderer and threads do not survive a fork
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pool_init,
-                                 initargs=(options, list(keys))) as pool:
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=ctx, initializer=_pool_init, initargs=(options, list(keys))
+        ) as pool:
             futures = [pool.submit(_pool_run, i) for i in todo]
             try:
                 for fut in as_completed(futures):

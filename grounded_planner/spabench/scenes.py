@@ -19,15 +19,40 @@ from functools import lru_cache
 
 import numpy as np
 
-from grounded_planner.sim.scenario import (CONTAINER_FLOOR_M, CameraSpec, ObjectSpec, PlanStepSpec, PredicateSpec,
-                                           Scenario, parse_color)
+from grounded_planner.sim.scenario import (
+    CONTAINER_FLOOR_M,
+    CameraSpec,
+    ObjectSpec,
+    PlanStepSpec,
+    PredicateSpec,
+    Scenario,
+    parse_color,
+)
 from grounded_planner.sim.predicates import RELATION_RADIUS_M
-from grounded_planner.spabench.config import (Instance, Inventory, Matrices, TASK_CONCEPTS,
-                                              check_inventory_for, load_inventory, load_matrices)
+from grounded_planner.spabench.config import (
+    Instance,
+    Inventory,
+    Matrices,
+    TASK_CONCEPTS,
+    check_inventory_for,
+    load_inventory,
+    load_matrices,
+)
 from grounded_planner.spabench.errors import GenerationError
-from grounded_planner.spabench.trial import (CONDITIONS, ROBOTS, TASK_CONDITIONS, TASKS, MatrixCell, Trial,
-                                             TrialObject, TrialSpec, check_name, direction_xy, pair_id,
-                                             paraphrase_original)
+from grounded_planner.spabench.trial import (
+    CONDITIONS,
+    ROBOTS,
+    TASK_CONDITIONS,
+    TASKS,
+    MatrixCell,
+    Trial,
+    TrialObject,
+    TrialSpec,
+    check_name,
+    direction_xy,
+    pair_id,
+    paraphrase_original,
+)
 
 MAX_DRAWS = 2000  # layouts tried per scene before giving up with a GenerationError naming the task and seed
 SCENE_ATTEMPTS = 4  # scenes (object sets) drawn per trial before giving up
@@ -68,52 +93,106 @@ WORKSPACES: dict[str, Workspace] = {
     # straight move may cut closer than 0.16 m past the base (nearer, the held tool's yaw runs the wrist roll into
     # its limit on the way), nor turn the base more than 60 degrees while carrying; its forearm reaches low, so nothing
     # stands behind the bowl where the arm would sweep over the rim
-    "so101": Workspace(scale=0.55, r_min_m=0.16, r_max_m=0.225, x_min_m=0.13, y_max_m=0.145,
-                       camera_position_m=(0.62, 0.0, 0.45), camera_look_at_m=(0.17, 0.0, 0.0), gap_m=0.03,
-                       relation_offset_m=0.042, keep_out_xy_m=(0.17, 0.0), keep_out_r_m=0.035, mass_scale=0.3,
-                       max_height_m=0.03, path_r_min_m=0.16, home_path_r_min_m=0.145, fillers=False,
-                       max_pan_deg=60.0, arm_over_bowl_m=0.015, bowl_gap_m=0.01),
-    "gp5": Workspace(scale=1.0, r_min_m=0.32, r_max_m=0.60, x_min_m=0.30, y_max_m=0.26,
-                     camera_position_m=(0.95, 0.0, 0.75), camera_look_at_m=(0.42, 0.0, 0.0), gap_m=0.045,
-                     relation_offset_m=0.062),
-    "fr3": Workspace(scale=1.0, r_min_m=0.32, r_max_m=0.60, x_min_m=0.30, y_max_m=0.26,
-                     camera_position_m=(0.95, 0.0, 0.75), camera_look_at_m=(0.42, 0.0, 0.0), gap_m=0.045,
-                     relation_offset_m=0.062),
+    "so101": Workspace(
+        scale=0.55,
+        r_min_m=0.16,
+        r_max_m=0.225,
+        x_min_m=0.13,
+        y_max_m=0.145,
+        camera_position_m=(0.62, 0.0, 0.45),
+        camera_look_at_m=(0.17, 0.0, 0.0),
+        gap_m=0.03,
+        relation_offset_m=0.042,
+        keep_out_xy_m=(0.17, 0.0),
+        keep_out_r_m=0.035,
+        mass_scale=0.3,
+        max_height_m=0.03,
+        path_r_min_m=0.16,
+        home_path_r_min_m=0.145,
+        fillers=False,
+        max_pan_deg=60.0,
+        arm_over_bowl_m=0.015,
+        bowl_gap_m=0.01,
+    ),
+    "gp5": Workspace(
+        scale=1.0,
+        r_min_m=0.32,
+        r_max_m=0.60,
+        x_min_m=0.30,
+        y_max_m=0.26,
+        camera_position_m=(0.95, 0.0, 0.75),
+        camera_look_at_m=(0.42, 0.0, 0.0),
+        gap_m=0.045,
+        relation_offset_m=0.062,
+    ),
+    "fr3": Workspace(
+        scale=1.0,
+        r_min_m=0.32,
+        r_max_m=0.60,
+        x_min_m=0.30,
+        y_max_m=0.26,
+        camera_position_m=(0.95, 0.0, 0.75),
+        camera_look_at_m=(0.42, 0.0, 0.0),
+        gap_m=0.045,
+        relation_offset_m=0.062,
+    ),
 }
 _MASS = {"box": 0.08, "cylinder": 0.08, "cup": 0.06, "bowl": 0.15}
 
 # -- instruction templates: index 0 is the original wording, the others its paraphrases ------------------------
 STATE_WORDS = {"upright": "upright", "upside_down": "upside-down", "open": "open", "closed": "closed"}
-STATE_PREDICATES = {"upright": "standing upright", "upside_down": "turned upside down", "open": "open",
-                    "closed": "closed"}
+STATE_PREDICATES = {
+    "upright": "standing upright",
+    "upside_down": "turned upside down",
+    "open": "open",
+    "closed": "closed",
+}
 RELATION_WORDS = {"left": "to the left of", "right": "to the right of", "front": "in front of", "behind": "behind"}
 ORDINAL_WORDS = {"first": "first", "second": "second", "third": "third", "fourth": "fourth"}
 COUNT_WORDS = {"one": 1, "two": 2, "three": 3}
 NUMBER_WORDS = {0: "zero", 1: "one", 2: "two", 3: "three"}
 TEMPLATES: dict[str, tuple[str, ...]] = {
-    "object_state": ("place the {state} {noun} in the bowl", "put the {noun} that is {state_pred} into the bowl",
-                     "pick up the {state} {noun} and drop it in the bowl"),
-    "relative_size": ("place the {extreme} {noun} in the bowl", "put the {noun} that is the {extreme2} into the bowl",
-                      "of the {noun}s, place the {extreme} one in the bowl"),
-    "referential_description": ("place the {noun} {relation} the {reference} in the bowl",
-                                "put the {noun} that is {relation2} the {reference} into the bowl",
-                                "find the {noun} {relation} the {reference} and place it in the bowl"),
-    "relational_placement": ("place the {target} {relation} the {reference}",
-                             "move the {target} so that it ends up {relation} the {reference}",
-                             "put the {target} down {relation} the {reference}"),
-    "ordinal_position": ("place the {ordinal} {noun} from the {side} in the bowl",
-                         "counting from the {side}, put the {ordinal} {noun} into the bowl",
-                         "pick the {noun} that is {ordinal} from the {side} and place it in the bowl"),
-    "counting": ("leave exactly {number} {nouns} in the bowl",
-                 "make sure the bowl ends up holding exactly {number} {nouns}",
-                 "put {nouns} into the bowl until there are exactly {number} in it"),
+    "object_state": (
+        "place the {state} {noun} in the bowl",
+        "put the {noun} that is {state_pred} into the bowl",
+        "pick up the {state} {noun} and drop it in the bowl",
+    ),
+    "relative_size": (
+        "place the {extreme} {noun} in the bowl",
+        "put the {noun} that is the {extreme2} into the bowl",
+        "of the {noun}s, place the {extreme} one in the bowl",
+    ),
+    "referential_description": (
+        "place the {noun} {relation} the {reference} in the bowl",
+        "put the {noun} that is {relation2} the {reference} into the bowl",
+        "find the {noun} {relation} the {reference} and place it in the bowl",
+    ),
+    "relational_placement": (
+        "place the {target} {relation} the {reference}",
+        "move the {target} so that it ends up {relation} the {reference}",
+        "put the {target} down {relation} the {reference}",
+    ),
+    "ordinal_position": (
+        "place the {ordinal} {noun} from the {side} in the bowl",
+        "counting from the {side}, put the {ordinal} {noun} into the bowl",
+        "pick the {noun} that is {ordinal} from the {side} and place it in the bowl",
+    ),
+    "counting": (
+        "leave exactly {number} {nouns} in the bowl",
+        "make sure the bowl ends up holding exactly {number} {nouns}",
+        "put {nouns} into the bowl until there are exactly {number} in it",
+    ),
 }
 DIRECT_TEMPLATES: dict[str, tuple[str, ...]] = {
-    "in_bowl": ("place the {target} in the bowl", "put the {target} into the bowl",
-                "pick up the {target} and drop it in the bowl"),
-    "relational_placement": ("pick up the {target} and set it down next to the {reference}, on its {side} side as "
-                             "seen from here", "put the {target} next to the {reference}, on the {side} side as seen "
-                             "from here"),
+    "in_bowl": (
+        "place the {target} in the bowl",
+        "put the {target} into the bowl",
+        "pick up the {target} and drop it in the bowl",
+    ),
+    "relational_placement": (
+        "pick up the {target} and set it down next to the {reference}, on its {side} side as seen from here",
+        "put the {target} next to the {reference}, on the {side} side as seen from here",
+    ),
     "counting": ("place the {targets} in the bowl", "put the {targets} into the bowl"),
 }
 SIDE_WORDS = {"left": "left", "right": "right", "front": "near", "behind": "far"}
@@ -196,9 +275,16 @@ class _Drawer:
 
     def free(self, xy, radius: float, placed: list[_Placed], extra_gap: float = 0.0, bowl: bool = False) -> bool:
         """Whether a footprint of ``radius`` at ``xy`` keeps the gap to every placed one (the open jaws' room)."""
-        return all(math.dist(xy, p.xy) >= radius + p.radius_m + extra_gap + self.ws.gap_m +
-                   (self.ws.bowl_gap_m if p.kind == "bowl" or bowl else 0.0)
-                   for p in placed if not p.inside)
+        return all(
+            math.dist(xy, p.xy)
+            >= radius
+            + p.radius_m
+            + extra_gap
+            + self.ws.gap_m
+            + (self.ws.bowl_gap_m if p.kind == "bowl" or bowl else 0.0)
+            for p in placed
+            if not p.inside
+        )
 
     def place_all(self, objects: list[_Placed], placed: list[_Placed] | None = None) -> bool:
         """Give each object a free reachable position (and a yaw); False when one found none in a few tries."""
@@ -232,13 +318,21 @@ class _Builder:
     def obj(self, instance_id: str, state: str = "") -> _Placed:
         inst = self.inv.instances[instance_id]
         family = self.inv.families[inst.family]
-        size = list(inst.size_m_so101 if self.robot == "so101" and inst.size_m_so101 else
-                    [round(v * self.ws.scale, 4) for v in inst.size_m])
+        size = list(
+            inst.size_m_so101
+            if self.robot == "so101" and inst.size_m_so101
+            else [round(v * self.ws.scale, 4) for v in inst.size_m]
+        )
         if self.ws.max_height_m is not None and not family.receptacle:
             height_index = 2 if family.kind == "box" else 1
             size[height_index] = min(size[height_index], self.ws.max_height_m)
-        return _Placed(inst, tuple(size), family.kind, state=state or (family.states[0] if family.states else ""),
-                       display_name=self.inv.name(instance_id))
+        return _Placed(
+            inst,
+            tuple(size),
+            family.kind,
+            state=state or (family.states[0] if family.states else ""),
+            display_name=self.inv.name(instance_id),
+        )
 
     def bowl(self) -> _Placed:
         bowls = self.inv.of_family(next(f.name for f in self.inv.families.values() if f.receptacle))
@@ -256,28 +350,39 @@ class _Builder:
             cells = self.matrix.withheld
         else:
             cells = self.matrix.observed
-        return cells[self.seed % len(cells)] if condition in ("id", "ood", "direct", "paraphrase") \
+        return (
+            cells[self.seed % len(cells)]
+            if condition in ("id", "ood", "direct", "paraphrase")
             else cells[int(rng.integers(len(cells)))]
+        )
 
     def others(self, rng, family: str, exclude: set[str], n: int, sizes: tuple[str, ...] | None = None) -> list[str]:
         pool = [i.id for i in self.inv.of_family(family) if i.id not in exclude and (sizes is None or i.size in sizes)]
         if len(pool) < n:
-            raise GenerationError(f"{self.task}/{self.condition}/{self.seed}: the inventory has only {len(pool)} "
-                                  f"more {family} instance(s), the scene needs {n}")
+            raise GenerationError(
+                f"{self.task}/{self.condition}/{self.seed}: the inventory has only {len(pool)} "
+                f"more {family} instance(s), the scene needs {n}"
+            )
         return [str(v) for v in rng.choice(pool, size=n, replace=False)]
 
     def fillers(self, rng, families: set[str]) -> list[_Placed]:
         """One object of another family (nothing in a workspace without room for fillers)."""
-        pool = [i.id for i in self.inv.instances.values() if i.family not in families
-                and not self.inv.families[i.family].receptacle]
+        pool = [
+            i.id
+            for i in self.inv.instances.values()
+            if i.family not in families and not self.inv.families[i.family].receptacle
+        ]
         return [self.obj(str(rng.choice(pool)))] if self.ws.fillers else []
 
     def in_bowl_plan(self, target: _Placed, bowl: _Placed) -> tuple[list[PlanStepSpec], list[PredicateSpec]]:
-        return ([PlanStepSpec("grasp", object=target.id), PlanStepSpec("place", target=bowl.id)],
-                [PredicateSpec("inside", target.id, bowl.id)])
+        return (
+            [PlanStepSpec("grasp", object=target.id), PlanStepSpec("place", target=bowl.id)],
+            [PredicateSpec("inside", target.id, bowl.id)],
+        )
 
-    def paths_ok(self, objects: list[_Placed], extra: list[tuple[tuple[float, float], tuple[float, float]]] = ()
-                 ) -> bool:
+    def paths_ok(
+        self, objects: list[_Placed], extra: list[tuple[tuple[float, float], tuple[float, float]]] = ()
+    ) -> bool:
         """Whether the straight moves a trial can ask for (home to each object, each object to the bowl, and
         ``extra`` segments) keep ``path_r_min_m`` from the base."""
         limit = self.ws.path_r_min_m
@@ -290,15 +395,22 @@ class _Builder:
         segments = [(o.xy, b.xy) for o in movable for b in bowls] + list(extra)
         pan_ok = self.ws.max_pan_deg is None or all(
             abs(math.degrees(math.atan2(a[1], a[0]) - math.atan2(b[1], b[0]))) <= self.ws.max_pan_deg
-            for a, b in segments)
+            for a, b in segments
+        )
         shadow = self.ws.arm_over_bowl_m
         clear_of_bowl = shadow is None or all(
-            math.hypot(*o.xy) <= math.hypot(*b.xy) or
-            _segment_distance_to_origin(np.subtract((0.0, 0.0), b.xy), np.subtract(o.xy, b.xy)) >= b.radius_m + shadow
-            for o in movable for b in bowls)
-        return pan_ok and clear_of_bowl and \
-            all(_segment_distance_to_origin(home, o.xy) >= home_limit for o in movable) and \
-            all(_segment_distance_to_origin(a, b) >= limit for a, b in segments)
+            math.hypot(*o.xy) <= math.hypot(*b.xy)
+            or _segment_distance_to_origin(np.subtract((0.0, 0.0), b.xy), np.subtract(o.xy, b.xy))
+            >= b.radius_m + shadow
+            for o in movable
+            for b in bowls
+        )
+        return (
+            pan_ok
+            and clear_of_bowl
+            and all(_segment_distance_to_origin(home, o.xy) >= home_limit for o in movable)
+            and all(_segment_distance_to_origin(a, b) >= limit for a, b in segments)
+        )
 
     def layout(self, rng, objects: list[_Placed], check=None) -> None:
         """Draw positions for ``objects`` until ``check(objects)`` holds and every move the trial may ask for stays
@@ -306,14 +418,19 @@ class _Builder:
         drawer = _Drawer(self.ws, rng)
         for _ in range(MAX_DRAWS):
             fixed = [o for o in objects if o.inside]
-            if drawer.place_all([o for o in objects if not o.inside], []) and self.paths_ok(objects) and \
-                    (check is None or check(objects)):
+            if (
+                drawer.place_all([o for o in objects if not o.inside], [])
+                and self.paths_ok(objects)
+                and (check is None or check(objects))
+            ):
                 for o in fixed:  # in its container: at its spot, relative to the container's drawn position
                     host = next(h for h in objects if h.id == o.inside)
                     o.xy = (host.xy[0] + o.xy[0], host.xy[1] + o.xy[1])
                 return
-        raise GenerationError(f"{self.task}/{self.condition}/{self.seed}: no layout of {len(objects)} objects within "
-                              f"the {self.robot}'s reach in {MAX_DRAWS} draws")
+        raise GenerationError(
+            f"{self.task}/{self.condition}/{self.seed}: no layout of {len(objects)} objects within "
+            f"the {self.robot}'s reach in {MAX_DRAWS} draws"
+        )
 
     def in_bowl_rule(self, what: str) -> str:
         return f"the {what} ends with its centre inside the bowl's rim"
@@ -330,12 +447,18 @@ class _Builder:
             objects = [bowl, *members, *self.fillers(rng, {family.name})]
             self.layout(rng, objects)
             words = dict(state=STATE_WORDS[concept], state_pred=STATE_PREDICATES[concept], noun=family.noun)
-            return _Scene(objects, TrialSpec(receptacle=bowl.id, receptacle_radius_m=bowl.size_m[0],
-                                             distractors=tuple(ids)),
-                          tuple(t.format(**words) for t in TEMPLATES["object_state"]), (), [], [],
-                          expects_action=False, variant="no_referent",
-                          success_rule=f"no {family.noun} is {STATE_WORDS[concept]}: nothing moves more than 2 cm "
-                                       f"and nothing is grasped")
+            return _Scene(
+                objects,
+                TrialSpec(receptacle=bowl.id, receptacle_radius_m=bowl.size_m[0], distractors=tuple(ids)),
+                tuple(t.format(**words) for t in TEMPLATES["object_state"]),
+                (),
+                [],
+                [],
+                expects_action=False,
+                variant="no_referent",
+                success_rule=f"no {family.noun} is {STATE_WORDS[concept]}: nothing moves more than 2 cm "
+                f"and nothing is grasped",
+            )
         concept, argument = self.cell_or_cross(rng, condition)
         family = self.inv.families[self.inv.instances[argument].family]
         other = next(s for s in family.states if s != concept)
@@ -346,20 +469,30 @@ class _Builder:
         self.layout(rng, objects)
         plan, success = self.in_bowl_plan(target, bowl)
         words = dict(state=STATE_WORDS[concept], state_pred=STATE_PREDICATES[concept], noun=family.noun)
-        return _Scene(objects, TrialSpec(target=target.id, receptacle=bowl.id, receptacle_radius_m=bowl.size_m[0],
-                                         distractors=tuple(r.id for r in rivals)),
-                      tuple(t.format(**words) for t in TEMPLATES["object_state"]),
-                      tuple(t.format(target=self.name(target)) for t in DIRECT_TEMPLATES["in_bowl"]), plan, success,
-                      success_rule=self.in_bowl_rule(f"{STATE_WORDS[concept]} {family.noun} ({self.name(target)})"),
-                      cell=MatrixCell(concept, argument))
+        return _Scene(
+            objects,
+            TrialSpec(
+                target=target.id,
+                receptacle=bowl.id,
+                receptacle_radius_m=bowl.size_m[0],
+                distractors=tuple(r.id for r in rivals),
+            ),
+            tuple(t.format(**words) for t in TEMPLATES["object_state"]),
+            tuple(t.format(target=self.name(target)) for t in DIRECT_TEMPLATES["in_bowl"]),
+            plan,
+            success,
+            success_rule=self.in_bowl_rule(f"{STATE_WORDS[concept]} {family.noun} ({self.name(target)})"),
+            cell=MatrixCell(concept, argument),
+        )
 
     def cell_or_cross(self, rng, condition: str) -> tuple[str, str]:
         concept, argument = self.cell_for(rng, condition)
         if condition != "cross_task_object":
             return concept, argument
         if not self.matrix.cross_task:
-            raise GenerationError(f"{self.task}/{condition}/{self.seed}: matrix.yaml lists no cross_task families "
-                                  f"for {self.task}")
+            raise GenerationError(
+                f"{self.task}/{condition}/{self.seed}: matrix.yaml lists no cross_task families for {self.task}"
+            )
         family = str(rng.choice(self.matrix.cross_task))
         if self.task in ("relative_size", "counting"):
             return concept, family
@@ -378,12 +511,21 @@ class _Builder:
         plan, success = self.in_bowl_plan(target, bowl)
         extreme2 = "smallest" if concept == "smallest" else "biggest"
         words = dict(extreme=concept, extreme2=extreme2, noun=self.noun(family))
-        return _Scene(objects, TrialSpec(target=target.id, receptacle=bowl.id, receptacle_radius_m=bowl.size_m[0],
-                                         distractors=tuple(m.id for m in members if m is not target)),
-                      tuple(t.format(**words) for t in TEMPLATES["relative_size"]),
-                      tuple(t.format(target=self.name(target)) for t in DIRECT_TEMPLATES["in_bowl"]), plan, success,
-                      success_rule=self.in_bowl_rule(f"{concept} {self.noun(family)} ({self.name(target)})"),
-                      cell=MatrixCell(concept, family))
+        return _Scene(
+            objects,
+            TrialSpec(
+                target=target.id,
+                receptacle=bowl.id,
+                receptacle_radius_m=bowl.size_m[0],
+                distractors=tuple(m.id for m in members if m is not target),
+            ),
+            tuple(t.format(**words) for t in TEMPLATES["relative_size"]),
+            tuple(t.format(target=self.name(target)) for t in DIRECT_TEMPLATES["in_bowl"]),
+            plan,
+            success,
+            success_rule=self.in_bowl_rule(f"{concept} {self.noun(family)} ({self.name(target)})"),
+            cell=MatrixCell(concept, family),
+        )
 
     def referential_description(self, rng, condition: str) -> _Scene:
         bowl = self.bowl()
@@ -401,16 +543,24 @@ class _Builder:
             present = self.others(rng, "block", {reference_id}, 2)
             objects = [bowl, reference, *[self.obj(i) for i in present]]
             self.layout(rng, objects)
-            words = dict(noun=absent_family.noun, relation=relation, relation2=relation2,
-                         reference=self.name(reference))
-            return _Scene(objects, TrialSpec(reference=reference.id, receptacle=bowl.id,
-                                             receptacle_radius_m=bowl.size_m[0]),
-                          tuple(t.format(**words) for t in TEMPLATES["referential_description"]), (), [], [],
-                          expects_action=False, variant="no_candidate",
-                          success_rule=f"there is no {absent_family.noun}: nothing moves more than 2 cm and nothing is "
-                                       f"grasped")
-        candidates = [self.obj(i) for i in self.others(rng, family, {reference_id},
-                                                       2 + (int(rng.integers(2)) if self.ws.fillers else 0))]
+            words = dict(
+                noun=absent_family.noun, relation=relation, relation2=relation2, reference=self.name(reference)
+            )
+            return _Scene(
+                objects,
+                TrialSpec(reference=reference.id, receptacle=bowl.id, receptacle_radius_m=bowl.size_m[0]),
+                tuple(t.format(**words) for t in TEMPLATES["referential_description"]),
+                (),
+                [],
+                [],
+                expects_action=False,
+                variant="no_candidate",
+                success_rule=f"there is no {absent_family.noun}: nothing moves more than 2 cm and nothing is grasped",
+            )
+        candidates = [
+            self.obj(i)
+            for i in self.others(rng, family, {reference_id}, 2 + (int(rng.integers(2)) if self.ws.fillers else 0))
+        ]
         objects = [bowl, reference, *candidates]
         margin = 0.25 * RELATION_RADIUS_M * self.ws.scale  # the answer beats the runner-up by this much (m)
 
@@ -423,14 +573,24 @@ class _Builder:
         target = candidates[int(np.argmin(dists) if concept == "closest_to" else np.argmax(dists))]
         plan, success = self.in_bowl_plan(target, bowl)
         words = dict(noun=self.noun(family), relation=relation, relation2=relation2, reference=self.name(reference))
-        return _Scene(objects, TrialSpec(target=target.id, reference=reference.id, receptacle=bowl.id,
-                                         receptacle_radius_m=bowl.size_m[0],
-                                         distractors=tuple(c.id for c in candidates if c is not target)),
-                      tuple(t.format(**words) for t in TEMPLATES["referential_description"]),
-                      tuple(t.format(target=self.name(target)) for t in DIRECT_TEMPLATES["in_bowl"]), plan, success,
-                      success_rule=self.in_bowl_rule(f"{self.noun(family)} {relation} the {self.name(reference)} "
-                                                     f"({self.name(target)})"),
-                      cell=MatrixCell(concept, reference_id))
+        return _Scene(
+            objects,
+            TrialSpec(
+                target=target.id,
+                reference=reference.id,
+                receptacle=bowl.id,
+                receptacle_radius_m=bowl.size_m[0],
+                distractors=tuple(c.id for c in candidates if c is not target),
+            ),
+            tuple(t.format(**words) for t in TEMPLATES["referential_description"]),
+            tuple(t.format(target=self.name(target)) for t in DIRECT_TEMPLATES["in_bowl"]),
+            plan,
+            success,
+            success_rule=self.in_bowl_rule(
+                f"{self.noun(family)} {relation} the {self.name(reference)} ({self.name(target)})"
+            ),
+            cell=MatrixCell(concept, reference_id),
+        )
 
     def relational_placement(self, rng, condition: str) -> _Scene:
         holds = condition == "no_intervention" or (condition == "relational_control" and self.seed % 2 == 0)
@@ -439,12 +599,20 @@ class _Builder:
         # medium blocks as references and fillers: the target lands beside the reference without touching it and
         # well inside the 76.2 mm radius
         reference = self.obj(self.others(rng, "block", {target_id}, 1, sizes=("medium",))[0])
-        fillers = [self.obj(i) for i in self.others(rng, "block", {target_id, reference.id},
-                                                    1 + int(rng.integers(2)) if self.ws.fillers else 1,
-                                                    sizes=("medium",))]
+        fillers = [
+            self.obj(i)
+            for i in self.others(
+                rng,
+                "block",
+                {target_id, reference.id},
+                1 + int(rng.integers(2)) if self.ws.fillers else 1,
+                sizes=("medium",),
+            )
+        ]
         unit = np.array(self.dirs[concept])
-        offset = min(max(self.ws.relation_offset_m, target.radius_m + reference.radius_m + 0.006),
-                     RELATION_RADIUS_M - 0.01)
+        offset = min(
+            max(self.ws.relation_offset_m, target.radius_m + reference.radius_m + 0.006), RELATION_RADIUS_M - 0.01
+        )
         drawer = _Drawer(self.ws, rng)
 
         def target_xy(half_rng: np.random.Generator, holds: bool) -> tuple[float, float] | None:
@@ -454,16 +622,24 @@ class _Builder:
                     angle = math.radians(float(half_rng.uniform(-20, 20)))
                     rot = np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
                     xy = tuple(np.array(reference.xy) + offset * float(half_rng.uniform(0.95, 1.1)) * (rot @ unit))
-                    ok = half.reachable(xy) and half.free(xy, target.radius_m, fillers) and \
-                        math.dist(xy, reference.xy) >= target.radius_m + reference.radius_m + 0.003
+                    ok = (
+                        half.reachable(xy)
+                        and half.free(xy, target.radius_m, fillers)
+                        and math.dist(xy, reference.xy) >= target.radius_m + reference.radius_m + 0.003
+                    )
                 else:  # somewhere the relation clearly does not hold
                     xy = half.point()
                     d = np.array(xy) - np.array(reference.xy)
-                    near = np.linalg.norm(d) <= RELATION_RADIUS_M + 0.02 and \
-                        math.degrees(math.acos(np.clip(d @ unit / max(np.linalg.norm(d), 1e-9), -1, 1))) <= 60
-                    ok = not near and half.free(xy, target.radius_m, [reference, *fillers]) and \
-                        math.dist(xy, goal) >= target.radius_m * 2 + self.ws.gap_m and \
-                        self.paths_ok([], [(xy, goal)])
+                    near = (
+                        np.linalg.norm(d) <= RELATION_RADIUS_M + 0.02
+                        and math.degrees(math.acos(np.clip(d @ unit / max(np.linalg.norm(d), 1e-9), -1, 1))) <= 60
+                    )
+                    ok = (
+                        not near
+                        and half.free(xy, target.radius_m, [reference, *fillers])
+                        and math.dist(xy, goal) >= target.radius_m * 2 + self.ws.gap_m
+                        and self.paths_ok([], [(xy, goal)])
+                    )
                 if ok:
                     return float(xy[0]), float(xy[1])
             return None
@@ -471,15 +647,19 @@ class _Builder:
         # the two halves of a control pair share the reference, the fillers and the goal (the pair's stream) and
         # differ only in where the target stands (a stream per half); a layout is kept only when both halves fit
         pair = self.seed - self.seed % 2
-        halves = [(np.random.default_rng([pair + h, 11]), h == 0) for h in (0, 1)] \
-            if condition == "relational_control" else [(rng, holds)]
+        halves = (
+            [(np.random.default_rng([pair + h, 11]), h == 0) for h in (0, 1)]
+            if condition == "relational_control"
+            else [(rng, holds)]
+        )
         mine = self.seed % 2 if condition == "relational_control" else 0
         for _ in range(MAX_DRAWS):
             if not drawer.place_all([reference, *fillers]):
                 continue
             goal = tuple(np.array(reference.xy) + offset * unit)
-            if not (drawer.reachable(goal) and drawer.free(goal, target.radius_m, fillers)) or \
-                    not self.paths_ok([reference, *fillers]):
+            if not (drawer.reachable(goal) and drawer.free(goal, target.radius_m, fillers)) or not self.paths_ok(
+                [reference, *fillers]
+            ):
                 continue
             found = [target_xy(half_rng, h_holds) for half_rng, h_holds in halves]
             if all(xy is not None for xy in found):
@@ -487,28 +667,58 @@ class _Builder:
                 target.yaw_deg = float(halves[mine][0].uniform(-30, 30)) if target.kind == "box" else 0.0
                 break
         else:
-            raise GenerationError(f"{self.task}/{condition}/{self.seed}: no layout within the {self.robot}'s reach in "
-                                  f"{MAX_DRAWS} draws")
-        spec = TrialSpec(target=target.id, reference=reference.id, direction=concept,
-                         direction_xy=self.dirs[concept], distractors=tuple(f.id for f in fillers))
+            raise GenerationError(
+                f"{self.task}/{condition}/{self.seed}: no layout within the {self.robot}'s reach in {MAX_DRAWS} draws"
+            )
+        spec = TrialSpec(
+            target=target.id,
+            reference=reference.id,
+            direction=concept,
+            direction_xy=self.dirs[concept],
+            distractors=tuple(f.id for f in fillers),
+        )
         words = dict(target=self.name(target), reference=self.name(reference), relation=RELATION_WORDS[concept])
-        rule = (f"the {self.name(target)} ends with its centre within 76.2 mm of the {self.name(reference)}'s centre, "
-                f"inside the +-45 deg sector {RELATION_WORDS[concept]} it (as seen from the camera)")
+        rule = (
+            f"the {self.name(target)} ends with its centre within 76.2 mm of the {self.name(reference)}'s centre, "
+            f"inside the +-45 deg sector {RELATION_WORDS[concept]} it (as seen from the camera)"
+        )
         objects = [target, reference, *fillers]
         if holds:
-            return _Scene(objects, spec, tuple(t.format(**words) for t in TEMPLATES["relational_placement"]), (),
-                          [], [], expects_action=False, variant="relation_holds", cell=MatrixCell(concept, target_id),
-                          success_rule="the relation already holds: nothing moves more than 2 cm and nothing is "
-                                       "grasped")
-        plan = [PlanStepSpec("grasp", object=target.id),
-                PlanStepSpec("place", target=reference.id, offset_m=(float(offset * unit[0]), float(offset * unit[1])))]
-        success = [PredicateSpec("beside", target.id, reference.id, distance_m=RELATION_RADIUS_M,
-                                 direction_xy=self.dirs[concept])]
-        return _Scene(objects, spec, tuple(t.format(**words) for t in TEMPLATES["relational_placement"]),
-                      tuple(t.format(target=self.name(target), reference=self.name(reference),
-                                     side=SIDE_WORDS[concept]) for t in DIRECT_TEMPLATES["relational_placement"]),
-                      plan, success, success_rule=rule, cell=MatrixCell(concept, target_id),
-                      variant="needs_correction" if condition == "relational_control" else "")
+            return _Scene(
+                objects,
+                spec,
+                tuple(t.format(**words) for t in TEMPLATES["relational_placement"]),
+                (),
+                [],
+                [],
+                expects_action=False,
+                variant="relation_holds",
+                cell=MatrixCell(concept, target_id),
+                success_rule="the relation already holds: nothing moves more than 2 cm and nothing is grasped",
+            )
+        plan = [
+            PlanStepSpec("grasp", object=target.id),
+            PlanStepSpec("place", target=reference.id, offset_m=(float(offset * unit[0]), float(offset * unit[1]))),
+        ]
+        success = [
+            PredicateSpec(
+                "beside", target.id, reference.id, distance_m=RELATION_RADIUS_M, direction_xy=self.dirs[concept]
+            )
+        ]
+        return _Scene(
+            objects,
+            spec,
+            tuple(t.format(**words) for t in TEMPLATES["relational_placement"]),
+            tuple(
+                t.format(target=self.name(target), reference=self.name(reference), side=SIDE_WORDS[concept])
+                for t in DIRECT_TEMPLATES["relational_placement"]
+            ),
+            plan,
+            success,
+            success_rule=rule,
+            cell=MatrixCell(concept, target_id),
+            variant="needs_correction" if condition == "relational_control" else "",
+        )
 
     def ordinal_position(self, rng, condition: str) -> _Scene:
         bowl = self.bowl()
@@ -521,9 +731,11 @@ class _Builder:
             _, side, n_text = argument.split("_")
             n = int(n_text)
         family = str(rng.choice(self.matrix.cross_task)) if condition == "cross_task_object" else "block"
-        members = [self.obj(i) for i in self.others(rng, family, set(), n, sizes=("medium",))
-                   ] if len([i for i in self.inv.of_family(family) if i.size == "medium"]) >= n else \
-            [self.obj(i) for i in self.others(rng, family, set(), n)]
+        members = (
+            [self.obj(i) for i in self.others(rng, family, set(), n, sizes=("medium",))]
+            if len([i for i in self.inv.of_family(family) if i.size == "medium"]) >= n
+            else [self.obj(i) for i in self.others(rng, family, set(), n)]
+        )
         objects = [bowl, *members]
         min_sep = 0.5 * RELATION_RADIUS_M * self.ws.scale  # neighbours differ this much along the image's x (m)
 
@@ -539,20 +751,37 @@ class _Builder:
         instructions = tuple(t.format(**words) for t in TEMPLATES["ordinal_position"])
         k = TASK_CONCEPTS["ordinal_position"].index(concept)
         if k >= n:
-            return _Scene(objects, TrialSpec(receptacle=bowl.id, receptacle_radius_m=bowl.size_m[0],
-                                             distractors=tuple(m.id for m in members)),
-                          instructions, (), [], [], expects_action=False, variant="invalid_ordinal",
-                          success_rule=f"there is no {concept} {self.noun(family)} of {n}: nothing moves more than "
-                                       f"2 cm and nothing is grasped")
+            return _Scene(
+                objects,
+                TrialSpec(
+                    receptacle=bowl.id, receptacle_radius_m=bowl.size_m[0], distractors=tuple(m.id for m in members)
+                ),
+                instructions,
+                (),
+                [],
+                [],
+                expects_action=False,
+                variant="invalid_ordinal",
+                success_rule=f"there is no {concept} {self.noun(family)} of {n}: nothing moves more than "
+                f"2 cm and nothing is grasped",
+            )
         target = row[k]
         plan, success = self.in_bowl_plan(target, bowl)
-        return _Scene(objects, TrialSpec(target=target.id, receptacle=bowl.id, receptacle_radius_m=bowl.size_m[0],
-                                         distractors=tuple(m.id for m in members if m is not target)),
-                      instructions, tuple(t.format(target=self.name(target)) for t in DIRECT_TEMPLATES["in_bowl"]),
-                      plan, success,
-                      success_rule=self.in_bowl_rule(f"{concept} {self.noun(family)} from the {side} "
-                                                     f"({self.name(target)})"),
-                      cell=MatrixCell(concept, argument))
+        return _Scene(
+            objects,
+            TrialSpec(
+                target=target.id,
+                receptacle=bowl.id,
+                receptacle_radius_m=bowl.size_m[0],
+                distractors=tuple(m.id for m in members if m is not target),
+            ),
+            instructions,
+            tuple(t.format(target=self.name(target)) for t in DIRECT_TEMPLATES["in_bowl"]),
+            plan,
+            success,
+            success_rule=self.in_bowl_rule(f"{concept} {self.noun(family)} from the {side} ({self.name(target)})"),
+            cell=MatrixCell(concept, argument),
+        )
 
     def counting(self, rng, condition: str) -> _Scene:
         bowl = self.bowl()
@@ -574,29 +803,51 @@ class _Builder:
         loose = members[already:]
         objects = [bowl, *members]
         drawer = _Drawer(self.ws, rng)
-        self.layout(rng, objects, lambda objs: all(drawer.reachable((bowl.xy[0] + dx, bowl.xy[1] + dy))
-                                                   for dx, dy in spots))
+        self.layout(
+            rng, objects, lambda objs: all(drawer.reachable((bowl.xy[0] + dx, bowl.xy[1] + dy)) for dx, dy in spots)
+        )
         noun = self.noun(family)
         words = dict(number=NUMBER_WORDS[count], nouns=noun + ("s" if count != 1 else ""))
         instructions = tuple(t.format(**words) for t in TEMPLATES["counting"])
-        spec = TrialSpec(receptacle=bowl.id, receptacle_radius_m=bowl.size_m[0], count=count,
-                         distractors=tuple(m.id for m in members))
+        spec = TrialSpec(
+            receptacle=bowl.id,
+            receptacle_radius_m=bowl.size_m[0],
+            count=count,
+            distractors=tuple(m.id for m in members),
+        )
         rule = f"exactly {count} {words['nouns']} end inside the bowl's rim"
         if already == count:
-            return _Scene(objects, spec, instructions, (), [], [], expects_action=False, variant="goal_holds",
-                          success_rule=f"the bowl already holds {count}: nothing moves more than 2 cm and nothing is "
-                                       f"grasped")
-        movers = loose[:count - already]
+            return _Scene(
+                objects,
+                spec,
+                instructions,
+                (),
+                [],
+                [],
+                expects_action=False,
+                variant="goal_holds",
+                success_rule=f"the bowl already holds {count}: nothing moves more than 2 cm and nothing is grasped",
+            )
+        movers = loose[: count - already]
         plan: list[PlanStepSpec] = []
         for m, spot in zip(movers, spots[already:]):
-            plan += [PlanStepSpec("grasp", object=m.id),
-                     PlanStepSpec("place", target=bowl.id, offset_m=tuple(float(v) for v in np.array(spot)))]  # type: ignore[arg-type]
+            plan += [
+                PlanStepSpec("grasp", object=m.id),
+                PlanStepSpec("place", target=bowl.id, offset_m=tuple(float(v) for v in np.array(spot))),
+            ]  # type: ignore[arg-type]
         success = [PredicateSpec("inside", m.id, bowl.id) for m in members[:already] + movers]
         names = [self.name(m) for m in movers]
         targets = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and the " + names[-1]
-        return _Scene(objects, spec, instructions,
-                      tuple(t.format(targets=targets) for t in DIRECT_TEMPLATES["counting"]), plan, success,
-                      success_rule=rule, cell=MatrixCell(concept, family))
+        return _Scene(
+            objects,
+            spec,
+            instructions,
+            tuple(t.format(targets=targets) for t in DIRECT_TEMPLATES["counting"]),
+            plan,
+            success,
+            success_rule=rule,
+            cell=MatrixCell(concept, family),
+        )
 
 
 def _segment_distance_to_origin(a, b) -> float:
@@ -612,12 +863,21 @@ def _bowl_spots(count: int, floor_radius_m: float, phase: float) -> list[tuple[f
     if count <= 1:
         return [(0.0, 0.0)]
     rho = 0.46 * floor_radius_m
-    return [(rho * math.cos(phase + 2 * math.pi * k / count), rho * math.sin(phase + 2 * math.pi * k / count))
-            for k in range(count)]
+    return [
+        (rho * math.cos(phase + 2 * math.pi * k / count), rho * math.sin(phase + 2 * math.pi * k / count))
+        for k in range(count)
+    ]
 
 
-_STREAMS = {"id": 1, "ood": 2, "direct": 2, "paraphrase": 2, "cross_task_object": 3, "no_intervention": 4,
-            "relational_control": 5}
+_STREAMS = {
+    "id": 1,
+    "ood": 2,
+    "direct": 2,
+    "paraphrase": 2,
+    "cross_task_object": 3,
+    "no_intervention": 4,
+    "relational_control": 5,
+}
 
 
 def generate_trial(task: str, condition: str, seed: int, robot: str = "so101") -> Trial:
@@ -635,7 +895,9 @@ def generate_trial(task: str, condition: str, seed: int, robot: str = "so101") -
         raise GenerationError(f"{task}/{condition}/{seed}: the seed must be an integer >= 0")
     seed = int(seed)
     if condition not in TASK_CONDITIONS[task]:
-        raise GenerationError(f"task {task!r} has no condition {condition!r} (it has {', '.join(TASK_CONDITIONS[task])})")
+        raise GenerationError(
+            f"task {task!r} has no condition {condition!r} (it has {', '.join(TASK_CONDITIONS[task])})"
+        )
     inventory, matrices = _config()
     builder = _Builder(task, condition, seed, robot, inventory, matrices)
     # one stream per (task, scene group, seed): ood, direct and paraphrase of a seed draw the same scene, and the two
@@ -655,16 +917,36 @@ def generate_trial(task: str, condition: str, seed: int, robot: str = "so101") -
     instruction = _pick_instruction(scene, condition, seed, rng)
     ws = WORKSPACES[robot]
     scenario = _scenario(task, condition, seed, robot, scene, instruction, ws)
-    objects = [TrialObject(id=o.id, family=o.inst.family, name=inventory.name(o.id), colour=o.inst.colour,
-                           size_m=o.size_m, state=o.state or None,
-                           position_m=(o.xy[0], o.xy[1], _bottom_z(o, scene.objects) + o.height_m / 2),
-                           yaw_deg=o.yaw_deg) for o in scene.objects]
-    return Trial(task=task, condition=condition, seed=seed, robot=robot, instruction=instruction, spec=scene.spec,
-                 expects_action=scene.expects_action, scenario=scenario, objects=objects,
-                 pair_id=pair_id(task, condition, seed),
-                 cell=scene.cell if condition in ("id", "ood", "direct", "paraphrase", "cross_task_object",
-                                                  "relational_control") else None,
-                 success_rule=scene.success_rule, variant=scene.variant)
+    objects = [
+        TrialObject(
+            id=o.id,
+            family=o.inst.family,
+            name=inventory.name(o.id),
+            colour=o.inst.colour,
+            size_m=o.size_m,
+            state=o.state or None,
+            position_m=(o.xy[0], o.xy[1], _bottom_z(o, scene.objects) + o.height_m / 2),
+            yaw_deg=o.yaw_deg,
+        )
+        for o in scene.objects
+    ]
+    return Trial(
+        task=task,
+        condition=condition,
+        seed=seed,
+        robot=robot,
+        instruction=instruction,
+        spec=scene.spec,
+        expects_action=scene.expects_action,
+        scenario=scenario,
+        objects=objects,
+        pair_id=pair_id(task, condition, seed),
+        cell=scene.cell
+        if condition in ("id", "ood", "direct", "paraphrase", "cross_task_object", "relational_control")
+        else None,
+        success_rule=scene.success_rule,
+        variant=scene.variant,
+    )
 
 
 def _pick_instruction(scene: _Scene, condition: str, seed: int, rng: np.random.Generator) -> str:
@@ -683,17 +965,37 @@ def _bottom_z(obj: _Placed, objects: list[_Placed]) -> float:
     return CONTAINER_FLOOR_M[host.kind]
 
 
-def _scenario(task: str, condition: str, seed: int, robot: str, scene: _Scene, instruction: str,
-              ws: Workspace) -> Scenario:
-    objects = [ObjectSpec(id=o.id, kind=o.kind, name=o.name, size_m=o.size_m, position_m=o.xy, yaw_deg=o.yaw_deg,
-        color=parse_color(o.inst.colour, f"inventory colour of {o.id}"),
-        # a bowl heavy enough that a jaw brushing its rim does not tip it (as box_in_bowl_so101's)
-        mass_kg=0.3 if o.kind == "bowl" else round(_MASS[o.kind] * ws.mass_scale, 4),
-        state=o.state if o.kind in ("cup", "box") and o.state else "", inside=o.inside) for o in scene.objects]
+def _scenario(
+    task: str, condition: str, seed: int, robot: str, scene: _Scene, instruction: str, ws: Workspace
+) -> Scenario:
+    objects = [
+        ObjectSpec(
+            id=o.id,
+            kind=o.kind,
+            name=o.name,
+            size_m=o.size_m,
+            position_m=o.xy,
+            yaw_deg=o.yaw_deg,
+            color=parse_color(o.inst.colour, f"inventory colour of {o.id}"),
+            # a bowl heavy enough that a jaw brushing its rim does not tip it (as box_in_bowl_so101's)
+            mass_kg=0.3 if o.kind == "bowl" else round(_MASS[o.kind] * ws.mass_scale, 4),
+            state=o.state if o.kind in ("cup", "box") and o.state else "",
+            inside=o.inside,
+        )
+        for o in scene.objects
+    ]
     camera = CameraSpec(position_m=ws.camera_position_m, look_at_m=ws.camera_look_at_m)
-    return Scenario(name=f"spabench_{task}_{condition}_{seed}", instruction=instruction, instruction_type="explicit",
-                    objects=objects, plan=scene.plan, success=scene.success, camera=camera, robot=robot,
-                    source=f"spabench {task}/{condition}/{seed} ({robot})")
+    return Scenario(
+        name=f"spabench_{task}_{condition}_{seed}",
+        instruction=instruction,
+        instruction_type="explicit",
+        objects=objects,
+        plan=scene.plan,
+        success=scene.success,
+        camera=camera,
+        robot=robot,
+        source=f"spabench {task}/{condition}/{seed} ({robot})",
+    )
 
 
 __all__ = ["MAX_DRAWS", "WORKSPACES", "Workspace", "generate_trial"]

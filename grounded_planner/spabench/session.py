@@ -105,28 +105,43 @@ def _box_change_m(first: np.ndarray, last: np.ndarray, box: Sequence[float], siz
     h, w = first.shape[:2]
     sx, sy = w / size[0], h / size[1]
     x1, y1, x2, y2 = (int(round(v)) for v in (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy))
-    a, b = first[max(0, y1):min(h, y2), max(0, x1):min(w, x2)], last[max(0, y1):min(h, y2), max(0, x1):min(w, x2)]
+    a, b = (
+        first[max(0, y1) : min(h, y2), max(0, x1) : min(w, x2)],
+        last[max(0, y1) : min(h, y2), max(0, x1) : min(w, x2)],
+    )
     valid = (a > 0) & (b > 0) & np.isfinite(a) & np.isfinite(b)
     if not valid.any():
         return None
     return float(np.median(np.abs(a[valid] - b[valid])))
 
 
-def suggest_outcome(card: dict[str, Any], planned: StackPlan, execution: StackExecution | None,
-                    first: Frame | None, last: Frame | None) -> Suggestion:
+def suggest_outcome(
+    card: dict[str, Any], planned: StackPlan, execution: StackExecution | None, first: Frame | None, last: Frame | None
+) -> Suggestion:
     """What the stack can tell about a trial's outcome: its own failures (planner, refusal, grasp check, nothing to
     do), and from the first and last camera frames whether the grasped object left its place."""
     expects = bool(card["expects_action"])
     steps = [{"outcome": o} for o in (execution.step_outcomes if execution else [])]
-    success, mode = auto_failure_mode({"steps": steps}, planned.plan.to_dict() if planned.plan else None,
-                                      planner_error=planned.error, expects_action=expects)
+    success, mode = auto_failure_mode(
+        {"steps": steps},
+        planned.plan.to_dict() if planned.plan else None,
+        planner_error=planned.error,
+        expects_action=expects,
+    )
     if mode or success is not None:
-        why = {"planner_error": f"the planner failed: {planned.error}", "refused": "the safety layer refused a step",
-               "grasp_failure": "the gripper closed on nothing", "no_action": "the plan had nothing to do"}
+        why = {
+            "planner_error": f"the planner failed: {planned.error}",
+            "refused": "the safety layer refused a step",
+            "grasp_failure": "the gripper closed on nothing",
+            "no_action": "the plan had nothing to do",
+        }
         return Suggestion(success, mode, why.get(mode or "", "the plan had nothing to do, as the card expects"))
     if execution is not None and not execution.succeeded and not any(steps):
-        return Suggestion(None if expects else True, None,
-                          f"the executor did not run the plan ({execution.message}); check that nothing moved")
+        return Suggestion(
+            None if expects else True,
+            None,
+            f"the executor did not run the plan ({execution.message}); check that nothing moved",
+        )
     if not expects:
         return Suggestion(False, "wrong_object", "the arm acted in a trial where no action was required")
     plan = planned.plan
@@ -137,10 +152,18 @@ def suggest_outcome(card: dict[str, Any], planned: StackPlan, execution: StackEx
     if change is None:
         return Suggestion(None, None, "no valid depth where the object was: judge from the scene")
     if change < DEPTH_CHANGE_M:
-        return Suggestion(False, "grasp_failure", f"the depth where the {grasp.object or 'object'} stood changed by "
-                                                  f"{change * 1000:.0f} mm only: it seems not to have moved")
-    return Suggestion(None, None, f"the {grasp.object or 'object'} left its place (depth there changed by "
-                                  f"{change * 1000:.0f} mm): check where it ended up")
+        return Suggestion(
+            False,
+            "grasp_failure",
+            f"the depth where the {grasp.object or 'object'} stood changed by "
+            f"{change * 1000:.0f} mm only: it seems not to have moved",
+        )
+    return Suggestion(
+        None,
+        None,
+        f"the {grasp.object or 'object'} left its place (depth there changed by "
+        f"{change * 1000:.0f} mm): check where it ended up",
+    )
 
 
 class TerminalOperator:
@@ -188,8 +211,14 @@ class TerminalOperator:
             self._say(f"    {i}. {m}: {FAILURE_MODES[m]}")
         suggested = modes.index(suggestion.failure_mode) + 1 if suggestion.failure_mode in modes else None
         while True:
-            answer = self.ask(f"  failure mode 1-{len(modes)}{' (Enter = ' + str(suggested) + ')' if suggested else ''}"
-                              ", q = stop: ").strip().lower()
+            answer = (
+                self.ask(
+                    f"  failure mode 1-{len(modes)}{' (Enter = ' + str(suggested) + ')' if suggested else ''}"
+                    ", q = stop: "
+                )
+                .strip()
+                .lower()
+            )
             if answer in ("q", "quit", "stop"):
                 return None
             if not answer and suggested:
@@ -212,8 +241,14 @@ class SessionSummary:
 class Session:
     """Runs the pending cards of ``folder`` in order; appends each labelled trial to ``folder/trials.jsonl``."""
 
-    def __init__(self, folder: str | Path, stack: Stack, operator: Operator, planner: str = "",
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        folder: str | Path,
+        stack: Stack,
+        operator: Operator,
+        planner: str = "",
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.folder = Path(folder)
         self.stack = stack
         self.operator = operator
@@ -258,11 +293,17 @@ class Session:
         folder = self.folder / rel
         if folder.exists():
             shutil.rmtree(folder)  # a card stopped half-way in an earlier session: its rollout is redone
-        with RolloutRecorder(folder, instruction=card["instruction"], task=card["task"], condition=card["condition"],
-                             scene_id=card.get("pair_id") or card["trial_id"], trial=int(card["seed"]),
-                             model=self.planner, expects_action=bool(card["expects_action"]),
-                             extra={"spabench": {"trial_id": card["trial_id"], "robot": card["robot"],
-                                                 "spec": card["spec"]}}) as recorder:
+        with RolloutRecorder(
+            folder,
+            instruction=card["instruction"],
+            task=card["task"],
+            condition=card["condition"],
+            scene_id=card.get("pair_id") or card["trial_id"],
+            trial=int(card["seed"]),
+            model=self.planner,
+            expects_action=bool(card["expects_action"]),
+            extra={"spabench": {"trial_id": card["trial_id"], "robot": card["robot"], "spec": card["spec"]}},
+        ) as recorder:
             first = self.stack.frame()
             if first is not None:
                 recorder.log_frame(first.rgb, first.depth_m, first.camera)
@@ -276,8 +317,9 @@ class Session:
                 execution = self.stack.execute(planned.plan)
                 for k, outcome in enumerate(execution.step_outcomes):
                     action = planned.plan.actions[k] if k < len(planned.plan.actions) else None
-                    recorder.log_step(k, action.type if action else "", outcome,
-                                      execution.message if outcome != "ok" else "")
+                    recorder.log_step(
+                        k, action.type if action else "", outcome, execution.message if outcome != "ok" else ""
+                    )
             last = self.stack.frame()
             if last is not None:
                 recorder.log_frame(last.rgb, last.depth_m, last.camera)
@@ -288,18 +330,33 @@ class Session:
                 return None
             if label.failure_mode is not None and label.failure_mode not in FAILURE_MODES:
                 raise SessionError(f"unknown failure mode {label.failure_mode!r}")
-            recorder.set_label(label.success, None if label.success else label.failure_mode,
-                               notes=label.notes or suggestion.reason, source="operator")
-        grasp_steps = [o for k, o in enumerate(execution.step_outcomes if execution else [])
-                       if planned.plan and k < len(planned.plan.actions) and planned.plan.actions[k].type == "grasp"]
+            recorder.set_label(
+                label.success,
+                None if label.success else label.failure_mode,
+                notes=label.notes or suggestion.reason,
+                source="operator",
+            )
+        grasp_steps = [
+            o
+            for k, o in enumerate(execution.step_outcomes if execution else [])
+            if planned.plan and k < len(planned.plan.actions) and planned.plan.actions[k].type == "grasp"
+        ]
         error = planned.error or (execution.message if execution and not execution.succeeded else "")
         record = {key: card[key] for key in CARD_RECORD_KEYS}
         record["planner"] = self.planner or record.get("planner") or ""
-        record.update({"final_positions": None,
-                       "grasp_attempted": any(o not in ("outside_workspace", "unreachable") for o in grasp_steps),
-                       "success": label.success, "failure_mode": None if label.success else label.failure_mode,
-                       "outcome_source": "operator", "rollout": rel, "error": error or None,
-                       "started_at": started_at, "wall_s": self.clock() - wall0})
+        record.update(
+            {
+                "final_positions": None,
+                "grasp_attempted": any(o not in ("outside_workspace", "unreachable") for o in grasp_steps),
+                "success": label.success,
+                "failure_mode": None if label.success else label.failure_mode,
+                "outcome_source": "operator",
+                "rollout": rel,
+                "error": error or None,
+                "started_at": started_at,
+                "wall_s": self.clock() - wall0,
+            }
+        )
         out = TrialRecord.from_dict(record, where=card["trial_id"]).to_dict()
         with open(trials_path(self.folder), "a", encoding="utf-8") as f:
             f.write(json.dumps(out, ensure_ascii=False) + "\n")

@@ -27,8 +27,14 @@ from typing import Any, Mapping
 from grounded_planner.rollout.taxonomy import FAILURE_MODES as _TAXONOMY
 from grounded_planner.spabench.errors import TrialRecordError
 
-TASKS = ("object_state", "relative_size", "referential_description", "relational_placement", "ordinal_position",
-         "counting")
+TASKS = (
+    "object_state",
+    "relative_size",
+    "referential_description",
+    "relational_placement",
+    "ordinal_position",
+    "counting",
+)
 CONDITIONS = ("id", "ood", "direct", "paraphrase", "cross_task_object", "no_intervention", "relational_control")
 FAILURE_MODES = tuple(_TAXONOMY)  # no_action ... premature_release, refused, planner_error (null on success)
 ROBOTS = ("so101", "gp5", "fr3")
@@ -41,24 +47,55 @@ OUTCOME_SOURCES = ("auto", "operator")
 # the cross-task-object diagnostic covers five tasks (Table IX): object state is left out, since its concepts (a
 # state) exist only for the families it already uses.
 TASK_CONDITIONS: dict[str, tuple[str, ...]] = {
-    task: tuple(c for c in CONDITIONS
-                if not (c == "relational_control" and task != "relational_placement")
-                and not (c == "no_intervention" and task == "relative_size")
-                and not (c == "cross_task_object" and task == "object_state"))
+    task: tuple(
+        c
+        for c in CONDITIONS
+        if not (c == "relational_control" and task != "relational_placement")
+        and not (c == "no_intervention" and task == "relative_size")
+        and not (c == "cross_task_object" and task == "object_state")
+    )
     for task in TASKS
 }
 
 # The record's keys in file order (contract); the card keys follow ``initial_positions`` in ``cards.jsonl``.
-RECORD_KEYS = ("trial_id", "task", "condition", "seed", "robot", "planner", "instruction", "expects_action", "pair_id",
-               "cell", "spec", "initial_positions", "final_positions", "grasp_attempted", "success", "failure_mode",
-               "outcome_source", "rollout", "error", "started_at", "wall_s")
+RECORD_KEYS = (
+    "trial_id",
+    "task",
+    "condition",
+    "seed",
+    "robot",
+    "planner",
+    "instruction",
+    "expects_action",
+    "pair_id",
+    "cell",
+    "spec",
+    "initial_positions",
+    "final_positions",
+    "grasp_attempted",
+    "success",
+    "failure_mode",
+    "outcome_source",
+    "rollout",
+    "error",
+    "started_at",
+    "wall_s",
+)
 # The keys a card line carries (the record up to and including initial_positions) and the ones only cards have.
-CARD_RECORD_KEYS = RECORD_KEYS[:RECORD_KEYS.index("initial_positions") + 1]
+CARD_RECORD_KEYS = RECORD_KEYS[: RECORD_KEYS.index("initial_positions") + 1]
 CARD_ONLY_KEYS = ("objects", "success_rule", "card_png", "card_html")
 # The only keys allowed to differ between two runs of the same trials.
 TIMING_KEYS = ("started_at", "wall_s")
-SPEC_KEYS = ("target", "reference", "receptacle", "receptacle_radius_m", "direction", "direction_xy", "count",
-             "distractors")
+SPEC_KEYS = (
+    "target",
+    "reference",
+    "receptacle",
+    "receptacle_radius_m",
+    "direction",
+    "direction_xy",
+    "count",
+    "distractors",
+)
 POSITION_DECIMALS = 6  # metres: micrometres, so that equal runs write equal bytes
 
 
@@ -103,8 +140,9 @@ def pair_id(task: str, condition: str, seed: int) -> str | None:
     return None
 
 
-def direction_xy(direction: str, camera_xy: tuple[float, float] = (1.0, 0.0),
-                 look_at_xy: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+def direction_xy(
+    direction: str, camera_xy: tuple[float, float] = (1.0, 0.0), look_at_xy: tuple[float, float] = (0.0, 0.0)
+) -> tuple[float, float]:
     """The unit vector in the base frame's table plane of ``direction`` as seen from a camera at ``camera_xy``
     looking towards ``look_at_xy`` (both base frame, m): ``front`` points from the scene towards the camera,
     ``behind`` away from it, ``left``/``right`` are the camera image's left and right."""
@@ -134,8 +172,11 @@ class MatrixCell:
     def from_dict(cls, data: Any, where: str = "cell") -> "MatrixCell | None":
         if data is None:
             return None
-        if not isinstance(data, Mapping) or set(data) != {"concept", "argument"} or \
-                not all(isinstance(data[k], str) for k in ("concept", "argument")):
+        if (
+            not isinstance(data, Mapping)
+            or set(data) != {"concept", "argument"}
+            or not all(isinstance(data[k], str) for k in ("concept", "argument"))
+        ):
             raise TrialRecordError(f"{where}: expected {{'concept': str, 'argument': str}} or null, got {data!r}")
         return cls(data["concept"], data["argument"])
 
@@ -163,20 +204,28 @@ class TrialSpec:
             raise TrialRecordError("spec: direction and direction_xy are both set or both null")
         if self.direction_xy is not None and abs(math.hypot(*self.direction_xy) - 1.0) > 1e-3:
             raise TrialRecordError(f"spec.direction_xy: expected a unit vector, got {list(self.direction_xy)}")
-        if self.count is not None and (isinstance(self.count, bool) or not isinstance(self.count, int)
-                                       or self.count < 0):
+        if self.count is not None and (
+            isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 0
+        ):
             raise TrialRecordError(f"spec.count: expected an integer >= 0 or null, got {self.count!r}")
         if self.receptacle_radius_m is not None and not self.receptacle_radius_m > 0:
             raise TrialRecordError(f"spec.receptacle_radius_m: expected > 0 or null, got {self.receptacle_radius_m!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "reference": self.reference, "receptacle": self.receptacle,
-                "receptacle_radius_m": None if self.receptacle_radius_m is None
-                else round(float(self.receptacle_radius_m), POSITION_DECIMALS),
-                "direction": self.direction,
-                "direction_xy": None if self.direction_xy is None
-                else [round(float(v), POSITION_DECIMALS) for v in self.direction_xy],
-                "count": self.count, "distractors": list(self.distractors)}
+        return {
+            "target": self.target,
+            "reference": self.reference,
+            "receptacle": self.receptacle,
+            "receptacle_radius_m": None
+            if self.receptacle_radius_m is None
+            else round(float(self.receptacle_radius_m), POSITION_DECIMALS),
+            "direction": self.direction,
+            "direction_xy": None
+            if self.direction_xy is None
+            else [round(float(v), POSITION_DECIMALS) for v in self.direction_xy],
+            "count": self.count,
+            "distractors": list(self.distractors),
+        }
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "spec") -> "TrialSpec":
@@ -192,17 +241,26 @@ class TrialSpec:
         if radius is not None and (isinstance(radius, bool) or not isinstance(radius, (int, float))):
             raise TrialRecordError(f"{where}.receptacle_radius_m: expected a number or null, got {radius!r}")
         vec = data.get("direction_xy")
-        if vec is not None and (not isinstance(vec, (list, tuple)) or len(vec) != 2
-                                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vec)):
+        if vec is not None and (
+            not isinstance(vec, (list, tuple))
+            or len(vec) != 2
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vec)
+        ):
             raise TrialRecordError(f"{where}.direction_xy: expected [x, y] or null, got {vec!r}")
         distractors = data.get("distractors") or []
         if not isinstance(distractors, list) or not all(isinstance(d, str) for d in distractors):
             raise TrialRecordError(f"{where}.distractors: expected a list of object ids, got {distractors!r}")
         try:
-            return cls(target=data.get("target"), reference=data.get("reference"), receptacle=data.get("receptacle"),
-                       receptacle_radius_m=None if radius is None else float(radius), direction=data.get("direction"),
-                       direction_xy=None if vec is None else (float(vec[0]), float(vec[1])), count=data.get("count"),
-                       distractors=tuple(distractors))
+            return cls(
+                target=data.get("target"),
+                reference=data.get("reference"),
+                receptacle=data.get("receptacle"),
+                receptacle_radius_m=None if radius is None else float(radius),
+                direction=data.get("direction"),
+                direction_xy=None if vec is None else (float(vec[0]), float(vec[1])),
+                count=data.get("count"),
+                distractors=tuple(distractors),
+            )
         except TrialRecordError as exc:
             raise TrialRecordError(f"{where}: {exc}") from None
 
@@ -224,8 +282,11 @@ def positions_from_dict(data: Any, where: str) -> Positions | None:
         raise TrialRecordError(f"{where}: expected {{object_id: [x, y, z]}} or null, got {type(data).__name__}")
     out: Positions = {}
     for key, xyz in data.items():
-        if not isinstance(xyz, (list, tuple)) or len(xyz) != 3 or \
-                not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in xyz):
+        if (
+            not isinstance(xyz, (list, tuple))
+            or len(xyz) != 3
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in xyz)
+        ):
             raise TrialRecordError(f"{where}.{key}: expected [x, y, z] in metres, got {xyz!r}")
         out[str(key)] = (float(xyz[0]), float(xyz[1]), float(xyz[2]))
     return out
@@ -271,8 +332,9 @@ class TrialRecord:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TrialRecordError(f"seed: expected an integer, got {self.seed!r}")
         if self.success is True and self.failure_mode is not None:
-            raise TrialRecordError(f"{self.trial_id}: a successful trial has no failure_mode "
-                                   f"(got {self.failure_mode!r})")
+            raise TrialRecordError(
+                f"{self.trial_id}: a successful trial has no failure_mode (got {self.failure_mode!r})"
+            )
 
     @property
     def trial_id(self) -> str:
@@ -280,15 +342,29 @@ class TrialRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as the contract's JSON object: every key of :data:`RECORD_KEYS`, in that order."""
-        return {"trial_id": self.trial_id, "task": self.task, "condition": self.condition, "seed": self.seed,
-                "robot": self.robot, "planner": self.planner, "instruction": self.instruction,
-                "expects_action": self.expects_action, "pair_id": self.pair_id,
-                "cell": None if self.cell is None else self.cell.to_dict(), "spec": self.spec.to_dict(),
-                "initial_positions": positions_to_dict(self.initial_positions),
-                "final_positions": positions_to_dict(self.final_positions),
-                "grasp_attempted": self.grasp_attempted, "success": self.success, "failure_mode": self.failure_mode,
-                "outcome_source": self.outcome_source, "rollout": self.rollout, "error": self.error,
-                "started_at": self.started_at, "wall_s": None if self.wall_s is None else round(float(self.wall_s), 3)}
+        return {
+            "trial_id": self.trial_id,
+            "task": self.task,
+            "condition": self.condition,
+            "seed": self.seed,
+            "robot": self.robot,
+            "planner": self.planner,
+            "instruction": self.instruction,
+            "expects_action": self.expects_action,
+            "pair_id": self.pair_id,
+            "cell": None if self.cell is None else self.cell.to_dict(),
+            "spec": self.spec.to_dict(),
+            "initial_positions": positions_to_dict(self.initial_positions),
+            "final_positions": positions_to_dict(self.final_positions),
+            "grasp_attempted": self.grasp_attempted,
+            "success": self.success,
+            "failure_mode": self.failure_mode,
+            "outcome_source": self.outcome_source,
+            "rollout": self.rollout,
+            "error": self.error,
+            "started_at": self.started_at,
+            "wall_s": None if self.wall_s is None else round(float(self.wall_s), 3),
+        }
 
     def card_dict(self) -> dict[str, Any]:
         """The record's part a ``cards.jsonl`` line starts with (up to and including ``initial_positions``)."""
@@ -320,26 +396,36 @@ class TrialRecord:
             return value
 
         try:
-            record = cls(task=typed("task", (str,), False), condition=typed("condition", (str,), False),
-                         seed=typed("seed", (int,), False), robot=typed("robot", (str,), False),
-                         planner=typed("planner", (str,), False), instruction=typed("instruction", (str,), False),
-                         expects_action=typed("expects_action", (bool,), False),
-                         spec=TrialSpec.from_dict(data["spec"], f"{where}.spec"),
-                         initial_positions=positions_from_dict(data["initial_positions"], f"{where}.initial_positions")
-                         or {},
-                         pair_id=typed("pair_id", (str,)), cell=MatrixCell.from_dict(data.get("cell"), f"{where}.cell"),
-                         final_positions=positions_from_dict(data.get("final_positions"), f"{where}.final_positions"),
-                         grasp_attempted=typed("grasp_attempted", (bool,)), success=typed("success", (bool,)),
-                         failure_mode=typed("failure_mode", (str,)), outcome_source=typed("outcome_source", (str,)),
-                         rollout=typed("rollout", (str,)), error=typed("error", (str,)),
-                         started_at=typed("started_at", (str,)), wall_s=typed("wall_s", (int, float)))
+            record = cls(
+                task=typed("task", (str,), False),
+                condition=typed("condition", (str,), False),
+                seed=typed("seed", (int,), False),
+                robot=typed("robot", (str,), False),
+                planner=typed("planner", (str,), False),
+                instruction=typed("instruction", (str,), False),
+                expects_action=typed("expects_action", (bool,), False),
+                spec=TrialSpec.from_dict(data["spec"], f"{where}.spec"),
+                initial_positions=positions_from_dict(data["initial_positions"], f"{where}.initial_positions") or {},
+                pair_id=typed("pair_id", (str,)),
+                cell=MatrixCell.from_dict(data.get("cell"), f"{where}.cell"),
+                final_positions=positions_from_dict(data.get("final_positions"), f"{where}.final_positions"),
+                grasp_attempted=typed("grasp_attempted", (bool,)),
+                success=typed("success", (bool,)),
+                failure_mode=typed("failure_mode", (str,)),
+                outcome_source=typed("outcome_source", (str,)),
+                rollout=typed("rollout", (str,)),
+                error=typed("error", (str,)),
+                started_at=typed("started_at", (str,)),
+                wall_s=typed("wall_s", (int, float)),
+            )
         except TrialRecordError as exc:
             if str(exc).startswith(where):
                 raise
             raise TrialRecordError(f"{where}: {exc}") from None
         if record.trial_id != tid:
-            raise TrialRecordError(f"{where}.trial_id: {tid!r} does not match task/condition/seed "
-                                   f"({record.trial_id!r})")
+            raise TrialRecordError(
+                f"{where}.trial_id: {tid!r} does not match task/condition/seed ({record.trial_id!r})"
+            )
         return record
 
 
@@ -357,10 +443,16 @@ class TrialObject:
     yaw_deg: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "family": self.family, "name": self.name, "colour": self.colour,
-                "size_m": [round(float(v), POSITION_DECIMALS) for v in self.size_m], "state": self.state,
-                "position_m": [round(float(v), POSITION_DECIMALS) + 0.0 for v in self.position_m],
-                "yaw_deg": round(float(self.yaw_deg), 3)}
+        return {
+            "id": self.id,
+            "family": self.family,
+            "name": self.name,
+            "colour": self.colour,
+            "size_m": [round(float(v), POSITION_DECIMALS) for v in self.size_m],
+            "state": self.state,
+            "position_m": [round(float(v), POSITION_DECIMALS) + 0.0 for v in self.position_m],
+            "yaw_deg": round(float(self.yaw_deg), 3),
+        }
 
 
 @dataclass
@@ -397,7 +489,16 @@ class Trial:
 
     def record(self, planner: str = "") -> TrialRecord:
         """The trial's record with its outcome fields null (the runner fills them in)."""
-        return TrialRecord(task=self.task, condition=self.condition, seed=self.seed, robot=self.robot,
-                           planner=planner, instruction=self.instruction, expects_action=self.expects_action,
-                           spec=self.spec, initial_positions=self.initial_positions, pair_id=self.pair_id,
-                           cell=self.cell)
+        return TrialRecord(
+            task=self.task,
+            condition=self.condition,
+            seed=self.seed,
+            robot=self.robot,
+            planner=planner,
+            instruction=self.instruction,
+            expects_action=self.expects_action,
+            spec=self.spec,
+            initial_positions=self.initial_positions,
+            pair_id=self.pair_id,
+            cell=self.cell,
+        )

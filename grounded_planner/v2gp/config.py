@@ -46,7 +46,9 @@ class V2GPConfig:
     sam3_threshold: float = 0.3  # sam3 grounder: instances scoring below this are not found
     vlm_backend: str = "openai"  # PlannerConfig.backend of the VLM (openai | gemini | transformers | replay)
     vlm_base_url: str = ""  # OpenAI-compatible server root incl. /v1 (a YAML list: several servers)
-    vlm_base_urls: list[str] = dataclasses.field(default_factory=list)  # more servers of the same model (least loaded first)
+    vlm_base_urls: list[str] = dataclasses.field(
+        default_factory=list
+    )  # more servers of the same model (least loaded first)
     vlm_model: str = ""  # model name on the server (decides the prompt family: qwen3, gemini, pixel)
     vlm_api_key_env: str = ""  # environment variable with the API key ("" = the backend's default)
     vlm_timeout_s: float = 120.0  # one VLM request, seconds
@@ -94,15 +96,22 @@ class V2GPConfig:
         Gripper values given (raw numbers or ``auto``) say the polarity; each episode's levels are then learned
         from its signal unless thresholds are given too. Both ``auto``: the profile's polarity, learned levels.
         """
-        given = {"open_value": _gripper_value(self.gripper_open_value, "gripper_open_value"),
-                 "closed_value": _gripper_value(self.gripper_closed_value, "gripper_closed_value")}
+        given = {
+            "open_value": _gripper_value(self.gripper_open_value, "gripper_open_value"),
+            "closed_value": _gripper_value(self.gripper_closed_value, "gripper_closed_value"),
+        }
         given = {k: v for k, v in given.items() if v is not None}
         if given:
             if list(given.values()) == ["auto", "auto"]:
                 given = {}  # the profile's polarity
             given["levels"] = "auto"  # (config_for_robot goes back to fixed when thresholds are given)
-        return config_for_robot(self.robot, close_threshold=self.close_threshold,
-                                open_threshold=self.open_threshold, min_frames=self.min_frames, **given)
+        return config_for_robot(
+            self.robot,
+            close_threshold=self.close_threshold,
+            open_threshold=self.open_threshold,
+            min_frames=self.min_frames,
+            **given,
+        )
 
     @property
     def needs_vlm(self) -> bool:
@@ -111,15 +120,25 @@ class V2GPConfig:
     def planner_config(self, cache_dir: str = ""):
         """The vlm layer's PlannerConfig for object naming, grounding requests and rewrites."""
 
-        return PlannerConfig(backend=self.vlm_backend, model=self.vlm_model, base_url=self.vlm_base_url,
-                             base_urls=list(self.vlm_base_urls),
-                             api_key_env=self.vlm_api_key_env, timeout_s=self.vlm_timeout_s, cache_dir=cache_dir)
+        return PlannerConfig(
+            backend=self.vlm_backend,
+            model=self.vlm_model,
+            base_url=self.vlm_base_url,
+            base_urls=list(self.vlm_base_urls),
+            api_key_env=self.vlm_api_key_env,
+            timeout_s=self.vlm_timeout_s,
+            cache_dir=cache_dir,
+        )
 
     def stage_key(self, stage: str) -> dict[str, Any]:
         """The settings a stage's cached output depends on (a change invalidates that cache)."""
         seg = dataclasses.asdict(self.segment_config())
-        keys: dict[str, Any] = {"gripper": self.gripper, "camera": self.camera, "segment": seg,
-                                "segment_rule": SEGMENT_RULE}
+        keys: dict[str, Any] = {
+            "gripper": self.gripper,
+            "camera": self.camera,
+            "segment": seg,
+            "segment_rule": SEGMENT_RULE,
+        }
         if stage == "segments":
             return keys
         keys.update({"identifier": self.identifier, "vlm_model": self.vlm_model, "keyframes": self.keyframes})
@@ -130,24 +149,44 @@ class V2GPConfig:
             keys.update({"sam3_model": self.sam3_model, "sam3_threshold": self.sam3_threshold})
         if stage == "grounding":
             return keys
-        keys.update({"implicit": self.implicit, "min_box_px": self.min_box_px, "min_motion_px": self.min_motion_px,
-                     "max_image_side": self.max_image_side})
+        keys.update(
+            {
+                "implicit": self.implicit,
+                "min_box_px": self.min_box_px,
+                "min_motion_px": self.min_motion_px,
+                "max_image_side": self.max_image_side,
+            }
+        )
         return keys
 
     # -- construction -------------------------------------------------------------------------------------
-    def with_overrides(self, *, vlm: str | list[str] | None = None, model: str | None = None,
-                       grounder: str | None = None, workers: int | None = None, executor: str | None = None,
-                       implicit: bool | None = None, identifier: str | None = None,
-                       ray_address: str | None = None) -> "V2GPConfig":
+    def with_overrides(
+        self,
+        *,
+        vlm: str | list[str] | None = None,
+        model: str | None = None,
+        grounder: str | None = None,
+        workers: int | None = None,
+        executor: str | None = None,
+        implicit: bool | None = None,
+        identifier: str | None = None,
+        ray_address: str | None = None,
+    ) -> "V2GPConfig":
         """A copy with command-line values that are not None (``vlm``: a base URL or a list of them, which
         replaces the config's servers)."""
         changes: dict[str, Any] = {}
         if vlm:
             urls = [vlm] if isinstance(vlm, str) else list(vlm)
             changes["vlm_base_url"], changes["vlm_base_urls"] = urls[0], urls[1:]
-        for name, value in (("vlm_model", model), ("grounder", grounder), ("workers", workers),
-                            ("executor", executor), ("implicit", implicit), ("identifier", identifier),
-                            ("ray_address", ray_address)):
+        for name, value in (
+            ("vlm_model", model),
+            ("grounder", grounder),
+            ("workers", workers),
+            ("executor", executor),
+            ("implicit", implicit),
+            ("identifier", identifier),
+            ("ray_address", ray_address),
+        ):
             if value is not None:
                 changes[name] = value
         return dataclasses.replace(self, **changes)

@@ -135,8 +135,10 @@ class LeRobotDataset:
             # stage 1 reads no frame: a dataset without a camera is segmented; the later stages name what is missing
             camera = self.cameras[0] if self.cameras else None
         elif camera not in self.cameras:
-            raise DatasetError(f"{self.root}: camera {camera!r} is not an image/video feature "
-                               f"(have: {', '.join(self.cameras) or 'none'})")
+            raise DatasetError(
+                f"{self.root}: camera {camera!r} is not an image/video feature "
+                f"(have: {', '.join(self.cameras) or 'none'})"
+            )
         self.camera = camera
         self.camera_is_video = camera is not None and self.features[camera]["dtype"] == "video"
         self.channels, self.warnings = find_grippers(self.features, self.robot_type, robot, gripper, str(self.root))
@@ -144,11 +146,15 @@ class LeRobotDataset:
         self.gripper_column = first.column
         self.gripper_index = first.indices[0] if first.indices and len(first.indices) == 1 else None
         self.command_column = first.command_column
-        self.command_index = (first.command_indices[0] if first.command_indices and len(first.command_indices) == 1
-                              else None)
+        self.command_index = (
+            first.command_indices[0] if first.command_indices and len(first.command_indices) == 1 else None
+        )
         # DROID's LeRobot port keeps up to three instructions per frame beside its tasks
-        self.instruction_columns = [k for k in ("language_instruction", "language_instruction_2",
-                                                "language_instruction_3") if k in self.features]
+        self.instruction_columns = [
+            k
+            for k in ("language_instruction", "language_instruction_2", "language_instruction_3")
+            if k in self.features
+        ]
         self._pq = require("pyarrow.parquet", "v2gp", "reading LeRobot parquet files")
         self._episodes = self._load_episodes()
         self._objects = {int(d["episode_index"]): d for d in _load_jsonl(self.root / OBJECTS_FILE)}
@@ -158,9 +164,11 @@ class LeRobotDataset:
     def require_camera(self, stage: str = "stages 2-4 (objects, grounding, plans)") -> str:
         """The camera the later stages read; DatasetError naming what is needed when the dataset has none."""
         if self.camera is None:
-            raise DatasetError(f"{self.root}: {stage} need a camera: an image or video feature in meta/info.json "
-                               f"(features: {', '.join(sorted(self.features))}); this dataset has none, so only "
-                               "stage 1 runs on it (grounded-planner v2gp segment --dataset ...)")
+            raise DatasetError(
+                f"{self.root}: {stage} need a camera: an image or video feature in meta/info.json "
+                f"(features: {', '.join(sorted(self.features))}); this dataset has none, so only "
+                "stage 1 runs on it (grounded-planner v2gp segment --dataset ...)"
+            )
         return self.camera
 
     def _load_episodes(self) -> dict[int, dict[str, Any]]:
@@ -196,8 +204,9 @@ class LeRobotDataset:
         template = self.info.get("data_path")
         if self.v3:
             template = template or "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-            return self.root / template.format(chunk_index=int(ep["data/chunk_index"]),
-                                               file_index=int(ep["data/file_index"]))
+            return self.root / template.format(
+                chunk_index=int(ep["data/chunk_index"]), file_index=int(ep["data/file_index"])
+            )
         template = template or "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
         chunk = index // int(self.info.get("chunks_size") or 1000)
         return self.root / template.format(episode_chunk=chunk, episode_index=index)
@@ -208,8 +217,9 @@ class LeRobotDataset:
             raise DatasetError(f"{self.root}: {self.camera} is a video feature but info.json has no video_path")
         if self.v3:
             key = f"videos/{self.camera}/"
-            path = self.root / template.format(video_key=self.camera, chunk_index=int(ep[key + "chunk_index"]),
-                                               file_index=int(ep[key + "file_index"]))
+            path = self.root / template.format(
+                video_key=self.camera, chunk_index=int(ep[key + "chunk_index"]), file_index=int(ep[key + "file_index"])
+            )
             return path, float(ep.get(key + "from_timestamp") or 0.0)
         chunk = index // int(self.info.get("chunks_size") or 1000)
         return self.root / template.format(episode_chunk=chunk, video_key=self.camera, episode_index=index), 0.0
@@ -222,9 +232,11 @@ class LeRobotDataset:
         try:
             path = self._data_path(ep, index)
         except (KeyError, ValueError, IndexError) as exc:  # a v3.0 episodes table without its file columns
-            raise DatasetError(f"{self.root}: episode {index}'s data file is not named in its metadata "
-                               f"({type(exc).__name__}: {exc}); expected data/chunk_index and data/file_index "
-                               "(v3.0) or a data_path template (v2.x)") from exc
+            raise DatasetError(
+                f"{self.root}: episode {index}'s data file is not named in its metadata "
+                f"({type(exc).__name__}: {exc}); expected data/chunk_index and data/file_index "
+                "(v3.0) or a data_path template (v2.x)"
+            ) from exc
         if not path.exists():
             raise DatasetError(f"{self.root}: data file {path} of episode {index} is missing")
         columns = ["frame_index", "timestamp", "episode_index", "task_index", *self.instruction_columns, *extra]
@@ -252,8 +264,12 @@ class LeRobotDataset:
             commanded = None
             if ch.command_column and ch.command_column in table.column_names:
                 try:
-                    commanded = combine(elements(table.column(ch.command_column).to_pylist(), ch.command_indices,
-                                                 path, ch.command_column), ch.combine)
+                    commanded = combine(
+                        elements(
+                            table.column(ch.command_column).to_pylist(), ch.command_indices, path, ch.command_column
+                        ),
+                        ch.combine,
+                    )
                 except DatasetError as exc:  # an extra signal: the episode is still segmented from the gripper alone
                     log.warning("episode %d: commanded gripper not used: %s", index, exc)
             traces.append(GripperTrace(ch.hand, ch.label, values, commanded))
@@ -266,14 +282,21 @@ class LeRobotDataset:
 
     def episode(self, index: int) -> DemoEpisode:
         """Read one episode's table (gripper signals, timestamps, image column) and return it."""
-        ep, path, table = self.gripper_table(index, () if self.camera_is_video or self.camera is None
-                                             else (self.camera,))
+        ep, path, table = self.gripper_table(
+            index, () if self.camera_is_video or self.camera is None else (self.camera,)
+        )
         n = table.num_rows
         traces = self._traces(table, path, index)
-        frames = (np.asarray(table.column("frame_index").to_numpy(), dtype=np.int64)
-                  if "frame_index" in table.column_names else np.arange(n))
-        timestamps = (np.asarray(table.column("timestamp").to_numpy(), dtype=float)
-                      if "timestamp" in table.column_names else frames / self.fps)
+        frames = (
+            np.asarray(table.column("frame_index").to_numpy(), dtype=np.int64)
+            if "frame_index" in table.column_names
+            else np.arange(n)
+        )
+        timestamps = (
+            np.asarray(table.column("timestamp").to_numpy(), dtype=float)
+            if "timestamp" in table.column_names
+            else frames / self.fps
+        )
         tasks = ep.get("tasks") or []
         if isinstance(tasks, str):
             tasks = [tasks]
@@ -288,6 +311,7 @@ class LeRobotDataset:
         source = f"{self.root}#episode={index}"
 
         if self.camera is None:
+
             def reader(i: int) -> np.ndarray:
                 self.require_camera()
                 raise AssertionError("unreachable")
@@ -310,9 +334,19 @@ class LeRobotDataset:
         objects = None
         if index in self._objects:
             objects = [ObjectTrack.from_dict(o) for o in self._objects[index].get("objects", [])]
-        return DemoEpisode(index=index, instruction=instruction, fps=self.fps, gripper=traces[0].values,
-                           frame_indices=frames, source=source, camera=self.camera or "", _reader=reader,
-                           objects=objects, commanded=traces[0].commanded, grippers=traces)
+        return DemoEpisode(
+            index=index,
+            instruction=instruction,
+            fps=self.fps,
+            gripper=traces[0].values,
+            frame_indices=frames,
+            source=source,
+            camera=self.camera or "",
+            _reader=reader,
+            objects=objects,
+            commanded=traces[0].commanded,
+            grippers=traces,
+        )
 
 
 def flat_names(names: Any) -> list[str]:

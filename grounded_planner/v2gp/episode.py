@@ -26,13 +26,21 @@ class ObjectTrack:
         if boxes.ndim != 2 or boxes.shape[1] != 4:
             raise DatasetError(f"object {data.get('name')!r}: boxes_px must be (T, 4), got shape {boxes.shape}")
         openness = data.get("openness")
-        return cls(name=str(data["name"]), category=str(data.get("category") or data["name"]),
-                   kind=str(data.get("kind", "rigid")), boxes_px=boxes,
-                   openness=None if openness is None else np.asarray(openness, dtype=float))
+        return cls(
+            name=str(data["name"]),
+            category=str(data.get("category") or data["name"]),
+            kind=str(data.get("kind", "rigid")),
+            boxes_px=boxes,
+            openness=None if openness is None else np.asarray(openness, dtype=float),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"name": self.name, "category": self.category, "kind": self.kind,
-               "boxes_px": np.round(self.boxes_px, 2).tolist()}
+        out = {
+            "name": self.name,
+            "category": self.category,
+            "kind": self.kind,
+            "boxes_px": np.round(self.boxes_px, 2).tolist(),
+        }
         if self.openness is not None:
             out["openness"] = np.round(self.openness, 4).tolist()
         return out

@@ -36,4 +36,5 @@ def require(module: str, extra: str, feature: str, install: str = ""):
     except ImportError as exc:
         hint = install or f"'grounded_planner[{extra}]'"
         raise MissingDependencyError(
-            f"{feature} needs the Python package '{module.split('.')[0]}' (pip install {hint}): {exc}") from exc
+            f"{feature} needs the Python package '{module.split('.')[0]}' (pip install {hint}): {exc}"
+        ) from exc

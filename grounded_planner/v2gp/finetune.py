@@ -68,8 +68,10 @@ class FinetuneConfig:
         if not 0 <= self.lora_dropout < 1:
             raise InputError(f"FinetuneConfig.lora_dropout must be in [0, 1), got {self.lora_dropout}")
         if self.batch_size < 1 or self.micro_batch_size < 1:
-            raise InputError(f"FinetuneConfig.batch_size and micro_batch_size must be >= 1, got {self.batch_size}, "
-                             f"{self.micro_batch_size}")
+            raise InputError(
+                f"FinetuneConfig.batch_size and micro_batch_size must be >= 1, got {self.batch_size}, "
+                f"{self.micro_batch_size}"
+            )
         if self.max_image_side < 0 or self.warmup_steps < 0 or self.log_every < 1:
             raise InputError("FinetuneConfig.max_image_side and warmup_steps must be >= 0, log_every >= 1")
         if not 0 <= self.eval_fraction < 1:
@@ -132,12 +134,15 @@ def _render(processor, sample: dict[str, Any], max_image_side: int):
     image = Image.open(sample["image"]).convert("RGB")
     if max_image_side and max(image.size) > max_image_side:
         scale = max_image_side / max(image.size)
-        image = image.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))),
-                             Image.Resampling.BOX)
+        image = image.resize(
+            (max(1, round(image.width * scale)), max(1, round(image.height * scale))), Image.Resampling.BOX
+        )
     # the very chat the transformers backend builds for a request (image part first in the user turn)
 
-    flat = [{"role": m["role"], "content": "".join(p.get("text", "") for p in m["content"] if p.get("type") == "text")}
-            for m in sample["messages"]]
+    flat = [
+        {"role": m["role"], "content": "".join(p.get("text", "") for p in m["content"] if p.get("type") == "text")}
+        for m in sample["messages"]
+    ]
     chat = chat_turns(flat, with_image=True)
     prompt = processor.apply_chat_template(chat[:-1], tokenize=False, add_generation_prompt=True)
     full = processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=False)
@@ -185,8 +190,9 @@ class Collator:
             values = [item[key] for item in rendered]
             if values[0].dim() == 2 and values[0].shape[0] == 1 and key in TOKEN_KEYS:
                 fill = {"labels": -100, "input_ids": self.pad_id}.get(key, 0)
-                batch[key] = torch.cat([torch.nn.functional.pad(v, (0, length - v.shape[1]), value=fill)
-                                        for v in values])
+                batch[key] = torch.cat(
+                    [torch.nn.functional.pad(v, (0, length - v.shape[1]), value=fill) for v in values]
+                )
             else:
                 batch[key] = torch.cat(values)
         return batch
@@ -207,7 +213,9 @@ def _reporters(choice: str) -> list[str]:
         raise V2GPError("report_to wandb needs the wandb package (pip install wandb)")
     if choice != "auto":
         return [choice]
-    wandb_ready = has_wandb and (os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE") in ("offline", "online"))
+    wandb_ready = has_wandb and (
+        os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE") in ("offline", "online")
+    )
     return (["tensorboard"] if has_tb else []) + (["wandb"] if wandb_ready else [])
 
 
@@ -225,13 +233,20 @@ class _Progress:
         if "loss" in logs:
             self.losses.append((state.global_step, float(logs["loss"])))
             if self.stream and state.is_world_process_zero:
-                print(f"finetune: step {state.global_step}/{state.max_steps} loss {float(logs['loss']):.4f} "
-                      f"({time.monotonic() - self.t0:.1f} s)", file=self.stream, flush=True)
+                print(
+                    f"finetune: step {state.global_step}/{state.max_steps} loss {float(logs['loss']):.4f} "
+                    f"({time.monotonic() - self.t0:.1f} s)",
+                    file=self.stream,
+                    flush=True,
+                )
         if "eval_loss" in logs:
             self.eval_losses.append((state.global_step, float(logs["eval_loss"])))
             if self.stream and state.is_world_process_zero:
-                print(f"finetune: step {state.global_step} eval loss {float(logs['eval_loss']):.4f}",
-                      file=self.stream, flush=True)
+                print(
+                    f"finetune: step {state.global_step} eval loss {float(logs['eval_loss']):.4f}",
+                    file=self.stream,
+                    flush=True,
+                )
 
 
 def last_checkpoint(folder: Path) -> Path | None:
@@ -240,8 +255,13 @@ def last_checkpoint(folder: Path) -> Path | None:
     return max(found, key=lambda p: int(p.name.split("-")[-1])) if found else None
 
 
-def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: FinetuneConfig | None = None,
-             progress: TextIO | None = None) -> dict[str, Any]:
+def finetune(
+    data: str | Path,
+    base_model: str | Path,
+    out: str | Path,
+    config: FinetuneConfig | None = None,
+    progress: TextIO | None = None,
+) -> dict[str, Any]:
     """Train a LoRA adapter on ``data`` for ``base_model`` with transformers' Trainer; save it to ``out``.
 
     Runs as one process, or as several under ``accelerate launch`` / ``torchrun`` (data parallel; FSDP or
@@ -271,8 +291,10 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     per_step = world * config.micro_batch_size
     if config.batch_size % per_step:
-        raise V2GPError(f"batch_size {config.batch_size} is not a multiple of processes x micro_batch_size "
-                        f"({world} x {config.micro_batch_size}); the global batch must split evenly")
+        raise V2GPError(
+            f"batch_size {config.batch_size} is not a multiple of processes x micro_batch_size "
+            f"({world} x {config.micro_batch_size}); the global batch must split evenly"
+        )
     # the eval split: a fixed, seeded choice of samples, the same on every process and every resume
     order = list(range(len(samples)))
     random.Random(config.seed).shuffle(order)
@@ -281,10 +303,11 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
         raise V2GPError(f"eval_fraction {config.eval_fraction} leaves no training sample of {len(samples)}")
     eval_ids, train_ids = sorted(order[:n_eval]), sorted(order[n_eval:])
 
-
     if config.device.startswith("cuda:") and config.device != "cuda:0":
-        raise V2GPError(f"device {config.device}: pick the GPU with CUDA_VISIBLE_DEVICES={config.device[5:]} and "
-                        "--device cuda (the trainer uses the first visible GPU of each process)")
+        raise V2GPError(
+            f"device {config.device}: pick the GPU with CUDA_VISIBLE_DEVICES={config.device[5:]} and "
+            "--device cuda (the trainer uses the first visible GPU of each process)"
+        )
     on_cpu = config.device == "cpu" or pick_device(config.device) == "cpu"
     transformers.set_seed(config.seed)
     dtype = torch.bfloat16 if (not on_cpu and torch.cuda.is_available()) else torch.float32
@@ -293,25 +316,44 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
     total = config.max_steps or max(1, math.ceil(config.epochs * steps_per_epoch))
     # the training arguments before the model: under DeepSpeed ZeRO-3 they make from_pretrained load it sharded
     args = transformers.TrainingArguments(
-        output_dir=str(checkpoints), max_steps=total, learning_rate=config.learning_rate, weight_decay=0.0,
-        lr_scheduler_type="constant_with_warmup", warmup_steps=config.warmup_steps,
-        per_device_train_batch_size=config.micro_batch_size, per_device_eval_batch_size=config.micro_batch_size,
-        gradient_accumulation_steps=config.batch_size // per_step, seed=config.seed, data_seed=config.seed,
-        logging_steps=config.log_every, report_to=_reporters(config.report_to), disable_tqdm=True,
-        save_strategy="steps", save_steps=config.save_every or total, save_total_limit=config.save_total_limit,
-        eval_strategy="steps" if (n_eval and config.eval_every) else "no", eval_steps=config.eval_every or None,
-        use_cpu=on_cpu, bf16=dtype == torch.bfloat16, dataloader_num_workers=config.dataloader_workers,
+        output_dir=str(checkpoints),
+        max_steps=total,
+        learning_rate=config.learning_rate,
+        weight_decay=0.0,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=config.warmup_steps,
+        per_device_train_batch_size=config.micro_batch_size,
+        per_device_eval_batch_size=config.micro_batch_size,
+        gradient_accumulation_steps=config.batch_size // per_step,
+        seed=config.seed,
+        data_seed=config.seed,
+        logging_steps=config.log_every,
+        report_to=_reporters(config.report_to),
+        disable_tqdm=True,
+        save_strategy="steps",
+        save_steps=config.save_every or total,
+        save_total_limit=config.save_total_limit,
+        eval_strategy="steps" if (n_eval and config.eval_every) else "no",
+        eval_steps=config.eval_every or None,
+        use_cpu=on_cpu,
+        bf16=dtype == torch.bfloat16,
+        dataloader_num_workers=config.dataloader_workers,
         # rows are sample indices; the collator renders them exactly as the planner's transformers backend
         # renders a request (its chat template, its image resize), the loss masked to the answer
-        remove_unused_columns=False, ddp_find_unused_parameters=False,
+        remove_unused_columns=False,
+        ddp_find_unused_parameters=False,
     )
     try:
         processor = _load_processor(base)
         model = transformers.AutoModelForImageTextToText.from_pretrained(base, dtype=dtype)
     except (OSError, ValueError) as exc:
         raise V2GPError(f"cannot load a vision-language model from {base}: {exc}") from exc
-    lora = peft.LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha or 2 * config.lora_rank,
-                           lora_dropout=config.lora_dropout, target_modules=config.target_modules)
+    lora = peft.LoraConfig(
+        r=config.lora_rank,
+        lora_alpha=config.lora_alpha or 2 * config.lora_rank,
+        lora_dropout=config.lora_dropout,
+        target_modules=config.target_modules,
+    )
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still need a grad path
@@ -322,9 +364,15 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
     train_set = [{"sample": i} for i in train_ids]
     eval_set = [{"sample": i} for i in eval_ids] if n_eval else None
     tracker = type("ProgressCallback", (_Progress, transformers.TrainerCallback), {})(progress)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
-                             data_collator=Collator(processor, samples, config.max_image_side),
-                             processing_class=getattr(processor, "tokenizer", processor), callbacks=[tracker])
+    trainer = transformers.Trainer(
+        model=model,
+        args=args,
+        train_dataset=train_set,
+        eval_dataset=eval_set,
+        data_collator=Collator(processor, samples, config.max_image_side),
+        processing_class=getattr(processor, "tokenizer", processor),
+        callbacks=[tracker],
+    )
     trainer.remove_callback(transformers.PrinterCallback)  # stdout is the report's; progress goes to `progress`
     t0 = time.monotonic()
     trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
@@ -339,14 +387,24 @@ def finetune(data: str | Path, base_model: str | Path, out: str | Path, config: 
         out.mkdir(parents=True, exist_ok=True)
         trainer.model.save_pretrained(out)  # the adapter the transformers planner backend loads
         k = max(1, min(3, len(losses)))
-        report = {"adapter_dir": str(out), "base_model": str(base), "samples": len(train_ids),
-                  "eval_samples": n_eval, "steps": int(trainer.state.global_step), "processes": world,
-                  "losses": losses, "loss_steps": [step for step, _ in tracker.losses],
-                  "loss_first": sum(losses[:k]) / k if losses else None,
-                  "loss_last": sum(losses[-k:]) / k if losses else None, "eval_loss": eval_loss,
-                  "resumed_from": str(resume_from) if resume_from else None,
-                  "checkpoints": str(checkpoints), "tensorboard": os.environ["TENSORBOARD_LOGGING_DIR"]
-                  if "tensorboard" in args.report_to else None,
-                  "seconds": round(time.monotonic() - t0, 2), "device": str(args.device), "config": asdict(config)}
+        report = {
+            "adapter_dir": str(out),
+            "base_model": str(base),
+            "samples": len(train_ids),
+            "eval_samples": n_eval,
+            "steps": int(trainer.state.global_step),
+            "processes": world,
+            "losses": losses,
+            "loss_steps": [step for step, _ in tracker.losses],
+            "loss_first": sum(losses[:k]) / k if losses else None,
+            "loss_last": sum(losses[-k:]) / k if losses else None,
+            "eval_loss": eval_loss,
+            "resumed_from": str(resume_from) if resume_from else None,
+            "checkpoints": str(checkpoints),
+            "tensorboard": os.environ["TENSORBOARD_LOGGING_DIR"] if "tensorboard" in args.report_to else None,
+            "seconds": round(time.monotonic() - t0, 2),
+            "device": str(args.device),
+            "config": asdict(config),
+        }
         (out / "v2gp_finetune.json").write_text(json.dumps(report, indent=2))
     return report

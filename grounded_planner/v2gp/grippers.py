@@ -28,9 +28,12 @@ GRIPPER_WORDS = ("gripper", "hand", "finger", "claw", "jaw")
 _WORD = re.compile(r"gripper|hand|finger|claw|jaw", re.IGNORECASE)
 _STRONG = re.compile(r"gripper|claw|jaw", re.IGNORECASE)
 # elements that carry a gripper word but are no opening: a pose, an orientation, a rate, a force
-_NOT_OPENING = re.compile(r"quat|orient|rotation|euler|roll|pitch|yaw|vel|effort|torque|current|force|temp|"
-                          r"end_?effector|eef|(^|[._])ee[._]|cartesian|pose|(^|[._])pos(ition)?_[xyz]$|[._][xyzw]$|"
-                          r"_[xyzw]$|wrist|arm_joint", re.IGNORECASE)
+_NOT_OPENING = re.compile(
+    r"quat|orient|rotation|euler|roll|pitch|yaw|vel|effort|torque|current|force|temp|"
+    r"end_?effector|eef|(^|[._])ee[._]|cartesian|pose|(^|[._])pos(ition)?_[xyz]$|[._][xyzw]$|"
+    r"_[xyzw]$|wrist|arm_joint",
+    re.IGNORECASE,
+)
 _LEFT = re.compile(r"(^|[._/])(left|l)([._/]|$)|^kLeft|^left", re.IGNORECASE)
 _RIGHT = re.compile(r"(^|[._/])(right|r)([._/]|$)|^kRight|^right", re.IGNORECASE)
 # state and action features, in the order they are tried
@@ -95,19 +98,25 @@ def _feature_is_vector(feature: dict[str, Any]) -> bool:
 def _state_like(features: dict[str, Any]) -> list[str]:
     keys = [k for k in STATE_KEYS if k in features]
     keys += sorted(k for k in features if k.startswith("observation.state.") or k.startswith("observation.states."))
-    keys += sorted(k for k in features if k.startswith("observation.") and k not in keys
-                   and features[k].get("dtype") not in ("image", "video", "string"))
+    keys += sorted(
+        k
+        for k in features
+        if k.startswith("observation.")
+        and k not in keys
+        and features[k].get("dtype") not in ("image", "video", "string")
+    )
     return [k for k in dict.fromkeys(keys) if features[k].get("dtype") not in ("image", "video", "string")]
 
 
-def _command_for(features: dict[str, Any], column: str, names: list[str], indices: list[int] | None
-                 ) -> tuple[str | None, list[int] | None]:
+def _command_for(
+    features: dict[str, Any], column: str, names: list[str], indices: list[int] | None
+) -> tuple[str | None, list[int] | None]:
     """The commanded counterpart: the action element(s) of the same name(s) (a teleoperation dataset's leader)."""
     if indices is None:  # observation.state.gripper_position -> action.gripper_position
         for prefix in ("observation.state.", "observation.states.", "observation."):
             if column.startswith(prefix):
                 for action in ACTION_KEYS:
-                    key = action + "." + column[len(prefix):]
+                    key = action + "." + column[len(prefix) :]
                     if key in features:
                         return key, None
         return None, None
@@ -142,8 +151,9 @@ def resolve_spec(features: dict[str, Any], spec: str, where: str) -> tuple[str, 
     return column, [index], [name] if name else []
 
 
-def find_grippers(features: dict[str, Any], robot_type: str | None, robot: str | None = None,
-                  spec: str = "", where: str = "dataset") -> tuple[list[GripperChannel], list[str]]:
+def find_grippers(
+    features: dict[str, Any], robot_type: str | None, robot: str | None = None, spec: str = "", where: str = "dataset"
+) -> tuple[list[GripperChannel], list[str]]:
     """The dataset's gripper channels and the warnings to show (unknown robot, assumptions).
 
     ``robot``: a profile name (``--robot``) that overrides the ``robot_type``; ``spec``: a column named by the
@@ -158,8 +168,11 @@ def find_grippers(features: dict[str, Any], robot_type: str | None, robot: str |
         column, indices, names = resolve_spec(features, spec, where)
         cmd, cmd_idx = _command_for(features, column, names, indices)
         base = profile or UNKNOWN
-        return [GripperChannel("", column, indices, names, base.open_value, base.closed_value, base.combine,
-                               cmd, cmd_idx, base.name)], warnings
+        return [
+            GripperChannel(
+                "", column, indices, names, base.open_value, base.closed_value, base.combine, cmd, cmd_idx, base.name
+            )
+        ], warnings
     channels = _by_profile(features, profile) if profile is not None else []
     warnings += list(dict.fromkeys(n for ch in channels for n in ch.notes))
     if not channels:
@@ -168,16 +181,25 @@ def find_grippers(features: dict[str, Any], robot_type: str | None, robot: str |
             looked = {k: element_names(features[k])[:40] for k in _state_like(features)}
             raise DatasetError(
                 f"{where}: no element named like a gripper ({', '.join(GRIPPER_WORDS)}) in "
-                + ("; ".join(f"{k} (names: {', '.join(v) if v else 'none'})" for k, v in looked.items())
-                   or "any state feature")
+                + (
+                    "; ".join(f"{k} (names: {', '.join(v) if v else 'none'})" for k, v in looked.items())
+                    or "any state feature"
+                )
                 + "; name it in the config, e.g. gripper: observation.state[6] (robot_type "
-                + f"{robot_type!r})")
+                + f"{robot_type!r})"
+            )
         if profile is not None:
             for ch in channels:
-                ch.open_value, ch.closed_value, ch.combine, ch.profile = (profile.open_value, profile.closed_value,
-                                                                          profile.combine, profile.name)
-            warnings.append(f"robot profile {profile.name!r}: its gripper pattern matched no element; found by name "
-                            f"instead: {', '.join(ch.label for ch in channels)}")
+                ch.open_value, ch.closed_value, ch.combine, ch.profile = (
+                    profile.open_value,
+                    profile.closed_value,
+                    profile.combine,
+                    profile.name,
+                )
+            warnings.append(
+                f"robot profile {profile.name!r}: its gripper pattern matched no element; found by name "
+                f"instead: {', '.join(ch.label for ch in channels)}"
+            )
         # no profile: stage1.plan_grippers says so in one warning, with the range and polarity it assumes
     return channels, warnings
 
@@ -196,14 +218,38 @@ def _by_profile(features: dict[str, Any], profile: RobotProfile) -> list[Gripper
                     taken.add(key + str(idx))
                     sel = [names[i] for i in idx]
                     cmd, cmd_idx = _command_for(features, key, sel, idx)
-                    channels.append(GripperChannel(hand, key, idx, sel, profile.open_value, profile.closed_value,
-                                                   profile.combine, cmd, cmd_idx, profile.name))
+                    channels.append(
+                        GripperChannel(
+                            hand,
+                            key,
+                            idx,
+                            sel,
+                            profile.open_value,
+                            profile.closed_value,
+                            profile.combine,
+                            cmd,
+                            cmd_idx,
+                            profile.name,
+                        )
+                    )
                     break
             elif rx.search(key.split(".")[-1]) and key not in taken:
                 taken.add(key)
                 cmd, cmd_idx = _command_for(features, key, [], None)
-                channels.append(GripperChannel(hand, key, None, [], profile.open_value, profile.closed_value,
-                                               profile.combine, cmd, cmd_idx, profile.name))
+                channels.append(
+                    GripperChannel(
+                        hand,
+                        key,
+                        None,
+                        [],
+                        profile.open_value,
+                        profile.closed_value,
+                        profile.combine,
+                        cmd,
+                        cmd_idx,
+                        profile.name,
+                    )
+                )
                 break
         if channels and hand == "":
             break
@@ -225,13 +271,35 @@ def _by_layout(features: dict[str, Any], profile: RobotProfile) -> list[GripperC
         for size, places in profile.unnamed:
             if size != length:
                 continue
-            action = next((a for a in ACTION_KEYS if a in features and not element_names(features[a])
-                           and int(np.prod(features[a].get("shape") or [1])) == size), None)
-            return [GripperChannel(hand, key, [i], [], profile.open_value, profile.closed_value, profile.combine,
-                                   action, [i] if action else None, profile.name,
-                                   [f"{key} has no element names: element {i} is the {hand} gripper in the "
-                                    f"{size}-element layout of the {profile.name} profile"])
-                    for hand, i in places]
+            action = next(
+                (
+                    a
+                    for a in ACTION_KEYS
+                    if a in features
+                    and not element_names(features[a])
+                    and int(np.prod(features[a].get("shape") or [1])) == size
+                ),
+                None,
+            )
+            return [
+                GripperChannel(
+                    hand,
+                    key,
+                    [i],
+                    [],
+                    profile.open_value,
+                    profile.closed_value,
+                    profile.combine,
+                    action,
+                    [i] if action else None,
+                    profile.name,
+                    [
+                        f"{key} has no element names: element {i} is the {hand} gripper in the "
+                        f"{size}-element layout of the {profile.name} profile"
+                    ],
+                )
+                for hand, i in places
+            ]
     return []
 
 
@@ -255,8 +323,11 @@ def _by_name(features: dict[str, Any]) -> list[GripperChannel]:
             feature = features[key]
             if _feature_is_vector(feature):
                 names = element_names(feature)
-                hits = [i for i, n in enumerate(names)
-                        if (_STRONG if strong else _WORD).search(n) and not _NOT_OPENING.search(n)]
+                hits = [
+                    i
+                    for i, n in enumerate(names)
+                    if (_STRONG if strong else _WORD).search(n) and not _NOT_OPENING.search(n)
+                ]
             else:
                 leaf = key.split(".", 2)[-1] if key.count(".") >= 2 else key
                 ok = (_STRONG if strong else _WORD).search(leaf) and not _NOT_OPENING.search(leaf)
@@ -275,8 +346,11 @@ def _by_name(features: dict[str, Any]) -> list[GripperChannel]:
             for hand, idx in groups.items():
                 sel = [names[i] for i in idx]
                 cmd, cmd_idx = _command_for(features, key, sel, idx)
-                out.append(GripperChannel(hand if len(groups) > 1 else hand, key, idx, sel, None, None,
-                                          "mean", cmd, cmd_idx, ""))
+                out.append(
+                    GripperChannel(
+                        hand if len(groups) > 1 else hand, key, idx, sel, None, None, "mean", cmd, cmd_idx, ""
+                    )
+                )
             return out
     return []
 
@@ -322,7 +396,7 @@ def elements(cells: list, indices: list[int] | None, path: Path | str, column: s
 
 
 def looks_like_a_gripper(signals: list[np.ndarray]) -> str:
-    """"" when ``signals`` (one per episode) move like a gripper; else why not, in words.
+    """ "" when ``signals`` (one per episode) move like a gripper; else why not, in words.
 
     A gripper dwells: it sits at a few levels (open, closed, on an object) and moves between them. A signal that
     never stops (a joint of the arm, a pose element) spends few frames still.
@@ -341,8 +415,10 @@ def looks_like_a_gripper(signals: list[np.ndarray]) -> str:
             continue
         still.append(float(np.mean(np.abs(np.diff(s)) <= 0.01 * span)))
     if still and float(np.median(still)) < 0.2:
-        return (f"moves in almost every frame ({100 * float(np.median(still)):.0f} % of frames still, a gripper "
-                "rests at its levels): it does not look like a gripper")
+        return (
+            f"moves in almost every frame ({100 * float(np.median(still)):.0f} % of frames still, a gripper "
+            "rests at its levels): it does not look like a gripper"
+        )
     return ""
 
 
@@ -390,6 +466,8 @@ def load_gripper_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     frames_arr = np.asarray(frames, dtype=np.int64)
     if frames_arr.size > 1 and np.any(np.diff(frames_arr) <= 0):
         bad = int(np.flatnonzero(np.diff(frames_arr) <= 0)[0]) + 1
-        raise SignalError(f"{path}: frame numbers must be strictly increasing; row {bad + 2} has frame "
-                          f"{frames_arr[bad]} after {frames_arr[bad - 1]}")
+        raise SignalError(
+            f"{path}: frame numbers must be strictly increasing; row {bad + 2} has frame "
+            f"{frames_arr[bad]} after {frames_arr[bad - 1]}"
+        )
     return frames_arr, np.asarray(values, dtype=float)

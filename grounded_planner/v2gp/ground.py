@@ -102,8 +102,11 @@ class OracleGrounder:
     def _match(objects: list[ObjectTrack], identity: ObjectIdentity) -> ObjectTrack | None:
         if not identity.object:
             return None
-        scored = [(name_similarity(identity.object, t.name) + 0.25 * (identity.category.lower() == t.category.lower()), t)
-                  for t in objects if t.kind != "fixture"]
+        scored = [
+            (name_similarity(identity.object, t.name) + 0.25 * (identity.category.lower() == t.category.lower()), t)
+            for t in objects
+            if t.kind != "fixture"
+        ]
         scored = [s for s in scored if s[0] > 0.3]
         return max(scored, key=lambda s: s[0])[1] if scored else None
 
@@ -127,8 +130,11 @@ class _TextCueGrounder:
             out.notes.append("stage 2 named no object")
             return out
         first = episode.frame(0)
-        cues = [identity.object] + ([identity.category] if identity.category and
-                                    identity.category.lower() not in identity.object.lower() else [])
+        cues = [identity.object] + (
+            [identity.category]
+            if identity.category and identity.category.lower() not in identity.object.lower()
+            else []
+        )
         box, answer, cue = None, "", identity.object
         for cue in cues:
             box, answer = self._box(first, cue)
@@ -192,13 +198,16 @@ class Sam3Grounder(_TextCueGrounder):
 
     def __init__(self, model_path: str, threshold: float = 0.3, device: str = "auto"):
         if not model_path:
-            raise InputError("the sam3 grounder needs sam3_model: a local folder of a SAM 3 checkpoint "
-                             "(e.g. facebook/sam3 downloaded with huggingface-cli)")
+            raise InputError(
+                "the sam3 grounder needs sam3_model: a local folder of a SAM 3 checkpoint "
+                "(e.g. facebook/sam3 downloaded with huggingface-cli)"
+            )
         self.torch = require("torch", "ml", "the sam3 grounder")
         transformers = require("transformers", "ml", "the sam3 grounder")
         if not hasattr(transformers, "Sam3Model"):
-            raise MissingDependencyError(f"the sam3 grounder needs a transformers with SAM 3 (have "
-                                         f"{transformers.__version__})")
+            raise MissingDependencyError(
+                f"the sam3 grounder needs a transformers with SAM 3 (have {transformers.__version__})"
+            )
 
         self.device = pick_device(device)
         self.threshold = float(threshold)
@@ -206,8 +215,9 @@ class Sam3Grounder(_TextCueGrounder):
             self.processor = transformers.Sam3Processor.from_pretrained(model_path)
             self.model = transformers.Sam3Model.from_pretrained(model_path).to(self.device).eval()
         except ImportError as exc:
-            raise MissingDependencyError(f"SAM 3's processor needs torchvision (pip install torchvision "
-                                         f"matching torch): {exc}") from exc
+            raise MissingDependencyError(
+                f"SAM 3's processor needs torchvision (pip install torchvision matching torch): {exc}"
+            ) from exc
         except (OSError, ValueError) as exc:
             raise V2GPError(f"cannot load SAM 3 from {model_path}: {exc}") from exc
         self._lock = threading.Lock()  # episodes run in threads; one forward at a time
@@ -220,8 +230,11 @@ class Sam3Grounder(_TextCueGrounder):
             inputs = self.processor(images=Image.fromarray(image), text=cue, return_tensors="pt").to(self.device)
             outputs = self.model(**inputs)
             found = self.processor.post_process_instance_segmentation(
-                outputs, threshold=self.threshold, mask_threshold=0.5,
-                target_sizes=[(int(image.shape[0]), int(image.shape[1]))])[0]
+                outputs,
+                threshold=self.threshold,
+                mask_threshold=0.5,
+                target_sizes=[(int(image.shape[0]), int(image.shape[1]))],
+            )[0]
         scores = found["scores"]
         if len(scores) == 0:
             return None

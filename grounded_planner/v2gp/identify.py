@@ -33,8 +33,9 @@ class ObjectIdentity:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ObjectIdentity":
-        return cls(**{k: data.get(k, "") for k in ("object", "category", "interaction", "target", "source",
-                                                    "raw_response")})
+        return cls(
+            **{k: data.get(k, "") for k in ("object", "category", "interaction", "target", "source", "raw_response")}
+        )
 
 
 class IdentifyError(InputError):
@@ -70,12 +71,12 @@ def identify_prompt(instruction: str, n_frames: int) -> str:
     return (
         f"The image shows {n_frames} keyframes of one robot manipulation step side by side, left to right in "
         "time: the first just before the gripper closes, the last just after it opens again. "
-        f"The whole demonstration's task was: \"{instruction}\".\n"
+        f'The whole demonstration\'s task was: "{instruction}".\n'
         "Which object does the robot gripper manipulate in this step? Describe it so that it can be found in "
         "the first keyframe (colour, shape, position), give its category, say whether it is picked and placed "
         "or an articulated part that is opened or closed, and where it ends up.\n"
-        "Answer with JSON only: {\"object\": \"<description>\", \"category\": \"<one word>\", "
-        "\"interaction\": \"pick_place\" | \"open\" | \"close\", \"target\": \"<where it is put, or empty>\"}"
+        'Answer with JSON only: {"object": "<description>", "category": "<one word>", '
+        '"interaction": "pick_place" | "open" | "close", "target": "<where it is put, or empty>"}'
     )
 
 
@@ -110,8 +111,14 @@ def parse_identity(text: str) -> ObjectIdentity:
     if interaction not in INTERACTIONS:
         raise IdentifyError(f"interaction must be one of {', '.join(INTERACTIONS)}, got {interaction!r}")
     category = str(data.get("category") or obj.split()[-1]).strip()
-    return ObjectIdentity(object=obj, category=category, interaction=interaction,
-                          target=str(data.get("target") or "").strip(), source="vlm", raw_response=text)
+    return ObjectIdentity(
+        object=obj,
+        category=category,
+        interaction=interaction,
+        target=str(data.get("target") or "").strip(),
+        source="vlm",
+        raw_response=text,
+    )
 
 
 def identify_with_vlm(planner, episode: DemoEpisode, segment: Segment, n_keyframes: int) -> ObjectIdentity:
@@ -125,7 +132,9 @@ def _center(box: Sequence[float]) -> np.ndarray:
     return np.array([(box[0] + box[2]) / 2.0, (box[1] + box[3]) / 2.0])
 
 
-def moved_object(objects: Sequence[ObjectTrack], segment: Segment, frame_indices: np.ndarray) -> tuple[ObjectTrack | None, float]:
+def moved_object(
+    objects: Sequence[ObjectTrack], segment: Segment, frame_indices: np.ndarray
+) -> tuple[ObjectTrack | None, float]:
     """The known object that moved most from the segment's start to its end, and how far (pixels)."""
     rows = {int(f): r for r, f in enumerate(frame_indices)}
     a, b = rows.get(segment.start, 0), rows.get(segment.end, len(frame_indices) - 1)

@@ -30,8 +30,10 @@ def dense_signal(values: Sequence[float], frames: Sequence[int] | None) -> tuple
             raise SignalError(f"{frames_arr.size} frame numbers for {raw.size} gripper values")
         if frames_arr.size and np.any(np.diff(frames_arr) <= 0):
             bad = int(np.flatnonzero(np.diff(frames_arr) <= 0)[0]) + 1
-            raise SignalError(f"frame numbers must be strictly increasing; row {bad} has frame {frames_arr[bad]} "
-                              f"after {frames_arr[bad - 1]}")
+            raise SignalError(
+                f"frame numbers must be strictly increasing; row {bad} has frame {frames_arr[bad]} "
+                f"after {frames_arr[bad - 1]}"
+            )
     if raw.size == 0 or not np.isfinite(raw).any():
         return None, 0
     first_frame = int(frames_arr[0])
@@ -80,8 +82,9 @@ def flat_level(values: np.ndarray, tol: float) -> float:
     return level
 
 
-def _ramp_sse(t: np.ndarray, vals: np.ndarray, level: float, closed: float, knees: np.ndarray,
-              lengths: np.ndarray, rising: bool) -> tuple[np.ndarray, np.ndarray]:
+def _ramp_sse(
+    t: np.ndarray, vals: np.ndarray, level: float, closed: float, knees: np.ndarray, lengths: np.ndarray, rising: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """Squared error of the ramp model per knee (best length) and that best length; shapes (K,), (K,)."""
     k = knees[:, None, None]
     length = lengths[None, :, None]
@@ -94,8 +97,16 @@ def _ramp_sse(t: np.ndarray, vals: np.ndarray, level: float, closed: float, knee
     return sse[np.arange(knees.size), best], lengths[best]
 
 
-def ramp_knee(t: np.ndarray, vals: np.ndarray, level: float, closed: float, knee_lo: float, knee_hi: float,
-               rising: bool, sigma: float) -> int | None:
+def ramp_knee(
+    t: np.ndarray,
+    vals: np.ndarray,
+    level: float,
+    closed: float,
+    knee_lo: float,
+    knee_hi: float,
+    rising: bool,
+    sigma: float,
+) -> int | None:
     """Least-squares fit of a linear ramp between the open ``level`` and the ``closed`` level.
 
     The model is ``level`` up to the knee ``k``, a straight ramp of length ``L`` frames, then ``closed``
@@ -138,8 +149,9 @@ def ramp_knee(t: np.ndarray, vals: np.ndarray, level: float, closed: float, knee
         knees = np.linspace(knee_lo, knee_hi, n_knees)
     else:
         knees = np.arange(max(knee_lo, coarse_knees[i] - 3 * dk), min(knee_hi, coarse_knees[i] + 3 * dk) + 1e-9, fine)
-    lengths = np.unique(np.concatenate([coarse_lengths, np.linspace(max(fine, best_len[i] - 2 * dl),
-                                                                    best_len[i] + 2 * dl, 41)]))
+    lengths = np.unique(
+        np.concatenate([coarse_lengths, np.linspace(max(fine, best_len[i] - 2 * dl), best_len[i] + 2 * dl, 41)])
+    )
     sse, _ = _ramp_sse(t, vals, level, closed, knees, lengths, rising)
     tied = knees[sse <= sse.min() + 0.25 * max(sigma, 0.01) ** 2]
     lo, hi = float(tied.min()), float(tied.max())
@@ -147,7 +159,6 @@ def ramp_knee(t: np.ndarray, vals: np.ndarray, level: float, closed: float, knee
     if math.ceil(lo - 1e-6) <= math.floor(hi + 1e-6):
         frame = min(max(frame, math.ceil(lo - 1e-6)), math.floor(hi + 1e-6))
     return int(frame)
-
 
 
 def median_smooth(values: np.ndarray, half: int) -> np.ndarray:
@@ -190,7 +201,6 @@ def zigzag(values: np.ndarray, delta: float) -> list[tuple[int, str]]:
     return points
 
 
-
 def noise_sigma(values: np.ndarray) -> float:
     """Sample noise standard deviation from the median absolute frame-to-frame difference (robust to the steps)."""
     diffs = np.diff(values)
@@ -219,7 +229,7 @@ def edge_end(values: np.ndarray, frm: int, stop: int, step: int, tol: float, set
             lo, hi = t + 1, min(stop, hi)
         if hi < lo or lo < 0 or hi >= n:
             return t
-        window = values[lo:hi + 1]
+        window = values[lo : hi + 1]
         k = int(np.argmin(window))
         if window[k] >= values[t] - tol:
             # settled: the last (first) frame of the move still above the plateau's band is t; the plateau

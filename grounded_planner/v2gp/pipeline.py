@@ -32,11 +32,15 @@ from grounded_planner.v2gp.config import V2GPConfig
 from grounded_planner.v2gp.dataset import DemoEpisode, open_dataset
 from grounded_planner.v2gp.errors import DatasetError, V2GPError, VideoUnavailableError
 from grounded_planner.v2gp.ground import Grounding, make_grounder
-from grounded_planner.v2gp.identify import (IdentifyError, ObjectIdentity, identify_with_oracle,
-                                            identify_with_vlm)
+from grounded_planner.v2gp.identify import IdentifyError, ObjectIdentity, identify_with_oracle, identify_with_vlm
 from grounded_planner.v2gp.ray_executor import run_on_ray
-from grounded_planner.v2gp.plans import (EpisodePlan, build_episode_plan, clean_implicit, implicit_prompt,
-                                         training_messages)
+from grounded_planner.v2gp.plans import (
+    EpisodePlan,
+    build_episode_plan,
+    clean_implicit,
+    implicit_prompt,
+    training_messages,
+)
 from grounded_planner.v2gp.segment import Segment
 from grounded_planner.v2gp.stage1 import GripperPlan, plan_grippers, segment_episode
 from PIL import Image
@@ -109,13 +113,20 @@ class _LazyGrounder:
     def get(self):
         with self._lock:
             if self._grounder is None:
-                self._grounder = make_grounder(self.config.grounder, self.planner, self.config.sam3_model,
-                                               self.config.sam3_threshold)
+                self._grounder = make_grounder(
+                    self.config.grounder, self.planner, self.config.sam3_model, self.config.sam3_threshold
+                )
             return self._grounder
 
 
-def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner=None,
-                    grounder: _LazyGrounder | None = None, plans: list[GripperPlan] | None = None) -> dict[str, Any]:
+def process_episode(
+    episode: DemoEpisode,
+    out: Path,
+    config: V2GPConfig,
+    planner=None,
+    grounder: _LazyGrounder | None = None,
+    plans: list[GripperPlan] | None = None,
+) -> dict[str, Any]:
     """Stages 1-4 for one episode; returns a JSON-able result (plan, drops, cache hits, implicit variant).
 
     ``plans``: how each gripper is segmented (:func:`~grounded_planner.v2gp.stage1.plan_grippers`); default: the
@@ -129,11 +140,20 @@ def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner
     cached = cache.get("segments", key)
     if cached is None:
         result = segment_episode(episode, plans)
-        cached = {"segments": [dataclasses.asdict(s) for s in result.segments], "reason": result.reason,
-                  "dropped": [{"segment": [f, None], "reason": r, "detail": "closed spell at this frame"}
-                              for f, r in result.dropped if r == "not_reopened"]
-                   + [{"segment": [f, None], "reason": r, "detail": "closed on nothing (at the rest level) at this frame"}
-                      for f, r in result.dropped if r == "empty_closure"]}
+        cached = {
+            "segments": [dataclasses.asdict(s) for s in result.segments],
+            "reason": result.reason,
+            "dropped": [
+                {"segment": [f, None], "reason": r, "detail": "closed spell at this frame"}
+                for f, r in result.dropped
+                if r == "not_reopened"
+            ]
+            + [
+                {"segment": [f, None], "reason": r, "detail": "closed on nothing (at the rest level) at this frame"}
+                for f, r in result.dropped
+                if r == "empty_closure"
+            ],
+        }
         cache.put("segments", key, cached)
     else:
         hits.append("segments")
@@ -152,8 +172,11 @@ def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner
             try:
                 identities.append(identify_with_vlm(planner, episode, seg, config.keyframes))
             except IdentifyError as exc:
-                identities.append(ObjectIdentity(object="", category="", interaction="pick_place", source="vlm",
-                                                 raw_response=str(exc)))
+                identities.append(
+                    ObjectIdentity(
+                        object="", category="", interaction="pick_place", source="vlm", raw_response=str(exc)
+                    )
+                )
         cached = [i.to_dict() for i in identities]
         cache.put("objects", key, cached)
     else:
@@ -176,24 +199,40 @@ def process_episode(episode: DemoEpisode, out: Path, config: V2GPConfig, planner
     cached = cache.get("plan", key)
     implicit_reject = ""
     if cached is None:
-        result = build_episode_plan(episode.instruction, image_size, segments, identities, groundings, seg_config,
-                                    config.min_box_px, config.min_motion_px)
+        result = build_episode_plan(
+            episode.instruction,
+            image_size,
+            segments,
+            identities,
+            groundings,
+            seg_config,
+            config.min_box_px,
+            config.min_motion_px,
+        )
         result.dropped = incomplete + result.dropped
         if result.plan is not None and config.implicit and planner is not None:
             answer = planner.ask(first, implicit_prompt(result.plan.instruction))
-            result.implicit, implicit_reject = clean_implicit(answer, result.plan.instruction, config.max_implicit_chars)
+            result.implicit, implicit_reject = clean_implicit(
+                answer, result.plan.instruction, config.max_implicit_chars
+            )
         cached = {"episode_plan": result.to_dict(), "implicit_rejected": implicit_reject}
         cache.put("plan", key, cached)
     else:
         hits.append("plan")
     episode_plan = EpisodePlan.from_dict(cached["episode_plan"])
-    return {"index": episode.index, "segments": len(segments), "episode_plan": episode_plan, "hits": hits,
-            "implicit_rejected": cached["implicit_rejected"], "image_size": image_size, "no_segment": no_segment}
+    return {
+        "index": episode.index,
+        "segments": len(segments),
+        "episode_plan": episode_plan,
+        "hits": hits,
+        "implicit_rejected": cached["implicit_rejected"],
+        "image_size": image_size,
+        "no_segment": no_segment,
+    }
 
 
 def _save_image(episode: DemoEpisode, out: Path, max_side: int) -> tuple[str, tuple[int, int]]:
     """First frame resized like the planner sends it; returns (path relative to out, sent size)."""
-
 
     first = episode.frame(0)
     size = resized_size(first.shape[1], first.shape[0], max_side)
@@ -222,8 +261,12 @@ class EpisodeWorker:
     def __init__(self, dataset: str, out: str, config: V2GPConfig, with_planner: bool):
         self.out = Path(out)
         self.config = config
-        self.dataset = open_dataset(dataset, gripper=config.gripper, camera=config.camera or None,
-                                    robot=config.robot if config.robot != "default" else None)
+        self.dataset = open_dataset(
+            dataset,
+            gripper=config.gripper,
+            camera=config.camera or None,
+            robot=config.robot if config.robot != "default" else None,
+        )
         self.plans, self.warnings = plan_grippers(self.dataset, config)
         self.planner = _make_planner(config, self.out) if with_planner else None
         self.grounder = _LazyGrounder(config, self.planner)
@@ -253,15 +296,24 @@ def _make_planner(config: V2GPConfig, out: Path):
     return make_planner(config.planner_config(cache_dir=str(out / "cache" / "vlm")))
 
 
-def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None = None,
-                 episodes: list[int] | None = None, progress: TextIO | None = None) -> RunSummary:
+def run_pipeline(
+    dataset: str | Path,
+    out: str | Path,
+    config: V2GPConfig | None = None,
+    episodes: list[int] | None = None,
+    progress: TextIO | None = None,
+) -> RunSummary:
     """Run V2GP over ``dataset`` into ``out`` (see the module docstring); resumes from the caches in ``out``."""
     config = config or V2GPConfig()
     t0 = time.monotonic()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    ds = open_dataset(dataset, gripper=config.gripper, camera=config.camera or None,
-                      robot=config.robot if config.robot != "default" else None)
+    ds = open_dataset(
+        dataset,
+        gripper=config.gripper,
+        camera=config.camera or None,
+        robot=config.robot if config.robot != "default" else None,
+    )
     if hasattr(ds, "require_camera"):
         ds.require_camera()  # stages 2-4 read frames: say which feature is missing before any work
     indices = ds.episode_indices if episodes is None else episodes
@@ -277,8 +329,10 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
     if config.needs_vlm:
         if not config.vlm_base_url and config.vlm_backend == "openai":
             if config.identifier == "vlm" or config.grounder == "vlm":
-                raise V2GPError("stage 2/3 need a VLM: give --vlm BASE_URL (an OpenAI-compatible server), "
-                                "or use identifier: oracle and --grounder oracle for simulated data")
+                raise V2GPError(
+                    "stage 2/3 need a VLM: give --vlm BASE_URL (an OpenAI-compatible server), "
+                    "or use identifier: oracle and --grounder oracle for simulated data"
+                )
             config = dataclasses.replace(config, implicit=False)  # no LLM for the rewrite: say so in the report
             notes.append("no VLM given: implicit rewrites are skipped")
             if progress:
@@ -312,15 +366,23 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
                 ep: EpisodePlan = result["episode_plan"]
                 n_actions = len(ep.plan.actions) if ep.plan else 0
                 cached = f", cached: {'+'.join(result['hits'])}" if result["hits"] else ""
-                line = (f"[{done}/{len(indices)}] episode {index}: {result['segments']} segments, "
-                        f"{n_actions} actions, {len(ep.dropped)} dropped{cached} "
-                        f"({time.monotonic() - t0:.1f} s)")
+                line = (
+                    f"[{done}/{len(indices)}] episode {index}: {result['segments']} segments, "
+                    f"{n_actions} actions, {len(ep.dropped)} dropped{cached} "
+                    f"({time.monotonic() - t0:.1f} s)"
+                )
             print(line, file=progress, flush=True)
 
     if config.executor == "ray":
-        summary.servers = run_on_ray(EpisodeWorker, (str(dataset), str(out), config, with_planner), indices,
-                                     workers=config.workers, address=config.ray_address, on_result=collect,
-                                     progress=progress)
+        summary.servers = run_on_ray(
+            EpisodeWorker,
+            (str(dataset), str(out), config, with_planner),
+            indices,
+            workers=config.workers,
+            address=config.ray_address,
+            on_result=collect,
+            progress=progress,
+        )
     else:
         worker = EpisodeWorker(str(dataset), str(out), config, with_planner)
         try:
@@ -366,11 +428,18 @@ def run_pipeline(dataset: str | Path, out: str | Path, config: V2GPConfig | None
         elif result["implicit_rejected"]:
             summary.implicit_rejected += 1
         for variant, instruction in variants:
-            samples.append({"id": f"episode_{index:06d}_{variant}", "episode": index, "variant": variant,
-                            "source_instruction": ep.instruction, "image_size": list(result["image_size"]),
-                            # the image also as a top-level list, the layout TRL's vision SFT reads
-                            "images": [image_rel],
-                            "messages": training_messages(image_rel, sent, instruction, ep.plan)})
+            samples.append(
+                {
+                    "id": f"episode_{index:06d}_{variant}",
+                    "episode": index,
+                    "variant": variant,
+                    "source_instruction": ep.instruction,
+                    "image_size": list(result["image_size"]),
+                    # the image also as a top-level list, the layout TRL's vision SFT reads
+                    "images": [image_rel],
+                    "messages": training_messages(image_rel, sent, instruction, ep.plan),
+                }
+            )
             if variant == "explicit":
                 summary.samples_explicit += 1
             else:

@@ -43,19 +43,35 @@ class EpisodePlan:
     implicit: str = ""  # the implicit variant ("" = none)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"plan": None if self.plan is None else self.plan.to_dict(), "instruction": self.instruction,
-                "revised": self.revised, "dropped": self.dropped, "implicit": self.implicit}
+        return {
+            "plan": None if self.plan is None else self.plan.to_dict(),
+            "instruction": self.instruction,
+            "revised": self.revised,
+            "dropped": self.dropped,
+            "implicit": self.implicit,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "EpisodePlan":
         plan = data.get("plan")
-        return cls(plan=None if plan is None else GroundedPlan.from_dict(plan), instruction=data["instruction"],
-                   revised=bool(data["revised"]), dropped=list(data.get("dropped") or []),
-                   implicit=str(data.get("implicit") or ""))
+        return cls(
+            plan=None if plan is None else GroundedPlan.from_dict(plan),
+            instruction=data["instruction"],
+            revised=bool(data["revised"]),
+            dropped=list(data.get("dropped") or []),
+            implicit=str(data.get("implicit") or ""),
+        )
 
 
-def segment_rejection(segment: Segment, identity: ObjectIdentity, grounding: Grounding, seg_config: SegmentConfig,
-                      image_size: Sequence[int], min_box_px: float, min_motion_px: float) -> tuple[str, str] | None:
+def segment_rejection(
+    segment: Segment,
+    identity: ObjectIdentity,
+    grounding: Grounding,
+    seg_config: SegmentConfig,
+    image_size: Sequence[int],
+    min_box_px: float,
+    min_motion_px: float,
+) -> tuple[str, str] | None:
     """(reason, detail) when a segment must not become plan actions, else None."""
     if segment.truncated_start:
         return "truncated", "the gripper was already closed at the first frame"
@@ -104,10 +120,17 @@ def describe_plan(plan: GroundedPlan) -> str:
     return " and ".join(parts) if parts else ""
 
 
-def build_episode_plan(instruction: str, image_size: Sequence[int], segments: Sequence[Segment],
-                       identities: Sequence[ObjectIdentity], groundings: Sequence[Grounding],
-                       seg_config: SegmentConfig, min_box_px: float = 4.0, min_motion_px: float = 3.0,
-                       model: str = "v2gp") -> EpisodePlan:
+def build_episode_plan(
+    instruction: str,
+    image_size: Sequence[int],
+    segments: Sequence[Segment],
+    identities: Sequence[ObjectIdentity],
+    groundings: Sequence[Grounding],
+    seg_config: SegmentConfig,
+    min_box_px: float = 4.0,
+    min_motion_px: float = 3.0,
+    model: str = "v2gp",
+) -> EpisodePlan:
     """Aggregate the kept segments in time order into a validated canonical plan.
 
     Boxes are in the episode's first frame; an object grasped again after an earlier kept place is boxed at
@@ -119,21 +142,26 @@ def build_episode_plan(instruction: str, image_size: Sequence[int], segments: Se
     for seg, ident, ground in zip(segments, identities, groundings):
         rejection = segment_rejection(seg, ident, ground, seg_config, image_size, min_box_px, min_motion_px)
         if rejection is not None:
-            dropped.append({"segment": seg.to_list(), "reason": rejection[0], "detail": rejection[1],
-                            "object": ident.object})
+            dropped.append(
+                {"segment": seg.to_list(), "reason": rejection[0], "detail": rejection[1], "object": ident.object}
+            )
             continue
         box = _clip_box(ground.bbox_px, image_size)  # type: ignore[arg-type]
         earlier = placed.get(ident.object.lower())
         if ident.interaction == "pick_place" and earlier is not None:
             # grasped again: it lies where the earlier place put it, not where the first frame shows it
             half_w, half_h = (box[2] - box[0]) / 2.0, (box[3] - box[1]) / 2.0
-            box = _clip_box((earlier[0] - half_w, earlier[1] - half_h, earlier[0] + half_w, earlier[1] + half_h),
-                            image_size)
+            box = _clip_box(
+                (earlier[0] - half_w, earlier[1] - half_h, earlier[0] + half_w, earlier[1] + half_h), image_size
+            )
         if ident.interaction == "pick_place":
             placed[ident.object.lower()] = tuple(ground.point_px)  # type: ignore[arg-type]
             actions.append(GroundedAction("grasp", object=ident.object, bbox=box))
-            actions.append(GroundedAction("place", object=ident.object, target=ground.target or ident.target,
-                                          point=tuple(ground.point_px)))  # type: ignore[arg-type]
+            actions.append(
+                GroundedAction(
+                    "place", object=ident.object, target=ground.target or ident.target, point=tuple(ground.point_px)
+                )
+            )  # type: ignore[arg-type]
         else:
             actions.append(GroundedAction(ident.interaction, object=ident.object, bbox=box))
     # revise only when a dropped step is not done by another segment (a failed grasp that was retried is not
@@ -142,16 +170,21 @@ def build_episode_plan(instruction: str, image_size: Sequence[int], segments: Se
     revised = bool(actions) and any(not d.get("object") or d["object"].lower() not in handled for d in dropped)
     if not actions:
         return EpisodePlan(plan=None, instruction=instruction, revised=False, dropped=dropped)
-    plan = GroundedPlan(instruction=instruction, image_size=(int(image_size[0]), int(image_size[1])),
-                        actions=actions, model=model)
+    plan = GroundedPlan(
+        instruction=instruction, image_size=(int(image_size[0]), int(image_size[1])), actions=actions, model=model
+    )
     if revised:
         plan.instruction = describe_plan(plan)
         plan.warnings.append(f"instruction revised from {instruction!r}: {len(dropped)} segment(s) dropped")
     try:
         plan.validate()
     except PlanError as exc:
-        return EpisodePlan(plan=None, instruction=instruction, revised=False,
-                           dropped=dropped + [{"segment": None, "reason": "invalid_plan", "detail": str(exc)}])
+        return EpisodePlan(
+            plan=None,
+            instruction=instruction,
+            revised=False,
+            dropped=dropped + [{"segment": None, "reason": "invalid_plan", "detail": str(exc)}],
+        )
     return EpisodePlan(plan=plan, instruction=instruction, revised=revised, dropped=dropped)
 
 
@@ -159,9 +192,9 @@ def build_episode_plan(instruction: str, image_size: Sequence[int], segments: Se
 def implicit_prompt(instruction: str) -> str:
     return (
         "Rewrite this robot instruction as an implicit, higher-level request that states the goal or need "
-        "instead of the steps, the way a person would say it at home (for example \"tidy up the table\" or "
-        "\"I want to put my keys away\"). Do not name coordinates or list the steps.\n"
-        f"Instruction: \"{instruction}\"\n"
+        'instead of the steps, the way a person would say it at home (for example "tidy up the table" or '
+        '"I want to put my keys away"). Do not name coordinates or list the steps.\n'
+        f'Instruction: "{instruction}"\n'
         "Answer with the rewritten instruction only, one sentence."
     )
 
@@ -186,15 +219,22 @@ def clean_implicit(answer: str, explicit: str, max_chars: int = 200) -> tuple[st
 
 
 # -- training samples -------------------------------------------------------------------------------------
-def training_messages(image_ref: str, image_size_sent: Sequence[int], instruction: str, plan: GroundedPlan) -> list[dict]:
+def training_messages(
+    image_ref: str, image_size_sent: Sequence[int], instruction: str, plan: GroundedPlan
+) -> list[dict]:
     """One Qwen3-VL chat sample: the planner's system prompt, image + user prompt, answer in qwen3 convention."""
 
     system = prompts.planning_system_prompt(TRAINING_CONVENTION, int(image_size_sent[0]), int(image_size_sent[1]))
     answer = render_plan(plan, TRAINING_CONVENTION)
     return [
         {"role": "system", "content": [{"type": "text", "text": system}]},
-        {"role": "user", "content": [{"type": "image", "image": image_ref},
-                                     {"type": "text", "text": prompts.planning_user_prompt(instruction)}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "image": image_ref},
+                {"type": "text", "text": prompts.planning_user_prompt(instruction)},
+            ],
+        },
         {"role": "assistant", "content": [{"type": "text", "text": answer}]},
     ]
 

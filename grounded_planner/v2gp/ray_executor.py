@@ -24,7 +24,7 @@ IN_FLIGHT_PER_ACTOR = 2
 # An actor whose episodes crash its process this many times in a row is retired (its work goes elsewhere).
 MAX_ACTOR_CRASHES = 3
 # Object store of a local cluster: results are small dicts, and a 2-core CI machine has little /dev/shm.
-LOCAL_OBJECT_STORE_BYTES = 128 * 1024 ** 2
+LOCAL_OBJECT_STORE_BYTES = 128 * 1024**2
 # The folder holding the grounded_planner package: workers import it from where the driver does.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,17 +42,29 @@ def start_ray(address: str, workers: int):
         if address:
             ray.init(address=address, runtime_env=runtime_env, log_to_driver=True)
         else:
-            ray.init(num_cpus=workers, include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
-                     runtime_env=runtime_env, log_to_driver=True)
+            ray.init(
+                num_cpus=workers,
+                include_dashboard=False,
+                object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                runtime_env=runtime_env,
+                log_to_driver=True,
+            )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address!r}" if address else "a local Ray cluster"
         raise V2GPError(f"cannot start or join {where}: {exc}") from exc
     return ray, True
 
 
-def run_on_ray(worker_cls: type, worker_args: Sequence[Any], indices: Sequence[int], *, workers: int,
-               address: str, on_result: Callable[[dict[str, Any]], None],
-               progress: TextIO | None = None) -> dict[str, dict[str, Any]]:
+def run_on_ray(
+    worker_cls: type,
+    worker_args: Sequence[Any],
+    indices: Sequence[int],
+    *,
+    workers: int,
+    address: str,
+    on_result: Callable[[dict[str, Any]], None],
+    progress: TextIO | None = None,
+) -> dict[str, dict[str, Any]]:
     """Run ``worker_cls(*worker_args).run(index)`` for every index on ``workers`` Ray actors.
 
     ``on_result`` gets each episode's result (or ``{"index", "error"}``) as it arrives. An actor that dies
@@ -69,20 +81,29 @@ def run_on_ray(worker_cls: type, worker_args: Sequence[Any], indices: Sequence[i
             if cpus < n_actors:
                 n_actors = cpus
                 if progress:
-                    print(f"v2gp: the Ray cluster has {cpus} CPUs: {n_actors} actors instead of {workers}",
-                          file=progress, flush=True)
+                    print(
+                        f"v2gp: the Ray cluster has {cpus} CPUs: {n_actors} actors instead of {workers}",
+                        file=progress,
+                        flush=True,
+                    )
         actor_cls = ray.remote(num_cpus=1, max_restarts=MAX_ACTOR_CRASHES, max_task_retries=0)(worker_cls)
         actors = [actor_cls.remote(*worker_args) for _ in range(n_actors)]
         if progress:
-            print(f"v2gp: {len(indices)} episodes on {n_actors} Ray actors "
-                  f"({'cluster ' + address if address else 'local cluster'})", file=progress, flush=True)
+            print(
+                f"v2gp: {len(indices)} episodes on {n_actors} Ray actors "
+                f"({'cluster ' + address if address else 'local cluster'})",
+                file=progress,
+                flush=True,
+            )
         return _dispatch(ray, actors, list(indices), on_result)
     finally:
         if started:
             ray.shutdown()
 
 
-def _dispatch(ray, actors: list, todo: list[int], on_result: Callable[[dict[str, Any]], None]) -> dict[str, dict[str, Any]]:
+def _dispatch(
+    ray, actors: list, todo: list[int], on_result: Callable[[dict[str, Any]], None]
+) -> dict[str, dict[str, Any]]:
     queue = list(reversed(todo))  # pop() takes the lowest index first
     pending: dict[Any, tuple[int, int]] = {}  # object ref -> (actor slot, episode)
     live = set(range(len(actors)))

@@ -70,9 +70,11 @@ class RolloutDataset:
         if not frame_times:
             raise DatasetError(f"{record.bag_path}: no color images on {self.color_topic}")
         if not joint_values:
-            raise DatasetError(f"{record.bag_path}: no gripper joint "
-                               f"{joint_name or '(none named finger/gripper)'} on {self.topics.joint_states}; "
-                               "name it with gripper: JOINT")
+            raise DatasetError(
+                f"{record.bag_path}: no gripper joint "
+                f"{joint_name or '(none named finger/gripper)'} on {self.topics.joint_states}; "
+                "name it with gripper: JOINT"
+            )
         jt = np.asarray(joint_times)
         jv = np.asarray(joint_values)
         pick = np.searchsorted(jt, np.asarray(frame_times), side="right") - 1
@@ -80,9 +82,16 @@ class RolloutDataset:
         duration_s = (frame_times[-1] - frame_times[0]) / 1e9 if len(frame_times) > 1 else 0.0
         fps = (len(frame_times) - 1) / duration_s if duration_s > 0 else 30.0
         frames = _BagFrames(record, self.color_topics)
-        return DemoEpisode(index=index, instruction=str(record.data.get("instruction") or ""), fps=fps,
-                           gripper=gripper, frame_indices=np.arange(len(frame_times)),
-                           source=f"{record.directory}", camera=self.color_topic, _reader=frames.get)
+        return DemoEpisode(
+            index=index,
+            instruction=str(record.data.get("instruction") or ""),
+            fps=fps,
+            gripper=gripper,
+            frame_indices=np.arange(len(frame_times)),
+            source=f"{record.directory}",
+            camera=self.color_topic,
+            _reader=frames.get,
+        )
 
 
 class _BagFrames:

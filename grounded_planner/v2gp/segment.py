@@ -17,12 +17,36 @@ from typing import Sequence
 import numpy as np
 
 from grounded_planner.errors import InputError
-from grounded_planner.v2gp.levels import (SignalError, dense_signal, edge_end, fill_missing, flat_level,
-                                          hysteresis, median_smooth, noise_sigma, ramp_knee, runs, zigzag)
+from grounded_planner.v2gp.levels import (
+    SignalError,
+    dense_signal,
+    edge_end,
+    fill_missing,
+    flat_level,
+    hysteresis,
+    median_smooth,
+    noise_sigma,
+    ramp_knee,
+    runs,
+    zigzag,
+)
 
 # the last three moved (profiles, grippers) and are served by __getattr__ below
-__all__ = ["SEGMENT_RULE", "Segment", "SegmentConfig", "SegmentResult", "SignalError", "normalise", "segment",  # noqa: F822
-           "segment_levels", "segment_signal", "DROP_REASONS", "config_for_robot", "load_gripper_csv", "ROBOT_PROFILES"]
+__all__ = [
+    "SEGMENT_RULE",
+    "Segment",
+    "SegmentConfig",
+    "SegmentResult",
+    "SignalError",
+    "normalise",
+    "segment",  # noqa: F822
+    "segment_levels",
+    "segment_signal",
+    "DROP_REASONS",
+    "config_for_robot",  # noqa: F822 - served by __getattr__ below
+    "load_gripper_csv",  # noqa: F822
+    "ROBOT_PROFILES",  # noqa: F822
+]
 
 # kept importable from here (docs/python_api.md): they live in the profiles and readers modules, which import this one
 _MOVED = {"config_for_robot": "profiles", "ROBOT_PROFILES": "profiles", "load_gripper_csv": "grippers"}
@@ -74,7 +98,8 @@ class SegmentConfig:
             raise InputError(f"close_threshold must be in (0, 1], got {self.close_threshold}")
         if not 0.0 <= self.open_threshold < self.close_threshold:
             raise InputError(
-                f"open_threshold must be in [0, close_threshold={self.close_threshold}), got {self.open_threshold}")
+                f"open_threshold must be in [0, close_threshold={self.close_threshold}), got {self.open_threshold}"
+            )
         if int(self.min_frames) != self.min_frames or self.min_frames < 1:
             raise InputError(f"min_frames must be an integer >= 1, got {self.min_frames!r}")
         self.min_frames = int(self.min_frames)
@@ -105,9 +130,9 @@ DROP_REASONS = {
     "empty_closure": "closes at frame {frame} on nothing (to its rest or fully closed level, not stopped by an object)",
     "too_short": "closes at frame {frame} for fewer than min_frames measured frames",
     "shallow": "closes only a little at frame {frame} (less than 40 % of its deepest closing) and opens again "
-               "without holding",
+    "without holding",
     "closed_at_start": "is already closed at the first frame and opens at frame {frame} (a rest, or a grasp whose "
-                       "start was not recorded)",
+    "start was not recorded)",
     "no_motion": "does not move (range {detail})",
     "no_signal": "has no finite sample",
     "no_cycle": "moves (range {detail}) but never closes after being open and opens again",
@@ -142,8 +167,12 @@ class SegmentResult:
 SEGMENT_RULE = "paper-rule/2"
 
 
-def segment(values: Sequence[float], frames: Sequence[int] | None = None,
-            config: SegmentConfig | None = None, commanded: Sequence[float] | None = None) -> "SegmentResult":
+def segment(
+    values: Sequence[float],
+    frames: Sequence[int] | None = None,
+    config: SegmentConfig | None = None,
+    commanded: Sequence[float] | None = None,
+) -> "SegmentResult":
     """Segments by the config's rule: :func:`segment_levels` for ``levels: auto`` (which also reads the
     ``commanded`` gripper when there is one), else :func:`segment_signal`."""
     config = config or SegmentConfig()
@@ -157,8 +186,9 @@ def normalise(raw: np.ndarray, config: SegmentConfig) -> np.ndarray:
     return (np.asarray(raw, dtype=float) - config.open_value) / (config.closed_value - config.open_value)
 
 
-def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
-                   config: SegmentConfig | None = None) -> SegmentResult:
+def segment_signal(
+    values: Sequence[float], frames: Sequence[int] | None = None, config: SegmentConfig | None = None
+) -> SegmentResult:
     """Find close-open cycles in a gripper signal.
 
     Parameters
@@ -260,17 +290,26 @@ def segment_signal(values: Sequence[float], frames: Sequence[int] | None = None,
         hi = min(next_start - 1, n - 1, e0 + 2 * fall + 2)
         window = np.arange(max(a, last_top - fall - 2), hi + 1)
         window = window[valid[window] & ((window >= last_top) | (sig[window] >= plateau))]
-        knee = ramp_knee(window, sig[window], level, closed_level, e_last_above + 0.05, hi, rising=False,
-                          sigma=sigma)
+        knee = ramp_knee(window, sig[window], level, closed_level, e_last_above + 0.05, hi, rising=False, sigma=sigma)
         end = e0 if knee is None else int(max(e_last_above + 1, min(hi, knee)))
 
         empty = sig[a:b] >= config.empty_grasp_level
-        dropped_mid = bool(closed_level < config.empty_grasp_level and empty[len(empty) // 2:].any()
-                           and not empty[: max(1, len(empty) // 4)].any())
-        result.segments.append(Segment(
-            start=start + first_frame, end=end + first_frame, close_frame=a + first_frame,
-            release_frame=b + first_frame, closed_level=closed_level, truncated_start=truncated,
-            dropped_mid_grasp=dropped_mid))
+        dropped_mid = bool(
+            closed_level < config.empty_grasp_level
+            and empty[len(empty) // 2 :].any()
+            and not empty[: max(1, len(empty) // 4)].any()
+        )
+        result.segments.append(
+            Segment(
+                start=start + first_frame,
+                end=end + first_frame,
+                close_frame=a + first_frame,
+                release_frame=b + first_frame,
+                closed_level=closed_level,
+                truncated_start=truncated,
+                dropped_mid_grasp=dropped_mid,
+            )
+        )
         prev_end = end
     return result
 
@@ -330,8 +369,9 @@ def _closedness_auto(raw: np.ndarray, config: SegmentConfig) -> tuple[np.ndarray
     return sign * raw, max(scale, 1e-12), limit
 
 
-def _walk(smooth: np.ndarray, frm: int, stop: int, step: int, tol: float, open_level: float, depth: float,
-          near: float) -> int:
+def _walk(
+    smooth: np.ndarray, frm: int, stop: int, step: int, tol: float, open_level: float, depth: float, near: float
+) -> int:
     """From a frame inside a closing (step -1) or an opening (step +1), the frame where the move meets the open
     level: the edge walk of :func:`levels.edge_end`, going on past brief pauses (an operator closing in steps)
     and stopping at a long one near the open level (an open level that drifted a little is not the closing)."""
@@ -349,7 +389,7 @@ def _walk(smooth: np.ndarray, frm: int, stop: int, step: int, tol: float, open_l
     i = frm + step
     while (t - i) * step > 0 and 0 <= i + step * (_LONG_PAUSE - 1) < smooth.size:
         a, b = sorted((i, i + step * (_LONG_PAUSE - 1)))
-        if smooth[i] <= open_level + _PAUSE_SHARE * depth and float(np.ptp(smooth[a:b + 1])) <= flat:
+        if smooth[i] <= open_level + _PAUSE_SHARE * depth and float(np.ptp(smooth[a : b + 1])) <= flat:
             t = i
             break
         i += step
@@ -361,8 +401,12 @@ def _walk(smooth: np.ndarray, frm: int, stop: int, step: int, tol: float, open_l
     return t
 
 
-def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
-                   config: SegmentConfig | None = None, commanded: Sequence[float] | None = None) -> SegmentResult:
+def segment_levels(
+    values: Sequence[float],
+    frames: Sequence[int] | None = None,
+    config: SegmentConfig | None = None,
+    commanded: Sequence[float] | None = None,
+) -> SegmentResult:
     """Grasp segments from each episode's own gripper levels (``docs/v2gp.md``, "Learned levels").
 
     Parameters
@@ -397,8 +441,9 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
     result.noise_sigma = sigma / scale
     if span < max(_MIN_RANGE_FRACTION * scale, 8.0 * sigma):
         raw_lo, raw_hi = float(np.nanmin(dense_raw)), float(np.nanmax(dense_raw))
-        result.details["no_motion"] = (f"{raw_lo:.4g}..{raw_hi:.4g}, less than "
-                                       f"{max(_MIN_RANGE_FRACTION * scale, 8.0 * sigma):.3g}")
+        result.details["no_motion"] = (
+            f"{raw_lo:.4g}..{raw_hi:.4g}, less than {max(_MIN_RANGE_FRACTION * scale, 8.0 * sigma):.3g}"
+        )
         result.dropped.append((first_frame, "no_motion"))
         return result
     tol = max(4.0 * sigma, 0.03 * span)  # the band a sample may wander and still be "at" a level
@@ -428,16 +473,31 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
         before = points[k - 1][0] if k > 0 else None
         after = points[k + 1][0] if k + 1 < len(points) else None
         prev = spells[-1] if spells else None
-        if (prev is not None and before is not None and after is not None and prev["before"] is not None
-                and prev["after"] == before):
+        if (
+            prev is not None
+            and before is not None
+            and after is not None
+            and prev["before"] is not None
+            and prev["after"] == before
+        ):
             depth = prev["level"] - levels[prev["before"]]
             if levels[before] > prev["level"] - _RELEASE_SHARE * depth:
                 prev.update(after=after, last=i, level_last=levels[i], pivots=prev["pivots"] + [i])
                 continue
-        spells.append({"pivot": i, "last": i, "before": before, "after": after, "level": levels[i],
-                       "level_last": levels[i], "pivots": [i]})
-    result.open_level = float(min((levels[i] for i, kind in points if kind == "open"),
-                                  default=float(smooth.min())) / scale)
+        spells.append(
+            {
+                "pivot": i,
+                "last": i,
+                "before": before,
+                "after": after,
+                "level": levels[i],
+                "level_last": levels[i],
+                "pivots": [i],
+            }
+        )
+    result.open_level = float(
+        min((levels[i] for i, kind in points if kind == "open"), default=float(smooth.min())) / scale
+    )
     top = float(smooth.max())
 
     def closed_level(level: float) -> float:
@@ -448,8 +508,11 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
         return (level - result.open_level * scale) / max(top - result.open_level * scale, 1e-12)
 
     # the rest level says what a closure on nothing looks like only where the rest is closed (near the closed end)
-    rest_levels = [s["level"] if s["before"] is None else s["level_last"] for s in spells
-                   if s["before"] is None or s["after"] is None]
+    rest_levels = [
+        s["level"] if s["before"] is None else s["level_last"]
+        for s in spells
+        if s["before"] is None or s["after"] is None
+    ]
     rest = max(rest_levels) if rest_levels else None
     if rest is not None:
         if limit is not None:
@@ -463,12 +526,21 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
         if len(commanded) != len(values):
             raise SignalError(f"{len(commanded)} commanded gripper values for {len(values)} gripper values")
         dense_cmd, _ = dense_signal(commanded, frames)
-    blocked = _blocked_by_an_object(dense_cmd, config, closedness, smooth,
-                                    [(s["pivot"], s["before"], s["after"], s["level"]) for s in spells],
-                                    tol, span, sigma)
+    blocked = _blocked_by_an_object(
+        dense_cmd,
+        config,
+        closedness,
+        smooth,
+        [(s["pivot"], s["before"], s["after"], s["level"]) for s in spells],
+        tol,
+        span,
+        sigma,
+    )
 
-    deepest = max((s["level"] - levels[s["before"]] for s in spells
-                   if s["before"] is not None and s["after"] is not None), default=0.0)
+    deepest = max(
+        (s["level"] - levels[s["before"]] for s in spells if s["before"] is not None and s["after"] is not None),
+        default=0.0,
+    )
     for s in spells:
         pivot, before, after, level = s["pivot"], s["before"], s["after"], s["level"]
         frame = pivot + first_frame
@@ -487,25 +559,31 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
             continue
         open_before, open_after = levels[before], levels[after]
         depth_before, depth_after = level - open_before, s["level_last"] - open_after
-        held = int(np.sum(np.abs(smooth[before:after + 1] - level) <= tol))
+        held = int(np.sum(np.abs(smooth[before : after + 1] - level) <= tol))
         if depth_before < _SHALLOW_SHARE * deepest and (held < _HELD_FRAMES or depth_before < _SMALL_STROKE * scale):
             result.dropped.append((frame, "shallow"))
             continue
         mid_close = open_before + 0.5 * depth_before
-        m = before + int(np.argmax(smooth[before:pivot + 1] >= mid_close))
+        m = before + int(np.argmax(smooth[before : pivot + 1] >= mid_close))
         start = _walk(smooth, m, before, -1, edge_tol, open_before, depth_before, near_tol)
         last = s["last"]
         mid_open = open_after + 0.5 * depth_after
-        m2 = last + int(np.argmax(smooth[last:after + 1] <= mid_open))
+        m2 = last + int(np.argmax(smooth[last : after + 1] <= mid_open))
         end = _walk(smooth, m2, after, 1, edge_tol, open_after, depth_after, near_tol)
-        close_frame = start + int(np.argmax(closedness[start:pivot + 1] >= mid_close))
+        close_frame = start + int(np.argmax(closedness[start : pivot + 1] >= mid_close))
         release_frame = m2
         if int(np.isfinite(dense_raw[close_frame:release_frame]).sum()) < config.min_frames:
             result.dropped.append((frame, "too_short"))
             continue
-        result.segments.append(Segment(
-            start=start + first_frame, end=end + first_frame, close_frame=close_frame + first_frame,
-            release_frame=release_frame + first_frame, closed_level=closed_level(max(level, s["level_last"]))))
+        result.segments.append(
+            Segment(
+                start=start + first_frame,
+                end=end + first_frame,
+                close_frame=close_frame + first_frame,
+                release_frame=release_frame + first_frame,
+                closed_level=closed_level(max(level, s["level_last"])),
+            )
+        )
     if not result.segments and not result.dropped:
         raw_lo, raw_hi = float(np.nanmin(dense_raw)), float(np.nanmax(dense_raw))
         result.details["no_cycle"] = f"{raw_lo:.4g}..{raw_hi:.4g}"
@@ -513,8 +591,16 @@ def segment_levels(values: Sequence[float], frames: Sequence[int] | None = None,
     return result
 
 
-def _blocked_by_an_object(commanded: np.ndarray | None, config: SegmentConfig, closedness: np.ndarray,
-                          smooth: np.ndarray, spells: list, tol: float, span: float, sigma: float) -> dict[int, bool]:
+def _blocked_by_an_object(
+    commanded: np.ndarray | None,
+    config: SegmentConfig,
+    closedness: np.ndarray,
+    smooth: np.ndarray,
+    spells: list,
+    tol: float,
+    span: float,
+    sigma: float,
+) -> dict[int, bool]:
     """Per closed spell (by pivot): did something stop the fingers short of the command?
 
     On an empty closure, and at rest, the follower's gripper reaches what the leader commands (give or take a
@@ -532,11 +618,10 @@ def _blocked_by_an_object(commanded: np.ndarray | None, config: SegmentConfig, c
         a = before if before is not None else 0
         b = after + 1 if after is not None else closedness.size
         near = np.flatnonzero(np.abs(smooth[a:b] - level) <= tol) + a
-        return float(np.median(shortfall[near] if near.size else shortfall[pivot:pivot + 1]))
+        return float(np.median(shortfall[near] if near.size else shortfall[pivot : pivot + 1]))
 
     shortfalls = {p: held(p, bf, af, lv) for p, bf, af, lv in spells}
     rest = [shortfalls[p] for p, bf, af, _ in spells if bf is None or af is None]
     baseline = max(rest) if rest else float(np.median(shortfall))
     needed = max(0.04 * span, 4.0 * sigma)
     return {p: value - baseline >= needed for p, value in shortfalls.items()}
-

@@ -44,8 +44,10 @@ class EpisodeSegments:
 
 
 def _user_gave_settings(config) -> bool:
-    return any(v is not None for v in (config.close_threshold, config.open_threshold, config.gripper_open_value,
-                                       config.gripper_closed_value))
+    return any(
+        v is not None
+        for v in (config.close_threshold, config.open_threshold, config.gripper_open_value, config.gripper_closed_value)
+    )
 
 
 def plan_grippers(ds, config, robot: str | None = None) -> tuple[list[GripperPlan], list[str]]:
@@ -75,34 +77,52 @@ def plan_grippers(ds, config, robot: str | None = None) -> tuple[list[GripperPla
             cmd_why = looks_like_a_gripper(commands) if commands else "is absent"
             if not cmd_why:
                 use = "command"
-                warnings.append(f"gripper {name} {why}; its commanded gripper {ch.command_label} moves like one: "
-                                "segmented from the command instead")
+                warnings.append(
+                    f"gripper {name} {why}; its commanded gripper {ch.command_label} moves like one: "
+                    "segmented from the command instead"
+                )
             elif "constant" in why or "no finite" in why:
                 use = "unused"
-                warnings.append(f"gripper {name} {why} and its command "
-                                f"{'(' + ch.command_label + ') ' if ch.command_label else ''}{cmd_why}: "
-                                "an unused gripper, no segments from it")
+                warnings.append(
+                    f"gripper {name} {why} and its command "
+                    f"{'(' + ch.command_label + ') ' if ch.command_label else ''}{cmd_why}: "
+                    "an unused gripper, no segments from it"
+                )
             else:
-                warnings.append(f"gripper {name} {why}; segmented anyway (name another column with gripper: "
-                                "COLUMN[ELEMENT] if this is not the gripper)")
+                warnings.append(
+                    f"gripper {name} {why}; segmented anyway (name another column with gripper: "
+                    "COLUMN[ELEMENT] if this is not the gripper)"
+                )
         signal = values if use != "command" else commands
         seg_config, note = _settings(ch, signal, config, robot)
         if not ch.profile and not _user_gave_settings(config):
-            assumed.append(f"the gripper {name}{' (its command)' if use == 'command' else ''} (found by name)"
-                           + (f", {note}" if note and use != "unused" else ""))
+            assumed.append(
+                f"the gripper {name}{' (its command)' if use == 'command' else ''} (found by name)"
+                + (f", {note}" if note and use != "unused" else "")
+            )
         elif note and use != "unused":
             warnings.append(f"gripper {name}: {note}")
-        plans.append(GripperPlan(ch.hand, ch.label if use != "command" else ch.command_label, use, seg_config,
-                                 why if use == "unused" else ""))
+        plans.append(
+            GripperPlan(
+                ch.hand,
+                ch.label if use != "command" else ch.command_label,
+                use,
+                seg_config,
+                why if use == "unused" else "",
+            )
+        )
     if assumed:
-        warnings.insert(0, f"robot_type {getattr(ds, 'robot_type', None)!r} has no robot profile: assumed "
-                        + "; ".join(assumed) + ". Give --robot PROFILE, or gripper / gripper_open_value / "
-                        "gripper_closed_value in the config, if that is wrong")
+        warnings.insert(
+            0,
+            f"robot_type {getattr(ds, 'robot_type', None)!r} has no robot profile: assumed "
+            + "; ".join(assumed)
+            + ". Give --robot PROFILE, or gripper / gripper_open_value / "
+            "gripper_closed_value in the config, if that is wrong",
+        )
     return plans, warnings
 
 
-def _settings(ch: GripperChannel, signals: list[np.ndarray], config, robot: str | None
-              ) -> tuple[SegmentConfig, str]:
+def _settings(ch: GripperChannel, signals: list[np.ndarray], config, robot: str | None) -> tuple[SegmentConfig, str]:
     """The SegmentConfig of one gripper and, when something was assumed or learned, a note saying what."""
     named = robot or config.robot
     if _user_gave_settings(config) or (named != "default" and named not in BY_NAME):
@@ -119,9 +139,11 @@ def _settings(ch: GripperChannel, signals: list[np.ndarray], config, robot: str 
         a, b = sorted((open_value, closed_value))
         stroke = b - a
         if finite and (lo < a - 0.1 * stroke or hi > b + 0.1 * stroke):
-            note = (f"values {lo:.4g}..{hi:.4g} lie outside the {ch.profile or 'assumed'} range "
-                    f"{open_value:g} (open) .. {closed_value:g} (closed): the polarity is kept, the range is "
-                    "learned from the data")
+            note = (
+                f"values {lo:.4g}..{hi:.4g} lie outside the {ch.profile or 'assumed'} range "
+                f"{open_value:g} (open) .. {closed_value:g} (closed): the polarity is kept, the range is "
+                "learned from the data"
+            )
             open_value, closed_value = (hi if open_value > closed_value else lo), None
     elif open_value is None and closed_value is None:
         words = " ".join(ch.names + [ch.column]).lower()
@@ -140,22 +162,27 @@ def _settings(ch: GripperChannel, signals: list[np.ndarray], config, robot: str 
             votes = [_episodes_with_a_grasp(finite, *pol) for pol in (larger_open, smaller_open)]
             (open_value, closed_value) = smaller_open if votes[1] > votes[0] else larger_open
             side = "larger = more open" if (open_value, closed_value) == larger_open else "smaller = more open"
-            what = (f"0..1 with {'1' if side.startswith('larger') else '0'} = open" if unit
-                    else f"{side}, range learned ({lo:.4g}..{hi:.4g})")
-            what += (f" (the polarity under which {max(votes)} of {len(finite)} episodes read have a closing "
-                     f"between two openings, against {min(votes)})")
+            what = (
+                f"0..1 with {'1' if side.startswith('larger') else '0'} = open"
+                if unit
+                else f"{side}, range learned ({lo:.4g}..{hi:.4g})"
+            )
+            what += (
+                f" (the polarity under which {max(votes)} of {len(finite)} episodes read have a closing "
+                f"between two openings, against {min(votes)})"
+            )
         note = f"values {lo:.4g}..{hi:.4g}: assumed {what}"
     if config.min_frames is not None:
         extra["min_frames"] = config.min_frames
     extra.setdefault("levels", "auto")
     if extra["levels"] == "fixed" and (open_value is None or closed_value is None):
         extra["levels"] = "auto"
-    return SegmentConfig(open_value=open_value, closed_value=closed_value,
-                         prominence=extra.pop("prominence", 0.15), **extra), note
+    return SegmentConfig(
+        open_value=open_value, closed_value=closed_value, prominence=extra.pop("prominence", 0.15), **extra
+    ), note
 
 
-def _episodes_with_a_grasp(signals: list[np.ndarray], open_value: float | None,
-                           closed_value: float | None) -> int:
+def _episodes_with_a_grasp(signals: list[np.ndarray], open_value: float | None, closed_value: float | None) -> int:
     config = SegmentConfig(open_value=open_value, closed_value=closed_value, levels="auto", prominence=0.15)
     return sum(1 for s in signals if segment(s, None, config).segments)
 

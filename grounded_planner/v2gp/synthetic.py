@@ -40,19 +40,30 @@ GRIPPER_RGB = (50, 50, 50)
 # Episode scripts: (instruction, steps). A step is (kind, object, target): pick_place, open, empty_grasp, drop.
 SCRIPTS = [
     ("put the red block on the blue plate", [("pick_place", "red block", "blue plate")]),
-    ("put the red block on the blue plate and the yellow block on the green tray",
-     [("pick_place", "red block", "blue plate"), ("pick_place", "yellow block", "green tray")]),
+    (
+        "put the red block on the blue plate and the yellow block on the green tray",
+        [("pick_place", "red block", "blue plate"), ("pick_place", "yellow block", "green tray")],
+    ),
     ("open the drawer", [("open", "orange drawer handle", "")]),
     # a failed grasp that is retried: the plan keeps both blocks, the instruction stays
-    ("put the yellow block on the green tray and the red block on the blue plate",
-     [("empty_grasp", "yellow block", ""), ("pick_place", "yellow block", "green tray"),
-      ("pick_place", "red block", "blue plate")]),
+    (
+        "put the yellow block on the green tray and the red block on the blue plate",
+        [
+            ("empty_grasp", "yellow block", ""),
+            ("pick_place", "yellow block", "green tray"),
+            ("pick_place", "red block", "blue plate"),
+        ],
+    ),
     # a failed grasp that is not retried: the plan only moves the red block, the instruction is revised
-    ("put the yellow block on the green tray and the red block on the blue plate",
-     [("empty_grasp", "yellow block", ""), ("pick_place", "red block", "blue plate")]),
+    (
+        "put the yellow block on the green tray and the red block on the blue plate",
+        [("empty_grasp", "yellow block", ""), ("pick_place", "red block", "blue plate")],
+    ),
     # the same block twice: the second grasp is where the first place put it
-    ("put the red block on the blue plate, then move it to the green tray",
-     [("pick_place", "red block", "blue plate"), ("pick_place", "red block", "green tray")]),
+    (
+        "put the red block on the blue plate, then move it to the green tray",
+        [("pick_place", "red block", "blue plate"), ("pick_place", "red block", "green tray")],
+    ),
     # the block slips out of the gripper on the way: no usable step, no plan
     ("put the yellow block on the green tray", [("drop", "yellow block", "green tray")]),
 ]
@@ -87,8 +98,13 @@ class _Episode:
 
     def __init__(self, rng: np.random.Generator, steps: list[tuple[str, str, str]], cfg: SyntheticConfig):
         j = lambda s: rng.uniform(-s, s)  # noqa: E731 - small layout jitter
-        self.half = {"red block": (9.0, 9.0), "yellow block": (9.0, 9.0), "blue plate": (26.0, 22.0),
-                     "green tray": (30.0, 20.0), "orange drawer handle": (14.0, 5.0)}
+        self.half = {
+            "red block": (9.0, 9.0),
+            "yellow block": (9.0, 9.0),
+            "blue plate": (26.0, 22.0),
+            "green tray": (30.0, 20.0),
+            "orange drawer handle": (14.0, 5.0),
+        }
         self.pos = {
             "red block": np.array([60 + j(12), 80 + j(12)]),
             "yellow block": np.array([70 + j(12), 150 + j(12)]),
@@ -112,8 +128,14 @@ class _Episode:
 
     def _record(self, n: int = 1) -> None:
         for _ in range(n):
-            self.frames.append({"ee": self.ee.copy(), "grip": self.grip, "openness": self.openness,
-                                "pos": {k: v.copy() for k, v in self.pos.items()}})
+            self.frames.append(
+                {
+                    "ee": self.ee.copy(),
+                    "grip": self.grip,
+                    "openness": self.openness,
+                    "pos": {k: v.copy() for k, v in self.pos.items()},
+                }
+            )
 
     def _move(self, goal: np.ndarray, n: int) -> None:
         start = self.ee.copy()
@@ -147,8 +169,10 @@ class _Episode:
             self._move(dest, 10)
             self._record(1)
             self.held = None
-            self.actions += [{"type": "grasp", "object": obj, "bbox": first_box.round(2).tolist()},
-                             {"type": "place", "object": obj, "target": target, "point": dest.round(2).tolist()}]
+            self.actions += [
+                {"type": "grasp", "object": obj, "bbox": first_box.round(2).tolist()},
+                {"type": "place", "object": obj, "target": target, "point": dest.round(2).tolist()},
+            ]
         elif kind == "open":
             self.held = obj
             self._move(self.pos[obj] + np.array([0.0, 25.0]), 8)
@@ -178,7 +202,7 @@ class _Episode:
 
         def fill(box, color):
             x1, y1, x2, y2 = (int(round(v)) for v in box)
-            img[max(0, y1):max(0, y2), max(0, x1):max(0, x2)] = color
+            img[max(0, y1) : max(0, y2), max(0, x1) : max(0, x2)] = color
 
         handle = state["pos"]["orange drawer handle"]
         fill((handle[0] - 40, 195 + 25 * state["openness"] - 15, handle[0] + 40, 240), DRAWER_RGB)
@@ -252,15 +276,20 @@ def simulate(cfg: SyntheticConfig):
         plan_instruction = instruction
         if "yellow" in instruction and not any(st[0] == "pick_place" and st[1] == "yellow block" for st in steps):
             plan_instruction = "put the red block on the blue plate"  # what the plan actually does
-        truth = {"episode_index": e, "instruction": instruction, "plan_instruction": plan_instruction,
-                 "segments": [list(seg) for seg in sim.segments],
-                 "kept_segments": [list(seg) for seg, st in zip(sim.segments, steps) if st[0] in ("pick_place", "open")],
-                 "plan": {"instruction": plan_instruction, "image_size": [WIDTH, HEIGHT], "actions": sim.actions}}
+        truth = {
+            "episode_index": e,
+            "instruction": instruction,
+            "plan_instruction": plan_instruction,
+            "segments": [list(seg) for seg in sim.segments],
+            "kept_segments": [list(seg) for seg, st in zip(sim.segments, steps) if st[0] in ("pick_place", "open")],
+            "plan": {"instruction": plan_instruction, "image_size": [WIDTH, HEIGHT], "actions": sim.actions},
+        }
         yield e, instruction, sim, images, grip, truth
 
 
-def write_synthetic_rollouts(out: str | Path, cfg: SyntheticConfig | None = None,
-                             joint: str = "fr3_finger_joint1") -> Path:
+def write_synthetic_rollouts(
+    out: str | Path, cfg: SyntheticConfig | None = None, joint: str = "fr3_finger_joint1"
+) -> Path:
     """The same episodes as rollout folders (rollout.json + rollout.mcap): color frames, and the gripper as a
     Franka finger joint (0.04 m open, 0 closed) in sensor_msgs/JointState; ``v2gp_truth.jsonl`` beside them."""
 
@@ -273,8 +302,12 @@ def write_synthetic_rollouts(out: str | Path, cfg: SyntheticConfig | None = None
     period_ns = int(1e9 / cfg.fps)
     for e, instruction, _sim, images, grip, expected in simulate(cfg):
         clock = [1_700_000_000_000_000_000 + e * 10**12]
-        with RolloutRecorder(root / f"episode_{e:03d}", instruction=instruction, clock_ns=lambda clock=clock: clock[0],
-                             fsync_every_s=None) as rec:
+        with RolloutRecorder(
+            root / f"episode_{e:03d}",
+            instruction=instruction,
+            clock_ns=lambda clock=clock: clock[0],
+            fsync_every_s=None,
+        ) as rec:
             for image, g in zip(images, grip):
                 if np.isfinite(g):  # a dropout: no joint state for this frame
                     rec.log_joint_state([joint, "fr3_joint1"], [0.04 * (1.0 - float(g)), 0.0])
@@ -316,8 +349,10 @@ def write_synthetic_dataset(out: str | Path, cfg: SyntheticConfig | None = None,
             "task_index": pa.array(np.full(n, task_index[instruction], dtype=np.int64)),
         }
         if not cfg.video:
-            columns[CAMERA] = pa.array([{"bytes": _png(im), "path": f"frame_{i:06d}.png"} for i, im in enumerate(images)],
-                                       type=pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
+            columns[CAMERA] = pa.array(
+                [{"bytes": _png(im), "path": f"frame_{i:06d}.png"} for i, im in enumerate(images)],
+                type=pa.struct([("bytes", pa.binary()), ("path", pa.string())]),
+            )
         table = pa.table(columns)
         meta: dict[str, Any] = {"episode_index": e, "tasks": [instruction], "length": n}
         if version == "v2.1":
@@ -328,14 +363,25 @@ def write_synthetic_dataset(out: str | Path, cfg: SyntheticConfig | None = None,
                 _write_video(root / f"videos/chunk-000/{CAMERA}/episode_{e:06d}.mp4", images, cfg.fps)
         else:
             tables.append(table)
-            meta.update({"data/chunk_index": 0, "data/file_index": 0, "dataset_from_index": global_index,
-                         "dataset_to_index": global_index + n})
+            meta.update(
+                {
+                    "data/chunk_index": 0,
+                    "data/file_index": 0,
+                    "dataset_from_index": global_index,
+                    "dataset_to_index": global_index + n,
+                }
+            )
             if cfg.video:
                 start_s = len(video_frames) / cfg.fps
                 video_frames.extend(images)
-                meta.update({f"videos/{CAMERA}/chunk_index": 0, f"videos/{CAMERA}/file_index": 0,
-                             f"videos/{CAMERA}/from_timestamp": start_s,
-                             f"videos/{CAMERA}/to_timestamp": len(video_frames) / cfg.fps})
+                meta.update(
+                    {
+                        f"videos/{CAMERA}/chunk_index": 0,
+                        f"videos/{CAMERA}/file_index": 0,
+                        f"videos/{CAMERA}/from_timestamp": start_s,
+                        f"videos/{CAMERA}/to_timestamp": len(video_frames) / cfg.fps,
+                    }
+                )
         episodes_meta.append(meta)
         objects.append({"episode_index": e, "objects": sim.object_tracks()})
         truth.append(expected)
@@ -349,30 +395,44 @@ def write_synthetic_dataset(out: str | Path, cfg: SyntheticConfig | None = None,
         "episode_index": {"dtype": "int64", "shape": [1], "names": None},
         "index": {"dtype": "int64", "shape": [1], "names": None},
         "task_index": {"dtype": "int64", "shape": [1], "names": None},
-        CAMERA: {"dtype": "video" if cfg.video else "image", "shape": [HEIGHT, WIDTH, 3],
-                 "names": ["height", "width", "channel"]},
+        CAMERA: {
+            "dtype": "video" if cfg.video else "image",
+            "shape": [HEIGHT, WIDTH, 3],
+            "names": ["height", "width", "channel"],
+        },
     }
-    info: dict[str, Any] = {"codebase_version": version, "robot_type": "synthetic_topdown", "fps": cfg.fps,
-                            "total_episodes": cfg.episodes, "total_frames": global_index,
-                            "total_tasks": len(instructions), "chunks_size": 1000, "features": features,
-                            "splits": {"train": f"0:{cfg.episodes}"}}
+    info: dict[str, Any] = {
+        "codebase_version": version,
+        "robot_type": "synthetic_topdown",
+        "fps": cfg.fps,
+        "total_episodes": cfg.episodes,
+        "total_frames": global_index,
+        "total_tasks": len(instructions),
+        "chunks_size": 1000,
+        "features": features,
+        "splits": {"train": f"0:{cfg.episodes}"},
+    }
     if version == "v2.1":
         info["data_path"] = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
-        info["video_path"] = ("videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
-                              if cfg.video else None)
+        info["video_path"] = (
+            "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4" if cfg.video else None
+        )
         (root / "meta/episodes.jsonl").write_text("".join(json.dumps(m) + "\n" for m in episodes_meta))
         (root / "meta/tasks.jsonl").write_text(
-            "".join(json.dumps({"task_index": i, "task": t}) + "\n" for t, i in task_index.items()))
+            "".join(json.dumps({"task_index": i, "task": t}) + "\n" for t, i in task_index.items())
+        )
     else:
         info["data_path"] = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-        info["video_path"] = ("videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
-                              if cfg.video else None)
+        info["video_path"] = (
+            "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4" if cfg.video else None
+        )
         (root / "data/chunk-000").mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.concat_tables(tables), root / "data/chunk-000/file-000.parquet")
         (root / "meta/episodes/chunk-000").mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.Table.from_pylist(episodes_meta), root / "meta/episodes/chunk-000/file-000.parquet")
-        pq.write_table(pa.table({"task_index": list(task_index.values()), "task": list(task_index)}),
-                       root / "meta/tasks.parquet")
+        pq.write_table(
+            pa.table({"task_index": list(task_index.values()), "task": list(task_index)}), root / "meta/tasks.parquet"
+        )
         if cfg.video:
             _write_video(root / f"videos/{CAMERA}/chunk-000/file-000.mp4", video_frames, cfg.fps)
     (root / "meta/info.json").write_text(json.dumps(info, indent=2))

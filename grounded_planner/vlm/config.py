@@ -49,7 +49,9 @@ class PlannerConfig:
 
     backend: str = "openai"  # openai | gemini | transformers | replay | decoupled
     model: str = ""  # model name on the server, Gemini model id, or local path/hub id for transformers
-    base_url: str = ""  # OpenAI-compatible server root incl. /v1 (vLLM http://localhost:8000/v1); Gemini endpoint override
+    base_url: str = (
+        ""  # OpenAI-compatible server root incl. /v1 (vLLM http://localhost:8000/v1); Gemini endpoint override
+    )
     # more OpenAI-compatible servers of the same model: requests go to the least loaded of base_url and these, and
     # around a dead one (YAML may also give base_url as a list)
     base_urls: list[str] = field(default_factory=list)
@@ -93,15 +95,25 @@ class PlannerConfig:
         if self.backend not in BACKENDS:
             raise VLMConfigError(f"PlannerConfig.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.prompt_family not in PROMPT_FAMILIES:
-            raise VLMConfigError(f"PlannerConfig.prompt_family must be one of {', '.join(PROMPT_FAMILIES)}, got {self.prompt_family!r}")
+            raise VLMConfigError(
+                f"PlannerConfig.prompt_family must be one of {', '.join(PROMPT_FAMILIES)}, got {self.prompt_family!r}"
+            )
         if self.grounder_family not in PROMPT_FAMILIES:
-            raise VLMConfigError(f"PlannerConfig.grounder_family must be one of {', '.join(PROMPT_FAMILIES)}, got {self.grounder_family!r}")
+            raise VLMConfigError(
+                f"PlannerConfig.grounder_family must be one of {', '.join(PROMPT_FAMILIES)}, got {self.grounder_family!r}"
+            )
         if self.convention not in PARSE_CONVENTIONS:
-            raise VLMConfigError(f"PlannerConfig.convention must be one of {', '.join(PARSE_CONVENTIONS)}, got {self.convention!r}")
+            raise VLMConfigError(
+                f"PlannerConfig.convention must be one of {', '.join(PARSE_CONVENTIONS)}, got {self.convention!r}"
+            )
         if self.language_backend not in MODEL_BACKENDS:
-            raise VLMConfigError(f"PlannerConfig.language_backend must be openai, gemini or transformers, got {self.language_backend!r}")
+            raise VLMConfigError(
+                f"PlannerConfig.language_backend must be openai, gemini or transformers, got {self.language_backend!r}"
+            )
         if self.grounder_backend not in ("", *MODEL_BACKENDS):
-            raise VLMConfigError(f"PlannerConfig.grounder_backend must be '', openai, gemini or transformers, got {self.grounder_backend!r}")
+            raise VLMConfigError(
+                f"PlannerConfig.grounder_backend must be '', openai, gemini or transformers, got {self.grounder_backend!r}"
+            )
         if self.grounder not in GROUNDERS:
             raise VLMConfigError(f"PlannerConfig.grounder must be one of {', '.join(GROUNDERS)}, got {self.grounder!r}")
         if self.image_format not in ("png", "jpeg"):
@@ -112,7 +124,9 @@ class PlannerConfig:
             if int(getattr(self, name)) < 0:
                 raise VLMConfigError(f"PlannerConfig.{name} must be >= 0, got {getattr(self, name)!r}")
         if self.max_image_side and self.max_image_side < 28:
-            raise VLMConfigError(f"PlannerConfig.max_image_side must be 0 (no resize) or >= 28 px, got {self.max_image_side}")
+            raise VLMConfigError(
+                f"PlannerConfig.max_image_side must be 0 (no resize) or >= 28 px, got {self.max_image_side}"
+            )
         if self.retry_backoff_s < 0:
             raise VLMConfigError(f"PlannerConfig.retry_backoff_s must be >= 0 s, got {self.retry_backoff_s}")
         if not (1 <= self.jpeg_quality <= 95):
@@ -120,7 +134,9 @@ class PlannerConfig:
         if self.point_box_px <= 0:
             raise VLMConfigError(f"PlannerConfig.point_box_px must be > 0 px, got {self.point_box_px}")
         if self.backend == "replay" and not self.replay_file:
-            raise VLMConfigError("PlannerConfig.replay_file is required for the replay backend (a JSONL of recorded plans)")
+            raise VLMConfigError(
+                "PlannerConfig.replay_file is required for the replay backend (a JSONL of recorded plans)"
+            )
 
     # -- derived ------------------------------------------------------------------------------------
     @property

@@ -82,8 +82,9 @@ def key_convention(key: str, convention: str, plan_convention: str) -> str:
     return plan_convention
 
 
-def answer_box_to_px(values: Sequence[float], convention: str, image_wh: Sequence[int],
-                     model_wh: Sequence[int]) -> tuple[float, float, float, float]:
+def answer_box_to_px(
+    values: Sequence[float], convention: str, image_wh: Sequence[int], model_wh: Sequence[int]
+) -> tuple[float, float, float, float]:
     """A box as a model answered (``convention`` or ``unit``: fractions of the sides) -> pixels of the original
     image; pixel answers refer to the image the model saw (``model_wh``) and are scaled back."""
     w, h = float(image_wh[0]), float(image_wh[1])
@@ -95,8 +96,9 @@ def answer_box_to_px(values: Sequence[float], convention: str, image_wh: Sequenc
     return box_to_px(values, convention, image_wh)
 
 
-def answer_point_to_px(values: Sequence[float], convention: str, image_wh: Sequence[int],
-                       model_wh: Sequence[int]) -> tuple[float, float]:
+def answer_point_to_px(
+    values: Sequence[float], convention: str, image_wh: Sequence[int], model_wh: Sequence[int]
+) -> tuple[float, float]:
     """A point as a model answered -> pixels of the original image (see :func:`answer_box_to_px`)."""
     w, h = float(image_wh[0]), float(image_wh[1])
     if convention == "unit":
@@ -140,8 +142,14 @@ def _round(value: float, decimals: int):
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9 _.'-]+$")
 
 
-def render_plan(plan: GroundedPlan, convention: str = "pixel", *, style: str = "json",
-                model_image_size: Sequence[int] | None = None, decimals: int = 0) -> str:
+def render_plan(
+    plan: GroundedPlan,
+    convention: str = "pixel",
+    *,
+    style: str = "json",
+    model_image_size: Sequence[int] | None = None,
+    decimals: int = 0,
+) -> str:
     """Write a canonical plan the way a model of ``convention`` would answer.
 
     Used for prompt examples, V2GP training targets and round-trip tests of the parser.
@@ -209,4 +217,6 @@ def render_plan(plan: GroundedPlan, convention: str = "pixel", *, style: str = "
 
 
 def _call_name(name: str) -> str:
-    return name if _PLAIN_NAME.match(name) and not re.match(r"^[\d.\s-]+$", name) else json.dumps(name, ensure_ascii=False)
+    return (
+        name if _PLAIN_NAME.match(name) and not re.match(r"^[\d.\s-]+$", name) else json.dumps(name, ensure_ascii=False)
+    )

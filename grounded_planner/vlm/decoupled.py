@@ -30,8 +30,9 @@ class Grounder(ABC):
     name = "grounder"
 
     @abstractmethod
-    def locate(self, image_rgb: np.ndarray, encoded: EncodedImage, name: str, kind: str,
-               carried: str = "") -> tuple[tuple[float, ...], list[str]]:
+    def locate(
+        self, image_rgb: np.ndarray, encoded: EncodedImage, name: str, kind: str, carried: str = ""
+    ) -> tuple[tuple[float, ...], list[str]]:
         """Box (x1, y1, x2, y2) of object ``name`` (``kind="box"``) or a point on target ``name`` where ``carried``
         can be put (``kind="point"``), in pixels of ``image_rgb``; with warnings. Raises VLMResponseError."""
 
@@ -56,8 +57,11 @@ class VLMGrounder(Grounder):
         self.family = family
 
     def locate(self, image_rgb, encoded, name, kind, carried=""):
-        description = f"the {name}" if kind == "box" else \
-            f"a free spot on the {name} where the {carried or 'object'} should be put"
+        description = (
+            f"the {name}"
+            if kind == "box"
+            else f"a free spot on the {name} where the {carried or 'object'} should be put"
+        )
         prompt = prompts.grounding_prompt(self.family, kind, description, *encoded.size)
         answer = self.planner.complete([{"role": "user", "content": prompt}], encoded)
         seen = self.planner.backend.seen_size(encoded.size)
@@ -109,10 +113,14 @@ class Sam3Grounder(Grounder):
             from sam3.model_builder import build_sam3_image_model  # lazy: optional SDK (sam3), not in install_requires
             import torch  # lazy: optional SDK (torch), not in install_requires
         except ImportError as exc:
-            raise VLMConfigError(f"the sam3 grounder needs the sam3 package and torch ({exc}); "
-                                 "use --grounder vlm or embodied-r1 otherwise") from exc
+            raise VLMConfigError(
+                f"the sam3 grounder needs the sam3 package and torch ({exc}); "
+                "use --grounder vlm or embodied-r1 otherwise"
+            ) from exc
         if not torch.cuda.is_available():
-            raise VLMConfigError("the sam3 grounder needs a CUDA GPU; use --grounder vlm or embodied-r1 on this machine")
+            raise VLMConfigError(
+                "the sam3 grounder needs a CUDA GPU; use --grounder vlm or embodied-r1 on this machine"
+            )
         self._processor = Sam3Processor(build_sam3_image_model())
         self._cache: tuple[str, object] | None = None
 
@@ -156,8 +164,10 @@ class DecoupledPlanner(Planner):
         image_rgb = check_image(image_rgb)
         instruction = _check_instruction(instruction)
         encoded = self.encode(image_rgb)
-        messages = [{"role": "system", "content": prompts.language_plan_system_prompt()},
-                    {"role": "user", "content": prompts.planning_user_prompt(instruction)}]
+        messages = [
+            {"role": "system", "content": prompts.language_plan_system_prompt()},
+            {"role": "user", "content": prompts.planning_user_prompt(instruction)},
+        ]
         steps = self.complete_plan(messages, encoded, instruction, "pixel", validate=False)
         warnings = list(steps.warnings)
         actions: list[GroundedAction] = []
@@ -173,9 +183,15 @@ class DecoupledPlanner(Planner):
                 box, notes = self.grounder.locate(image_rgb, encoded, step.object, "box")
                 actions.append(GroundedAction(step.type, step.object, step.target, bbox=tuple(box)))
             warnings += [f"step {i}: {n}" for n in notes]
-        plan = GroundedPlan(instruction=instruction, image_size=steps.image_size, actions=actions, reason=steps.reason,
-                            warnings=warnings, model=f"{self.model_name} + {self.grounder.name}",
-                            raw_response=steps.raw_response)
+        plan = GroundedPlan(
+            instruction=instruction,
+            image_size=steps.image_size,
+            actions=actions,
+            reason=steps.reason,
+            warnings=warnings,
+            model=f"{self.model_name} + {self.grounder.name}",
+            raw_response=steps.raw_response,
+        )
         try:
             plan.validate()
         except PlanError as exc:
@@ -196,12 +212,16 @@ def make_decoupled_planner(config: PlannerConfig) -> DecoupledPlanner:
     grounder_url = config.grounder_base_url or config.base_url
     if config.grounder == "vlm":
         family = prompt_family_for(grounder_model) if config.grounder_family == "auto" else config.grounder_family
-        sub = Planner(config, make_backend(config, backend=config.grounder_backend or None, model=grounder_model,
-                                           base_url=grounder_url))
+        sub = Planner(
+            config,
+            make_backend(config, backend=config.grounder_backend or None, model=grounder_model, base_url=grounder_url),
+        )
         grounder: Grounder = VLMGrounder(sub, family)
     elif config.grounder == "embodied-r1":
-        sub = Planner(config, make_backend(config, backend="openai", model=config.grounder_model or "Embodied-R1",
-                                           base_url=grounder_url))
+        sub = Planner(
+            config,
+            make_backend(config, backend="openai", model=config.grounder_model or "Embodied-R1", base_url=grounder_url),
+        )
         grounder = EmbodiedR1Grounder(sub, config.point_box_px)
     else:
         grounder = Sam3Grounder()

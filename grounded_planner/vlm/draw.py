@@ -19,7 +19,6 @@ def draw_plan(image_rgb: np.ndarray, plan: GroundedPlan):
     Line width and font size scale with the image so the overlay reads the same at 640 px and 4K.
     """
 
-
     image_rgb = check_image(image_rgb)
     img = Image.fromarray(image_rgb, "RGB")
     draw = ImageDraw.Draw(img)

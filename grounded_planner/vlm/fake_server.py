@@ -43,7 +43,9 @@ class Reply:
     raw_body: bytes | None = None  # sent as is instead of a JSON body
 
 
-def find_color(image_rgb: np.ndarray, color: tuple[int, int, int], tol: int = 40) -> tuple[float, float, float, float] | None:
+def find_color(
+    image_rgb: np.ndarray, color: tuple[int, int, int], tol: int = 40
+) -> tuple[float, float, float, float] | None:
     """(x1, y1, x2, y2) in pixels around the pixels within ``tol`` of ``color``, or None if there are none."""
     diff = np.abs(image_rgb.astype(np.int16) - np.asarray(color, dtype=np.int16)).max(axis=2)
     ys, xs = np.nonzero(diff <= tol)
@@ -52,7 +54,9 @@ def find_color(image_rgb: np.ndarray, color: tuple[int, int, int], tol: int = 40
     return float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)
 
 
-def find_object(image_rgb: np.ndarray, color: tuple[int, int, int], tol: float = 0.05) -> tuple[float, float, float, float] | None:
+def find_object(
+    image_rgb: np.ndarray, color: tuple[int, int, int], tol: float = 0.05
+) -> tuple[float, float, float, float] | None:
     """(x1, y1, x2, y2) of the largest 8-connected blob of ``color`` -- one object, as a model names one, not the
     union of every look-alike in view. Matches by chromaticity (r, g, b over their sum, within ``tol``) and a
     brightness within 0.55-1.8x of the colour's, so a shaded side of a box is the same colour as its lit top
@@ -79,8 +83,10 @@ def find_object(image_rgb: np.ndarray, color: tuple[int, int, int], tol: float =
 def make_demo_scene(width: int = 640, height: int = 480) -> np.ndarray:
     """A table image with a red block, a blue plate and a green drawer handle (the DEMO_SCENE colours)."""
     img = np.full((height, width, 3), (185, 160, 120), dtype=np.uint8)  # wooden table
+
     def rect(fx1, fy1, fx2, fy2, color):
-        img[int(fy1 * height):int(fy2 * height), int(fx1 * width):int(fx2 * width)] = color
+        img[int(fy1 * height) : int(fy2 * height), int(fx1 * width) : int(fx2 * width)] = color
+
     rect(0.15, 0.45, 0.25, 0.60, DEMO_SCENE["red block"])
     rect(0.55, 0.40, 0.85, 0.70, DEMO_SCENE["blue plate"])
     rect(0.40, 0.08, 0.60, 0.14, DEMO_SCENE["green drawer handle"])
@@ -107,8 +113,14 @@ class FakeVLMServer:
         Replies served before computed answers.
     """
 
-    def __init__(self, scene: dict[str, tuple[int, int, int]] | None = None, port: int = 0,
-                 one_object: bool = False, latency_s: float = 0.0, capacity: int = 0):
+    def __init__(
+        self,
+        scene: dict[str, tuple[int, int, int]] | None = None,
+        port: int = 0,
+        one_object: bool = False,
+        latency_s: float = 0.0,
+        capacity: int = 0,
+    ):
         self.scene = dict(DEMO_SCENE if scene is None else scene)
         #: True: a name is found as the largest blob of its colour (a look-alike elsewhere is ignored, or mistaken
         #: for it when it looks bigger); False: the box around every pixel of that colour
@@ -186,8 +198,13 @@ class FakeVLMServer:
         if reply is not None and reply.delay_s:
             self._stop.wait(reply.delay_s)
         if reply is not None and (reply.status != 200 or reply.raw_body is not None):
-            self._send(handler, reply.status, reply.raw_body or json.dumps(
-                {"error": {"message": f"scripted HTTP {reply.status}", "code": reply.status}}).encode(), reply.headers)
+            self._send(
+                handler,
+                reply.status,
+                reply.raw_body
+                or json.dumps({"error": {"message": f"scripted HTTP {reply.status}", "code": reply.status}}).encode(),
+                reply.headers,
+            )
             return
         try:
             if gemini:
@@ -197,24 +214,38 @@ class FakeVLMServer:
                 model = str(payload.get("model", ""))
                 text_parts, image = self._openai_inputs(payload)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # what a real server answers
-            self._send(handler, 400, json.dumps({"error": {"message": f"bad request: {exc}", "code": 400}}).encode(), {})
+            self._send(
+                handler, 400, json.dumps({"error": {"message": f"bad request: {exc}", "code": 400}}).encode(), {}
+            )
             return
         if self._slots is not None:
             self._slots.acquire()
         try:
             if self.latency_s:
                 self._stop.wait(self.latency_s)
-            content = reply.content if reply is not None and reply.content is not None else \
-                self.answer(model, text_parts, image)
+            content = (
+                reply.content
+                if reply is not None and reply.content is not None
+                else self.answer(model, text_parts, image)
+            )
         finally:
             if self._slots is not None:
                 self._slots.release()
         if gemini:
-            out = {"candidates": [{"content": {"role": "model", "parts": [{"text": content}]}, "finishReason": "STOP"}],
-                   "modelVersion": model}
+            out = {
+                "candidates": [{"content": {"role": "model", "parts": [{"text": content}]}, "finishReason": "STOP"}],
+                "modelVersion": model,
+            }
         else:
-            out = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": model,
-                   "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]}
+            out = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                ],
+            }
         self._send(handler, 200, json.dumps(out).encode(), reply.headers if reply else {})
 
     @staticmethod
@@ -275,13 +306,15 @@ class FakeVLMServer:
     def answer(self, model: str, texts: list[str], image: np.ndarray | None) -> str:
         """What the stand-in model says to this conversation (last user turn decides the task)."""
         family = _family(model)
-        user = [t[len("user: "):] for t in texts if t.startswith("user: ")]
+        user = [t[len("user: ") :] for t in texts if t.startswith("user: ")]
         system = " ".join(t for t in texts if t.startswith("system: "))
         last = user[-1] if user else ""
         if image is None:
             return "I need an image to answer."
         h, w = image.shape[:2]
-        m = re.search(r"(?:Locate|Point to|point out(?: a free spot on)?)(?: the)? (.+?)(?: in the image)?\.", last, re.I)
+        m = re.search(
+            r"(?:Locate|Point to|point out(?: a free spot on)?)(?: the)? (.+?)(?: in the image)?\.", last, re.I
+        )
         if m:
             spot = re.search(r"free spot on (?:the )?(.+?) where", m.group(1))
             box = self._find(spot.group(1) if spot else m.group(1), image)
@@ -294,13 +327,18 @@ class FakeVLMServer:
         instr = next((m for m in (re.search(r"Instruction: (.+)", u) for u in reversed(user)) if m), None)
         instruction = instr.group(1) if instr else last
         steps = self._steps(instruction, image)
-        if steps and any(u.startswith("Instruction: ") and "Steps already done" in u for u in user[-1:]) \
-                and self._already_done(steps):
+        if (
+            steps
+            and any(u.startswith("Instruction: ") and "Steps already done" in u for u in user[-1:])
+            and self._already_done(steps)
+        ):
             return json.dumps({"actions": [], "reason": f"'{instruction}' is already done."})
         if steps is None:
             return json.dumps({"actions": [], "reason": f"No valid target for '{instruction}' is visible."})
         if "no coordinates" in system or "Name each object precisely" in system:  # decoupled language planner
-            return json.dumps({"actions": [{k: v for k, v in s.items() if k in ("type", "object", "target")} for s in steps]})
+            return json.dumps(
+                {"actions": [{k: v for k, v in s.items() if k in ("type", "object", "target")} for s in steps]}
+            )
         return self._render_plan(family, steps, w, h)
 
     def _steps(self, instruction: str, image: np.ndarray) -> list[dict] | None:
@@ -312,8 +350,10 @@ class FakeVLMServer:
             if box is None or dest is None:
                 return None
             point = ((dest[0] + dest[2]) / 2, (dest[1] + dest[3]) / 2)
-            return [{"type": "grasp", "object": obj, "bbox": box},
-                    {"type": "place", "object": obj, "target": target, "point": point}]
+            return [
+                {"type": "grasp", "object": obj, "bbox": box},
+                {"type": "place", "object": obj, "target": target, "point": point},
+            ]
         m = re.match(r"(open|close) (?:the )?(.+)$", text)
         if m:
             box = self._find(m.group(2), image)
@@ -336,14 +376,23 @@ class FakeVLMServer:
         rel = lambda v, side: round(v / side * 1000)  # noqa: E731 - 0-1000 of a side
         cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
         if family == "qwen3":
-            key, value = ("bbox_2d", [rel(x1, w), rel(y1, h), rel(x2, w), rel(y2, h)]) if want_box else \
-                ("point_2d", [rel(cx, w), rel(cy, h)])
+            key, value = (
+                ("bbox_2d", [rel(x1, w), rel(y1, h), rel(x2, w), rel(y2, h)])
+                if want_box
+                else ("point_2d", [rel(cx, w), rel(cy, h)])
+            )
         elif family == "gemini":
-            key, value = ("box_2d", [rel(y1, h), rel(x1, w), rel(y2, h), rel(x2, w)]) if want_box else \
-                ("point", [rel(cy, h), rel(cx, w)])
+            key, value = (
+                ("box_2d", [rel(y1, h), rel(x1, w), rel(y2, h), rel(x2, w)])
+                if want_box
+                else ("point", [rel(cy, h), rel(cx, w)])
+            )
         else:
-            key, value = ("bbox", [round(x1), round(y1), round(x2), round(y2)]) if want_box else \
-                ("point", [round(cx), round(cy)])
+            key, value = (
+                ("bbox", [round(x1), round(y1), round(x2), round(y2)])
+                if want_box
+                else ("point", [round(cx), round(cy)])
+            )
         return json.dumps({key: value, "label": label})
 
     @staticmethod
@@ -354,9 +403,19 @@ class FakeVLMServer:
             if "bbox" in s:
                 x1, y1, x2, y2 = s["bbox"]
                 if family == "qwen3":
-                    item["bbox_2d"] = [round(x1 / w * 1000), round(y1 / h * 1000), round(x2 / w * 1000), round(y2 / h * 1000)]
+                    item["bbox_2d"] = [
+                        round(x1 / w * 1000),
+                        round(y1 / h * 1000),
+                        round(x2 / w * 1000),
+                        round(y2 / h * 1000),
+                    ]
                 elif family == "gemini":
-                    item["box_2d"] = [round(y1 / h * 1000), round(x1 / w * 1000), round(y2 / h * 1000), round(x2 / w * 1000)]
+                    item["box_2d"] = [
+                        round(y1 / h * 1000),
+                        round(x1 / w * 1000),
+                        round(y2 / h * 1000),
+                        round(x2 / w * 1000),
+                    ]
                 else:
                     item["bbox"] = [round(x1), round(y1), round(x2), round(y2)]
             if "point" in s:
@@ -369,11 +428,18 @@ class FakeVLMServer:
                     item["point"] = [round(x), round(y)]
             items.append(item)
         if family == "qwen3":
-            return "<think>\nI need to find the objects first.\n</think>\n```json\n" + json.dumps(items, indent=2) + "\n```"
+            return (
+                "<think>\nI need to find the objects first.\n</think>\n```json\n"
+                + json.dumps(items, indent=2)
+                + "\n```"
+            )
         if family == "gemini":
             return "```json\n" + json.dumps(items, indent=2) + "\n```"
-        return ("Here is the plan for the robot:\n\n```json\n" + json.dumps({"actions": items}, indent=2)
-                + "\n```\n\nEach grasp is followed by a place.")
+        return (
+            "Here is the plan for the robot:\n\n```json\n"
+            + json.dumps({"actions": items}, indent=2)
+            + "\n```\n\nEach grasp is followed by a place."
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

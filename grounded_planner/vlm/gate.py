@@ -62,8 +62,10 @@ class RequestGate:
     def _take(self) -> None:
         with self._lock:
             if self._in_flight >= self.limit:
-                raise VLMBusyError(f"busy: {self._in_flight} VLM request(s) already in flight ({self.name} "
-                                   f"{self.limit}); try again when one has finished")
+                raise VLMBusyError(
+                    f"busy: {self._in_flight} VLM request(s) already in flight ({self.name} "
+                    f"{self.limit}); try again when one has finished"
+                )
             self._in_flight += 1
 
 

@@ -84,5 +84,6 @@ def encode_image(image_rgb: np.ndarray, max_side: int = 0, fmt: str = "png", jpe
     else:
         raise InputError(f"image format must be png or jpeg, got {fmt!r}")
     data = buf.getvalue()
-    return EncodedImage(data=data, mime_type=mime, size=size, original_size=(width, height),
-                        sha256=hashlib.sha256(data).hexdigest())
+    return EncodedImage(
+        data=data, mime_type=mime, size=size, original_size=(width, height), sha256=hashlib.sha256(data).hexdigest()
+    )

@@ -18,10 +18,37 @@ POINT_CLIP_MARGIN = 0.02
 CLIP_SILENT_PX = 1e-6
 
 OBJECT_KEYS = ("object", "obj", "object_name", "item", "label", "target_object", "what", "name", "entity")
-TARGET_KEYS = ("target", "destination", "receptacle", "place_on", "on", "to", "target_name", "where", "location",
-               "surface", "goal", "target_location")
-POINT_KEYS = ("point_2d", "point", "point_px", "place_point", "target_point", "point_xy", "xy", "location",
-              "position", "target_location", "target", "coordinates", "coords", "pos", "place_location")
+TARGET_KEYS = (
+    "target",
+    "destination",
+    "receptacle",
+    "place_on",
+    "on",
+    "to",
+    "target_name",
+    "where",
+    "location",
+    "surface",
+    "goal",
+    "target_location",
+)
+POINT_KEYS = (
+    "point_2d",
+    "point",
+    "point_px",
+    "place_point",
+    "target_point",
+    "point_xy",
+    "xy",
+    "location",
+    "position",
+    "target_location",
+    "target",
+    "coordinates",
+    "coords",
+    "pos",
+    "place_location",
+)
 # Keys that may hold a box or a point: decided by how many numbers they hold.
 EITHER_KEYS = ("coordinates", "coords", "location", "position", "target_location", "pos", "place_location", "target")
 ARG_KEYS = ("args", "arguments", "parameters", "params", "parameter", "argument", "inputs")
@@ -31,8 +58,12 @@ _NUMBERS_ONLY = re.compile(r"[\s\[\](),\d.eE+-]*+")
 
 def short(value: Any, limit: int = 80) -> str:
     """repr of a value cut to ``limit`` characters: error messages quote model output, never all of it."""
-    text = repr(value) if not isinstance(value, (dict, list, tuple)) or len(value) < 50 else f"<{type(value).__name__} of {len(value)}>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    text = (
+        repr(value)
+        if not isinstance(value, (dict, list, tuple)) or len(value) < 50
+        else f"<{type(value).__name__} of {len(value)}>"
+    )
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _as_float(value: int | float | str) -> float:
@@ -49,16 +80,22 @@ def _as_float(value: int | float | str) -> float:
 def number(value: Any, what: str, index: int) -> float:
     """One finite coordinate from a number or a numeric string."""
     if isinstance(value, bool):
-        raise ParseError(f"action {index}: {what} holds a boolean {value!r}, expected a number", index=index, rule=f"{what}_numbers")
+        raise ParseError(
+            f"action {index}: {what} holds a boolean {value!r}, expected a number", index=index, rule=f"{what}_numbers"
+        )
     found = NUMBER_RE.search(value) if isinstance(value, str) else None
     if isinstance(value, (int, float)):
         out = _as_float(value)
     elif found is not None:
         out = _as_float(found.group(0))
     else:
-        raise ParseError(f"action {index}: {what} holds {short(value)}, expected a number", index=index, rule=f"{what}_numbers")
+        raise ParseError(
+            f"action {index}: {what} holds {short(value)}, expected a number", index=index, rule=f"{what}_numbers"
+        )
     if not math.isfinite(out):
-        raise ParseError(f"action {index}: {what} holds a non-finite number {short(value)}", index=index, rule=f"{what}_finite")
+        raise ParseError(
+            f"action {index}: {what} holds a non-finite number {short(value)}", index=index, rule=f"{what}_finite"
+        )
     return out
 
 
@@ -70,8 +107,11 @@ def numbers(value: Any, n: int, what: str, index: int) -> list[float]:
         for keys in names:
             if all(k in low for k in keys):
                 return [number(low[k], what, index) for k in keys]
-        raise ParseError(f"action {index}: {what} as an object must have keys {', '.join(names[0])}, got "
-                         f"{short(sorted(low))}", index=index, rule=f"{what}_numbers")
+        raise ParseError(
+            f"action {index}: {what} as an object must have keys {', '.join(names[0])}, got {short(sorted(low))}",
+            index=index,
+            rule=f"{what}_numbers",
+        )
     if isinstance(value, str):
         flat: list[Any] = NUMBER_RE.findall(value)
     elif isinstance(value, (list, tuple)):
@@ -82,11 +122,17 @@ def numbers(value: Any, n: int, what: str, index: int) -> list[float]:
             else:
                 flat.append(v)
     else:
-        raise ParseError(f"action {index}: {what} must be a list of {n} numbers, got {short(value)}", index=index,
-                         rule=f"{what}_numbers")
+        raise ParseError(
+            f"action {index}: {what} must be a list of {n} numbers, got {short(value)}",
+            index=index,
+            rule=f"{what}_numbers",
+        )
     if len(flat) != n:
-        raise ParseError(f"action {index}: {what} must have {n} numbers, got {len(flat)}: {short(value)}", index=index,
-                         rule=f"{what}_length")
+        raise ParseError(
+            f"action {index}: {what} must have {n} numbers, got {len(flat)}: {short(value)}",
+            index=index,
+            rule=f"{what}_length",
+        )
     return [number(v, what, index) for v in flat]
 
 
@@ -99,7 +145,9 @@ def count_numbers(value: Any) -> int:
     if isinstance(value, str):
         return len(NUMBER_RE.findall(value)) if _NUMBERS_ONLY.fullmatch(value) else 0
     if isinstance(value, (list, tuple)):
-        return sum(count_numbers(v) if isinstance(v, (list, tuple)) else int(not isinstance(v, (dict, bool))) for v in value)
+        return sum(
+            count_numbers(v) if isinstance(v, (list, tuple)) else int(not isinstance(v, (dict, bool))) for v in value
+        )
     if isinstance(value, dict):
         low = lower_keys(value)
         if any(all(k in low for k in keys) for keys in _BOX_NAMES[:2]):
@@ -122,7 +170,7 @@ def all_fractions(items: list) -> bool:
             value = item.get(key)
             if isinstance(value, (list, tuple)):
                 for v in value:
-                    for x in (v if isinstance(v, (list, tuple)) else [v]):
+                    for x in v if isinstance(v, (list, tuple)) else [v]:
                         if isinstance(x, bool) or not isinstance(x, (int, float)):
                             return False
                         found.append(_as_float(x))
@@ -154,12 +202,18 @@ def flatten_item(raw: Any, index: int) -> dict:
     if isinstance(raw, str):
         calls = list(call_items(raw))
         if len(calls) != 1:
-            raise ParseError(f"action {index}: cannot read {short(raw)} as one action like 'grasp(object, [x1, y1, x2, y2])'",
-                             index=index, rule="action_text")
+            raise ParseError(
+                f"action {index}: cannot read {short(raw)} as one action like 'grasp(object, [x1, y1, x2, y2])'",
+                index=index,
+                rule="action_text",
+            )
         return calls[0]
     if not isinstance(raw, dict):
-        raise ParseError(f"action {index}: expected an object with a type, got {type(raw).__name__} {short(raw, 60)}",
-                         index=index, rule="action_object")
+        raise ParseError(
+            f"action {index}: expected an object with a type, got {type(raw).__name__} {short(raw, 60)}",
+            index=index,
+            rule="action_object",
+        )
     low = lower_keys(raw)
     if len(low) == 1 and norm_type(next(iter(low))) is not None:  # {"grasp": {...}} or {"grasp": [..]}
         verb, val = next(iter(low.items()))
@@ -193,19 +247,28 @@ def _kind(item: dict, index: int) -> tuple[str, str | None]:
     raw_type, type_key = type_of(item)
     if raw_type is None:
         keys = sorted(k for k in item if not k.startswith("_"))
-        raise ParseError(f"action {index}: no action type (expected a 'type' of grasp, place, open or close), "
-                         f"got keys {short(keys)}", index=index, rule="type")
+        raise ParseError(
+            f"action {index}: no action type (expected a 'type' of grasp, place, open or close), "
+            f"got keys {short(keys)}",
+            index=index,
+            rule="type",
+        )
     kind = norm_type(raw_type)
     if kind is None:
-        raise ParseError(f"action {index}: unknown action type {short(raw_type)} (expected grasp, place, open or close; "
-                         "pick and put are read as grasp and place)", index=index, rule="type")
+        raise ParseError(
+            f"action {index}: unknown action type {short(raw_type)} (expected grasp, place, open or close; "
+            "pick and put are read as grasp and place)",
+            index=index,
+            rule="type",
+        )
     return kind, type_key
 
 
 def _names(item: dict, kind: str, type_key: str | None) -> tuple[str, str]:
     obj = next((_name(item[k]) for k in OBJECT_KEYS if k != type_key and k in item and _name(item[k])), "")
-    target = next((_name(item[k]) for k in TARGET_KEYS
-                   if k in item and isinstance(item[k], (str, dict)) and _name(item[k])), "")
+    target = next(
+        (_name(item[k]) for k in TARGET_KEYS if k in item and isinstance(item[k], (str, dict)) and _name(item[k])), ""
+    )
     if kind != "place" and not obj and target:
         obj, target = target, ""  # {"action": "grasp", "target": "spoon"}: the thing grasped
     return obj, target
@@ -217,8 +280,14 @@ Coords = tuple[Any, str]  # (raw numbers, convention)
 def _call_coords(item: CallItem, kind: str, index: int, convention: str) -> tuple[Coords | None, Coords | None]:
     """Box and point of an action read from a call line; its bare numbers are pixels unless a convention is given."""
     call_conv = convention if convention != "auto" else "pixel"
-    box = (item["_box"], key_convention(item.get("_box_key", "bbox"), convention, call_conv)) if "_box" in item else None
-    point = (item["_point"], key_convention(item.get("_point_key", "point"), convention, call_conv)) if "_point" in item else None
+    box = (
+        (item["_box"], key_convention(item.get("_box_key", "bbox"), convention, call_conv)) if "_box" in item else None
+    )
+    point = (
+        (item["_point"], key_convention(item.get("_point_key", "point"), convention, call_conv))
+        if "_point" in item
+        else None
+    )
     coords = item.get("_coords")
     if coords is not None:
         if len(coords) == 4 and box is None:
@@ -226,8 +295,11 @@ def _call_coords(item: CallItem, kind: str, index: int, convention: str) -> tupl
         elif len(coords) == 2 and point is None:
             point = (coords, call_conv)
         else:
-            raise ParseError(f"action {index}: {kind}(...) has {len(coords)} coordinates, expected 4 (box) or 2 (point)",
-                             index=index, rule="coords_length")
+            raise ParseError(
+                f"action {index}: {kind}(...) has {len(coords)} coordinates, expected 4 (box) or 2 (point)",
+                index=index,
+                rule="coords_length",
+            )
     return box, point
 
 
@@ -236,8 +308,9 @@ def _first_box_key(item: dict, convention: str, plan_conv: str) -> Coords | None
     return None if key is None else (item[key], key_convention(key, convention, plan_conv))
 
 
-def _point_or_box_by_key(item: dict, convention: str, plan_conv: str,
-                         box: Coords | None) -> tuple[Coords | None, Coords | None]:
+def _point_or_box_by_key(
+    item: dict, convention: str, plan_conv: str, box: Coords | None
+) -> tuple[Coords | None, Coords | None]:
     """The first point key with a value; a key that may hold either (``coordinates``) holding 4 numbers is the
     box when there is none yet."""
     for key in POINT_KEYS:
@@ -279,8 +352,15 @@ def _keyed_coords(item: dict, convention: str, plan_conv: str) -> tuple[Coords |
     return box, point
 
 
-def to_action(raw: Any, index: int, convention: str, plan_conv: str, model_size: tuple[int, int],
-              image_size: tuple[int, int], warnings: list[str]) -> GroundedAction:
+def to_action(
+    raw: Any,
+    index: int,
+    convention: str,
+    plan_conv: str,
+    model_size: tuple[int, int],
+    image_size: tuple[int, int],
+    warnings: list[str],
+) -> GroundedAction:
     """One raw item -> a GroundedAction in pixels of the original image (warnings appended for any fix)."""
     item = flatten_item(raw, index)
     kind, type_key = _kind(item, index)
@@ -315,28 +395,40 @@ def fmt(values: Sequence[float]) -> str:
     return "[" + ", ".join(f"{v:.1f}" if abs(v) < 1e9 else f"{v:.3g}" for v in values) + "]"
 
 
-def checked_box(box: Sequence[float], index: int, label: str, image_size: tuple[int, int],
-                warnings: list[str]) -> tuple[float, float, float, float]:
+def checked_box(
+    box: Sequence[float], index: int, label: str, image_size: tuple[int, int], warnings: list[str]
+) -> tuple[float, float, float, float]:
     x1, y1, x2, y2 = box
     if not all(math.isfinite(v) for v in box):  # finite model numbers scaled past the float range
         raise ParseError(f"{label}: bbox {fmt(box)} px is not finite after scaling", index=index, rule="bbox_finite")
     if x1 > x2 or y1 > y2:
         # not guessed: the plan model forbids it, and which corner the model meant is unknown
-        raise ParseError(f"{label}: bbox {fmt(box)} px has x1 > x2 or y1 > y2 (expected [x1, y1, x2, y2] with the "
-                         "top-left corner first)", index=index, rule="bbox_order")
+        raise ParseError(
+            f"{label}: bbox {fmt(box)} px has x1 > x2 or y1 > y2 (expected [x1, y1, x2, y2] with the "
+            "top-left corner first)",
+            index=index,
+            rule="bbox_order",
+        )
     if x1 == x2 or y1 == y2:
-        raise ParseError(f"{label}: degenerate bbox {fmt(box)} px (zero width or height)", index=index, rule="bbox_degenerate")
+        raise ParseError(
+            f"{label}: degenerate bbox {fmt(box)} px (zero width or height)", index=index, rule="bbox_degenerate"
+        )
     w, h = image_size
     if x2 <= 0 or y2 <= 0 or x1 >= w or y1 >= h:
-        raise ParseError(f"{label}: bbox {fmt(box)} px lies wholly outside the {w}x{h} image", index=index, rule="bbox_outside")
+        raise ParseError(
+            f"{label}: bbox {fmt(box)} px lies wholly outside the {w}x{h} image", index=index, rule="bbox_outside"
+        )
     clipped = (max(0.0, x1), max(0.0, y1), min(float(w), x2), min(float(h), y2))
     if max(abs(a - b) for a, b in zip(clipped, (x1, y1, x2, y2))) > CLIP_SILENT_PX:
-        warnings.append(f"{label}: bbox {fmt((x1, y1, x2, y2))} px extends outside the {w}x{h} image; clipped to {fmt(clipped)}")
+        warnings.append(
+            f"{label}: bbox {fmt((x1, y1, x2, y2))} px extends outside the {w}x{h} image; clipped to {fmt(clipped)}"
+        )
     return clipped
 
 
-def checked_point(point: Sequence[float], index: int, label: str, image_size: tuple[int, int],
-                  warnings: list[str]) -> tuple[float, float]:
+def checked_point(
+    point: Sequence[float], index: int, label: str, image_size: tuple[int, int], warnings: list[str]
+) -> tuple[float, float]:
     x, y = point
     w, h = image_size
     if 0 <= x <= w and 0 <= y <= h:
@@ -348,4 +440,6 @@ def checked_point(point: Sequence[float], index: int, label: str, image_size: tu
         clipped = (min(max(x, 0.0), float(w)), min(max(y, 0.0), float(h)))
         warnings.append(f"{label}: point {fmt(point)} px is just outside the {w}x{h} image; clipped to {fmt(clipped)}")
         return clipped
-    raise ParseError(f"{label}: point {fmt(point)} px lies outside the {w}x{h} image", index=index, rule="point_outside")
+    raise ParseError(
+        f"{label}: point {fmt(point)} px lies outside the {w}x{h} image", index=index, rule="point_outside"
+    )

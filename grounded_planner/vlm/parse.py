@@ -23,16 +23,50 @@ from typing import Any, Sequence
 from grounded_planner.errors import InputError
 from grounded_planner.plan import GroundedPlan, PlanError
 from grounded_planner.vlm.conventions import (
-    PARSE_CONVENTIONS, answer_box_to_px, answer_point_to_px, check_convention, key_convention)
+    PARSE_CONVENTIONS,
+    answer_box_to_px,
+    answer_point_to_px,
+    check_convention,
+    key_convention,
+)
 from grounded_planner.vlm.errors import ParseDeadlineError, ParseError
 from grounded_planner.vlm.items import (
-    BOX_KEYS, POINT_KEYS, all_fractions, checked_box, checked_point, numbers, plan_convention, short, to_action)
+    BOX_KEYS,
+    POINT_KEYS,
+    all_fractions,
+    checked_box,
+    checked_point,
+    numbers,
+    plan_convention,
+    short,
+    to_action,
+)
 from grounded_planner.vlm.scan import (
-    MAX_CALL_CHARS, MAX_JSON_DEPTH, NUMBER_RE, TYPE_SYNONYMS, check_deadline, find_plan, json_values, lower_keys,
-    norm_type, strip_thinking)
+    MAX_CALL_CHARS,
+    MAX_JSON_DEPTH,
+    NUMBER_RE,
+    TYPE_SYNONYMS,
+    check_deadline,
+    find_plan,
+    json_values,
+    lower_keys,
+    norm_type,
+    strip_thinking,
+)
 
-__all__ = ["parse_plan", "parse_location", "ParseError", "ParseDeadlineError", "strip_thinking", "norm_type",
-           "TYPE_SYNONYMS", "MAX_TEXT_CHARS", "MAX_ACTIONS", "MAX_JSON_DEPTH", "MAX_CALL_CHARS"]
+__all__ = [
+    "parse_plan",
+    "parse_location",
+    "ParseError",
+    "ParseDeadlineError",
+    "strip_thinking",
+    "norm_type",
+    "TYPE_SYNONYMS",
+    "MAX_TEXT_CHARS",
+    "MAX_ACTIONS",
+    "MAX_JSON_DEPTH",
+    "MAX_CALL_CHARS",
+]
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +92,23 @@ def _check_text(text: Any) -> None:
     if not text.strip():
         raise ParseError("the model's answer is empty", rule="empty_answer")
     if len(text) > MAX_TEXT_CHARS:
-        raise ParseError(f"the model's answer is {len(text)} characters long (more than {MAX_TEXT_CHARS}); not a plan",
-                         rule="too_long")
+        raise ParseError(
+            f"the model's answer is {len(text)} characters long (more than {MAX_TEXT_CHARS}); not a plan",
+            rule="too_long",
+        )
 
 
-def parse_plan(text: str, image_size: Sequence[int], convention: str = "auto", instruction: str = "", *,
-               model_image_size: Sequence[int] | None = None, validate: bool = True, model: str = "",
-               deadline: float | None = None) -> GroundedPlan:
+def parse_plan(
+    text: str,
+    image_size: Sequence[int],
+    convention: str = "auto",
+    instruction: str = "",
+    *,
+    model_image_size: Sequence[int] | None = None,
+    validate: bool = True,
+    model: str = "",
+    deadline: float | None = None,
+) -> GroundedPlan:
     """Read a raw VLM answer into a canonical plan in pixels of the original image.
 
     Parameters
@@ -109,15 +153,24 @@ def parse_plan(text: str, image_size: Sequence[int], convention: str = "auto", i
     except ParseError:
         raise
     except (RecursionError, MemoryError) as exc:
-        raise ParseError(f"the model's answer is too deeply nested or too large to read ({type(exc).__name__})",
-                         rule="too_complex") from exc
+        raise ParseError(
+            f"the model's answer is too deeply nested or too large to read ({type(exc).__name__})", rule="too_complex"
+        ) from exc
     except Exception as exc:  # a parser bug must not take the caller down with an untyped error: say so, typed
         log.exception("parser bug on an answer of %d characters", len(text))
         raise ParseError(f"internal parser error {type(exc).__name__}: {exc}", rule="internal") from exc
 
 
-def _parse_plan(text: str, size: tuple[int, int], model_size: tuple[int, int], convention: str, instruction: str,
-                validate: bool, model: str, deadline: float | None) -> GroundedPlan:
+def _parse_plan(
+    text: str,
+    size: tuple[int, int],
+    model_size: tuple[int, int],
+    convention: str,
+    instruction: str,
+    validate: bool,
+    model: str,
+    deadline: float | None,
+) -> GroundedPlan:
     body, warnings = strip_thinking(text)
     stripped = body.strip()
     if len(stripped) > 1 and stripped[0] == stripped[-1] == '"':
@@ -130,18 +183,24 @@ def _parse_plan(text: str, size: tuple[int, int], model_size: tuple[int, int], c
     found = find_plan(body, deadline)
     if found is None:
         snippet = " ".join(body[:1000].split())[:80]
-        raise ParseError("no plan found in the model's answer: expected a JSON list of actions (or an object with "
-                         f"'actions') or lines like 'grasp(object, [x1, y1, x2, y2])'; the answer starts {snippet!r}",
-                         rule="no_plan")
+        raise ParseError(
+            "no plan found in the model's answer: expected a JSON list of actions (or an object with "
+            f"'actions') or lines like 'grasp(object, [x1, y1, x2, y2])'; the answer starts {snippet!r}",
+            rule="no_plan",
+        )
     if len(found.items) > MAX_ACTIONS:
-        raise ParseError(f"the answer holds {len(found.items)} actions (more than {MAX_ACTIONS}); not a plan",
-                         rule="too_many_actions")
+        raise ParseError(
+            f"the answer holds {len(found.items)} actions (more than {MAX_ACTIONS}); not a plan",
+            rule="too_many_actions",
+        )
     check_deadline(deadline)
     plan_conv = plan_convention(found.items, convention)
     if convention == "auto" and plan_conv == "pixel" and all_fractions(found.items):
         plan_conv = "unit"
         warnings.append("every coordinate is between 0 and 1: read as fractions of the image width and height")
-    actions = [to_action(raw, i, convention, plan_conv, model_size, size, warnings) for i, raw in enumerate(found.items)]
+    actions = [
+        to_action(raw, i, convention, plan_conv, model_size, size, warnings) for i, raw in enumerate(found.items)
+    ]
     # A place that names no object carries what the grasp before it picked up.
     for i, action in enumerate(actions):
         if action.type == "place" and not action.object and i > 0 and actions[i - 1].type == "grasp":
@@ -149,10 +208,19 @@ def _parse_plan(text: str, size: tuple[int, int], model_size: tuple[int, int], c
     reason = " ".join(found.reason.split())
     if not actions and not reason:
         reason = found.prose or "the model returned an empty plan without a reason"
-        warnings.append("empty plan without a 'reason' field: " + ("the text around it is the reason" if found.prose
-                                                                    else "none given"))
-    plan = GroundedPlan(instruction=instruction, image_size=size, actions=actions, reason=reason,
-                        warnings=warnings, model=model, raw_response=text)
+        warnings.append(
+            "empty plan without a 'reason' field: "
+            + ("the text around it is the reason" if found.prose else "none given")
+        )
+    plan = GroundedPlan(
+        instruction=instruction,
+        image_size=size,
+        actions=actions,
+        reason=reason,
+        warnings=warnings,
+        model=model,
+        raw_response=text,
+    )
     if validate:
         try:
             plan.validate()
@@ -169,11 +237,17 @@ def _point_tag_numbers(body: str) -> list[str]:
     """Numbers of the first closed ``<point>...</point>`` (Embodied-R1), found without backtracking."""
     start = _POINT_OPEN.search(body)
     end = _POINT_CLOSE.search(body, start.end()) if start else None
-    return NUMBER_RE.findall(body[start.end():end.start()]) if end else []
+    return NUMBER_RE.findall(body[start.end() : end.start()]) if end else []
 
 
-def parse_location(text: str, image_size: Sequence[int], kind: str, convention: str = "auto", *,
-                   model_image_size: Sequence[int] | None = None) -> tuple[tuple[float, ...], list[str]]:
+def parse_location(
+    text: str,
+    image_size: Sequence[int],
+    kind: str,
+    convention: str = "auto",
+    *,
+    model_image_size: Sequence[int] | None = None,
+) -> tuple[tuple[float, ...], list[str]]:
     """One box (``kind="box"``) or point (``kind="point"``) from a grounding answer, in original pixels.
 
     Reads ``{"bbox_2d": [...]}`` / ``{"box_2d": [...]}`` / ``{"point": [...]}`` objects (or a list of them:
@@ -192,15 +266,17 @@ def parse_location(text: str, image_size: Sequence[int], kind: str, convention: 
     except ParseError:
         raise
     except (RecursionError, MemoryError) as exc:
-        raise ParseError(f"the grounding answer is too deeply nested or too large to read ({type(exc).__name__})",
-                         rule="too_complex") from exc
+        raise ParseError(
+            f"the grounding answer is too deeply nested or too large to read ({type(exc).__name__})", rule="too_complex"
+        ) from exc
     except Exception as exc:  # see parse_plan
         log.exception("parser bug on a grounding answer of %d characters", len(text))
         raise ParseError(f"internal parser error {type(exc).__name__}: {exc}", rule="internal") from exc
 
 
-def _parse_location(text: str, size: tuple[int, int], model_size: tuple[int, int], kind: str,
-                    convention: str) -> tuple[tuple[float, ...], list[str]]:
+def _parse_location(
+    text: str, size: tuple[int, int], model_size: tuple[int, int], kind: str, convention: str
+) -> tuple[tuple[float, ...], list[str]]:
     body, warnings = strip_thinking(text)
     n = 4 if kind == "box" else 2
     keys = BOX_KEYS if kind == "box" else POINT_KEYS
@@ -221,8 +297,10 @@ def _parse_location(text: str, size: tuple[int, int], model_size: tuple[int, int
                     plan_conv = plan_convention([item], convention)
                     candidates.append((low[found], key_convention(found, convention, plan_conv)))
     if not candidates:
-        raise ParseError(f"no {kind} found in the grounding answer; it starts {' '.join(body[:1000].split())[:80]!r}",
-                         rule=f"no_{kind}")
+        raise ParseError(
+            f"no {kind} found in the grounding answer; it starts {' '.join(body[:1000].split())[:80]!r}",
+            rule=f"no_{kind}",
+        )
     raw, conv = candidates[0]
     if isinstance(raw, (list, tuple)):
         raw = [v for part in raw for v in (part if isinstance(part, (list, tuple)) else [part])]

@@ -75,8 +75,15 @@ class PlanRecorder:
         self.path = Path(path)
         self._lock = threading.Lock()
 
-    def record(self, instruction: str, image_hash: str, plan: GroundedPlan | None = None, *,
-               prompt: str | None = None, response: str | None = None) -> None:
+    def record(
+        self,
+        instruction: str,
+        image_hash: str,
+        plan: GroundedPlan | None = None,
+        *,
+        prompt: str | None = None,
+        response: str | None = None,
+    ) -> None:
         entry: dict[str, Any] = {"instruction": instruction, "image_sha256": image_hash}
         if plan is not None:
             entry["plan"] = plan.to_dict()
@@ -143,7 +150,9 @@ class Planner:
             raise InputError(f"prompt must be a non-empty string, got {prompt!r}")
         with request_deadline(self.config.timeout_s):
             encoded = self.encode(image_rgb)
-            messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+            messages = ([{"role": "system", "content": system}] if system else []) + [
+                {"role": "user", "content": prompt}
+            ]
             answer = self.complete(messages, encoded)
         if self.recorder is not None:
             self.recorder.record("", image_sha256(image_rgb), prompt=prompt, response=answer)
@@ -163,8 +172,14 @@ class Planner:
     def encode(self, image_rgb: np.ndarray) -> EncodedImage:
         return encode_image(image_rgb, self.config.max_image_side, self.config.image_format, self.config.jpeg_quality)
 
-    def complete_plan(self, messages: list[dict[str, str]], encoded: EncodedImage, instruction: str,
-                      convention: str, validate: bool = True) -> GroundedPlan:
+    def complete_plan(
+        self,
+        messages: list[dict[str, str]],
+        encoded: EncodedImage,
+        instruction: str,
+        convention: str,
+        validate: bool = True,
+    ) -> GroundedPlan:
         """Request, parse, and re-prompt with the error until the answer is a valid plan, all within the request's
         deadline (:func:`request_deadline`)."""
         with request_deadline(self.config.timeout_s) as deadline:
@@ -176,24 +191,38 @@ class Planner:
         attempts = self.config.repair_attempts + 1
         for attempt in range(attempts):
             if attempt and time.monotonic() >= deadline:
-                raise VLMTimeoutError(f"no valid plan within timeout_s={self.config.timeout_s:g} s: {attempt} answer(s) "
-                                      f"were not valid plans (last: {reason})")
+                raise VLMTimeoutError(
+                    f"no valid plan within timeout_s={self.config.timeout_s:g} s: {attempt} answer(s) "
+                    f"were not valid plans (last: {reason})"
+                )
             raw = self.complete(messages, encoded, json_mode=self.config.json_mode)
             seen = self.backend.seen_size(encoded.size) if self.backend is not None else encoded.size
             try:
-                plan = parse_plan(raw, encoded.original_size, convention, instruction,
-                                  model_image_size=seen, validate=validate, model=self.model_name, deadline=deadline)
+                plan = parse_plan(
+                    raw,
+                    encoded.original_size,
+                    convention,
+                    instruction,
+                    model_image_size=seen,
+                    validate=validate,
+                    model=self.model_name,
+                    deadline=deadline,
+                )
             except ParseDeadlineError as exc:
-                raise VLMTimeoutError(f"answer {attempt + 1} was not parsed within the request's timeout_s="
-                                      f"{self.config.timeout_s:g} s ({len(raw)} characters)") from exc
+                raise VLMTimeoutError(
+                    f"answer {attempt + 1} was not parsed within the request's timeout_s="
+                    f"{self.config.timeout_s:g} s ({len(raw)} characters)"
+                ) from exc
             except ParseError as exc:
                 reason = exc.reason
                 first_reason = first_reason or reason
                 log.info("answer %d/%d is not a valid plan: %s", attempt + 1, attempts, reason)
                 if attempt + 1 < attempts:
                     self.stats.repairs += 1
-                    messages += [{"role": "assistant", "content": raw},
-                                 {"role": "user", "content": prompts.repair_prompt(reason)}]
+                    messages += [
+                        {"role": "assistant", "content": raw},
+                        {"role": "user", "content": prompts.repair_prompt(reason)},
+                    ]
                 continue
             if attempt:
                 plan.warnings.append(f"valid after {attempt} repair re-prompt(s); first error: {first_reason}")
@@ -206,17 +235,30 @@ class Planner:
         if self.backend is None:
             raise VLMConfigError(f"the {self.config.backend} planner has no model backend for raw requests")
         with request_deadline(self.config.timeout_s) as deadline:
-            request = VLMRequest(messages=messages, image=encoded, max_tokens=self.config.max_tokens,
-                                 temperature=self.config.temperature, json_mode=json_mode, deadline=deadline)
+            request = VLMRequest(
+                messages=messages,
+                image=encoded,
+                max_tokens=self.config.max_tokens,
+                temperature=self.config.temperature,
+                json_mode=json_mode,
+                deadline=deadline,
+            )
             return self._complete(request, messages, encoded, json_mode)
 
     def _complete(self, request: VLMRequest, messages, encoded, json_mode) -> str:
         key = None
         if self.cache is not None:
-            key = cache_key(backend=self.backend.name, model=self.backend.model,
-                            server=getattr(self.backend, "base_url", ""), messages=messages,
-                            image=encoded.sha256 if encoded else None, max_tokens=request.max_tokens,
-                            temperature=request.temperature, adapter=self.config.adapter_path, json_mode=json_mode)
+            key = cache_key(
+                backend=self.backend.name,
+                model=self.backend.model,
+                server=getattr(self.backend, "base_url", ""),
+                messages=messages,
+                image=encoded.sha256 if encoded else None,
+                max_tokens=request.max_tokens,
+                temperature=request.temperature,
+                adapter=self.config.adapter_path,
+                json_mode=json_mode,
+            )
             cached = self.cache.get(key)
             if cached is not None:
                 self.stats.cache_hits += 1
@@ -273,8 +315,10 @@ class ReplayPlanner(Planner):
         for candidate in ((key, image_hash), (key, "*")):
             if candidate in table:
                 return table[candidate]
-        raise VLMResponseError(f"{self.config.replay_file} has no recorded {what} for {key!r} on image "
-                               f"sha256 {image_hash[:12]}... ({len(table)} records)")
+        raise VLMResponseError(
+            f"{self.config.replay_file} has no recorded {what} for {key!r} on image "
+            f"sha256 {image_hash[:12]}... ({len(table)} records)"
+        )
 
     def plan(self, image_rgb: np.ndarray, instruction: str, done: Sequence[str] = ()) -> GroundedPlan:
         image_rgb = check_image(image_rgb)
@@ -282,8 +326,10 @@ class ReplayPlanner(Planner):
         plan = GroundedPlan.from_dict(self._lookup(self.plans, instruction, image_rgb, "plan"))
         height, width = image_rgb.shape[:2]
         if tuple(plan.image_size) != (width, height):
-            raise VLMResponseError(f"recorded plan for {instruction!r} is for a {plan.image_size[0]}x{plan.image_size[1]} "
-                                   f"image, got {width}x{height}")
+            raise VLMResponseError(
+                f"recorded plan for {instruction!r} is for a {plan.image_size[0]}x{plan.image_size[1]} "
+                f"image, got {width}x{height}"
+            )
         return plan
 
     def ask(self, image_rgb: np.ndarray, prompt: str, system: str = "") -> str:
@@ -291,8 +337,9 @@ class ReplayPlanner(Planner):
         return self._lookup(self.answers, prompt, image_rgb, "answer")
 
 
-def make_backend(config: PlannerConfig, *, backend: str | None = None, model: str | None = None,
-                 base_url: str | None = None) -> VLMBackend:
+def make_backend(
+    config: PlannerConfig, *, backend: str | None = None, model: str | None = None, base_url: str | None = None
+) -> VLMBackend:
     """The model backend a config names (``backend`` overrides it; optional SDKs are imported only here)."""
     name = backend or (config.language_backend if config.backend == "decoupled" else config.backend)
     model = config.model if model is None else model
@@ -306,21 +353,46 @@ def make_backend(config: PlannerConfig, *, backend: str | None = None, model: st
                 raise VLMConfigError("the openai backend needs a model name (--model or GP_VLM_MODEL)")
             urls = config.server_urls if base_url.rstrip("/") == config.base_url.rstrip("/") else [base_url]
             if len(urls) > 1:  # several servers of one model: the pool retries across them, each server once
-                return ServerPool([OpenAIBackend(model, url, api_key=config.api_key(name), timeout_s=config.timeout_s,
-                                                 max_retries=0, extra_headers=config.extra_headers) for url in urls],
-                                  max_retries=config.max_retries, retry_backoff_s=config.retry_backoff_s)
-            return OpenAIBackend(model, base_url, api_key=config.api_key(name), timeout_s=config.timeout_s,
-                                 max_retries=config.max_retries, retry_backoff_s=config.retry_backoff_s,
-                                 extra_headers=config.extra_headers)
+                return ServerPool(
+                    [
+                        OpenAIBackend(
+                            model,
+                            url,
+                            api_key=config.api_key(name),
+                            timeout_s=config.timeout_s,
+                            max_retries=0,
+                            extra_headers=config.extra_headers,
+                        )
+                        for url in urls
+                    ],
+                    max_retries=config.max_retries,
+                    retry_backoff_s=config.retry_backoff_s,
+                )
+            return OpenAIBackend(
+                model,
+                base_url,
+                api_key=config.api_key(name),
+                timeout_s=config.timeout_s,
+                max_retries=config.max_retries,
+                retry_backoff_s=config.retry_backoff_s,
+                extra_headers=config.extra_headers,
+            )
         if name == "gemini":
-            return GeminiBackend(model or "gemini-2.5-flash", api_key=config.api_key(name), base_url=base_url,
-                                 timeout_s=config.timeout_s, max_retries=config.max_retries,
-                                 retry_backoff_s=config.retry_backoff_s)
+            return GeminiBackend(
+                model or "gemini-2.5-flash",
+                api_key=config.api_key(name),
+                base_url=base_url,
+                timeout_s=config.timeout_s,
+                max_retries=config.max_retries,
+                retry_backoff_s=config.retry_backoff_s,
+            )
         if name == "transformers":
             if not model:
                 raise VLMConfigError("the transformers backend needs a model folder or hub id (--model)")
             return TransformersBackend(model, adapter_path=config.adapter_path, device=config.device)
     except ImportError as exc:
-        raise VLMConfigError(f"the {name} backend needs an optional package: {exc} "
-                             f"({install_hint('httpx google-genai torch transformers', 'vlm,ml', 'python3-httpx' if name == 'openai' else '')})") from exc
+        raise VLMConfigError(
+            f"the {name} backend needs an optional package: {exc} "
+            f"({install_hint('httpx google-genai torch transformers', 'vlm,ml', 'python3-httpx' if name == 'openai' else '')})"
+        ) from exc
     raise VLMConfigError(f"no model backend named {name!r}")

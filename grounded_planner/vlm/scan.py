@@ -37,22 +37,64 @@ LENIENT_ATTEMPT_CHARS = 500
 MAX_JSON_VALUES = 1_000
 
 TYPE_SYNONYMS = {
-    "grasp": "grasp", "grab": "grasp", "pick": "grasp", "pick_up": "grasp", "pickup": "grasp",
-    "take": "grasp", "grip": "grasp", "pick_and_hold": "grasp",
-    "place": "place", "put": "place", "put_down": "place", "putdown": "place", "place_on": "place",
-    "put_on": "place", "drop": "place", "release": "place", "place_at": "place",
-    "open": "open", "close": "close", "shut": "close",
+    "grasp": "grasp",
+    "grab": "grasp",
+    "pick": "grasp",
+    "pick_up": "grasp",
+    "pickup": "grasp",
+    "take": "grasp",
+    "grip": "grasp",
+    "pick_and_hold": "grasp",
+    "place": "place",
+    "put": "place",
+    "put_down": "place",
+    "putdown": "place",
+    "place_on": "place",
+    "put_on": "place",
+    "drop": "place",
+    "release": "place",
+    "place_at": "place",
+    "open": "open",
+    "close": "close",
+    "shut": "close",
 }
-TYPE_KEYS = ("type", "action", "primitive", "action_type", "actiontype", "skill", "op", "verb", "function", "name",
-             "command", "step", "action_name", "primitive_type")
+TYPE_KEYS = (
+    "type",
+    "action",
+    "primitive",
+    "action_type",
+    "actiontype",
+    "skill",
+    "op",
+    "verb",
+    "function",
+    "name",
+    "command",
+    "step",
+    "action_name",
+    "primitive_type",
+)
 # keys under which a model writes a box (vlm.items reads them from here)
 BOX_KEYS = ("bbox_2d", "box_2d", "bbox", "bbox_px", "box", "bounding_box", "boundingbox", "bounding_box_2d", "rect")
-CONTAINER_KEYS = ("actions", "plan", "steps", "action_plan", "grounded_plan", "primitives", "sequence",
-                  "action_sequence", "subactions", "sub_actions", "task_plan")
+CONTAINER_KEYS = (
+    "actions",
+    "plan",
+    "steps",
+    "action_plan",
+    "grounded_plan",
+    "primitives",
+    "sequence",
+    "action_sequence",
+    "subactions",
+    "sub_actions",
+    "task_plan",
+)
 REASON_KEYS = ("reason", "explanation", "rationale", "note", "notes", "comment", "message", "why")
 
 _VERB_PATTERN = "|".join(sorted((re.escape(k).replace("_", "[ _-]?") for k in TYPE_SYNONYMS), key=len, reverse=True))
-CALL_RE = re.compile(rf"(?<![A-Za-z_])(?=[{''.join(sorted(set(k[0] for k in TYPE_SYNONYMS)))}])({_VERB_PATTERN})[ \t]*+\(", re.IGNORECASE)
+CALL_RE = re.compile(
+    rf"(?<![A-Za-z_])(?=[{''.join(sorted(set(k[0] for k in TYPE_SYNONYMS)))}])({_VERB_PATTERN})[ \t]*+\(", re.IGNORECASE
+)
 # One number; the exponent is optional and the mantissa cannot be split two ways once matched.
 NUMBER_RE = re.compile(r"[-+]?(?:\d++\.?\d*+|\.\d++)(?:[eE][-+]?\d++)?")
 _KEY_SEPARATORS = re.compile(r"[\s\-]++")
@@ -141,11 +183,11 @@ def strip_thinking(text: str) -> tuple[str, list[str]]:
         if m.group(1):
             last_close = m
     if last_close is not None:
-        body = body[last_close.end():]
+        body = body[last_close.end() :]
     opened = _THINK_TAG.search(body)
     if opened:
         warnings.append("the answer has an unclosed <think> block; read the text after it")
-        body = body[:opened.start()] + " " + body[opened.end():]
+        body = body[: opened.start()] + " " + body[opened.end() :]
     return body, warnings
 
 
@@ -269,8 +311,9 @@ class _Lenient:
             return FAIL
 
 
-def json_values(text: str, deadline: float | None = None,
-                pairs: dict[int, tuple[int, int]] | None = None) -> Iterator[tuple[int, int, Any]]:
+def json_values(
+    text: str, deadline: float | None = None, pairs: dict[int, tuple[int, int]] | None = None
+) -> Iterator[tuple[int, int, Any]]:
     """Yield (start, end, value) of decodable top-level JSON-ish values, outermost first, left to right
     (``pairs``: ``match_brackets(text)`` when the caller has it already)."""
     pairs = match_brackets(text) if pairs is None else pairs
@@ -286,7 +329,7 @@ def json_values(text: str, deadline: float | None = None,
         if depth > MAX_JSON_DEPTH:
             continue  # no plan nests this deep; decoding it would only cost time (look inside instead)
         check_deadline(deadline)
-        value = lenient.loads(text[start:end + 1])
+        value = lenient.loads(text[start : end + 1])
         if value is FAIL:
             continue  # look inside it: prose in brackets may hold a value
         covered_until = end
@@ -425,11 +468,13 @@ def call_items(text: str) -> Iterator[CallItem]:
             end = -1
         if end < 0:
             if k + 1 == len(matches) and last_paren < open_at:
-                raise ParseError(f"the answer is cut off inside {m.group(0)}...: the last action never closes "
-                                 "(raise max_tokens?)", rule="truncated")
+                raise ParseError(
+                    f"the answer is cut off inside {m.group(0)}...: the last action never closes (raise max_tokens?)",
+                    rule="truncated",
+                )
             continue
         pos = end + 1
-        item = _call_item(m.group(1), _split_args(text[open_at + 1:end]))
+        item = _call_item(m.group(1), _split_args(text[open_at + 1 : end]))
         if item is None:
             continue
         if "_coords" not in item and "_box" not in item and "_point" not in item:
@@ -478,7 +523,7 @@ def _coords_after(text: str, start: int, next_call: int) -> list[str]:
     """``grasp(spoon) at [120, 200, 180, 260]``: coordinates after the call, on the same line, before the
     next call (looked for within MAX_CALL_CHARS)."""
     stop = text.find("\n", start, min(next_call, start + MAX_CALL_CHARS))
-    tail = text[start:stop if stop >= 0 else min(next_call, start + MAX_CALL_CHARS)]
+    tail = text[start : stop if stop >= 0 else min(next_call, start + MAX_CALL_CHARS)]
     after = _COORDS_AFTER.search(tail)
     if after and len(NUMBER_RE.findall(after.group(1))) in (2, 4):
         return NUMBER_RE.findall(after.group(1))
@@ -499,7 +544,8 @@ def _assign_names(item: CallItem) -> None:
 # A plain line: optional bullet or step number, a verb, words, then one bracket of numbers at the line's end.
 _LINE_HEAD = re.compile(
     rf"^[ \t]*+(?:[-*\u2022][ \t]*+|(?:step[ \t]*+)?\d++[ \t]*+[.):][ \t]*+)?({_VERB_PATTERN})\b[ \t:]*+",
-    re.IGNORECASE | re.MULTILINE)
+    re.IGNORECASE | re.MULTILINE,
+)
 _LINE_NUMBERS = re.compile(r"[-+\d., \t]++")
 _PLACE_SPLIT = re.compile(r" (?:on|onto|in|into|to|inside|->) ", re.IGNORECASE)
 _AT_SUFFIX = re.compile(r" (?:at|@) ?:?$")
@@ -511,11 +557,11 @@ def line_items(text: str) -> list[CallItem]:
     items = []
     for head in _LINE_HEAD.finditer(text):  # line starts are found in C: prose lines cost nothing here
         eol = text.find("\n", head.end())
-        rest = text[head.end():eol if eol >= 0 else len(text)].rstrip(" \t.")
+        rest = text[head.end() : eol if eol >= 0 else len(text)].rstrip(" \t.")
         if not rest or rest[-1] not in "])":
             continue
         bracket = min((i for i in (rest.find("["), rest.find("(")) if i >= 0), default=-1)
-        numbers = rest[bracket + 1:-1] if bracket >= 0 else ""
+        numbers = rest[bracket + 1 : -1] if bracket >= 0 else ""
         if bracket < 0 or not numbers or not _LINE_NUMBERS.fullmatch(numbers):
             continue
         words = rest[:bracket]
@@ -557,7 +603,7 @@ def fenced_blocks(text: str) -> Iterator[tuple[str, str]]:
         close = text.find("```", head.end())
         if close < 0:
             return  # no later fence can close either
-        yield head.group(1), text[head.end():close]
+        yield head.group(1), text[head.end() : close]
         pos = close + 3
 
 
@@ -662,15 +708,18 @@ def find_plan(body: str, deadline: float | None = None) -> Found | None:
             singles.append((start, end, value))  # one action object: maybe one of several JSON lines
             continue
         if items:
-            return Found(items, reason, prose(body[:start] + " " + body[end + 1:]))
+            return Found(items, reason, prose(body[:start] + " " + body[end + 1 :]))
         if first_empty is None:
             first_empty = (start, end, reason)
     outside.append(body[last:])
     if singles:
         if unclosed and min(unclosed) < singles[0][0]:
             # complete actions inside a list that never closes: the answer was cut off (max_tokens?)
-            raise ParseError(f"the answer is cut off: a JSON list or object opened at character {min(unclosed)} never "
-                             "closes, so actions may be missing (raise max_tokens?)", rule="truncated")
+            raise ParseError(
+                f"the answer is cut off: a JSON list or object opened at character {min(unclosed)} never "
+                "closes, so actions may be missing (raise max_tokens?)",
+                rule="truncated",
+            )
         return Found([v for _, _, v in singles], "", prose(" ".join(outside)))
     rest = " \n".join(outside)
     check_deadline(deadline)
@@ -690,5 +739,5 @@ def find_plan(body: str, deadline: float | None = None) -> Found | None:
         return Found(lines, "", "")
     if first_empty is not None:
         start, end, reason = first_empty
-        return Found([], reason, prose(body[:start] + " " + body[end + 1:]))
+        return Found([], reason, prose(body[:start] + " " + body[end + 1 :]))
     return None

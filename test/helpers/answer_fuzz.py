@@ -14,15 +14,78 @@ from typing import Callable
 
 from grounded_planner.vlm.parse import parse_location, parse_plan
 
-OBJECTS = ["spoon", "white plate", "red cup", "kid's mug", "drawer", "cabinet door", "bowl", "apple", "Löffel",
-           "杯子", "tray"]
+OBJECTS = [
+    "spoon",
+    "white plate",
+    "red cup",
+    "kid's mug",
+    "drawer",
+    "cabinet door",
+    "bowl",
+    "apple",
+    "Löffel",
+    "杯子",
+    "tray",
+]
 SIZES = [(640, 480), (1280, 720), (1920, 1080), (320, 240)]
 # Runs that made earlier parsers slow (backtracking regexes, quadratic scans): repeated many times.
-HOSTILE_RUNS = [" ", "\t", " \t", "<think>", "</think>", "<thinking>", "```", "``` ", "grasp(", "place(", "[", "{",
-                "[[", "{\"a\":", "/*", "//", "{a ", ", ", "- ", "- - ", "|", "| grasp |", "1. grasp ", "(", "\"",
-                "'", "\\", "\n", "\n\n", "<point>", "1e", "9", "-", "0.", "grasp spoon ", "at ", ":"]
-UNICODE = ["\u0130", "\u202e", "\u0301", "\U0001F600", "\ufeff", "\u2028", "\x00", "\ud7ff", "\u00a0", "\u3000",
-           "\u201c", "\u201d", "\u2019", "\u2022", "ß", "\uffff"]
+HOSTILE_RUNS = [
+    " ",
+    "\t",
+    " \t",
+    "<think>",
+    "</think>",
+    "<thinking>",
+    "```",
+    "``` ",
+    "grasp(",
+    "place(",
+    "[",
+    "{",
+    "[[",
+    '{"a":',
+    "/*",
+    "//",
+    "{a ",
+    ", ",
+    "- ",
+    "- - ",
+    "|",
+    "| grasp |",
+    "1. grasp ",
+    "(",
+    '"',
+    "'",
+    "\\",
+    "\n",
+    "\n\n",
+    "<point>",
+    "1e",
+    "9",
+    "-",
+    "0.",
+    "grasp spoon ",
+    "at ",
+    ":",
+]
+UNICODE = [
+    "\u0130",
+    "\u202e",
+    "\u0301",
+    "\U0001f600",
+    "\ufeff",
+    "\u2028",
+    "\x00",
+    "\ud7ff",
+    "\u00a0",
+    "\u3000",
+    "\u201c",
+    "\u201d",
+    "\u2019",
+    "\u2022",
+    "ß",
+    "\uffff",
+]
 
 
 def _box(rng: random.Random, w: float, h: float) -> list[float]:
@@ -49,8 +112,15 @@ def _json_answer(rng: random.Random, size: tuple[int, int], family: str) -> str:
         place = {"action": "put", "object": obj, "target": target, "point": _point(rng, *size)}
     actions = [grasp, place]
     if rng.random() < 0.3:
-        actions.append({"type": rng.choice(["open", "close"]), "object": "drawer", "bbox_2d" if family == "qwen3" else "bbox":
-                        _box(rng, 1000 if family == "qwen3" else size[0], 1000 if family == "qwen3" else size[1])})
+        actions.append(
+            {
+                "type": rng.choice(["open", "close"]),
+                "object": "drawer",
+                "bbox_2d" if family == "qwen3" else "bbox": _box(
+                    rng, 1000 if family == "qwen3" else size[0], 1000 if family == "qwen3" else size[1]
+                ),
+            }
+        )
     value = actions if rng.random() < 0.6 else {"actions": actions, "reason": "the spoon goes on the plate"}
     text = json.dumps(value, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, 2]))
     if rng.random() < 0.5:
@@ -70,8 +140,7 @@ def _parts(rng: random.Random, size: tuple[int, int]) -> tuple[str, str, list[fl
 
 def _call_answer(rng: random.Random, size: tuple[int, int]) -> str:
     obj, target, b, p = _parts(rng, size)
-    return (f"1. grasp({obj}, [{', '.join(map(str, b))}])\n"
-            f"2. place({obj}, {target}, [{', '.join(map(str, p))}])")
+    return f"1. grasp({obj}, [{', '.join(map(str, b))}])\n2. place({obj}, {target}, [{', '.join(map(str, p))}])"
 
 
 def _line_answer(rng: random.Random, size: tuple[int, int]) -> str:
@@ -81,14 +150,18 @@ def _line_answer(rng: random.Random, size: tuple[int, int]) -> str:
 
 def _yaml_answer(rng: random.Random, size: tuple[int, int]) -> str:
     obj, target, b, p = _parts(rng, size)
-    return (f"```yaml\n- type: grasp\n  object: {obj}\n  bbox: {b}\n"
-            f"- type: place\n  object: {obj}\n  target: {target}\n  point: {p}\n```")
+    return (
+        f"```yaml\n- type: grasp\n  object: {obj}\n  bbox: {b}\n"
+        f"- type: place\n  object: {obj}\n  target: {target}\n  point: {p}\n```"
+    )
 
 
 def _table_answer(rng: random.Random, size: tuple[int, int]) -> str:
     obj, target, b, p = _parts(rng, size)
-    return ("| step | action | object | bbox / point |\n|---|---|---|---|\n"
-            f"| 1 | grasp | {obj} | {b} |\n| 2 | place | {target} | {p} |")
+    return (
+        "| step | action | object | bbox / point |\n|---|---|---|---|\n"
+        f"| 1 | grasp | {obj} | {b} |\n| 2 | place | {target} | {p} |"
+    )
 
 
 def _embodied_answer(rng: random.Random, size: tuple[int, int]) -> str:
@@ -133,17 +206,20 @@ def _mutate(rng: random.Random, text: str, big: bool) -> str:
         chars = list(text)
         for _ in range(rng.randint(1, 5)):
             if chars:
-                chars[rng.randrange(len(chars))] = chr(rng.randrange(32, 127) if rng.random() < 0.7 else rng.randrange(0x80, 0x3000))
+                chars[rng.randrange(len(chars))] = chr(
+                    rng.randrange(32, 127) if rng.random() < 0.7 else rng.randrange(0x80, 0x3000)
+                )
         return "".join(chars)
     if kind == 2:  # a huge number
-        return _replace_number(rng, text, rng.choice(["9" * rng.randint(300, 4000), "1e400", "-1e999", "1" + "0" * 400 + ".5",
-                                                      "4" * 5000]))
+        return _replace_number(
+            rng, text, rng.choice(["9" * rng.randint(300, 4000), "1e400", "-1e999", "1" + "0" * 400 + ".5", "4" * 5000])
+        )
     if kind == 3:  # NaN / Infinity
         return _replace_number(rng, text, rng.choice(["NaN", "Infinity", "-Infinity", "nan", "inf", "1e308"]))
     if kind == 4:  # deep nesting
         k = rng.choice([40, 200, 1000, 5000, 30000]) if big else rng.choice([40, 200, 1000])
-        opener = rng.choice(["[", "{", "[{\"a\":", "(", "- "])
-        closer = {"[": "]", "{": "}", "[{\"a\":": "}]", "(": ")", "- ": ""}[opener]
+        opener = rng.choice(["[", "{", '[{"a":', "(", "- "])
+        closer = {"[": "]", "{": "}", '[{"a":': "}]", "(": ")", "- ": ""}[opener]
         return text[:at] + opener * k + (closer * k if rng.random() < 0.5 else "") + text[at:]
     if kind == 5:  # a long run of something that made parsers slow
         run = rng.choice(HOSTILE_RUNS)
@@ -155,10 +231,13 @@ def _mutate(rng: random.Random, text: str, big: bool) -> str:
         length = rng.choice([1_000_000, 199_000]) if big else rng.choice([5_000, 20_000])
         return text[:at] + rng.choice(HOSTILE_RUNS + ["x", "a "]) * (length // 2) + text[at:]
     if kind == 8:  # a type swapped for a JSON value
-        return text.replace("[", rng.choice(["5 ", "\"five\" ", "{\"x\": ", "true ", "null ", "[["]), 1)
+        return text.replace("[", rng.choice(["5 ", '"five" ', '{"x": ', "true ", "null ", "[["]), 1)
     if kind == 9:  # internal-looking keys and odd values
-        return text.replace("\"object\"", rng.choice(["\"_coords\": 5, \"object\"", "\"_call\": true, \"object\"",
-                                                    "\"coordinates\": {\"x\": 1e999}, \"object\""]), 1)
+        return text.replace(
+            '"object"',
+            rng.choice(['"_coords": 5, "object"', '"_call": true, "object"', '"coordinates": {"x": 1e999}, "object"']),
+            1,
+        )
     if kind == 10:  # repeat a fragment
         i, j = sorted((rng.randrange(n + 1), rng.randrange(n + 1)))
         return text[:j] + text[i:j] * rng.randint(2, 200 if big else 20) + text[j:]

@@ -24,8 +24,13 @@ def start_bringup(config: str, overrides: Mapping[str, Any]) -> subprocess.Popen
     # the profiles start the operator console on port 8080: tests take any free port, so that they never meet
     overrides = {"console.port": 0, **overrides}
     sets = [arg for name, value in overrides.items() for arg in ("--set", f"{name}={value}")]
-    return subprocess.Popen([*CLI, "bringup", "--config", config, *sets], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [*CLI, "bringup", "--config", config, *sets],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def stop_bringup(child: subprocess.Popen, timeout_s: float = 30.0, again_after_s: float | None = None) -> str:
@@ -53,12 +58,23 @@ def start_replay_bringup(tmp_path, vlm_base_url: str) -> subprocess.Popen:
     from helpers.tabletop import EXTRINSICS, scene_messages
 
     color, depth, info = scene_messages(stamp_s=1_700_000_000)  # stamped: the player moves stamps to playback time
-    topics = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
-              "/camera/camera/color/camera_info")
-    bag = write_bag(tmp_path / "bag", [(t, i * 100_000_000, m) for i in range(3)
-                                       for t, m in zip(topics, (color, depth, info))])
+    topics = (
+        "/camera/camera/color/image_raw",
+        "/camera/camera/aligned_depth_to_color/image_raw",
+        "/camera/camera/color/camera_info",
+    )
+    bag = write_bag(
+        tmp_path / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))]
+    )
     (tmp_path / "extrinsics.yaml").write_text(EXTRINSICS)
-    return start_bringup("config/replay.yaml", {
-        "bag_player.bag": bag, "planner.base_url": vlm_base_url, "planner.model": "qwen3-vl-test",
-        "planner.extrinsics_file": tmp_path / "extrinsics.yaml", "planner.timeout_s": 10,
-        "rollout_logger.log_dir": tmp_path / "rollouts"})
+    return start_bringup(
+        "config/replay.yaml",
+        {
+            "bag_player.bag": bag,
+            "planner.base_url": vlm_base_url,
+            "planner.model": "qwen3-vl-test",
+            "planner.extrinsics_file": tmp_path / "extrinsics.yaml",
+            "planner.timeout_s": 10,
+            "rollout_logger.log_dir": tmp_path / "rollouts",
+        },
+    )

@@ -19,7 +19,8 @@ CHROMEDRIVER = shutil.which("chromedriver")
 
 requires_browser = pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER and importlib.util.find_spec("selenium")),
-    reason="needs Debian's chromium and chromium-driver (scripts/apt-packages.txt) and selenium (test extra)")
+    reason="needs Debian's chromium and chromium-driver (scripts/apt-packages.txt) and selenium (test extra)",
+)
 
 
 def chromium(width: int = 1400, height: int = 1000):
@@ -29,9 +30,17 @@ def chromium(width: int = 1400, height: int = 1000):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                f"--window-size={width},{height}", "--no-proxy-server", "--disable-extensions",
-                "--disable-background-networking", "--disable-component-update"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        f"--window-size={width},{height}",
+        "--no-proxy-server",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+    ):
         options.add_argument(arg)
     return webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
 
@@ -50,7 +59,9 @@ def wait_until(predicate: Callable[[], object], timeout_s: float, what: str, dri
         time.sleep(0.05)
     if driver is not None:
         screenshot(driver, shot or "timeout")
-    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}" + (f" ({last_error})" if last_error else ""))
+    raise AssertionError(
+        f"timed out after {timeout_s:g} s waiting for {what}" + (f" ({last_error})" if last_error else "")
+    )
 
 
 def screenshot(driver, name: str) -> Path:

@@ -9,12 +9,19 @@ from typing import Callable, Mapping
 from grounded_planner.ros import names
 
 # the stand-in publishes in the root namespace, where the nodes under test resolve their relative names
-TOPICS = {"color": "/" + names.COLOR_IMAGE, "depth": "/" + names.ALIGNED_DEPTH_IMAGE,
-          "info": "/" + names.COLOR_CAMERA_INFO}
+TOPICS = {
+    "color": "/" + names.COLOR_IMAGE,
+    "depth": "/" + names.ALIGNED_DEPTH_IMAGE,
+    "info": "/" + names.COLOR_CAMERA_INFO,
+}
 
 
-def publish_camera(node, frames: Mapping[str, object] | Callable[[], Mapping[str, object]], period_s: float = 0.1,
-                   older_s: Mapping[str, float] | None = None):
+def publish_camera(
+    node,
+    frames: Mapping[str, object] | Callable[[], Mapping[str, object]],
+    period_s: float = 0.1,
+    older_s: Mapping[str, float] | None = None,
+):
     """Publish ``frames`` every ``period_s`` from ``node``; returns the timer.
 
     ``frames`` maps ``color``/``depth``/``info`` (any subset) to the messages to send each time, or is a callable
@@ -30,8 +37,9 @@ def publish_camera(node, frames: Mapping[str, object] | Callable[[], Mapping[str
     types = {"color": Image, "depth": Image, "info": CameraInfo}
     older_s = dict(older_s or {})
     # every publisher exists from the start, so that a test can wait for the nodes under test to subscribe
-    publishers = {key: node.create_publisher(types[key], TOPICS[key], qos)
-                  for key in (TOPICS if callable(frames) else frames)}
+    publishers = {
+        key: node.create_publisher(types[key], TOPICS[key], qos) for key in (TOPICS if callable(frames) else frames)
+    }
 
     def tick():
         now = node.get_clock().now()

@@ -24,22 +24,18 @@ from ament_index_python.packages import get_package_share_directory
 from helpers.fake_moveit_py import FR3_URDF_LINKS
 
 FRANKA_FILES = {
-    "franka_fr3_moveit_config/config/kinematics.yaml":
-        "fr3_arm:\n  kinematics_solver: kdl_kinematics_plugin/KDLKinematicsPlugin\n",
-    "franka_fr3_moveit_config/config/fr3_joint_limits.yaml":
-        "joint_limits:\n  fr3_joint1:\n    has_acceleration_limits: true\n    max_acceleration: 3.75\n",
-    "franka_fr3_moveit_config/config/ompl_planning.yaml":
-        "planner_configs:\n  RRTConnectkConfigDefault:\n    type: geometric::RRTConnect\n"
-        "fr3_arm:\n  planner_configs: [RRTConnectkConfigDefault]\n",
-    "franka_fr3_moveit_config/config/fr3_controllers.yaml":
-        "controller_names:\n  - fr3_arm_controller\n  - fr3_gripper\nfr3_arm_controller:\n"
-        "  action_ns: follow_joint_trajectory\n  type: FollowJointTrajectory\n  default: true\n"
-        "  joints: [fr3_joint1, fr3_joint2, fr3_joint3, fr3_joint4, fr3_joint5, fr3_joint6, fr3_joint7]\n",
+    "franka_fr3_moveit_config/config/kinematics.yaml": "fr3_arm:\n  kinematics_solver: kdl_kinematics_plugin/KDLKinematicsPlugin\n",
+    "franka_fr3_moveit_config/config/fr3_joint_limits.yaml": "joint_limits:\n  fr3_joint1:\n    has_acceleration_limits: true\n    max_acceleration: 3.75\n",
+    "franka_fr3_moveit_config/config/ompl_planning.yaml": "planner_configs:\n  RRTConnectkConfigDefault:\n    type: geometric::RRTConnect\n"
+    "fr3_arm:\n  planner_configs: [RRTConnectkConfigDefault]\n",
+    "franka_fr3_moveit_config/config/fr3_controllers.yaml": "controller_names:\n  - fr3_arm_controller\n  - fr3_gripper\nfr3_arm_controller:\n"
+    "  action_ns: follow_joint_trajectory\n  type: FollowJointTrajectory\n  default: true\n"
+    "  joints: [fr3_joint1, fr3_joint2, fr3_joint3, fr3_joint4, fr3_joint5, fr3_joint6, fr3_joint7]\n",
     "franka_fr3_moveit_config/config/fr3_ros_controllers.yaml": "controller_manager: {}\n",
-    "franka_bringup/urdf/franka_arm.urdf.xacro":
-        "<robot name='$(arg robot_type)'><!-- hand $(arg hand), ee $(arg ee_id) -->" + FR3_URDF_LINKS + "</robot>\n",
-    "franka_description/robots/fr3/fr3.srdf.xacro":
-        "<robot name='fr3'><group name='fr3_arm'/><!-- hand $(arg hand) --></robot>\n",
+    "franka_bringup/urdf/franka_arm.urdf.xacro": "<robot name='$(arg robot_type)'><!-- hand $(arg hand), ee $(arg ee_id) -->"
+    + FR3_URDF_LINKS
+    + "</robot>\n",
+    "franka_description/robots/fr3/fr3.srdf.xacro": "<robot name='fr3'><group name='fr3_arm'/><!-- hand $(arg hand) --></robot>\n",
 }
 
 
@@ -117,10 +113,14 @@ class MoveItConfigsBuilder:
     def trajectory_execution(self, file_path=None, moveit_manage_controllers=True):
         part = {"moveit_manage_controllers": moveit_manage_controllers}
         if file_path is None:
-            names = sorted(p.name[:-len("_controllers.yaml")]
-                           for p in (self._package_path / "config").glob("*_controllers.yaml"))
-            chosen = names[0] if len(names) == 1 else next((n for n in ("moveit", "moveit2", self._robot_name)
-                                                              if n in names), None)
+            names = sorted(
+                p.name[: -len("_controllers.yaml")] for p in (self._package_path / "config").glob("*_controllers.yaml")
+            )
+            chosen = (
+                names[0]
+                if len(names) == 1
+                else next((n for n in ("moveit", "moveit2", self._robot_name) if n in names), None)
+            )
             if chosen is None:
                 raise RuntimeError(f"trajectory_execution: Unable to guess which parameter file to load: {names}")
             file_path = f"config/{chosen}_controllers.yaml"
@@ -129,13 +129,25 @@ class MoveItConfigsBuilder:
         return self
 
     def to_moveit_configs(self):
-        for name in ("robot_description", "robot_description_semantic", "robot_description_kinematics",
-                     "planning_pipelines", "trajectory_execution", "joint_limits"):
+        for name in (
+            "robot_description",
+            "robot_description_semantic",
+            "robot_description_kinematics",
+            "planning_pipelines",
+            "trajectory_execution",
+            "joint_limits",
+        ):
             if name not in self._parts:
                 getattr(self, name)()
         parts = self._parts
-        order = ("robot_description", "robot_description_semantic", "robot_description_kinematics",
-                 "planning_pipelines", "trajectory_execution", "joint_limits")
+        order = (
+            "robot_description",
+            "robot_description_semantic",
+            "robot_description_kinematics",
+            "planning_pipelines",
+            "trajectory_execution",
+            "joint_limits",
+        )
 
         def to_dict():
             params: dict = {}
@@ -169,5 +181,11 @@ def launch_modules(nodes: list) -> dict[str, types.ModuleType]:
     ros_actions.Node = lambda **kwargs: nodes.append(kwargs) or kwargs
     utils = types.ModuleType("moveit_configs_utils")
     utils.MoveItConfigsBuilder = MoveItConfigsBuilder
-    return {"launch": launch, "launch.actions": actions, "launch.substitutions": substitutions,
-            "launch_ros": launch_ros, "launch_ros.actions": ros_actions, "moveit_configs_utils": utils}
+    return {
+        "launch": launch,
+        "launch.actions": actions,
+        "launch.substitutions": substitutions,
+        "launch_ros": launch_ros,
+        "launch_ros.actions": ros_actions,
+        "moveit_configs_utils": utils,
+    }

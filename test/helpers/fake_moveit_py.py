@@ -59,14 +59,20 @@ CONFIG_PACKAGE_PARAMS = {
     "robot_description": f"<robot name='fr3'>{FR3_URDF_LINKS}</robot>",
     "robot_description_semantic": "<robot name='fr3'><group name='fr3_arm'/></robot>",
     "robot_description_kinematics": {"fr3_arm": {"kinematics_solver": "kdl_kinematics_plugin/KDLKinematicsPlugin"}},
-    "planning_pipelines": ["ompl"], "default_planning_pipeline": "ompl",
+    "planning_pipelines": ["ompl"],
+    "default_planning_pipeline": "ompl",
     "ompl": {"planner_configs": {"RRTConnectkConfigDefault": {"type": "geometric::RRTConnect"}}},
     # franka_fr3_moveit_config's fr3_controllers.yaml, as the simple controller manager's block (real.launch.py)
     "moveit_controller_manager": "moveit_simple_controller_manager/MoveItSimpleControllerManager",
     "moveit_simple_controller_manager": {
         "controller_names": ["fr3_arm_controller"],
-        "fr3_arm_controller": {"type": "FollowJointTrajectory", "action_ns": "follow_joint_trajectory",
-                               "default": True, "joints": [f"fr3_joint{i}" for i in range(1, 8)]}},
+        "fr3_arm_controller": {
+            "type": "FollowJointTrajectory",
+            "action_ns": "follow_joint_trajectory",
+            "default": True,
+            "joints": [f"fr3_joint{i}" for i in range(1, 8)],
+        },
+    },
 }
 REACH_M = 0.85
 SHOULDER = np.array([0.0, 0.0, 0.333])
@@ -138,8 +144,10 @@ class PlanRequestParameters:
             value = p.get(prefix + name, default)
             seen = {bool: "bool", int: "integer", float: "double", str: "string"}.get(type(value), "other")
             if seen != {float: "double", int: "integer", str: "string"}[kind]:
-                raise RuntimeError(f"parameter '{prefix + name}' has invalid type: expected "
-                                   f"[{ {float: 'double', int: 'integer', str: 'string'}[kind]}] got [{seen}]")
+                raise RuntimeError(
+                    f"parameter '{prefix + name}' has invalid type: expected "
+                    f"[{ {float: 'double', int: 'integer', str: 'string'}[kind] }] got [{seen}]"
+                )
             return value
 
         self.planner_id = typed("planner_id", str, "")
@@ -159,8 +167,14 @@ class PlanningComponent:
     def set_start_state_to_current_state(self) -> None:
         pass
 
-    def set_goal_state(self, configuration_name=None, robot_state=None, pose_stamped_msg=None, pose_link=None,
-                       motion_plan_constraints=None):
+    def set_goal_state(
+        self,
+        configuration_name=None,
+        robot_state=None,
+        pose_stamped_msg=None,
+        pose_link=None,
+        motion_plan_constraints=None,
+    ):
         if (pose_stamped_msg is None) != (pose_link is None):
             raise ValueError("Must specify both message and corresponding link")
         # PlanningComponent::setGoal(pose, link_name) builds the goal constraints and returns true: the link is not
@@ -168,8 +182,14 @@ class PlanningComponent:
         self._goal = (pose_stamped_msg, pose_link)
         return True
 
-    def plan(self, single_plan_parameters=None, multi_plan_parameters=None, planning_scene=None,
-             solution_selection_function=None, stopping_criterion_callback=None):
+    def plan(
+        self,
+        single_plan_parameters=None,
+        multi_plan_parameters=None,
+        planning_scene=None,
+        solution_selection_function=None,
+        stopping_criterion_callback=None,
+    ):
         params = single_plan_parameters or self._own_parameters
         fake = self.moveit
         fake.plan_calls.append(params.planning_time)
@@ -204,13 +224,23 @@ class MoveItPy:
 
     robot_joint_states = "/joint_states"
 
-    def __init__(self, node_name="moveit_py", name_space="", launch_params_filepaths=None, config_dict=None,
-                 provide_planning_service=True, remappings=None):
+    def __init__(
+        self,
+        node_name="moveit_py",
+        name_space="",
+        launch_params_filepaths=None,
+        config_dict=None,
+        provide_planning_service=True,
+        remappings=None,
+    ):
         if launch_params_filepaths is None:
             launch_params_filepaths = get_launch_params_filepaths()
         self.node_name = node_name
-        self.params = (flatten(config_dict) if config_dict is not None
-                       else params_from_files(launch_params_filepaths, node_name, name_space))
+        self.params = (
+            flatten(config_dict)
+            if config_dict is not None
+            else params_from_files(launch_params_filepaths, node_name, name_space)
+        )
         if not self.params.get("robot_description") or not self.params.get("robot_description_semantic"):
             raise RuntimeError("Unable to configure planning scene monitor")
         # MoveItCpp::loadPlanningSceneMonitor: the state monitor listens to "joint_states" (relative: in name_space)
@@ -287,8 +317,9 @@ class MoveItPy:
             def read_only(self):
                 pose = Pose()
                 pose.position.x, pose.position.y, pose.position.z = (float(v) for v in fake.position)
-                (pose.orientation.x, pose.orientation.y, pose.orientation.z,
-                 pose.orientation.w) = (float(v) for v in fake.quaternion)
+                (pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w) = (
+                    float(v) for v in fake.quaternion
+                )
                 yield types.SimpleNamespace(current_state=types.SimpleNamespace(get_pose=lambda link: pose))
 
         return PlanningSceneMonitor()
@@ -389,5 +420,8 @@ class FakeMoveItModule(list):
     def backend_args(self, gripper_factory) -> dict:
         from geometry_msgs.msg import PoseStamped
 
-        return {"moveit_loader": lambda: self.planning, "pose_stamped_type": PoseStamped,
-                "gripper_factory": gripper_factory}
+        return {
+            "moveit_loader": lambda: self.planning,
+            "pose_stamped_type": PoseStamped,
+            "gripper_factory": gripper_factory,
+        }

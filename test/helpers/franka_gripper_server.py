@@ -49,10 +49,17 @@ class FakeFrankaGripper:
         self.lock = threading.Lock()
         group = ReentrantCallbackGroup()
         self.servers = [
-            ActionServer(node, kind, f"~/{name}", execute_callback=getattr(self, f"execute_{name}"),
-                         goal_callback=self.handle_goal, cancel_callback=lambda _: CancelResponse.ACCEPT,
-                         callback_group=group)
-            for name, kind in (("homing", Homing), ("move", Move), ("grasp", Grasp))]
+            ActionServer(
+                node,
+                kind,
+                f"~/{name}",
+                execute_callback=getattr(self, f"execute_{name}"),
+                goal_callback=self.handle_goal,
+                cancel_callback=lambda _: CancelResponse.ACCEPT,
+                callback_group=group,
+            )
+            for name, kind in (("homing", Homing), ("move", Move), ("grasp", Grasp))
+        ]
         self.joints = node.create_publisher(JointState, "~/joint_states", 1)
         self.joint_names = [f"{arm_id}_finger_joint1", f"{arm_id}_finger_joint2"]
         node.create_timer(STATE_PERIOD_S, self.publish_state, callback_group=group)

@@ -56,8 +56,12 @@ def start_franky_sim(host: str, timeout_s: float = 60.0) -> subprocess.Popen:
 
 
 @contextlib.contextmanager
-def franky_sim_server(timeout_s: float = 60.0, cubes: list[tuple[float, float, float, float]] | None = None,
-                      state_path: str | None = None, processes: list | None = None) -> Iterator[str]:
+def franky_sim_server(
+    timeout_s: float = 60.0,
+    cubes: list[tuple[float, float, float, float]] | None = None,
+    state_path: str | None = None,
+    processes: list | None = None,
+) -> Iterator[str]:
     """Run a franky-sim server on a random 127.0.0.x (libfranka's ports are fixed, so each server needs its own
     address) and yield that address; the server is terminated on exit.
 

@@ -20,15 +20,22 @@ from franky_sim.mujoco_simulator import MujocoSimulator
 
 def main(argv: list[str]) -> int:
     host, state_path, *numbers = argv
-    cubes = [tuple(float(v) for v in numbers[i:i + 4]) for i in range(0, len(numbers), 4)]
+    cubes = [tuple(float(v) for v in numbers[i : i + 4]) for i in range(0, len(numbers), 4)]
     with MujocoSimulator(enable_visualization=False) as sim:
         robot = sim.add_robot()
         for i, (x, y, z, size) in enumerate(cubes):
             body = ET.SubElement(sim.worldbody, "body", name=f"cube{i}", pos=f"{x} {y} {z}")
             ET.SubElement(body, "freejoint", name=f"cube{i}_joint")
             half = size / 2
-            ET.SubElement(body, "geom", type="box", size=f"{half} {half} {half}", mass="0.05",
-                          friction="1.5 0.05 0.001", rgba="0.8 0.2 0.2 1")
+            ET.SubElement(
+                body,
+                "geom",
+                type="box",
+                size=f"{half} {half} {half}",
+                mass="0.05",
+                friction="1.5 0.05 0.001",
+                rgba="0.8 0.2 0.2 1",
+            )
         with franky_sim.SimulationServer(sim, hostname_candidates=[host]) as server:
             stop = threading.Event()
 

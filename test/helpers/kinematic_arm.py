@@ -13,8 +13,13 @@ from typing import Sequence
 
 import numpy as np
 
-from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, RobotBackend, UnreachableError,
-                                                check_pose_args)
+from grounded_planner.execution.backend import (
+    BackendFault,
+    MotionStoppedError,
+    RobotBackend,
+    UnreachableError,
+    check_pose_args,
+)
 
 
 class KinematicArm(RobotBackend):
@@ -28,8 +33,13 @@ class KinematicArm(RobotBackend):
     name = "kinematic-double"
     stop_timeout_s = 0.2
 
-    def __init__(self, move_duration_s: float = 0.0, closed_width_m: float = 0.03,
-                 fail_on: dict[int, Exception] | None = None, unreachable_x_above: float | None = None):
+    def __init__(
+        self,
+        move_duration_s: float = 0.0,
+        closed_width_m: float = 0.03,
+        fail_on: dict[int, Exception] | None = None,
+        unreachable_x_above: float | None = None,
+    ):
         self.move_duration_s = move_duration_s
         self.closed_width_m = closed_width_m
         self.fail_on = dict(fail_on or {})

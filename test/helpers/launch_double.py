@@ -73,8 +73,9 @@ def command(node: dict, workdir: str) -> list[str]:
     for params in node.get("parameters") or []:
         if isinstance(params, dict):
             values = {name: _yaml_value(name, value) for name, value in params.items()}
-            with tempfile.NamedTemporaryFile("w", prefix="launch_params_", suffix=".yaml", dir=workdir,
-                                             delete=False) as handle:
+            with tempfile.NamedTemporaryFile(
+                "w", prefix="launch_params_", suffix=".yaml", dir=workdir, delete=False
+            ) as handle:
                 yaml.dump({"/**": {"ros__parameters": values}}, handle, default_flow_style=False)
             cmd += ["--params-file", handle.name]
         elif os.path.isfile(str(params)):
@@ -112,8 +113,11 @@ def main(argv: list[str]) -> int:
             if label not in reported and proc.poll() is not None:
                 reported.add(label)
                 if proc.returncode != 0:
-                    print(f"[ERROR] [{label}]: process has died [pid {proc.pid}, exit code {proc.returncode}, "
-                          f"cmd '{' '.join(cmd)}'].", flush=True)
+                    print(
+                        f"[ERROR] [{label}]: process has died [pid {proc.pid}, exit code {proc.returncode}, "
+                        f"cmd '{' '.join(cmd)}'].",
+                        flush=True,
+                    )
         time.sleep(0.1)
     for _, proc, _, _ in processes:
         if proc.poll() is None:
@@ -126,8 +130,12 @@ def main(argv: list[str]) -> int:
             proc.wait()
         reader.join(timeout=5.0)
         if label not in reported:
-            print(f"[INFO] [{label}]: process has finished cleanly [pid {proc.pid}]" if proc.returncode == 0
-                  else f"[ERROR] [{label}]: process has died [pid {proc.pid}, exit code {proc.returncode}].", flush=True)
+            print(
+                f"[INFO] [{label}]: process has finished cleanly [pid {proc.pid}]"
+                if proc.returncode == 0
+                else f"[ERROR] [{label}]: process has died [pid {proc.pid}, exit code {proc.returncode}].",
+                flush=True,
+            )
     return 0
 
 

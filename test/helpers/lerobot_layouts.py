@@ -28,8 +28,13 @@ def plateaus(*spells: tuple[float, int], noise: float = 0.0, ramp: int = 6, seed
     return np.asarray(out) + (rng.normal(0.0, noise, len(out)) if noise else 0.0)
 
 
-def write_v21(root: Path, features: dict[str, dict[str, Any]], episodes: list[dict[str, Any]],
-              robot_type: str | None, fps: int = 30) -> Path:
+def write_v21(
+    root: Path,
+    features: dict[str, dict[str, Any]],
+    episodes: list[dict[str, Any]],
+    robot_type: str | None,
+    fps: int = 30,
+) -> Path:
     """Write a LeRobot v2.1 dataset. ``episodes``: per episode a dict of column -> per-frame values (vectors as
     (T, K) arrays, scalars as (T,)), plus "task" (the instruction)."""
     import pyarrow as pa
@@ -44,28 +49,46 @@ def write_v21(root: Path, features: dict[str, dict[str, Any]], episodes: list[di
         columns = {k: v for k, v in ep.items() if k != "task"}
         n = len(next(iter(columns.values())))
         task = tasks.setdefault(ep.get("task", "pick up the object"), len(tasks))
-        table = {k: (np.asarray(v, dtype=np.float32).tolist() if not isinstance(v, list) else v)
-                 for k, v in columns.items()}
-        table.update({"timestamp": (np.arange(n) / fps).astype(np.float32).tolist(), "frame_index": list(range(n)),
-                      "episode_index": [e] * n, "index": list(range(index, index + n)), "task_index": [task] * n})
+        table = {
+            k: (np.asarray(v, dtype=np.float32).tolist() if not isinstance(v, list) else v) for k, v in columns.items()
+        }
+        table.update(
+            {
+                "timestamp": (np.arange(n) / fps).astype(np.float32).tolist(),
+                "frame_index": list(range(n)),
+                "episode_index": [e] * n,
+                "index": list(range(index, index + n)),
+                "task_index": [task] * n,
+            }
+        )
         pq.write_table(pa.table(table), root / f"data/chunk-000/episode_{e:06d}.parquet")
         meta.append({"episode_index": e, "tasks": [ep.get("task", "pick up the object")], "length": n})
         index += n
-    features = {**features,
-                "timestamp": {"dtype": "float32", "shape": [1], "names": None},
-                "frame_index": {"dtype": "int64", "shape": [1], "names": None},
-                "episode_index": {"dtype": "int64", "shape": [1], "names": None},
-                "index": {"dtype": "int64", "shape": [1], "names": None},
-                "task_index": {"dtype": "int64", "shape": [1], "names": None}}
-    info = {"codebase_version": "v2.1", "robot_type": robot_type, "fps": fps, "total_episodes": len(episodes),
-            "total_frames": index, "chunks_size": 1000, "splits": {"train": f"0:{len(episodes)}"},
-            "data_path": "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet",
-            "video_path": "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4",
-            "features": features}
+    features = {
+        **features,
+        "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+        "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+        "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+        "index": {"dtype": "int64", "shape": [1], "names": None},
+        "task_index": {"dtype": "int64", "shape": [1], "names": None},
+    }
+    info = {
+        "codebase_version": "v2.1",
+        "robot_type": robot_type,
+        "fps": fps,
+        "total_episodes": len(episodes),
+        "total_frames": index,
+        "chunks_size": 1000,
+        "splits": {"train": f"0:{len(episodes)}"},
+        "data_path": "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet",
+        "video_path": "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4",
+        "features": features,
+    }
     (root / "meta/info.json").write_text(json.dumps(info, indent=2))
     (root / "meta/episodes.jsonl").write_text("".join(json.dumps(m) + "\n" for m in meta))
-    (root / "meta/tasks.jsonl").write_text("".join(json.dumps({"task_index": i, "task": t}) + "\n"
-                                                   for t, i in tasks.items()))
+    (root / "meta/tasks.jsonl").write_text(
+        "".join(json.dumps({"task_index": i, "task": t}) + "\n" for t, i in tasks.items())
+    )
     return root
 
 
@@ -98,8 +121,9 @@ def droid_from_synthetic(src: Path, dst: Path) -> Path:
             "observation.images.wrist_left": t[camera],
             "observation.state.gripper_position": state[:, 2:3].tolist(),
             "observation.state.joint_position": rng.normal(0, 0.1, (n, 7)).astype(np.float32).tolist(),
-            "observation.state.cartesian_position": np.c_[state[:, :2], rng.normal(0, 0.1, (n, 4))].astype(
-                np.float32).tolist(),
+            "observation.state.cartesian_position": np.c_[state[:, :2], rng.normal(0, 0.1, (n, 4))]
+            .astype(np.float32)
+            .tolist(),
             "action.gripper_position": state[:, 2:3].tolist(),
             "language_instruction": [ep["tasks"][0]] * n,
             "language_instruction_2": [""] * n,
@@ -113,7 +137,8 @@ def droid_from_synthetic(src: Path, dst: Path) -> Path:
     image = info["features"][camera]
     info["robot_type"] = "franka"
     info["features"] = {
-        "observation.images.exterior_1_left": image, "observation.images.exterior_2_left": image,
+        "observation.images.exterior_1_left": image,
+        "observation.images.exterior_2_left": image,
         "observation.images.wrist_left": image,
         "observation.state.gripper_position": {"dtype": "float32", "shape": [1], "names": None},
         "observation.state.joint_position": {"dtype": "float32", "shape": [7], "names": None},

@@ -23,12 +23,14 @@ CHAIR_POINT_PX = (270.0, 445.0)
 MARKER_BOX_PX = (455.0, 185.0, 505.0, 212.0)
 RACK_POINT_PX = (490.0, 300.0)
 PLANS = {
-    "put the backpack on the chair": [{"type": "grasp", "object": "backpack", "bbox": list(BACKPACK_BOX_PX)},
-                                      {"type": "place", "object": "backpack", "target": "chair",
-                                       "point": list(CHAIR_POINT_PX)}],
-    "put the orange marker back in the rack": [{"type": "grasp", "object": "orange marker", "bbox": list(MARKER_BOX_PX)},
-                                               {"type": "place", "object": "orange marker", "target": "rack",
-                                                "point": list(RACK_POINT_PX)}],
+    "put the backpack on the chair": [
+        {"type": "grasp", "object": "backpack", "bbox": list(BACKPACK_BOX_PX)},
+        {"type": "place", "object": "backpack", "target": "chair", "point": list(CHAIR_POINT_PX)},
+    ],
+    "put the orange marker back in the rack": [
+        {"type": "grasp", "object": "orange marker", "bbox": list(MARKER_BOX_PX)},
+        {"type": "place", "object": "orange marker", "target": "rack", "point": list(RACK_POINT_PX)},
+    ],
 }
 
 
@@ -55,14 +57,17 @@ def real_frame() -> RealFrame:
 
 def write_replay_file(path: Path) -> Path:
     """Recorded plans for the ``replay`` planner backend (any image), one per instruction of :data:`PLANS`."""
-    lines = [json.dumps({"instruction": text, "plan": {"instruction": text, "image_size": [640, 480], "actions": actions}})
-             for text, actions in PLANS.items()]
+    lines = [
+        json.dumps({"instruction": text, "plan": {"instruction": text, "image_size": [640, 480], "actions": actions}})
+        for text, actions in PLANS.items()
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
-def write_compressed_equidistant_bag(path: Path, frame: RealFrame, frames: int = 3,
-                                     distortion_model: str = "equidistant") -> Path:
+def write_compressed_equidistant_bag(
+    path: Path, frame: RealFrame, frames: int = 3, distortion_model: str = "equidistant"
+) -> Path:
     """A rosbag2 MCAP as image_transport and realsense-ros record it: JPEG colour on ``.../compressed``,
     depth on ``.../compressedDepth``, and camera_info whose distortion model is ``equidistant`` (or the name
     given, written as is: ``F-Theta`` is librealsense's, which nothing here can deproject)."""
@@ -75,6 +80,7 @@ def write_compressed_equidistant_bag(path: Path, frame: RealFrame, frames: int =
     from grounded_planner.ros.bags import write_bag
 
     camera = CameraModel(640, 480, frame.K, EQUIDISTANT_D, "equidistant", "camera_color_optical_frame")
+
     def info(header):
         msg = camera_model_to_msg(camera, CameraInfo, header)
         msg.distortion_model = distortion_model
@@ -85,9 +91,12 @@ def write_compressed_equidistant_bag(path: Path, frame: RealFrame, frames: int =
         stamp_ns = 1_700_000_000_000_000_000 + n * 100_000_000
         header = Header(frame_id="camera_color_optical_frame")
         header.stamp.sec, header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
-        messages += [(COLOR_COMPRESSED, stamp_ns, numpy_to_compressed(frame.color_rgb, CompressedImage, "jpeg", header)),
-                     (DEPTH_COMPRESSED, stamp_ns, numpy_to_compressed_depth(frame.depth_mm, CompressedImage, header)),
-                     (COLOR_INFO, stamp_ns, info(header)), (DEPTH_INFO, stamp_ns, info(header))]
+        messages += [
+            (COLOR_COMPRESSED, stamp_ns, numpy_to_compressed(frame.color_rgb, CompressedImage, "jpeg", header)),
+            (DEPTH_COMPRESSED, stamp_ns, numpy_to_compressed_depth(frame.depth_mm, CompressedImage, header)),
+            (COLOR_INFO, stamp_ns, info(header)),
+            (DEPTH_INFO, stamp_ns, info(header)),
+        ]
     return write_bag(path, messages)
 
 
@@ -98,5 +107,13 @@ def ask_every_plan(node, executor, timeout_s: float = 90.0) -> dict:
     from helpers.ros_wait import call
 
     client = node.create_client(GetGroundedPlan, "/grounded_planner/plan")
-    return {text: call(executor, client, GetGroundedPlan.Request(instruction=text, backproject=True), timeout_s,
-                       f"a plan for {text!r}") for text in PLANS}
+    return {
+        text: call(
+            executor,
+            client,
+            GetGroundedPlan.Request(instruction=text, backproject=True),
+            timeout_s,
+            f"a plan for {text!r}",
+        )
+        for text in PLANS
+    }

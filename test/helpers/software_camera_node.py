@@ -21,7 +21,7 @@ FX_PX = 100.0
 def pattern():
     color = np.random.default_rng(0).integers(0, 255, (COLOR_SIZE[1], COLOR_SIZE[0], 3), dtype=np.uint8)
     depth = np.full((DEPTH_SIZE[1], DEPTH_SIZE[0]), 800, np.uint16)
-    depth[:, DEPTH_SIZE[0] // 2:] = 1200
+    depth[:, DEPTH_SIZE[0] // 2 :] = 1200
     return color, depth
 
 

@@ -16,13 +16,27 @@ def make_cards(folder: Path, trials, instruction: str = "put two blocks in the b
     (folder / "cards").mkdir(parents=True)
     cards = []
     for task, condition, seed in trials:
-        record = TrialRecord(task=task, condition=condition, seed=seed, robot="gp5", planner="",
-                             instruction=instruction, expects_action=True,
-                             spec=TrialSpec(target="red_cube", receptacle="tray", receptacle_radius_m=0.085),
-                             initial_positions={"red_cube": (0.308, 0.0, 0.025), "tray": (0.5, 0.0, 0.015)})
+        record = TrialRecord(
+            task=task,
+            condition=condition,
+            seed=seed,
+            robot="gp5",
+            planner="",
+            instruction=instruction,
+            expects_action=True,
+            spec=TrialSpec(target="red_cube", receptacle="tray", receptacle_radius_m=0.085),
+            initial_positions={"red_cube": (0.308, 0.0, 0.025), "tray": (0.5, 0.0, 0.015)},
+        )
         png = f"cards/{task}_{condition}_{seed}.png"
         Image.new("RGB", (160, 120), (200, 180, 20)).save(folder / png)
-        cards.append({**record.card_dict(), "objects": [], "success_rule": "the red cube ends in the tray",
-                      "card_png": png, "card_html": "cards.html"})
+        cards.append(
+            {
+                **record.card_dict(),
+                "objects": [],
+                "success_rule": "the red cube ends in the tray",
+                "card_png": png,
+                "card_html": "cards.html",
+            }
+        )
     (folder / "cards.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cards))
     return cards

@@ -9,8 +9,13 @@ from typing import Sequence
 from grounded_planner.execution.backend import MotionStoppedError, RobotBackend
 
 
-def stop_during_move(backend: RobotBackend, position_xyz: Sequence[float], yaw_rad: float = 0.0,
-                     speed_scale: float = 0.5, after_s: float = 0.3) -> tuple[bool, float]:
+def stop_during_move(
+    backend: RobotBackend,
+    position_xyz: Sequence[float],
+    yaw_rad: float = 0.0,
+    speed_scale: float = 0.5,
+    after_s: float = 0.3,
+) -> tuple[bool, float]:
     """Start a move, call ``stop()`` after ``after_s``; return (the move ended with MotionStoppedError,
     seconds ``stop()`` took). Fails if the move thread is still running 2 s after the stop."""
     stopped: list[MotionStoppedError] = []

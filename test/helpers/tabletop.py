@@ -31,8 +31,9 @@ def scene_messages(stamp_s: int = 0):
     depth_mm = np.full((H, W), int(TABLE_M * 1000), np.uint16)
     depth_mm[y1:y2, x1:x2] = int(CUBE_M * 1000)
     color, depth = numpy_to_image(rgb, "rgb8"), numpy_to_image(depth_mm, "16UC1")
-    info = CameraInfo(width=W, height=H, distortion_model="plumb_bob", d=[0.0] * 5,
-                      k=[FX, 0.0, CX, 0.0, FY, CY, 0.0, 0.0, 1.0])
+    info = CameraInfo(
+        width=W, height=H, distortion_model="plumb_bob", d=[0.0] * 5, k=[FX, 0.0, CX, 0.0, FY, CY, 0.0, 0.0, 1.0]
+    )
     for msg in (color, depth, info):
         msg.header.frame_id = "camera_color_optical_frame"
         msg.header.stamp.sec = int(stamp_s)

@@ -15,8 +15,15 @@ from typing import Sequence
 
 import numpy as np
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                  "<|image_pad|>", "<|video_pad|>"]
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
 # Qwen-style chat template: an image part becomes <|vision_start|><|image_pad|><|vision_end|>, which the
 # processor expands to one pad token per merged patch.
 CHAT_TEMPLATE = (
@@ -52,8 +59,9 @@ def _corpus() -> list[str]:
     return texts
 
 
-def build_tiny_qwen3vl(out_dir: str | Path, seed: int = 0, vocab_size: int = 1024, hidden_size: int = 32,
-                       image_side_px: int = 64) -> Path:
+def build_tiny_qwen3vl(
+    out_dir: str | Path, seed: int = 0, vocab_size: int = 1024, hidden_size: int = 32, image_side_px: int = 64
+) -> Path:
     """Write a tiny Qwen3-VL model, tokenizer and processor to ``out_dir``; return the folder.
 
     The folder loads with ``AutoProcessor.from_pretrained`` and ``Qwen3VLForConditionalGeneration``
@@ -71,17 +79,33 @@ def build_tiny_qwen3vl(out_dir: str | Path, seed: int = 0, vocab_size: int = 102
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     bpe.train_from_iterator(_corpus() * 4, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                        bos_token=None, unk_token=None, extra_special_tokens={})
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
+        extra_special_tokens={},
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
 
     patch = 16
-    pixels = {"shortest_edge": (2 * patch) ** 2, "longest_edge": image_side_px ** 2}
-    image_processor = Qwen2VLImageProcessorPil(patch_size=patch, merge_size=2, temporal_patch_size=2, size=pixels,
-                                               image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+    pixels = {"shortest_edge": (2 * patch) ** 2, "longest_edge": image_side_px**2}
+    image_processor = Qwen2VLImageProcessorPil(
+        patch_size=patch,
+        merge_size=2,
+        temporal_patch_size=2,
+        size=pixels,
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+    )
     video_processor = Qwen3VLVideoProcessor(patch_size=patch, merge_size=2, temporal_patch_size=2, size=pixels)
     # Qwen3VLProcessor itself cannot be built without torchvision (its video half), which has no CPU wheel
     # for this torch here: save its parts and its name, as processor.save_pretrained would.
@@ -94,17 +118,40 @@ def build_tiny_qwen3vl(out_dir: str | Path, seed: int = 0, vocab_size: int = 102
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     head_dim = 16
     config = Qwen3VLConfig(
-        text_config=dict(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=head_dim,
-                         max_position_embeddings=2048,
-                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                                          "mrope_section": [4, 2, 2], "mrope_interleaved": True},
-                         pad_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"]),
-        vision_config=dict(depth=1, hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_heads=2,
-                           patch_size=patch, spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=hidden_size,
-                           num_position_embeddings=64, deepstack_visual_indexes=[0]),
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        text_config=dict(
+            vocab_size=len(tokenizer),
+            hidden_size=hidden_size,
+            intermediate_size=2 * hidden_size,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=head_dim,
+            max_position_embeddings=2048,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "mrope_section": [4, 2, 2],
+                "mrope_interleaved": True,
+            },
+            pad_token_id=ids["<|endoftext|>"],
+            eos_token_id=ids["<|im_end|>"],
+        ),
+        vision_config=dict(
+            depth=1,
+            hidden_size=hidden_size,
+            intermediate_size=2 * hidden_size,
+            num_heads=2,
+            patch_size=patch,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            out_hidden_size=hidden_size,
+            num_position_embeddings=64,
+            deepstack_visual_indexes=[0],
+        ),
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=False,
     )
     torch.manual_seed(seed)
@@ -163,8 +210,14 @@ def _fit_loop(model, inputs, labels, steps, lr, torch) -> float:
     return loss_value
 
 
-def teach(model_dir: str | Path, image_rgb: np.ndarray, messages: Sequence[dict], answer: str,
-          steps: int = 300, lr: float = 3e-3) -> float:
+def teach(
+    model_dir: str | Path,
+    image_rgb: np.ndarray,
+    messages: Sequence[dict],
+    answer: str,
+    steps: int = 300,
+    lr: float = 3e-3,
+) -> float:
     """Fine-tune the whole tiny model in ``model_dir`` (in place) until it answers ``messages`` with ``answer``.
 
     ``messages`` are the backend's (role, content) messages; the image goes with the first user turn.
@@ -183,8 +236,16 @@ def teach(model_dir: str | Path, image_rgb: np.ndarray, messages: Sequence[dict]
     return loss
 
 
-def teach_lora(model_dir: str | Path, adapter_dir: str | Path, image_rgb: np.ndarray, messages: Sequence[dict],
-               answer: str, steps: int = 300, lr: float = 1e-2, rank: int = 8) -> float:
+def teach_lora(
+    model_dir: str | Path,
+    adapter_dir: str | Path,
+    image_rgb: np.ndarray,
+    messages: Sequence[dict],
+    answer: str,
+    steps: int = 300,
+    lr: float = 1e-2,
+    rank: int = 8,
+) -> float:
     """Train a PEFT LoRA adapter (language-model projections and lm_head) that makes the tiny
     model answer ``answer``; save it to ``adapter_dir``. The base model is left unchanged."""
     import torch
@@ -196,9 +257,13 @@ def teach_lora(model_dir: str | Path, adapter_dir: str | Path, image_rgb: np.nda
     torch.manual_seed(0)
     processor = load_processor(model_dir)
     base = Qwen3VLForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32)
-    lora = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
-                      # lm_head too: a tiny model's logits are too flat to peak without it
-                      target_modules=r"(.*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj))|lm_head")
+    lora = LoraConfig(
+        r=rank,
+        lora_alpha=2 * rank,
+        lora_dropout=0.0,
+        # lm_head too: a tiny model's logits are too flat to peak without it
+        target_modules=r"(.*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj))|lm_head",
+    )
     model = get_peft_model(base, lora)
     loss = _fit(model, processor, image_rgb, messages, answer, steps, lr)
     model.save_pretrained(adapter_dir, save_embedding_layers=False)  # the base lm_head is unchanged: keep it out

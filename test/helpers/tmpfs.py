@@ -14,7 +14,10 @@ def require_tmpfs_mount(where: Path) -> None:
     """Skip the calling test, naming the reason, unless `unshare -rm` may mount a tmpfs at ``where``."""
     if shutil.which("unshare") is None:
         pytest.skip("no `unshare` here: cannot mount a small tmpfs to fill")
-    probe = subprocess.run(["unshare", "-rm", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        ["unshare", "-rm", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
         pytest.skip(f"mounting a tmpfs in a user namespace is not permitted here: {probe.stderr.strip()}")

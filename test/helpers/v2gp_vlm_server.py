@@ -26,7 +26,7 @@ class V2GPVLMServer(FakeVLMServer):
         self.kinds = kinds  # name -> rigid | articulated | fixture
 
     def answer(self, model: str, texts: list[str], image: np.ndarray | None) -> str:
-        user = [t[len("user: "):] for t in texts if t.startswith("user: ")]
+        user = [t[len("user: ") :] for t in texts if t.startswith("user: ")]
         last = user[-1] if user else ""
         m = re.search(r"The image shows (\d+) keyframes", last)
         if m and image is not None:
@@ -39,7 +39,7 @@ class V2GPVLMServer(FakeVLMServer):
 
     def _identify(self, strip: np.ndarray, n: int) -> str:
         width = (strip.shape[1] - 4 * (n - 1)) // n
-        panels = [strip[:, k * (width + 4):k * (width + 4) + width] for k in range(n)]
+        panels = [strip[:, k * (width + 4) : k * (width + 4) + width] for k in range(n)]
         first, last = panels[0], panels[-1]
         best, best_d = None, 2.0
         for name, color in self.scene.items():
@@ -75,6 +75,14 @@ class V2GPVLMServer(FakeVLMServer):
                     dists.append((np.hypot((box[0] + box[2]) / 2 - gx, (box[1] + box[3]) / 2 - gy), name))
             name = min(dists)[1]
             interaction, target = "pick_place", ""
-        answer = {"object": name, "category": name.split()[-1] if self.kinds[name] != "articulated" else "drawer",
-                  "interaction": interaction, "target": target}
-        return "<think>\nThe blob that moves between the first and last keyframe.\n</think>\n```json\n" + json.dumps(answer) + "\n```"
+        answer = {
+            "object": name,
+            "category": name.split()[-1] if self.kinds[name] != "articulated" else "drawer",
+            "interaction": interaction,
+            "target": target,
+        }
+        return (
+            "<think>\nThe blob that moves between the first and last keyframe.\n</think>\n```json\n"
+            + json.dumps(answer)
+            + "\n```"
+        )

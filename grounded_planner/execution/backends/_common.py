@@ -24,8 +24,9 @@ def options(cls: type, data: Mapping[str, Any] | None, backend: str) -> Any:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ConfigError(f"backends.{backend}: unknown key(s) {', '.join(unknown)}; expected some of "
-                          f"{', '.join(sorted(known))}")
+        raise ConfigError(
+            f"backends.{backend}: unknown key(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}"
+        )
     return cls(**data)
 
 
@@ -34,8 +35,9 @@ def options(cls: type, data: Mapping[str, Any] | None, backend: str) -> Any:
 GRASP_WINDOW_MARGIN_M = 0.001
 
 
-def grasp_window(expected_width_m: float | None, max_width_m: float, epsilon_inner_m: float,
-                 epsilon_outer_m: float) -> tuple[float, float, float]:
+def grasp_window(
+    expected_width_m: float | None, max_width_m: float, epsilon_inner_m: float, epsilon_outer_m: float
+) -> tuple[float, float, float]:
     """``(width, epsilon_inner, epsilon_outer)`` of a libfranka ``Gripper::grasp`` (which succeeds when the fingers
     stop at ``width - epsilon_inner < d < width + epsilon_outer``), kept inside the hand's opening ``max_width_m``.
 
@@ -56,6 +58,8 @@ def grasp_window(expected_width_m: float | None, max_width_m: float, epsilon_inn
 
 def grasp_failed_message(backend: str, closed_m: float, width_m: float, inner_m: float, outer_m: float) -> str:
     """What a :class:`GraspFailedError` says: where the fingers stopped, the window they missed and its settings."""
-    return (f"{backend}: the fingers stopped at {closed_m * 1000:.1f} mm, outside the grasp tolerance around the "
-            f"object's expected width {width_m * 1000:.1f} mm (-{inner_m * 1000:.1f}/+{outer_m * 1000:.1f} mm, "
-            f"backends.{backend}.grasp_epsilon_inner_m/_outer_m): the gripper reports the grasp failed")
+    return (
+        f"{backend}: the fingers stopped at {closed_m * 1000:.1f} mm, outside the grasp tolerance around the "
+        f"object's expected width {width_m * 1000:.1f} mm (-{inner_m * 1000:.1f}/+{outer_m * 1000:.1f} mm, "
+        f"backends.{backend}.grasp_epsilon_inner_m/_outer_m): the gripper reports the grasp failed"
+    )

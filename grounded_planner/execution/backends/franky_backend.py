@@ -12,8 +12,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from grounded_planner.errors import InputError
-from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError,
-                                                RobotBackend, check_pose_args)
+from grounded_planner.execution.backend import (
+    BackendFault,
+    MotionStoppedError,
+    MotionTimeoutError,
+    RobotBackend,
+    check_pose_args,
+)
 from grounded_planner.execution.backends._common import nearest_equivalent_yaw
 from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
 from grounded_planner.install_hints import install_hint
@@ -38,8 +43,11 @@ class FrankyConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.hostname, str) or not self.hostname:
             raise ConfigError(f"backends.franky.hostname must be a non-empty host name, got {self.hostname!r}")
-        check_positive(self, ("gripper_speed_mps", "default_force_n", "gripper_timeout_s", "max_reach_m",
-                              "tcp_to_flange_m"), where="backends.franky")
+        check_positive(
+            self,
+            ("gripper_speed_mps", "default_force_n", "gripper_timeout_s", "max_reach_m", "tcp_to_flange_m"),
+            where="backends.franky",
+        )
 
 
 SHOULDER_M = np.array([0.0, 0.0, 0.333])  # FR3/Panda joint 2 axis height above the base, m
@@ -94,7 +102,9 @@ class FrankyBackend(RobotBackend):
         try:
             import franky  # lazy: optional SDK (franky), not in install_requires
         except ImportError as exc:
-            raise BackendFault(f"franky backend needs franky-control: {install_hint('franky-control', 'execution')}") from exc
+            raise BackendFault(
+                f"franky backend needs franky-control: {install_hint('franky-control', 'execution')}"
+            ) from exc
         self._franky = franky
         # franky raises its own exception types, and plain RuntimeError for network failures ("Net Exception")
         self._errors = (franky.Exception, franky.GripperException, RuntimeError)
@@ -104,9 +114,11 @@ class FrankyBackend(RobotBackend):
             # franky's recoverFromErrors(): automaticErrorRecovery(), then `return !hasErrors()` (franky robot.cpp):
             # False means the arm is still in error (a reflex or a safety stop that needs the user)
             if not robot.recover_from_errors():
-                raise BackendFault(f"franky: the robot at {self.config.hostname} still reports errors after automatic "
-                                   "error recovery: clear them on the robot (Desk: unlock, release the stop) and "
-                                   "connect again")
+                raise BackendFault(
+                    f"franky: the robot at {self.config.hostname} still reports errors after automatic "
+                    "error recovery: clear them on the robot (Desk: unlock, release the stop) and "
+                    "connect again"
+                )
             # the global factor holds the acceleration/jerk cap; velocity is set per motion (speed_scale, capped)
             acc = self.safety.max_acceleration_scale
             robot.relative_dynamics_factor = franky.RelativeDynamicsFactor(1.0, acc, acc)
@@ -144,8 +156,9 @@ class FrankyBackend(RobotBackend):
                 # speed_scale is a fraction of the robot's maximum velocity, never above the safety cap
                 velocity = min(float(speed_scale), self.safety.max_velocity_scale)
                 velocity *= _diagonal_factor(position - current)
-                motion = franky.CartesianMotion(target, franky.ReferenceType.Absolute,
-                                                franky.RelativeDynamicsFactor(velocity, 1.0, 1.0))
+                motion = franky.CartesianMotion(
+                    target, franky.ReferenceType.Absolute, franky.RelativeDynamicsFactor(velocity, 1.0, 1.0)
+                )
                 self._robot.move(motion, asynchronous=True)
                 deadline = time.monotonic() + self.safety.motion_timeout_s
                 while not self._robot.join_motion(POLL_S):
@@ -165,8 +178,9 @@ class FrankyBackend(RobotBackend):
                 if self._stop_requested.is_set():
                     raise MotionStoppedError(f"franky: motion stopped by stop() ({exc})") from exc
                 if timed_out:
-                    raise MotionTimeoutError(f"franky: motion not finished after {self.safety.motion_timeout_s} s, "
-                                             f"stopped ({exc})") from exc
+                    raise MotionTimeoutError(
+                        f"franky: motion not finished after {self.safety.motion_timeout_s} s, stopped ({exc})"
+                    ) from exc
                 raise BackendFault(f"franky: {type(exc).__name__}: {exc}") from exc
 
     def stop(self) -> None:
@@ -177,7 +191,9 @@ class FrankyBackend(RobotBackend):
         if self._lock.acquire(timeout=self.stop_timeout_s):
             self._lock.release()
         else:
-            log.warning("franky: the running command did not stop within %.2f s; stopping directly", self.stop_timeout_s)
+            log.warning(
+                "franky: the running command did not stop within %.2f s; stopping directly", self.stop_timeout_s
+            )
             try:
                 self._robot.stop()
             except self._errors as exc:
@@ -200,8 +216,9 @@ class FrankyBackend(RobotBackend):
         flange = np.asarray(position_xyz, dtype=float) + [0.0, 0.0, self.config.tcp_to_flange_m]
         distance = float(np.linalg.norm(flange - SHOULDER_M))
         if distance > self.config.max_reach_m:
-            return (f"flange {distance:.3f} m from the shoulder, beyond the arm's reach of "
-                    f"{self.config.max_reach_m:.3f} m")
+            return (
+                f"flange {distance:.3f} m from the shoulder, beyond the arm's reach of {self.config.max_reach_m:.3f} m"
+            )
         return None
 
     # -- gripper -----------------------------------------------------------------------------------
@@ -219,8 +236,9 @@ class FrankyBackend(RobotBackend):
                         future.wait(self.stop_timeout_s)
                         if self._stop_requested.is_set():
                             raise MotionStoppedError(f"franky: gripper {what} stopped by stop()")
-                        raise MotionTimeoutError(f"franky: gripper {what} not finished after "
-                                                 f"{self.config.gripper_timeout_s} s")
+                        raise MotionTimeoutError(
+                            f"franky: gripper {what} not finished after {self.config.gripper_timeout_s} s"
+                        )
                 return bool(future.get())
             except self._errors as exc:
                 raise BackendFault(f"franky: gripper {what}: {exc}") from exc
@@ -248,8 +266,12 @@ class FrankyBackend(RobotBackend):
         # grasp "an object of width 0 within +-max width": succeeds whatever is held; the width says what it is
         self.require_connected()
         full = self._max_width()
-        self._gripper_call("close", lambda: self._gripper.grasp_async(0.0, self.config.gripper_speed_mps, force,
-                                                                      epsilon_inner=0.0, epsilon_outer=full + 0.01))
+        self._gripper_call(
+            "close",
+            lambda: self._gripper.grasp_async(
+                0.0, self.config.gripper_speed_mps, force, epsilon_inner=0.0, epsilon_outer=full + 0.01
+            ),
+        )
         return self.gripper_width()
 
     def gripper_width(self) -> float:

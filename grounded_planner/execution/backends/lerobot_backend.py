@@ -13,11 +13,20 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from grounded_planner.execution.backend import (BackendFault, MotionStoppedError, MotionTimeoutError,
-                                                RobotBackend, UnreachableError, check_pose_args)
+from grounded_planner.execution.backend import (
+    BackendFault,
+    MotionStoppedError,
+    MotionTimeoutError,
+    RobotBackend,
+    UnreachableError,
+    check_pose_args,
+)
 from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
 from grounded_planner.execution.so101_kinematics import (
-    KinematicsError, So101Kinematics, closing_yaw, target_rotation,
+    KinematicsError,
+    So101Kinematics,
+    closing_yaw,
+    target_rotation,
 )
 
 log = logging.getLogger(__name__)
@@ -33,8 +42,14 @@ ON_DISCONNECT = ("rest", "hold", "release")
 # them to robots/so101_follower/ (and robots/so100_follower/ for the SO-100).
 CALIBRATION_SUBDIRS = ("so_follower", "so101_follower", "so100_follower")
 # The SO-101 folded onto itself, jaws nearly shut: the pose lerobot-calibrate starts from, stable with torque off.
-DEFAULT_REST_POSE_DEG = {"shoulder_pan": 0.0, "shoulder_lift": -100.0, "elbow_flex": 95.0, "wrist_flex": 70.0,
-                         "wrist_roll": 0.0, "gripper": 5.0}
+DEFAULT_REST_POSE_DEG = {
+    "shoulder_pan": 0.0,
+    "shoulder_lift": -100.0,
+    "elbow_flex": 95.0,
+    "wrist_flex": 70.0,
+    "wrist_roll": 0.0,
+    "gripper": 5.0,
+}
 
 
 @dataclass
@@ -76,25 +91,49 @@ class LeRobotConfig:
             value = getattr(self, f.name)
             if f.type in ("float", float) and isinstance(value, int) and not isinstance(value, bool):
                 setattr(self, f.name, float(value))
-        if not isinstance(self.bus_retries, int) or isinstance(self.bus_retries, bool) or not 0 <= self.bus_retries <= 10:
+        if (
+            not isinstance(self.bus_retries, int)
+            or isinstance(self.bus_retries, bool)
+            or not 0 <= self.bus_retries <= 10
+        ):
             raise ConfigError(f"backends.lerobot.bus_retries must be an integer in [0, 10], got {self.bus_retries!r}")
         if self.on_disconnect not in ON_DISCONNECT:
-            raise ConfigError(f"backends.lerobot.on_disconnect must be one of {', '.join(ON_DISCONNECT)}, "
-                              f"got {self.on_disconnect!r}")
-        if not isinstance(self.rest_pose_deg, dict) or set(self.rest_pose_deg) != {*ARM_KEYS, GRIPPER_KEY} or not \
-                all(isinstance(v, (int, float)) and math.isfinite(v) for v in self.rest_pose_deg.values()):
-            raise ConfigError(f"backends.lerobot.rest_pose_deg must give a number for each of "
-                              f"{', '.join((*ARM_KEYS, GRIPPER_KEY))}, got {self.rest_pose_deg!r}")
+            raise ConfigError(
+                f"backends.lerobot.on_disconnect must be one of {', '.join(ON_DISCONNECT)}, got {self.on_disconnect!r}"
+            )
+        if (
+            not isinstance(self.rest_pose_deg, dict)
+            or set(self.rest_pose_deg) != {*ARM_KEYS, GRIPPER_KEY}
+            or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in self.rest_pose_deg.values())
+        ):
+            raise ConfigError(
+                f"backends.lerobot.rest_pose_deg must give a number for each of "
+                f"{', '.join((*ARM_KEYS, GRIPPER_KEY))}, got {self.rest_pose_deg!r}"
+            )
         self.rest_pose_deg = {k: float(v) for k, v in self.rest_pose_deg.items()}
         if self.calibration is not None:
             path = Path(os.path.expanduser(str(self.calibration)))
             if path.suffix != ".json":
-                raise ConfigError(f"backends.lerobot.calibration must be a LeRobot calibration file "
-                                  f"(<id>.json), got {self.calibration!r}")
+                raise ConfigError(
+                    f"backends.lerobot.calibration must be a LeRobot calibration file "
+                    f"(<id>.json), got {self.calibration!r}"
+                )
             self.calibration_dir, self.robot_id = str(path.parent), path.stem
-        check_positive(self, ("max_relative_target_deg", "control_period_s", "max_joint_speed_deg_s",
-                              "arrive_tolerance_deg", "settle_timeout_s", "ik_tolerance_m", "max_tilt_deg",
-                              "gripper_max_width_m", "gripper_settle_s"), where="backends.lerobot")
+        check_positive(
+            self,
+            (
+                "max_relative_target_deg",
+                "control_period_s",
+                "max_joint_speed_deg_s",
+                "arrive_tolerance_deg",
+                "settle_timeout_s",
+                "ik_tolerance_m",
+                "max_tilt_deg",
+                "gripper_max_width_m",
+                "gripper_settle_s",
+            ),
+            where="backends.lerobot",
+        )
         for name in ("gripper_open_pos", "gripper_closed_pos"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 <= value <= 100):
@@ -113,7 +152,9 @@ def find_calibration_dir(config: LeRobotConfig, lerobot_calibration_root: Path) 
         folder = lerobot_calibration_root / "robots" / sub
         if (folder / f"{config.robot_id}.json").is_file():
             if sub != CALIBRATION_SUBDIRS[0]:
-                log.info("lerobot: using the calibration an older LeRobot wrote: %s", folder / f"{config.robot_id}.json")
+                log.info(
+                    "lerobot: using the calibration an older LeRobot wrote: %s", folder / f"{config.robot_id}.json"
+                )
             return folder
     return lerobot_calibration_root / "robots" / CALIBRATION_SUBDIRS[0]
 
@@ -126,14 +167,20 @@ def so_follower_config_kwargs(config: LeRobotConfig) -> dict[str, Any]:
         # lazy: optional SDK (lerobot), not in install_requires
         from lerobot.utils.constants import HF_LEROBOT_CALIBRATION
     except ImportError:  # LeRobot 0.3 kept the constant elsewhere; its default folder is the same
-        HF_LEROBOT_CALIBRATION = Path(os.environ.get("HF_LEROBOT_CALIBRATION",
-                                                     Path.home() / ".cache/huggingface/lerobot/calibration"))
+        HF_LEROBOT_CALIBRATION = Path(
+            os.environ.get("HF_LEROBOT_CALIBRATION", Path.home() / ".cache/huggingface/lerobot/calibration")
+        )
     calibration_dir = find_calibration_dir(config, Path(HF_LEROBOT_CALIBRATION))
     if config.calibration is not None and not (calibration_dir / f"{config.robot_id}.json").is_file():
         raise BackendFault(f"lerobot: calibration file {config.calibration} not found")
-    return {"port": str(config.port), "id": str(config.robot_id), "use_degrees": True,
-            "calibration_dir": calibration_dir, "max_relative_target": float(config.max_relative_target_deg),
-            "disable_torque_on_disconnect": config.on_disconnect != "hold"}
+    return {
+        "port": str(config.port),
+        "id": str(config.robot_id),
+        "use_degrees": True,
+        "calibration_dir": calibration_dir,
+        "max_relative_target": float(config.max_relative_target_deg),
+        "disable_torque_on_disconnect": config.on_disconnect != "hold",
+    }
 
 
 def make_so_follower(config: LeRobotConfig) -> Any:
@@ -141,6 +188,7 @@ def make_so_follower(config: LeRobotConfig) -> Any:
     try:
         # lazy: optional SDK (lerobot), not in install_requires
         from lerobot.robots.so_follower import SOFollower as Follower
+
         # lazy: optional SDK (lerobot), not in install_requires
         from lerobot.robots.so_follower import SOFollowerRobotConfig as FollowerConfig
     except ImportError:
@@ -148,9 +196,11 @@ def make_so_follower(config: LeRobotConfig) -> Any:
             from lerobot.robots.so101_follower import SO101Follower as Follower  # type: ignore[no-redef]
             from lerobot.robots.so101_follower import SO101FollowerConfig as FollowerConfig  # type: ignore[no-redef]
         except ImportError as exc:
-            raise BackendFault("the lerobot backend needs LeRobot with the Feetech extra (make setup installs "
-                               "lerobot 0.4.4; on a robot PC: pip install 'lerobot[feetech]'); it does not import "
-                               f"here: {exc}") from exc
+            raise BackendFault(
+                "the lerobot backend needs LeRobot with the Feetech extra (make setup installs "
+                "lerobot 0.4.4; on a robot PC: pip install 'lerobot[feetech]'); it does not import "
+                f"here: {exc}"
+            ) from exc
     return Follower(FollowerConfig(**so_follower_config_kwargs(config)))
 
 
@@ -187,8 +237,12 @@ class LeRobotBackend(RobotBackend):
     name = "lerobot"
     checks_reachability_offline = True
 
-    def __init__(self, config: LeRobotConfig | None = None, safety: SafetyConfig | None = None,
-                 robot_factory: Callable[[LeRobotConfig], Any] | None = None):
+    def __init__(
+        self,
+        config: LeRobotConfig | None = None,
+        safety: SafetyConfig | None = None,
+        robot_factory: Callable[[LeRobotConfig], Any] | None = None,
+    ):
         self.config = config or LeRobotConfig()
         self.safety = safety or SafetyConfig()
         self.stop_timeout_s = max(0.2, 5 * self.config.control_period_s)
@@ -203,8 +257,12 @@ class LeRobotBackend(RobotBackend):
         """The IK solver, created on first use (no robot needed: dry runs use it)."""
         if self._kinematics is None:
             try:
-                self._kinematics = So101Kinematics(self.config.urdf_path, self.safety.joint_limits_rad,
-                                                   self.config.ik_tolerance_m, self.config.max_tilt_deg)
+                self._kinematics = So101Kinematics(
+                    self.config.urdf_path,
+                    self.safety.joint_limits_rad,
+                    self.config.ik_tolerance_m,
+                    self.config.max_tilt_deg,
+                )
             except KinematicsError as exc:
                 raise BackendFault(f"lerobot: {exc}") from exc
         return self._kinematics
@@ -221,24 +279,34 @@ class LeRobotBackend(RobotBackend):
                 break
             except Exception as exc:  # serial/SDK errors come in many types; all mean the arm is not there
                 _close_port(robot)
-                if attempt == self.config.bus_retries or not isinstance(exc, (ConnectionError, RuntimeError)) \
-                        or _not_a_lost_packet(exc):
+                if (
+                    attempt == self.config.bus_retries
+                    or not isinstance(exc, (ConnectionError, RuntimeError))
+                    or _not_a_lost_packet(exc)
+                ):
                     raise BackendFault(f"lerobot: cannot connect to the SO-101 on {self.config.port}: {exc}") from exc
                 # a status packet lost during the handshake (ping, firmware, configure): try once more
-                log.warning("lerobot: connecting failed, retrying (%d/%d): %s", attempt + 1, self.config.bus_retries,
-                            str(exc).splitlines()[0])
+                log.warning(
+                    "lerobot: connecting failed, retrying (%d/%d): %s",
+                    attempt + 1,
+                    self.config.bus_retries,
+                    str(exc).splitlines()[0],
+                )
         try:
             # LeRobot 0.4.4: a property that reads 18 registers, so it can raise like any bus read
             calibrated = self._bus_call(lambda: robot.is_calibrated)
         except Exception as exc:
             _close_port(robot)  # torque as connect left it: LeRobot's disconnect() would drop the arm
-            raise BackendFault(f"lerobot: cannot read the calibration of the SO-101 on {self.config.port}: {exc}") \
-                from exc
+            raise BackendFault(
+                f"lerobot: cannot read the calibration of the SO-101 on {self.config.port}: {exc}"
+            ) from exc
         if not calibrated:
             # the arm stays as it is (no torque off: it would fall); the port is closed and nothing moves
             _close_port(robot)
-            raise BackendFault(f"lerobot: the SO-101 on {self.config.port} is not calibrated for id "
-                               f"{self.config.robot_id!r}: run lerobot-calibrate first")
+            raise BackendFault(
+                f"lerobot: the SO-101 on {self.config.port} is not calibrated for id "
+                f"{self.config.robot_id!r}: run lerobot-calibrate first"
+            )
         self._robot = robot
         self.kinematics  # noqa: B018 - the property loads the model now, not in the middle of the first motion
 
@@ -325,8 +393,9 @@ class LeRobotBackend(RobotBackend):
         solution = None
         for _ in range(4):
             tip_goal = center + self.config.grasp_center_offset_m * rotation[:, 0]
-            solution = self.kinematics.solve(tip_goal, yaw_rad, seed_rad=seed_rad if solution is None
-                                             else solution.joints_rad)
+            solution = self.kinematics.solve(
+                tip_goal, yaw_rad, seed_rad=seed_rad if solution is None else solution.joints_rad
+            )
             tip = self.kinematics.forward(solution.joints_rad)
             error = float(np.linalg.norm(self._center(tip) - center))
             rotation = tip[:3, :3]
@@ -335,8 +404,10 @@ class LeRobotBackend(RobotBackend):
         solution.position_error_m = error
         if error > self.config.ik_tolerance_m and solution.reachable:
             solution.reachable = False
-            solution.reason = f"closest reach {error * 1000:.1f} mm from the goal (tolerance " \
-                              f"{self.config.ik_tolerance_m * 1000:.1f} mm)"
+            solution.reason = (
+                f"closest reach {error * 1000:.1f} mm from the goal (tolerance "
+                f"{self.config.ik_tolerance_m * 1000:.1f} mm)"
+            )
         return solution
 
     def check_reachable(self, position_xyz: Sequence[float], yaw_rad: float) -> str | None:
@@ -361,7 +432,9 @@ class LeRobotBackend(RobotBackend):
         """Stream a straight joint-space path to ``goal_deg`` (5,), one send_action per control period."""
         start_deg = self.joints_deg() if start_deg is None else start_deg
         speed = self.config.max_joint_speed_deg_s * min(speed_scale, self.safety.max_velocity_scale)
-        steps = max(1, int(math.ceil(float(np.max(np.abs(goal_deg - start_deg))) / (speed * self.config.control_period_s))))
+        steps = max(
+            1, int(math.ceil(float(np.max(np.abs(goal_deg - start_deg))) / (speed * self.config.control_period_s)))
+        )
         started = time.monotonic()
         for i in range(1, steps + 1):
             if self._stop_requested.is_set():
@@ -385,8 +458,10 @@ class LeRobotBackend(RobotBackend):
                 raise MotionStoppedError("lerobot: motion stopped by stop()")
             if time.monotonic() > deadline:
                 self._hold()
-                raise MotionTimeoutError(f"lerobot: joints still {error:.1f} deg from the goal "
-                                         f"{self.config.settle_timeout_s} s after the last command")
+                raise MotionTimeoutError(
+                    f"lerobot: joints still {error:.1f} deg from the goal "
+                    f"{self.config.settle_timeout_s} s after the last command"
+                )
             time.sleep(self.config.control_period_s)
 
     def _hold(self) -> None:

@@ -39,10 +39,16 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 import yaml
 
-from grounded_planner.execution.backend import (BackendFault, GraspFailedError, MotionStoppedError,
-                                                MotionTimeoutError, RobotBackend, UnreachableError, check_pose_args)
-from grounded_planner.execution.backends._common import (grasp_failed_message, grasp_window,
-                                                           nearest_equivalent_yaw)
+from grounded_planner.execution.backend import (
+    BackendFault,
+    GraspFailedError,
+    MotionStoppedError,
+    MotionTimeoutError,
+    RobotBackend,
+    UnreachableError,
+    check_pose_args,
+)
+from grounded_planner.execution.backends._common import grasp_failed_message, grasp_window, nearest_equivalent_yaw
 from grounded_planner.execution.backends.franky_backend import yaw_from_rotation, yaw_to_quaternion
 from grounded_planner.execution.config import ConfigError, SafetyConfig, check_positive
 
@@ -57,18 +63,43 @@ GIL_HANDOFF_S = 2 * sys.getswitchinterval()
 #: takes a namespace and ``plan()`` ``single_plan_parameters`` (2.7); Jazzy ships 2.10 and later
 MIN_MOVEIT_PY = (2, 9, 0)
 #: moveit_py releases per ROS distribution, for the refusal message
-MOVEIT_PY_DISTROS = {(2, 5): "Humble", (2, 7): "Iron", (2, 8): "Iron", (2, 10): "Jazzy", (2, 11): "Jazzy",
-                     (2, 12): "Jazzy", (2, 13): "Kilted", (2, 14): "Kilted"}
+MOVEIT_PY_DISTROS = {
+    (2, 5): "Humble",
+    (2, 7): "Iron",
+    (2, 8): "Iron",
+    (2, 10): "Jazzy",
+    (2, 11): "Jazzy",
+    (2, 12): "Jazzy",
+    (2, 13): "Kilted",
+    (2, 14): "Kilted",
+}
 OLD_DISTROS = ("foxy", "galactic", "humble", "iron")
 
 # moveit_msgs/MoveItErrorCodes values a plan() can answer with
 PLANNING_FAILED, TIMED_OUT = -1, -6
-ERROR_NAMES = {1: "SUCCESS", 99999: "FAILURE", -1: "PLANNING_FAILED", -2: "INVALID_MOTION_PLAN", -6: "TIMED_OUT",
-               -7: "PREEMPTED", -10: "START_STATE_IN_COLLISION", -11: "START_STATE_VIOLATES_PATH_CONSTRAINTS",
-               -12: "GOAL_IN_COLLISION", -13: "GOAL_VIOLATES_PATH_CONSTRAINTS", -14: "GOAL_CONSTRAINTS_VIOLATED",
-               -15: "INVALID_GROUP_NAME", -16: "INVALID_GOAL_CONSTRAINTS", -17: "INVALID_ROBOT_STATE",
-               -18: "INVALID_LINK_NAME", -21: "FRAME_TRANSFORM_FAILURE", -22: "COLLISION_CHECKING_UNAVAILABLE",
-               -23: "ROBOT_STATE_STALE", -26: "START_STATE_INVALID", -27: "GOAL_STATE_INVALID", -31: "NO_IK_SOLUTION"}
+ERROR_NAMES = {
+    1: "SUCCESS",
+    99999: "FAILURE",
+    -1: "PLANNING_FAILED",
+    -2: "INVALID_MOTION_PLAN",
+    -6: "TIMED_OUT",
+    -7: "PREEMPTED",
+    -10: "START_STATE_IN_COLLISION",
+    -11: "START_STATE_VIOLATES_PATH_CONSTRAINTS",
+    -12: "GOAL_IN_COLLISION",
+    -13: "GOAL_VIOLATES_PATH_CONSTRAINTS",
+    -14: "GOAL_CONSTRAINTS_VIOLATED",
+    -15: "INVALID_GROUP_NAME",
+    -16: "INVALID_GOAL_CONSTRAINTS",
+    -17: "INVALID_ROBOT_STATE",
+    -18: "INVALID_LINK_NAME",
+    -21: "FRAME_TRANSFORM_FAILURE",
+    -22: "COLLISION_CHECKING_UNAVAILABLE",
+    -23: "ROBOT_STATE_STALE",
+    -26: "START_STATE_INVALID",
+    -27: "GOAL_STATE_INVALID",
+    -31: "NO_IK_SOLUTION",
+}
 #: answers meaning "this pose cannot be reached from here" (outcome unreachable); any other failure is a fault
 UNREACHABLE_CODES = {-1, -6, -12, -13, -14, -27, -31}
 #: answers worth another slice while the planning budget lasts (the planner ran out of its slice)
@@ -93,8 +124,9 @@ def franka_gripper_namespace(franka_ros2_version: str = "3", robot_namespace: st
     """
     match = re.fullmatch(r"v?(\d+)(\.\d+){0,2}", str(franka_ros2_version).strip())
     if not match:
-        raise ConfigError(f"backends.moveit.franka_ros2_version must look like 3, 2.0 or v1.1.0, "
-                          f"got {franka_ros2_version!r}")
+        raise ConfigError(
+            f"backends.moveit.franka_ros2_version must look like 3, 2.0 or v1.1.0, got {franka_ros2_version!r}"
+        )
     ns = "/" + str(robot_namespace).strip("/") if str(robot_namespace).strip("/") else ""
     if int(match.group(1)) < FRANKA_ROS2_NODE_RENAMED:
         return f"/{arm_id}_gripper"  # v0.x/v1.x: name=[arm_id, '_gripper'], no namespace argument
@@ -148,15 +180,32 @@ class MoveItConfig:
                 f"backends.moveit.plan_request_namespace {self.plan_request_namespace!r} ends in plan_request_params, "
                 f"but MoveIt's PlanRequestParameters appends '.plan_request_params' itself and would read "
                 f"{self.plan_request_namespace}.plan_request_params.*; use '' for plan_request_params.* or the name "
-                f"of the block holding plan_request_params (e.g. ompl_rrtc)")
+                f"of the block holding plan_request_params (e.g. ompl_rrtc)"
+            )
         if not isinstance(self.params_files, (list, tuple)) or not all(isinstance(p, str) for p in self.params_files):
             raise ConfigError("backends.moveit.params_files must be a list of ROS parameter file paths")
         self.params_files = list(self.params_files)
-        check_positive(self, ("gripper_speed_mps", "default_force_n", "planning_time_s", "plan_slice_s",
-                              "gripper_homing_timeout_s", "grasp_epsilon_inner_m", "grasp_epsilon_outer_m"),
-                       where="backends.moveit")
-        for name in ("planning_time_s", "plan_slice_s", "gripper_speed_mps", "default_force_n",
-                     "grasp_epsilon_inner_m", "grasp_epsilon_outer_m"):
+        check_positive(
+            self,
+            (
+                "gripper_speed_mps",
+                "default_force_n",
+                "planning_time_s",
+                "plan_slice_s",
+                "gripper_homing_timeout_s",
+                "grasp_epsilon_inner_m",
+                "grasp_epsilon_outer_m",
+            ),
+            where="backends.moveit",
+        )
+        for name in (
+            "planning_time_s",
+            "plan_slice_s",
+            "gripper_speed_mps",
+            "default_force_n",
+            "grasp_epsilon_inner_m",
+            "grasp_epsilon_outer_m",
+        ):
             setattr(self, name, float(getattr(self, name)))
 
     @property
@@ -177,8 +226,15 @@ class GripperClient(Protocol):
     last_error: str
 
     def move(self, width_m: float, speed_mps: float, timeout_s: float) -> bool: ...
-    def grasp(self, width_m: float, speed_mps: float, force_n: float, epsilon_inner_m: float,
-              epsilon_outer_m: float, timeout_s: float) -> bool: ...
+    def grasp(
+        self,
+        width_m: float,
+        speed_mps: float,
+        force_n: float,
+        epsilon_inner_m: float,
+        epsilon_outer_m: float,
+        timeout_s: float,
+    ) -> bool: ...
     def homing(self, timeout_s: float) -> bool: ...
     def width(self) -> float: ...
     def max_width(self) -> float: ...
@@ -209,13 +265,17 @@ def check_moveit_py_version(version: tuple[int, ...] | None = None, ros_distro: 
     ros_distro = os.environ.get("ROS_DISTRO", "") if ros_distro is None else ros_distro
     too_old = version is not None and version < MIN_MOVEIT_PY
     if too_old or (version is None and ros_distro.lower() in OLD_DISTROS):
-        named = (f"moveit_py {'.'.join(map(str, version))} (ROS 2 {MOVEIT_PY_DISTROS.get(version[:2], ros_distro)})"
-                 if version is not None else f"moveit_py of ROS 2 {ros_distro.capitalize()}")
+        named = (
+            f"moveit_py {'.'.join(map(str, version))} (ROS 2 {MOVEIT_PY_DISTROS.get(version[:2], ros_distro)})"
+            if version is not None
+            else f"moveit_py of ROS 2 {ros_distro.capitalize()}"
+        )
         raise BackendFault(
             f"moveit: {named} is not supported: this backend needs moveit_py >= "
             f"{'.'.join(map(str, MIN_MOVEIT_PY))} (ROS 2 Jazzy or later), whose PlanRequestParameters(moveit, ns), "
             f"plan(single_plan_parameters=) and execute(trajectory, controllers=) it calls, and whose execute() "
-            f"releases the GIL so that a stop can halt it; on Humble use the franky backend")
+            f"releases the GIL so that a stop can halt it; on Humble use the franky backend"
+        )
 
 
 def _params_file_args(argv: Sequence[str]) -> list[str]:
@@ -227,16 +287,20 @@ def _pose_stamped(pose_stamped_type: type, frame: str, position: np.ndarray, qua
     msg = pose_stamped_type()
     msg.header.frame_id = frame
     msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in position)
-    (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z,
-     msg.pose.orientation.w) = (float(v) for v in quaternion_xyzw)
+    (msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w) = (
+        float(v) for v in quaternion_xyzw
+    )
     return msg
 
 
 def _quaternion_matrix(x: float, y: float, z: float, w: float) -> np.ndarray:
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 def _error_code(result: Any) -> int:
@@ -265,17 +329,24 @@ class MoveItBackend(RobotBackend):
 
     name = "moveit"
 
-    def __init__(self, config: MoveItConfig | None = None, safety: SafetyConfig | None = None,
-                 moveit_loader: Callable[[], Any] | None = None, pose_stamped_type: type | None = None,
-                 gripper_factory: Callable[[MoveItConfig], GripperClient] | None = None,
-                 config_dict: Mapping[str, Any] | None = None,
-                 state_probe: Callable[[str, float], bool] | None = None):
+    def __init__(
+        self,
+        config: MoveItConfig | None = None,
+        safety: SafetyConfig | None = None,
+        moveit_loader: Callable[[], Any] | None = None,
+        pose_stamped_type: type | None = None,
+        gripper_factory: Callable[[MoveItConfig], GripperClient] | None = None,
+        config_dict: Mapping[str, Any] | None = None,
+        state_probe: Callable[[str, float], bool] | None = None,
+    ):
         self.config = config or MoveItConfig()
         self.safety = safety or SafetyConfig()
         self.stop_timeout_s = float(self.safety.stop_timeout_s)
         if self.config.plan_slice_s >= self.stop_timeout_s:
-            raise ConfigError(f"backends.moveit.plan_slice_s ({self.config.plan_slice_s} s) must be below "
-                              f"safety.stop_timeout_s ({self.stop_timeout_s} s): a stop waits up to one plan slice")
+            raise ConfigError(
+                f"backends.moveit.plan_slice_s ({self.config.plan_slice_s} s) must be below "
+                f"safety.stop_timeout_s ({self.stop_timeout_s} s): a stop waits up to one plan slice"
+            )
         self._moveit_loader = moveit_loader
         self._state_probe = state_probe
         self._pose_stamped_type = pose_stamped_type
@@ -317,48 +388,61 @@ class MoveItBackend(RobotBackend):
                 "moveit: no MoveIt configuration for moveit_py (robot_description, robot_description_semantic, "
                 "kinematics, planning pipelines, controllers): launch with `real.launch.py executor_backend:=moveit "
                 "moveit_config:=franka_fr3_moveit_config`, set backends.moveit.params_files, or pass config_dict "
-                "(MoveItConfigsBuilder(...).to_dict()); see docs/franka_moveit.md")
+                "(MoveItConfigsBuilder(...).to_dict()); see docs/franka_moveit.md"
+            )
         where = f"/{robot_ns}/joint_states" if robot_ns else "/joint_states"
         # MoveItPy's constructor waits for a complete robot state holding the GIL (up to the planning scene monitor's
         # wait_for_initial_state_timeout, 10 s here): no Python thread, no Ctrl-C, no cancel runs meanwhile. Look for
         # joint states first, in Python, where a Ctrl-C ends the wait at once
         if self._state_probe is not None and not self._state_probe(where, STATE_WAIT_S):
-            raise BackendFault(f"moveit: no joint states on {where} within {STATE_WAIT_S:g} s: is franka_ros2 running, "
-                               "and is backends.moveit.robot_namespace the namespace it was launched in? (MoveItPy not started: its constructor would wait for them holding the "
-                               "GIL)")
+            raise BackendFault(
+                f"moveit: no joint states on {where} within {STATE_WAIT_S:g} s: is franka_ros2 running, "
+                "and is backends.moveit.robot_namespace the namespace it was launched in? (MoveItPy not started: its constructor would wait for them holding the "
+                "GIL)"
+            )
         try:
             moveit = MoveItPy(**kwargs)
         except Exception as exc:
-            raise BackendFault(f"moveit: MoveItPy did not start from {source}: {exc} (it reads the robot state on "
-                               f"{where}: backends.moveit.robot_namespace must be the namespace franka_ros2 was "
-                               f"launched in)") from exc
+            raise BackendFault(
+                f"moveit: MoveItPy did not start from {source}: {exc} (it reads the robot state on "
+                f"{where}: backends.moveit.robot_namespace must be the namespace franka_ros2 was "
+                f"launched in)"
+            ) from exc
         ns = self.config.plan_request_namespace
         read = f"{ns}.plan_request_params" if ns else "plan_request_params"
         try:
             params = PlanRequestParameters(moveit, ns)
         except TypeError as exc:  # Humble's binding takes no namespace
             self._shutdown(moveit)
-            raise BackendFault(f"moveit: this moveit_py has Humble's PlanRequestParameters(moveit) ({exc}); the "
-                               f"backend needs moveit_py >= {'.'.join(map(str, MIN_MOVEIT_PY))} (Jazzy)") from exc
+            raise BackendFault(
+                f"moveit: this moveit_py has Humble's PlanRequestParameters(moveit) ({exc}); the "
+                f"backend needs moveit_py >= {'.'.join(map(str, MIN_MOVEIT_PY))} (Jazzy)"
+            ) from exc
         except RuntimeError as exc:  # rclcpp's typed get_parameter: `planning_time: 1` is an integer, not a double
             self._shutdown(moveit)
-            raise BackendFault(f"moveit: MoveIt cannot read {read}.*: {exc} (write floats with a decimal point: "
-                               "planning_time: 1.0, not 1; planning_attempts is an integer)") from exc
+            raise BackendFault(
+                f"moveit: MoveIt cannot read {read}.*: {exc} (write floats with a decimal point: "
+                "planning_time: 1.0, not 1; planning_attempts is an integer)"
+            ) from exc
         if not params.planning_pipeline:
             self._shutdown(moveit)
-            raise BackendFault(f"moveit: {read}.planning_pipeline is not set in MoveIt's parameters, so every plan "
-                               f"would fail (\"No planning pipeline available for name ''\"); add a {read} block "
-                               f"with planning_pipeline (e.g. ompl) or set backends.moveit.plan_request_namespace")
+            raise BackendFault(
+                f"moveit: {read}.planning_pipeline is not set in MoveIt's parameters, so every plan "
+                f"would fail (\"No planning pipeline available for name ''\"); add a {read} block "
+                f"with planning_pipeline (e.g. ompl) or set backends.moveit.plan_request_namespace"
+            )
         return moveit, params
 
     def connect(self) -> None:
         if self._moveit is not None:
             return
         if self._moveit_loader is None or self._pose_stamped_type is None or self._gripper_factory is None:
-            raise BackendFault("moveit: moveit_py, PoseStamped and the franka_gripper client come from a ROS install: "
-                               "build this backend through the executor node or `grounded-planner execute` (they "
-                               "pass ros/moveit.py's moveit_backend_args()), or pass moveit_loader, "
-                               "pose_stamped_type and gripper_factory")
+            raise BackendFault(
+                "moveit: moveit_py, PoseStamped and the franka_gripper client come from a ROS install: "
+                "build this backend through the executor node or `grounded-planner execute` (they "
+                "pass ros/moveit.py's moveit_backend_args()), or pass moveit_loader, "
+                "pose_stamped_type and gripper_factory"
+            )
         moveit, params = self._start_moveit()
         try:
             arm = moveit.get_planning_component(self.config.planning_group)
@@ -370,16 +454,20 @@ class MoveItBackend(RobotBackend):
         try:
             gripper = self._gripper_factory(self.config)
             if not gripper.homing(timeout_s=self.config.gripper_homing_timeout_s):
-                raise BackendFault(f"moveit: franka_gripper homing ({where}/homing) failed: "
-                                   f"{getattr(gripper, 'last_error', '') or 'no reason given'}")
+                raise BackendFault(
+                    f"moveit: franka_gripper homing ({where}/homing) failed: "
+                    f"{getattr(gripper, 'last_error', '') or 'no reason given'}"
+                )
         except Exception as exc:
             if gripper is not None:
                 gripper.close()
             self._shutdown(moveit)
             if isinstance(exc, BackendFault):
                 raise
-            raise BackendFault(f"moveit: franka_gripper actions under {where} not usable (franka_ros2_version "
-                               f"{self.config.franka_ros2_version}): {exc}") from exc
+            raise BackendFault(
+                f"moveit: franka_gripper actions under {where} not usable (franka_ros2_version "
+                f"{self.config.franka_ros2_version}): {exc}"
+            ) from exc
         self._moveit, self._arm, self._plan_request_parameters, self._gripper = moveit, arm, params, gripper
 
     @staticmethod
@@ -423,8 +511,10 @@ class MoveItBackend(RobotBackend):
         self.current_pose()
         age_s = getattr(self._gripper, "state_age_s", None)
         if age_s is not None and age_s() > STATE_STALE_S:
-            raise BackendFault(f"moveit: no {self.config.gripper_namespace}/joint_states for {age_s():.1f} s: "
-                               "the robot does not answer")
+            raise BackendFault(
+                f"moveit: no {self.config.gripper_namespace}/joint_states for {age_s():.1f} s: "
+                "the robot does not answer"
+            )
 
     def move_to_pose(self, position_xyz: Sequence[float], yaw_rad: float, speed_scale: float) -> None:
         position = check_pose_args(position_xyz, yaw_rad, speed_scale)
@@ -470,14 +560,19 @@ class MoveItBackend(RobotBackend):
                 continue
             name = ERROR_NAMES.get(code, str(code))
             if code in LINK_CODES:
-                raise BackendFault(f"moveit: planning answered {name} for the goal on link "
-                                   f"{self.config.end_effector_link!r}: is backends.moveit.end_effector_link a link "
-                                   f"of the robot model (robot_description)? e.g. fr3_hand_tcp, panda_hand_tcp")
+                raise BackendFault(
+                    f"moveit: planning answered {name} for the goal on link "
+                    f"{self.config.end_effector_link!r}: is backends.moveit.end_effector_link a link "
+                    f"of the robot model (robot_description)? e.g. fr3_hand_tcp, panda_hand_tcp"
+                )
             if code in UNREACHABLE_CODES:
-                raise UnreachableError(f"moveit: no plan to {position.round(3).tolist()} within "
-                                       f"{self.config.planning_time_s} s ({name})")
-            raise BackendFault(f"moveit: planning failed with {name} (pipeline "
-                               f"{params.planning_pipeline!r}, group {self.config.planning_group!r})")
+                raise UnreachableError(
+                    f"moveit: no plan to {position.round(3).tolist()} within {self.config.planning_time_s} s ({name})"
+                )
+            raise BackendFault(
+                f"moveit: planning failed with {name} (pipeline "
+                f"{params.planning_pipeline!r}, group {self.config.planning_group!r})"
+            )
 
     def _execute(self, trajectory: Any) -> None:
         outcome: dict[str, Any] = {}
@@ -508,9 +603,12 @@ class MoveItBackend(RobotBackend):
         status = outcome.get("status")
         if status is not None and not bool(status):
             name = getattr(status, "status", status)
-            hint = (" (MoveIt aborts at once when no active controller is configured for the planning group: "
-                    "moveit_simple_controller_manager.controller_names, see docs/franka_moveit.md)"
-                    if str(name) == "ABORTED" else "")
+            hint = (
+                " (MoveIt aborts at once when no active controller is configured for the planning group: "
+                "moveit_simple_controller_manager.controller_names, see docs/franka_moveit.md)"
+                if str(name) == "ABORTED"
+                else ""
+            )
             raise BackendFault(f"moveit: execution ended with status {name}{hint}")
 
     def stop(self) -> None:
@@ -544,10 +642,14 @@ class MoveItBackend(RobotBackend):
         width = full if width_m is None else min(float(width_m), full)
         with self._lock:
             self._stop_requested.clear()
-            if not self._gripper_call("move", lambda: gripper.move(width, self.config.gripper_speed_mps,
-                                                                   timeout_s=self.safety.motion_timeout_s)):
-                raise BackendFault(f"moveit: franka_gripper move to {width:.3f} m failed: "
-                                   f"{getattr(gripper, 'last_error', '') or 'no reason given'}")
+            if not self._gripper_call(
+                "move",
+                lambda: gripper.move(width, self.config.gripper_speed_mps, timeout_s=self.safety.motion_timeout_s),
+            ):
+                raise BackendFault(
+                    f"moveit: franka_gripper move to {width:.3f} m failed: "
+                    f"{getattr(gripper, 'last_error', '') or 'no reason given'}"
+                )
 
     def gripper_close(self, force_n: float | None = None, expected_width_m: float | None = None) -> float:
         self.require_connected()
@@ -556,17 +658,23 @@ class MoveItBackend(RobotBackend):
         force = self.config.default_force_n if force_n is None else float(force_n)
         # libfranka's grasp succeeds when the fingers stop within (width - inner, width + outer); a window wider
         # than the hand's opening is refused ("Command failed!"), so it stays inside the homed width
-        width, inner, outer = grasp_window(expected_width_m, gripper.max_width(), self.config.grasp_epsilon_inner_m,
-                                           self.config.grasp_epsilon_outer_m)
+        width, inner, outer = grasp_window(
+            expected_width_m, gripper.max_width(), self.config.grasp_epsilon_inner_m, self.config.grasp_epsilon_outer_m
+        )
         with self._lock:
             self._stop_requested.clear()
-            held = self._gripper_call("grasp", lambda: gripper.grasp(width, self.config.gripper_speed_mps, force,
-                                                                     inner, outer,
-                                                                     timeout_s=self.safety.motion_timeout_s))
+            held = self._gripper_call(
+                "grasp",
+                lambda: gripper.grasp(
+                    width, self.config.gripper_speed_mps, force, inner, outer, timeout_s=self.safety.motion_timeout_s
+                ),
+            )
         error = getattr(gripper, "last_error", "")
         if error:  # libfranka threw (franka_gripper's result carries e.what()): the command itself failed
-            raise BackendFault(f"moveit: franka_gripper grasp (width {width:.3f} m, epsilon inner {inner:.3f} / "
-                               f"outer {outer:.3f} m) failed: {error}")
+            raise BackendFault(
+                f"moveit: franka_gripper grasp (width {width:.3f} m, epsilon inner {inner:.3f} / "
+                f"outer {outer:.3f} m) failed: {error}"
+            )
         closed = self.gripper_width()
         if expected_width_m is not None and not held:
             raise GraspFailedError(grasp_failed_message("moveit", closed, width, inner, outer))
@@ -595,8 +703,9 @@ def merge_parameters(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict:
 
 def write_params_file(params: Mapping[str, Any], node: str = "/**", directory: str | None = None) -> str:
     """Write ``params`` as a ROS 2 parameters file for ``node`` (default: every node) and return its path."""
-    with tempfile.NamedTemporaryFile("w", prefix="moveit_params_", suffix=".yaml", dir=directory,
-                                     delete=False) as handle:
+    with tempfile.NamedTemporaryFile(
+        "w", prefix="moveit_params_", suffix=".yaml", dir=directory, delete=False
+    ) as handle:
         yaml.safe_dump({node: {"ros__parameters": _plain(params)}}, handle, default_flow_style=False)
         return handle.name
 
@@ -609,5 +718,7 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise ConfigError(f"MoveIt parameter value {value!r} ({type(value).__name__}) is not a plain value; build the "
-                      f"MoveIt configuration with string xacro mappings so that it is resolved when the file is written")
+    raise ConfigError(
+        f"MoveIt parameter value {value!r} ({type(value).__name__}) is not a plain value; build the "
+        f"MoveIt configuration with string xacro mappings so that it is resolved when the file is written"
+    )

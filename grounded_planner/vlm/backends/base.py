@@ -85,8 +85,15 @@ class RetryableError(RunFailure):
         self.retry_after_s = retry_after_s
 
 
-def retry_call(fn: Callable[[], T], *, max_retries: int, backoff_s: float, what: str,
-               sleep: Callable[[float], None] = time.sleep, deadline: float | None = None) -> T:
+def retry_call(
+    fn: Callable[[], T],
+    *,
+    max_retries: int,
+    backoff_s: float,
+    what: str,
+    sleep: Callable[[float], None] = time.sleep,
+    deadline: float | None = None,
+) -> T:
     """Call ``fn``; on RetryableError wait (exponential backoff, Retry-After honoured) and try again.
 
     After ``max_retries`` extra tries the last failure becomes a VLMUnavailableError naming ``what``; when the
@@ -100,13 +107,15 @@ def retry_call(fn: Callable[[], T], *, max_retries: int, backoff_s: float, what:
         except RetryableError as exc:
             if attempt >= max_retries:
                 raise VLMUnavailableError(f"{what}: {exc} (after {attempt + 1} tries)") from exc
-            wait = backoff_s * (2 ** attempt)
+            wait = backoff_s * (2**attempt)
             if exc.retry_after_s is not None:
                 wait = max(wait, exc.retry_after_s)
             wait = min(wait, MAX_BACKOFF_S)
             if deadline is not None and time.monotonic() + wait >= deadline:
-                raise VLMTimeoutError(f"{what}: {exc} (after {attempt + 1} tries; no time left for another within "
-                                      "the request's timeout_s)") from exc
+                raise VLMTimeoutError(
+                    f"{what}: {exc} (after {attempt + 1} tries; no time left for another within "
+                    "the request's timeout_s)"
+                ) from exc
             log.warning("%s: %s; retry %d/%d in %.2f s", what, exc, attempt + 1, max_retries, wait)
             sleep(wait)
             attempt += 1

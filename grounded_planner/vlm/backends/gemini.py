@@ -21,18 +21,30 @@ class GeminiBackend(VLMBackend):
 
     name = "gemini"
 
-    def __init__(self, model: str, api_key: str = "", base_url: str = "", timeout_s: float = 60.0,
-                 max_retries: int = 2, retry_backoff_s: float = 0.5):
+    def __init__(
+        self,
+        model: str,
+        api_key: str = "",
+        base_url: str = "",
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        retry_backoff_s: float = 0.5,
+    ):
         super().__init__(model)
         from google import genai  # lazy: optional SDK (google-genai), not in install_requires
         from google.genai import types  # lazy: optional SDK (google-genai), not in install_requires
 
         if not api_key:
-            raise VLMConfigError("the gemini backend needs an API key: set GEMINI_API_KEY (or name another variable "
-                                 "with --api-key-env / PlannerConfig.api_key_env)")
+            raise VLMConfigError(
+                "the gemini backend needs an API key: set GEMINI_API_KEY (or name another variable "
+                "with --api-key-env / PlannerConfig.api_key_env)"
+            )
         self._types = types
-        options = types.HttpOptions(timeout=int(timeout_s * 1000), retry_options=types.HttpRetryOptions(attempts=1),
-                                    **({"base_url": base_url} if base_url else {}))
+        options = types.HttpOptions(
+            timeout=int(timeout_s * 1000),
+            retry_options=types.HttpRetryOptions(attempts=1),
+            **({"base_url": base_url} if base_url else {}),
+        )
         self._client = genai.Client(api_key=api_key, http_options=options)
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
@@ -65,11 +77,18 @@ class GeminiBackend(VLMBackend):
     def generate(self, request: VLMRequest) -> str:
         system, contents = self.contents(request)
         config = self._types.GenerateContentConfig(
-            system_instruction=system or None, temperature=request.temperature, max_output_tokens=request.max_tokens,
-            response_mime_type="application/json" if request.json_mode else None)
-        response = retry_call(lambda: self._call_once(contents, config, request), max_retries=self.max_retries,
-                              backoff_s=self.retry_backoff_s, what=f"{self.where} (model {self.model!r})",
-                              deadline=request.deadline)
+            system_instruction=system or None,
+            temperature=request.temperature,
+            max_output_tokens=request.max_tokens,
+            response_mime_type="application/json" if request.json_mode else None,
+        )
+        response = retry_call(
+            lambda: self._call_once(contents, config, request),
+            max_retries=self.max_retries,
+            backoff_s=self.retry_backoff_s,
+            what=f"{self.where} (model {self.model!r})",
+            deadline=request.deadline,
+        )
         try:
             text = response.text
         except (ValueError, AttributeError) as exc:
@@ -81,14 +100,18 @@ class GeminiBackend(VLMBackend):
 
         limit = request.time_left(self.timeout_s, self.where)
         if request.deadline is not None:  # the SDK merges a request's http_options over the client's
-            config = config.model_copy(update={"http_options": self._types.HttpOptions(timeout=max(1, int(limit * 1000)))})
+            config = config.model_copy(
+                update={"http_options": self._types.HttpOptions(timeout=max(1, int(limit * 1000)))}
+            )
         try:
             return self._client.models.generate_content(model=self.model, contents=contents, config=config)
         except errors.APIError as exc:
             if exc.code in RETRY_STATUS:
                 raise RetryableError(f"HTTP {exc.code}: {exc.message or exc.status}") from exc
             hint = " (check the API key)" if exc.code in (401, 403) else ""
-            raise VLMRequestError(f"{self.where} rejected the request: HTTP {exc.code}: {exc.message}{hint}", exc.code) from exc
+            raise VLMRequestError(
+                f"{self.where} rejected the request: HTTP {exc.code}: {exc.message}{hint}", exc.code
+            ) from exc
         except Exception as exc:  # the SDK's transport (httpx/httpx2) errors share no importable base class
             kind = type(exc).__name__
             if "Timeout" in kind:

@@ -22,10 +22,15 @@ def chat_messages(request: VLMRequest) -> list[dict[str, Any]]:
     image_sent = request.image is None
     for message in request.messages:
         if message["role"] == "user" and not image_sent:
-            out.append({"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": request.image.data_url}},
-                {"type": "text", "text": message["content"]},
-            ]})
+            out.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": request.image.data_url}},
+                        {"type": "text", "text": message["content"]},
+                    ],
+                }
+            )
             image_sent = True
         else:
             out.append({"role": message["role"], "content": message["content"]})
@@ -62,12 +67,22 @@ class OpenAIBackend(VLMBackend):
 
     name = "openai"
 
-    def __init__(self, model: str, base_url: str, api_key: str = "", timeout_s: float = 60.0, max_retries: int = 2,
-                 retry_backoff_s: float = 0.5, extra_headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str = "",
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        retry_backoff_s: float = 0.5,
+        extra_headers: dict[str, str] | None = None,
+    ):
         super().__init__(model)
         if not base_url:
-            raise VLMRequestError("the openai backend needs a base URL (--base-url or GP_VLM_BASE_URL), "
-                                  "e.g. http://localhost:8000/v1 for vLLM")
+            raise VLMRequestError(
+                "the openai backend needs a base URL (--base-url or GP_VLM_BASE_URL), "
+                "e.g. http://localhost:8000/v1 for vLLM"
+            )
         if not base_url.startswith(("http://", "https://")):
             raise VLMRequestError(f"base URL must start with http:// or https://, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
@@ -84,15 +99,19 @@ class OpenAIBackend(VLMBackend):
         # Proxy variables apply to remote servers; a server on this machine is always reached directly.
         host = (httpx.URL(self.base_url).host or "").strip("[]")
         local = host in ("localhost", "::1") or host.startswith("127.")
-        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(self.timeout_s, connect=connect),
-                                    trust_env=not local)
+        self._client = httpx.Client(
+            headers=headers, timeout=httpx.Timeout(self.timeout_s, connect=connect), trust_env=not local
+        )
 
     def close(self) -> None:
         self._client.close()
 
     def payload(self, request: VLMRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": chat_messages(request),
-                                self._max_tokens_key: request.max_tokens}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": chat_messages(request),
+            self._max_tokens_key: request.max_tokens,
+        }
         if self._send_temperature:
             body["temperature"] = request.temperature
         if request.json_mode:
@@ -105,8 +124,13 @@ class OpenAIBackend(VLMBackend):
         for _ in range(3):  # at most two parameter adaptations, then the error stands
             data = json.dumps(self.payload(request)).encode("utf-8")
             try:
-                body = retry_call(lambda data=data: self._post_once(data, request), max_retries=self.max_retries,
-                                  backoff_s=self.retry_backoff_s, what=what, deadline=request.deadline)
+                body = retry_call(
+                    lambda data=data: self._post_once(data, request),
+                    max_retries=self.max_retries,
+                    backoff_s=self.retry_backoff_s,
+                    what=what,
+                    deadline=request.deadline,
+                )
             except VLMRequestError as exc:
                 if not self._adapt(exc):
                     raise
@@ -154,11 +178,15 @@ class OpenAIBackend(VLMBackend):
             raise RetryableError(f"HTTP {status}: {_error_detail(text)}", _retry_after(headers.get("retry-after")))
         if status >= 400:
             hint = " (check the API key environment variable)" if status in (401, 403) else ""
-            raise VLMRequestError(f"{self.url} rejected the request: HTTP {status}: {_error_detail(text)}{hint}", status)
+            raise VLMRequestError(
+                f"{self.url} rejected the request: HTTP {status}: {_error_detail(text)}{hint}", status
+            )
         try:
             return json.loads(text)
         except ValueError as exc:
-            raise VLMProtocolError(f"the server answered HTTP {status} with a body that is not JSON: {text[:200]!r}") from exc
+            raise VLMProtocolError(
+                f"the server answered HTTP {status} with a body that is not JSON: {text[:200]!r}"
+            ) from exc
 
 
 def _error_detail(text: str) -> str:

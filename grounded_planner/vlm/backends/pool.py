@@ -57,15 +57,23 @@ class ServerPool(VLMBackend):
 
     name = "openai"  # what the servers speak; the response cache key uses it
 
-    def __init__(self, backends: Sequence[VLMBackend], max_retries: int = 2, retry_backoff_s: float = 0.5,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        backends: Sequence[VLMBackend],
+        max_retries: int = 2,
+        retry_backoff_s: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         if not backends:
             raise InputError("a server pool needs at least one backend")
         models = {b.model for b in backends}
         if len(models) != 1:
             raise InputError(f"a server pool serves one model, got {sorted(models)}")
         super().__init__(backends[0].model)
-        self.servers = [ServerState(b, str(getattr(b, "base_url", "") or f"server {i}")) for i, b in enumerate(backends)]
+        self.servers = [
+            ServerState(b, str(getattr(b, "base_url", "") or f"server {i}")) for i, b in enumerate(backends)
+        ]
         if len({s.url for s in self.servers}) != len(self.servers):
             raise InputError(f"a server pool needs distinct servers, got {[s.url for s in self.servers]}")
         # The pool's identity in the response cache: the same set of servers of one model, in any order.
@@ -117,15 +125,21 @@ class ServerPool(VLMBackend):
 
         def out_of_time(wait: float = 0.0) -> None:
             if request.deadline is not None and time.monotonic() + wait >= request.deadline:
-                raise VLMTimeoutError(f"no server of model {self.model!r} answered within the request's timeout_s; "
-                                      f"last error: {last}") from last
+                raise VLMTimeoutError(
+                    f"no server of model {self.model!r} answered within the request's timeout_s; last error: {last}"
+                ) from last
 
         for round_ in range(self.max_retries + 1):
             if round_:
                 wait = min(MAX_BACKOFF_S, self.retry_backoff_s * 2 ** (round_ - 1))
                 out_of_time(wait)
-                log.warning("every server of the pool failed (last: %s); round %d/%d in %.2f s",
-                            last, round_ + 1, self.max_retries + 1, wait)
+                log.warning(
+                    "every server of the pool failed (last: %s); round %d/%d in %.2f s",
+                    last,
+                    round_ + 1,
+                    self.max_retries + 1,
+                    wait,
+                )
                 self._sleep(wait)
             tried: set[int] = set()
             while True:
@@ -148,8 +162,10 @@ class ServerPool(VLMBackend):
                     raise
                 self._done(index, None)
                 return answer
-        raise VLMUnavailableError(f"all {len(self.servers)} servers of model {self.model!r} failed "
-                                  f"{self.max_retries + 1} round(s); last error: {last}") from last
+        raise VLMUnavailableError(
+            f"all {len(self.servers)} servers of model {self.model!r} failed "
+            f"{self.max_retries + 1} round(s); last error: {last}"
+        ) from last
 
     # -- reporting ------------------------------------------------------------------------------------
     def server_counts(self) -> dict[str, dict[str, int | str]]:
@@ -195,5 +211,7 @@ def merge_counts(total: dict[str, dict[str, int | str]], part: dict[str, dict[st
 
 def served_line(counts: dict[str, dict[str, int | str]]) -> str:
     """One line for the end of a run: how many requests each server answered (and failed)."""
-    parts = [f"{url} {c['served']}" + (f" ({c['failed']} failed)" if c.get("failed") else "") for url, c in counts.items()]
+    parts = [
+        f"{url} {c['served']}" + (f" ({c['failed']} failed)" if c.get("failed") else "") for url, c in counts.items()
+    ]
     return "requests served per server: " + ", ".join(parts)

@@ -51,7 +51,9 @@ class ComposedProcessor:
                 pieces = sample.split(self.image_token)
                 out = pieces[0]
                 for piece in pieces[1:]:
-                    out += "\0" * counts[k] + piece  # placeholder first, so a pad inside the expansion is not re-expanded
+                    out += (
+                        "\0" * counts[k] + piece
+                    )  # placeholder first, so a pad inside the expansion is not re-expanded
                     k += 1
                 expanded.append(out.replace("\0", self.image_token))
             text = expanded
@@ -122,6 +124,7 @@ class TransformersBackend(VLMBackend):
     def __init__(self, model: str, adapter_path: str = "", device: str = "auto"):
         super().__init__(model)
         import torch  # lazy: optional SDK (torch), not in install_requires
+
         # lazy: optional SDK (transformers), not in install_requires
         from transformers import AutoModelForImageTextToText
 
@@ -175,7 +178,9 @@ class TransformersBackend(VLMBackend):
             factor = int(ip.patch_size) * int(ip.merge_size)
             min_px = getattr(ip, "min_pixels", None) or size["shortest_edge"]
             max_px = getattr(ip, "max_pixels", None) or size["longest_edge"]
-            height, width = smart_resize(sent_size[1], sent_size[0], factor=factor, min_pixels=min_px, max_pixels=max_px)
+            height, width = smart_resize(
+                sent_size[1], sent_size[0], factor=factor, min_pixels=min_px, max_pixels=max_px
+            )
         except (ImportError, AttributeError, KeyError, TypeError, ValueError):
             return sent_size  # not a Qwen-VL processor: the size it sees is learnt after the first request
         self._seen[sent_size] = (int(width), int(height))
@@ -192,12 +197,14 @@ class TransformersBackend(VLMBackend):
             _, grid_h, grid_w = (int(v) for v in inputs["image_grid_thw"][0])
             patch = int(getattr(self.processor.image_processor, "patch_size", 14))
             self._seen[request.image.size] = (grid_w * patch, grid_h * patch)
-        sampling = {"do_sample": True, "temperature": request.temperature} if request.temperature > 0 else {"do_sample": False}
+        sampling = (
+            {"do_sample": True, "temperature": request.temperature} if request.temperature > 0 else {"do_sample": False}
+        )
         with self._lock, torch.inference_mode():
             if request.deadline is not None:  # generation stops at the request's deadline (transformers' max_time)
                 sampling["max_time"] = request.time_left(float("inf"), f"transformers ({self.model})")
             out = self.net.generate(**inputs, max_new_tokens=request.max_tokens, **sampling)
         if request.deadline is not None and time.monotonic() >= request.deadline:
             raise VLMTimeoutError(f"transformers ({self.model}): generation stopped at the request's timeout_s")
-        new_tokens = out[:, inputs["input_ids"].shape[1]:]
+        new_tokens = out[:, inputs["input_ids"].shape[1] :]
         return self.processor.batch_decode(new_tokens, skip_special_tokens=True)[0]
