@@ -29,7 +29,7 @@ bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # ruff (ruff.toml): lint, then check the formatting; neither changes a file (`ruff check --fix`, `ruff format` do)
-lint:
+lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
