@@ -233,7 +233,14 @@ def test_replay_launch_on_a_compressed_equidistant_real_bag_answers_plans(
             assert response.success, response.message
             targets = plan_from_msg(response.plan).target_set()
             assert len(targets.targets) == 2 and targets.frame  # both actions got a 3D target
-    finally:
+    except AssertionError as exc:  # what the launched nodes said is what tells why
+        node.destroy_node()
+        raise AssertionError(f"{exc}\n--- the launch's output ---\n{launched.stop()}") from None
+    except BaseException:
+        node.destroy_node()
+        launched.stop()
+        raise
+    else:
         node.destroy_node()
         out = launched.stop()
     assert "Traceback" not in out, out
