@@ -42,7 +42,7 @@ import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 
-from bench_ros import HEIGHT, INSTRUCTION, REPO, WIDTH, _percentiles, _start_vlm_process, _stop
+from bench_ros import HEIGHT, INSTRUCTION, REPO, WIDTH, _percentiles, _start_planner_node, _start_vlm_process, _stop
 from grounded_planner.execution.backend import RobotBackend
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.executor import Executor
@@ -343,26 +343,7 @@ def _service_round(node, executor, domain, url, planner, image, n, first_from_ca
     env = dict(os.environ, ROS_DOMAIN_ID=str(domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     camera = _start_camera_process(env)
     started = time.perf_counter()
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "grounded_planner.ros.planner_node",
-            "--ros-args",
-            "-p",
-            "backend:=openai",
-            "-p",
-            f"base_url:={url}",
-            "-p",
-            "model:=qwen3-vl-bench",
-            "-p",
-            "max_retries:=0",
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    child = _start_planner_node(url, env)
     try:
         client = GroundedPlannerClient(node, executor=executor)
         image_msg = numpy_to_image(image, "rgb8")

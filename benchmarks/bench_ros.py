@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from grounded_planner.vlm.fake_server import start_process
+
 REPO = Path(__file__).resolve().parents[1]
 WIDTH, HEIGHT = 1280, 720
 INSTRUCTION = "put the red cube on the table"
@@ -56,13 +58,25 @@ class _VLMProcess:
 
 
 def _start_vlm_process() -> _VLMProcess:
-    code = (
-        "import threading; from grounded_planner.vlm.fake_server import FakeVLMServer; "
-        "s = FakeVLMServer({'red cube': (220, 30, 30), 'table': (200, 200, 200)}).start(); "
-        "print(s.base_url, flush=True); threading.Event().wait()"
+    return _VLMProcess(*start_process({"red cube": (220, 30, 30), "table": (200, 200, 200)}))
+
+
+def _start_planner_node(url: str, env: dict) -> subprocess.Popen:
+    """planner_node in a child process, planning with the stand-in server at ``url`` (openai backend, no retries)."""
+    params = ["backend:=openai", f"base_url:={url}", "model:=qwen3-vl-bench", "max_retries:=0"]
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "grounded_planner.ros.planner_node",
+            "--ros-args",
+            *[a for p in params for a in ("-p", p)],
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
-    return _VLMProcess(proc, proc.stdout.readline().strip())
 
 
 def _percentiles(samples_s: list[float]) -> str:
@@ -101,26 +115,7 @@ def bench_plan_round_trip(requests: int) -> None:
         os.environ, ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST"
     )
     os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
-    planner_proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "grounded_planner.ros.planner_node",
-            "--ros-args",
-            "-p",
-            "backend:=openai",
-            "-p",
-            f"base_url:={server.url}",
-            "-p",
-            "model:=qwen3-vl-bench",
-            "-p",
-            "max_retries:=0",
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    planner_proc = _start_planner_node(server.url, env)
     trigger_proc = subprocess.Popen(
         [sys.executable, "-c", TRIGGER_SERVER], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )

@@ -13,10 +13,7 @@ import json
 import logging
 import os
 import platform
-import re
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from contextlib import redirect_stderr
@@ -32,6 +29,7 @@ from grounded_planner.v2gp.segment import segment
 from grounded_planner.v2gp.synthetic import SyntheticConfig, write_synthetic_dataset
 from grounded_planner.vlm.backends.pool import server_counts
 from grounded_planner.vlm.config import PlannerConfig
+from grounded_planner.vlm.fake_server import start_process
 from grounded_planner.vlm.factory import make_planner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,29 +90,6 @@ def v2gp_part(args) -> None:
     print(f"  outputs byte-identical: {same}")
 
 
-def start_server(latency_s: float, capacity: int) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "grounded_planner.vlm.fake_server",
-            "--port",
-            "0",
-            "--latency",
-            str(latency_s),
-            "--capacity",
-            str(capacity),
-            "--scene",
-            json.dumps({k: list(v) for k, v in SCENE.items()}),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    url = re.search(r"(http://127\.0\.0\.1:\d+/v1)", proc.stdout.readline()).group(1)
-    return proc, url
-
-
 def bench_episodes(tmp: Path, n: int) -> list:
     sample = ROOT / "data" / "sample_bench"
     records = {
@@ -137,7 +112,7 @@ def bench_part(args) -> None:
     print(f"\nbench run: {n} episodes, stand-in servers of latency L={latency:.2f} s serving C={capacity} at once")
     print(f"  {'servers':<28} {'ideal N·L/(K·C)':>16} {'measured':>9} {'ratio':>6}  served per server")
     for label, k, kill_after in (("K=1", 1, None), ("K=2", 2, None), ("K=2, one killed at N/2", 2, n // 2)):
-        procs = [start_server(latency, capacity) for _ in range(k)]
+        procs = [start_process(SCENE, latency, capacity) for _ in range(k)]
         try:
             config = PlannerConfig(
                 backend="openai", model="gpt-stand-in", base_url=procs[0][1], base_urls=[u for _, u in procs[1:]]

@@ -17,11 +17,10 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from grounded_planner.ros import launch_args
+from grounded_planner.ros import launch_args, names
 from grounded_planner.ros.launch_args import DEFAULT_LOG_DIR, LaunchArgumentError
 
-PACKAGE = "grounded_planner"
-SHARE = get_package_share_directory(PACKAGE)
+SHARE = get_package_share_directory(launch_args.PACKAGE)
 # robot -> (executor backend, base frame, executor config: safety envelope, speeds, backend options,
 #           example extrinsics whose parent is that base frame)
 ROBOTS = {
@@ -48,7 +47,7 @@ ARGUMENTS = [
         "/robot1/camera/camera/color/image_raw, ... so that two robots share one graph",
     ),
     ("robot", "franka", "franka | so101: picks the executor backend and the base frame"),
-    ("executor_backend", "", "override the backend the robot implies (franky | moveit | lerobot | sim)"),
+    ("executor_backend", "", launch_args.EXECUTOR_BACKEND_HELP),
     ("dry_run", "false", "true: the executor validates and logs every plan but never moves the robot"),
     ("serial", "", "RealSense serial number ('' = first found)"),
     (
@@ -58,15 +57,7 @@ ARGUMENTS = [
         "CAMERA_NAMESPACE/CAMERA_NAME/color/image_raw, ... inside namespace",
     ),
     ("camera_name", "camera", "realsense-ros's camera_name (see camera_namespace)"),
-    ("planner_backend", "openai", "openai | gemini | transformers | replay | decoupled"),
-    (
-        "model",
-        "",
-        "VLM model name as the server knows it (required by openai, transformers and decoupled; "
-        "gemini defaults to gemini-2.5-flash; replay needs none)",
-    ),
-    ("base_url", "http://localhost:8000/v1", "OpenAI-compatible server root including /v1"),
-    ("replay_file", "", "JSONL of recorded plans for planner_backend:=replay (~ is expanded)"),
+    *launch_args.PLANNER_ARGUMENTS,
     (
         "extrinsics_file",
         "",
@@ -91,14 +82,7 @@ ARGUMENTS = [
         "executor_backend:=moveit: moveit_py settings merged over the config package's (pipelines, "
         "plan_request_params; ~ is expanded)",
     ),
-    (
-        "console",
-        "false",
-        "true: also start the operator console (console_node), a web page to watch, instruct, approve, stop and label",
-    ),
-    ("console_host", "127.0.0.1", "console: address to listen on (any but loopback requires a token)"),
-    ("console_port", "8080", "console: TCP port"),
-    ("console_token", "", "console: token for a non-loopback host ('' there = generated and printed once)"),
+    *launch_args.CONSOLE_ARGUMENTS,
     (
         "config",
         os.path.join(SHARE, "config", "real.yaml"),
@@ -192,9 +176,7 @@ def _nodes(context):
     config = launch_args.existing_file("config", arg["config"], "the parameters file for every node")
     robot = launch_args.choice("robot", arg["robot"], list(ROBOTS))
     backend, base_frame, executor_config, extrinsics = ROBOTS[robot]
-    executor_backend = launch_args.choice(
-        "executor_backend", arg["executor_backend"] or backend, ["franky", "moveit", "lerobot", "sim"]
-    )
+    executor_backend = launch_args.executor_backend(arg["executor_backend"] or backend)
     planner = launch_args.planner(arg["planner_backend"], arg["model"], arg["replay_file"])
     extrinsics_file = (
         launch_args.existing_file("extrinsics_file", arg["extrinsics_file"], "camera -> base calibration YAML")
@@ -205,10 +187,11 @@ def _nodes(context):
     camera = launch_args.namespace(f"{arg['camera_namespace']}/{arg['camera_name']}").lstrip("/")
     if not camera:
         raise LaunchArgumentError("launch arguments camera_namespace:= and camera_name:= are both empty")
+    streams = names.camera_topics(camera)
     topics = {
-        "color_topic": f"{camera}/color/image_raw",
-        "depth_topic": f"{camera}/aligned_depth_to_color/image_raw",
-        "camera_info_topic": f"{camera}/color/camera_info",
+        "color_topic": streams["color"],
+        "depth_topic": streams["depth"],
+        "camera_info_topic": streams["color_info"],
     }
     moveit_params_file = ""
     if executor_backend == "moveit":
@@ -219,106 +202,30 @@ def _nodes(context):
             launch_args.existing_file("moveit_py_config", arg["moveit_py_config"], "moveit_py settings YAML"),
         )
     log_dir = launch_args.log_dir(arg["log_dir"])
-    console = launch_args.boolean("console", arg["console"])
-    console_port = int(launch_args.positive_number("console_port", arg["console_port"])) if console else 0
-    nodes = [
-        Node(
-            package=PACKAGE,
-            executable="camera_node",
-            name="camera",
-            namespace=ns,
-            output="screen",
-            parameters=[config, {"serial": arg["serial"], "camera_namespace": camera}],
-        ),
-        Node(
-            package=PACKAGE,
-            executable="planner_node",
-            name="planner",
-            namespace=ns,
-            output="screen",
-            parameters=[
-                config,
-                {
-                    "backend": planner["backend"],
-                    "model": planner["model"],
-                    "base_url": arg["base_url"],
-                    "extrinsics_file": extrinsics_file,
-                    "replay_file": planner["replay_file"],
-                    "color_topic": topics["color_topic"],
-                    "depth_topic": topics["depth_topic"],
-                    "camera_info_topic": topics["camera_info_topic"],
-                },
-            ],
-        ),
-        Node(
-            package=PACKAGE,
-            executable="backprojection_node",
-            name="backprojection",
-            namespace=ns,
-            output="screen",
-            parameters=[
-                config,
-                {
-                    "extrinsics_file": extrinsics_file,
-                    "depth_topic": topics["depth_topic"],
-                    "camera_info_topic": topics["camera_info_topic"],
-                },
-            ],
-        ),
-        Node(
-            package=PACKAGE,
-            executable="executor_node",
-            name="executor",
-            namespace=ns,
-            output="screen",
-            parameters=[
-                config,
-                {
-                    "backend": executor_backend,
-                    "base_frame": base_frame,
-                    "dry_run": dry_run,
-                    "config_file": executor_config,
-                    "moveit_params_file": moveit_params_file,
-                },
-            ],
-        ),
-        Node(
-            package=PACKAGE,
-            executable="rollout_logger_node",
-            name="rollout_logger",
-            namespace=ns,
-            output="screen",
-            parameters=[
-                config,
-                {
-                    "log_dir": log_dir,
-                    "color_topic": topics["color_topic"],
-                    "depth_topic": topics["depth_topic"],
-                    "camera_info_topic": topics["camera_info_topic"],
-                },
-            ],
-        ),
-    ]
-    if console:
-        nodes.append(
-            Node(
-                package=PACKAGE,
-                executable="console_node",
-                name="console",
-                namespace=ns,
-                output="screen",
-                parameters=[
-                    config,
-                    {
-                        "host": arg["console_host"],
-                        "port": console_port,
-                        "token": arg["console_token"],
-                        "rollouts_dir": log_dir,
-                    },
-                ],
-            )
-        )
-    return nodes
+    overrides = {
+        "camera": {"serial": arg["serial"], "camera_namespace": camera},
+        "planner": {
+            **planner,  # backend, model, replay_file
+            "base_url": arg["base_url"],
+            "extrinsics_file": extrinsics_file,
+            **topics,
+        },
+        "backprojection": {
+            "extrinsics_file": extrinsics_file,
+            "depth_topic": topics["depth_topic"],
+            "camera_info_topic": topics["camera_info_topic"],
+        },
+        "executor": {
+            "backend": executor_backend,
+            "base_frame": base_frame,
+            "dry_run": dry_run,
+            "config_file": executor_config,
+            "moveit_params_file": moveit_params_file,
+        },
+        "rollout_logger": {"log_dir": log_dir, **topics},
+        **launch_args.console(arg, log_dir),
+    }
+    return [Node(**kwargs) for kwargs in launch_args.nodes(ns, config, overrides)]
 
 
 def generate_launch_description():

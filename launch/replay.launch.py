@@ -17,8 +17,7 @@ from launch_ros.actions import Node
 from grounded_planner.ros import launch_args
 from grounded_planner.ros.launch_args import DEFAULT_LOG_DIR
 
-PACKAGE = "grounded_planner"
-SHARE = get_package_share_directory(PACKAGE)
+SHARE = get_package_share_directory(launch_args.PACKAGE)
 
 ARGUMENTS = [
     (
@@ -30,15 +29,7 @@ ARGUMENTS = [
     ("bag", "", "rosbag2 folder, .mcap or .db3 file to play (required)"),
     ("rate", "1.0", "playback speed relative to the recording (a number > 0)"),
     ("loop", "true", "true | false: start the bag again at its end"),
-    ("planner_backend", "openai", "openai | gemini | transformers | replay | decoupled"),
-    (
-        "model",
-        "",
-        "VLM model name as the server knows it (required by openai, transformers and decoupled; "
-        "gemini defaults to gemini-2.5-flash; replay needs none)",
-    ),
-    ("base_url", "http://localhost:8000/v1", "OpenAI-compatible server root including /v1"),
-    ("replay_file", "", "JSONL of recorded plans for planner_backend:=replay (~ is expanded)"),
+    *launch_args.PLANNER_ARGUMENTS,
     (
         "extrinsics_file",
         "",
@@ -51,14 +42,7 @@ ARGUMENTS = [
         DEFAULT_LOG_DIR,
         "folder for rollout logs (~ is expanded; a relative path is relative to the directory ros2 launch runs in)",
     ),
-    (
-        "console",
-        "false",
-        "true: also start the operator console (console_node), a web page to watch, instruct, approve, stop and label",
-    ),
-    ("console_host", "127.0.0.1", "console: address to listen on (any but loopback requires a token)"),
-    ("console_port", "8080", "console: TCP port"),
-    ("console_token", "", "console: token for a non-loopback host ('' there = generated and printed once)"),
+    *launch_args.CONSOLE_ARGUMENTS,
     (
         "config",
         os.path.join(SHARE, "config", "replay.yaml"),
@@ -86,79 +70,19 @@ def _nodes(context):
         else launch_args.extrinsics_beside_bag(bag)
     )
     log_dir = launch_args.log_dir(arg["log_dir"])
-    console = launch_args.boolean("console", arg["console"])
-    console_port = int(launch_args.positive_number("console_port", arg["console_port"])) if console else 0
-    nodes = [
-        Node(
-            package=PACKAGE,
-            executable="bag_player_node",
-            name="bag_player",
-            namespace=ns,
-            output="screen",
-            parameters=[config, {"bag": os.path.abspath(bag), "rate": rate, "loop": loop}],
-        ),
-        Node(
-            package=PACKAGE,
-            executable="planner_node",
-            name="planner",
-            namespace=ns,
-            output="screen",
-            parameters=[
-                config,
-                {
-                    "backend": planner["backend"],
-                    "model": planner["model"],
-                    "base_url": arg["base_url"],
-                    "extrinsics_file": extrinsics_file,
-                    "replay_file": planner["replay_file"],
-                },
-            ],
-        ),
-        Node(
-            package=PACKAGE,
-            executable="backprojection_node",
-            name="backprojection",
-            namespace=ns,
-            output="screen",
-            parameters=[config, {"extrinsics_file": extrinsics_file}],
-        ),
-        Node(
-            package=PACKAGE,
-            executable="executor_node",
-            name="executor",
-            namespace=ns,
-            output="screen",
-            parameters=[config],
-        ),
-        Node(
-            package=PACKAGE,
-            executable="rollout_logger_node",
-            name="rollout_logger",
-            namespace=ns,
-            output="screen",
-            parameters=[config, {"log_dir": log_dir}],
-        ),
-    ]
-    if console:
-        nodes.append(
-            Node(
-                package=PACKAGE,
-                executable="console_node",
-                name="console",
-                namespace=ns,
-                output="screen",
-                parameters=[
-                    config,
-                    {
-                        "host": arg["console_host"],
-                        "port": console_port,
-                        "token": arg["console_token"],
-                        "rollouts_dir": log_dir,
-                    },
-                ],
-            )
-        )
-    return nodes
+    overrides = {
+        "bag_player": {"bag": os.path.abspath(bag), "rate": rate, "loop": loop},
+        "planner": {
+            **planner,  # backend, model, replay_file
+            "base_url": arg["base_url"],
+            "extrinsics_file": extrinsics_file,
+        },
+        "backprojection": {"extrinsics_file": extrinsics_file},
+        "executor": {},
+        "rollout_logger": {"log_dir": log_dir},
+        **launch_args.console(arg, log_dir),
+    }
+    return [Node(**kwargs) for kwargs in launch_args.nodes(ns, config, overrides)]
 
 
 def generate_launch_description():

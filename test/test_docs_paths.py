@@ -92,3 +92,26 @@ def test_the_index_lists_every_page_and_the_readme_links_it():
         f"docs/index.md does not list {unlisted}: add each under tutorials, how-to guides, reference or explanation"
     )
     assert "(docs/index.md)" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_every_class_the_glossary_names_exists():
+    """The glossary of docs/architecture.md gives each concept its one name (issue 29.4): every class or message it
+    names in backticks is one the package or grounded_planner_interfaces defines, so a rename that leaves the
+    glossary behind fails here."""
+    import ast
+
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    glossary = text.split("## Glossary", 1)[1].split("\n## ", 1)[0]
+    classes = {
+        node.name
+        for path in (REPO / "grounded_planner").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+    }
+    classes |= {
+        p.stem for p in (REPO / "grounded_planner_interfaces").glob("*/*") if p.suffix in (".msg", ".srv", ".action")
+    }
+    named = set(re.findall(r"`([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)`", glossary))
+    assert len(named) >= 10, f"the glossary names too few classes to check: {sorted(named)}"
+    missing = sorted(named - classes)
+    assert not missing, f"docs/architecture.md's glossary names classes that do not exist: {missing}"

@@ -15,39 +15,9 @@ from grounded_planner.execution.backend import BackendError, MotionStoppedError
 from grounded_planner.execution.config import ExecutorConfig, SafetyConfig
 from grounded_planner.execution.executor import Executor
 from grounded_planner.execution.outcomes import Outcome
-from grounded_planner.geometry.targets import TargetSet
-from grounded_planner.plan import GroundedAction, GroundedPlan
+from grounded_planner.plan import GroundedPlan
 from helpers.kinematic_arm import KinematicArm, fault
-
-
-def plan_of(*kinds) -> GroundedPlan:
-    actions = [
-        GroundedAction("place", "cube", "plate", point=(10, 10))
-        if k == "place"
-        else GroundedAction(k, "cube", bbox=(1, 1, 20, 20))
-        for k in kinds
-    ]
-    return GroundedPlan("x", (640, 480), actions)
-
-
-def targets_of(*specs) -> TargetSet:
-    """specs: (type, position, extra fields)."""
-    targets = []
-    for i, (kind, position, *extra) in enumerate(specs):
-        t = {
-            "index": i,
-            "type": kind,
-            "object": "cube",
-            "position": list(position),
-            "yaw": None,
-            "width": None,
-            "normal": None,
-            "method": "test",
-            "confidence": 1.0,
-        }
-        t.update(extra[0] if extra else {})
-        targets.append(t)
-    return TargetSet.from_dict({"frame": "base", "targets": targets, "warnings": []})
+from helpers.staged_plans import plan_of, targets_of
 
 
 GRASP = ("grasp", (0.5, 0.1, 0.05))
@@ -175,3 +145,16 @@ def test_a_place_keeps_a_held_yaw_given_by_an_earlier_call():
     Executor(arm).execute(plan_of("place"), targets_of(("place", (0.5, -0.2, 0.02), {"yaw": 0.0})), held_yaw=0.4)
     assert {c[2] for c in arm.moves()} == {0.4}
     assert np.isfinite(arm.position).all()
+
+
+def test_a_release_at_the_configured_opening_never_squeezes_what_the_fingers_hold():
+    # the SO-101 releases at 45 mm (its moving jaw, opened to 70 mm, swept into a block 34 mm away); an object it
+    # grips wider than 35 mm was grasped with the jaws fully open and is let go with them fully open again
+    config = ExecutorConfig(gripper_open_width_m=0.045)
+    grasp = ("grasp", (0.5, 0.1, 0.05), {"width": 0.04})
+    place = ("place", (0.5, -0.1, 0.0), {"object": "plate"})
+    for held, release in ((0.03, 0.045), (0.04, None)):
+        arm = connected(KinematicArm(closed_width_m=held))
+        result = Executor(arm, config).execute(plan_of("grasp", "place"), targets_of(grasp, place))
+        assert result.success, result.steps
+        assert [c for c in arm.calls if c[0] == "open"][-1] == ("open", release), (held, arm.calls)

@@ -24,9 +24,9 @@ from grounded_planner.execution.validate import (
     check_poses,
     check_target,
 )
-from grounded_planner.geometry.targets import TargetSet
 from grounded_planner.plan import GroundedAction, GroundedPlan
 from helpers.kinematic_arm import KinematicArm
+from helpers.staged_plans import targets_of
 
 MM = 1e-3
 LO = (0.25, -0.5, 0.0)
@@ -140,29 +140,6 @@ def test_place_release_height_is_raised_to_the_floor_of_a_raised_support_surface
 
 
 # ---- the executor on the edge -------------------------------------------------------------------------------
-def targets(*specs) -> TargetSet:
-    return TargetSet.from_dict(
-        {
-            "frame": "base",
-            "warnings": [],
-            "targets": [
-                {
-                    "index": i,
-                    "type": kind,
-                    "object": "cube",
-                    "position": list(position),
-                    "yaw": None,
-                    "width": None,
-                    "normal": None,
-                    "method": "test",
-                    "confidence": 1.0,
-                }
-                for i, (kind, position) in enumerate(specs)
-            ],
-        }
-    )
-
-
 def test_the_executor_runs_a_plan_on_the_edge_and_refuses_it_a_millimetre_out_without_moving():
     plan = GroundedPlan(
         "x",
@@ -175,14 +152,14 @@ def test_the_executor_runs_a_plan_on_the_edge_and_refuses_it_a_millimetre_out_wi
     arm = KinematicArm()
     arm.connect()
     result = Executor(arm, executor_config()).execute(
-        plan, targets(("grasp", (0.75, 0.5, 0.25)), ("place", (0.25, -0.5, 0.0)))
+        plan, targets_of(("grasp", (0.75, 0.5, 0.25)), ("place", (0.25, -0.5, 0.0)))
     )
     assert result.success, result.to_dict()
     assert max(c[1][2] for c in arm.moves()) == 0.5 and min(c[1][0] for c in arm.moves()) == 0.25
     arm = KinematicArm()
     arm.connect()
     result = Executor(arm, executor_config()).execute(
-        plan, targets(("grasp", (0.75, 0.5, 0.25)), ("place", (0.25, -0.5 - MM, 0.0)))
+        plan, targets_of(("grasp", (0.75, 0.5, 0.25)), ("place", (0.25, -0.5 - MM, 0.0)))
     )
     assert [(s.index, s.outcome) for s in result.steps] == [(1, Outcome.OUTSIDE_WORKSPACE)]
     assert "y=-0.501 m" in result.steps[0].message and arm.calls == []
@@ -194,13 +171,13 @@ def test_the_abort_retreat_stops_at_the_ceiling():
     arm.connect()
     config = executor_config(abort_retreat_height_m=0.125)
     plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1, 1, 20, 20))])
-    result = Executor(arm, config).execute(plan, targets(("grasp", (0.5, 0.0, 0.25))))
+    result = Executor(arm, config).execute(plan, targets_of(("grasp", (0.5, 0.0, 0.25))))
     assert result.steps[0].outcome is Outcome.GRASP_FAILED
     assert arm.calls[-1][0] == "move" and arm.calls[-1][1][2] == pytest.approx(0.375)  # 0.25 + 0.125, under 0.5
     arm = KinematicArm(closed_width_m=0.0)
     arm.connect()
     result = Executor(arm, executor_config(abort_retreat_height_m=0.375)).execute(
-        plan, targets(("grasp", (0.5, 0.0, 0.25)))
+        plan, targets_of(("grasp", (0.5, 0.0, 0.25)))
     )
     assert arm.calls[-1][1][2] == 0.5 and "retreated to z=0.500 m" in result.steps[0].message
 
@@ -211,7 +188,7 @@ def test_a_gripper_closed_exactly_to_the_minimum_width_holds_something(closed_mm
     arm.connect()
     plan = GroundedPlan("x", (640, 480), [GroundedAction("grasp", "cube", bbox=(1, 1, 20, 20))])
     result = Executor(arm, executor_config(min_grasp_width_m=0.004)).execute(
-        plan, targets(("grasp", (0.5, 0.0, 0.125)))
+        plan, targets_of(("grasp", (0.5, 0.0, 0.125)))
     )
     assert result.steps[0].outcome is outcome, result.steps[0].message
 

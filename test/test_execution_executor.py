@@ -20,42 +20,12 @@ from grounded_planner.execution.config import ConfigError, ExecutorConfig, Safet
 from grounded_planner.execution.executor import ExecutionInputError, Executor
 from grounded_planner.execution.motions import StepFailure, plan_primitive
 from grounded_planner.execution.outcomes import Outcome
-from grounded_planner.geometry.targets import Target, TargetSet
-from grounded_planner.plan import GroundedAction, GroundedPlan
+from grounded_planner.geometry.targets import Target
+from grounded_planner.plan import GroundedAction
 from helpers.kinematic_arm import KinematicArm, fault
+from helpers.staged_plans import plan_of, targets_of
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def make_plan(*types: str) -> GroundedPlan:
-    actions = []
-    for t in types:
-        if t == "place":
-            actions.append(GroundedAction("place", "cube", "plate", point=(10.0, 10.0)))
-        else:
-            actions.append(GroundedAction(t, "cube", bbox=(1.0, 1.0, 20.0, 20.0)))
-    return GroundedPlan("test", (640, 480), actions)
-
-
-def make_targets(*specs: tuple) -> TargetSet:
-    """specs: (type, position, extra dict) per action, in plan order."""
-    targets = []
-    for i, (kind, position, *extra) in enumerate(specs):
-        t = {
-            "index": i,
-            "type": kind,
-            "object": "cube",
-            "position": list(position),
-            "yaw": None,
-            "width": None,
-            "normal": None,
-            "method": "test",
-            "confidence": 1.0,
-        }
-        if extra:
-            t.update(extra[0])
-        targets.append(t)
-    return TargetSet.from_dict({"frame": "base", "targets": targets, "warnings": []})
 
 
 def config(**safety) -> ExecutorConfig:
@@ -70,7 +40,7 @@ def test_grasp_place_sends_the_primitive_motions_in_order():
     arm = KinematicArm()
     arm.connect()
     cfg = config()
-    result = Executor(arm, cfg).execute(make_plan("grasp", "place"), make_targets(GRASP_IN, PLACE_IN))
+    result = Executor(arm, cfg).execute(plan_of("grasp", "place"), targets_of(GRASP_IN, PLACE_IN))
     assert result.success, result.to_dict()
     kinds = [c[0] for c in arm.calls]
     assert kinds == ["move", "open", "move", "close", "move", "move", "move", "open", "move"]
@@ -95,7 +65,7 @@ def test_target_outside_workspace_is_refused_and_nothing_is_sent():
     arm = KinematicArm()
     arm.connect()
     # the place (second step) is 1.2 m away: the whole plan is refused before the grasp moves
-    plan, targets = make_plan("grasp", "place"), make_targets(GRASP_IN, ("place", (1.2, 0.0, 0.0)))
+    plan, targets = plan_of("grasp", "place"), targets_of(GRASP_IN, ("place", (1.2, 0.0, 0.0)))
     result = Executor(arm, config()).execute(plan, targets)
     assert not result.success
     assert [s.outcome for s in result.steps] == [Outcome.OUTSIDE_WORKSPACE]
@@ -109,7 +79,7 @@ def test_waypoint_above_the_workspace_is_refused():
     arm.connect()
     # the target is inside, but its pre-grasp (0.12 m higher) pokes through the 0.2 m ceiling
     result = Executor(arm, config(workspace_max_m=(0.8, 0.45, 0.2))).execute(
-        make_plan("grasp"), make_targets(("grasp", (0.5, 0.0, 0.1)))
+        plan_of("grasp"), targets_of(("grasp", (0.5, 0.0, 0.1)))
     )
     assert result.steps[0].outcome is Outcome.OUTSIDE_WORKSPACE
     assert "pre_grasp" in result.steps[0].message
@@ -120,7 +90,7 @@ def test_unreachable_pose_is_reported_before_any_motion():
     arm = KinematicArm(unreachable_x_above=0.6)
     arm.connect()
     result = Executor(arm, config()).execute(
-        make_plan("grasp", "place"), make_targets(GRASP_IN, ("place", (0.7, 0.0, 0.0)))
+        plan_of("grasp", "place"), targets_of(GRASP_IN, ("place", (0.7, 0.0, 0.0)))
     )
     assert [s.outcome for s in result.steps] == [Outcome.UNREACHABLE]
     assert arm.calls == []
@@ -130,8 +100,8 @@ def test_backend_fault_mid_step_aborts_and_the_rest_is_not_run():
     # command 2 is the grasp's descend: the arm faults half-way through step 0 of a three-step plan
     arm = KinematicArm(fail_on={2: fault()})
     arm.connect()
-    plan = make_plan("grasp", "place", "grasp")
-    targets = make_targets(GRASP_IN, PLACE_IN, ("grasp", (0.6, 0.0, 0.04)))
+    plan = plan_of("grasp", "place", "grasp")
+    targets = targets_of(GRASP_IN, PLACE_IN, ("grasp", (0.6, 0.0, 0.04)))
     result = Executor(arm, config()).execute(plan, targets)
     assert not result.success
     assert [(s.index, s.outcome) for s in result.steps] == [(0, Outcome.FAULT)]
@@ -146,7 +116,7 @@ def test_empty_gripper_is_grasp_failed_then_opens_and_rises():
     arm = KinematicArm(closed_width_m=0.001)
     arm.connect()
     cfg = config()
-    result = Executor(arm, cfg).execute(make_plan("grasp", "place"), make_targets(GRASP_IN, PLACE_IN))
+    result = Executor(arm, cfg).execute(plan_of("grasp", "place"), targets_of(GRASP_IN, PLACE_IN))
     assert [s.outcome for s in result.steps] == [Outcome.GRASP_FAILED]
     assert "1.0 mm" in result.steps[0].message
     # after the failed close: open the gripper, then rise straight up from where the arm is
@@ -159,7 +129,7 @@ def test_empty_gripper_is_grasp_failed_then_opens_and_rises():
 def test_unreachable_raised_by_the_backend_during_motion_aborts():
     arm = KinematicArm(fail_on={0: UnreachableError("planner found no path")})
     arm.connect()
-    result = Executor(arm, config()).execute(make_plan("grasp"), make_targets(GRASP_IN))
+    result = Executor(arm, config()).execute(plan_of("grasp"), targets_of(GRASP_IN))
     assert result.steps[0].outcome is Outcome.UNREACHABLE
     assert "no path" in result.steps[0].message
 
@@ -168,7 +138,7 @@ def test_motion_over_its_time_limit_is_stopped_with_timeout():
     arm = KinematicArm(move_duration_s=5.0)
     arm.connect()
     start = time.monotonic()
-    result = Executor(arm, config(motion_timeout_s=0.3)).execute(make_plan("grasp"), make_targets(GRASP_IN))
+    result = Executor(arm, config(motion_timeout_s=0.3)).execute(plan_of("grasp"), targets_of(GRASP_IN))
     elapsed = time.monotonic() - start
     assert result.steps[0].outcome is Outcome.TIMEOUT
     assert arm.stops, "the arm must be told to stop"
@@ -190,7 +160,7 @@ def test_cancel_mid_plan_stops_within_the_bound():
         cancel.set()
 
     threading.Thread(target=cancel_later).start()
-    result = Executor(arm, cfg).execute(make_plan("grasp", "place"), make_targets(GRASP_IN, PLACE_IN), cancel=cancel)
+    result = Executor(arm, cfg).execute(plan_of("grasp", "place"), targets_of(GRASP_IN, PLACE_IN), cancel=cancel)
     returned = time.monotonic()
     assert [s.outcome for s in result.steps] == [Outcome.CANCELLED]
     assert returned - cancelled_at[0] < cfg.safety.stop_timeout_s
@@ -206,8 +176,8 @@ def test_cancel_mid_plan_stops_within_the_bound():
 
 def test_dry_run_checks_every_step_and_sends_nothing():
     arm = KinematicArm()
-    plan = make_plan("grasp", "place", "grasp", "place")
-    targets = make_targets(GRASP_IN, ("place", (0.5, 0.9, 0.0)), ("grasp", (0.6, 0.0, 0.05)), PLACE_IN)
+    plan = plan_of("grasp", "place", "grasp", "place")
+    targets = targets_of(GRASP_IN, ("place", (0.5, 0.9, 0.0)), ("grasp", (0.6, 0.0, 0.05)), PLACE_IN)
     result = Executor(arm, config()).execute(plan, targets, dry_run=True)
     assert not result.success
     assert [s.outcome for s in result.steps] == [Outcome.OK, Outcome.OUTSIDE_WORKSPACE, Outcome.OK, Outcome.OK]
@@ -217,9 +187,7 @@ def test_dry_run_checks_every_step_and_sends_nothing():
 
 
 def test_dry_run_needs_no_backend():
-    result = Executor(None, config()).execute(
-        make_plan("grasp", "place"), make_targets(GRASP_IN, PLACE_IN), dry_run=True
-    )
+    result = Executor(None, config()).execute(plan_of("grasp", "place"), targets_of(GRASP_IN, PLACE_IN), dry_run=True)
     assert result.success and len(result.steps) == 2
 
 
@@ -228,9 +196,7 @@ def test_grasp_yaw_becomes_the_backend_closing_axis():
     for target_yaw, expected in ((math.pi / 2, 0.0), (0.0, math.pi / 2), (math.pi / 4, -math.pi / 4)):
         arm = KinematicArm()
         arm.connect()
-        Executor(arm, config()).execute(
-            make_plan("grasp"), make_targets(("grasp", (0.5, 0.0, 0.04), {"yaw": target_yaw}))
-        )
+        Executor(arm, config()).execute(plan_of("grasp"), targets_of(("grasp", (0.5, 0.0, 0.04), {"yaw": target_yaw})))
         assert arm.calls[0][2] == pytest.approx(expected)
 
 
@@ -238,8 +204,8 @@ def test_place_keeps_the_yaw_of_the_grasp():
     arm = KinematicArm()
     arm.connect()
     Executor(arm, config()).execute(
-        make_plan("grasp", "place"),
-        make_targets(("grasp", (0.5, 0.1, 0.04), {"yaw": 0.3}), ("place", (0.5, -0.2, 0.0), {"yaw": 1.2})),
+        plan_of("grasp", "place"),
+        targets_of(("grasp", (0.5, 0.1, 0.04), {"yaw": 0.3}), ("place", (0.5, -0.2, 0.0), {"yaw": 1.2})),
     )
     yaws = {round(c[2], 6) for c in arm.moves()}
     assert yaws == {round(0.3 - math.pi / 2, 6)}
@@ -250,16 +216,16 @@ def test_a_place_run_on_its_own_keeps_the_yaw_it_is_told_the_object_is_held_at()
     arm = KinematicArm()
     arm.connect()
     executor = Executor(arm, config())
-    grasp = executor.execute(make_plan("grasp"), make_targets(("grasp", (0.5, 0.1, 0.04), {"yaw": 0.3})))
+    grasp = executor.execute(plan_of("grasp"), targets_of(("grasp", (0.5, 0.1, 0.04), {"yaw": 0.3})))
     held = grasp.steps[0].motions[0].yaw_rad
     arm.calls.clear()
-    executor.execute(make_plan("place"), make_targets(("place", (0.5, -0.2, 0.0), {"yaw": 1.2})), held_yaw=held)
+    executor.execute(plan_of("place"), targets_of(("place", (0.5, -0.2, 0.0), {"yaw": 1.2})), held_yaw=held)
     assert {round(c[2], 6) for c in arm.moves()} == {round(0.3 - math.pi / 2, 6)}
     arm.calls.clear()
-    executor.execute(make_plan("place"), make_targets(("place", (0.5, -0.2, 0.0), {"yaw": 1.2})))
+    executor.execute(plan_of("place"), targets_of(("place", (0.5, -0.2, 0.0), {"yaw": 1.2})))
     assert {round(c[2], 6) for c in arm.moves()} == {round(1.2 - math.pi / 2, 6)}  # nothing held: its own yaw
     with pytest.raises(ValueError, match="held_yaw"):
-        executor.execute(make_plan("place"), make_targets(PLACE_IN), held_yaw=float("nan"))
+        executor.execute(plan_of("place"), targets_of(PLACE_IN), held_yaw=float("nan"))
 
 
 def test_open_pulls_along_the_surface_normal():
@@ -268,7 +234,7 @@ def test_open_pulls_along_the_surface_normal():
     cfg = config()
     normal = np.array([-1.0, 0.0, 0.0])  # drawer front faces the robot
     handle = np.array([0.6, 0.0, 0.2])
-    Executor(arm, cfg).execute(make_plan("open"), make_targets(("open", handle, {"normal": normal.tolist()})))
+    Executor(arm, cfg).execute(plan_of("open"), targets_of(("open", handle, {"normal": normal.tolist()})))
     labels = [c for c in arm.calls]
     close_at = next(i for i, c in enumerate(labels) if c[0] == "close")
     grasp_point = np.array(labels[close_at - 1][1])
@@ -283,7 +249,7 @@ def test_open_on_an_upward_facing_surface_pulls_up():
     arm.connect()
     cfg = config()
     Executor(arm, cfg).execute(
-        make_plan("open"), make_targets(("open", (0.5, 0.0, 0.1), {"normal": [0.0, 0.1, 1.0], "yaw": math.pi / 2}))
+        plan_of("open"), targets_of(("open", (0.5, 0.0, 0.1), {"normal": [0.0, 0.1, 1.0], "yaw": math.pi / 2}))
     )
     close_at = next(i for i, c in enumerate(arm.calls) if c[0] == "close")
     moved = np.array(arm.calls[close_at + 1][1]) - np.array(arm.calls[close_at - 1][1])
@@ -295,9 +261,7 @@ def test_close_pushes_against_the_normal():
     arm = KinematicArm()
     arm.connect()
     cfg = config()
-    Executor(arm, cfg).execute(
-        make_plan("close"), make_targets(("close", (0.5, 0.0, 0.2), {"normal": [-1.0, 0.0, 0.0]}))
-    )
+    Executor(arm, cfg).execute(plan_of("close"), targets_of(("close", (0.5, 0.0, 0.2), {"normal": [-1.0, 0.0, 0.0]})))
     close_at = next(i for i, c in enumerate(arm.calls) if c[0] == "close")
     moved = np.array(arm.calls[close_at + 1][1]) - np.array(arm.calls[close_at - 1][1])
     np.testing.assert_allclose(moved, [cfg.close_push_distance_m, 0.0, 0.0], atol=1e-9)
@@ -307,7 +271,7 @@ def test_grasp_height_below_the_floor_is_raised_and_said():
     arm = KinematicArm()
     arm.connect()
     result = Executor(arm, config(min_height_above_surface_m=0.02)).execute(
-        make_plan("grasp"), make_targets(("grasp", (0.5, 0.0, 0.015)))
+        plan_of("grasp"), targets_of(("grasp", (0.5, 0.0, 0.015)))
     )
     assert result.success
     assert arm.calls[2][1][2] == pytest.approx(0.02)
@@ -319,19 +283,19 @@ def test_plan_and_targets_that_do_not_match_are_input_errors():
     arm.connect()
     ex = Executor(arm, config())
     with pytest.raises(ExecutionInputError, match="action 1 .place. has no target"):
-        ex.execute(make_plan("grasp", "place"), make_targets(GRASP_IN))
+        ex.execute(plan_of("grasp", "place"), targets_of(GRASP_IN))
     with pytest.raises(ExecutionInputError, match="is a grasp but its target is a place"):
-        ex.execute(make_plan("grasp"), make_targets(PLACE_IN))
+        ex.execute(plan_of("grasp"), targets_of(PLACE_IN))
     assert arm.calls == []
 
 
 def test_targets_in_the_camera_frame_are_refused():
     arm = KinematicArm()
     arm.connect()
-    targets = make_targets(GRASP_IN)
+    targets = targets_of(GRASP_IN)
     targets.frame = "camera_color_optical_frame"
     with pytest.raises(ExecutionInputError, match="camera frame .*--extrinsics"):
-        Executor(arm, config()).execute(make_plan("grasp"), targets, dry_run=True)
+        Executor(arm, config()).execute(plan_of("grasp"), targets, dry_run=True)
     assert arm.calls == []
 
 
@@ -339,7 +303,7 @@ def test_an_unexpected_error_stops_the_arm_before_it_propagates():
     arm = KinematicArm(fail_on={2: ZeroDivisionError("driver bug")})
     arm.connect()
     with pytest.raises(ZeroDivisionError):
-        Executor(arm, config()).execute(make_plan("grasp"), make_targets(GRASP_IN))
+        Executor(arm, config()).execute(plan_of("grasp"), targets_of(GRASP_IN))
     assert arm.stops and len(arm.calls) == 3
 
 
@@ -347,13 +311,13 @@ def test_one_real_run_at_a_time():
     arm = KinematicArm(move_duration_s=0.5)
     arm.connect()
     executor = Executor(arm, config())
-    first = threading.Thread(target=executor.execute, args=(make_plan("grasp"), make_targets(GRASP_IN)))
+    first = threading.Thread(target=executor.execute, args=(plan_of("grasp"), targets_of(GRASP_IN)))
     first.start()
     time.sleep(0.1)
     with pytest.raises(RuntimeError, match="already running"):
-        executor.execute(make_plan("grasp"), make_targets(GRASP_IN))
+        executor.execute(plan_of("grasp"), targets_of(GRASP_IN))
     # a dry run does not touch the robot and is allowed alongside
-    assert executor.execute(make_plan("grasp"), make_targets(GRASP_IN), dry_run=True).success
+    assert executor.execute(plan_of("grasp"), targets_of(GRASP_IN), dry_run=True).success
     assert first.is_alive()
     first.join()
 
@@ -362,7 +326,7 @@ def test_running_on_a_disconnected_backend_is_refused():
     from grounded_planner.execution.backend import NotConnectedError
 
     with pytest.raises(NotConnectedError, match="not connected"):
-        Executor(KinematicArm(), config()).execute(make_plan("grasp"), make_targets(GRASP_IN))
+        Executor(KinematicArm(), config()).execute(plan_of("grasp"), targets_of(GRASP_IN))
 
 
 def test_feedback_reports_each_motion_and_the_outcome():
@@ -370,8 +334,8 @@ def test_feedback_reports_each_motion_and_the_outcome():
     arm.connect()
     seen = []
     Executor(arm, config()).execute(
-        make_plan("grasp"),
-        make_targets(GRASP_IN),
+        plan_of("grasp"),
+        targets_of(GRASP_IN),
         on_feedback=lambda i, state, action: seen.append((i, state, action.type)),
     )
     assert [s for _, s, _ in seen] == ["pre_grasp", "open_gripper", "descend", "close_gripper", "lift", "ok"]
@@ -426,9 +390,7 @@ def test_a_cancel_landing_just_before_a_command_still_stops_it():
 
     arm.move_to_pose = cancel_then_move  # type: ignore[method-assign]
     start = time.monotonic()
-    result = Executor(arm, config(stop_timeout_s=0.5)).execute(
-        make_plan("grasp"), make_targets(GRASP_IN), cancel=cancel
-    )
+    result = Executor(arm, config(stop_timeout_s=0.5)).execute(plan_of("grasp"), targets_of(GRASP_IN), cancel=cancel)
     assert [s.outcome for s in result.steps] == [Outcome.CANCELLED]
     assert time.monotonic() - start < 1.0  # not the full 3 s move
     assert len(arm.calls) == 1

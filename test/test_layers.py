@@ -355,3 +355,61 @@ def test_every_exception_class_derives_from_the_package_root():
         "exception classes outside grounded_planner.errors.GroundedPlannerError (derive them from "
         "InputError, RunFailure or a layer's error):\n" + "\n".join(outside)
     )
+
+
+def test_no_import_renames_a_class_to_another_concepts_name():
+    """One name per concept (docs/architecture.md's glossary): a class of the package or a message of
+    grounded_planner_interfaces is never imported under the name of another one (``ExecutionResult as Outcome``
+    made a test read as if it sent the step-outcome enum). Renaming to a name of its own (``ExecutionResult as
+    ExecutionResultMsg``, beside the Python class) stays allowed."""
+    ours = {
+        node.name
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+    }
+    ours |= {
+        p.stem for p in (REPO / "grounded_planner_interfaces").glob("*/*") if p.suffix in (".msg", ".srv", ".action")
+    }
+    crossed = []
+    for folder in ("grounded_planner", "test", "benchmarks"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if "fixtures" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grounded_planner")):
+                    continue
+                crossed += [
+                    f"  {path.relative_to(REPO)}:{node.lineno}: {alias.name} as {alias.asname}"
+                    for alias in node.names
+                    if alias.asname and alias.asname != alias.name and alias.asname in ours
+                ]
+    assert not crossed, "imports that give a class another concept's name:\n" + "\n".join(crossed)
+
+
+# Class names two modules of the package both define, each with the reason it is left; the list only shrinks.
+SHARED_CLASS_NAMES = {
+    "ConfigError": "execution.config's and spabench.errors' (the Spa-Bench matrix file): one name, two files' errors",
+    "DemoEpisode": "v2gp.episode's (read from a dataset) and spabench.demos' (recorded to write one)",
+    "DemoError": "ros.demo's (make demo) and spabench.demos' (spabench demos)",
+    "Frame": "console.graph's (a JPEG for the page) and spabench.session's (a camera frame of a live session)",
+    "MissingDependencyError": "the v2gp layer's own subclass of errors.MissingDependencyError, as each layer has",
+    "Sam3Grounder": "v2gp.ground's (transformers' Sam3Model) and vlm.decoupled's (the sam3 package): two grounders",
+    "VLMGrounder": "v2gp.ground's and vlm.decoupled's: two grounders of the same kind in two layers",
+}
+
+
+def test_no_two_classes_of_the_package_share_a_name():
+    """One name per concept (docs/architecture.md's glossary): two classes of one name in two modules read as one
+    thing in a traceback, a log line or an import, and tests end up renaming them crosswise. The names two modules
+    still share are listed in SHARED_CLASS_NAMES with the reason, and that list only shrinks."""
+    where = defaultdict(list)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where[node.name].append(f"{path.relative_to(REPO)}:{node.lineno}")
+    shared = {name: places for name, places in where.items() if len(places) > 1}
+    new = {name: places for name, places in shared.items() if name not in SHARED_CLASS_NAMES}
+    assert not new, "classes of one name in two modules (give one a name of its own):\n" + "\n".join(
+        f"  {name}: {', '.join(places)}" for name, places in sorted(new.items())
+    )

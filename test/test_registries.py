@@ -53,6 +53,8 @@ def test_every_ros_name_of_the_stack_is_written_in_ros_names_only():
 
     repo = Path(__file__).resolve().parents[1]
     name = re.compile(r"^/?(grounded_planner|camera/camera)/[a-z_]+(/[a-z_]+)*$")
+    # realsense-ros's stream names under any camera prefix (f"{prefix}/color/image_raw"): names.CAMERA_STREAMS
+    stream = re.compile(r"(^|/)(color|aligned_depth_to_color|depth)/(image_raw|camera_info)$")
     found = []
     for path in sorted(
         [
@@ -65,7 +67,11 @@ def test_every_ros_name_of_the_stack_is_written_in_ros_names_only():
         if path.name == "names.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and name.match(node.value):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and (name.match(node.value) or stream.search(node.value))
+            ):
                 found.append(f"{path.relative_to(repo)}:{node.lineno}: {node.value!r}")
     assert not found, "ROS names written outside grounded_planner/ros/names.py:\n" + "\n".join(found)
 
@@ -111,3 +117,15 @@ def test_a_backend_says_whether_the_scene_succeeded_through_the_base_class():
         assert sim.scene_success() == sim.workcell.success()
     finally:
         sim.disconnect()
+
+
+def test_the_simulated_arms_are_the_same_three_wherever_they_are_offered():
+    """A scenario's robot: names the arm whose RobotSpec the workcell builds (sim.robots.ROBOT_SPECS), and Spa-Bench
+    offers the same arms: scenario.py sits below robots.py (robots -> scene -> scenario), so it keeps its own
+    tuple, and this is what keeps the lists one."""
+    from grounded_planner.sim.robots import ROBOT_SPECS
+    from grounded_planner.sim.scenario import ROBOTS as SCENARIO_ROBOTS
+    from grounded_planner.spabench.trial import ROBOTS as SPABENCH_ROBOTS
+
+    assert set(SCENARIO_ROBOTS) == set(ROBOT_SPECS) == set(SPABENCH_ROBOTS)
+    assert all(spec.name == name for name, spec in ROBOT_SPECS.items())

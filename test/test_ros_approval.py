@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from conftest import REPO, requires_ros, spawn_python
+from conftest import REPO, requires_ros
 from helpers.ros_wait import spin_until, stop_process
+from helpers.sim_executor import start_sim_executor
 from test_ros_executor_node import ActionClientSide, sim_plan_msg
 
 pytestmark = [
@@ -21,22 +22,8 @@ pytestmark = [
 
 
 @pytest.fixture
-def approving_executor(ros_domain):
-    child = spawn_python(
-        [
-            "-m",
-            "grounded_planner.ros.executor_node",
-            "--ros-args",
-            "-p",
-            "backend:=sim",
-            "-p",
-            "base_frame:=base_link",
-            "-p",
-            "require_approval:=true",
-            "-p",
-            "approval_timeout_s:=12.0",
-        ]
-    )
+def approving_executor(ros_domain, tmp_path):
+    child = start_sim_executor(tmp_path, "require_approval:=true", "approval_timeout_s:=12.0")
     yield child
     out = stop_process(child)
     assert "Traceback" not in out, out

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import requires_ros, spawn_python
+from conftest import requires_ros
 
 pytestmark = [requires_ros, pytest.mark.ros]
 pytest.importorskip("httpx")
@@ -62,22 +62,9 @@ def test_an_executor_killed_mid_goal_is_reported_at_once(tmp_path, rclpy_context
     from rclpy.executors import SingleThreadedExecutor
 
     from grounded_planner.ros.client import ExecuteStatus, GroundedPlannerClient
-    from test_ros_executor_goals import plan_msg
+    from helpers.sim_executor import plan_msg, start_sim_executor
 
-    (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 1.0}}\n")
-    child = spawn_python(
-        [
-            "-m",
-            "grounded_planner.ros.executor_node",
-            "--ros-args",
-            "-p",
-            "backend:=sim",
-            "-p",
-            "base_frame:=base_link",
-            "-p",
-            f"config_file:={tmp_path / 'executor.yaml'}",
-        ]
-    )
+    child = start_sim_executor(tmp_path, realtime_factor=1.0)  # paced: the kill after the first feedback is mid-plan
     node = rclpy.create_node("client_probe", context=rclpy_context)
     events = []
     try:

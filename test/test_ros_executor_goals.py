@@ -8,34 +8,13 @@ import threading
 
 import pytest
 
-from conftest import requires_ros, spawn_python
+from conftest import requires_ros
 from helpers.ros_wait import reach, spin_until, stop_process
+from helpers.sim_executor import EXECUTE_ACTION, goal_result, plan_msg, send_goal, start_sim_executor
 
 pytestmark = [requires_ros, pytest.mark.ros]
 
 needs_mujoco = pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")
-
-
-def plan_msg(frame="base_link", grasp_q=(0.0, 0.0, 0.0, 1.0), place_position=(0.45, -0.15, 0.02), grasp_width=0.0):
-    from grounded_planner.plan import GroundedAction, GroundedPlan
-    from grounded_planner.msgs.plan import pose_stamped_msg
-    from grounded_planner.ros.convert import plan_to_msg
-    from grounded_planner.ros.msg_types import rclpy_type
-
-    plan = GroundedPlan(
-        "put the box in the bowl",
-        (320, 240),
-        [
-            GroundedAction("grasp", "box", bbox=(100.0, 100.0, 130.0, 130.0)),
-            GroundedAction("place", "box", "bowl", point=(200.0, 120.0)),
-        ],
-    )
-    msg = plan_to_msg(plan)
-    # raw poses as a careless sender might fill them (NaN, non-unit quaternions): the executor must refuse them
-    msg.actions[0].pose = pose_stamped_msg(rclpy_type, frame, (0.45, 0.1, 0.02), grasp_q)
-    msg.actions[1].pose = pose_stamped_msg(rclpy_type, frame, place_position)
-    msg.actions[0].width = grasp_width
-    return msg
 
 
 @needs_mujoco
@@ -49,40 +28,21 @@ def test_bad_goals_end_with_a_result_naming_step_and_field(ros_domain, tmp_path,
     from grounded_planner_interfaces.action import ExecutePlan
     from grounded_planner_interfaces.msg import ExecutionResult
 
-    (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 0.0}}\n")
-    child = spawn_python(
-        [
-            "-m",
-            "grounded_planner.ros.executor_node",
-            "--ros-args",
-            "-p",
-            "backend:=sim",
-            "-p",
-            "base_frame:=base_link",
-            "-p",
-            f"config_file:={tmp_path / 'executor.yaml'}",
-        ]
-    )
+    child = start_sim_executor(tmp_path)
     node = rclpy.create_node("goal_probe", context=rclpy_context)
     try:
         executor = SingleThreadedExecutor(context=rclpy_context)
         executor.add_node(node)
-        client = ActionClient(node, ExecutePlan, "/grounded_planner/execute")
+        client = ActionClient(node, ExecutePlan, EXECUTE_ACTION)
         results = []
         node.create_subscription(
             ExecutionResult, "/grounded_planner/execution/result", results.append, QoSProfile(depth=20)
         )
-        assert client.wait_for_server(timeout_sec=60.0), "/grounded_planner/execute never appeared"
-        reach(executor, node, "/grounded_planner/execute", 60.0, action=True)
 
         def run(goal):
-            sent = client.send_goal_async(goal)
-            spin_until(executor, sent.done, 30.0, "the goal to be accepted or rejected")
-            handle = sent.result()
+            handle = send_goal(executor, node, client, goal)
             assert handle.accepted, "a goal was rejected by an idle executor"
-            done = handle.get_result_async()
-            spin_until(executor, done.done, 60.0, "the action result")
-            return done.result()
+            return goal_result(executor, handle)
 
         nan = math.nan
         bad = [
@@ -163,22 +123,7 @@ def _cancel_run(tmp_path, rclpy_context, ros_domain, owner_only: bool):
 
     from grounded_planner_interfaces.action import ExecutePlan
 
-    (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 1.0}}\n")
-    child = spawn_python(
-        [
-            "-m",
-            "grounded_planner.ros.executor_node",
-            "--ros-args",
-            "-p",
-            "backend:=sim",
-            "-p",
-            "base_frame:=base_link",
-            "-p",
-            f"config_file:={tmp_path / 'executor.yaml'}",
-            "-p",
-            f"cancel_owner_only:={'true' if owner_only else 'false'}",
-        ]
-    )
+    child = start_sim_executor(tmp_path, f"cancel_owner_only:={'true' if owner_only else 'false'}", realtime_factor=1.0)
     panel_context = Context()
     rclpy.init(context=panel_context, domain_id=ros_domain)
     owner = rclpy.create_node("goal_owner", context=rclpy_context)
@@ -188,32 +133,28 @@ def _cancel_run(tmp_path, rclpy_context, ros_domain, owner_only: bool):
         executor.add_node(owner)
         panel = SingleThreadedExecutor(context=panel_context)
         panel.add_node(operator)
-        client = ActionClient(owner, ExecutePlan, "/grounded_planner/execute")
-        ActionClient(operator, ExecutePlan, "/grounded_planner/execute")  # the panel holds an execute client too
-        cancel = operator.create_client(CancelGoal, "/grounded_planner/execute/_action/cancel_goal")
-        assert client.wait_for_server(timeout_sec=60.0)
-        reach(executor, owner, "/grounded_planner/execute", 60.0, action=True)
+        client = ActionClient(owner, ExecutePlan, EXECUTE_ACTION)
+        ActionClient(operator, ExecutePlan, EXECUTE_ACTION)  # the panel holds an execute client too
+        cancel = operator.create_client(CancelGoal, EXECUTE_ACTION + "/_action/cancel_goal")
         feedback = []
-        sent = client.send_goal_async(ExecutePlan.Goal(plan=plan_msg()), feedback_callback=feedback.append)
-        spin_until(executor, sent.done, 30.0, "the goal to be accepted")
-        assert sent.result().accepted
+        handle = send_goal(executor, owner, client, ExecutePlan.Goal(plan=plan_msg()), feedback=feedback.append)
+        assert handle.accepted
         spin_until(executor, lambda: feedback, 60.0, "the arm to start moving")
         assert cancel.wait_for_service(timeout_sec=30.0)
-        reach(panel, operator, "/grounded_planner/execute/_action/cancel_goal", 30.0)
+        reach(panel, operator, EXECUTE_ACTION + "/_action/cancel_goal", 30.0)
         asked = cancel.call_async(CancelGoal.Request())  # zero id and stamp: every goal, as an e-stop panel sends
         spin_until(panel, asked.done, 30.0, "the cancel answer")
         if owner_only:  # refused: the owner may still cancel its own goal
-            own = sent.result().cancel_goal_async()
+            own = handle.cancel_goal_async()
             spin_until(executor, own.done, 30.0, "the owner's cancel answer")
             assert len(own.result().goals_canceling) == 1
-        done = sent.result().get_result_async()
-        spin_until(executor, done.done, 60.0, "the cancelled goal's result")
+        result = goal_result(executor, handle, what="the cancelled goal's result")
     finally:
         owner.destroy_node()
         operator.destroy_node()
         rclpy.shutdown(context=panel_context)
         out = stop_process(child)
-    return asked.result(), done.result(), out
+    return asked.result(), result, out
 
 
 @needs_mujoco

@@ -6,7 +6,8 @@ import importlib.util
 import pytest
 
 from conftest import REPO, requires_ros, spawn_python
-from helpers.ros_wait import call, reach, spin_until, stop_process
+from helpers.ros_wait import call, spin_until, stop_process
+from helpers.sim_executor import EXECUTE_ACTION, goal_result, send_goal, start_sim_executor
 
 # find_spec, not importorskip: importing mujoco before the sim layer sets MUJOCO_GL breaks headless rendering
 pytestmark = [
@@ -44,7 +45,7 @@ class ActionClientSide:
         self.node = rclpy.create_node("executor_probe", context=context)
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
-        self.client = ActionClient(self.node, ExecutePlan, "/grounded_planner/execute")
+        self.client = ActionClient(self.node, ExecutePlan, EXECUTE_ACTION)
         self.Goal = ExecutePlan.Goal
         self.results = []
         self.events = []
@@ -56,38 +57,16 @@ class ActionClientSide:
         )
 
     def send(self, goal, feedback=None, timeout_s=60.0):
-        assert self.client.wait_for_server(timeout_sec=timeout_s), "/grounded_planner/execute never appeared"
-        reach(self.executor, self.node, "/grounded_planner/execute", timeout_s, action=True)
-        future = self.client.send_goal_async(goal, feedback_callback=feedback)
-        spin_until(self.executor, future.done, timeout_s, "the goal to be accepted or rejected")
-        return future.result()
+        return send_goal(self.executor, self.node, self.client, goal, timeout_s, feedback)
 
     def result(self, handle, timeout_s=120.0):
-        future = handle.get_result_async()
-        spin_until(self.executor, future.done, timeout_s, "the action result")
-        return future.result()
+        return goal_result(self.executor, handle, timeout_s)
 
 
 @pytest.fixture
 def executor_child(ros_domain, tmp_path, request):
     # realtime 1.0 paces the simulator to the wall clock, so that a cancel after the first feedback lands mid-plan
-    realtime = getattr(request, "param", 0.0)
-    (tmp_path / "executor.yaml").write_text(
-        f"executor: {{backend: sim}}\nbackends: {{sim: {{realtime_factor: {realtime}}}}}\n"
-    )
-    child = spawn_python(
-        [
-            "-m",
-            "grounded_planner.ros.executor_node",
-            "--ros-args",
-            "-p",
-            "backend:=sim",
-            "-p",
-            "base_frame:=base_link",
-            "-p",
-            f"config_file:={tmp_path / 'executor.yaml'}",
-        ]
-    )
+    child = start_sim_executor(tmp_path, realtime_factor=getattr(request, "param", 0.0))
     yield child
     out = stop_process(child)
     assert "Traceback" not in out, out

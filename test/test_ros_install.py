@@ -2,55 +2,42 @@
 
 from __future__ import annotations
 
-import ast
 import os
 import time
 
 import pytest
 
 from conftest import REPO, requires_ros, spawn_python
+from helpers.launch_files import launch_table
 from helpers.ros_wait import stop_process
-
-
-def _launch_table(name: str, table: str):
-    """A module-level literal of a launch file, ``os.path.join(SHARE, ...)`` read as a repository path, names as ``<NAME>``."""
-    tree = ast.parse((REPO / "launch" / name).read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == table:
-
-            class Share(ast.NodeTransformer):
-                def visit_Call(self, call):
-                    if ast.unparse(call.func) == "os.path.join":
-                        return ast.Constant("/".join(ast.literal_eval(a) for a in call.args[1:]))
-                    return self.generic_visit(call)
-
-                def visit_Name(
-                    self, name
-                ):  # a constant imported from the package (DEFAULT_LOG_DIR): its name stands in
-                    return ast.Constant(f"<{name.id}>")
-
-            return ast.literal_eval(Share().visit(node.value))
-    raise AssertionError(f"{name} has no {table}")
 
 
 @pytest.mark.parametrize("robot", ["franka", "so101"])
 def test_each_robots_default_extrinsics_end_in_the_frame_its_executor_expects(robot):
     from grounded_planner.geometry.extrinsics import Extrinsics
 
-    backend, base_frame, executor_config, extrinsics = _launch_table("real.launch.py", "ROBOTS")[robot]
+    backend, base_frame, executor_config, extrinsics = launch_table("real.launch.py", "ROBOTS")[robot]
     calibration = Extrinsics.load(REPO / extrinsics)
     assert calibration.parent_frame == base_frame, (robot, extrinsics)
     assert calibration.child_frame == "camera_color_optical_frame"
 
 
 @pytest.mark.parametrize("name", ["real.launch.py", "replay.launch.py"])
-def test_launch_files_offer_replay_file_and_hand_it_to_the_planner(name):
-    arguments = {a[0] for a in _launch_table(name, "ARGUMENTS")}
-    assert "replay_file" in arguments
-    text = (REPO / "launch" / name).read_text()
-    # checked by launch_args.planner (a missing file is refused naming replay_file:=) and handed to the planner node
-    assert 'launch_args.planner(arg["planner_backend"], arg["model"], arg["replay_file"])' in text
-    assert '"replay_file": planner["replay_file"]' in text
+def test_launch_files_offer_replay_file_and_hand_it_to_the_planner(name, tmp_path, monkeypatch):
+    pytest.importorskip("ament_index_python")
+    from helpers.launch_files import EVERY_NODE, launched_nodes
+
+    assert "replay_file" in {a[0] for a in launch_table(name, "ARGUMENTS")}
+    plans = tmp_path / "plans.jsonl"
+    plans.write_text("{}\n")
+    chosen = {**EVERY_NODE[name], "planner_backend": "replay", "replay_file": str(plans)}
+    planner = next(node for node in launched_nodes(name, chosen, tmp_path, monkeypatch) if node["name"] == "planner")
+    assert planner["parameters"][1]["backend"] == "replay" and planner["parameters"][1]["replay_file"] == str(plans)
+    # checked by launch_args.planner: a missing file is refused naming replay_file:=
+    from grounded_planner.ros.launch_args import LaunchArgumentError
+
+    with pytest.raises(LaunchArgumentError, match=r"replay_file:=/no/plans.jsonl: no such file"):
+        launched_nodes(name, {**chosen, "replay_file": "/no/plans.jsonl"}, tmp_path, monkeypatch)
 
 
 def test_tilde_paths_are_expanded_for_every_path_parameter(monkeypatch, tmp_path):

@@ -28,26 +28,23 @@ def console_scripts() -> dict[str, str]:
     return dict(re.findall(r'"([\w-]+) = ([\w.]+:\w+)"', text))
 
 
-def launch_facts(path: Path):
-    """(executables, node names, share files, per-node override keys) named in a launch file."""
-    tree = ast.parse(path.read_text(), str(path))
-    executables, names, files, overrides = [], [], [], {}
-    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
-        func = ast.unparse(call.func)
-        if func == "os.path.join" and len(call.args) == 3 and ast.unparse(call.args[0]) == "SHARE":
-            files.append("/".join(ast.literal_eval(a) for a in call.args[1:]))
-        if func == "Node":
-            kw = {k.arg: k.value for k in call.keywords}
-            executables.append(ast.literal_eval(kw["executable"]))
-            name = ast.literal_eval(kw["name"])
-            names.append(name)
-            params = kw.get("parameters")
-            keys = set()
-            for element in getattr(params, "elts", []):
-                if isinstance(element, ast.Dict):
-                    keys |= {ast.literal_eval(k) for k in element.keys}
-            overrides[name] = keys
-    return executables, names, files, overrides
+def share_files(path: Path) -> list[str]:
+    """The package data files a launch file names (``os.path.join(SHARE, "config", ...)``), as repository paths."""
+    calls = (n for n in ast.walk(ast.parse(path.read_text(), str(path))) if isinstance(n, ast.Call))
+    return [
+        "/".join(ast.literal_eval(a) for a in call.args[1:])
+        for call in calls
+        if ast.unparse(call.func) == "os.path.join" and len(call.args) == 3 and ast.unparse(call.args[0]) == "SHARE"
+    ]
+
+
+@pytest.fixture
+def every_node(tmp_path, monkeypatch):
+    """path -> the Node keyword arguments the launch file returns when it starts every node it can (console too)."""
+    pytest.importorskip("ament_index_python")
+    from helpers.launch_files import EVERY_NODE, launched_nodes
+
+    return lambda path: launched_nodes(path.name, EVERY_NODE[path.name], tmp_path, monkeypatch)
 
 
 def test_there_are_real_and_replay_launch_files_and_profiles():
@@ -56,16 +53,16 @@ def test_there_are_real_and_replay_launch_files_and_profiles():
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
-def test_launch_file_names_only_things_that_exist(path):
+def test_launch_file_names_only_things_that_exist(path, every_node):
     scripts = console_scripts()
-    executables, names, files, _ = launch_facts(path)
-    assert executables, f"{path.name} starts no node"
-    for exe in executables:
+    nodes = every_node(path)
+    assert {node["name"] for node in nodes} >= {"planner", "executor", "rollout_logger", "console"}, path.name
+    for exe in (node["executable"] for node in nodes):
         assert exe in scripts, f"{path.name}: executable {exe!r} is not a console script in setup.py"
         module, func = scripts[exe].split(":")
         source = REPO / (module.replace(".", "/") + ".py")
         assert source.is_file() and f"def {func}(" in source.read_text(), f"{exe}: {scripts[exe]} does not exist"
-    for rel in files:
+    for rel in share_files(path):
         assert (REPO / rel).is_file(), f"{path.name} names {rel}, which is not in the repository"
         top = rel.split("/")[0]
         assert top in ("config", "calibration"), f"{rel}: setup.py installs only config/ and calibration/ data"
@@ -73,14 +70,15 @@ def test_launch_file_names_only_things_that_exist(path):
 
 @requires_ros
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
-def test_launch_overrides_are_parameters_the_nodes_have(path):
+def test_launch_overrides_are_parameters_the_nodes_have(path, every_node):
     from grounded_planner.ros.bringup import NODE_TYPES, _node_module
 
-    _, names, _, overrides = launch_facts(path)
-    for name in names:
+    for node in every_node(path):
+        name = node["name"]
         assert name in NODE_TYPES, f"{path.name}: node name {name!r} has no section type (profile sections key on it)"
         have = {p.name for p in _node_module(name).PARAMS}
-        assert overrides[name] <= have, f"{path.name}: {name} gets unknown parameter(s) {overrides[name] - have}"
+        given = {key for values in node["parameters"] if isinstance(values, dict) for key in values}
+        assert given <= have, f"{path.name}: {name} gets unknown parameter(s) {given - have}"
 
 
 @requires_ros
@@ -156,8 +154,6 @@ def test_real_launch_with_moveit_hands_the_config_package_to_moveit_py(tmp_path,
     helpers/fake_moveit_configs.py (none is installable here): the executor gets a parameters file with the config
     package's robot, controllers and planners and our moveit_py settings, and moveit_py (double) starts and plans
     from it."""
-    import importlib.util
-    import sys
     import tempfile
 
     import yaml
@@ -165,28 +161,13 @@ def test_real_launch_with_moveit_hands_the_config_package_to_moveit_py(tmp_path,
     pytest.importorskip("ament_index_python")
     pytest.importorskip("geometry_msgs.msg")
     from grounded_planner.execution.backends.moveit_backend import MoveItBackend, MoveItConfig
-    from helpers.fake_moveit_configs import launch_modules, write_ament_prefix
     from helpers.fake_moveit_py import FakeGripper, FakeMoveItModule
+    from helpers.launch_files import FRANKA_ROS2, load_launch
 
-    prefix = write_ament_prefix(
-        tmp_path / "prefix",
-        {
-            "grounded_planner": REPO,
-            "franka_fr3_moveit_config": None,
-            "franka_bringup": None,
-            "franka_description": None,
-        },
-    )
-    monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the launch file writes the parameters file
-    nodes: list = []
-    for name, module in launch_modules(nodes).items():
-        monkeypatch.setitem(sys.modules, name, module)
-    spec = importlib.util.spec_from_file_location("real_launch", REPO / "launch" / "real.launch.py")
-    real_launch = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(real_launch)
-    *declared, make_nodes = real_launch.generate_launch_description()
-    defaults = dict(declared)
+    defaults, make_nodes, nodes = load_launch(
+        "real.launch.py", tmp_path, monkeypatch, {"grounded_planner": REPO, **FRANKA_ROS2}
+    )
 
     make_nodes({**defaults, "robot": "franka", "executor_backend": "moveit", "model": "Qwen/Qwen3-VL-8B-Instruct"})
     executor = next(node for node in nodes if node["name"] == "executor")

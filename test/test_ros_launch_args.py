@@ -3,36 +3,26 @@ grounded_planner/ros/launch_args.py, which both launch files call; launch/launch
 
 from __future__ import annotations
 
-import ast
 import os
 
 import pytest
 
 from conftest import REPO
+from helpers.launch_files import launch_table
 from grounded_planner.ros import launch_args
 from grounded_planner.ros.launch_args import LaunchArgumentError
 
 
 def _declared(name: str) -> dict[str, tuple[str, str]]:
-    """ARGUMENTS of a launch file: name -> (default source, description), read without importing launch."""
-    tree = ast.parse((REPO / "launch" / name).read_text())
-    table = next(
-        node.value
-        for node in tree.body
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "ARGUMENTS" for t in node.targets)
-    )
-    out = {}
-    for row in table.elts:
-        key, default, text = row.elts
-        out[ast.literal_eval(key)] = (ast.unparse(default), ast.unparse(text))
-    return out
+    """ARGUMENTS of a launch file: name -> (default, description), read without importing launch."""
+    return {key: (default, text) for key, default, text in launch_table(name, "ARGUMENTS")}
 
 
 @pytest.mark.parametrize("name", ["real.launch.py", "replay.launch.py"])
 def test_both_launch_files_take_a_namespace_and_say_where_logs_go(name):
     args = _declared(name)
     assert "namespace" in args
-    assert args["log_dir"][0] == "DEFAULT_LOG_DIR" and launch_args.DEFAULT_LOG_DIR.startswith("~/.ros/")
+    assert args["log_dir"][0] == "<DEFAULT_LOG_DIR>" and launch_args.DEFAULT_LOG_DIR.startswith("~/.ros/")
     assert "relative to the directory ros2 launch runs in" in args["log_dir"][1]
     assert "decoupled" in args["planner_backend"][1]
     assert "a missing file is an error" in args["config"][1]
@@ -40,9 +30,9 @@ def test_both_launch_files_take_a_namespace_and_say_where_logs_go(name):
 
 def test_real_launch_has_dry_run_and_realsense_camera_names():
     args = _declared("real.launch.py")
-    assert args["dry_run"][0] == "'false'"
-    assert args["camera_namespace"][0] == "'camera'" and args["camera_name"][0] == "'camera'"
-    assert args["moveit_config"][0] == "''"  # the robot decides: never the Franka config for an SO-101
+    assert args["dry_run"][0] == "false"
+    assert args["camera_namespace"][0] == "camera" and args["camera_name"][0] == "camera"
+    assert args["moveit_config"][0] == ""  # the robot decides: never the Franka config for an SO-101
 
 
 @pytest.mark.parametrize("text,value", [("true", True), ("False", False), ("1", True), ("off", False)])
@@ -144,3 +134,56 @@ def test_install_hints_name_a_command_for_a_colcon_install_and_one_for_the_venv(
     assert "rosdep install --from-paths src -y (key python3-mujoco-pip)" in install_hint(
         "mujoco", "sim", "python3-mujoco-pip"
     )
+
+
+@pytest.mark.parametrize("name", ["real.launch.py", "replay.launch.py"])
+def test_both_launch_files_declare_the_console_arguments_the_console_helper_reads(name):
+    declared = _declared(name)
+    for key, default, text in launch_args.CONSOLE_ARGUMENTS:
+        assert declared[key] == (default, text), name
+
+
+def test_the_console_starts_only_when_asked_with_its_address_port_token_and_rollouts():
+    arguments = {"console": "false", "console_host": "0.0.0.0", "console_port": "8090", "console_token": "s3cret"}
+    assert launch_args.console(arguments, "/data/rollouts") == {}
+    assert launch_args.console({**arguments, "console": "on"}, "/data/rollouts") == {
+        "console": {"host": "0.0.0.0", "port": 8090, "token": "s3cret", "rollouts_dir": "/data/rollouts"}
+    }
+    with pytest.raises(LaunchArgumentError, match=r"console_port:=http must be a number > 0"):
+        launch_args.console({**arguments, "console": "true", "console_port": "http"}, "/data/rollouts")
+    with pytest.raises(LaunchArgumentError, match=r"console:=maybe is not a boolean"):
+        launch_args.console({**arguments, "console": "maybe"}, "/data/rollouts")
+
+
+def test_each_node_reads_the_parameters_file_then_its_overrides_in_the_namespace_given():
+    nodes = launch_args.nodes("robot1", "/cfg/real.yaml", {"planner": {"model": "m"}, "executor": {}})
+    assert nodes == [
+        {
+            "package": "grounded_planner",
+            "executable": "planner_node",
+            "name": "planner",
+            "namespace": "robot1",
+            "output": "screen",
+            "parameters": ["/cfg/real.yaml", {"model": "m"}],
+        },
+        {
+            "package": "grounded_planner",
+            "executable": "executor_node",
+            "name": "executor",
+            "namespace": "robot1",
+            "output": "screen",
+            "parameters": ["/cfg/real.yaml"],
+        },
+    ]
+
+
+def test_the_backend_arguments_offer_the_registries_names():
+    from grounded_planner.execution.config import BACKEND_NAMES
+    from grounded_planner.vlm.config import BACKENDS
+
+    assert [launch_args.executor_backend(name) for name in BACKEND_NAMES] == list(BACKEND_NAMES)
+    with pytest.raises(LaunchArgumentError, match=r"executor_backend:=ur5 must be one of sim \| franky"):
+        launch_args.executor_backend("ur5")
+    real, replay = _declared("real.launch.py"), _declared("replay.launch.py")
+    assert real["executor_backend"][1].endswith("(" + " | ".join(BACKEND_NAMES) + ")")
+    assert real["planner_backend"] == replay["planner_backend"] == ("openai", " | ".join(BACKENDS))

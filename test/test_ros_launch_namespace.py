@@ -5,42 +5,19 @@ argument stops the launch with a message naming it."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 
 import pytest
 
 from conftest import REPO
 from grounded_planner.ros.launch_args import LaunchArgumentError
+from helpers.launch_files import FRANKA_ROS2, load_launch
 
 pytest.importorskip("ament_index_python")
 
 
-def _launch(name: str, tmp_path, monkeypatch, packages: dict | None = None):
-    """(defaults, make_nodes, nodes) of launch/NAME with the stand-ins, in an ament prefix holding ``packages``
-    (default: grounded_planner only)."""
-    from helpers.fake_moveit_configs import write_ament_prefix
-
-    prefix = write_ament_prefix(tmp_path / "prefix", packages or {"grounded_planner": REPO})
-    monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
-    return _load(name, monkeypatch)
-
-
-def _load(name: str, monkeypatch):
-    from helpers.fake_moveit_configs import launch_modules
-
-    nodes: list = []
-    for module_name, module in launch_modules(nodes).items():
-        monkeypatch.setitem(sys.modules, module_name, module)
-    spec = importlib.util.spec_from_file_location(name.replace(".", "_"), REPO / "launch" / name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    *declared, make_nodes = module.generate_launch_description()
-    return dict(declared), make_nodes, nodes
-
-
 def test_real_launch_in_a_namespace_with_its_own_camera_names(tmp_path, monkeypatch):
-    defaults, make_nodes, nodes = _launch("real.launch.py", tmp_path, monkeypatch)
+    defaults, make_nodes, nodes = load_launch("real.launch.py", tmp_path, monkeypatch)
     make_nodes(
         {
             **defaults,
@@ -79,7 +56,7 @@ def test_real_launch_in_a_namespace_with_its_own_camera_names(tmp_path, monkeypa
     ],
 )
 def test_real_launch_refuses_bad_arguments_by_name(tmp_path, monkeypatch, overrides, words):
-    defaults, make_nodes, nodes = _launch("real.launch.py", tmp_path, monkeypatch)
+    defaults, make_nodes, nodes = load_launch("real.launch.py", tmp_path, monkeypatch)
     with pytest.raises(LaunchArgumentError) as info:
         make_nodes({**defaults, "model": "m", **overrides})
     assert words in str(info.value)
@@ -87,14 +64,14 @@ def test_real_launch_refuses_bad_arguments_by_name(tmp_path, monkeypatch, overri
 
 
 def test_real_launch_without_moveit_says_what_to_install(tmp_path, monkeypatch):
-    defaults, make_nodes, nodes = _launch("real.launch.py", tmp_path, monkeypatch)
+    defaults, make_nodes, nodes = load_launch("real.launch.py", tmp_path, monkeypatch)
     monkeypatch.setitem(sys.modules, "moveit_configs_utils", None)  # import fails as without MoveIt
     with pytest.raises(LaunchArgumentError, match=r"executor_backend:=moveit needs MoveIt 2 .*apt install ros-"):
         make_nodes({**defaults, "model": "m", "executor_backend": "moveit"})
 
 
 def test_replay_launch_of_the_demos_bag_uses_the_calibration_beside_it(tmp_path, monkeypatch):
-    defaults, make_nodes, nodes = _launch("replay.launch.py", tmp_path, monkeypatch)
+    defaults, make_nodes, nodes = load_launch("replay.launch.py", tmp_path, monkeypatch)
     bag = tmp_path / "demo" / "scene"
     bag.mkdir(parents=True)
     (bag / "metadata.yaml").write_text("{}\n")
@@ -135,25 +112,18 @@ def test_franka_ros2_before_v3_4_0_is_refused_naming_the_version(tmp_path, monke
     when it is missing (the double does too), and moveit_py then waited 10 s for a robot description."""
     import logging
 
-    from helpers.fake_moveit_configs import MoveItConfigsBuilder, write_ament_prefix
+    from helpers.fake_moveit_configs import MoveItConfigsBuilder
 
-    prefix = write_ament_prefix(
-        tmp_path / "prefix",
-        {
-            "grounded_planner": REPO,
-            "franka_fr3_moveit_config": None,
-            "franka_bringup": None,
-            "franka_description": None,
-        },
+    defaults, make_nodes, nodes = load_launch(
+        "real.launch.py", tmp_path, monkeypatch, {"grounded_planner": REPO, **FRANKA_ROS2}
     )
-    (prefix / "share" / "franka_bringup" / "urdf" / "franka_arm.urdf.xacro").unlink()  # a v3.3 layout
-    monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
+    urdf = tmp_path / "ament_prefix" / "share" / "franka_bringup" / "urdf" / "franka_arm.urdf.xacro"
+    urdf.unlink()  # a v3.3 layout
     monkeypatch.setattr(logging, "warning", lambda *args: warned.append(args))
     warned: list = []
     builder = MoveItConfigsBuilder("fr3", package_name="franka_fr3_moveit_config")
-    builder.robot_description(file_path=str(prefix / "share" / "franka_bringup" / "urdf" / "franka_arm.urdf.xacro"))
+    builder.robot_description(file_path=str(urdf))
     assert warned and builder._parts["robot_description"] == {}  # no robot_description is written
-    defaults, make_nodes, nodes = _load("real.launch.py", monkeypatch)
     with pytest.raises(LaunchArgumentError, match=r"franka_ros2 v3\.4\.0"):
         make_nodes({**defaults, "model": "m", "executor_backend": "moveit"})
     assert not nodes

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import requires_ros, spawn_python
-from helpers.ros_wait import spin_until, stop_process
+from conftest import requires_ros
+from helpers.ros_wait import spin_until, start_node, stop_process
+from helpers.sim_executor import start_sim_executor
 from helpers.tabletop import scene_messages
 from helpers.tmpfs import require_tmpfs_mount
 
@@ -198,11 +199,11 @@ class Cell:
         self.pubs["plan"].publish(msg)
 
     def result(self, instruction: str):
-        from grounded_planner.execution.executor import ExecutionResult as Outcome
+        from grounded_planner.execution.executor import ExecutionResult
         from grounded_planner.msgs.execution import execution_result_msg
         from grounded_planner.ros.msg_types import rclpy_type
 
-        self.pubs["result"].publish(execution_result_msg(rclpy_type, Outcome(True, "ok", []), instruction))
+        self.pubs["result"].publish(execution_result_msg(rclpy_type, ExecutionResult(True, "ok", []), instruction))
 
     def spin(self, seconds: float):
         end = time.monotonic() + seconds
@@ -225,7 +226,14 @@ def test_a_full_disk_cuts_one_episode_short_and_the_next_is_recorded(tmp_path, r
         spin_until(cell.executor, lambda: len(cell.closed) == 1, 60.0, "the first episode to close")
 
         cell.plan("second")
-        spin_until(cell.executor, lambda: len(harness.ask("report")["episodes"]) >= 2, 60.0, "the second episode")
+
+        def second_has_a_chunk_on_disk() -> bool:
+            episodes = harness.ask("report")["episodes"]
+            return len(episodes) >= 2 and episodes[1].get("bag", {}).get("messages", 0) > 0
+
+        # mid-episode: once a chunk of it is on disk (a chunk closes within chunk_interval_s), so what it recorded
+        # before the disk filled is there to read back
+        spin_until(cell.executor, second_has_a_chunk_on_disk, 60.0, "a chunk of the second episode on disk")
         assert harness.ask("fill") == "filled"  # the disk fills mid-episode; 5 frames a second keep coming
         spin_until(
             cell.executor,
@@ -283,29 +291,8 @@ def test_a_full_disk_cuts_one_episode_short_and_the_next_is_recorded(tmp_path, r
 
 
 def test_an_episode_whose_executor_is_killed_ends_cut_short(tmp_path, rclpy_context):
-    (tmp_path / "executor.yaml").write_text("executor: {backend: sim}\nbackends: {sim: {realtime_factor: 0.0}}\n")
-    logger = spawn_python(
-        [
-            "-m",
-            "grounded_planner.ros.rollout_logger_node",
-            "--ros-args",
-            "-p",
-            f"log_dir:={tmp_path / 'rollouts'}",
-            "-p",
-            "frame_rate_hz:=10.0",
-        ]
-    )
-    executor = spawn_python(
-        [
-            "-m",
-            "grounded_planner.ros.executor_node",
-            "--ros-args",
-            "-p",
-            "backend:=sim",
-            "-p",
-            f"config_file:={tmp_path / 'executor.yaml'}",
-        ]
-    )
+    logger = start_node("rollout_logger_node", f"log_dir:={tmp_path / 'rollouts'}", "frame_rate_hz:=10.0")
+    executor = start_sim_executor(tmp_path)
     cell = Cell(rclpy_context)
     try:
         cell.wait_subscribed()
@@ -343,17 +330,7 @@ def test_an_episode_whose_executor_is_killed_ends_cut_short(tmp_path, rclpy_cont
 
 
 def test_an_episode_without_a_result_ends_at_episode_timeout_s(tmp_path, rclpy_context):
-    logger = spawn_python(
-        [
-            "-m",
-            "grounded_planner.ros.rollout_logger_node",
-            "--ros-args",
-            "-p",
-            f"log_dir:={tmp_path / 'rollouts'}",
-            "-p",
-            "episode_timeout_s:=2.0",
-        ]
-    )
+    logger = start_node("rollout_logger_node", f"log_dir:={tmp_path / 'rollouts'}", "episode_timeout_s:=2.0")
     cell = Cell(rclpy_context)
     try:
         cell.wait_subscribed()

@@ -76,14 +76,12 @@ def test_backprojection_node_trusts_depth_registered_depth(rclpy_context):
 
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
-    from rclpy.qos import QoSProfile
-    from sensor_msgs.msg import CameraInfo, Image
 
     from grounded_planner.plan import GroundedAction, GroundedPlan
-    from grounded_planner.ros import names
     from grounded_planner.ros.backprojection_node import BackprojectionNode
     from grounded_planner.ros.convert import plan_to_msg
     from grounded_planner.ros.frames import DepthNotAlignedError, check_depth_aligned
+    from helpers.camera import publish_camera
     from helpers.tabletop import scene_messages
 
     _color, depth, info = scene_messages()
@@ -93,20 +91,7 @@ def test_backprojection_node_trusts_depth_registered_depth(rclpy_context):
         check_depth_aligned(depth, info, depth_info)
     node = BackprojectionNode(context=rclpy_context, parameter_overrides=_overrides({"depth_registered": True}))
     probe = rclpy.create_node("depth_camera", context=rclpy_context)
-    qos = QoSProfile(depth=2)
-    pubs = [
-        (probe.create_publisher(Image, "/" + names.ALIGNED_DEPTH_IMAGE, qos), depth),
-        (probe.create_publisher(CameraInfo, "/" + names.COLOR_CAMERA_INFO, qos), info),
-        (probe.create_publisher(CameraInfo, "/" + names.ALIGNED_DEPTH_CAMERA_INFO, qos), depth_info),
-    ]
-
-    def tick():
-        stamp = probe.get_clock().now().to_msg()
-        for pub, msg in pubs:
-            msg.header.stamp = stamp
-            pub.publish(msg)
-
-    probe.create_timer(0.1, tick)
+    publish_camera(probe, {"depth": depth, "info": info, "depth_info": depth_info})  # one stamp a frame, 10 Hz
     executor = MultiThreadedExecutor(num_threads=3, context=rclpy_context)
     executor.add_node(node)
     executor.add_node(probe)
@@ -138,11 +123,8 @@ def test_planner_node_trusts_depth_registered_depth(rclpy_context):
 
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
-    from rclpy.qos import QoSProfile
-    from sensor_msgs.msg import CameraInfo
 
     pytest.importorskip("httpx")
-    from grounded_planner.ros import names
     from grounded_planner.ros.planner_node import PlannerNode
     from grounded_planner.vlm.fake_server import FakeVLMServer
     from grounded_planner_interfaces.srv import GetGroundedPlan
@@ -155,14 +137,7 @@ def test_planner_node_trusts_depth_registered_depth(rclpy_context):
     server = FakeVLMServer(SCENE_COLORS).start()
     common = {"backend": "openai", "base_url": server.base_url, "model": "qwen3-vl-test", "max_retries": 0}
     probe = rclpy.create_node("depth_camera", context=rclpy_context)
-    publish_camera(probe, {"color": color, "depth": depth, "info": info})
-    info_pub = probe.create_publisher(CameraInfo, "/" + names.ALIGNED_DEPTH_CAMERA_INFO, QoSProfile(depth=2))
-
-    def tick():
-        depth_info.header.stamp = depth.header.stamp  # the depth image's own instant
-        info_pub.publish(depth_info)
-
-    probe.create_timer(0.1, tick)
+    publish_camera(probe, {"color": color, "depth": depth, "info": info, "depth_info": depth_info})
     nodes = [
         PlannerNode(context=rclpy_context, parameter_overrides=_overrides({**common, "depth_registered": flag}))
         for flag in (True, False)
@@ -224,6 +199,11 @@ def test_planner_node_takes_camera_info_topics_and_request_queue_depth(rclpy_con
         # the depth the service's reader history is created with: requests beyond it are dropped by DDS
         (service,) = [s for s in node.services if s.service_name.lstrip("/") == names.PLAN_SERVICE]
         assert service.qos_profile.depth == 7
+        # the camera topics are read once at startup, as back-projection's are: a change at run time is refused,
+        # not taken and ignored (the node went on reading the old topics)
+        for name in ("color_topic", "depth_topic", "camera_info_topic", "depth_camera_info_topic"):
+            (result,) = node.set_parameters(_overrides({name: "/elsewhere/topic"}))
+            assert not result.successful and "read-only" in result.reason, (name, result.reason)
     finally:
         node.destroy_node()
 
@@ -447,7 +427,7 @@ def test_camera_node_plays_a_recording_once_without_loop_playback_under_its_fram
         node.destroy_node()
 
 
-# -- console_node: host, token, executor_config_file, plan_timeout_s, max_image_width, jpeg_quality ------------------------------------------------------
+# -- console_node: host, token, executor_config_file, plan_timeout_s, max_frame_rate, max_image_width, jpeg_quality
 
 
 def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_frame_settings(rclpy_context, tmp_path):
@@ -461,9 +441,8 @@ def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_fra
     from sensor_msgs.msg import Image
 
     import rclpy
-    from PIL import Image as PILImage
 
-    from grounded_planner.console.rollouts import encode_jpeg
+    from grounded_planner.console.jpeg import encode_jpeg, scale_to_width
     from grounded_planner.plan import GroundedAction, GroundedPlan, Target
     from grounded_planner.ros import names
     from grounded_planner.ros.console_node import ConsoleNode
@@ -485,6 +464,7 @@ def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_fra
                 "max_image_width": 160,
                 "jpeg_quality": 5,
                 "plan_timeout_s": 7.5,
+                "max_frame_rate": 4.0,
                 "token": "sixteen-chars-tok",
             }
         ),
@@ -508,6 +488,8 @@ def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_fra
 
         # plan_timeout_s: what the console's plan requests wait for an answer
         assert node.app.plan_timeout_s == 7.5
+        # max_frame_rate: the cap the app's frame thread keeps (test_console_app checks the spacing it makes)
+        assert node.app.max_frame_rate == 4.0
 
         # max_image_width: a 320 px frame is shown 160 px wide (the aspect kept)
         executor = SingleThreadedExecutor(context=rclpy_context)
@@ -527,7 +509,7 @@ def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_fra
         spin_until(executor, shown, 30.0, "the console to show a camera frame")
         assert (frame.width, frame.height) == (160, 120)
         # jpeg_quality: the frame is encoded at quality 5
-        shown = np.asarray(PILImage.fromarray(rgb).resize((160, 120), PILImage.BILINEAR))
+        shown = scale_to_width(rgb, 160)
         assert frame.jpeg == encode_jpeg(shown, 5) != encode_jpeg(shown, 80)
     finally:
         probe.destroy_node()

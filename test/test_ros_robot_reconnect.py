@@ -15,7 +15,7 @@ pytest.importorskip("franky")
 pytest.importorskip("franky_sim")
 
 from helpers.franky_server import franky_sim_server, start_franky_sim  # noqa: E402
-from test_ros_executor_goals import plan_msg  # noqa: E402
+from helpers.sim_executor import plan_msg  # noqa: E402
 
 CONFIG = """executor: {{backend: franky, travel_speed_scale: 1.0, fine_speed_scale: 0.5}}
 safety: {{max_velocity_scale: 1.0, max_acceleration_scale: 0.5, motion_timeout_s: 120.0}}

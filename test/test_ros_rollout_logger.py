@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import requires_ros, spawn_python
-from helpers.ros_wait import spin_until, stop_process
+from conftest import requires_ros
+from helpers.ros_wait import spin_until, start_node, stop_process
 from helpers.tabletop import scene_messages
 
 pytestmark = [requires_ros, pytest.mark.ros]
@@ -32,19 +32,12 @@ def test_episode_from_plan_to_result_becomes_one_rollout(tmp_path, rclpy_context
     from grounded_planner_interfaces.msg import ExecutionEvent, ExecutionResult, PlannerStatus
     from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 
-    child = spawn_python(
-        [
-            "-m",
-            "grounded_planner.ros.rollout_logger_node",
-            "--ros-args",
-            "-p",
-            f"log_dir:={tmp_path / 'rollouts'}",
-            "-p",
-            "condition:=test",
-            "-p",
-            "frame_rate_hz:=20.0",
-            *(["-p", "session:=true", "-p", "images:=raw"] if recording == "session_raw" else []),
-        ]
+    child = start_node(
+        "rollout_logger_node",
+        f"log_dir:={tmp_path / 'rollouts'}",
+        "condition:=test",
+        "frame_rate_hz:=20.0",
+        *(["session:=true", "images:=raw"] if recording == "session_raw" else []),
     )
     node = rclpy.create_node("logger_probe", context=rclpy_context)
     try:

@@ -10,50 +10,20 @@ import time
 
 import pytest
 
-from conftest import requires_ros, spawn_python
-from helpers.ros_wait import call, spin_until, stop_process
+from conftest import requires_ros
+from helpers.camera import TOPICS, start_camera_process
+from helpers.ros_wait import call, spin_until, start_node, stop_process
 
 pytestmark = [requires_ros, pytest.mark.ros]
 pytest.importorskip("httpx")
 
 from helpers.tabletop import INSTRUCTION, SCENE_COLORS  # noqa: E402
 
-# A 10 Hz camera in its own process, as realsense-ros publishes: colour, aligned depth and camera_info with one stamp
-# each frame (depth shifted by DEPTH_SHIFT_S when given: a depth stream that is not of the colour's instant).
-CAMERA = r"""
-import sys, rclpy
-from rclpy.executors import ExternalShutdownException
-from rclpy.qos import QoSProfile
-from rclpy.time import Duration
-from sensor_msgs.msg import CameraInfo, Image
-sys.path.insert(0, "test")
-from helpers.tabletop import scene_messages
-shift_s = float(sys.argv[1])
-try:
-    with rclpy.init():
-        node = rclpy.create_node("camera_stand_in")
-        color, depth, info = scene_messages()
-        qos = QoSProfile(depth=2)
-        pubs = [(node.create_publisher(Image, "/camera/camera/color/image_raw", qos), color, 0.0),
-                (node.create_publisher(Image, "/camera/camera/aligned_depth_to_color/image_raw", qos), depth, shift_s),
-                (node.create_publisher(CameraInfo, "/camera/camera/color/camera_info", qos), info, 0.0)]
-        def tick():
-            now = node.get_clock().now()
-            for pub, msg, shift in pubs:
-                msg.header.stamp = (now - Duration(nanoseconds=int(shift * 1e9))).to_msg()
-                pub.publish(msg)
-        node.create_timer(0.1, tick)
-        print("streaming", flush=True)
-        rclpy.spin(node)
-except (KeyboardInterrupt, ExternalShutdownException):
-    pass
-"""
-
 
 def start_camera(shift_s: float = 0.0):
-    camera = spawn_python(["-c", CAMERA, str(shift_s)])
-    assert camera.stdout.readline().strip() == "streaming", "the camera stand-in did not start"
-    return camera
+    """A 10 Hz camera in its own process, as realsense-ros publishes: colour, aligned depth and camera_info with one
+    stamp each frame (depth ``shift_s`` older when given: a depth stream that is not of the colour's instant)."""
+    return start_camera_process(older_s={"depth": shift_s} if shift_s else None)
 
 
 @pytest.fixture
@@ -97,13 +67,22 @@ class Probe:
         )
 
     def plan(self, backproject: bool = True):
-        return call(
-            self.executor,
-            self.client,
-            self.Request(instruction=INSTRUCTION, backproject=backproject),
-            60.0,
-            "/grounded_planner/plan",
-        )
+        # The camera's and the planner's processes discover each other in their own time (under load, longer than
+        # the 1 s frame_wait_s these tests give the planner): a request before that fails "nothing received", before
+        # the model is asked, and is asked again. Every other answer, stale and unmatched frames included, is the
+        # test's to check.
+        deadline = time.monotonic() + 30.0
+        while True:
+            response = call(
+                self.executor,
+                self.client,
+                self.Request(instruction=INSTRUCTION, backproject=backproject),
+                60.0,
+                "/grounded_planner/plan",
+            )
+            if response.success or "nothing received on" not in response.message or time.monotonic() > deadline:
+                return response
+            time.sleep(0.2)
 
     def set(self, name: str, value: float) -> None:
         from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
@@ -220,17 +199,7 @@ def test_the_rollout_records_the_frame_set_the_plan_was_made_on(vlm, tmp_path, r
 
     vlm.script.append(Reply(delay_s=1.5))  # the model answers 1.5 s after the frame: 15 newer frames by then
     camera = start_camera()
-    logger = spawn_python(
-        [
-            "-m",
-            "grounded_planner.ros.rollout_logger_node",
-            "--ros-args",
-            "-p",
-            f"log_dir:={tmp_path / 'rollouts'}",
-            "-p",
-            "frame_rate_hz:=0.0",
-        ]
-    )
+    logger = start_node("rollout_logger_node", f"log_dir:={tmp_path / 'rollouts'}", "frame_rate_hz:=0.0")
     child = start_planner(vlm.base_url, tmp_path)
     probe = Probe(rclpy_context)
     try:
@@ -314,12 +283,7 @@ def test_the_closed_loop_refuses_to_check_a_step_on_a_dead_camera(rclpy_context)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     try:
         declare_all(node, FRESHNESS_PARAMS)  # as executor_node declares them
-        frames = LatestFrames(
-            node,
-            "/camera/camera/color/image_raw",
-            "/camera/camera/aligned_depth_to_color/image_raw",
-            "/camera/camera/color/camera_info",
-        )
+        frames = LatestFrames(node, TOPICS["color"], TOPICS["depth"], TOPICS["info"])
         spinner.start()
         io = RosClosedLoopIO(node, frames, extrinsics=None, frame_wait_s=10.0)
         seen = io.observe()  # a live camera: a set taken after the call

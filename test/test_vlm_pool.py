@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -24,7 +23,7 @@ from grounded_planner.bench.sample import BROWN, GREY, RED
 from grounded_planner.vlm.backends.base import VLMRequest
 from grounded_planner.vlm.config import PlannerConfig
 from grounded_planner.vlm.errors import VLMRequestError, VLMTimeoutError, VLMUnavailableError
-from grounded_planner.vlm.fake_server import FakeVLMServer, Reply, make_demo_scene
+from grounded_planner.vlm.fake_server import FakeVLMServer, Reply, make_demo_scene, start_process
 from grounded_planner.vlm.factory import make_planner
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample_bench"
@@ -133,37 +132,12 @@ def test_yaml_list_of_servers_and_config_errors():
         PlannerConfig(base_urls=["http://h2/v1"])
 
 
-def start_server_process(latency_s: float, capacity: int) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "grounded_planner.vlm.fake_server",
-            "--port",
-            "0",
-            "--latency",
-            str(latency_s),
-            "--capacity",
-            str(capacity),
-            "--scene",
-            json.dumps({k: list(v) for k, v in SCENE.items()}),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    line = proc.stdout.readline()
-    m = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
-    assert m, f"stand-in server did not start: {line!r}"
-    return proc, m.group(1)
-
-
 @pytest.mark.timeout(300)
 def test_bench_run_with_two_servers_one_killed_mid_run_plans_every_episode(tmp_path):
     n = 24
     eps = episodes(tmp_path, n)
     out = tmp_path / "pred.jsonl"
-    (a, url_a), (b, url_b) = start_server_process(0.2, 2), start_server_process(0.2, 2)
+    (a, url_a), (b, url_b) = start_process(SCENE, 0.2, 2), start_process(SCENE, 0.2, 2)
     try:
         exe = Path(sys.executable).with_name("grounded-planner")
         run = subprocess.Popen(

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class RunSummary:
+class BenchRunSummary:
     """What one ``run_bench`` call did (counts of episodes)."""
 
     total: int  # episodes in the set
@@ -136,7 +136,7 @@ def run_bench(
     limit: int | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     progress_stream: TextIO | None = None,
-) -> RunSummary:
+) -> BenchRunSummary:
     """Plan every episode not yet in ``out_path`` and append one JSON line per episode as it finishes.
 
     ``planner`` is anything with ``plan(image_rgb, instruction) -> GroundedPlan`` (the vlm layer's
@@ -186,6 +186,6 @@ def run_bench(
                 future.cancel()
             raise
     skipped = sum(1 for ep in episodes if ep.id in done_ids)
-    return RunSummary(
+    return BenchRunSummary(
         total=len(episodes), skipped=skipped, done=written - failed, failed=failed, elapsed_s=time.monotonic() - start
     )

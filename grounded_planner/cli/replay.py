@@ -42,9 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="P.jsonl", help="predictions file to write")
     p.add_argument("--score-out", metavar="S.json", help="also write the score JSON here")
     p.add_argument("--instruction", default="", help="instruction for bags that recorded none")
-    p.add_argument("--color-topic", default=None, help="color image topic [/camera/camera/color/image_raw]")
-    p.add_argument("--plan-topic", default=None, help="GroundedPlan topic [/grounded_planner/plan]")
-    p.add_argument("--instruction-topic", default=None, help="instruction topic [/grounded_planner/instruction]")
+    recorded = RolloutTopics()  # the topics a rollout bag records: the defaults, named once there
+    p.add_argument("--color-topic", default=None, help=f"color image topic [{recorded.color}]")
+    p.add_argument("--plan-topic", default=None, help=f"GroundedPlan topic [{recorded.plan}]")
+    p.add_argument("--instruction-topic", default=None, help=f"instruction topic [{recorded.instruction}]")
     add_planner_arguments(p)  # the settings `bench run` takes (GP_VLM_* variables, then --config, then flags)
     p.set_defaults(func=_replay)
 

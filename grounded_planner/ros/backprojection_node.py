@@ -13,6 +13,7 @@ from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
 from grounded_planner.ros import names
 from grounded_planner.ros.convert import plan_from_msg, plan_to_msg
 from grounded_planner.ros.frames import (
+    BACKPROJECTION_PARAMS,
     FRESHNESS_PARAMS,
     frame_check,
     stamp_ns,
@@ -25,7 +26,6 @@ from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros.params import (
     Param,
     declare_all,
-    extrinsics_file,
     resolve_data_path,
     non_empty,
     non_negative,
@@ -51,28 +51,7 @@ PARAMS = [
         non_empty,
         read_only=True,
     ),
-    Param(
-        "depth_topic",
-        names.ALIGNED_DEPTH_IMAGE,
-        "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)",
-        non_empty,
-        read_only=True,
-    ),
-    Param("camera_info_topic", names.COLOR_CAMERA_INFO, "intrinsics of the colour camera", non_empty, read_only=True),
-    Param(
-        "depth_camera_info_topic",
-        "auto",
-        "the depth image's own camera_info: when it differs from colour's, back-projection refuses "
-        "(auto = beside depth_topic, as image_transport finds it; '' = no check)",
-        read_only=True,
-    ),
-    Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
-    Param(
-        "extrinsics_file",
-        "",
-        "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
-        extrinsics_file,
-    ),
+    *BACKPROJECTION_PARAMS,
     Param(
         "frame_wait_s",
         5.0,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.lifecycle import LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile
 from sensor_msgs.msg import CameraInfo, Image
 
 from grounded_planner.errors import InputError
 from grounded_planner.ros.convert import numpy_to_image
-from grounded_planner.ros.node_main import StackNode, run_node
+from grounded_planner.ros.node_main import DeviceNode, run_node
 from grounded_planner.ros import names
 from grounded_planner.ros.params import Param, declare_all, existing_path, expand_path, non_empty, positive, values
 from grounded_planner.ros.realsense import AlignedFrames, CameraError, Intrinsics, RealSenseSource, parse_profile
@@ -79,7 +79,7 @@ def camera_info_msg(intr: Intrinsics, header) -> CameraInfo:
     return msg
 
 
-class CameraNode(StackNode, LifecycleNode):
+class CameraNode(DeviceNode):
     """Publishes colour, depth aligned to colour (16UC1, mm) and camera_info while active.
 
     configure opens the device (or recording) and creates the publishers; activate starts the frame
@@ -128,15 +128,11 @@ class CameraNode(StackNode, LifecycleNode):
             self.configure_error = f"{type(exc).__name__}: {exc}"
             self.get_logger().error(f"configure failed: {self.configure_error}")
             return TransitionCallbackReturn.FAILURE
-        ns = p["camera_namespace"].rstrip("/")
+        topics = names.camera_topics(p["camera_namespace"])
         # reliable like realsense-ros's default (SYSTEM_DEFAULT): both reliable and best-effort subscribers match
         qos = QoSProfile(depth=5)
-        self._pubs = {
-            "color": self.create_lifecycle_publisher(Image, f"{ns}/color/image_raw", qos),
-            "color_info": self.create_lifecycle_publisher(CameraInfo, f"{ns}/color/camera_info", qos),
-            "depth": self.create_lifecycle_publisher(Image, f"{ns}/aligned_depth_to_color/image_raw", qos),
-            "depth_info": self.create_lifecycle_publisher(CameraInfo, f"{ns}/aligned_depth_to_color/camera_info", qos),
-        }
+        types = {"color": Image, "color_info": CameraInfo, "depth": Image, "depth_info": CameraInfo}
+        self._pubs = {key: self.create_lifecycle_publisher(types[key], topic, qos) for key, topic in topics.items()}
         where = (
             "injected source"
             if self._injected
@@ -144,7 +140,7 @@ class CameraNode(StackNode, LifecycleNode):
             if p["playback_file"]
             else f"camera {p['serial'] or '(first found)'}"
         )
-        self.get_logger().info(f"configured: {where}, publishing under {ns}")
+        self.get_logger().info(f"configured: {where}, publishing under {p['camera_namespace'].rstrip('/')}")
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -156,18 +152,6 @@ class CameraNode(StackNode, LifecycleNode):
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._stop_thread()
         return super().on_deactivate(state)
-
-    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
 
     def destroy_node(self) -> None:
         """Stop the frame thread and the pipeline first: rclpy destroys a lifecycle node without a shutdown

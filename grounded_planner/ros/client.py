@@ -62,7 +62,10 @@ class ExecuteStatus(Enum):
 
 
 @dataclass
-class PlanResult:
+class GetGroundedPlanResponse:
+    """The plan service's answer (the ``GetGroundedPlan`` response, whose name it takes) as
+    :meth:`GroundedPlannerClient.plan` returns it: the plan as a model and as the message, and how the call ended."""
+
     status: PlanStatus
     message: str = ""
     plan: GroundedPlan | None = None  # the plan model, its 3D targets inside (action.target_3d) when back-projected
@@ -75,7 +78,11 @@ class PlanResult:
 
 
 @dataclass
-class ExecuteResult:
+class ExecutePlanResult:
+    """The execute action's result (the ``ExecutePlan`` result, whose name it takes) as
+    :meth:`GroundedPlannerClient.execute` returns it, with how the call ended. Not to be confused with
+    ``ExecutionResult``, the whole record of an execution the executor publishes for every goal."""
+
     status: ExecuteStatus
     message: str = ""
     steps_completed: int = 0
@@ -189,7 +196,7 @@ class GroundedPlannerClient:
         backproject: bool = True,
         timeout_s: float = 60.0,
         service_wait_s: float = 5.0,
-    ) -> PlanResult:
+    ) -> GetGroundedPlanResponse:
         """A grounded plan for ``instruction``.
 
         ``image``: an (H, W, 3) uint8 RGB array or a sensor_msgs/Image; None = the planner's latest camera frame.
@@ -200,7 +207,7 @@ class GroundedPlannerClient:
             return self._fail(
                 PlanStatus.UNAVAILABLE,
                 f"{self.plan_service} is not available (waited {service_wait_s:.1f} s)",
-                PlanResult,
+                GetGroundedPlanResponse,
             )
         self._reach.ensure(self.plan_service, service_wait_s)
         request = GetGroundedPlan.Request(instruction=str(instruction), backproject=bool(backproject))
@@ -215,13 +222,13 @@ class GroundedPlannerClient:
                 return self._fail(
                     PlanStatus.SERVER_GONE,
                     f"no plan for {instruction!r}: {gone}",
-                    PlanResult,
+                    GetGroundedPlanResponse,
                     duration_s=time.monotonic() - started,
                 )
             return self._fail(
                 PlanStatus.TIMED_OUT,
                 f"no plan for {instruction!r} within {timeout_s:.1f} s",
-                PlanResult,
+                GetGroundedPlanResponse,
                 duration_s=time.monotonic() - started,
             )
         response = future.result()
@@ -230,7 +237,7 @@ class GroundedPlannerClient:
             return self._fail(
                 PlanStatus.FAILED,
                 f"planning {instruction!r} failed: {response.message}",
-                PlanResult,
+                GetGroundedPlanResponse,
                 msg=response.plan,
                 duration_s=duration_s,
             )
@@ -240,12 +247,12 @@ class GroundedPlannerClient:
             return self._fail(
                 PlanStatus.INVALID,
                 f"the planner's plan for {instruction!r} is invalid: {exc}",
-                PlanResult,
+                GetGroundedPlanResponse,
                 msg=response.plan,
                 duration_s=duration_s,
             )
         self.last_status, self.last_error = PlanStatus.SUCCEEDED, ""
-        return PlanResult(PlanStatus.SUCCEEDED, response.message, plan, response.plan, duration_s)
+        return GetGroundedPlanResponse(PlanStatus.SUCCEEDED, response.message, plan, response.plan, duration_s)
 
     # -- execution -------------------------------------------------------------------------------------------
     def execute(
@@ -255,7 +262,7 @@ class GroundedPlannerClient:
         feedback: FeedbackCallback | None = None,
         timeout_s: float = 600.0,
         server_wait_s: float = 5.0,
-    ) -> ExecuteResult:
+    ) -> ExecutePlanResult:
         """Run a back-projected plan (a plan model or a GroundedPlan message) on the executor; blocks until it ends.
 
         ``feedback(step, state, action)`` is called for every executor event. ``cancel()`` from another thread
@@ -266,7 +273,7 @@ class GroundedPlannerClient:
             return self._fail(
                 ExecuteStatus.UNAVAILABLE,
                 f"{self.execute_action} is not available (waited {server_wait_s:.1f} s)",
-                ExecuteResult,
+                ExecutePlanResult,
             )
         plan_msg = plan_to_msg(plan) if isinstance(plan, GroundedPlan) else plan
         self._reach.ensure(self.execute_action, server_wait_s, action=True)
@@ -282,11 +289,11 @@ class GroundedPlannerClient:
         )
         if not self._wait(send, server_wait_s + 10.0):
             self._reach.forget(self.execute_action, action=True)
-            return self._fail(ExecuteStatus.TIMED_OUT, "the executor did not answer the goal", ExecuteResult)
+            return self._fail(ExecuteStatus.TIMED_OUT, "the executor did not answer the goal", ExecutePlanResult)
         handle = send.result()
         if not handle.accepted:
             return self._fail(
-                ExecuteStatus.REJECTED, "the executor rejected the goal (busy or not active)", ExecuteResult
+                ExecuteStatus.REJECTED, "the executor rejected the goal (busy or not active)", ExecutePlanResult
             )
         with self._lock:
             self._goal_handle = handle
@@ -298,7 +305,7 @@ class GroundedPlannerClient:
                 return self._fail(
                     ExecuteStatus.SERVER_GONE,
                     f"no execution result: {gone}; the goal ended with it (check the robot)",
-                    ExecuteResult,
+                    ExecutePlanResult,
                     duration_s=time.monotonic() - started,
                 )
             if not done:
@@ -306,7 +313,7 @@ class GroundedPlannerClient:
                 return self._fail(
                     ExecuteStatus.TIMED_OUT,
                     f"no execution result within {timeout_s:.1f} s; goal cancelled",
-                    ExecuteResult,
+                    ExecutePlanResult,
                     duration_s=time.monotonic() - started,
                 )
         finally:
@@ -318,7 +325,7 @@ class GroundedPlannerClient:
             GoalStatus.STATUS_SUCCEEDED: ExecuteStatus.SUCCEEDED,
             GoalStatus.STATUS_CANCELED: ExecuteStatus.CANCELED,
         }.get(wrapped.status, ExecuteStatus.FAILED)
-        out = ExecuteResult(
+        out = ExecutePlanResult(
             status,
             str(result.message),
             int(result.steps_completed),

@@ -9,7 +9,7 @@ from typing import Callable
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.lifecycle import LifecycleState, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from action_msgs.srv import CancelGoal
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -40,7 +40,7 @@ from grounded_planner.ros.convert import action_to_msg, plan_from_msg
 from grounded_planner.ros.msg_types import rclpy_type
 from grounded_planner.ros.closed_loop_io import PlanServiceError, RosClosedLoopIO
 from grounded_planner.ros.frames import FRESHNESS_PARAMS, LatestFrames, NoFrameError
-from grounded_planner.ros.node_main import StackNode, run_node
+from grounded_planner.ros.node_main import DeviceNode, run_node
 from grounded_planner.ros.visualize import plan_markers
 from grounded_planner.ros.moveit import moveit_backend_args
 from grounded_planner.ros.params import (
@@ -134,7 +134,7 @@ DIAGNOSTICS_TOPIC = "/diagnostics"  # diagnostic_msgs/DiagnosticArray, as every 
 CANCELLER_WAIT_S = 1.0  # how long a cancel waits for the introspection event naming its client, seconds
 
 
-class ExecutorNode(StackNode, LifecycleNode):
+class ExecutorNode(DeviceNode):
     """Runs one plan at a time on the configured backend; per-step feedback, cancel, dry run.
 
     configure builds and connects the backend; activate opens the action server to goals (an inactive node
@@ -260,18 +260,6 @@ class ExecutorNode(StackNode, LifecycleNode):
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = False
         return super().on_deactivate(state)
-
-    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
 
     def _release(self) -> None:
         self._active = False
@@ -490,7 +478,7 @@ class ExecutorNode(StackNode, LifecycleNode):
             name=f"{self.get_name()}: robot link",
             level=level,
             message=message,
-            hardware_id=getattr(backend, "name", ""),
+            hardware_id=backend.name,
         )
         status.values = [KeyValue(key="reachable", value=str(self.robot_reachable).lower())]
         array = DiagnosticArray(status=[status])

@@ -39,7 +39,8 @@ from grounded_planner.msgs.images import (
 )
 from grounded_planner.geometry.targets import backproject as geometry_backproject
 from grounded_planner.plan import GroundedPlan
-from grounded_planner.ros.params import Param, non_negative
+from grounded_planner.ros import names
+from grounded_planner.ros.params import Param, extrinsics_file, non_empty, non_negative
 
 MESSAGE_CLASSES = {IMAGE_MSGTYPE: Image, COMPRESSED_MSGTYPE: CompressedImage, CAMERA_INFO_MSGTYPE: CameraInfo}
 # how often a subscription's type is checked against what the topic's publishers advertise, seconds
@@ -159,6 +160,33 @@ FRESHNESS_PARAMS = [
         0.05,
         "colour, depth and camera_info are one instant when their stamps lie within this of each other, seconds",
         non_negative,
+    ),
+]
+
+# What every node that back-projects (planner, back-projection) reads for it: the depth inputs, read once at startup,
+# and the calibration, reloaded when it changes
+BACKPROJECTION_PARAMS = [
+    Param(
+        "depth_topic",
+        names.ALIGNED_DEPTH_IMAGE,
+        "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)",
+        non_empty,
+        read_only=True,
+    ),
+    Param("camera_info_topic", names.COLOR_CAMERA_INFO, "intrinsics of the colour camera", non_empty, read_only=True),
+    Param(
+        "depth_camera_info_topic",
+        "auto",
+        "the depth image's own camera_info: when it differs from colour's, back-projection refuses "
+        "(auto = beside depth_topic, as image_transport finds it; '' = no check)",
+        read_only=True,
+    ),
+    Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
+    Param(
+        "extrinsics_file",
+        "",
+        "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
+        extrinsics_file,
     ),
 ]
 

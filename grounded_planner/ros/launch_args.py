@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Mapping
 
 from grounded_planner.errors import InputError
+from grounded_planner.execution.config import BACKEND_NAMES as ROBOT_BACKENDS
 from grounded_planner.ros.names import NamespaceError, normalize_namespace
 from grounded_planner.vlm.config import BACKENDS as PLANNER_BACKENDS
 
@@ -24,6 +26,33 @@ NEEDS_MODEL = {
 }
 # robot -> its MoveIt config package, where one ships; a robot missing here needs moveit_config:= given
 MOVEIT_CONFIGS = {"franka": ("franka_fr3_moveit_config", "fr3")}
+# name, default, description of the planner's arguments, in both launch files' tables (checked by planner())
+PLANNER_ARGUMENTS = [
+    ("planner_backend", "openai", " | ".join(PLANNER_BACKENDS)),
+    (
+        "model",
+        "",
+        "VLM model name as the server knows it (required by openai, transformers and decoupled; "
+        "gemini defaults to gemini-2.5-flash; replay needs none)",
+    ),
+    ("base_url", "http://localhost:8000/v1", "OpenAI-compatible server root including /v1"),
+    ("replay_file", "", "JSONL of recorded plans for planner_backend:=replay (~ is expanded)"),
+]
+# the executor_backend argument's description (real.launch.py), with the names executor_backend() takes
+EXECUTOR_BACKEND_HELP = f"override the backend the robot implies ({' | '.join(ROBOT_BACKENDS)})"
+# name, default, description of the arguments that start the operator console, in both launch files' tables
+CONSOLE_ARGUMENTS = [
+    (
+        "console",
+        "false",
+        "true: also start the operator console (console_node), a web page to watch, instruct, approve, stop and label",
+    ),
+    ("console_host", "127.0.0.1", "console: address to listen on (any but loopback requires a token)"),
+    ("console_port", "8080", "console: TCP port"),
+    ("console_token", "", "console: token for a non-loopback host ('' there = generated and printed once)"),
+]
+# the ROS package whose console scripts the launch files start (each node NAME is the executable NAME_node)
+PACKAGE = "grounded_planner"
 
 
 class LaunchArgumentError(InputError):
@@ -104,6 +133,11 @@ def planner(backend: str, model: str, replay_file: str) -> dict[str, str]:
     return {"backend": backend, "model": model, "replay_file": replay_file}
 
 
+def executor_backend(text: str) -> str:
+    """The robot backend the executor runs: one of the execution layer's registered backends."""
+    return choice("executor_backend", text, ROBOT_BACKENDS)
+
+
 def moveit_config(robot: str, package: str, robot_name: str) -> tuple[str, str]:
     """The MoveIt config package and robot name for ``robot``: ``''`` means the robot's own (franka:
     franka_fr3_moveit_config, fr3). A robot with no known MoveIt config (so101) must name one: a Franka config
@@ -154,3 +188,36 @@ def extrinsics_beside_bag(bag: str) -> str:
         f"launch argument extrinsics_file:= is required for bag:={bag}: no calibration is stored beside it (looked "
         f"for {', '.join(str(c) for c in candidates)}); pass the recorded cell's camera -> base calibration"
     )
+
+
+def nodes(namespace: str, config: str, overrides: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The keyword arguments of launch_ros's ``Node`` for each of our nodes in ``overrides`` (node name -> the
+    parameters the launch arguments set, over ``config``, the parameters file every node reads), in that order:
+    executable ``NAME_node`` of this package, node name ``NAME``, in ``namespace``, output on the screen."""
+    return [
+        {
+            "package": PACKAGE,
+            "executable": f"{name}_node",
+            "name": name,
+            "namespace": namespace,
+            "output": "screen",
+            "parameters": [config, dict(values)] if values else [config],
+        }
+        for name, values in overrides.items()
+    ]
+
+
+def console(arguments: Mapping[str, str], rollouts_dir: str) -> dict[str, dict[str, Any]]:
+    """``{"console": its parameters}`` when ``console:=true``, else ``{}``: the operator console's address, port and
+    token from ``console_host:=``, ``console_port:=`` and ``console_token:=``, and the folder of the rollouts it
+    shows (the logger's ``log_dir``): the arguments of ``CONSOLE_ARGUMENTS``, which both launch files declare."""
+    if not boolean("console", arguments["console"]):
+        return {}
+    return {
+        "console": {
+            "host": arguments["console_host"],
+            "port": int(positive_number("console_port", arguments["console_port"])),
+            "token": arguments["console_token"],
+            "rollouts_dir": rollouts_dir,
+        }
+    }

@@ -40,10 +40,25 @@ PLAN_FRAMES_CAMERA_INFO = "grounded_planner/plan_frames/camera_info"
 CAMERA_NAMESPACE = "camera"
 CAMERA_NAME = "camera"
 CAMERA_PREFIX = f"{CAMERA_NAMESPACE}/{CAMERA_NAME}"
-COLOR_IMAGE = f"{CAMERA_PREFIX}/color/image_raw"
-COLOR_CAMERA_INFO = f"{CAMERA_PREFIX}/color/camera_info"
-ALIGNED_DEPTH_IMAGE = f"{CAMERA_PREFIX}/aligned_depth_to_color/image_raw"
-ALIGNED_DEPTH_CAMERA_INFO = f"{CAMERA_PREFIX}/aligned_depth_to_color/camera_info"
+# realsense-ros's streams under a camera's prefix, by the key the nodes give them
+CAMERA_STREAMS = {
+    "color": "color/image_raw",
+    "color_info": "color/camera_info",
+    "depth": "aligned_depth_to_color/image_raw",
+    "depth_info": "aligned_depth_to_color/camera_info",
+}
+
+
+def camera_topics(prefix: str = CAMERA_PREFIX) -> dict[str, str]:
+    """The camera's topics under ``prefix`` (``CAMERA_NAMESPACE/CAMERA_NAME``, as camera_node's camera_namespace
+    parameter and the launch files' camera_namespace:=/camera_name:= give it), by CAMERA_STREAMS' keys."""
+    return {key: f"{prefix.rstrip('/')}/{stream}" for key, stream in CAMERA_STREAMS.items()}
+
+
+COLOR_IMAGE = camera_topics()["color"]
+COLOR_CAMERA_INFO = camera_topics()["color_info"]
+ALIGNED_DEPTH_IMAGE = camera_topics()["depth"]
+ALIGNED_DEPTH_CAMERA_INFO = camera_topics()["depth_info"]
 
 
 class NamespaceError(InputError):

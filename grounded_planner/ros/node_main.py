@@ -9,7 +9,7 @@ from typing import Callable
 import rclpy
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 
 from grounded_planner.errors import InputError
@@ -39,6 +39,28 @@ class StackNode:
     configure_error: str = ""
     #: threads of the executor the node needs (planner_node: one per concurrent request, plus spares)
     executor_threads: int = 1
+
+
+class DeviceNode(StackNode, LifecycleNode):
+    """A lifecycle node of the stack that holds a device (the camera, the robot): every way out of the configured
+    states (cleanup, shutdown, error) releases it through :meth:`_release`, as ros2/demos' lifecycle talker releases
+    what on_configure made, so that no path leaves a camera streaming or a robot connected."""
+
+    def _release(self) -> None:
+        """Let go of the device and of what on_configure created; safe to call when nothing is held."""
+        raise NotImplementedError
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
 
 
 def _stack_view(node) -> StackNode:

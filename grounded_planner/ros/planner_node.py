@@ -27,6 +27,7 @@ from grounded_planner.ros import names
 from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, depth_to_numpy, is_compressed
 from grounded_planner.ros.convert import numpy_to_image, plan_to_msg
 from grounded_planner.ros.frames import (
+    BACKPROJECTION_PARAMS,
     FRESHNESS_PARAMS,
     LatestFrames,
     Snapshot,
@@ -43,7 +44,6 @@ from grounded_planner.ros.params import (
     declare_all,
     existing_file,
     expand_path,
-    extrinsics_file,
     non_empty,
     non_negative,
     one_of,
@@ -95,27 +95,9 @@ PARAMS = [
         names.COLOR_IMAGE,
         "colour image used when a request's image is empty (Image, or CompressedImage jpeg/png: .../compressed)",
         non_empty,
+        read_only=True,
     ),
-    Param(
-        "depth_topic",
-        names.ALIGNED_DEPTH_IMAGE,
-        "depth aligned to colour (16UC1 mm or 32FC1 m; Image or .../compressedDepth)",
-        non_empty,
-    ),
-    Param("camera_info_topic", names.COLOR_CAMERA_INFO, "intrinsics of the colour camera", non_empty),
-    Param(
-        "depth_camera_info_topic",
-        "auto",
-        "the depth image's own camera_info: when it differs from colour's, back-projection refuses "
-        "(auto = beside depth_topic, as image_transport finds it; '' = no check)",
-    ),
-    Param("depth_registered", False, "trust that depth is registered to colour even when its camera_info differs"),
-    Param(
-        "extrinsics_file",
-        "",
-        "camera->robot base calibration YAML; '' = poses stay in the camera optical frame",
-        extrinsics_file,
-    ),
+    *BACKPROJECTION_PARAMS,
     Param(
         "frame_wait_s",
         5.0,

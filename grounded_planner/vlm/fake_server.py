@@ -19,14 +19,19 @@ import base64
 import io
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from PIL import Image
+
+from grounded_planner.errors import RunFailure
 
 # Colours of the demo scene (see make_demo_scene); tests pass their own.
 DEMO_SCENE = {"red block": (220, 30, 30), "blue plate": (30, 60, 220), "green drawer handle": (30, 200, 60)}
@@ -457,6 +462,25 @@ def main(argv: list[str] | None = None) -> None:
             time.sleep(3600)
     except KeyboardInterrupt:
         server.stop()
+
+
+def start_process(
+    scene: Mapping[str, Sequence[int]] | None = None, latency_s: float = 0.0, capacity: int = 0
+) -> tuple[subprocess.Popen, str]:
+    """This server in a child process of its own, on a free port (a test or benchmark can SIGKILL it, or load it
+    from another process); returns the process and its base URL once it listens."""
+    args = [sys.executable, "-m", __name__, "--port", "0", "--latency", str(latency_s), "--capacity", str(capacity)]
+    if scene is not None:
+        args += ["--scene", json.dumps({name: list(rgb) for name, rgb in scene.items()})]
+    # from the folder above the package, so that a checkout that is not installed runs it too
+    package_root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(args, cwd=package_root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    found = re.search(r"(http://127\.0\.0\.1:\d+/v1)", line)
+    if found is None:
+        proc.kill()
+        raise RunFailure(f"the stand-in VLM server did not start: {line!r}")
+    return proc, found.group(1)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,12 @@ from conftest import REPO
 CLI = [sys.executable, "-m", "grounded_planner.cli.main"]
 
 
-def start_bringup(config: str, overrides: Mapping[str, Any]) -> subprocess.Popen:
+def start_bringup(config: str, overrides: Mapping[str, Any], console: bool = True) -> subprocess.Popen:
     """`grounded-planner bringup --config CONFIG --set NODE.PARAM=VALUE ...` from the repository root (the console on
-    a free port unless ``console.port`` is given); stdout and stderr in one text pipe (read it with
-    :func:`stop_bringup`)."""
-    # the profiles start the operator console on port 8080: tests take any free port, so that they never meet
-    overrides = {"console.port": 0, **overrides}
+    a free port unless ``console.port`` is given; ``console=False``: no console unless CONFIG has one); stdout and
+    stderr in one text pipe (read it with :func:`stop_bringup`)."""
+    if console:  # the profiles start the operator console on port 8080: tests take any free port, never meeting
+        overrides = {"console.port": 0, **overrides}
     sets = [arg for name, value in overrides.items() for arg in ("--set", f"{name}={value}")]
     return subprocess.Popen(
         [*CLI, "bringup", "--config", config, *sets],

@@ -1,4 +1,5 @@
-"""Waiting on conditions in a ROS graph (never on fixed sleeps): spin until a predicate holds or a deadline passes."""
+"""Starting our nodes and waiting on conditions in a ROS graph (never on fixed sleeps): spin until a predicate holds
+or a deadline passes."""
 
 import time
 from typing import Callable
@@ -57,6 +58,16 @@ def output_of(proc, timeout_s: float) -> str:
     return out or ""
 
 
+def start_node(executable: str, *params: str):
+    """``python -m grounded_planner.ros.EXECUTABLE --ros-args -p NAME:=VALUE ...`` as a child process (the test's
+    ROS domain inherited; output and errors in its stdout, as :func:`stop_process` returns them)."""
+    from conftest import spawn_python
+
+    return spawn_python(
+        ["-m", f"grounded_planner.ros.{executable}", "--ros-args", *[a for p in params for a in ("-p", p)]]
+    )
+
+
 def first_camera_frames(context, params: list[str], what: str, timeout_s: float = 60.0) -> tuple[dict, str]:
     """camera_node in a child process with ``-p`` ``params``: the first colour image, aligned depth image and colour
     camera_info it publishes (keys color, depth, info) and the child's output once stopped with Ctrl-C."""
@@ -65,10 +76,7 @@ def first_camera_frames(context, params: list[str], what: str, timeout_s: float 
     from rclpy.qos import QoSProfile
     from sensor_msgs.msg import CameraInfo, Image
 
-    from conftest import spawn_python
-
-    args = [arg for param in params for arg in ("-p", param)]
-    child = spawn_python(["-m", "grounded_planner.ros.camera_node", "--ros-args", *args])
+    child = start_node("camera_node", *params)
     node = rclpy.create_node("playback_probe", context=context)
     got: dict[str, list] = {"color": [], "depth": [], "info": []}
     try:
