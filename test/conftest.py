@@ -99,3 +99,23 @@ def no_parser_bugs(request):
         pytest.fail(
             f"the VLM parser crashed (ParseError rule 'internal') {len(crashes)} time(s): {crashes[:3]}", pytrace=False
         )
+
+
+@pytest.fixture(autouse=True)
+def scheduling_left_as_found():
+    """Fail a test that leaves the test process's thread real-time (SCHED_FIFO/RR), and put it back.
+
+    libfranka raises the thread that runs a control loop to SCHED_FIFO 99 when it can (as root it can, whatever
+    RealtimeConfig says: Ignore only stops the failure being an error). Left on pytest's thread, every later test
+    and every process it starts inherits FIFO 99, and on 2 cores a busy FIFO process starves the rest of the
+    machine (a CI run saw a load average of 47 and plans unanswered for 90 s)."""
+    before = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+    yield
+    after = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+    if after != before:
+        os.sched_setscheduler(0, before[0], os.sched_param(before[1]))
+        pytest.fail(
+            f"the test left this process's thread at scheduling policy {after[0]} priority {after[1]} (was "
+            f"{before[0]} priority {before[1]}); every process started after it would inherit that",
+            pytrace=False,
+        )

@@ -154,8 +154,45 @@ def test_answers_come_after_the_wire_and_adapter_delay_well_inside_lerobots_time
     assert worst < port.packet_timeout / 1000 / 5  # a fifth of the budget at most: the rest is the machine's
 
 
+def test_an_answer_the_host_gave_up_on_is_dropped_not_left_for_its_next_read(bus_and_host):
+    """The bus process kept off the CPU past LeRobot's 50 ms (here the servos' lock held, as a loaded machine or the
+    physics thread can): LeRobot reports the lost packet, and the late answer is dropped. Written anyway, it would
+    wait in the host's input buffer (scservo_sdk 1.0.0's clearPort() flushes output only) and the next read would
+    take it for its own: Homing_Offset read back as the Goal_Position asked before, and every read one behind."""
+    import threading
+    import time
+
+    bus, host = bus_and_host
+    host.write("Goal_Position", "elbow_flex", 1500, normalize=False)
+    host.write("Homing_Offset", "elbow_flex", -321)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_servos() -> None:
+        with bus.lock:
+            held.set()
+            release.wait(10.0)
+
+    replies = bus.stats.replies
+    holder = threading.Thread(target=hold_the_servos)
+    holder.start()
+    try:
+        assert held.wait(10.0)
+        with pytest.raises(ConnectionError, match="There is no status packet"):
+            host.read("Goal_Position", "elbow_flex", normalize=False)
+        time.sleep(0.1)  # the answer, still to come, is now well past the host's 50 ms
+    finally:
+        release.set()
+        holder.join()
+    deadline = time.monotonic() + 10.0
+    while bus.stats.late_dropped + bus.stats.replies == replies and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the bus has dealt with the late answer
+    assert host.read("Homing_Offset", "elbow_flex", normalize=False) == -321
+    assert host.read("Goal_Position", "elbow_flex", normalize=False) == 1500
+    assert bus.stats.late_dropped == 1
+
+
 def test_without_reply_delay_answers_are_not_held():
-    """The simulated arm's bus (so101_bus.py) runs without the delay: nothing is held back there."""
+    """PtyBusServer's default (reply_delay off, for bus-level tests that time nothing): nothing is held back."""
     bus = FeetechBus([1])
     with PtyBusServer(bus) as server:
         host = feetech.FeetechMotorsBus(server.port, {"gripper": Motor(1, "sts3215", MotorNormMode.DEGREES)})
@@ -165,6 +202,45 @@ def test_without_reply_delay_answers_are_not_held():
             assert bus.stats.replies >= 1 and bus.stats.reply_delay_s == 0.0
         finally:
             host.disconnect(disable_torque=False)
+
+
+@pytest.mark.parametrize("reply_delay", [True, False])
+def test_the_simulated_arm_answers_as_late_as_a_real_bus(tmp_path, reply_delay):
+    """The simulated SO-101 (So101BusSim, what `sim so101-bus` runs) holds each answer back by what a real bus takes,
+    as the bus tests' server does: LeRobot's sync read of the six positions never comes back sooner, after
+    SOFollower's configure (Return_Delay_Time 0) and at the factory's 250. ``reply_delay=False`` answers at once."""
+    import time
+    from pathlib import Path
+
+    pytest.importorskip("mujoco")
+    from grounded_planner.sim.feetech import RETURN_DELAY_UNIT_S, USB_FRAME_S
+    from grounded_planner.sim.so101_bus import So101BusSim
+
+    scenario = Path(__file__).resolve().parents[1] / "config" / "scenarios" / "box_in_bowl_so101.yaml"
+    with So101BusSim(scenario, seed=0, calibration_dir=tmp_path, reply_delay=reply_delay) as sim:
+        host = feetech.FeetechMotorsBus(
+            sim.port, {n: Motor(i + 1, "sts3215", MotorNormMode.DEGREES) for i, n in enumerate(NAMES)}
+        )
+        host.connect()
+        try:
+            host.configure_motors()  # as SOFollower.configure(): Return_Delay_Time 0
+            started = time.monotonic()
+            host.sync_read("Present_Position", normalize=False)
+            configured = time.monotonic() - started
+            configured_delay = sim.bus.stats.reply_delay_s
+            for name in NAMES:
+                host.write("Return_Delay_Time", name, 250)
+            started = time.monotonic()
+            host.sync_read("Present_Position", normalize=False)
+            factory = time.monotonic() - started
+            factory_delay = sim.bus.stats.reply_delay_s
+        finally:
+            host.disconnect(disable_torque=False)
+    if not reply_delay:
+        assert configured_delay == factory_delay == 0.0
+        return
+    assert configured_delay >= USB_FRAME_S and configured >= configured_delay
+    assert factory_delay >= 6 * 250 * RETURN_DELAY_UNIT_S + USB_FRAME_S and factory >= factory_delay
 
 
 def test_so101_bus_unplug_silences_that_servo_for_a_feetech_client():

@@ -22,7 +22,7 @@ from grounded_planner.execution.backend import (
     UnreachableError,
 )
 from grounded_planner.execution.config import ExecutorConfig
-from grounded_planner.execution.motions import Motion, StepFailure, fmt_position, plan_primitive
+from grounded_planner.execution.motions import OPENING_MARGIN_M, Motion, StepFailure, fmt_position, plan_primitive
 from grounded_planner.execution.outcomes import Outcome
 from grounded_planner.execution.validate import (  # noqa: F401 (re-exported)
     ExecutionInputError,
@@ -51,10 +51,6 @@ class StepOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": int(self.index), "type": self.type, "outcome": self.outcome.value, "message": self.message}
-
-
-# the name this class had before it took its message's name; kept for code written against it, not for new code
-StepResult = StepOutcome
 
 
 @dataclass
@@ -262,7 +258,7 @@ class Executor:
                 if motion.kind == "move":
                     backend.move_to_pose(motion.position_m, motion.yaw_rad, motion.speed_scale)  # type: ignore[arg-type]
                 elif motion.kind == "open":
-                    backend.gripper_open(motion.width_m)
+                    backend.gripper_open(self._release_width(motion))
                 else:
                     width = backend.gripper_close(motion.force_n, expected_width_m=motion.expected_width_m)
                     if motion.check_grasp and width < self.config.min_grasp_width_m:
@@ -294,6 +290,15 @@ class Executor:
             if self._stop_reason == "cancel":  # stop() landed just as the motion finished
                 return Outcome.CANCELLED, f"cancelled after {motion.label}; arm stopped"
         return Outcome.OK, "done: " + ", ".join(m.label for m in motions)
+
+    def _release_width(self, motion: Motion) -> float | None:
+        """The opening an ``open`` motion commands: a release at the configured opening that would not clear what
+        the fingers hold (they grip wider than it less OPENING_MARGIN_M) opens fully instead, as a grasp of an object
+        wider than the opening does: it must let go, never squeeze."""
+        width = motion.width_m
+        if width is not None and motion.label == "release" and self.backend.gripper_width() + OPENING_MARGIN_M > width:
+            return None
+        return width
 
     def _watch(self, cancel: threading.Event, done: threading.Event) -> None:
         """Stop the backend when the caller cancels or a command overruns its time limit."""

@@ -90,6 +90,11 @@ def box_violation(position: np.ndarray, safety: Any, z_tolerance_m: float = 0.0)
     return None
 
 
+# An opening narrower than what the fingers go round plus this (m) is too tight: a grasp of such an object, and the
+# release of one held that wide, open fully instead
+OPENING_MARGIN_M = 0.01
+
+
 def plan_primitive(
     action: Any, target: Any, config: ExecutorConfig, held_yaw: float | None = None
 ) -> tuple[list[Motion], list[str]]:
@@ -126,7 +131,7 @@ def plan_primitive(
 
     if kind == "grasp":
         yaw = _backend_yaw(target.yaw)
-        if target.width is not None and open_width is not None and target.width + 0.01 > open_width:
+        if target.width is not None and open_width is not None and target.width + OPENING_MARGIN_M > open_width:
             notes.append(
                 f"object width {target.width * 1000:.0f} mm + 10 mm exceeds gripper_open_width_m; opening fully"
             )

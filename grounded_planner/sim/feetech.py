@@ -19,12 +19,15 @@ What a host sees on the pty is what it sees on a Waveshare/Feetech bus adapter w
 * Answers come late by what the wire and the adapter take, deterministically (:func:`reply_delay_s`): the
   instruction's and the answers' bytes at 1 Mbps (10 us a byte, scservo_sdk's ``tx_time_per_byte``), each answering
   servo's ``Return_Delay_Time`` (2 us a unit: 500 us at the factory's 250, 0 once LeRobot's ``configure_motors()``
-  wrote 0) and one USB full-speed frame (1 ms: the adapter's CH340/CH343 passes bytes on per frame). That is 1-4 ms
+  wrote 0) and one USB full-speed frame (1 ms: the adapter's CH340/CH343 passes bytes on per frame). That is 1-5 ms
   a transaction, far inside LeRobot 0.4.4's budget: its patched ``setPacketTimeout`` gives a read or a sync read
-  ``tx_time_per_byte * (length + 3) + 50`` ms, its broadcast ping about 775 ms. It is on where asked
-  (``PtyBusServer(bus, reply_delay=True)``; the bus tests run with it): the simulated arm (so101_bus.py) leaves it
-  off, because there the pty thread shares the GIL with the physics thread, and with the extra wake-up after the
-  delay 1 of 3 runs of the bus tests lost LeRobot's 50 ms to a loaded 2-core machine (0 of 2 without).
+  ``tx_time_per_byte * (length + 3) + 50`` ms, its broadcast ping about 790 ms. A sync read of six servos is one
+  answer of six status packets after one summed delay, not six waits. ``PtyBusServer(bus, reply_delay=True)`` holds
+  each answer that long from when its request was read, holding no lock (the simulated arm, so101_bus.py, and
+  the bus tests run with it).
+* An answer this process could only send after the host's timeout (it was kept off the CPU: a loaded machine) is
+  dropped, as a lost packet. A real bus is never that late, and scservo_sdk 1.0.0 (``clearPort()`` flushes output,
+  not input) would read a late answer as the answer to its next request, and stay one behind from then on.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ RETURN_DELAY_UNIT_S = 2e-6  # one unit of the Return_Delay_Time register (STS321
 USB_FRAME_S = 1e-3  # a USB full-speed frame: the bus adapter hands bytes to the host once a frame
 #: LeRobot 0.4.4's packet timeout for a read or sync read, s (patch_setPacketTimeout: bytes + 50 ms)
 LEROBOT_PACKET_TIMEOUT_S = 0.050
+#: LeRobot 0.4.4's wait for a broadcast ping's answers, s (FeetechMotorsBus._broadcast_ping: 6 bytes for each of
+#: scservo_sdk's MAX_ID 252 ids at 10 us, + 3 ms per id + 16 ms)
+LEROBOT_BROADCAST_PING_TIMEOUT_S = (6 * 252 * 0.010 + 3.0 * 252 + 16.0) / 1000
 
 ERRBIT_VOLTAGE, ERRBIT_ANGLE, ERRBIT_OVERHEAT, ERRBIT_OVERELE, ERRBIT_OVERLOAD = 1, 2, 4, 8, 32
 
@@ -212,6 +218,7 @@ class BusStats:
     unanswered: int = 0  # packets to a servo that does not answer (unplugged)
     replies: int = 0  # writes of answer bytes back to the host
     reply_delay_s: float = 0.0  # the delay the last reply was held back by (reply_delay_s), s
+    late_dropped: int = 0  # answers dropped because the host had given up on them (PtyBusServer)
 
 
 class FeetechBus:
@@ -227,6 +234,8 @@ class FeetechBus:
         self.silent: set[int] = set()  # unplugged servos: never answer, ignore writes
         self.stats = BusStats()
         self.reply_delay_s = 0.0
+        #: how long after its request LeRobot still waits for the last answer fed out (its packet timeout), s
+        self.reply_budget_s = LEROBOT_PACKET_TIMEOUT_S
         self._return_delay_s = 0.0
         self._buffer = bytearray()
         #: called (servo_id, address, data) after every write that reached a servo
@@ -238,12 +247,17 @@ class FeetechBus:
         self._buffer.extend(data)
         out = bytearray()
         self._return_delay_s = 0.0
+        self.reply_budget_s = LEROBOT_PACKET_TIMEOUT_S
         while True:
             packet = self._next_packet()
             if packet is None:
                 self.reply_delay_s = reply_delay_s(len(data), len(out), self._return_delay_s)
+                self.reply_budget_s += len(out) * BYTE_TIME_S
                 return bytes(out)
-            out.extend(self._handle(*packet))
+            answer = self._handle(*packet)
+            if answer and packet[0] == BROADCAST_ID and packet[1] == INST_PING:
+                self.reply_budget_s = LEROBOT_BROADCAST_PING_TIMEOUT_S
+            out.extend(answer)
 
     def _next_packet(self) -> tuple[int, int, bytes] | None:
         buf = self._buffer
@@ -367,14 +381,32 @@ class PtyBusServer:
                 continue
             arrived = time.monotonic()
             answer = self.bus.feed(data)
-            if answer:
-                delay = self.bus.reply_delay_s if self.reply_delay else 0.0
-                # at least the delay, never less (a loaded machine only adds to it)
-                while (left := arrived + delay - time.monotonic()) > 0:
-                    time.sleep(left)
-                self.bus.stats.replies += 1
-                self.bus.stats.reply_delay_s = delay
-                os.write(self._master, answer)
+            if not answer:
+                continue
+            delay = self.bus.reply_delay_s if self.reply_delay else 0.0
+            self._hold_until(arrived + delay)
+            if (late_s := time.monotonic() - arrived) > self.bus.reply_budget_s:
+                # this process was kept off the CPU past the host's timeout (a real bus answers within ms): the
+                # host has reported "There is no status packet!" already, and a late answer would stay in its
+                # input buffer (scservo_sdk 1.0.0's clearPort() flushes output only), where its next read would
+                # take it for its own answer: one transaction behind, or another register's value, from then on
+                self.bus.stats.late_dropped += 1
+                log.warning("feetech bus: dropped an answer %.0f ms late, after the host's timeout", late_s * 1e3)
+                continue
+            self.bus.stats.replies += 1
+            self.bus.stats.reply_delay_s = delay
+            os.write(self._master, answer)
+
+    @staticmethod
+    def _hold_until(deadline: float) -> None:
+        """Sleep until ``deadline`` (time.monotonic()); never less, and a thread woken late only adds to it.
+
+        Holding no lock: the servos' lock is free for the physics thread meanwhile. Spinning instead (no second
+        wake-up per transaction) measured no better under load (benchmarks/bench_feetech_bus.py) and burns a core
+        and the GIL that the host in the same process needs.
+        """
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(left)
 
     def close(self) -> None:
         if self._thread.is_alive():

@@ -91,7 +91,8 @@ class So101BusSim:
     """A SimWorkcell with the SO-101, six STS3215 servos on a :class:`FeetechBus` and a pty server.
 
     ``start()`` opens the pty and the physics thread; ``close()`` stops both. ``port`` and
-    ``calibration_path`` are what a LeRobot host needs.
+    ``calibration_path`` are what a LeRobot host needs. Answers come as late as a real bus's
+    (:func:`grounded_planner.sim.feetech.reply_delay_s`: 1-5 ms) unless ``reply_delay`` is False.
     """
 
     def __init__(
@@ -100,10 +101,12 @@ class So101BusSim:
         seed: int | None = 0,
         calibration_dir: str | Path | None = None,
         realtime_factor: float = 1.0,
+        reply_delay: bool = True,
     ):
         self.cell = SimWorkcell.from_scenario(scenario_path, seed=seed, robot="so101")
         self.control_dt_s = CONTROL_DT_S
         self.realtime_factor = realtime_factor
+        self.reply_delay = bool(reply_delay)
         mj, model = self.cell.mujoco, self.cell.model
         joints = [*self.cell.robot.arm_joints, self.cell.robot.finger_joints[0]]
         ids = [mj.mj_name2id(model, mj.mjtObj.mjOBJ_JOINT, j) for j in joints]
@@ -154,7 +157,7 @@ class So101BusSim:
             self._tmp = tempfile.TemporaryDirectory(prefix="so101-bus-")
             self.calibration_dir = Path(self._tmp.name)
         self.calibration_path = self.write_calibration(self.calibration_dir)
-        self.server = PtyBusServer(self.bus)
+        self.server = PtyBusServer(self.bus, reply_delay=self.reply_delay)
         self._physics = threading.Thread(target=self._run_physics, name="so101-physics", daemon=True)
         self._physics.start()
         return self
@@ -252,7 +255,7 @@ class So101BusSim:
 
     def final_report(self) -> dict:
         """The last JSON line: joint positions (deg), torque on/off per servo, the scenario's task check, bus
-        statistics."""
+        statistics (packets, bad checksums, answers dropped as too late)."""
         evaluated = self.cell.evaluate()
         with self.bus.lock:
             torque = {c.name: self.bus.servos[c.servo_id].torque_enabled for c in self.calibration}
@@ -264,6 +267,7 @@ class So101BusSim:
             "held": self.cell.held_body,
             "packets": self.bus.stats.packets,
             "bad_checksums": self.bus.stats.bad_checksums,
+            "late_dropped": self.bus.stats.late_dropped,  # answers the host had given up on (see feetech.py)
             "sim_time_s": round(self.cell.time_s, 3),
         }
         if self.physics_error:

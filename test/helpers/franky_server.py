@@ -61,12 +61,14 @@ def franky_sim_server(
     cubes: list[tuple[float, float, float, float]] | None = None,
     state_path: str | None = None,
     processes: list | None = None,
+    franky_sim_hand: bool = False,
 ) -> Iterator[str]:
     """Run a franky-sim server on a random 127.0.0.x (libfranka's ports are fixed, so each server needs its own
     address) and yield that address; the server is terminated on exit.
 
     Without ``cubes`` this is the plain `franky-sim -s mujoco` command; with them, :mod:`franky_sim_scene`
-    (the same server plus free cubes whose centres it keeps writing to ``state_path``). ``processes``, when
+    (the same server plus free cubes whose centres it keeps writing to ``state_path``, and a Franka Hand that grasps
+    as the real one does, or as franky-sim's own does with ``franky_sim_hand``). ``processes``, when
     given, receives the server's Popen (tests that kill the server mid-motion).
     """
     exe = franky_sim_executable()
@@ -77,7 +79,8 @@ def franky_sim_server(
         host = f"127.0.0.{random.randint(2, 250)}"
         if cubes:
             scene = str(Path(__file__).with_name("franky_sim_scene.py"))
-            cmd = [sys.executable, scene, host, str(state_path)] + [str(v) for cube in cubes for v in cube]
+            hand = ["--franky-sim-hand"] if franky_sim_hand else []
+            cmd = [sys.executable, scene, *hand, host, str(state_path)] + [str(v) for cube in cubes for v in cube]
         else:
             cmd = [exe, "-s", "mujoco", "--hostname", host]
         proc, failed = _launch(cmd, timeout_s)
