@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers.geometry_scenes import BASE, tabletop
+from helpers.geometry_scenes import BASE, RenderedScene, tabletop
 
 from grounded_planner.geometry import (
     Extrinsics,
@@ -19,7 +19,17 @@ from grounded_planner.geometry import (
     TargetSet,
     compute_targets,
 )
-from grounded_planner.geometry.synthetic import Box, Cylinder, Panel, Scene, look_at, realsense_camera
+from grounded_planner.geometry.synthetic import (
+    Box,
+    Cylinder,
+    Panel,
+    Scene,
+    add_holes,
+    look_at,
+    random_camera_pose,
+    realsense_camera,
+    to_depth_units,
+)
 from grounded_planner.plan import GroundedAction, GroundedPlan, PlanError, Target
 
 PLACE_WORLD = np.array([0.0, 0.02, 0.0])  # between the objects' cells, on the table
@@ -69,6 +79,40 @@ def test_grasp_yaw_follows_the_short_side_of_elongated_objects(seed):
         yaw = targets.for_index(2 * k).yaw
         assert -math.pi / 2 < yaw <= math.pi / 2
         assert _angle_diff_deg(yaw, obj.closing_yaw()) < 5.0, f"{obj.name}: yaw {math.degrees(yaw):.1f} deg"
+
+
+@pytest.mark.parametrize("seed", [20, 21, 22])
+def test_square_blocks_are_grasped_across_their_sides_not_their_diagonal(seed):
+    # a square's footprint has the same spread in every direction, so its principal axes say nothing: a 22 mm SO-101
+    # block turned 20 deg got jaws closing near its diagonal (31 mm) and slipped out. Its narrowest width is across
+    # its sides: the yaw is one of the side directions (they are the same grasp modulo 90 deg)
+    rng = np.random.default_rng(seed)
+    cells = [(-0.12, -0.12), (-0.12, 0.12), (0.12, -0.12), (0.12, 0.12)]
+    yaws = rng.uniform(-math.pi / 4, math.pi / 4, size=4)
+    sides = [0.022, 0.03, 0.04, 0.05]
+    boxes = [
+        Box(f"cube{k}", (cx + rng.uniform(-0.02, 0.02), cy + rng.uniform(-0.02, 0.02)), (a, a, a), yaw)
+        for k, ((cx, cy), a, yaw) in enumerate(zip(cells, sides, yaws))
+    ]
+    scene = Scene(realsense_camera(640, 480), random_camera_pose(rng), boxes)
+    clean, labels = scene.render()
+    units = to_depth_units(add_holes(clean, rng, 10, 4), rng, 0.001)
+    rendered = RenderedScene(scene, units * 0.001, labels, units)
+    plan = _pick_and_place_plan(rendered, scene.pixel_of(PLACE_WORLD))
+    targets = compute_targets(plan, rendered.depth_m, rendered.camera, rendered.cam2base)
+    for k, box in enumerate(boxes):
+        grasp = targets.for_index(2 * k)
+        off_side = math.degrees(grasp.yaw - box.yaw) % 90.0
+        off_side = min(off_side, 90.0 - off_side)
+        assert off_side < 8.0, f"{box.name} ({box.size[0] * 1000:.0f} mm, yaw {math.degrees(box.yaw):.0f} deg): " + (
+            f"jaws {off_side:.0f} deg off its sides"
+        )
+        assert grasp.width == pytest.approx(box.size[0], abs=0.006)  # across the sides, not the diagonal
+        # of its two sides, the jaws close along the line from the base out to it (the way a reach errs)
+        reach = math.atan2(grasp.position[1], grasp.position[0])
+        along = min((box.yaw, box.yaw + math.pi / 2), key=lambda side: _angle_diff_deg(side, reach))
+        assert _angle_diff_deg(grasp.yaw, along) < 8.0, f"{box.name}: closing not along the reach"
+    assert any("nearly round" in w and "narrowest" in w for w in targets.warnings)
 
 
 def test_place_uses_depth_and_falls_back_to_the_support_plane_in_a_hole():

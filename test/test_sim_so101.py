@@ -66,3 +66,17 @@ def test_jaw_width_and_a_grasp_needs_both_pads():
         cell.move_tcp((box[0], box[1], 0.025), yaw, speed_mps=0.1, guarded=True)
         width = cell.close_gripper(20.0)
         assert width == pytest.approx(0.03, abs=0.004) and cell.held_body == "obj:red_box"
+
+
+@pytest.mark.parametrize("a, b", [((0.20, -0.10, 0.06), (0.20, 0.10, 0.06)), ((0.17, 0.12, 0.06), (0.17, -0.12, 0.06))])
+def test_a_straight_move_across_the_base_keeps_the_yaw_within_the_wrist_rolls_range(a, b):
+    # a held yaw kept while the base pans across the table turns the wrist roll the other way, past its limit: the
+    # hand must turn half a turn on the way, the way round that stays in range (the one it did not try refused a
+    # Spa-Bench carry as unreachable)
+    with SimWorkcell.from_scenario(SCENARIO, seed=0) as cell:
+        low, high = cell.model.jnt_range[cell.model.joint(cell.robot.arm_joints[4]).id]
+        cell.move_tcp(a, 0.0, speed_mps=0.5)
+        assert cell.move_tcp(b, 0.0, speed_mps=0.5) == "arrived"
+        pos, yaw = cell.tcp_pose()
+        assert pos == pytest.approx(b, abs=0.003) and abs(math.sin(yaw)) < 0.02  # yaw 0 or its half turn
+        assert low <= cell.arm_q()[4] <= high

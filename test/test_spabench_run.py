@@ -194,6 +194,20 @@ def test_workers_and_ray_write_the_same_trials_as_one_worker(tmp_path):
     assert _without_timing(tmp_path / "ray") == _without_timing(tmp_path / "one")
 
 
+def test_a_worker_process_renders_on_its_own_thread_unless_told_otherwise(tmp_path, monkeypatch):
+    # Mesa's llvmpipe starts a rasterising thread per core in every worker process: N workers oversubscribed the
+    # cores (1.4x for two workers on two cores, 1.9x without). The in-process single worker keeps Mesa's default
+    options = RunOptions(out=str(tmp_path), robot="gp5", planner="gt")
+    monkeypatch.delenv("LP_NUM_THREADS", raising=False)
+    runner.TrialWorker(options, [])
+    assert "LP_NUM_THREADS" not in runner.os.environ
+    runner.TrialWorker(options, [], own_process=True)
+    assert runner.os.environ["LP_NUM_THREADS"] == "0"
+    monkeypatch.setenv("LP_NUM_THREADS", "2")
+    runner.TrialWorker(options, [], own_process=True)
+    assert runner.os.environ["LP_NUM_THREADS"] == "2"
+
+
 @pytest.mark.parametrize("task", TASKS)
 def test_oracle_solves_every_condition_it_must(task, tmp_path):
     # one seed per task and condition in CI (the gp5, whose scenes the generator measured with its IK); the oracle
@@ -206,6 +220,16 @@ def test_oracle_solves_every_condition_it_must(task, tmp_path):
     )
     failed = [(r["trial_id"], r["failure_mode"], r["error"]) for r in records if not r["success"]]
     assert not failed, f"the oracle failed (a generator, predicate or executor bug): {failed}"
+
+
+def test_oracle_on_the_so101_trials_that_found_its_grasp_and_wrist_bugs(tmp_path):
+    # a 22 mm block turned 20 deg (relational_placement/ood/6) slipped out of jaws closed across its diagonal (a
+    # square's principal axes are arbitrary); a carry holding its yaw while the base panned ran the wrist roll past
+    # its limit and was refused as unreachable (object_state/id/11, ordinal_position/id/15)
+    keys = [("relational_placement", "ood", 6), ("object_state", "id", 11), ("ordinal_position", "id", 15)]
+    records = run_trials(RunOptions(out=str(tmp_path), robot="so101", planner="gt"), keys, progress=None)
+    failed = [(r["trial_id"], r["failure_mode"], r["error"]) for r in records if not r["success"]]
+    assert not failed, f"the oracle failed: {failed}"
 
 
 def test_blind_baseline_lands_inside_the_chance_interval_the_report_states(tmp_path):

@@ -248,13 +248,17 @@ class SimWorkcell(WorkcellCamera):
         short_turn = fold_half_turn(yaw_rad - start_yaw)  # the shorter of the two equivalent turns of the gripper
         distance = float(np.linalg.norm(goal - start))
         self.solve_ik(goal, start_yaw + short_turn, q_start)  # unreachable: raise before anything moves
-        # if the short turn runs a wrist joint into its limit on the way, turn the other way round
-        for turn in (short_turn, short_turn - math.copysign(math.pi, short_turn or 1.0)):
+        # if the short turn runs a wrist joint into its limit on the way (a held yaw kept while the base pans turns
+        # the wrist roll the other way), turn the other way round; a hand that keeps its yaw (no short turn) may
+        # have to turn half a turn either way, whichever leaves the wrist roll inside its range
+        sign = math.copysign(1.0, short_turn or 1.0)
+        turns = (short_turn, short_turn - sign * math.pi, short_turn + sign * math.pi)
+        for turn in turns:
             try:
                 path = self._plan_path(start, goal, start_yaw, turn, q_start, distance, speed_mps)
                 break
             except IKError:
-                if turn != short_turn:
+                if turn == turns[-1]:
                     raise
         drop = float(start[2] - goal[2])
         # guard only moves that mostly go down (descend, place); a pull that also sinks a few mm is not one

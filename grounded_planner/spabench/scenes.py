@@ -29,6 +29,8 @@ from grounded_planner.sim.scenario import (
     parse_color,
 )
 from grounded_planner.sim.predicates import RELATION_RADIUS_M
+from grounded_planner.sim.robots import ROBOT_SPECS
+from grounded_planner.sim.scene import camera_axes
 from grounded_planner.spabench.config import (
     Instance,
     Inventory,
@@ -87,56 +89,51 @@ class Workspace:
 
 # Reach measured with the simulator's IK (top-down tool, any yaw, at the table and 65 mm above it) and the executor's
 # safety envelopes (config/execution*.yaml): test_spabench_scenes checks every generated grasp and place point.
-WORKSPACES: dict[str, Workspace] = {
-    # the SO-101's top-down tool reaches 0.14-0.24 m out up to 60 mm above the table but only 0.16-0.22 m at 80 mm
-    # and nothing at 100 mm: objects at most 30 mm tall (the executor approaches 45 mm above an object's top), and no
-    # straight move may cut closer than 0.16 m past the base (nearer, the held tool's yaw runs the wrist roll into
-    # its limit on the way), nor turn the base more than 60 degrees while carrying; its forearm reaches low, so nothing
-    # stands behind the bowl where the arm would sweep over the rim
-    "so101": Workspace(
-        scale=0.55,
-        r_min_m=0.16,
-        r_max_m=0.225,
-        x_min_m=0.13,
-        y_max_m=0.145,
-        camera_position_m=(0.62, 0.0, 0.45),
-        camera_look_at_m=(0.17, 0.0, 0.0),
-        gap_m=0.03,
-        relation_offset_m=0.042,
-        keep_out_xy_m=(0.17, 0.0),
-        keep_out_r_m=0.035,
-        mass_scale=0.3,
-        max_height_m=0.03,
-        path_r_min_m=0.16,
-        home_path_r_min_m=0.145,
-        fillers=False,
-        max_pan_deg=60.0,
-        arm_over_bowl_m=0.015,
-        bowl_gap_m=0.01,
-    ),
-    "gp5": Workspace(
-        scale=1.0,
-        r_min_m=0.32,
-        r_max_m=0.60,
-        x_min_m=0.30,
-        y_max_m=0.26,
-        camera_position_m=(0.95, 0.0, 0.75),
-        camera_look_at_m=(0.42, 0.0, 0.0),
-        gap_m=0.045,
-        relation_offset_m=0.062,
-    ),
-    "fr3": Workspace(
-        scale=1.0,
-        r_min_m=0.32,
-        r_max_m=0.60,
-        x_min_m=0.30,
-        y_max_m=0.26,
-        camera_position_m=(0.95, 0.0, 0.75),
-        camera_look_at_m=(0.42, 0.0, 0.0),
-        gap_m=0.045,
-        relation_offset_m=0.062,
-    ),
-}
+# the SO-101's top-down tool reaches 0.14-0.24 m out up to 60 mm above the table but only 0.16-0.22 m at 80 mm
+# and nothing at 100 mm: objects at most 30 mm tall (the executor approaches 45 mm above an object's top), and no
+# straight move may cut closer than 0.16 m past the base (nearer, the held tool's yaw runs the wrist roll into
+# its limit on the way), nor turn the base more than 60 degrees while carrying; its forearm reaches low, so nothing
+# stands behind the bowl where the arm would sweep over the rim; its moving jaw swings away from the fixed one to let
+# go (23 mm past a 22 mm block's face at the executor's 45 mm opening, 48 mm fully open): the oracle puts a relational
+# target 56 mm from its reference's centre (at 42 mm, released with its jaws along the relation, it pushed the
+# reference 26 mm away)
+SO101_WORKSPACE = Workspace(
+    scale=0.55,
+    r_min_m=0.16,
+    r_max_m=0.225,
+    x_min_m=0.13,
+    y_max_m=0.145,
+    camera_position_m=(0.62, 0.0, 0.45),
+    camera_look_at_m=(0.17, 0.0, 0.0),
+    gap_m=0.03,
+    relation_offset_m=0.056,
+    keep_out_xy_m=(0.17, 0.0),
+    keep_out_r_m=0.035,
+    mass_scale=0.3,
+    max_height_m=0.03,
+    path_r_min_m=0.16,
+    home_path_r_min_m=0.145,
+    fillers=False,
+    max_pan_deg=60.0,
+    arm_over_bowl_m=0.015,
+    bowl_gap_m=0.01,
+)
+# the Franka-sized arms (the gp5 and the FR3) share the executor's default safety envelope (ExecutorConfig(), sized
+# for a Franka: RobotSpec.executor_config '' for both) and so one workspace: a reach change reaches both
+FRANKA_WORKSPACE = Workspace(
+    scale=1.0,
+    r_min_m=0.32,
+    r_max_m=0.60,
+    x_min_m=0.30,
+    y_max_m=0.26,
+    camera_position_m=(0.95, 0.0, 0.75),
+    camera_look_at_m=(0.42, 0.0, 0.0),
+    gap_m=0.045,
+    relation_offset_m=0.062,
+)
+# one workspace per executor envelope (RobotSpec.executor_config), each robot's the one of its envelope
+_ENVELOPE_WORKSPACES = {"": FRANKA_WORKSPACE, "execution_so101.yaml": SO101_WORKSPACE}
+WORKSPACES: dict[str, Workspace] = {name: _ENVELOPE_WORKSPACES[ROBOT_SPECS[name].executor_config] for name in ROBOTS}
 _MASS = {"box": 0.08, "cylinder": 0.08, "cup": 0.06, "bowl": 0.15}
 
 # -- instruction templates: index 0 is the original wording, the others its paraphrases ------------------------
@@ -412,6 +409,20 @@ class _Builder:
             and all(_segment_distance_to_origin(a, b) >= limit for a, b in segments)
         )
 
+    def in_view(self, objects: list[_Placed]) -> bool:
+        """Whether the camera sees the top of every object on the table clear of the others: no object stands in
+        front of a shorter one within its image box (a taller can in front of a cup filled the cup's box, and the
+        can's top was taken for the cup's)."""
+        cam = self.ws
+        standing = [o for o in objects if not o.inside]
+        boxes = [_image_box(o, cam.camera_position_m, cam.camera_look_at_m, CameraSpec().fy_px) for o in standing]
+        for a, box_a in enumerate(boxes):
+            for b, box_b in enumerate(boxes):
+                if box_a[4] < box_b[4] and standing[a].height_m > standing[b].height_m + 0.005:
+                    if box_a[0] < box_b[2] and box_b[0] < box_a[2] and box_a[1] < box_b[3] and box_b[1] < box_a[3]:
+                        return False
+        return True
+
     def layout(self, rng, objects: list[_Placed], check=None) -> None:
         """Draw positions for ``objects`` until ``check(objects)`` holds and every move the trial may ask for stays
         within reach; GenerationError after MAX_DRAWS."""
@@ -421,6 +432,7 @@ class _Builder:
             if (
                 drawer.place_all([o for o in objects if not o.inside], [])
                 and self.paths_ok(objects)
+                and self.in_view(objects)
                 and (check is None or check(objects))
             ):
                 for o in fixed:  # in its container: at its spot, relative to the container's drawn position
@@ -662,7 +674,10 @@ class _Builder:
             ):
                 continue
             found = [target_xy(half_rng, h_holds) for half_rng, h_holds in halves]
-            if all(xy is not None for xy in found):
+            if all(
+                xy is not None and self.in_view([_Placed(**{**vars(target), "xy": xy}), reference, *fillers])
+                for xy in found
+            ):
                 target.xy = found[mine]  # type: ignore[assignment]
                 target.yaw_deg = float(halves[mine][0].uniform(-30, 30)) if target.kind == "box" else 0.0
                 break
@@ -848,6 +863,20 @@ class _Builder:
             success_rule=rule,
             cell=MatrixCell(concept, family),
         )
+
+
+def _image_box(obj: "_Placed", position_m, look_at_m, fy_px: float) -> tuple[float, float, float, float, float]:
+    """Where an object standing on the table shows in a pinhole camera at ``position_m`` looking at ``look_at_m``:
+    (u0, v0, u1, v1) in pixels from the optical axis around its bounding cylinder's corners, and its distance (m)."""
+    x_opt, y_opt, z_opt = camera_axes(position_m, look_at_m)
+    r, h = obj.radius_m, obj.height_m
+    corners = np.array(
+        [(obj.xy[0] + dx, obj.xy[1] + dy, z) for dx in (-r, r) for dy in (-r, r) for z in (0.0, h)]
+    ) - np.asarray(position_m, float)
+    depth = corners @ z_opt
+    u, v = fy_px * (corners @ x_opt) / depth, fy_px * (corners @ y_opt) / depth
+    centre = np.array([obj.xy[0], obj.xy[1], h / 2]) - np.asarray(position_m, float)
+    return float(u.min()), float(v.min()), float(u.max()), float(v.max()), float(np.linalg.norm(centre))
 
 
 def _segment_distance_to_origin(a, b) -> float:
