@@ -19,6 +19,7 @@ pytest.importorskip("pyarrow")
 
 from grounded_planner.v2gp.config import V2GPConfig  # noqa: E402
 from grounded_planner.v2gp.dataset import open_dataset  # noqa: E402
+from grounded_planner.v2gp.profiles import config_for_robot  # noqa: E402
 from grounded_planner.v2gp.segment import segment  # noqa: E402
 
 REAL = Path(__file__).parent / "fixtures" / "lerobot_so101_record_test"
@@ -269,3 +270,68 @@ def test_an_unnamed_vector_of_an_unknown_robot_is_refused_naming_what_to_give(tm
     assert done.returncode == 0, done.stderr
     _check_against_truth(REACHY2, json.loads(done.stdout), "right")
     assert "0..100" not in done.stderr and "range learned (0.7148..2.275)" in done.stderr
+
+
+# -- a fourth embodiment: a WidowX 250 from BridgeData (test/fixtures/lerobot_bridge_widowx, real, from Octo's MIT
+# debug TFRecords, converted by the script beside it) ------------------------------------------------------------
+BRIDGE = Path(__file__).parent / "fixtures" / "lerobot_bridge_widowx"
+
+
+def test_real_bridge_episodes_cut_before_the_release_say_where_the_closing_begins():
+    """Octo cut each Bridge episode to its first 2 s: the gripper (1 = open) either stays open or begins to close
+    near the end and is never open again, so by the paper's rule no episode holds a segment. None may be empty
+    without a reason, and the reason must name the frame the closing begins (the truth's last open frame, within the
+    3 frames the other fixtures' truth windows allow), not the frame it is deepest. The dataset has no camera: stage
+    1 needs none. Held out: these episodes were first run after the rule was written."""
+    done = _cli("v2gp", "segment", "--dataset", str(BRIDGE))
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    truth = json.loads((BRIDGE / "v2gp_truth.json").read_text())["episodes"]
+    assert sorted(out["episodes"], key=int) == sorted(truth, key=int)
+    assert all(segments == [] for segments in out["episodes"].values())
+    assert sorted(out["reasons"], key=int) == sorted(truth, key=int)  # every empty episode says why
+    for index, want in truth.items():
+        reason = out["reasons"][index]
+        assert reason.startswith("gripper observation.state[gripper] "), reason
+        if want["closes_at"] is None:
+            assert "does not move" in reason, (index, reason)
+            continue
+        assert "is not open again by the last frame" in reason or "stays closed to the last frame" in reason, reason
+        frame = int(reason.split("closes at frame ")[1].split()[0])
+        assert abs(frame - want["closes_at"]) <= 3, (index, frame, want)
+    assert "unknown robot" not in done.stderr  # robot_type widowx has its profile
+
+
+def test_a_closing_that_ends_the_recording_at_the_closed_end_is_said_not_folded_into_no_cycle():
+    """Bridge episode 19 closes from 1.0 to 0.11 (near its closed end) and the recording ends there: that is a
+    closing not released in the recording (or a closed rest), said with the frame it begins."""
+    episode = open_dataset(BRIDGE).episode(19)
+    result = segment(episode.gripper, None, config_for_robot("widowx"))
+    assert result.segments == []
+    assert [reason for _, reason in result.dropped] == ["closed_at_end"]
+    assert result.dropped[0][0] == 3  # the last frame at 1.0 before 0.83, 0.56, 0.29, 0.14, 0.11
+    assert "closes at frame 3 and stays closed to the last frame" in result.explain()
+
+
+def test_a_clock_named_as_the_gripper_gets_a_warning_naming_it_and_the_real_gripper_none(tmp_path):
+    """A column that only rises, a little in every frame (the timestamp), named by mistake as the gripper: the
+    warning names it; the real SO-101 gripper and the Bridge gripper cut before its release (which only falls, but
+    rests between its moves) get no such warning."""
+    cfg = tmp_path / "v2gp.yaml"
+    cfg.write_text('gripper: "timestamp"\n')
+    done = _cli("v2gp", "segment", "--dataset", str(REAL), "--config", str(cfg))
+    assert done.returncode == 0, done.stderr
+    assert "gripper timestamp only rises or only falls" in done.stderr and "does not look like a gripper" in done.stderr
+    for dataset in (REAL, BRIDGE):
+        done = _cli("v2gp", "segment", "--dataset", str(dataset))
+        assert done.returncode == 0 and "does not look like a gripper" not in done.stderr, done.stderr
+
+
+def test_run_on_the_real_camera_less_bridge_episodes_names_the_camera_it_needs(tmp_path):
+    """Stage 1 ran on the Bridge fixture (no camera feature); stages 2-4 refuse it in one line naming what they need
+    and what the dataset has, and point to stage 1."""
+    out = tmp_path / "out"
+    done = _cli("v2gp", "run", "--dataset", str(BRIDGE), "--out", str(out), "--identifier", "oracle")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "need a camera: an image or video feature" in done.stderr
+    assert "observation.state" in done.stderr and "v2gp segment --dataset" in done.stderr

@@ -419,7 +419,27 @@ def looks_like_a_gripper(signals: list[np.ndarray]) -> str:
             f"moves in almost every frame ({100 * float(np.median(still)):.0f} % of frames still, a gripper "
             "rests at its levels): it does not look like a gripper"
         )
+    # a clock, a counter or a distance travelled: one way only in every episode, a little in every frame (a gripper
+    # cut before its release falls one way too, but rests between its moves)
+    moving = [s for s in finite if float(s.max() - s.min()) > 0]
+    if moving and all(_one_way(s) and _share_still(s, 0.002) < 0.2 for s in moving):
+        return (
+            "only rises or only falls, a little in every frame, in every episode read: it does not look like a gripper"
+        )
     return ""
+
+
+def _one_way(s: np.ndarray) -> bool:
+    """True when ``s`` never turns back by more than 5 % of its span (it only rises or only falls)."""
+    span = float(s.max() - s.min())
+    back_down = float(np.max(np.maximum.accumulate(s) - s))
+    back_up = float(np.max(s - np.minimum.accumulate(s)))
+    return min(back_down, back_up) <= 0.05 * span
+
+
+def _share_still(s: np.ndarray, share: float) -> float:
+    """The share of frame-to-frame steps of ``s`` within ``share`` of its span."""
+    return float(np.mean(np.abs(np.diff(s)) <= share * float(s.max() - s.min())))
 
 
 def load_gripper_csv(path: str | Path) -> tuple[np.ndarray, np.ndarray]:

@@ -27,12 +27,11 @@ import numpy as np
 from grounded_planner.errors import InputError
 from grounded_planner.v2gp.dataset import DemoEpisode, ObjectTrack
 from grounded_planner.v2gp.errors import MissingDependencyError, V2GPError, require
-from grounded_planner.v2gp.identify import ObjectIdentity, first_json_object, moved_object, name_similarity
+from grounded_planner.v2gp.identify import ObjectIdentity, moved_object, name_similarity
 from grounded_planner.v2gp.segment import Segment
 from grounded_planner.vlm import prompts
-from grounded_planner.vlm.conventions import BOX_KEY, POINT_KEY, box_to_px, point_to_px
 from grounded_planner.vlm.image import resized_size
-from grounded_planner.vlm.parse import strip_thinking
+from grounded_planner.vlm.parse import ParseError, parse_location
 from grounded_planner.vlm.backends.transformers import pick_device
 from PIL import Image
 
@@ -165,22 +164,18 @@ class VLMGrounder(_TextCueGrounder):
         self.planner = planner
 
     def _ask(self, image: np.ndarray, kind: str, description: str):
+        """The answer read by the vlm layer's own rule (``parse_location``: the family's keys and coordinate
+        convention, the size the model saw), so a grounding answer means the same here as in the planner."""
         family = self.planner.config.family
         h, w = image.shape[:2]
         sent = resized_size(w, h, self.planner.config.max_image_side)
         answer = self.planner.ask(image, prompts.grounding_prompt(family, kind, description, *sent))
-        data = first_json_object(strip_thinking(answer)[0]) or {}
-        key = BOX_KEY[family] if kind == "box" else POINT_KEY[family]
-        values = data.get(key)
-        n = 4 if kind == "box" else 2
-        if not isinstance(values, list) or len(values) != n:
+        seen = self.planner.backend.seen_size(sent) if self.planner.backend is not None else sent
+        try:
+            coords, _ = parse_location(answer, (w, h), kind, family, model_image_size=seen)
+        except ParseError:
             return None, answer
-        scale = (w / sent[0], h / sent[1])
-        if kind == "box":
-            x1, y1, x2, y2 = box_to_px(values, family, sent)
-            return [x1 * scale[0], y1 * scale[1], x2 * scale[0], y2 * scale[1]], answer
-        x, y = point_to_px(values, family, sent)
-        return [x * scale[0], y * scale[1]], answer
+        return [float(v) for v in coords], answer
 
     def _box(self, image, cue):
         return self._ask(image, "box", cue)

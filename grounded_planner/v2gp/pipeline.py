@@ -144,7 +144,11 @@ def process_episode(
             "segments": [dataclasses.asdict(s) for s in result.segments],
             "reason": result.reason,
             "dropped": [
-                {"segment": [f, None], "reason": r, "detail": "closed spell at this frame"}
+                {
+                    "segment": [f, None],
+                    "reason": r,
+                    "detail": "begins to close at this frame, not open again by the last frame",
+                }
                 for f, r in result.dropped
                 if r == "not_reopened"
             ]

@@ -127,6 +127,8 @@ class Segment:
 #: why a closed spell (or a whole signal) gave no segment, in words (``SegmentResult.dropped`` reasons)
 DROP_REASONS = {
     "not_reopened": "closes at frame {frame} and is not open again by the last frame",
+    "closed_at_end": "closes at frame {frame} and stays closed to the last frame (a closed rest, or a grasp not "
+    "released in the recording)",
     "empty_closure": "closes at frame {frame} on nothing (to its rest or fully closed level, not stopped by an object)",
     "too_short": "closes at frame {frame} for fewer than min_frames measured frames",
     "shallow": "closes only a little at frame {frame} (less than 40 % of its deepest closing) and opens again "
@@ -164,7 +166,7 @@ class SegmentResult:
 
 
 #: what a cached stage-1 result depends on besides the config (bumped when the rule changes)
-SEGMENT_RULE = "paper-rule/2"
+SEGMENT_RULE = "paper-rule/3"
 
 
 def segment(
@@ -401,6 +403,16 @@ def _walk(
     return t
 
 
+def _closing_start(
+    smooth: np.ndarray, before: int, pivot: int, open_level: float, depth: float, tol: float, near: float
+) -> int:
+    """The frame a closing from the open turning point ``before`` to the closed one ``pivot`` begins: walked back
+    from half way into the closing to the last open frame (:func:`_walk`)."""
+    mid = open_level + 0.5 * depth
+    m = before + int(np.argmax(smooth[before : pivot + 1] >= mid))
+    return _walk(smooth, m, before, -1, tol, open_level, depth, near)
+
+
 def segment_levels(
     values: Sequence[float],
     frames: Sequence[int] | None = None,
@@ -549,8 +561,12 @@ def segment_levels(
                 result.dropped.append((after + first_frame, "closed_at_start"))
             continue
         if after is None:
+            # the frame the closing begins (the segment's start by the paper's rule), not its deepest point
+            began = _closing_start(smooth, before, pivot, levels[before], level - levels[before], edge_tol, near_tol)
             if rest is None or s["level_last"] < rest - margin:
-                result.dropped.append((frame, "not_reopened"))
+                result.dropped.append((began + first_frame, "not_reopened"))
+            elif not result.segments:  # after a grasp, a closed rest; alone, the episode's only closing
+                result.dropped.append((began + first_frame, "closed_at_end"))
             continue
         on_rest = rest is not None and level >= rest - margin
         on_nothing = fully_closed is not None and max(level, s["level_last"]) >= fully_closed
@@ -564,8 +580,7 @@ def segment_levels(
             result.dropped.append((frame, "shallow"))
             continue
         mid_close = open_before + 0.5 * depth_before
-        m = before + int(np.argmax(smooth[before : pivot + 1] >= mid_close))
-        start = _walk(smooth, m, before, -1, edge_tol, open_before, depth_before, near_tol)
+        start = _closing_start(smooth, before, pivot, open_before, depth_before, edge_tol, near_tol)
         last = s["last"]
         mid_open = open_after + 0.5 * depth_after
         m2 = last + int(np.argmax(smooth[last : after + 1] <= mid_open))
