@@ -5,7 +5,7 @@ Frames are librealsense's own recording (a D400 colour + aligned depth frame of 
 test/fixtures/librealsense) scaled to 1280x720 (colour bilinear, depth nearest) with per-frame sensor noise
 (colour sigma 2 levels, depth +-1 mm on valid pixels) and a 1-pixel pan per frame, so no two frames are alike.
 
-Run: .venv/bin/python benchmarks/bench_rollout.py [--frames 20] [--kills 20] [--session-hours 1]
+Run: .venv/bin/python benchmarks/bench_rollout.py [--frames 60] [--kills 20] [--session-hours 1] (0 skips a part)
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,7 @@ from grounded_planner.rollout.record import RecordingOptions, RolloutTopics
 REPO = Path(__file__).resolve().parents[1]
 W, H, FPS = 1280, 720, 2.0
 TOPICS = RolloutTopics()
+IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
 
 
 def real_frames(n: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -76,12 +78,21 @@ def messages(frames, images: str, jpeg_quality: int = 90, png_level: int = 1) ->
     return out
 
 
-def write_ours(path: Path, msgs, options: B.BagOptions) -> float:
-    t0 = time.perf_counter()
-    with B.McapBagWriter(path, options) as writer:
-        for topic, msg, t in msgs:
-            writer.write(topic, msg, log_time_ns=t)
-    return time.perf_counter() - t0
+def _timed(write) -> tuple[float, float]:
+    """(wall s, CPU s of this process) of ``write()``: the wall time is the goal's measure; the CPU time is the
+    work done, which a busy moment of this shared machine disturbs less."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    write()
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
+def write_ours(path: Path, msgs, options: B.BagOptions) -> tuple[float, float]:
+    def write():
+        with B.McapBagWriter(path, options) as writer:
+            for topic, msg, t in msgs:
+                writer.write(topic, msg, log_time_ns=t)
+
+    return _timed(write)
 
 
 def write_rosbag2_mcap_defaults(path: Path, msgs) -> float:
@@ -109,18 +120,32 @@ def write_rosbag2_mcap_defaults(path: Path, msgs) -> float:
     return time.perf_counter() - t0
 
 
-def write_rosbags(path: Path, msgs) -> float:
-    from rosbags.rosbag2 import StoragePlugin, Writer
+ROSBAGS_SETTINGS = (
+    "rosbags {version} rosbag2.Writer(path, version=9, storage_plugin=StoragePlugin.MCAP), its defaults: "
+    "CompressionMode.NONE, so chunks uncompressed, each closed once past 1 MiB, chunk CRCs 0 (none computed), "
+    "message + chunk indexes, statistics, metadata.yaml; no time-based chunk closing, no fsync"
+)
+
+
+def write_rosbags(path: Path, msgs, zstd: bool = False) -> tuple[float, float]:
+    """rosbags' own writer with its defaults (ROSBAGS_SETTINGS; read in rosbags/rosbag2/storage_mcap.py), or with
+    ``set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)``: every chunk zstd (level 3), as ours."""
+    from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
 
     store = B.typestore()
-    t0 = time.perf_counter()
-    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
-        conns = {}
-        for topic, msg, t in msgs:
-            if topic not in conns:
-                conns[topic] = writer.add_connection(topic, msg.__msgtype__, typestore=store)
-            writer.write(conns[topic], t, store.serialize_cdr(msg, msg.__msgtype__))
-    return time.perf_counter() - t0
+
+    def write():
+        writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
+        if zstd:
+            writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
+        with writer:
+            conns = {}
+            for topic, msg, t in msgs:
+                if topic not in conns:
+                    conns[topic] = writer.add_connection(topic, msg.__msgtype__, typestore=store)
+                writer.write(conns[topic], t, store.serialize_cdr(msg, msg.__msgtype__))
+
+    return _timed(write)
 
 
 def size(path: Path) -> int:
@@ -138,22 +163,29 @@ def bench_size_and_rate(tmp: Path, n_frames: int) -> None:
     print(
         f"episode: {n_frames} frames of {W}x{H} colour + aligned depth + camera_info at {FPS:g} frames/s "
         f"({n_frames / FPS:.0f} s); recorder defaults: JPEG quality {opts.jpeg_quality}, depth PNG level "
-        f"{opts.png_level} (lossless), {opts.compression} chunks, chunk_interval_s {opts.chunk_interval_s}"
+        f"{opts.png_level} (lossless), chunk compression {opts.compression}, chunk_interval_s {opts.chunk_interval_s}"
     )
     print(f"  compressing one frame (JPEG + PNG): {1e3 * encode_s:.0f} ms ({1 / encode_s / FPS:.0f}x the 2 frames/s)")
     rows = []
-    t = write_ours(tmp / "raw_none.mcap", raw, B.BagOptions(compression="none", fsync_every_s=None))
-    rows.append(("today's raw: rgb8 + 16UC1 Images, no chunk compression", size(tmp / "raw_none.mcap"), t))
-    t = write_rosbag2_mcap_defaults(tmp / "raw_rosbag2.mcap", raw)
-    rows.append(("raw Images, rosbag2's MCAP settings (zstd, 768 KiB chunks)", size(tmp / "raw_rosbag2.mcap"), t))
-    t = write_rosbag2_mcap_defaults(tmp / "comp_rosbag2.mcap", compressed)
-    rows.append(("compressed images, rosbag2's MCAP settings", size(tmp / "comp_rosbag2.mcap"), t))
-    t = write_ours(tmp / "comp_ours.mcap", compressed, B.BagOptions(fsync_every_s=None))
-    rows.append(("ours (default): compressed images, zstd, 0.5 s / 1 MiB chunks", size(tmp / "comp_ours.mcap"), t))
+    write_ours(tmp / "raw_none.mcap", raw, B.BagOptions(compression="none", fsync_every_s=None))
+    rows.append(("today's raw: rgb8 + 16UC1 Images, no chunk compression", size(tmp / "raw_none.mcap")))
+    write_rosbag2_mcap_defaults(tmp / "raw_rosbag2.mcap", raw)
+    rows.append(("raw Images, rosbag2's MCAP settings (zstd, 768 KiB chunks)", size(tmp / "raw_rosbag2.mcap")))
+    write_rosbag2_mcap_defaults(tmp / "comp_rosbag2.mcap", compressed)
+    rows.append(("compressed images, rosbag2's MCAP settings", size(tmp / "comp_rosbag2.mcap")))
+    write_ours(tmp / "comp_zstd.mcap", compressed, B.BagOptions(compression="zstd", fsync_every_s=None))
+    rows.append(("ours, compression zstd: compressed images, every chunk zstd", size(tmp / "comp_zstd.mcap")))
+    write_ours(tmp / "comp_ours.mcap", compressed, B.BagOptions(fsync_every_s=None))
+    rows.append(
+        (f"ours (default, {opts.compression}): compressed images, 0.5 s / 1 MiB chunks", size(tmp / "comp_ours.mcap"))
+    )
+    with open(tmp / "comp_ours.mcap", "rb") as f:
+        kinds = Counter(c.compression or "none" for c in make_reader(f).get_summary().chunk_indexes)
     baseline = rows[0][1]
     print("  bytes per episode-minute:")
-    for name, nbytes, _ in rows:
+    for name, nbytes in rows:
         print(f"    {name:<66} {nbytes / minutes / 1e6:8.1f} MB/min  ({nbytes / baseline:.3f} of raw)")
+    print(f"  (the default's chunks: {', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})")
     q95 = messages(frames[:4], "compressed", jpeg_quality=95, png_level=9)
     q90 = compressed[:12]
     per95 = sum(len(m.data) for _, m, _ in q95 if hasattr(m, "format")) / 4
@@ -163,29 +195,47 @@ def bench_size_and_rate(tmp: Path, n_frames: int) -> None:
         f"{per90 / 1e3:.0f} kB"
     )
 
+    import importlib.metadata
+
     print(
-        "write rate, same messages, each writer serialising them (CDR) itself, best of 5 runs taken in turn "
-        "(no fsync in either):"
+        "write rate, same messages, each writer serialising them (CDR) itself, best of 5 runs taken in turn, no "
+        "fsync in either; rosbags' writer as "
+        + ROSBAGS_SETTINGS.format(version=importlib.metadata.version("rosbags"))
+        + "; ours computes a CRC-32 of every chunk (what `rollouts recover` checks a chunk by):"
     )
+    writers = {
+        "ours auto (default)": lambda p, m: write_ours(p, m, B.BagOptions(fsync_every_s=None)),
+        "ours zstd": lambda p, m: write_ours(p, m, B.BagOptions(compression="zstd", fsync_every_s=None)),
+        "ours lz4": lambda p, m: write_ours(p, m, B.BagOptions(compression="lz4", fsync_every_s=None)),
+        "ours none": lambda p, m: write_ours(p, m, B.BagOptions(compression="none", fsync_every_s=None)),
+        "rosbags default (none)": lambda p, m: write_rosbags(p, m),
+        "rosbags zstd": lambda p, m: write_rosbags(p, m, zstd=True),
+    }
+    pairs = (("ours auto (default)", "rosbags default (none)"), ("ours none", "rosbags default (none)"))
+    pairs += (("ours zstd", "rosbags zstd"),)
     for label, msgs in (("compressed", compressed), ("raw", raw)):
-        times: dict[str, list[float]] = {}
+        wall: dict[str, list[float]] = {}
+        cpu: dict[str, list[float]] = {}
         for k in range(5):  # in turn, so that a busy moment of this shared machine hits every writer alike
-            for compression in ("zstd", "lz4", "none"):
-                times.setdefault(compression, []).append(
-                    write_ours(
-                        tmp / f"rate_{label}_{compression}_{k}.mcap",
-                        msgs,
-                        B.BagOptions(compression=compression, fsync_every_s=None),
-                    )
-                )
-            times.setdefault("rosbags", []).append(write_rosbags(tmp / f"rate_{label}_rosbags_{k}", msgs))
+            for i, (name, write) in enumerate(writers.items()):
+                w, c = write(tmp / f"rate_{label}_{i}_{k}", msgs)
+                wall.setdefault(name, []).append(w)
+                cpu.setdefault(name, []).append(c)
             for path in tmp.glob(f"rate_{label}_*"):  # keep the disk and page cache small
                 path.unlink() if path.is_file() else [f.unlink() for f in path.iterdir()]
-        base = min(times["rosbags"])
-        cells = ", ".join(
-            f"{c} {len(msgs) / min(times[c]):.0f} msg/s ({base / min(times[c]):.2f}x)" for c in ("zstd", "lz4", "none")
+        print(
+            f"  {label} ({len(msgs)} messages, {sum(len(bytes(B.typestore().serialize_cdr(m, m.__msgtype__))) for _, m, _ in msgs) / 1e6:.0f} MB):"
         )
-        print(f"  {label:<10} rosbags Writer (MCAP, uncompressed) {len(msgs) / base:.0f} msg/s; ours: {cells}")
+        for name in writers:
+            print(
+                f"    {name:<24} {len(msgs) / min(wall[name]):6.0f} msg/s wall, "
+                f"{len(msgs) / min(cpu[name]):6.0f} msg/s of CPU time"
+            )
+        for ours, theirs in pairs:
+            print(
+                f"    {ours} / {theirs}: {min(wall[theirs]) / min(wall[ours]):.2f}x (wall), "
+                f"{min(cpu[theirs]) / min(cpu[ours]):.2f}x (CPU)"
+            )
 
 
 KILLED = textwrap.dedent("""
@@ -333,11 +383,57 @@ def bench_session(tmp: Path, hours: float) -> None:
     )
 
 
+def bench_index_memory(tmp: Path, chunks: int = 2000) -> None:
+    """What an open writer keeps per closed chunk (tracemalloc, after gc): the `mcap` Writer's ChunkIndex for the
+    summary (times, offsets, sizes, one message-index offset per channel in the chunk). Chunks as a session's:
+    colour, depth and joint states in each."""
+    import gc
+    import tracemalloc
+
+    store = B.typestore()
+    joint = bytes(store.serialize_cdr(B.joint_state_msg(["j"], [0.0], 0), "sensor_msgs/msg/JointState"))
+    image = bytes(store.serialize_cdr(B.compressed_image_msg(np.zeros((8, 8, 3), np.uint8), 0), IMAGE_TYPE))
+    with B.McapBagWriter(tmp / "index_memory.mcap", B.BagOptions(fsync_every_s=None, chunk_interval_s=0.5)) as w:
+        for topic in (TOPICS.color_compressed, TOPICS.depth_compressed):
+            w.add_topic(topic, IMAGE_TYPE)
+        w.add_topic(TOPICS.joint_states, "sensor_msgs/msg/JointState")
+
+        def chunk(i: int) -> None:
+            t = 1_000_000_000 + i * 500_000_000
+            for topic, data in ((TOPICS.color_compressed, image), (TOPICS.depth_compressed, image)):
+                w.write_raw(topic, data, t)
+            w.write_raw(TOPICS.joint_states, joint, t)
+            w.flush()
+
+        for i in range(100):  # warm: caches, first allocations
+            chunk(i)
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
+        for i in range(100, 100 + chunks):
+            chunk(i)
+        gc.collect()
+        grown = sum(d.size_diff for d in tracemalloc.take_snapshot().compare_to(before, "filename"))
+        tracemalloc.stop()
+    with open(tmp / "index_memory.mcap", "rb") as f:
+        reader = make_reader(f)
+        summary = reader.get_summary()
+    summary_bytes = (tmp / "index_memory.mcap").stat().st_size - summary.chunk_indexes[-1].chunk_start_offset
+    per_chunk = grown / chunks
+    print(
+        f"memory an open writer keeps per closed chunk (3 channels in each; tracemalloc over {chunks} chunks): "
+        f"{per_chunk:.0f} bytes, i.e. {per_chunk * 7200 / 1e6:.1f} MB per hour of 0.5 s chunks; on disk the "
+        f"summary holds {summary_bytes / (chunks + 100):.0f} bytes per chunk"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--frames", type=int, default=60, help="frames of the episode (2 frames/s) [60 = 30 s]")
-    parser.add_argument("--kills", type=int, default=20, help="SIGKILLs at random moments [20]")
-    parser.add_argument("--session-hours", type=float, default=1.0, help="length of the session to seek in [1]")
+    parser.add_argument(
+        "--frames", type=int, default=60, help="frames of the episode (2 frames/s) [60 = 30 s; 0: skip]"
+    )
+    parser.add_argument("--kills", type=int, default=20, help="SIGKILLs at random moments [20; 0: skip]")
+    parser.add_argument("--session-hours", type=float, default=1.0, help="session to seek in, hours [1; 0: skip]")
     args = parser.parse_args()
     print(
         f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
@@ -346,10 +442,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         B.typestore()  # built outside the timings
-        bench_size_and_rate(tmp, args.frames)
-        bench_kills(tmp, args.kills)
+        # the session first, so that its process memory is the recorder's: run after the episode benchmarks
+        # (277 MB of raw frames, written 30 times) it measured ~680 MB at every quarter of the hour
         if args.session_hours > 0:
             bench_session(tmp, args.session_hours)
+        bench_index_memory(tmp)
+        if args.frames > 0:
+            bench_size_and_rate(tmp, args.frames)
+        if args.kills > 0:
+            bench_kills(tmp, args.kills)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,11 @@ def _summary(path: Path):
         return make_reader(f).get_summary()
 
 
+def _channel_counts(summary) -> dict[str, int]:
+    """topic -> messages, from the summary's statistics."""
+    return {summary.channels[cid].topic: n for cid, n in summary.statistics.channel_message_counts.items()}
+
+
 def _record_episode(folder: Path, frame, n: int = 6, options: RecordingOptions | None = None) -> None:
     clock = [1_000_000_000]
 
@@ -105,7 +110,7 @@ def test_raw_and_quality_are_settings_that_take_effect(frame, tmp_path):
     assert jpeg_bytes(tmp_path / "q40") < 0.7 * jpeg_bytes(tmp_path / "q90")
     with pytest.raises(ValueError, match="jpeg_quality must be an integer 1-100"):
         RecordingOptions(jpeg_quality=0)
-    with pytest.raises(ValueError, match="compression must be one of zstd, lz4, none"):
+    with pytest.raises(ValueError, match="compression must be one of auto, zstd, lz4, none, got 'gzip'"):
         RecordingOptions(compression="gzip")
 
 
@@ -116,7 +121,7 @@ def test_mcap_indexed_reader_sees_summary_counts_chunks_and_seeks_by_time(frame,
     path = tmp_path / "ep" / "rollout.mcap"
     summary = _summary(path)
     assert summary is not None and summary.statistics is not None
-    counts = {summary.channels[cid].topic: n for cid, n in summary.statistics.channel_message_counts.items()}
+    counts = _channel_counts(summary)
     assert counts == {
         TOPICS.instruction: 1,
         TOPICS.color_compressed: 8,
@@ -142,6 +147,57 @@ def test_mcap_indexed_reader_sees_summary_counts_chunks_and_seeks_by_time(frame,
     ]
     info = B.bag_info(path)
     assert info.counts == counts and info.compression == compression
+
+
+def test_default_compression_stores_jpeg_png_chunks_as_they_are_and_zstd_the_rest(frame, tmp_path):
+    """`auto` (the default): a chunk mostly of CompressedImage payloads (JPEG, PNG: zstd cannot shrink them) is
+    stored uncompressed, every other chunk zstd; the file reads back whole in the mcap indexed reader and rosbags."""
+    assert RecordingOptions().compression == "auto"
+    clock = [1_000_000_000]
+
+    def tick() -> int:
+        clock[0] += 1_000_000
+        return clock[0]
+
+    joints = [f"fr3_joint{j}" for j in range(1, 8)]
+    options = RecordingOptions(chunk_size=100_000)  # an image pair fills a chunk; ~600 joint states do
+    with RolloutRecorder(
+        tmp_path / "ep", instruction="put the cup on the plate", options=options, clock_ns=tick
+    ) as rec:
+        for i in range(4):  # planning: frames only
+            rec.log_frame(frame.color_rgb, frame.depth_mm, stamp_ns=10_000 + i)
+        moving_from = clock[0] + 1
+        for i in range(3000):  # execution: joint states only
+            rec.log_joint_state(joints, [0.001 * i + j for j in range(7)], stamp_ns=20_000 + i)
+    path = tmp_path / "ep" / "rollout.mcap"
+    summary = _summary(path)
+    image_chunks = [c for c in summary.chunk_indexes if c.message_end_time < moving_from]
+    joint_chunks = [c for c in summary.chunk_indexes if c.message_start_time >= moving_from]
+    assert len(image_chunks) >= 2 and len(joint_chunks) >= 2
+    assert len(image_chunks) + len(joint_chunks) == len(summary.chunk_indexes)  # no chunk holds both
+    assert {c.compression for c in image_chunks} == {""}
+    assert all(c.compressed_size == c.uncompressed_size for c in image_chunks)
+    assert {c.compression for c in joint_chunks} == {"zstd"}
+    assert all(c.compressed_size < c.uncompressed_size / 2 for c in joint_chunks)  # compressed, really
+    counts = _channel_counts(summary)
+    frames = {TOPICS.color_compressed: 4, TOPICS.depth_compressed: 4}
+    assert counts == {TOPICS.instruction: 1, **frames, TOPICS.joint_states: 3000}
+    with open(path, "rb") as f:
+        times = [m.log_time for _, _, m in make_reader(f).iter_messages(topics=[TOPICS.joint_states])]
+    seek = moving_from + 1500 * 1_000_000
+    with open(path, "rb") as f:  # into the zstd part, through the chunk index
+        _, _, first = next(make_reader(f).iter_messages(topics=[TOPICS.joint_states], starting_at=seek))
+    assert len(times) == 3000 and first.log_time == min(t for t in times if t >= seek)
+    with AnyReader([path]) as reader:
+        assert reader.message_count == 3009
+        conns = [c for c in reader.connections if c.topic == TOPICS.depth_compressed]
+        depths = [reader.deserialize(raw, conns[0].msgtype) for _, _, raw in reader.messages(connections=conns)]
+        conns = [c for c in reader.connections if c.topic == TOPICS.joint_states]
+        last = [reader.deserialize(raw, conns[0].msgtype) for _, _, raw in reader.messages(connections=conns)][-1]
+    assert len(depths) == 4
+    np.testing.assert_array_equal(depth_to_numpy(depths[-1])[0], frame.depth_mm)
+    assert list(last.name) == joints and last.position[0] == pytest.approx(2.999)
+    assert B.bag_info(path).compression == "mixed"
 
 
 def test_rosbags_reads_the_recorders_bag(frame, tmp_path):

@@ -41,7 +41,7 @@ def _read_with_foxglove(path: Path, start_ns: int, end_ns: int) -> dict:
     return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+@pytest.mark.parametrize("compression", ["auto", "zstd", "lz4"])
 def test_foxglove_indexed_reader_and_ros2_deserializer_read_a_rollout(tmp_path, compression):
     clock = [2_000_000_000]
 
@@ -69,7 +69,11 @@ def test_foxglove_indexed_reader_and_ros2_deserializer_read_a_rollout(tmp_path, 
     from mcap.reader import make_reader
 
     with open(path, "rb") as f:
-        times = [m.log_time for _, _, m in make_reader(f).iter_messages()]
+        reader = make_reader(f)
+        times = [m.log_time for _, _, m in reader.iter_messages()]
+        kinds = {c.compression for c in reader.get_summary().chunk_indexes}
+    # auto: these chunks are mostly JPEG bytes, stored as they are ("" = uncompressed; the mix: test_rollout_bag)
+    assert kinds == ({""} if compression == "auto" else {compression})
     start, end = times[5], times[12]
     got = _read_with_foxglove(path, start, end)
     assert got["message_count"] == info.message_count == len(times) == 2 + 4 * 6

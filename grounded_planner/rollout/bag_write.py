@@ -10,6 +10,13 @@ the field's indexed readers want: schemas, channels, statistics (per-channel mes
 indexes and summary offsets. :func:`grounded_planner.rollout.bag_recover.recover_mcap` rebuilds that
 summary for a file whose writer died, from the chunks on disk.
 
+Chunk compression: ``auto`` (the default) compresses a chunk with zstd unless at least half of its message
+bytes are payloads compressed already (``sensor_msgs/CompressedImage``: JPEG colour, compressedDepth PNG),
+which it stores uncompressed: zstd cannot shrink JPEG/PNG (it saves under 0.1 % of them) and compressing them
+was most of the writer's time (``benchmarks/bench_rollout.py``). rosbag2's own MCAP writer (libmcap,
+``forceCompression: false``) likewise stores a chunk uncompressed when compression does not shrink it, after
+trying; here the message types say so without trying. ``zstd``, ``lz4`` and ``none`` apply to every chunk.
+
 A full disk never leaves half a chunk: a write the file system refuses part way (it takes the bytes that
 fit, then fails) is truncated away at once and raised as :class:`BagWriteError` (``errno`` ENOSPC), so the
 file stays readable to its last complete chunk; the messages of the refused chunk are lost (the error
@@ -45,14 +52,18 @@ from grounded_planner.rollout.bag_recover import recover_mcap
 
 log = logging.getLogger(__name__)
 
-COMPRESSIONS = ("zstd", "lz4", "none")
+COMPRESSIONS = ("auto", "zstd", "lz4", "none")
+# payloads compressed already (JPEG, PNG): a chunk mostly of these is stored uncompressed under ``auto``
+PRECOMPRESSED_MSGTYPES = frozenset({"sensor_msgs/msg/CompressedImage"})
+AUTO_PRECOMPRESSED_SHARE = 0.5  # of a chunk's message bytes, from which ``auto`` stores it uncompressed
 
 
 @dataclass(frozen=True)
 class BagOptions:
     """How a bag is written (the rollout logger's recording options)."""
 
-    compression: str = "zstd"  # chunk compression: zstd (rosbag2's choice), lz4 (faster, larger) or none
+    compression: str = "auto"  # chunk compression: auto (zstd, but none for a chunk mostly of JPEG/PNG payloads),
+    #                            zstd (rosbag2's choice) for every chunk, lz4 (faster, larger) or none
     chunk_size: int = 1024 * 1024  # bytes: a chunk is closed once its uncompressed records pass this size
     chunk_interval_s: float = 0.5  # s: ... or once its first message is this old; SIGKILL loses at most this
     #                                   (0 = a chunk per message: nothing lost, poor compression)
@@ -72,7 +83,8 @@ class BagOptions:
 
 class _FileSink:
     """The stream the mcap ``Writer`` writes into: records wait in memory until :meth:`commit` hands them to the
-    kernel; a commit the file system refuses is cut back to the previous one, so the file ends on a whole chunk."""
+    kernel; a commit the file system refuses is cut back to the previous one, so the file ends on a whole chunk.
+    The records are kept as the ``bytes`` the Writer hands over (not copied into one buffer: a chunk is ~1 MiB)."""
 
     def __init__(self, path: Path):
         try:
@@ -83,14 +95,17 @@ class _FileSink:
             raise BagError(f"cannot create bag {path}: {exc.strerror}") from exc
         self.path = path
         self.committed = 0
-        self.pending = bytearray()
+        self.pending: list[bytes] = []
+        self.pending_bytes = 0
 
     def write(self, data: bytes) -> int:
-        self.pending += data
+        data = data if isinstance(data, bytes) else bytes(data)  # kept until commit: must not change meanwhile
+        self.pending.append(data)
+        self.pending_bytes += len(data)
         return len(data)
 
     def tell(self) -> int:
-        return self.committed + len(self.pending)
+        return self.committed + self.pending_bytes
 
     def flush(self) -> None:
         pass  # the mcap Writer's flush() ends here; McapBagWriter commits itself, to catch a refused write
@@ -98,11 +113,12 @@ class _FileSink:
     def commit(self, what: str = "write to") -> None:
         if not self.pending:
             return
-        start, data = self.committed, self.pending
-        self.pending = bytearray()
+        start, parts, size = self.committed, self.pending, self.pending_bytes
+        self.pending, self.pending_bytes = [], 0
         try:
             self.file.seek(start)
-            write_fully(self.file, data)
+            for data in parts:
+                write_fully(self.file, data)
         except OSError as exc:
             try:
                 self.file.truncate(start)  # frees the space the cut write took: possible on a full disk too
@@ -114,7 +130,7 @@ class _FileSink:
                 f"cannot {what} bag {self.path}: {exc.strerror or exc}; cut back to its "
                 f"last complete chunk ({start} bytes), readable",
             ) from exc
-        self.committed = start + len(data)
+        self.committed = start + size
 
     def fsync(self) -> None:
         os.fsync(self.file.fileno())
@@ -157,10 +173,27 @@ class McapBagWriter:
         self.options = options
         self.path = Path(path)
         self._sink = _FileSink(self.path)
-        compression = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4, "none": CompressionType.NONE}[
-            options.compression
-        ]
+        self._auto = options.compression == "auto"
+        compression = {
+            "auto": CompressionType.ZSTD,
+            "zstd": CompressionType.ZSTD,
+            "lz4": CompressionType.LZ4,
+            "none": CompressionType.NONE,
+        }[options.compression]
         self._writer = Writer(self._sink, chunk_size=options.chunk_size, compression=compression)
+        if self._auto and not hasattr(self._writer, _WRITER_COMPRESSION):
+            log.warning(
+                "mcap %s's Writer has no per-chunk compression setting (%s): compression auto writes every "
+                "chunk with zstd",
+                library_name(),
+                _WRITER_COMPRESSION,
+            )
+            self._auto = False
+        self._zstd, self._none = CompressionType.ZSTD, CompressionType.NONE
+        self._chunk_compression = compression  # what the open chunk will be written with
+        self._chunk_bytes = 0  # message bytes in the open chunk ...
+        self._chunk_precompressed = 0  # ... and those of them on PRECOMPRESSED_MSGTYPES channels
+        self._precompressed_channels: set[int] = set()
         self._lock = threading.RLock()
         self._schemas: dict[str, int] = {}
         self._channels: dict[str, tuple[int, str]] = {}  # topic -> (channel id, msgtype)
@@ -202,6 +235,8 @@ class McapBagWriter:
                 topic, MESSAGE_ENCODING, self._schemas[msgtype], {"offered_qos_profiles": ""}
             )
             self._channels[topic] = (cid, msgtype)
+            if msgtype in PRECOMPRESSED_MSGTYPES:
+                self._precompressed_channels.add(cid)
             self._declared_since_commit.append(("topic", topic))
             return cid
 
@@ -221,9 +256,9 @@ class McapBagWriter:
         with self._lock:
             self._check_open()
             self.add_topic(topic, msgtype)
-            return self.write_raw(topic, bytes(data), log_time_ns)
+            return self.write_raw(topic, data, log_time_ns)  # the memoryview: the Writer copies it into the chunk
 
-    def write_raw(self, topic: str, cdr: bytes, log_time_ns: int | None = None) -> int:
+    def write_raw(self, topic: str, cdr: bytes | memoryview, log_time_ns: int | None = None) -> int:
         """Add already-serialised CDR bytes on a declared topic; returns the log time used.
 
         Raises BagWriteError when the file system refused the chunk this message closed (or one the chunk timer
@@ -242,6 +277,15 @@ class McapBagWriter:
             log_time_ns = int(log_time_ns)
             seq = self._sequence.get(cid, 0) + 1
             self._sequence[cid] = seq
+            if self._auto:  # before add_message: a full chunk is written inside it, with this message
+                self._chunk_bytes += len(cdr)
+                if cid in self._precompressed_channels:
+                    self._chunk_precompressed += len(cdr)
+                self._set_chunk_compression(
+                    self._none
+                    if self._chunk_precompressed >= AUTO_PRECOMPRESSED_SHARE * self._chunk_bytes
+                    else self._zstd
+                )
             self._writer.add_message(cid, log_time_ns, cdr, log_time_ns, seq)
             self.message_count += 1
             self._last_log_time_ns = max(self._last_log_time_ns, log_time_ns)
@@ -262,8 +306,17 @@ class McapBagWriter:
             self._writer.flush()  # finishes the open chunk (and its message indexes) into the sink
             self._commit_chunk()
 
+    def _set_chunk_compression(self, compression) -> None:
+        """The compression the library's Writer gives the open chunk when it writes it. mcap-python (1.6) has no
+        option for this: it reads its private ``__compression`` when it writes a chunk (libmcap, rosbag2's
+        writer, decides per chunk on its own). Checked at start; a behaviour test reads the chunks back."""
+        if compression != self._chunk_compression:
+            setattr(self._writer, _WRITER_COMPRESSION, compression)
+            self._chunk_compression = compression
+
     def _commit_chunk(self) -> None:
         self._open_since = None
+        self._chunk_bytes = self._chunk_precompressed = 0
         try:
             self._sink.commit()
         except BagWriteError:
@@ -329,6 +382,9 @@ class McapBagWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_WRITER_COMPRESSION = "_Writer__compression"  # mcap.writer.Writer's chunk compression (name-mangled private)
 
 
 @cache

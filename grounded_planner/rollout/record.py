@@ -119,7 +119,8 @@ class RecordingOptions:
     #                                publishes them; raw: sensor_msgs/Image rgb8 + 16UC1 (5-20x larger)
     jpeg_quality: int = 90  # 1-100: colour JPEG quality (image_transport's default is 95)
     png_level: int = 1  # 0-9: depth PNG compression level (zlib; 1 = fast, 9 = image_transport's default)
-    compression: str = "zstd"  # bag chunk compression: zstd, lz4, none
+    compression: str = "auto"  # bag chunk compression: auto (zstd, none for chunks mostly of JPEG/PNG), zstd, lz4,
+    #                            none (bag_write.BagOptions)
     chunk_size: int = 1024 * 1024  # bytes: a chunk closes once this full ...
     chunk_interval_s: float = 0.5  # s: ... or this old; a SIGKILL loses at most the open chunk
     fsync_every_s: float | None = 1.0  # s: force the bag to disk at most this often (power loss); None = never

@@ -121,7 +121,13 @@ PARAMS = [
         _in_range(0, 9),
         read_only=True,
     ),
-    Param("compression", "zstd", "bag chunk compression: zstd, lz4 or none", one_of(*COMPRESSIONS), read_only=True),
+    Param(
+        "compression",
+        "auto",
+        "bag chunk compression: auto (zstd, but none for a chunk mostly of JPEG/PNG payloads), zstd, lz4 or none",
+        one_of(*COMPRESSIONS),
+        read_only=True,
+    ),
     Param(
         "chunk_interval_s",
         0.5,
