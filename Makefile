@@ -18,7 +18,7 @@ BUS_TESTS := test/test_execution_lerobot_sim.py test/test_sim_feetech_bus.py
 # The whole replay graph launched from its launch file, probed from the pytest process: in two clean-clone CI runs it
 # failed late in the big process (a plan request unanswered for 90 s; a logger that saw no plan) and passed alone.
 # A launch is its own set of processes on a robot too; the cause in the big process is not yet found.
-LAUNCH_TESTS := test/test_ros_launch_real.py
+LAUNCH_TESTS := test/test_ros_launch_real.py test/test_console_launch.py
 OWN_PROCESS_TESTS := $(BUS_TESTS) $(LAUNCH_TESTS)
 TEST_ENV := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 

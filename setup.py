@@ -71,8 +71,9 @@ EXTRAS = {
         "pyserial>=3.5,<4",
     ],
     # the operator console's web server and push channel (console_node): aiohttp, ~2 MB with its small pure-Python
-    # deps (multidict, yarl, frozenlist, aiosignal, propcache, attrs), already pulled in by datasets' fsspec[http]
-    "console": ["aiohttp>=3.9,<4"],
+    # deps (multidict, yarl, frozenlist, aiosignal, propcache, attrs), already pulled in by datasets' fsspec[http];
+    # OpenCV (as the geometry extra's) encodes the live JPEGs with the GIL released (Pillow's encoder holds it)
+    "console": ["aiohttp>=3.9,<4", "opencv-python-headless>=4.10,<5"],
     "sim": ["mujoco>=3.2,<5"],  # physics + headless EGL rendering of the simulated workcell
     "rollout": [
         "rosbags>=0.10",

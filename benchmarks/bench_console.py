@@ -9,71 +9,62 @@
    published) to a console_node process of its own; the page records when each frame was decoded and on screen.
    Also the console process's CPU time per displayed frame (/proc/PID/stat), against the same process's CPU time
    over the same wall time with no page open (the baseline: nothing taken, nothing encoded). Goal: <= 150 ms.
-3. What the console adds to a plan request: POST /api/plan (plan service, back-projected, plus the envelope's
-   verdict per step and the push to every page) against GroundedPlannerClient.plan from this process on the same
-   graph, interleaved. Goal: <= 2 ms.
+3. What the console adds to a plan request: two bringups of the replay profile side by side (each in a ROS domain
+   of its own), one without a console (the baseline: GroundedPlannerClient.plan from this process) and one with its
+   console, where the plan is asked as the page asks it (POST /api/plan: the plan service, back-projected, the
+   envelope's verdict per step, the push to the page) and, interleaved, directly (what the console's presence costs
+   the rest of the graph): with no page open; with the live page open on a 1280x720 30 Hz stream in this machine's
+   browser; and with it open in a browser at nice 19 (a stand-in for the operator's tablet: it takes the CPUs only
+   when the stack leaves them). Blocks of each condition alternate round after round (the stream on only while a
+   page shows it), so that the machine's load drifts over all alike; the CPU the browser and the console process
+   used meanwhile is printed. Goal: <= 2 ms.
 
 Both clocks are this machine's wall clock (the browser's performance.timeOrigin + now() and the nodes' ROS clock).
-Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 20] [--frames-s 10]
+The browser runs on this machine too (on a robot it runs on the operator's tablet), so its rendering takes CPU
+from the stack in every figure here.
+Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 30] [--frames-s 10]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
-import random
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import httpx
-import numpy as np
-import rclpy
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "test"))
-from helpers.bringup import CLI  # noqa: E402
+sys.path.insert(0, str(REPO / "test"))  # the browser tests' stack and browser helpers (as other benchmarks do)
 from helpers.browser import chromium, wait_until  # noqa: E402
-from helpers.tabletop import CUBE_M, EXTRINSICS, INSTRUCTION, SCENE_COLORS, TABLE_M, base_point, scene_messages  # noqa: E402
+from helpers.console_stack import (  # noqa: E402
+    CONSOLE_URL,
+    Output,
+    StackProcess,
+    graph_node,
+    ros_domain_of_its_own,
+    set_parameter,
+    workcell_overrides,
+    write_workcell,
+)
+from helpers.tabletop import INSTRUCTION, SCENE_COLORS  # noqa: E402
 
 from grounded_planner.ros import names  # noqa: E402
-from grounded_planner.ros.bags import write_bag  # noqa: E402
 from grounded_planner.ros.client import GroundedPlannerClient  # noqa: E402
-from grounded_planner.ros.convert import numpy_to_image  # noqa: E402
 from grounded_planner.vlm.fake_server import FakeVLMServer  # noqa: E402
 
-
-def scene_yaml() -> str:
-    """The simulated workcell holding what the recorded camera sees: the red cube where the bag shows it (through the
-    tabletop's camera model and extrinsics), a tray where the planner places it ("the table" at the image centre)."""
-    cube_x, cube_y, _ = base_point(100.5, 120.5, CUBE_M)  # the centre of the cube's box in the image
-    tray_x, tray_y, _ = base_point(160.5, 120.5, TABLE_M)
-    return f"""name: tabletop_cube
-instruction: put the red cube on the table
-objects:
-  - {{id: red_cube, kind: box, name: red cube, size_m: [0.04, 0.04, 0.05], position_m: [{cube_x:.4f}, {cube_y:.4f}], color: red}}
-  - {{id: tray, kind: bowl, name: tray, size_m: [0.085, 0.03], position_m: [{tray_x:.4f}, {tray_y:.4f}], color: blue}}
-plan:
-  - {{type: grasp, object: red_cube}}
-  - {{type: place, target: tray}}
-success:
-  - {{type: inside, object: red_cube, target: tray}}
-"""
-
-
-CONSOLE_URL = re.compile(r"console on (http://[\d.]+:\d+/)")
 FRAME_TOPIC = "/bench/camera/color/image_raw"
 WIDTH, HEIGHT, FPS = 1280, 720, 30
 PLAN_GAP_S = 0.5  # between plan requests: the planner's and the logger's work after an answer is done by then
+BLOCK = 5  # plan requests per block before the other graph's turn
 
 
 def stats_ms(samples_ms: list[float]) -> str:
@@ -82,53 +73,94 @@ def stats_ms(samples_ms: list[float]) -> str:
     return f"median {statistics.median(ms):7.2f} ms   p95 {p95:7.2f} ms   max {ms[-1]:7.2f} ms   (n={len(ms)})"
 
 
-class Child:
-    """A child process whose output is read on a thread (to wait for a line while it runs)."""
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
-    def __init__(self, command: list[str]):
-        self.proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: list[str] = []
-        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
 
-    def wait_for(self, pattern: re.Pattern, timeout_s: float) -> re.Match:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            match = pattern.search("".join(self.lines))
-            if match:
-                return match
-            time.sleep(0.05)
-        raise SystemExit(f"no {pattern.pattern!r} in:\n{''.join(self.lines)[-3000:]}")
+CAMERA = """
+import sys, threading, time
+import numpy as np, rclpy
+from rclpy.qos import QoSProfile
+from grounded_planner.ros.convert import numpy_to_image
 
-    def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+rclpy.init()
+node = rclpy.create_node("bench_camera")
+base = np.random.default_rng(0).integers(0, 255, ({height}, {width}, 3), dtype=np.uint8)  # a JPEG of a scene's size
+frames = [numpy_to_image(np.roll(base, k * 64, axis=1), "rgb8") for k in range(8)]
+for msg in frames:
+    msg.header.frame_id = "camera_color_optical_frame"
+publisher = node.create_publisher(type(frames[0]), "{topic}", QoSProfile(depth=2))
+on, done = threading.Event(), threading.Event()
+
+def commands():
+    for line in sys.stdin:
+        (on.set if line.strip() == "on" else on.clear)()
+    done.set()
+    on.set()
+
+threading.Thread(target=commands, daemon=True).start()
+print("camera ready", flush=True)
+k, tick = 0, time.monotonic()
+while not done.is_set():
+    if not on.wait(0.1):
+        continue
+    msg = frames[k % len(frames)]
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 1_000_000_000)
+    publisher.publish(msg)
+    k += 1
+    tick = max(tick + 1.0 / {fps}, time.monotonic())
+    time.sleep(max(0.0, tick - time.monotonic()))
+"""
+
+
+class CameraStream:
+    """A 1280x720 rgb8 stream at 30 Hz on FRAME_TOPIC from a process of its own, as a camera node is (publishing from
+    this process would take this process's GIL from the clients being timed), each frame stamped with the wall clock
+    when it is published; ``on.set()`` / ``on.clear()`` switch it."""
+
+    class _Switch:
+        def __init__(self, child: subprocess.Popen):
+            self.child = child
+
+        def set(self) -> None:
+            self.child.stdin.write("on\n")
+            self.child.stdin.flush()
+
+        def clear(self) -> None:
+            self.child.stdin.write("off\n")
+            self.child.stdin.flush()
+
+    def __init__(self):
+        code = CAMERA.format(width=WIDTH, height=HEIGHT, topic=FRAME_TOPIC, fps=FPS)
+        child = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        self.output = Output(child)
+        self.output.wait_for(re.compile("camera ready"), 60)
+        self.on = self._Switch(child)
 
     def stop(self) -> None:
-        self.proc.send_signal(2)
+        self.output.child.stdin.close()
         try:
-            self.proc.wait(timeout=30)
+            self.output.child.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self.output.child.kill()
 
 
-def set_parameter(node, executor, target: str, name: str, value) -> None:
-    from rclpy.parameter import Parameter
-    from rclpy.parameter_client import AsyncParameterClient
-
-    client = AsyncParameterClient(node, target)
-    client.wait_for_services(timeout_sec=20.0)
-    future = client.set_parameters([Parameter(name, value=value)])
-    executor.spin_until_future_complete(future, timeout_sec=20.0)
-
-
-def approve_to_motion(driver, url: str, node, executor, events: list, runs: int) -> list[float]:
-    """Plan in the page, click Approve, and time the click to the executor's first motion event."""
+def open_live_page(driver, url: str) -> None:
+    """The console's live page, connected and showing camera frames."""
     driver.get(url)
     wait_until(
         lambda: driver.execute_script("return document.getElementById('conn').textContent") == "online",
         20,
         "the page to connect",
     )
+
+
+def approve_to_motion(driver, url: str, node, executor, events: list, runs: int) -> list[float]:
+    """Plan in the page, click Approve, and time the click to the executor's first motion event."""
+    open_live_page(driver, url)
     out = []
     for _ in range(runs):
         before = driver.find_element("id", "plan-title").text
@@ -165,125 +197,111 @@ def approve_to_motion(driver, url: str, node, executor, events: list, runs: int)
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--approvals", type=int, default=10)
-    parser.add_argument("--plans", type=int, default=20)
-    parser.add_argument("--frames-s", type=float, default=10.0)
-    args = parser.parse_args()
-    print(
-        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}"
-    )
-    os.environ.update(
-        ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)),
-        ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
-        RMW_IMPLEMENTATION="rmw_fastrtps_cpp",
-        PYTHONPATH=str(REPO),
-    )
-    tmp = Path(tempfile.mkdtemp(prefix="bench_console_"))
-    color, depth, info = scene_messages(stamp_s=1_700_000_000)  # stamped: the player moves stamps to playback time
-    topics = (
-        "/camera/camera/color/image_raw",
-        "/camera/camera/aligned_depth_to_color/image_raw",
-        "/camera/camera/color/camera_info",
-    )
-    bag = write_bag(
-        tmp / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))]
-    )
-    (tmp / "extrinsics.yaml").write_text(EXTRINSICS)
-    (tmp / "scene.yaml").write_text(scene_yaml())
-    (tmp / "executor.yaml").write_text(f"backends:\n  sim:\n    seed: null\n    scenario: {tmp / 'scene.yaml'}\n")
-    context = Context()
-    rclpy.init(context=context, domain_id=int(os.environ["ROS_DOMAIN_ID"]))
-    node = rclpy.create_node("bench_console", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    events: list[tuple[int, str]] = []
-    from grounded_planner_interfaces.msg import ExecutionEvent
+def cpu_s(pids) -> float:
+    """CPU time (user + system) the processes ``pids`` have used so far, seconds (those that ended count 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
-    node.create_subscription(
-        ExecutionEvent,
-        names.EXECUTION_FEEDBACK,
-        lambda m: events.append((m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec, m.state)),
-        QoSProfile(depth=50),
-    )
-    driver = chromium()
-    children = []
-    try:
-        with FakeVLMServer(SCENE_COLORS) as vlm:
-            sets = {
-                "bag_player.bag": bag,
-                "planner.base_url": vlm.base_url,
-                "planner.model": "qwen3-vl-test",
-                "planner.extrinsics_file": tmp / "extrinsics.yaml",
-                "executor.dry_run": "false",
-                "executor.config_file": tmp / "executor.yaml",
-                "rollout_logger.log_dir": tmp / "rollouts",
-                "console.port": 0,
-                "console.rollouts_dir": tmp / "rollouts",
-                "console.executor_config_file": tmp / "executor.yaml",
-            }
-            graph = Child(
-                [
-                    *CLI,
-                    "bringup",
-                    "--config",
-                    "config/replay.yaml",
-                    *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")],
-                ]
-            )
-            children.append(graph)
-            url = graph.wait_for(CONSOLE_URL, 90).group(1)
 
-            # 1. approve click -> first motion command
-            for require_approval in (False, True):
-                set_parameter(node, executor, "executor", "require_approval", require_approval)
-                samples = approve_to_motion(driver, url, node, executor, events, args.approvals)
-                print(
-                    f"approve click -> first motion command, require_approval {str(require_approval).lower():5}: "
-                    f"{stats_ms(samples)}"
-                )
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (Linux /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            pass
+    return out
 
-            # 3. what the console adds to a plan request (no page open: a browser redrawing on this 2-core machine
-            # would take CPU from whichever request it follows; each request after the last one's aftermath settled),
-            # the console inside the bringup process (sharing its GIL with the planner) and in a process of its own
+
+class Condition:
+    """One way of asking for plans, timed; the CPU the browser and the console process used meanwhile."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.ms: list[float] = []
+        self.call_ms: list[float] = []  # through the console: the plan call as the console timed it
+        self.wall_s = self.browser_cpu_s = self.console_cpu_s = 0.0
+
+
+def plan_overhead(
+    pages: dict, url: str, console_pid: int, on, off, stream: CameraStream, plans: int
+) -> dict[str, Condition]:
+    """Plan requests in blocks, round after round (the first round warms up): the graph without a console; the graph
+    with one, no page open; with its live page open in this machine's browser, the 1280x720 stream on (through the
+    console, and direct); the same with the page in a browser at nice 19 (which takes the CPUs only when the stack
+    leaves them: a stand-in for the operator's tablet)."""
+    http = httpx.Client(base_url=url, timeout=60.0)
+    out = {
+        k: Condition(w)
+        for k, w in (
+            ("off", "no console in the graph (baseline)"),
+            ("idle", "direct, the console there, no page"),
+            ("console", "through the console, its page open"),
+            ("on", "direct, the console's page open"),
+            ("tablet_console", "through the console, page at nice 19"),
+            ("tablet_on", "direct, page at nice 19"),
+        )
+    }
+
+    def ask(key: str, record: bool) -> None:
+        time.sleep(PLAN_GAP_S)
+        t0 = time.perf_counter()
+        if key.endswith("console"):
+            answer = http.post("/api/plan", json={"instruction": INSTRUCTION})
+            assert answer.status_code == 200, answer.text
+            call_ms = answer.json()["plan"]["duration_s"] * 1000
+        else:
+            client = off if key == "off" else on
+            assert client.plan(INSTRUCTION, backproject=True, timeout_s=60.0).succeeded, client.last_error
+        if record:
+            out[key].ms.append((time.perf_counter() - t0) * 1000)
+            if key.endswith("console"):
+                out[key].call_ms.append(call_ms)
+
+    def block(keys: tuple[str, ...], page: str | None, record: bool) -> None:
+        for driver in pages.values():
             driver.get("about:blank")
-            own = Child([*CLI, "console", "--port", "0", "--rollouts-dir", str(tmp / "rollouts")])
-            children.append(own)
-            own_url = own.wait_for(CONSOLE_URL, 60).group(1)
-            client = GroundedPlannerClient(node, executor=executor)
-            client.wait_until_ready(30.0, execute=False)
-            paths = {
-                "GroundedPlannerClient (baseline)": None,
-                "console in the bringup": httpx.Client(base_url=url, timeout=60.0),
-                "console in its own process": httpx.Client(base_url=own_url, timeout=60.0),
-            }
-            times: dict[str, list[float]] = {k: [] for k in paths}
-            order = list(paths)
-            for i in range(args.plans + 2):
-                for which in order[i % 3 :] + order[: i % 3]:  # rotate which goes first
-                    time.sleep(PLAN_GAP_S)
-                    t0 = time.perf_counter()
-                    if paths[which] is None:
-                        assert client.plan(INSTRUCTION, backproject=True, timeout_s=60.0).succeeded, client.last_error
-                    else:
-                        assert paths[which].post("/api/plan", json={"instruction": INSTRUCTION}).status_code == 200
-                    if i >= 2:  # warm-up
-                        times[which].append((time.perf_counter() - t0) * 1000)
-            base = times[order[0]]
-            for which, samples in times.items():
-                # each round's console request against the same round's direct one (the machine's load drifts)
-                paired = [c - d for c, d in zip(samples, base)]
-                extra = (
-                    ""
-                    if paths[which] is None
-                    else f"\n    adds: median of paired differences {statistics.median(paired):+.2f} ms"
-                )
-                print(f"plan request, {which:33}: {stats_ms(samples)}{extra}")
+        stream.on.clear()
+        browser = []
+        if page is not None:
+            stream.on.set()
+            open_live_page(pages[page], url)
+            wait_until(lambda: pages[page].execute_script("return window.gpShown.length") > 5, 30, "frames shown")
+            browser = descendants(pages[page].service.process.pid)
+        t0, b0, c0 = time.monotonic(), cpu_s(browser), cpu_s([console_pid])
+        for k in range(BLOCK):
+            for key in keys if k % 2 else reversed(keys):
+                ask(key, record)
+        if record:
+            for key in keys:
+                out[key].wall_s += time.monotonic() - t0
+                out[key].browser_cpu_s += cpu_s(browser) - b0
+                out[key].console_cpu_s += cpu_s([console_pid]) - c0
 
-        # 2. camera frame -> shown, 1280x720 at 30 Hz, to a console of its own
-        cam = Child(
+    for round_ in range(1 + -(-plans // BLOCK)):
+        record = round_ > 0
+        block(("off",), None, record)
+        block(("idle",), None, record)
+        block(("console", "on"), "here", record)
+        block(("tablet_console", "tablet_on"), "tablet", record)
+    stream.on.clear()
+    return out
+
+
+def frame_to_screen(driver, node, tmp: Path, frames_s: float, stream: CameraStream) -> None:
+    """Camera frame -> shown, 1280x720 at 30 Hz, to a console process of its own; its CPU per displayed frame."""
+    child = Output(
+        subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -295,58 +313,123 @@ def main() -> int:
                 f"color_topic:={FRAME_TOPIC}",
                 "-p",
                 f"rollouts_dir:={tmp / 'rollouts'}",
-            ]
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
-        children.append(cam)
-        cam_url = cam.wait_for(CONSOLE_URL, 60).group(1)
-        publisher = node.create_publisher(
-            type(numpy_to_image(np.zeros((2, 2, 3), np.uint8), "rgb8")), FRAME_TOPIC, QoSProfile(depth=2)
-        )
-        rng = np.random.default_rng(0)
-        base = rng.integers(0, 255, (HEIGHT, WIDTH, 3), dtype=np.uint8)  # noise: a JPEG of a real scene's size class
-        stop = threading.Event()
-
-        def stream() -> None:
-            k = 0
-            while not stop.is_set():
-                frame = np.roll(base, k * 8, axis=1)
-                msg = numpy_to_image(frame, "rgb8")
-                now = time.time_ns()
-                msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 1_000_000_000)
-                msg.header.frame_id = "camera_color_optical_frame"
-                publisher.publish(msg)
-                k += 1
-                stop.wait(1.0 / FPS)
-
-        streamer = threading.Thread(target=stream, daemon=True)
-        streamer.start()
+    )
+    try:
+        cam_url = child.wait_for(CONSOLE_URL, 60).group(1)
+        stream.on.set()
         time.sleep(2.0)
-        idle0 = cam.cpu_s()
-        time.sleep(args.frames_s)
-        idle_cpu = cam.cpu_s() - idle0  # the baseline: the stream published, no page open
+        idle0 = child.cpu_s()
+        time.sleep(frames_s)
+        idle_cpu = child.cpu_s() - idle0  # the baseline: the stream published, no page open
         driver.get(cam_url)
         wait_until(lambda: driver.execute_script("return window.gpShown.length") > 5, 30, "frames in the page")
         time.sleep(1.0)
         shown0 = driver.execute_script("return window.gpShown.length")
-        cpu0 = cam.cpu_s()
-        time.sleep(args.frames_s)
-        cpu = cam.cpu_s() - cpu0
+        cpu0 = child.cpu_s()
+        time.sleep(frames_s)
+        cpu = child.cpu_s() - cpu0
         shown = driver.execute_script("return window.gpShown")
-        stop.set()
+        stream.on.clear()
         window = shown[-(len(shown) - shown0) :] if len(shown) > shown0 else []
         latency = [s["shown_ms"] - int(s["stamp_ns"]) / 1e6 for s in window]
         print(f"camera frame (1280x720, {FPS} Hz published) -> shown in the browser: {stats_ms(latency)}")
         print(
-            f"  displayed {len(window) / args.frames_s:.1f} frames/s; console process CPU "
+            f"  displayed {len(window) / frames_s:.1f} frames/s; console process CPU "
             f"{cpu / max(1, len(window)) * 1000:.1f} ms per displayed frame "
-            f"({cpu / args.frames_s * 100:.0f} % of a core; with no page open: {idle_cpu / args.frames_s * 100:.1f} %)"
+            f"({cpu / frames_s * 100:.0f} % of a core; with no page open: {idle_cpu / frames_s * 100:.1f} %); {load()}"
         )
     finally:
-        driver.quit()
-        for child in reversed(children):
-            child.stop()
-        node.destroy_node()
-        rclpy.try_shutdown(context=context)
+        driver.get("about:blank")
+        child.child.send_signal(2)
+        child.child.wait(timeout=30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--approvals", type=int, default=10)
+    parser.add_argument("--plans", type=int, default=30)
+    parser.add_argument("--frames-s", type=float, default=10.0)
+    args = parser.parse_args()
+    print(
+        f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}; {load()}"
+    )
+    os.environ["PYTHONPATH"] = str(REPO)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_console_"))
+    cell = write_workcell(tmp)
+    from grounded_planner_interfaces.msg import ExecutionEvent
+
+    driver, tablet = chromium(), chromium(nice=19)
+    graphs: list[StackProcess] = []
+    with FakeVLMServer(SCENE_COLORS) as vlm, contextlib.ExitStack() as stack:
+        # the graph without a console, in a ROS domain of its own
+        off_domain = stack.enter_context(ros_domain_of_its_own())
+        (tmp / "off").mkdir()
+        graphs.append(StackProcess(tmp / "off", workcell_overrides(cell, vlm.base_url, tmp / "off"), console=False))
+        off_node, off_exec = stack.enter_context(graph_node("bench_console_off"))
+        off_client = GroundedPlannerClient(off_node, executor=off_exec)
+        # the graph with a console (its live view on the 1280x720 stream), in another
+        while stack.enter_context(ros_domain_of_its_own()) == off_domain:
+            pass
+        overrides = workcell_overrides(cell, vlm.base_url, tmp / "rollouts")
+        overrides["console.color_topic"] = FRAME_TOPIC
+        graphs.append(StackProcess(tmp, overrides))
+        url = graphs[-1].url
+        node, executor = stack.enter_context(graph_node("bench_console"))
+        events: list[tuple[int, str]] = []
+        node.create_subscription(
+            ExecutionEvent,
+            names.EXECUTION_FEEDBACK,
+            lambda m: events.append((m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec, m.state)),
+            QoSProfile(depth=50),
+        )
+        stream = CameraStream()
+        stack.callback(stream.stop)
+        try:
+            # 1. approve click -> first motion command
+            stream.on.set()
+            for require_approval in (False, True) if args.approvals else ():
+                set_parameter(node, executor, "executor", "require_approval", require_approval)
+                samples = approve_to_motion(driver, url, node, executor, events, args.approvals)
+                print(
+                    f"approve click -> first motion command, require_approval {str(require_approval).lower():5}: "
+                    f"{stats_ms(samples)}; {load()}"
+                )
+            set_parameter(node, executor, "executor", "require_approval", False)
+
+            # 3. what the console adds to a plan request
+            client = GroundedPlannerClient(node, executor=executor)
+            for c in (client, off_client):
+                assert c.wait_until_ready(30.0, execute=False), "the plan service"
+            console_pid = int(re.search(r"console in a process of its own \(pid (\d+)\)", graphs[-1].output.text())[1])
+            pages = {"here": driver, "tablet": tablet}
+            conditions = plan_overhead(pages, url, console_pid, client, off_client, stream, args.plans)
+            base = statistics.median(conditions["off"].ms)
+            for key, c in conditions.items():
+                extra = "" if key == "off" else f"\n    adds: {statistics.median(c.ms) - base:+.2f} ms (medians)"
+                if c.call_ms:
+                    extra += f"; the plan call timed inside the console: median {statistics.median(c.call_ms):.2f} ms"
+                if key in ("on", "tablet_on"):
+                    extra += (
+                        f"\n    meanwhile (% of a core): browser {100 * c.browser_cpu_s / c.wall_s:.0f} %, "
+                        f"console process {100 * c.console_cpu_s / c.wall_s:.0f} %"
+                    )
+                print(f"plan request, {c.what:38}: {stats_ms(c.ms)}{extra}")
+            print(f"  {load()}")
+
+            # 2. camera frame -> shown, 1280x720 at 30 Hz, to a console of its own
+            frame_to_screen(driver, node, tmp, args.frames_s, stream)
+        finally:
+            driver.quit()
+            tablet.quit()
+            for graph in reversed(graphs):
+                graph.stop()
     return 0
 
 

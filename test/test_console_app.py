@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("aiohttp")
+from aiohttp import WSMsgType  # noqa: E402
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
 from grounded_planner.console.app import ConsoleApp  # noqa: E402
@@ -423,3 +424,78 @@ def test_reject_refuses_a_plan_the_executor_holds_and_sends_nothing_otherwise(tm
     serve(app, body)
     assert graph.did("approve") == [("approve", False)] and graph.did("execute") == []
     assert any("plan 2 rejected by 127.0.0.1" in n for n in notes)
+
+
+class CountingGraph(RecordingGraph):
+    """RecordingGraph whose camera has a new frame each time the app asks (a camera far faster than any page)."""
+
+    def __init__(self):
+        super().__init__()
+        self.asked = 0
+
+    def latest_frame(self, after_seq):
+        self.asked += 1
+        return Frame(after_seq + 1, self.asked, 4, 2, b"\xff\xd8%d" % self.asked)
+
+
+def test_frames_are_taken_only_while_a_page_waits_for_one(tmp_path):
+    graph = CountingGraph()
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        await asyncio.sleep(0.3)
+        assert graph.asked == 0  # no page: no image taken, none encoded
+        ws = await client.ws_connect("/ws")
+        await ws.receive(timeout=5)  # the state
+        await asyncio.sleep(0.3)
+        assert graph.asked == 0  # a page that has not asked for frames (the rollouts page) costs nothing either
+        await ws.send_str(json.dumps({"type": "frames"}))
+        assert (await ws.receive(timeout=5)).type == WSMsgType.BINARY
+        await asyncio.sleep(0.3)
+        asked = graph.asked
+        assert asked == 1  # the frame is in flight until the page acknowledges it: nothing more is taken
+        await ws.send_str(json.dumps({"type": "ack"}))
+        assert (await ws.receive(timeout=5)).type == WSMsgType.BINARY
+        await ws.close()
+        await asyncio.sleep(0.3)
+        assert graph.asked == 2
+
+    serve(app, body)
+
+
+def test_max_frame_rate_caps_the_frames_a_page_gets(tmp_path):
+    graph = CountingGraph()
+    app, _ = make_app(tmp_path, graph, max_frame_rate=5.0)
+
+    async def body(client):
+        ws = await client.ws_connect("/ws")
+        await ws.receive(timeout=5)
+        await ws.send_str(json.dumps({"type": "frames"}))
+        arrived = []
+        for _ in range(4):  # the page acknowledges each frame at once: only the cap spaces them
+            assert (await ws.receive(timeout=5)).type == WSMsgType.BINARY
+            arrived.append(asyncio.get_running_loop().time())
+            await ws.send_str(json.dumps({"type": "ack"}))
+        await ws.close()
+        return arrived
+
+    arrived = serve(app, body)
+    assert arrived[-1] - arrived[0] >= 3 * 0.2 - 0.02  # 5 a second at most: 0.2 s apart or more
+
+
+def test_the_push_channel_does_not_deflate_the_jpeg_frames_again(tmp_path):
+    """A browser asks for permessage-deflate; the console declines (its frames are JPEG already: deflating them again
+    gained nothing and took half its CPU with a page open)."""
+    graph = RecordingGraph()
+    graph.frames = [Frame(1, 111, 4, 2, b"\xff\xd8one")]
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        ws = await client.ws_connect("/ws", compress=15)  # what Chromium offers
+        assert ws.compress == 0  # not agreed
+        await ws.receive(timeout=5)
+        await ws.send_str(json.dumps({"type": "frames"}))
+        assert (await ws.receive(timeout=5)).data[16:] == b"\xff\xd8one"
+        await ws.close()
+
+    serve(app, body)

@@ -6,25 +6,29 @@ token answers 401 and moves nothing; a path leaving the rollouts folder is 404. 
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
-import os
-import random
 import re
 import subprocess
-import threading
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 from conftest import REPO, requires_ros
-from helpers.bringup import CLI, start_bringup, stop_bringup
+from helpers.bringup import CLI
 from helpers.browser import chromium, requires_browser, screenshot, wait_until
+from helpers.console_stack import (
+    Output,
+    StackProcess,
+    graph_node,
+    ros_domain_of_its_own,
+    set_parameter,
+    workcell_overrides,
+    write_workcell,
+)
 from helpers.spabench_cards import make_cards
-from helpers.tabletop import CUBE_M, EXTRINSICS, INSTRUCTION, SCENE_COLORS, TABLE_M, base_point, scene_messages
+from helpers.tabletop import INSTRUCTION, SCENE_COLORS
 
 pytestmark = [
     requires_ros,
@@ -34,117 +38,30 @@ pytestmark = [
 ]
 
 
-def scene_yaml() -> str:
-    """The simulated workcell holding what the recorded camera sees: the red cube where the bag shows it (through the
-    tabletop's camera model and extrinsics), a tray where the planner places it ("the table" at the image centre)."""
-    cube_x, cube_y, _ = base_point(100.5, 120.5, CUBE_M)  # the centre of the cube's box in the image
-    tray_x, tray_y, _ = base_point(160.5, 120.5, TABLE_M)
-    return f"""name: tabletop_cube
-instruction: put the red cube on the table
-objects:
-  - {{id: red_cube, kind: box, name: red cube, size_m: [0.04, 0.04, 0.05], position_m: [{cube_x:.4f}, {cube_y:.4f}], color: red}}
-  - {{id: tray, kind: bowl, name: tray, size_m: [0.085, 0.03], position_m: [{tray_x:.4f}, {tray_y:.4f}], color: blue}}
-plan:
-  - {{type: grasp, object: red_cube}}
-  - {{type: place, target: tray}}
-success:
-  - {{type: inside, object: red_cube, target: tray}}
-"""
-
-
 # the sim arm paced to the wall clock: a plan takes seconds, so Stop can land in the middle of it
-EXECUTOR_CONFIG = "backends:\n  sim:\n    realtime_factor: 1.0\n    seed: null\n    scenario: {scene}\n"
-CONSOLE_URL = re.compile(r"console on (http://[\d.]+:\d+/)")
-
-
-class Output:
-    """Reads a child process's output on a thread, so that a test can wait for a line while the child runs."""
-
-    def __init__(self, child: subprocess.Popen):
-        self.child, self.lines = child, []
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        for line in self.child.stdout:
-            self.lines.append(line)
-
-    def text(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for(self, pattern: re.Pattern, timeout_s: float) -> re.Match:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            match = pattern.search(self.text())
-            if match:
-                return match
-            if self.child.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"no {pattern.pattern!r} in the output:\n{self.text()[-3000:]}")
+REALTIME = 1.0
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     """One bringup for the module (a random ROS domain, localhost only): (console URL, rollouts folder, output)."""
-    from grounded_planner.ros.bags import write_bag
     from grounded_planner.vlm.fake_server import FakeVLMServer
 
     tmp = tmp_path_factory.mktemp("console")
-    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION")}
-    os.environ.update(
-        ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 200)),
-        ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
-        RMW_IMPLEMENTATION="rmw_fastrtps_cpp",
-    )
-    color, depth, info = scene_messages(stamp_s=1_700_000_000)  # stamped: the player moves stamps to playback time
-    topics = (
-        "/camera/camera/color/image_raw",
-        "/camera/camera/aligned_depth_to_color/image_raw",
-        "/camera/camera/color/camera_info",
-    )
-    bag = write_bag(
-        tmp / "bag", [(t, i * 100_000_000, m) for i in range(3) for t, m in zip(topics, (color, depth, info))]
-    )
-    (tmp / "extrinsics.yaml").write_text(EXTRINSICS)
-    (tmp / "scene.yaml").write_text(scene_yaml())
-    (tmp / "executor.yaml").write_text(EXECUTOR_CONFIG.format(scene=tmp / "scene.yaml"))
+    cell = write_workcell(tmp, realtime_factor=REALTIME)
     # an evaluation session's card folder; the logger writes under it, where the Spa-Bench contract puts rollouts
     session = tmp / "session"
     make_cards(session, [("relational_placement", "id", 0), ("relational_placement", "ood", 1)], INSTRUCTION)
     rollouts = session / "rollouts"
-    with FakeVLMServer(SCENE_COLORS) as vlm:
-        child = start_bringup(
-            "config/replay.yaml",
-            {
-                "bag_player.bag": bag,
-                "planner.base_url": vlm.base_url,
-                "planner.model": "qwen3-vl-test",
-                "planner.extrinsics_file": tmp / "extrinsics.yaml",
-                "planner.timeout_s": 20,
-                "executor.dry_run": "false",
-                "executor.config_file": tmp / "executor.yaml",
-                "executor.approval_timeout_s": 30,
-                "rollout_logger.log_dir": rollouts,
-                "console.port": 0,
-                "console.rollouts_dir": rollouts,
-                "console.executor_config_file": tmp / "executor.yaml",
-                "console.session_dir": session,
-            },
-        )
-        output = Output(child)
+    with ros_domain_of_its_own(), FakeVLMServer(SCENE_COLORS) as vlm:
+        overrides = workcell_overrides(cell, vlm.base_url, rollouts)
+        overrides.update({"planner.timeout_s": 20, "executor.approval_timeout_s": 30, "console.session_dir": session})
+        graph = StackProcess(tmp, overrides)
         try:
-            url = output.wait_for(CONSOLE_URL, 60.0).group(1)
-            yield url, rollouts, output
+            yield graph.url, rollouts, graph.output
         finally:
-            out = stop_bringup(child)
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-    text = output.text() + out
-    assert child.returncode == 0, text[-3000:]
+            text = graph.stop()
+    assert graph.child.returncode == 0, text[-3000:]
     assert "Traceback" not in text, text
 
 
@@ -205,6 +122,8 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
         browser,
         "live_no_plan",
     )
+    # the planner's status: this instruction's plan, planned
+    assert browser.find_element("id", "planner-status").text.startswith(f"ok: {INSTRUCTION} — 2 action(s)")
     # before anything moves: each step with its 3D target in the base frame, the grasp width and the envelope's verdict
     assert [s[1].split()[0] for s in steps] == ["grasp", "place"]
     assert all("fr3_link0" in s[2] for s in steps) and steps[0][3].endswith("cm")
@@ -228,6 +147,12 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
         "live_not_started",
     )
     screenshot(browser, "live_running")
+    wait_until(
+        lambda: browser.find_element("id", "executor-state").text.startswith("running step"),
+        10,
+        "the executor's state: running",
+        browser,
+    )
     done = wait_until(
         lambda: [s[5] for s in rows(browser, "steps")] == ["ok", "ok"] and rows(browser, "steps"),
         90,
@@ -279,18 +204,37 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
         "live_tally_unchanged",
     )
     screenshot(browser, "live_tally")
-    labelled = [json.loads(p.read_text()) for p in rollouts.glob("*/rollout.json")]
-    assert (False, "incorrect_spatial_outcome", "human") in [
-        (d["success"], d["failure_mode"], d["label_source"]) for d in labelled
+    labelled = {p.parent.name: json.loads(p.read_text()) for p in rollouts.glob("*/rollout.json")}
+    (episode,) = [
+        name
+        for name, d in labelled.items()
+        if (d["success"], d["failure_mode"], d["label_source"]) == (False, "incorrect_spatial_outcome", "human")
     ]
     assert re.search(r"plan \d+ approved by 127\.0\.0\.1", output.text())
 
-    # the rollouts pages: the list, then one rollout with its overlay, frames, plan and steps
+    # the rollouts pages: the list filtered by outcome (the filter kept in the address), then this episode's rollout
+    # with its overlay, frames, plan and steps, and its label edited there
+    from selenium.webdriver.support.ui import Select
+
+    def listed() -> list[str]:
+        return browser.execute_script(
+            "return Array.from(document.querySelectorAll('#rollout-list tbody a')).map(a => a.href)"
+        )
+
     browser.get(url + "rollouts")
-    wait_until(lambda: rows(browser, "rollout-list"), 10, "the rollouts list", browser)
+    wait_until(lambda: any(episode in h for h in listed()), 10, "the episode in the rollouts list", browser)
     screenshot(browser, "rollouts")
-    click(browser, "#rollout-list tbody tr a")
+    Select(browser.find_element("id", "f-outcome")).select_by_value("success")
+    wait_until(lambda: browser.current_url.endswith("/rollouts?outcome=success"), 10, "the filter in the address")
+    wait_until(lambda: not any(episode in h for h in listed()), 10, "the failure filtered out", browser)
+    browser.get(url + "rollouts?outcome=failure")
+    wait_until(lambda: any(episode in h for h in listed()), 10, "the failure listed under failure", browser)
+    assert all("failure" in r[5] for r in rows(browser, "rollout-list"))
+    (link,) = [h for h in listed() if episode in h]
+    browser.get(link)
     wait_until(lambda: len(rows(browser, "rollout-steps")) == 2, 10, "the rollout page", browser)
+    assert browser.execute_script("return document.querySelectorAll('#frames > *').length") >= 1
+    assert browser.execute_script("return document.querySelectorAll('#rollout-overlay rect').length") == 1
     wait_until(
         lambda: browser.execute_script("return document.getElementById('rollout-image').naturalWidth > 0"),
         10,
@@ -299,38 +243,23 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
     )
     assert [r[2] for r in rows(browser, "rollout-steps")] == ["ok", "ok"]
     screenshot(browser, "rollout")
-
-
-@contextlib.contextmanager
-def graph_node():
-    """A node of this test process in the stack's ROS domain, with its executor."""
-    import rclpy
-    from rclpy.context import Context
-    from rclpy.executors import SingleThreadedExecutor
-
-    context = Context()
-    rclpy.init(context=context, domain_id=int(os.environ["ROS_DOMAIN_ID"]))
-    try:
-        node = rclpy.create_node("console_test_probe", context=context)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        yield node, executor
-        node.destroy_node()
-    finally:
-        rclpy.try_shutdown(context=context)
+    # the label is editable there too: the person changes their mind, a success after all
+    click(browser, "#rollout-label button[data-outcome='true']")
+    click(browser, "#rollout-label .save-label")
+    wait_until(
+        lambda: "labelled by a person: success" in browser.find_element("css selector", "#rollout-label").text,
+        10,
+        "the edited label on the rollout page",
+        browser,
+    )
+    edited = json.loads((rollouts / episode / "rollout.json").read_text())
+    assert (edited["success"], edited["failure_mode"], edited["label_source"]) == (True, None, "human")
 
 
 def set_executor_parameter(name: str, value) -> None:
     """`ros2 param set /executor NAME VALUE`, from this process (rclpy's parameter client)."""
-    from rclpy.parameter import Parameter
-    from rclpy.parameter_client import AsyncParameterClient
-
     with graph_node() as (node, executor):
-        client = AsyncParameterClient(node, "executor")
-        assert client.wait_for_services(timeout_sec=20.0), "the executor's parameter services"
-        future = client.set_parameters([Parameter(name, value=value)])
-        executor.spin_until_future_complete(future, timeout_sec=20.0)
-        assert future.done() and all(r.successful for r in future.result().results), future.result()
+        set_parameter(node, executor, "executor", name, value)
 
 
 def reset_workcell() -> None:
@@ -560,3 +489,32 @@ def test_an_evaluation_session_card_by_card(stack, browser):
     )
     assert line["rollout"].startswith("rollouts/") and (session / line["rollout"] / "rollout.json").is_file()
     assert line["grasp_attempted"] is True and line["planner"] == "qwen3-vl-test" and line["wall_s"] > 0
+
+
+def test_a_closed_loop_rollout_page_shows_every_attempt(stack, browser):
+    """A rollout of the closed loop (a grasp that came up empty, re-grounded, then held) on its page: each try of each
+    step with the check that judged it."""
+    import numpy as np
+
+    from grounded_planner.execution.closed_loop import Attempt
+    from grounded_planner.rollout.record import RolloutRecorder
+
+    url, rollouts, output = stack
+    tries = [
+        Attempt(step=0, attempt=1, plan_index=0, type="grasp", object="red cube", outcome="grasp_failed",
+                check="grasp_failure", message="the gripper closed on nothing", duration_s=1.5, recovery="reground"),
+        Attempt(step=0, attempt=2, plan_index=1, type="grasp", object="red cube", outcome="ok", check="ok",
+                message="", duration_s=1.25),
+    ]  # fmt: skip
+    with RolloutRecorder(
+        rollouts / "closed_loop_episode", instruction=INSTRUCTION, condition="closed_loop", fsync_every_s=None
+    ) as rec:
+        rec.log_color(np.full((48, 64, 3), 90, np.uint8))
+        for attempt in tries:
+            rec.log_attempt(attempt)
+    browser.get(url + "rollout?id=closed_loop_episode")
+    attempts = wait_until(lambda: rows(browser, "rollout-attempts"), 10, "the attempts table", browser, "no_attempts")
+    assert attempts == [
+        ["1", "1", "grasp_failure", "grasp_failed", "the gripper closed on nothing"],
+        ["1", "2", "ok", "ok", ""],
+    ]

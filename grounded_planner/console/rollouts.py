@@ -3,13 +3,12 @@ the running tally. Every path a browser names is resolved inside the folder, and
 
 from __future__ import annotations
 
-import io
 import logging
 from pathlib import Path
 from typing import Any, Iterable
 
-from PIL import Image
 
+from grounded_planner.console.jpeg import encode_jpeg
 from grounded_planner.errors import GroundedPlannerError, InputError
 from grounded_planner.rollout.bag import BagError, image_to_rgb, iter_mcap
 from grounded_planner.rollout.record import JSON_NAME, RolloutError, RolloutRecord, RolloutTopics, load_rollout
@@ -19,7 +18,6 @@ from grounded_planner.rollout.taxonomy import FAILURE_MODES
 log = logging.getLogger(__name__)
 
 OUTCOMES = ("success", "failure", "unlabelled")
-JPEG_QUALITY = 80
 
 
 class OutsideFolderError(GroundedPlannerError, LookupError):
@@ -48,12 +46,6 @@ def outcome_of(data: dict[str, Any]) -> str:
     if data.get("success") is False and data.get("failure_mode"):
         return "failure"
     return "unlabelled"
-
-
-def encode_jpeg(rgb, quality: int = JPEG_QUALITY) -> bytes:
-    buffer = io.BytesIO()
-    Image.fromarray(rgb).save(buffer, format="JPEG", quality=quality)
-    return buffer.getvalue()
 
 
 class RolloutStore:

@@ -1,16 +1,24 @@
-"""In-process bringup: the nodes a YAML profile names, in one process on one multi-threaded executor."""
+"""In-process bringup: the nodes a YAML profile names, in one process on one multi-threaded executor (the console in a
+process of its own beside it)."""
 
 from __future__ import annotations
 
+import ctypes
+import os
+import re
+import signal
+import subprocess
 import sys
+import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 
-from grounded_planner.errors import InputError
+from grounded_planner.errors import InputError, RunFailure
 from grounded_planner.ros.malloc import keep_image_buffers
 from grounded_planner.ros.names import NamespaceError, normalize_namespace
 from grounded_planner.ros.shutdown import (
@@ -37,10 +45,101 @@ NODE_TYPES = {
 }
 # Start order: sources before consumers, so that nothing a node waits for comes up after it.
 START_ORDER = ("rollout_logger", "camera", "bag_player", "planner", "backprojection", "executor", "console")
+# Nodes that run in a process of their own beside the bringup's, with the line each prints once it serves. The
+# console's Python work (HTTP, JSON, camera frames for its pages) would otherwise wait for the GIL behind the
+# planner's, logger's and executor's, and hold theirs up: a plan asked through it took ~20 ms more in one process.
+OWN_PROCESS = {"console": re.compile(r"console on http")}
+OWN_PROCESS_START_S = 60.0  # how long such a node may take to serve before the bringup gives up, s
+OWN_PROCESS_STOP_S = 15.0  # how long it may take to stop after Ctrl-C before it is killed, s
 
 
 class ProfileError(InputError):
     """A bringup profile that cannot be used (missing file, unknown node, malformed section or override)."""
+
+
+class NodeProcessError(RunFailure):
+    """A node the bringup runs in a process of its own ended before it served (its last line says why)."""
+
+
+class NodeProcess:
+    """Node ``name`` of the profile in a child process: ``python -m MODULE --ros-args --params-file FILE -r
+    __node:=NAME [-r __ns:=NS]`` in the same ROS domain, its output passed on line by line to this process's stdout.
+    Returns once the node printed ``ready`` (NodeProcessError when it ended first or took longer than
+    ``OWN_PROCESS_START_S``); :meth:`stop` is Ctrl-C, then a kill after ``OWN_PROCESS_STOP_S``. The child dies with
+    the thread that started it (Linux: PR_SET_PDEATHSIG; the bringup's main thread), so a killed bringup leaves no
+    console behind."""
+
+    def __init__(self, name: str, values: dict[str, Any], namespace: str, domain_id: int | None, ready: re.Pattern):
+        self.name = name
+        self._folder = tempfile.TemporaryDirectory(prefix=f"grounded_planner_{name}_")
+        params = Path(self._folder.name) / "params.yaml"
+        params.write_text(yaml.safe_dump({f"/**/{name}": {"ros__parameters": values}}))
+        command = [sys.executable, "-m", NODE_TYPES[name].split(":")[0], "--ros-args", "--params-file", str(params)]
+        command += ["-r", f"__node:={name}"] + (["-r", f"__ns:={namespace}"] if namespace not in ("", "/") else [])
+        env = dict(os.environ)
+        if domain_id is not None:
+            env["ROS_DOMAIN_ID"] = str(domain_id)
+        self.proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            preexec_fn=_die_with_parent,
+        )
+        self._ready, self._last = threading.Event(), ""
+        threading.Thread(target=self._pass_on, args=(ready,), name=f"{name}-output", daemon=True).start()
+        deadline = time.monotonic() + OWN_PROCESS_START_S
+        while not self._ready.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise NodeProcessError(
+                    f"{name} (a process of its own) "
+                    + (
+                        f"ended at start: {self._last}"
+                        if self.proc.returncode
+                        else f"did not serve within {OWN_PROCESS_START_S:g} s"
+                    )
+                )
+
+    def _pass_on(self, ready: re.Pattern) -> None:
+        for line in self.proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            if line.strip():
+                self._last = line.strip()
+            if not self._ready.is_set() and ready.search(line):
+                self._ready.set()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=OWN_PROCESS_STOP_S)
+            except subprocess.TimeoutExpired:
+                print(f"bringup: {self.name} did not stop within {OWN_PROCESS_STOP_S:g} s: killed", flush=True)
+                self.proc.kill()
+                self.proc.wait()
+        self._folder.cleanup()
+
+
+def _prctl():
+    """libc's prctl, looked up here before any fork (the child may only call it: no import, no lock)."""
+    try:
+        return ctypes.CDLL(None).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+
+
+_PRCTL = _prctl()
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before it runs: end it (SIGTERM) when the thread that started it ends, however that ends."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 def node_of_key(key: str) -> str:
@@ -172,6 +271,7 @@ class Bringup:
         self.context = Context()
         rclpy.init(context=self.context, domain_id=domain_id)
         self.nodes: dict[str, Any] = {}
+        self.processes: dict[str, NodeProcess] = {}  # the nodes in processes of their own (OWN_PROCESS)
         self.executor = MultiThreadedExecutor(num_threads=num_threads, context=self.context)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -179,7 +279,11 @@ class Bringup:
         self.stuck_callbacks: list[str] = []  # worker threads still in a callback when shutdown gave up on them
         try:
             for name in START_ORDER:
-                if name in profile.params:
+                if name in profile.params and name in OWN_PROCESS and not (factories or {}).get(name):
+                    self.processes[name] = NodeProcess(
+                        name, checked[name], self.namespace, domain_id, OWN_PROCESS[name]
+                    )
+                elif name in profile.params:
                     self.nodes[name] = self._create(name, (factories or {}).get(name, {}))
         except BaseException:
             self.shutdown()
@@ -268,6 +372,9 @@ class Bringup:
         # Stop the spin loop, then the executor (waits for running callbacks), then destroy the nodes: doing it
         # the other way round made worker threads trip over destroyed handles ("InvalidHandle").
         self._stop.set()
+        for child in reversed(list(getattr(self, "processes", {}).values())):  # consumers first, as nodes below
+            child.stop()
+        self.processes = {}
         if self._thread is not None:
             self._thread.join(timeout=5.0)
         self.stuck_callbacks = shutdown_executor(self.executor, CALLBACK_WAIT_S)
@@ -311,7 +418,10 @@ def run(
         raise ProfileError(f"profile {config} names no node")
     with Bringup(profile, namespace=namespace) as bringup:
         where = "" if bringup.namespace == "/" else f" in namespace {bringup.namespace}"
-        print(f"bringup: {', '.join(bringup.nodes)} running{where} from {config} (Ctrl-C to stop)", flush=True)
+        for name, child in bringup.processes.items():
+            print(f"bringup: {name} in a process of its own (pid {child.proc.pid})", flush=True)
+        names = [name for name in START_ORDER if name in bringup.nodes or name in bringup.processes]
+        print(f"bringup: {', '.join(names)} running{where} from {config} (Ctrl-C to stop)", flush=True)
         if on_ready is not None:
             on_ready(bringup)
         try:

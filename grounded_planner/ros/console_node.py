@@ -3,10 +3,10 @@ service, the execute action, the approve service, and the planner, executor and 
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 
-import numpy as np
 import rclpy
 from PIL import Image as PILImage
 from rclpy.action import ActionClient
@@ -26,12 +26,12 @@ from grounded_planner_interfaces.msg import ExecutionEvent, ExecutionResult as E
 from grounded_planner.console.app import ConsoleApp
 from grounded_planner.console.auth import console_token
 from grounded_planner.console.graph import Frame, GraphError, PlanAnswer, StepPreview
-from grounded_planner.console.rollouts import encode_jpeg
-from grounded_planner.console.server import ConsoleServer
+from grounded_planner.console.jpeg import encode_jpeg, scale_to_width
+from grounded_planner.console.server import ConsoleBindError, ConsoleServer
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.executor import Executor
 from grounded_planner.msgs.execution import execution_event_from_msg, execution_result_from_msg, planner_status_from_msg
-from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb
+from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, is_compressed
 from grounded_planner.plan import GroundedPlan
 from grounded_planner.ros import names
 from grounded_planner.ros.client import GroundedPlannerClient
@@ -44,6 +44,7 @@ from grounded_planner.ros.params import (
     executor_config_file,
     expand_path,
     non_empty,
+    non_negative,
     positive,
     resolve_data_path,
     values,
@@ -112,6 +113,14 @@ PARAMS = [
     Param("plan_timeout_s", 60.0, "how long a plan request from the console may take, seconds", positive),
     Param("jpeg_quality", 80, "JPEG quality of the live camera frames (1-100)", quality),
     Param("max_image_width", 1280, "live frames wider than this are scaled down first, pixels (0 = never)"),
+    Param(
+        "max_frame_rate",
+        15.0,
+        "live camera frames a second to each page at most (0 = as many as the page takes); each raw frame shown "
+        "costs a JPEG encoding",
+        non_negative,
+        read_only=True,
+    ),
 ]
 SERVICE_WAIT_S = 5.0  # how long an action waits for the service or action server to be there, s
 APPROVAL_RETRY_S = 0.005  # how often an approval is offered again until the executor holds the goal, s
@@ -134,8 +143,13 @@ class ConsoleNode(StackNode, Node):
         # Plan requests go out from a node of their own that the requesting thread spins itself (one request at a
         # time): the answer is taken by the thread waiting for it, not handed through the node's (in a bringup: the
         # whole graph's) multi-threaded executor to a worker and on to the waiting thread
+        # (its name and namespace as given: a `-r __node:=console` that ros2 launch or the bringup passes the process
+        # would otherwise rename it too, two nodes called console on the graph)
         self._plan_node = rclpy.create_node(
-            f"{node_name}_plan_client", namespace=self.get_namespace(), context=self.context
+            f"{self.get_name()}_plan_client",
+            namespace=self.get_namespace(),
+            context=self.context,
+            use_global_arguments=False,
         )
         self._plan_lock = threading.Lock()
         self._client = GroundedPlannerClient(self._plan_node)
@@ -168,6 +182,7 @@ class ConsoleNode(StackNode, Node):
             session_dir=expand_path(p["session_dir"]),
             plan_timeout_s=p["plan_timeout_s"],
             note=lambda line: self.get_logger().info(line),
+            max_frame_rate=p["max_frame_rate"],
         )
         events = MutuallyExclusiveCallbackGroup()
         qos = QoSProfile(depth=20)
@@ -310,25 +325,38 @@ class ConsoleNode(StackNode, Node):
             msg = self._camera.take()
             if msg is not None:
                 try:
-                    rgb = color_to_rgb(msg)
+                    self._frame = self._passed_through(msg) or self._encoded(msg)
                 except ImageDecodeError as exc:  # an encoding the console cannot show; the rest goes on
                     self.get_logger().error(f"camera frame not shown: {exc}", throttle_duration_sec=10.0)
                     return None
-                self._seq += 1
-                limit = self.get_parameter("max_image_width").value
-                if limit and rgb.shape[1] > limit:
-                    height = round(rgb.shape[0] * limit / rgb.shape[1])
-                    rgb = np.asarray(PILImage.fromarray(rgb).resize((limit, height), PILImage.BILINEAR))
-                stamp = msg.header.stamp
-                self._frame = Frame(
-                    self._seq,
-                    stamp.sec * 1_000_000_000 + stamp.nanosec,
-                    rgb.shape[1],
-                    rgb.shape[0],
-                    encode_jpeg(rgb, self.get_parameter("jpeg_quality").value),
-                )
             frame = self._frame
         return frame if frame is not None and frame.seq > after_seq else None
+
+    def _stamped(self, msg, width: int, height: int, jpeg: bytes) -> Frame:
+        self._seq += 1
+        stamp = msg.header.stamp
+        return Frame(self._seq, stamp.sec * 1_000_000_000 + stamp.nanosec, width, height, jpeg)
+
+    def _passed_through(self, msg) -> Frame | None:
+        """A JPEG CompressedImage (image_transport's ``compressed``) no wider than ``max_image_width`` goes to the
+        browser as it came: no decoding, no encoding. None for anything else."""
+        if not is_compressed(msg) or "jpeg" not in str(msg.format).lower():
+            return None
+        jpeg = bytes(msg.data)
+        try:
+            width, height = PILImage.open(io.BytesIO(jpeg)).size  # reads the header only
+        except (OSError, SyntaxError) as exc:
+            raise ImageDecodeError(f"CompressedImage format {msg.format!r}: not a JPEG ({exc})") from exc
+        limit = self.get_parameter("max_image_width").value
+        return None if limit and width > limit else self._stamped(msg, width, height, jpeg)
+
+    def _encoded(self, msg) -> Frame:
+        rgb = color_to_rgb(msg)
+        limit = self.get_parameter("max_image_width").value
+        if limit and rgb.shape[1] > limit:
+            rgb = scale_to_width(rgb, limit)
+        jpeg = encode_jpeg(rgb, self.get_parameter("jpeg_quality").value)
+        return self._stamped(msg, rgb.shape[1], rgb.shape[0], jpeg)
 
     def destroy_node(self):
         if self._server is not None:
@@ -344,7 +372,10 @@ class ConsoleNode(StackNode, Node):
 
 
 def main(args=None) -> None:
-    run_node(ConsoleNode, "console_node", num_threads=4, args=args)
+    try:
+        run_node(ConsoleNode, "console_node", num_threads=4, args=args)
+    except ConsoleBindError as exc:  # a port that is taken: one line naming the address, not a traceback
+        raise SystemExit(f"console_node: {exc}") from None
 
 
 def run_console(values_: dict) -> None:

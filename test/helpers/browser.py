@@ -23,13 +23,22 @@ requires_browser = pytest.mark.skipif(
 )
 
 
-def chromium(width: int = 1400, height: int = 1000):
-    """A headless Chromium under chromedriver; no network but loopback is used (the console ships its files)."""
+def chromium(width: int = 1400, height: int = 1000, nice: int = 0):
+    """A headless Chromium under chromedriver; no network but loopback is used (the console ships its files).
+    ``nice``: the browser's processes run at that nice value (a benchmark's stand-in for a browser on another
+    machine: it takes the CPUs only when the stack leaves them)."""
+    import tempfile
+
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    if nice:
+        wrapper = Path(tempfile.mkdtemp(prefix="chromium_nice_")) / "chromium"
+        wrapper.write_text(f'#!/bin/sh\nexec nice -n {int(nice)} {CHROMIUM} "$@"\n')
+        wrapper.chmod(0o755)
+        options.binary_location = str(wrapper)
     for arg in (
         "--headless=new",
         "--no-sandbox",

@@ -1,0 +1,93 @@
+"""console_node's live frames from image_transport's ``compressed`` topic: a JPEG the browser can show as it is goes to
+the page untouched (no decoding, no encoding: the camera's own JPEG), one wider than ``max_image_width`` is scaled
+and encoded again, and data that is no JPEG shows nothing while the node goes on."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from conftest import requires_ros
+from helpers.ros_wait import spin_until
+
+pytestmark = [requires_ros, pytest.mark.ros]
+pytest.importorskip("aiohttp")
+
+TOPIC = "/cam/color/image_raw/compressed"
+
+
+def jpeg_of(rgb: np.ndarray, quality: int = 90) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(rgb).save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def console(rclpy_context, tmp_path):
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from rclpy.qos import QoSProfile
+    from sensor_msgs.msg import CompressedImage
+
+    from grounded_planner.ros.console_node import ConsoleNode
+
+    values = {"port": 0, "rollouts_dir": str(tmp_path), "color_topic": TOPIC, "max_image_width": 320}
+    node = ConsoleNode(context=rclpy_context, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+    probe = rclpy.create_node("console_camera", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(node)
+    executor.add_node(probe)
+    pub = probe.create_publisher(CompressedImage, TOPIC, QoSProfile(depth=2))
+
+    def show(data: bytes, tries: int = 0):
+        """Publish ``data`` (image_transport's format string for a JPEG of an rgb8 image) until the console shows a
+        frame; with ``tries``: that many times, and None when it showed nothing."""
+        msg = CompressedImage(format="rgb8; jpeg compressed bgr8", data=data)
+        msg.header.stamp.sec = 1_700_000_000
+        shown = []
+
+        def taken() -> bool:
+            pub.publish(msg)
+            executor.spin_once(timeout_sec=0.02)
+            shown.append(node.latest_frame(0))
+            return shown[-1] is not None or 0 < tries <= len(shown)
+
+        spin_until(executor, taken, 30.0, "the console to take the frame")
+        return shown[-1]
+
+    try:
+        yield node, show
+    finally:
+        probe.destroy_node()
+        node.destroy_node()
+
+
+def test_a_jpeg_from_the_compressed_topic_goes_to_the_page_untouched(console):
+    node, show = console
+    rgb = np.random.default_rng(5).integers(0, 255, (240, 320, 3), dtype=np.uint8)
+    data = jpeg_of(rgb)
+    frame = show(data)
+    assert frame.jpeg == data and (frame.width, frame.height) == (320, 240)
+    assert frame.stamp_ns == 1_700_000_000 * 1_000_000_000
+
+
+def test_a_jpeg_wider_than_max_image_width_is_scaled_and_encoded_again(console):
+    from PIL import Image
+
+    node, show = console
+    data = jpeg_of(np.random.default_rng(6).integers(0, 255, (480, 640, 3), dtype=np.uint8))
+    frame = show(data)
+    assert (frame.width, frame.height) == (320, 240) and frame.jpeg != data
+    assert Image.open(io.BytesIO(frame.jpeg)).size == (320, 240)
+
+
+def test_data_that_is_no_jpeg_shows_nothing_and_the_next_frame_is_shown(console):
+    node, show = console
+    assert show(b"\xff\xd8 not a jpeg at all", tries=20) is None
+    frame = show(jpeg_of(np.zeros((240, 320, 3), np.uint8)))
+    assert (frame.width, frame.height) == (320, 240)
