@@ -180,3 +180,54 @@ def test_sigints_while_a_node_is_still_importing_end_it_quietly(how):
     time.sleep(0.3)  # importing (rclpy, numpy, the executor's modules take seconds here)
     out = _double_sigint(child)
     _assert_clean(out, child, f"executor_node ({how}) stopped while importing")
+
+
+# An executor_node whose backend takes a while to connect, as an SDK does (MuJoCo's import, a robot's handshake),
+# and behaves as such libraries do when a KeyboardInterrupt lands inside them: it is folded into an error of their
+# own (MuJoCo's import failed with "needs MuJoCo", a ctypes call with "argument 1: KeyboardInterrupt").
+_SLOW_CONNECT = """
+import sys, time
+from grounded_planner.ros.executor_node import ExecutorNode, _make_backend
+from grounded_planner.ros.node_main import run_node
+
+def factory(name, config):
+    backend = _make_backend(name, config)
+    connect = backend.connect
+    def slow_connect():
+        print("connecting", flush=True)
+        try:
+            time.sleep(2.0)
+        except BaseException as exc:
+            raise RuntimeError(f"the SDK's handshake failed: {type(exc).__name__}") from None
+        connect()
+        print("connected", flush=True)
+    backend.connect = slow_connect
+    return backend
+
+run_node(lambda: ExecutorNode(backend_factory=factory), "executor_node", num_threads=4, args=sys.argv)
+"""
+
+
+def test_sigints_while_a_node_configures_end_it_quietly_once_configure_is_through():
+    """Ctrl-C while the executor connects its backend (configure): the connect is not cut short (a library would
+    turn the KeyboardInterrupt into an error and the node would log a failed configure and exit 1); the process
+    ends with exit 0 right after, without an error."""
+    child = spawn_python(
+        ["-c", _SLOW_CONNECT, "--ros-args", "-p", "backend:=sim", "-p", "base_frame:=base_link"], bufsize=1
+    )
+    try:
+        said = []
+        line = child.stdout.readline()
+        while line and "connecting" not in line:
+            said.append(line)
+            line = child.stdout.readline()
+        assert "connecting" in line, f"the node never reached configure:\n{''.join(said)[-3000:]}"
+        started = time.monotonic()
+        out = _double_sigint(child)
+        took_s = time.monotonic() - started
+    finally:
+        _kill_if_running(child)
+    _assert_clean(out, child, "executor_node stopped while configuring")
+    assert "connected" in out, f"the connect was cut short:\n{out[-3000:]}"
+    assert "configure failed" not in out and "handshake failed" not in out, out[-3000:]
+    assert took_s < 20.0, f"it took {took_s:.1f} s to end after Ctrl-C"

@@ -22,6 +22,7 @@ from grounded_planner.ros.shutdown import (
     leave_stuck_callbacks,
     ignore_sigint,
     shutdown_executor,
+    sigint_held,
     spinning,
     stop_once_on_sigint,
 )
@@ -77,10 +78,13 @@ def autostart(node: Node) -> None:
         isinstance(node, LifecycleNode) and node.has_parameter("autostart") and node.get_parameter("autostart").value
     ):
         return
-    if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+    with sigint_held(node.get_name()):  # a Ctrl-C now stops the process once configure is through, quietly
+        configured = node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        if configured:
+            node.trigger_activate()
+    if not configured:
         reason = _stack_view(node).configure_error or "see its log"
         raise ConfigureError(f"node {node.get_name()!r} failed to configure: {reason}")
-    node.trigger_activate()
 
 
 def rcl_error_line(exc: Exception) -> str:

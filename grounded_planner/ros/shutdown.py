@@ -12,8 +12,9 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 # How long Ctrl-C waits for callbacks that are still running, and how long the whole shutdown may take before the
 # process prints every thread's stack and leaves anyway, seconds.
@@ -22,6 +23,7 @@ SHUTDOWN_LIMIT_S = 20.0
 
 
 _SPINNING: list = []  # [on_sigint] while rclpy spins this process's nodes (see spinning())
+_HELD: list = []  # [name] while a startup step that must not be cut short runs (see sigint_held()); +[True] once one came
 
 
 def _first_sigint(signum, frame) -> None:
@@ -31,10 +33,35 @@ def _first_sigint(signum, frame) -> None:
     callback returns: raising here would cut that callback short (a rollout half-opened, never closed). Before
     spinning (starting up), the process stops as Python's default handler stops it (KeyboardInterrupt)."""
     ignore_sigint()
+    if _HELD:
+        if len(_HELD) == 1:
+            _HELD.append(True)
+            exit_watchdog(SHUTDOWN_LIMIT_S, _HELD[0])  # a step that hangs (a robot that never answers) still ends
+        return
     if not _SPINNING:
         raise KeyboardInterrupt
     if _SPINNING[0] is not None:
         _SPINNING[0]()
+
+
+@contextmanager
+def sigint_held(name: str) -> Iterator[None]:
+    """Hold a Ctrl-C that comes during this block (a lifecycle node's configure and activate) until the block ends,
+    then stop the process as an earlier one would have (KeyboardInterrupt).
+
+    A KeyboardInterrupt raised into configure lands wherever the code is: inside an SDK's import or a ctypes call,
+    where libraries fold it into an error of their own (MuJoCo's import then failed with "needs MuJoCo", a ctypes
+    call with "argument 1: KeyboardInterrupt"); the node reported a failed configure and exited 1 on a plain Ctrl-C.
+    The step is bounded: once a SIGINT is held, the process ends within SHUTDOWN_LIMIT_S whatever the step does
+    (:func:`exit_watchdog`), and ``ros2 launch`` follows its SIGINT with SIGTERM after its sigterm_timeout."""
+    _HELD[:] = [name]
+    try:
+        yield
+    finally:
+        came = len(_HELD) > 1
+        _HELD.clear()
+    if came:
+        raise KeyboardInterrupt
 
 
 def spinning(on: bool = True, on_sigint: Callable[[], None] | None = None) -> None:
