@@ -206,3 +206,65 @@ def test_every_reader_takes_raw_and_compressed_frames(tmp_path, images):
     assert len(exported.images) >= 4 and which(exported.images[-1]) == 3
     episode = RolloutDataset(tmp_path, gripper="fr3_finger_joint1").episode(0)
     assert len(episode.frame_indices) == 4 and which(episode.frame(2)) == 2
+
+
+def _chunks(path: Path, n: int, before=None) -> float:
+    """``n`` chunks of joint states into a new bag at ``path`` (one each, closed at once, as the chunk timer closes
+    them in a session); returns the Python memory the open writer kept per chunk after the first 50 (tracemalloc,
+    after gc)."""
+    import gc
+    import tracemalloc
+
+    joint = bytes(B.typestore().serialize_cdr(B.joint_state_msg(["j"], [0.0], 0), "sensor_msgs/msg/JointState"))
+    with B.McapBagWriter(path, B.BagOptions(fsync_every_s=None)) as w:
+        w.add_topic(TOPICS.joint_states, "sensor_msgs/msg/JointState")
+        for i in range(50):
+            w.write_raw(TOPICS.joint_states, joint, 1_000_000_000 + i * 500_000_000)
+            w.flush()
+        gc.collect()
+        tracemalloc.start()
+        try:
+            start = tracemalloc.take_snapshot()
+            for i in range(50, n):
+                w.write_raw(TOPICS.joint_states, joint, 1_000_000_000 + i * 500_000_000)
+                w.flush()
+            gc.collect()
+            grown = sum(d.size_diff for d in tracemalloc.take_snapshot().compare_to(start, "filename"))
+        finally:
+            tracemalloc.stop()
+    return grown / (n - 50)
+
+
+def test_an_open_writer_keeps_no_memory_per_chunk_and_its_summary_indexes_every_chunk(tmp_path):
+    """A session open for hours closes a chunk every 0.5 s: the mcap Writer's chunk indexes (~630 bytes each in
+    its list, 4.5 MB an hour) go to a file beside the bag, and still every one reaches the summary."""
+    kept = _chunks(tmp_path / "long.mcap", 850)
+    assert kept < 64, f"the open writer kept {kept:.0f} bytes per chunk"
+    with open(tmp_path / "long.mcap", "rb") as f:
+        reader = make_reader(f)
+        summary = reader.get_summary()
+        middle = 1_000_000_000 + 425 * 500_000_000
+        first = next(reader.iter_messages(starting_at=middle))
+    assert len(summary.chunk_indexes) == 850 and summary.statistics.message_count == 850
+    assert [c.message_start_time for c in summary.chunk_indexes] == [
+        1_000_000_000 + i * 500_000_000 for i in range(850)
+    ]
+    assert first[2].log_time == middle
+    assert [p.name for p in tmp_path.iterdir()] == ["long.mcap"], "the spill file is left behind"
+
+
+def test_where_no_spill_file_can_be_made_the_chunk_indexes_stay_in_memory_and_the_bag_is_whole(
+    tmp_path, monkeypatch, caplog
+):
+    import errno
+    import tempfile
+
+    def refused(*args, **kwargs):  # a directory that takes the bag but no second file (quota, full disk)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", refused)
+    kept = _chunks(tmp_path / "memory.mcap", 250)
+    assert kept > 300, f"{kept:.0f} bytes per chunk: not the library's list"
+    assert "chunk indexes stay in memory" in caplog.text and "No space left" in caplog.text
+    with open(tmp_path / "memory.mcap", "rb") as f:
+        assert len(make_reader(f).get_summary().chunk_indexes) == 250

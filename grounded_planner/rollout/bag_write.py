@@ -28,15 +28,18 @@ recover`` finishes the file later.
 
 from __future__ import annotations
 
+import io
+import itertools
 import logging
 import os
+import tempfile
 import threading
 import time
 import weakref
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from grounded_planner.rollout.bag_common import (
     BagError,
@@ -139,6 +142,68 @@ class _FileSink:
         self.file.close()
 
 
+class _SpilledChunkIndexes:
+    """The mcap ``Writer``'s list of chunk indexes (one ``ChunkIndex`` a closed chunk, written into the summary at
+    ``finish()``), kept in an unnamed temporary file beside the bag instead of in memory, so that a writer open for
+    hours (a session: a chunk every 0.5 s) holds constant memory: the library's list grew by ~630 bytes a chunk,
+    4.5 MB an hour (``benchmarks/bench_rollout.py``). The file is unlinked from the start (gone when closed or when
+    the process dies). A chunk index the disk refuses (full) is kept in memory instead, so ``finish()`` still has
+    every one. Only what the Writer (mcap 1.6) does with the list is offered: ``append`` and iteration."""
+
+    def __init__(self, directory: Path):
+        self._memory: list = []  # indexes the spill file refused, after those in it
+        self._spilled = 0  # ChunkIndex records in the file
+        self._end = 0  # the file's length: its complete records
+        try:
+            self._file = tempfile.TemporaryFile(dir=directory, prefix=".chunk_indexes.", buffering=0)
+        except OSError as exc:
+            log.warning("%s: chunk indexes stay in memory (no spill file: %s)", directory, exc.strerror or exc)
+            self._file = None
+
+    def append(self, index) -> None:
+        from mcap.data_stream import RecordBuilder
+
+        if self._file is not None and not self._memory:  # in order: once one stayed in memory, all after it do
+            builder = RecordBuilder()
+            index.write(builder)
+            try:
+                write_fully(self._file, builder.end())
+            except OSError as exc:
+                try:
+                    self._file.truncate(self._end)
+                    self._file.seek(self._end)
+                except OSError:
+                    pass
+                log.warning("chunk indexes stay in memory from here on (spill file: %s)", exc.strerror or exc)
+            else:
+                self._spilled += 1
+                self._end = self._file.tell()
+                return
+        self._memory.append(index)
+
+    def __iter__(self) -> Iterator:
+        from mcap.stream_reader import StreamReader
+
+        if self._spilled:
+            # read once, at finish(), whole (the summary being built holds the same bytes); not through the file
+            # object, which the reader's BufferedReader would close when it is collected
+            data = bytearray()
+            while len(data) < self._end:
+                part = os.pread(self._file.fileno(), self._end - len(data), len(data))
+                if not part:
+                    raise BagError(f"the spilled chunk indexes end at {len(data)} of {self._end} bytes")
+                data += part
+            yield from itertools.islice(StreamReader(io.BytesIO(data), skip_magic=True).records, self._spilled)
+        yield from self._memory
+
+    def __len__(self) -> int:
+        return self._spilled + len(self._memory)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
 class McapBagWriter:
     """rosbag2 MCAP writer over the `mcap` library, safe for many threads, that loses at most the open chunk on
     SIGKILL (see the module docstring).
@@ -181,6 +246,16 @@ class McapBagWriter:
             "none": CompressionType.NONE,
         }[options.compression]
         self._writer = Writer(self._sink, chunk_size=options.chunk_size, compression=compression)
+        self._chunk_indexes = None
+        if hasattr(self._writer, _WRITER_CHUNK_INDEXES):  # constant memory over a long session (see the class)
+            self._chunk_indexes = _SpilledChunkIndexes(self.path.parent)
+            setattr(self._writer, _WRITER_CHUNK_INDEXES, self._chunk_indexes)
+        else:
+            log.warning(
+                "mcap %s's Writer keeps no %s: its chunk indexes stay in memory (~630 bytes a chunk)",
+                library_name(),
+                _WRITER_CHUNK_INDEXES,
+            )
         if self._auto and not hasattr(self._writer, _WRITER_COMPRESSION):
             log.warning(
                 "mcap %s's Writer has no per-chunk compression setting (%s): compression auto writes every "
@@ -374,6 +449,8 @@ class McapBagWriter:
                 ) from exc
             finally:
                 self._sink.close()
+                if self._chunk_indexes is not None:
+                    self._chunk_indexes.close()
             if self.damaged:  # the mcap Writer's own index counts the refused chunk: index the file as it is
                 recover_mcap(self.path)
 
@@ -385,6 +462,7 @@ class McapBagWriter:
 
 
 _WRITER_COMPRESSION = "_Writer__compression"  # mcap.writer.Writer's chunk compression (name-mangled private)
+_WRITER_CHUNK_INDEXES = "_Writer__chunk_indices"  # ... and its list of chunk indexes for the summary
 
 
 @cache
