@@ -311,3 +311,35 @@ def test_cut_short_rollout_recovers_with_the_episode_count(frame, tmp_path):
     record = recover_rollout(episode)
     assert record.status == "cut_short" and record.info.bag.messages == 6  # instruction + 5 joint states
     assert json.loads((episode / "rollout.json").read_text())["recovery"]["bag_messages"] == 6
+
+
+def test_every_chunk_crc_is_right_when_zlib_ngs_crc_computes_it(frame, tmp_path):
+    """The writer computes each chunk's CRC-32 with zlib-ng (the rollout extra): the mcap library's reader, checking
+    every chunk's CRC against its own zlib, finds each one right (a different checksum would fail it)."""
+    import zlib
+
+    import mcap.writer
+    from mcap.stream_reader import StreamReader
+    from mcap.records import Chunk
+
+    with B.McapBagWriter(tmp_path / "crc.mcap", B.BagOptions(compression="none", fsync_every_s=None)) as w:
+        for i in range(6):
+            w.write(TOPICS.color_compressed, B.compressed_image_msg(frame.color_rgb, i), log_time_ns=1_000 + i)
+            w.flush()
+    assert mcap.writer.zlib.crc32 is not zlib.crc32, "the writer's CRC is still the stdlib's"
+    chunks = [r for r in StreamReader(str(tmp_path / "crc.mcap"), emit_chunks=True, validate_crcs=True).records]
+    chunks = [r for r in chunks if isinstance(r, Chunk)]
+    assert len(chunks) == 6 and all(c.uncompressed_crc != 0 for c in chunks)
+    with open(tmp_path / "crc.mcap", "rb") as f:
+        assert len(list(make_reader(f, validate_crcs=True).iter_messages())) == 6
+
+
+def test_without_zlib_ng_the_writer_keeps_the_libraries_own_crc(monkeypatch):
+    import types
+    import zlib
+
+    from grounded_planner.rollout.bag_write import fast_crc
+
+    monkeypatch.setitem(sys.modules, "zlib_ng", None)  # not installed: its import raises ImportError
+    writer_module = types.SimpleNamespace(zlib=zlib)
+    assert fast_crc(writer_module) is False and writer_module.zlib is zlib
