@@ -51,6 +51,7 @@ OPTIONAL = {
     "placo": "SO-101 inverse kinematics of backend:=lerobot (pip install placo; no rosdep key)",
     "moveit": "executor backend:=moveit (moveit_py from a MoveIt install)",
     "franka_msgs": "the Franka gripper action client, only with franka_ros2 installed",
+    "zlib_ng": "a faster CRC-32 of the bag writer's chunks (pip install zlib-ng; no rosdep key; zlib's without it)",
     "lz4": "LZ4-compressed MCAP chunks (rollouts recorded with compression: lz4; no rosdep key)",
     "backports": "reading zstd-compressed MCAP chunks on Python < 3.14 (backports.zstd)",
     "compression": "reading zstd-compressed MCAP chunks on Python >= 3.14 (standard library there)",

@@ -162,7 +162,7 @@ class _SpilledChunkIndexes:
             self._file = None
 
     def append(self, index) -> None:
-        from mcap.data_stream import RecordBuilder
+        from mcap.data_stream import RecordBuilder  # lazy: optional SDK (mcap), not in install_requires
 
         if self._file is not None and not self._memory:  # in order: once one stayed in memory, all after it do
             builder = RecordBuilder()
@@ -183,7 +183,7 @@ class _SpilledChunkIndexes:
         self._memory.append(index)
 
     def __iter__(self) -> Iterator:
-        from mcap.stream_reader import StreamReader
+        from mcap.stream_reader import StreamReader  # lazy: optional SDK (mcap), not in install_requires
 
         if self._spilled:
             # read once, at finish(), whole (the summary being built holds the same bytes); not through the file
@@ -259,9 +259,8 @@ class McapBagWriter:
         fsync_every_s: float | None | str = "",
         library: str = "",
     ):
-        # lazy: optional SDK (mcap), not in install_requires
-        import mcap.writer
-        from mcap.writer import CompressionType, Writer
+        import mcap.writer  # lazy: optional SDK (mcap), not in install_requires
+        from mcap.writer import CompressionType, Writer  # lazy: optional SDK (mcap), as above
 
         fast_crc(mcap.writer)
 
