@@ -407,4 +407,17 @@ def finetune(
             "config": asdict(config),
         }
         (out / "v2gp_finetune.json").write_text(json.dumps(report, indent=2))
+    _leave_process_group()
     return report
+
+
+def _leave_process_group() -> None:
+    """In a distributed launch, every process waits here for rank 0's save, then leaves the process group. A rank
+    that returned at once and exited with its gloo group still up aborted ("terminate called without an active
+    exception", SIGABRT: the launch failed after a finished training, seen in CI); PyTorch asks for
+    ``destroy_process_group()`` before exit."""
+    import torch.distributed as dist  # lazy: optional ML stack (the ml extra), as the rest of fine-tuning
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
