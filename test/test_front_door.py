@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import REPO, requires_ros
-from helpers.bringup import stop_bringup
+from helpers.bringup import stop_bringup, wait_running
 
 pytestmark = [requires_ros, pytest.mark.ros]
 
@@ -55,10 +55,7 @@ def test_the_demos_replay_command_works_as_printed_and_the_readme_client_reads_i
         env=env,
     )
     try:
-        line = graph.stdout.readline()
-        while line and "running" not in line:
-            line = graph.stdout.readline()
-        assert "running" in line, f"the printed command did not bring the graph up: {printed}"
+        wait_running(graph, 120.0)  # fails naming what it printed if the printed command does not bring the graph up
         example = _readme_client_example().replace("put the spoon on the plate", instruction)
         assert example != _readme_client_example()
         client = subprocess.run(

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, requires_ros, spawn_python
-from helpers.bringup import stop_bringup
+from helpers.bringup import stop_bringup, wait_running
 
 pytestmark = [requires_ros, pytest.mark.ros]
 GAP_S = 0.005  # the two SIGINTs 5 ms apart
@@ -146,10 +146,7 @@ def test_two_sigints_5ms_apart_end_bringup_with_exit_0(tmp_path, ros_domain):
         text=True,
     )
     try:
-        line = child.stdout.readline()
-        while line and "running" not in line:
-            line = child.stdout.readline()
-        assert "running" in line, "bringup never came up"
+        wait_running(child)
         time.sleep(0.5)
         out = _double_sigint(child)
     finally:

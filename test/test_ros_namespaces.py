@@ -199,7 +199,7 @@ def test_the_bringup_command_takes_a_namespace(tmp_path, rclpy_context):
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from helpers.bringup import stop_bringup
+    from helpers.bringup import stop_bringup, wait_running
     from helpers.ros_wait import spin_until
 
     profile = tmp_path / "one.yaml"
@@ -220,6 +220,7 @@ def test_the_bringup_command_takes_a_namespace(tmp_path, rclpy_context):
         stderr=subprocess.STDOUT,
         text=True,
     )
+    printed = wait_running(child)
     node = rclpy.create_node("namespace_probe", context=rclpy_context)
     executor = SingleThreadedExecutor(context=rclpy_context)
     executor.add_node(node)
@@ -233,7 +234,7 @@ def test_the_bringup_command_takes_a_namespace(tmp_path, rclpy_context):
         assert ("backprojection", "/") not in node.get_node_names_and_namespaces()
     finally:
         node.destroy_node()
-        out = stop_bringup(child)
+        out = printed + stop_bringup(child)
     assert "running in namespace /robot1" in out, out
     bad = subprocess.run(
         [

@@ -33,6 +33,34 @@ def start_bringup(config: str, overrides: Mapping[str, Any], console: bool = Tru
     )
 
 
+def wait_running(child: subprocess.Popen, timeout_s: float = 60.0) -> str:
+    """Read the bringup's output until its "running" line (every node configured and active) and return what it
+    printed so far; :func:`stop_bringup` returns the rest. A node shows in the ROS graph before it is configured,
+    and a Ctrl-C during configure ends the bringup quietly, as it should: a test that stops the bringup after
+    seeing it in the graph alone may find nothing printed (seen in CI). Fails the test if the bringup exits or
+    ``timeout_s`` passes first."""
+    import os
+    import select
+
+    fd = child.stdout.fileno()
+    printed = b""
+    deadline = time.monotonic() + timeout_s
+    while b" running" not in printed:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            child.kill()
+            child.communicate()
+            pytest.fail(f"bringup did not say it was running within {timeout_s:g} s:\n{printed.decode()[-3000:]}")
+        ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:  # the bringup exited
+                child.wait()
+                pytest.fail(f"bringup exited ({child.returncode}) before it was running:\n{printed.decode()[-3000:]}")
+            printed += chunk
+    return printed.decode()
+
+
 def stop_bringup(child: subprocess.Popen, timeout_s: float = 30.0, again_after_s: float | None = None) -> str:
     """Ctrl-C the bringup (or any child) and return all it printed; ``again_after_s``: a second SIGINT that long
     after the first, as ros2 launch forwards one after a terminal's Ctrl-C. One that does not stop within
