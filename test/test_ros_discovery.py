@@ -130,3 +130,52 @@ def test_a_response_rmw_cannot_deliver_does_not_end_the_node(rclpy_context):
     assert done.wait(30.0), "the node stopped serving after an undeliverable response"
     assert executor.raised == 1 and len(ticks) == 5
     assert not response_not_delivered(_rclpy.RCLError("failed to create timer"))  # other rcl errors still end it
+
+
+@pytest.mark.parametrize("error", ["graph query", "context invalid"])
+def test_an_rcl_error_from_a_callback_due_as_the_context_shuts_down_ends_the_spin_quietly(rclpy_context, error):
+    """Ctrl-C shuts the context down; a timer that was due runs once more against it: its graph query meets
+    destroyed handles (rclpy 9.1's InvalidHandle, "graph query") or, as in a CI run of the rollout logger, the
+    invalid context (RCLError "rcl node's context is invalid", raised here with that text). The node ends as after
+    any Ctrl-C, with no error out of the spin."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+    from grounded_planner.ros.node_main import spin_serving
+
+    node = rclpy.create_node("queries_at_shutdown", context=rclpy_context)
+    seen = []
+
+    def due_at_shutdown() -> None:
+        rclpy.shutdown(context=rclpy_context)  # as Ctrl-C does, between two callbacks
+        seen.append(1)
+        if error == "graph query":
+            node.get_publishers_info_by_topic("/anything")
+        raise _rclpy.RCLError("rcl node's context is invalid, at ./src/rcl/node.c:428")
+
+    node.create_timer(0.01, due_at_shutdown)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(node)
+    spin_serving(executor, node)  # returns; before: the error out of the node
+    assert seen == [1]
+
+
+def test_an_rcl_error_from_a_callback_while_the_context_is_up_still_ends_the_node(rclpy_context):
+    """The quiet end is for errors after Ctrl-C only: an rcl error with the context up still ends the spin with it."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+    from grounded_planner.ros.node_main import spin_serving
+
+    node = rclpy.create_node("fails_while_up", context=rclpy_context)
+
+    def fails() -> None:
+        raise _rclpy.RCLError("failed to create timer")
+
+    node.create_timer(0.01, fails)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(node)
+    with pytest.raises(_rclpy.RCLError, match="failed to create timer"):
+        spin_serving(executor, node)

@@ -100,13 +100,18 @@ def response_not_delivered(exc: BaseException) -> bool:
 
 
 def spin_serving(executor, node: Node) -> None:
-    """``executor.spin()`` until the context shuts down, surviving undeliverable responses (logged as warnings)."""
+    """``executor.spin()`` until the context shuts down, surviving undeliverable responses (logged as warnings).
+    rclpy's errors raised once the context is gone end the spin quietly: Ctrl-C shut the context down while a
+    callback was due, and the executor ran it once more against the invalid context or destroyed handles (a timer's
+    graph query printed a traceback and a non-zero exit out of the rollout logger in CI)."""
     while node.context.ok():
         try:
             executor.spin()
             return
-        except _rclpy.RCLError as exc:
-            if not response_not_delivered(exc):
+        except (_rclpy.RCLError, _rclpy.InvalidHandle) as exc:
+            if not node.context.ok():
+                return
+            if not isinstance(exc, _rclpy.RCLError) or not response_not_delivered(exc):
                 raise
             node.get_logger().warning(
                 f"a client did not get its response (not discovered yet, or gone): {rcl_error_line(exc)}"
