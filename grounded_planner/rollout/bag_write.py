@@ -197,9 +197,6 @@ class _SpilledChunkIndexes:
             yield from itertools.islice(StreamReader(io.BytesIO(data), skip_magic=True).records, self._spilled)
         yield from self._memory
 
-    def __len__(self) -> int:
-        return self._spilled + len(self._memory)
-
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
