@@ -246,6 +246,7 @@ def plan_overhead(
         for k, w in (
             ("off", "no console in the graph (baseline)"),
             ("idle", "direct, the console there, no page"),
+            ("idle_console", "through the console, no page open"),
             ("console", "through the console, its page open"),
             ("on", "direct, the console's page open"),
             ("tablet_console", "through the console, page at nice 19"),
@@ -291,7 +292,7 @@ def plan_overhead(
     for round_ in range(1 + -(-plans // BLOCK)):
         record = round_ > 0
         block(("off",), None, record)
-        block(("idle",), None, record)
+        block(("idle", "idle_console"), None, record)
         block(("console", "on"), "here", record)
         block(("tablet_console", "tablet_on"), "tablet", record)
     stream.on.clear()
@@ -414,7 +415,11 @@ def main() -> int:
             for key, c in conditions.items():
                 extra = "" if key == "off" else f"\n    adds: {statistics.median(c.ms) - base:+.2f} ms (medians)"
                 if c.call_ms:
-                    extra += f"; the plan call timed inside the console: median {statistics.median(c.call_ms):.2f} ms"
+                    own = [total - call for total, call in zip(c.ms, c.call_ms)]
+                    extra += (
+                        f"; the plan call timed inside the console: median {statistics.median(c.call_ms):.2f} ms, "
+                        f"the rest (HTTP, preview, state push, JSON) {statistics.median(own):.2f} ms"
+                    )
                 if key in ("on", "tablet_on"):
                     extra += (
                         f"\n    meanwhile (% of a core): browser {100 * c.browser_cpu_s / c.wall_s:.0f} %, "

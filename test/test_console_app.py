@@ -73,7 +73,7 @@ class RecordingGraph:
         self.calls.append(("stop",))
         return True
 
-    def latest_frame(self, after_seq):
+    def latest_frame(self, after_seq, width=0):
         newer = [f for f in self.frames if f.seq > after_seq]
         return newer[-1] if newer else None
 
@@ -432,10 +432,15 @@ class CountingGraph(RecordingGraph):
     def __init__(self):
         super().__init__()
         self.asked = 0
+        self.widths = []  # the width each frame was asked for
+        self.held = False  # True: the camera has no newer image (nothing asked is counted)
 
-    def latest_frame(self, after_seq):
+    def latest_frame(self, after_seq, width=0):
+        if self.held:
+            return None
         self.asked += 1
-        return Frame(after_seq + 1, self.asked, 4, 2, b"\xff\xd8%d" % self.asked)
+        self.widths.append(width)
+        return Frame(self.asked, self.asked, 4, 2, b"\xff\xd8%d" % self.asked)  # a newer image each time
 
 
 def test_frames_are_taken_only_while_a_page_waits_for_one(tmp_path):
@@ -459,6 +464,42 @@ def test_frames_are_taken_only_while_a_page_waits_for_one(tmp_path):
         await ws.close()
         await asyncio.sleep(0.3)
         assert graph.asked == 2
+
+    serve(app, body)
+
+
+def test_frames_are_asked_for_as_wide_as_the_widest_page_shows_them(tmp_path):
+    """Each page says how wide it shows the camera (device pixels, on ``frames`` and every ``ack``): the graph is asked
+    for frames that wide, rounded up to 64 px, the widest of the pages waiting; a page that says nothing (or nonsense)
+    gets frames as they come (0)."""
+    graph = CountingGraph()
+    app, _ = make_app(tmp_path, graph)
+
+    async def frame_for(ws, message):
+        await ws.send_str(json.dumps(message))
+        assert (await ws.receive(timeout=5)).type == WSMsgType.BINARY
+        return graph.widths[-1]
+
+    async def body(client):
+        small = await client.ws_connect("/ws")
+        await small.receive(timeout=5)  # the state
+        assert await frame_for(small, {"type": "frames", "width": 811}) == 832
+        assert await frame_for(small, {"type": "ack", "width": 640}) == 640  # the window was made narrower
+        for nonsense in ("wide", -5, True, None, 1e9):
+            assert await frame_for(small, {"type": "ack", "width": nonsense}) == 0
+        wide = await client.ws_connect("/ws")
+        await wide.receive(timeout=5)
+        # both pages wait for the camera's next image: one encoding for both, as wide as the wider page shows it
+        graph.held = True
+        await wide.send_str(json.dumps({"type": "frames", "width": 1500}))
+        await small.send_str(json.dumps({"type": "ack", "width": 600}))
+        await asyncio.sleep(0.3)
+        asked = graph.asked
+        graph.held = False
+        got = [(await ws.receive(timeout=5)).data for ws in (wide, small)]
+        assert got[0] == got[1] and graph.asked == asked + 1 and graph.widths[-1] == 1536
+        await small.close()
+        await wide.close()
 
     serve(app, body)
 

@@ -403,6 +403,31 @@ def test_a_non_local_bind_without_the_token_answers_401_and_moves_nothing(stack,
         child.wait(timeout=30)
 
 
+def test_the_live_view_is_sent_no_wider_than_the_window_shows_it(stack, browser):
+    """In a window as narrow as a phone's the camera arrives at the width the page shows it, rounded up to 64 px:
+    fewer pixels to encode, send and decode; in a wide window, as the camera gives it (its W = 320 px)."""
+    from helpers.tabletop import W
+
+    url, rollouts, output = stack
+    shown = "const i = document.getElementById('camera'); return [i.naturalWidth, i.clientWidth * devicePixelRatio]"
+    try:
+        browser.set_window_size(600, 900)
+        browser.get(url)
+        wait_until(lambda: camera_shown(browser), 30, "the camera image", browser, "live_narrow_no_camera")
+        natural, width = wait_until(
+            lambda: (got := browser.execute_script(shown))[0] == -(-got[1] // 64) * 64 and got,
+            10,
+            "a frame as wide as the narrow page shows it",
+            browser,
+            "live_narrow",
+        )
+        assert width <= natural < min(W, width + 64), (natural, width)
+    finally:
+        browser.set_window_size(1400, 1000)
+    browser.get(url)
+    wait_until(lambda: browser.execute_script(shown)[0] == W, 30, "the camera's own width in a wide window", browser)
+
+
 def test_a_rollout_path_leaving_the_folder_is_404_and_logged(stack, browser):
     url, rollouts, output = stack
     for query in ("id=..%2F..%2F..%2Fetc", "id=%2Fetc%2Fpasswd"):

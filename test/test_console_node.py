@@ -1,6 +1,6 @@
 """console_node's live frames from image_transport's ``compressed`` topic: a JPEG the browser can show as it is goes to
-the page untouched (no decoding, no encoding: the camera's own JPEG), one wider than ``max_image_width`` is scaled
-and encoded again, and data that is no JPEG shows nothing while the node goes on."""
+the page untouched (no decoding, no encoding: the camera's own JPEG), one wider than ``max_image_width`` or than the
+pages show it is scaled and encoded again, and data that is no JPEG shows nothing while the node goes on."""
 
 from __future__ import annotations
 
@@ -44,9 +44,10 @@ def console(rclpy_context, tmp_path):
     executor.add_node(probe)
     pub = probe.create_publisher(CompressedImage, TOPIC, QoSProfile(depth=2))
 
-    def show(data: bytes, tries: int = 0):
+    def show(data: bytes, tries: int = 0, width: int = 0):
         """Publish ``data`` (image_transport's format string for a JPEG of an rgb8 image) until the console shows a
-        frame; with ``tries``: that many times, and None when it showed nothing."""
+        frame to pages showing it ``width`` pixels wide (0: they do not say); with ``tries``: that many times, and None
+        when it showed nothing."""
         msg = CompressedImage(format="rgb8; jpeg compressed bgr8", data=data)
         msg.header.stamp.sec = 1_700_000_000
         shown = []
@@ -54,7 +55,7 @@ def console(rclpy_context, tmp_path):
         def taken() -> bool:
             pub.publish(msg)
             executor.spin_once(timeout_sec=0.02)
-            shown.append(node.latest_frame(0))
+            shown.append(node.latest_frame(0, width))
             return shown[-1] is not None or 0 < tries <= len(shown)
 
         spin_until(executor, taken, 30.0, "the console to take the frame")
@@ -91,3 +92,36 @@ def test_data_that_is_no_jpeg_shows_nothing_and_the_next_frame_is_shown(console)
     assert show(b"\xff\xd8 not a jpeg at all", tries=20) is None
     frame = show(jpeg_of(np.zeros((240, 320, 3), np.uint8)))
     assert (frame.width, frame.height) == (320, 240)
+
+
+def test_a_frame_goes_to_the_pages_no_wider_than_they_show_it(console):
+    """The pages show the camera 192 px wide: a 320 px JPEG is scaled to that (the aspect kept) and encoded again; a
+    page wider than ``max_image_width`` (320 here) still gets 320 px."""
+    from PIL import Image
+
+    node, show = console
+    data = jpeg_of(np.random.default_rng(7).integers(0, 255, (240, 320, 3), dtype=np.uint8))
+    frame = show(data, width=192)
+    assert (frame.width, frame.height) == (192, 144) and Image.open(io.BytesIO(frame.jpeg)).size == (192, 144)
+    frame = show(jpeg_of(np.random.default_rng(8).integers(0, 255, (480, 640, 3), dtype=np.uint8)), width=1024)
+    assert (frame.width, frame.height) == (320, 240)
+    frame = show(data, width=320)  # as wide as the camera's JPEG: it goes as it came
+    assert frame.jpeg == data
+
+
+def test_a_still_camera_s_image_is_encoded_again_for_a_wider_page_never_for_a_narrower_one(console):
+    """The camera publishes no new image (a still scene, a paused bag): a page wider than the last frame was made
+    for gets the same image again, sharper; a narrower page gets nothing new (it scales the frame down itself), so
+    pages of two widths never take turns encoding one image."""
+    node, show = console
+    data = jpeg_of(np.random.default_rng(9).integers(0, 255, (240, 320, 3), dtype=np.uint8))
+    small = show(data, width=192)
+    assert small.width == 192
+    last = small
+    while (newer := node.latest_frame(last.seq, 192)) is not None:  # an image still on its way: the same, 192 px
+        assert newer.width == 192
+        last = newer
+    sharper = node.latest_frame(last.seq, 320)
+    assert sharper is not None and sharper.seq > last.seq and sharper.stamp_ns == small.stamp_ns
+    assert sharper.width == 320 and sharper.jpeg == data  # the camera's own JPEG, as wide as the page shows it
+    assert node.latest_frame(sharper.seq, 192) is None and node.latest_frame(sharper.seq, 0) is None

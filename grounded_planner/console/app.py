@@ -34,6 +34,7 @@ PAGES = ("/", "/rollouts", "/rollout", "/session")
 FRAME_POLL_S = 0.01  # how often the frame thread looks for a newer camera image while a browser waits for one, s
 FRAME_NICE = 10  # the frame thread's nice increment: JPEG work for a screen yields the CPU to the planner and executor
 FRAME_HEADER = struct.Struct(">qII")  # stamp_ns, width, height, then the JPEG
+WIDTH_STEP = 64  # the widths frames are encoded at for the pages are multiples of this, pixels
 APPROVAL_WAIT_S = 5.0  # how long an Approve waits for the executor to hold the plan it was sent, s
 MAX_BODY_BYTES = 64 * 1024
 BROADCASTER = web.AppKey("broadcaster", asyncio.Task)
@@ -46,6 +47,15 @@ one the console printed when it started. Scripts send <code>Authorization: Beare
 """
 
 
+def page_width(width: Any) -> int:
+    """The ``width`` of a page's ``frames``/``ack`` message (the device pixels it shows the camera at), rounded up
+    to a multiple of :data:`WIDTH_STEP` so that a window resized by a few pixels does not change the encoding; 0
+    where it gives none or nonsense (frames as they come)."""
+    if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0 < width < 1e5:
+        return 0
+    return -(-int(width) // WIDTH_STEP) * WIDTH_STEP
+
+
 def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -54,29 +64,33 @@ class FramePump:
     """Camera frames for the pages, from one thread of low priority: while some browser waits for a frame (each has
     at most one in flight), the thread asks the graph for a newer one every ``FRAME_POLL_S`` (no faster than
     ``max_frame_rate`` a second, 0 = no limit) and hands it to every waiting browser at once, with one wake-up of the
-    event loop. No browser waiting: the thread sleeps and the graph is never asked (no image taken, none encoded)."""
+    event loop. No browser waiting: the thread sleeps and the graph is never asked (no image taken, none encoded).
+    Each browser says how wide it shows the image (device pixels); one encoding serves them all, at the widest of
+    those (as the camera gives it where one browser did not say)."""
 
     def __init__(self, graph: ConsoleGraph, loop: asyncio.AbstractEventLoop, max_frame_rate: float = 0.0):
         self.graph, self.loop = graph, loop
         self.min_period_s = 1.0 / max_frame_rate if max_frame_rate > 0 else 0.0
         self._lock = threading.Lock()
-        self._waiting: list[tuple[int, asyncio.Future]] = []  # (the last seq the browser got, its future)
+        # (the last seq the browser got, the width it shows frames at (0 = as they come), its future)
+        self._waiting: list[tuple[int, int, asyncio.Future]] = []
         self._wanted = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="console-frames", daemon=True)
         self._thread.start()
 
-    async def next_frame(self, after_seq: int) -> Frame:
-        """The next frame newer than ``after_seq`` (waits for one)."""
+    async def next_frame(self, after_seq: int, width: int = 0) -> Frame:
+        """The next frame newer than ``after_seq`` (waits for one), for a page that shows it ``width`` device pixels
+        wide (0 = as the camera gives it)."""
         future = self.loop.create_future()
         with self._lock:
-            self._waiting.append((after_seq, future))
+            self._waiting.append((after_seq, width, future))
         self._wanted.set()
         try:
             return await future
         finally:
             with self._lock:
-                self._waiting = [w for w in self._waiting if w[1] is not future]
+                self._waiting = [w for w in self._waiting if w[2] is not future]
 
     def stop(self) -> None:
         self._stop.set()
@@ -100,17 +114,19 @@ class FramePump:
                 if not self._waiting:
                     self._wanted.clear()
                     continue
-                oldest = min(seq for seq, _ in self._waiting)
+                oldest = min(seq for seq, _, _ in self._waiting)
+                widths = [width for _, width, _ in self._waiting]
+                width = 0 if 0 in widths else max(widths)
             pause = last_taken + self.min_period_s - time.monotonic()
             if pause > 0:
                 self._stop.wait(pause)
-            frame = self.graph.latest_frame(oldest)
+            frame = self.graph.latest_frame(oldest, width)
             if frame is None:
                 self._stop.wait(FRAME_POLL_S)
                 continue
             last_taken = time.monotonic()
             with self._lock:  # handed out here, not when the loop runs: the next pass must not hand it out again
-                ready = [f for seq, f in self._waiting if seq < frame.seq]
+                ready = [f for seq, _, f in self._waiting if seq < frame.seq]
                 self._waiting = [w for w in self._waiting if w[0] >= frame.seq]
             if ready and not self.loop.is_closed():
                 self.loop.call_soon_threadsafe(self._hand_out, ready, frame)
@@ -288,30 +304,34 @@ class ConsoleApp:
         await ws.prepare(request)
         self._sockets.add(ws)
         ready = asyncio.Event()  # the browser showed the last frame it was sent (or asked for frames)
-        sender = asyncio.create_task(self._send_frames(ws, ready))
+        shown_width = [0]  # how wide the page shows the camera, device pixels (0: it did not say)
+        sender = asyncio.create_task(self._send_frames(ws, ready, shown_width))
         try:
             await ws.send_str(json.dumps({"type": "state", "state": self.state.snapshot()}))
             async for message in ws:
                 if message.type != WSMsgType.TEXT:
                     continue
                 try:
-                    kind = json.loads(message.data).get("type")
+                    data = json.loads(message.data)
+                    kind = data.get("type")
                 except (ValueError, AttributeError):
                     continue
                 if kind in ("frames", "ack"):
+                    shown_width[0] = page_width(data.get("width"))
                     ready.set()
         finally:
             sender.cancel()
             self._sockets.discard(ws)
         return ws
 
-    async def _send_frames(self, ws: web.WebSocketResponse, ready: asyncio.Event) -> None:
-        """One frame in flight per browser: the next goes out when the last one was shown (what the browser takes)."""
+    async def _send_frames(self, ws: web.WebSocketResponse, ready: asyncio.Event, shown_width: list[int]) -> None:
+        """One frame in flight per browser: the next goes out when the last one was shown (what the browser takes),
+        no wider than the browser shows it."""
         assert self._frames is not None
         last_seq = 0
         while not ws.closed:
             await ready.wait()
-            frame = await self._frames.next_frame(last_seq)
+            frame = await self._frames.next_frame(last_seq, shown_width[0])
             ready.clear()
             last_seq = frame.seq
             try:

@@ -77,5 +77,7 @@ class ConsoleGraph(Protocol):
     def stop(self) -> bool:
         """Cancel every running execute goal (and reject one held for approval); True when a goal was cancelled."""
 
-    def latest_frame(self, after_seq: int) -> Frame | None:
-        """The newest camera image when it is newer than frame ``after_seq``, else None (never blocks long)."""
+    def latest_frame(self, after_seq: int, width: int = 0) -> Frame | None:
+        """The newest camera image when it is newer than frame ``after_seq``, else None (never blocks long).
+        ``width``: the pixels across that the pages show it at (0 = as it came); an image wider than that is scaled
+        down to it before it is encoded (never up)."""

@@ -112,7 +112,12 @@ PARAMS = [
     ),
     Param("plan_timeout_s", 60.0, "how long a plan request from the console may take, seconds", positive),
     Param("jpeg_quality", 80, "JPEG quality of the live camera frames (1-100)", quality),
-    Param("max_image_width", 1280, "live frames wider than this are scaled down first, pixels (0 = never)"),
+    Param(
+        "max_image_width",
+        1280,
+        "live frames wider than this, or than the pages show them, are scaled down first, pixels (0 = no limit but "
+        "the pages')",
+    ),
     Param(
         "max_frame_rate",
         15.0,
@@ -163,6 +168,8 @@ class ConsoleNode(StackNode, Node):
         self._params = AsyncParameterClient(self, p["executor_node"], callback_group=group)
         self._frame_lock = threading.Lock()
         self._frame: Frame | None = None
+        self._frame_msg = None  # the image self._frame shows, and its width
+        self._frame_source_width = 0
         self._seq = 0
         # taken on demand (latest_frame), only while a page shows the camera: the stream costs nothing otherwise
         self._camera = TypedSubscription(
@@ -320,26 +327,43 @@ class ConsoleNode(StackNode, Node):
             self._approve.call_async(SetBool.Request(data=False))
         return cancelled
 
-    def latest_frame(self, after_seq: int) -> Frame | None:
+    def latest_frame(self, after_seq: int, width: int = 0) -> Frame | None:
         with self._frame_lock:
             msg = self._camera.take()
+            if msg is None and self._sharper_wanted(width):
+                # a still camera, and a page wider than the last frame was encoded for (a window made wider, a
+                # second page): the same image again at that width. Never narrower: a narrower page scales it down
+                # itself, so two pages of different widths never take turns encoding one image
+                msg = self._frame_msg
             if msg is not None:
                 try:
-                    self._frame = self._passed_through(msg) or self._encoded(msg)
+                    self._frame = self._passed_through(msg, width) or self._encoded(msg, width)
                 except ImageDecodeError as exc:  # an encoding the console cannot show; the rest goes on
                     self.get_logger().error(f"camera frame not shown: {exc}", throttle_duration_sec=10.0)
                     return None
             frame = self._frame
         return frame if frame is not None and frame.seq > after_seq else None
 
+    def _sharper_wanted(self, shown: int) -> bool:
+        if self._frame is None or self._frame_msg is None:
+            return False
+        limit = self._width_limit(shown)
+        return self._frame.width < min(limit or self._frame_source_width, self._frame_source_width)
+
     def _stamped(self, msg, width: int, height: int, jpeg: bytes) -> Frame:
         self._seq += 1
         stamp = msg.header.stamp
         return Frame(self._seq, stamp.sec * 1_000_000_000 + stamp.nanosec, width, height, jpeg)
 
-    def _passed_through(self, msg) -> Frame | None:
-        """A JPEG CompressedImage (image_transport's ``compressed``) no wider than ``max_image_width`` goes to the
-        browser as it came: no decoding, no encoding. None for anything else."""
+    def _width_limit(self, shown: int) -> int:
+        """The widest a frame goes to the pages: ``max_image_width``, or narrower where the pages show it narrower
+        (0 = no limit)."""
+        limits = [w for w in (self.get_parameter("max_image_width").value, shown) if w > 0]
+        return min(limits, default=0)
+
+    def _passed_through(self, msg, shown: int) -> Frame | None:
+        """A JPEG CompressedImage (image_transport's ``compressed``) no wider than ``max_image_width`` and than the
+        pages show it goes to the browser as it came: no decoding, no encoding. None for anything else."""
         if not is_compressed(msg) or "jpeg" not in str(msg.format).lower():
             return None
         jpeg = bytes(msg.data)
@@ -347,12 +371,16 @@ class ConsoleNode(StackNode, Node):
             width, height = PILImage.open(io.BytesIO(jpeg)).size  # reads the header only
         except (OSError, SyntaxError) as exc:
             raise ImageDecodeError(f"CompressedImage format {msg.format!r}: not a JPEG ({exc})") from exc
-        limit = self.get_parameter("max_image_width").value
-        return None if limit and width > limit else self._stamped(msg, width, height, jpeg)
+        limit = self._width_limit(shown)
+        if limit and width > limit:
+            return None
+        self._frame_msg, self._frame_source_width = msg, width
+        return self._stamped(msg, width, height, jpeg)
 
-    def _encoded(self, msg) -> Frame:
+    def _encoded(self, msg, shown: int) -> Frame:
         rgb = color_to_rgb(msg)
-        limit = self.get_parameter("max_image_width").value
+        self._frame_msg, self._frame_source_width = msg, rgb.shape[1]
+        limit = self._width_limit(shown)
         if limit and rgb.shape[1] > limit:
             rgb = scale_to_width(rgb, limit)
         jpeg = encode_jpeg(rgb, self.get_parameter("jpeg_quality").value)

@@ -69,13 +69,16 @@ function drawPlan(svg, plan) {
 
 // -- live camera: one frame in flight; the next is asked for when this one is on screen --------------------------
 let socket = null, frameUrl = null;
+// how wide the page shows the camera, in device pixels: the console encodes no wider (a 1280x720 camera in an 800 px
+// view is sent 832 px wide, a third of the pixels to encode, send and decode)
+function shownWidth() { return Math.ceil($("#camera").clientWidth * (window.devicePixelRatio || 1)); }
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   socket = new WebSocket(`${scheme}://${location.host}/ws`);
   socket.binaryType = "arraybuffer";
   socket.onopen = () => {
     $("#conn").textContent = "online"; $("#conn").className = "conn on";
-    if (currentView() === "live") socket.send(JSON.stringify({ type: "frames" }));
+    if (currentView() === "live") socket.send(JSON.stringify({ type: "frames", width: shownWidth() }));
   };
   socket.onclose = () => { $("#conn").textContent = "offline"; $("#conn").className = "conn off"; setTimeout(connect, 1000); };
   socket.onmessage = (event) => {
@@ -94,7 +97,7 @@ function connect() {
       if (frameUrl) URL.revokeObjectURL(frameUrl);
       frameUrl = url;
       $("#camera-empty").hidden = true;
-      requestAnimationFrame(() => { if (socket.readyState === 1) socket.send(JSON.stringify({ type: "ack" })); });
+      requestAnimationFrame(() => { if (socket.readyState === 1) socket.send(JSON.stringify({ type: "ack", width: shownWidth() })); });
     };
     img.src = url;
   };
