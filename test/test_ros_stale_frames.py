@@ -205,9 +205,9 @@ def test_the_rollout_records_the_frame_set_the_plan_was_made_on(vlm, tmp_path, r
     try:
         spin_until(
             probe.executor,
-            lambda: (
-                probe.node.count_subscribers("/grounded_planner/plan_frames/color") > 0
-                and probe.node.count_subscribers("/grounded_planner/last_plan") > 0
+            lambda: all(
+                probe.node.count_subscribers(f"/grounded_planner/{topic}") > 0
+                for topic in ("plan_frames/color", "plan_frames/depth", "plan_frames/camera_info", "last_plan")
             ),
             30.0,
             "the logger to subscribe",

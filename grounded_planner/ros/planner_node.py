@@ -211,11 +211,13 @@ class PlannerNode(StackNode, Node):
         # for the rollout logger: every request's outcome, and the 3D targets of back-projected plans
         self._status_pub = self.create_publisher(PlannerStatus, names.PLANNER_STATUS, QoSProfile(depth=10))
         self._targets_pub = self.create_publisher(GroundedPlanMsg, names.TARGETS, QoSProfile(depth=10))
-        # the frame set each plan was made on, for the rollout logger (published only while someone subscribes)
+        # the frame set each plan was made on, for the rollout logger (published only while someone subscribes),
+        # latched as the plan is: a subscription the middleware matched a moment late (a logger just started, or
+        # restarted) still gets the last plan's depth and camera_info, not the plan without them (seen in CI)
         self._frames_pubs = (
-            self.create_publisher(Image, names.PLAN_FRAMES_COLOR, QoSProfile(depth=2)),
-            self.create_publisher(Image, names.PLAN_FRAMES_DEPTH, QoSProfile(depth=2)),
-            self.create_publisher(CameraInfo, names.PLAN_FRAMES_CAMERA_INFO, QoSProfile(depth=2)),
+            self.create_publisher(Image, names.PLAN_FRAMES_COLOR, latched),
+            self.create_publisher(Image, names.PLAN_FRAMES_DEPTH, latched),
+            self.create_publisher(CameraInfo, names.PLAN_FRAMES_CAMERA_INFO, latched),
         )
         self._gate = RequestGate(p["max_concurrent_requests"])
         self.executor_threads = p["max_concurrent_requests"] + SPARE_THREADS  # read by run_node

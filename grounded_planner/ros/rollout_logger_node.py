@@ -208,12 +208,13 @@ class RolloutLoggerNode(StackNode, Node):
         self.create_subscription(
             CameraInfo, p["camera_info_topic"], lambda m: self._on_sensor("camera_info", m), sensor_qos
         )
+        plan_frames_qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)  # latched, as the planner's
         for key, msg_type, topic in (
             ("color", Image, names.PLAN_FRAMES_COLOR),
             ("depth", Image, names.PLAN_FRAMES_DEPTH),
             ("camera_info", CameraInfo, names.PLAN_FRAMES_CAMERA_INFO),
         ):
-            self.create_subscription(msg_type, topic, lambda m, key=key: self._on_plan_frame(key, m), sensor_qos)
+            self.create_subscription(msg_type, topic, lambda m, key=key: self._on_plan_frame(key, m), plan_frames_qos)
         self.create_subscription(GroundedPlanMsg, names.LAST_PLAN, self._on_plan, events_qos)
         self.create_subscription(PlannerStatus, names.PLANNER_STATUS, self._on_planner_status, events_qos)
         self.create_subscription(GroundedPlanMsg, names.TARGETS, self._on_targets, events_qos)
