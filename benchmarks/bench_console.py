@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 from rclpy.qos import QoSProfile
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,7 +86,7 @@ from grounded_planner.ros.convert import numpy_to_image
 
 rclpy.init()
 node = rclpy.create_node("bench_camera")
-base = np.random.default_rng(0).integers(0, 255, ({height}, {width}, 3), dtype=np.uint8)  # a JPEG of a scene's size
+base = np.load("{scene}")  # (height, width, 3) uint8 RGB
 frames = [numpy_to_image(np.roll(base, k * 64, axis=1), "rgb8") for k in range(8)]
 for msg in frames:
     msg.header.frame_id = "camera_color_optical_frame"
@@ -113,10 +114,26 @@ while not done.is_set():
 """
 
 
+def scene_image(noise: bool) -> np.ndarray:
+    """The camera's 1280x720 image: the real RealSense recording's office corner (test/fixtures/librealsense, read by
+    librealsense) scaled up to 1280x960 and cut to 720 rows, so its JPEGs are as large as a real scene's; with
+    ``noise``, random pixels, the worst case for JPEG (3-4x the bytes to encode, send and decode)."""
+    if noise:
+        return np.random.default_rng(0).integers(0, 255, (HEIGHT, WIDTH, 3), dtype=np.uint8)
+    from helpers.realdata import real_frame
+
+    from grounded_planner.console.jpeg import scale_to_width
+
+    tall = scale_to_width(real_frame().color_rgb, WIDTH)
+    top = (tall.shape[0] - HEIGHT) // 2
+    return np.ascontiguousarray(tall[top : top + HEIGHT])
+
+
 class CameraStream:
     """A 1280x720 rgb8 stream at 30 Hz on FRAME_TOPIC from a process of its own, as a camera node is (publishing from
     this process would take this process's GIL from the clients being timed), each frame stamped with the wall clock
-    when it is published; ``on.set()`` / ``on.clear()`` switch it."""
+    when it is published; ``on.set()`` / ``on.clear()`` switch it. ``scene``: an .npy of the image (each frame is it
+    shifted sideways by a multiple of 64 px, so that consecutive frames differ)."""
 
     class _Switch:
         def __init__(self, child: subprocess.Popen):
@@ -130,8 +147,8 @@ class CameraStream:
             self.child.stdin.write("off\n")
             self.child.stdin.flush()
 
-    def __init__(self):
-        code = CAMERA.format(width=WIDTH, height=HEIGHT, topic=FRAME_TOPIC, fps=FPS)
+    def __init__(self, scene: Path):
+        code = CAMERA.format(scene=scene, topic=FRAME_TOPIC, fps=FPS)
         child = subprocess.Popen(
             [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True,
@@ -336,12 +353,13 @@ def frame_to_screen(driver, node, tmp: Path, frames_s: float, stream: CameraStre
         time.sleep(frames_s)
         cpu = child.cpu_s() - cpu0
         shown = driver.execute_script("return window.gpShown")
+        sent_width = driver.execute_script("return document.getElementById('camera').naturalWidth")
         stream.on.clear()
         window = shown[-(len(shown) - shown0) :] if len(shown) > shown0 else []
         latency = [s["shown_ms"] - int(s["stamp_ns"]) / 1e6 for s in window]
         print(f"camera frame (1280x720, {FPS} Hz published) -> shown in the browser: {stats_ms(latency)}")
         print(
-            f"  displayed {len(window) / frames_s:.1f} frames/s; console process CPU "
+            f"  sent {sent_width} px wide (the page's width); displayed {len(window) / frames_s:.1f} frames/s; console process CPU "
             f"{cpu / max(1, len(window)) * 1000:.1f} ms per displayed frame "
             f"({cpu / frames_s * 100:.0f} % of a core; with no page open: {idle_cpu / frames_s * 100:.1f} %); {load()}"
         )
@@ -356,10 +374,13 @@ def main() -> int:
     parser.add_argument("--approvals", type=int, default=10)
     parser.add_argument("--plans", type=int, default=30)
     parser.add_argument("--frames-s", type=float, default=10.0)
+    parser.add_argument(
+        "--noise", action="store_true", help="a camera of random pixels (JPEG's worst case) instead of a real scene"
+    )
     args = parser.parse_args()
     print(
         f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}; {load()}"
+        f"Python {platform.python_version()}; {load()}; camera: {'random pixels' if args.noise else 'a real scene'}"
     )
     os.environ["PYTHONPATH"] = str(REPO)
     tmp = Path(tempfile.mkdtemp(prefix="bench_console_"))
@@ -390,7 +411,9 @@ def main() -> int:
             lambda m: events.append((m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec, m.state)),
             QoSProfile(depth=50),
         )
-        stream = CameraStream()
+        scene = tmp / "scene.npy"
+        np.save(scene, scene_image(args.noise))
+        stream = CameraStream(scene)
         stack.callback(stream.stop)
         try:
             # 1. approve click -> first motion command

@@ -23,6 +23,7 @@ from rclpy.exceptions import InvalidHandle
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
 from rclpy.subscription import Subscription
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
@@ -252,15 +253,19 @@ class TakenOnDemand(CallbackGroup):
 
 def take_newest(subscription: Subscription):
     """The newest message waiting in ``subscription``'s reader history (older ones are dropped), or None when
-    nothing is waiting or the subscription was destroyed meanwhile."""
+    nothing is waiting or the subscription was destroyed meanwhile. Every waiting message is taken serialized and
+    only the newest is turned into a Python message: rclpy's conversion of a 1280x720 rgb8 Image costs 2.6 ms
+    here, with the GIL held, and the ones dropped were paying it too."""
     newest = None
     try:
         with subscription.handle:
-            while (taken := subscription.handle.take_message(subscription.msg_type, subscription.raw)) is not None:
+            while (taken := subscription.handle.take_message(subscription.msg_type, True)) is not None:
                 newest = taken[0]
     except InvalidHandle:  # destroyed by a type change (TypedSubscription.check) while we took
         return None
-    return newest
+    if newest is None or subscription.raw:
+        return newest
+    return deserialize_message(newest, subscription.msg_type)
 
 
 class TypedSubscription:
