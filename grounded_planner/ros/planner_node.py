@@ -214,10 +214,12 @@ class PlannerNode(StackNode, Node):
         # the frame set each plan was made on, for the rollout logger (published only while someone subscribes),
         # latched as the plan is: a subscription the middleware matched a moment late (a logger just started, or
         # restarted) still gets the last plan's depth and camera_info, not the plan without them (seen in CI)
+        # (two deep: a second plan answered at once must not push the first's set out before it was delivered)
+        frames_qos = QoSProfile(depth=2, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._frames_pubs = (
-            self.create_publisher(Image, names.PLAN_FRAMES_COLOR, latched),
-            self.create_publisher(Image, names.PLAN_FRAMES_DEPTH, latched),
-            self.create_publisher(CameraInfo, names.PLAN_FRAMES_CAMERA_INFO, latched),
+            self.create_publisher(Image, names.PLAN_FRAMES_COLOR, frames_qos),
+            self.create_publisher(Image, names.PLAN_FRAMES_DEPTH, frames_qos),
+            self.create_publisher(CameraInfo, names.PLAN_FRAMES_CAMERA_INFO, frames_qos),
         )
         self._gate = RequestGate(p["max_concurrent_requests"])
         self.executor_threads = p["max_concurrent_requests"] + SPARE_THREADS  # read by run_node

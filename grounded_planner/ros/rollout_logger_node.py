@@ -208,7 +208,7 @@ class RolloutLoggerNode(StackNode, Node):
         self.create_subscription(
             CameraInfo, p["camera_info_topic"], lambda m: self._on_sensor("camera_info", m), sensor_qos
         )
-        plan_frames_qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)  # latched, as the planner's
+        plan_frames_qos = QoSProfile(depth=2, durability=DurabilityPolicy.TRANSIENT_LOCAL)  # latched, as the planner's
         for key, msg_type, topic in (
             ("color", Image, names.PLAN_FRAMES_COLOR),
             ("depth", Image, names.PLAN_FRAMES_DEPTH),
