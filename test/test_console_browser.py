@@ -96,6 +96,13 @@ def plan_in(driver, instruction: str) -> None:
     click(driver, "#plan-btn")
 
 
+def labelled_rollout(driver) -> str:
+    """The rollout the live label panel is for ('' when none): the panel keeps the last episode of any test before,
+    so a wait for "this episode's label" must see a rollout other than the one shown before the episode ran."""
+    key = driver.execute_script("return document.getElementById('live-label').dataset.key || ''")
+    return key.split("|")[0]
+
+
 def camera_shown(driver) -> bool:
     return driver.execute_script("const i = document.getElementById('camera'); return i.complete && i.naturalWidth > 0")
 
@@ -138,6 +145,7 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
         and newest["steps"] == []
         and browser.find_element("id", "exec-badge").text == "executor: idle"
     )
+    shown_before = labelled_rollout(browser)
     click(browser, "#approve-btn")
     wait_until(
         lambda: rows(browser, "steps")[0][5] not in ("—", "waiting"),
@@ -165,7 +173,9 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
     # the episode ended: its rollout waits for a label, the stack's own (the simulator's: success) preselected
     wait_until(
         lambda: (
-            "label from: simulator (success)" in browser.find_element("css selector", "#live-label .label-info").text
+            labelled_rollout(browser) not in ("", shown_before)
+            and "label from: simulator (success)"
+            in browser.find_element("css selector", "#live-label .label-info").text
         ),
         30,
         "the episode's label panel",
@@ -478,6 +488,7 @@ def test_an_evaluation_session_card_by_card(stack, browser):
         browser,
         "session_no_plan",
     )
+    shown_before = labelled_rollout(browser)
     click(browser, "#approve-btn")
     wait_until(
         lambda: "succeeded" in browser.find_element("id", "decision-msg").text,
@@ -487,7 +498,10 @@ def test_an_evaluation_session_card_by_card(stack, browser):
         "session_not_run",
     )
     wait_until(
-        lambda: "label from: simulator" in browser.find_element("css selector", "#live-label .label-info").text,
+        lambda: (
+            labelled_rollout(browser) not in ("", shown_before)
+            and "label from: simulator" in browser.find_element("css selector", "#live-label .label-info").text
+        ),
         30,
         "the trial's rollout to be labelled",
         browser,

@@ -17,8 +17,9 @@ import pytest
 pytest.importorskip("franky")
 pytest.importorskip("franky_sim")
 
-from grounded_planner.execution.backend import MotionTimeoutError  # noqa: E402
+from grounded_planner.execution.backend import BackendFault, MotionTimeoutError  # noqa: E402
 from grounded_planner.execution.backends import make_backend  # noqa: E402
+from grounded_planner.execution.backends.franky_backend import fault_message  # noqa: E402
 from grounded_planner.execution.config import ExecutorConfig  # noqa: E402
 from grounded_planner.execution.executor import Executor  # noqa: E402
 from grounded_planner.execution.outcomes import Outcome  # noqa: E402
@@ -249,6 +250,30 @@ def test_robot_lost_mid_step_is_a_fault_and_the_rest_is_not_run():
 SPEED_SPAN_S = 0.1  # s: the shortest span the velocity-cap test measures a speed over
 
 
+def move_again_after_a_trajectory_generator_failure(backend, goal) -> None:
+    """A move at full speed, made once more from where the arm stopped if franky's trajectory generator gave up.
+    franky 2.0.0 (motion/waypoint_motion.hpp) extrapolates the motion after missed control ticks, and Ruckig can fail
+    on that state (a CI run on 2 loaded CPUs: "Motion planner failed with error code -111"); the backend reports it as
+    a fault, as it should, but it says nothing about the speed cap a test using this checks."""
+    try:
+        backend.move_to_pose(goal, 0.0, 1.0)
+    except BackendFault as exc:
+        if "Motion planner failed" not in str(exc):
+            raise
+        at_rest(backend)
+        backend.move_to_pose(goal, 0.0, 1.0)
+
+
+def test_a_trajectory_generator_failure_says_what_ruckig_meant_and_a_cause():
+    said = fault_message(RuntimeError("Motion planner failed with error code -111"))
+    assert said.startswith("franky: RuntimeError: Motion planner failed with error code -111 (Ruckig")
+    assert "synchronization calculation" in said and "missed ticks" in said
+    assert "does not know" in fault_message(RuntimeError("Motion planner failed with error code -7"))
+    assert fault_message(RuntimeError("libfranka: Move command aborted")) == (
+        "franky: RuntimeError: libfranka: Move command aborted"
+    )
+
+
 def test_velocity_cap_holds_for_a_diagonal_move(cube_sim):
     """franky limits each Cartesian axis; the backend keeps the TCP speed itself under the safety cap."""
     host, _ = cube_sim
@@ -268,12 +293,12 @@ def test_velocity_cap_holds_for_a_diagonal_move(cube_sim):
 
         # from a known pose: relative to wherever the test before left the arm, the goal lay 6 cm below the floor
         # (TCP z -0.059 after the cancel test), and the arm pressed into it, then dragged on it in the next test
-        backend.move_to_pose([0.45, -0.1, 0.4], 0.0, 1.0)
+        move_again_after_a_trajectory_generator_failure(backend, [0.45, -0.1, 0.4])
         sampler = threading.Thread(target=sample)
         sampler.start()
         start = backend.current_pose()[0]
         goal = start + np.array([-0.15, 0.25, -0.2])
-        backend.move_to_pose(goal, 0.0, 1.0)  # asks for full speed
+        move_again_after_a_trajectory_generator_failure(backend, goal)  # asks for full speed
         done.set()
         sampler.join()
         np.testing.assert_allclose(backend.current_pose()[0], goal, atol=0.003)

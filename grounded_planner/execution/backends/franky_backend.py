@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import math
+import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -86,6 +87,36 @@ def _diagonal_factor(delta_m: np.ndarray) -> float:
     """
     norm = float(np.linalg.norm(delta_m))
     return 1.0 if norm < 1e-9 else max(float(np.max(np.abs(delta_m))) / norm, 1e-3)
+
+
+# Ruckig's result codes (ruckig/result.hpp), which franky's waypoint motions report as "Motion planner failed with
+# error code N" when the trajectory generator gives up during a motion (franky 2.0.0, motion/waypoint_motion.hpp)
+_RUCKIG_RESULTS = {
+    -1: "an unclassified error",
+    -100: "invalid input",
+    -101: "a trajectory duration past its numerical limits",
+    -102: "positional limits",
+    -104: "zero limits",
+    -110: "its execution-time calculation (step 1)",
+    -111: "its synchronization calculation (step 2)",
+}
+_PLANNER_FAILED = re.compile(r"Motion planner failed with error code (-?\d+)")
+
+
+def fault_message(exc: BaseException) -> str:
+    """What a franky exception during a motion tells the user. A trajectory-generator failure gets Ruckig's meaning of
+    its code and a known cause: when control ticks were missed (the control callback came late), franky extrapolates
+    the motion's state, and Ruckig can fail on the extrapolated state; the motion ends where the arm is."""
+    text = f"franky: {type(exc).__name__}: {exc}"
+    found = _PLANNER_FAILED.search(str(exc))
+    if found is None:
+        return text
+    meaning = _RUCKIG_RESULTS.get(int(found.group(1)), "an error code this backend does not know")
+    return (
+        f"{text} (Ruckig, franky's trajectory generator, failed in {meaning}; a known cause is a control loop "
+        "that missed ticks, after which franky extrapolates the motion: run on a real-time kernel with realtime: true and nothing "
+        "else loading the CPUs, then move again from where the arm stopped)"
+    )
 
 
 def yaw_to_quaternion(yaw_rad: float) -> np.ndarray:
@@ -225,7 +256,7 @@ class FrankyBackend(RobotBackend):
                 raise  # ours (a RuntimeError too): it already says what happened
             except self._errors as exc:
                 if not self._stop_requested.is_set():
-                    raise BackendFault(f"franky: {type(exc).__name__}: {exc}") from exc
+                    raise BackendFault(fault_message(exc)) from exc
                 # our stop() raced the join (which raised the preempted Move before the loop saw the flag), or stop()
                 # stopped the robot itself: stop and wait for the arm as any stop does
                 note = self._halt(self._stop_at + self.stop_timeout_s - STOP_MARGIN_S, "stop()")
