@@ -191,3 +191,46 @@ def test_ctrl_c_ends_the_planner_node_while_a_vlm_request_hangs(rclpy_context):
     assert child.returncode == 0, out
     assert took < CALLBACK_WAIT_S + 10.0, f"Ctrl-C took {took:.1f} s with a VLM request in flight"
     assert "left behind" in out and "Traceback" not in out, out
+
+
+def test_a_shutdown_stuck_in_a_c_call_that_holds_the_gil_still_ends_within_the_bound():
+    """exit_watchdog's Python timer cannot run while a C library call hangs with the GIL held (no Python thread
+    can); faulthandler's backstop, a C thread, still ends the process with exit 1 and every thread's stack.
+    A CI run saw a camera node live on for 40 s after Ctrl-C with no word: nothing bounded it then."""
+    import time
+
+    from grounded_planner.ros.shutdown import BACKSTOP_S
+
+    code = (
+        "import ctypes\n"
+        "from grounded_planner.ros.shutdown import exit_watchdog\n"
+        "exit_watchdog(0.5, 'probe')\n"
+        "print('stuck', flush=True)\n"
+        "ctypes.PyDLL(None).sleep(60)\n"  # libc sleep through PyDLL: the GIL stays held, as a hung SDK call holds it
+        "print('not stopped', flush=True)\n"
+    )
+    started = time.monotonic()
+    child = spawn_python(["-c", code])
+    try:
+        out, _ = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 1, out
+    assert time.monotonic() - started < 0.5 + BACKSTOP_S + 10, out
+    assert "stuck" in out and "not stopped" not in out
+    assert "Timeout" in out and "most recent call first" in out, out  # faulthandler's dump: where it hung
+
+
+def test_a_cancelled_exit_watchdog_lets_the_process_live_on():
+    code = (
+        "import time\n"
+        "from grounded_planner.ros.shutdown import exit_watchdog\n"
+        "exit_watchdog(0.3, 'probe').cancel()\n"
+        "time.sleep(3.0)\n"  # past the Python timer and faulthandler's backstop
+        "print('lived on', flush=True)\n"
+    )
+    child = spawn_python(["-c", code])
+    out, _ = child.communicate(timeout=30)
+    assert child.returncode == 0 and "lived on" in out, out

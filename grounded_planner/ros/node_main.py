@@ -163,10 +163,12 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
         finally:
             spinning(False)
             ignore_sigint()  # shutting down: a second Ctrl-C (ros2 launch forwards one) must not cut it short
+            # the whole shutdown is bounded, wherever the Ctrl-C came (before the executor was made too: destroying
+            # the node lets go of its device, and a device's stop can hang)
+            watchdog = exit_watchdog(SHUTDOWN_LIMIT_S, name)
             if executor is not None:
                 # a callback still running (a VLM request waiting on a hung server, up to timeout_s) must not keep
-                # Ctrl-C from ending the process: wait for it a bounded time, and bound the whole shutdown
-                watchdog = exit_watchdog(SHUTDOWN_LIMIT_S, name)
+                # Ctrl-C from ending the process: wait for it a bounded time
                 stuck = shutdown_executor(executor, CALLBACK_WAIT_S)
             node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):

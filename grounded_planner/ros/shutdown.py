@@ -20,6 +20,10 @@ from typing import Callable, Iterator
 # process prints every thread's stack and leaves anyway, seconds.
 CALLBACK_WAIT_S = 5.0
 SHUTDOWN_LIMIT_S = 20.0
+# faulthandler's own watchdog (a C thread, which needs neither the GIL nor a Python lock) ends the process this long
+# after SHUTDOWN_LIMIT_S when exit_watchdog's Python timer could not run: a call into a C library that hangs while
+# holding the GIL stops every Python thread, the timer's too
+BACKSTOP_S = 2.0
 
 
 _SPINNING: list = []  # [on_sigint] while rclpy spins this process's nodes (see spinning())
@@ -36,7 +40,10 @@ def _first_sigint(signum, frame) -> None:
     if _HELD:
         if len(_HELD) == 1:
             _HELD.append(True)
-            exit_watchdog(SHUTDOWN_LIMIT_S, _HELD[0])  # a step that hangs (a robot that never answers) still ends
+            # a step that hangs (a robot that never answers) still ends. No thread is started here: a signal handler
+            # runs between two bytecodes of the main thread, which may hold threading's own locks (inside a
+            # Thread.start() of the node's activate), and a Timer started here could wait on them for ever
+            faulthandler.dump_traceback_later(SHUTDOWN_LIMIT_S + BACKSTOP_S, exit=True)
         return
     if not _SPINNING:
         raise KeyboardInterrupt
@@ -126,10 +133,23 @@ def shutdown_executor(executor, timeout_s: float) -> list[str]:
     return stuck
 
 
-def exit_watchdog(limit_s: float, name: str) -> threading.Timer:
+class ExitWatchdog:
+    """What :func:`exit_watchdog` armed: a Python timer and faulthandler's backstop; :meth:`cancel` stops both."""
+
+    def __init__(self, timer: threading.Timer):
+        self.timer = timer
+
+    def cancel(self) -> None:
+        self.timer.cancel()
+        faulthandler.cancel_dump_traceback_later()
+
+
+def exit_watchdog(limit_s: float, name: str) -> ExitWatchdog:
     """Ctrl-C always ends the process ``name``: a shutdown still going ``limit_s`` after spinning stopped prints the
-    stack of every thread (where it is stuck) and ends the process with exit code 1. Cancel the returned timer
-    once the shutdown is done (the caller may go on running)."""
+    stack of every thread (where it is stuck) and ends the process with exit code 1. Where no Python thread can run
+    then (a C call stuck with the GIL held), faulthandler does the same :data:`BACKSTOP_S` later from a C thread.
+    Cancel the returned watchdog once the shutdown is done (the caller may go on running). Never from a signal
+    handler: it starts a thread."""
 
     def fire() -> None:
         print(
@@ -140,10 +160,11 @@ def exit_watchdog(limit_s: float, name: str) -> threading.Timer:
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         os._exit(1)
 
+    faulthandler.dump_traceback_later(limit_s + BACKSTOP_S, exit=True)
     timer = threading.Timer(limit_s, fire)
     timer.daemon = True
     timer.start()
-    return timer
+    return ExitWatchdog(timer)
 
 
 def leave_stuck_callbacks(stuck: list[str], name: str) -> None:
