@@ -43,7 +43,7 @@ def _first_sigint(signum, frame) -> None:
             # a step that hangs (a robot that never answers) still ends. No thread is started here: a signal handler
             # runs between two bytecodes of the main thread, which may hold threading's own locks (inside a
             # Thread.start() of the node's activate), and a Timer started here could wait on them for ever
-            faulthandler.dump_traceback_later(SHUTDOWN_LIMIT_S + BACKSTOP_S, exit=True)
+            _arm_backstop(SHUTDOWN_LIMIT_S + BACKSTOP_S)
         return
     if not _SPINNING:
         raise KeyboardInterrupt
@@ -133,6 +133,17 @@ def shutdown_executor(executor, timeout_s: float) -> list[str]:
     return stuck
 
 
+def _arm_backstop(seconds: float) -> None:
+    """faulthandler's watchdog: after ``seconds`` every thread's stack to stderr and exit 1, from a C thread. It needs
+    a file descriptor: where sys.stderr has none (a test runner's capture), the process's own stderr."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            faulthandler.dump_traceback_later(seconds, exit=True, file=stream)
+            return
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both OSError and ValueError
+            continue
+
+
 class ExitWatchdog:
     """What :func:`exit_watchdog` armed: a Python timer and faulthandler's backstop; :meth:`cancel` stops both."""
 
@@ -160,7 +171,7 @@ def exit_watchdog(limit_s: float, name: str) -> ExitWatchdog:
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         os._exit(1)
 
-    faulthandler.dump_traceback_later(limit_s + BACKSTOP_S, exit=True)
+    _arm_backstop(limit_s + BACKSTOP_S)
     timer = threading.Timer(limit_s, fire)
     timer.daemon = True
     timer.start()
