@@ -19,6 +19,8 @@ pytest.importorskip("httpx")
 
 from helpers.tabletop import INSTRUCTION, SCENE_COLORS  # noqa: E402
 
+from grounded_planner.ros import names  # noqa: E402
+
 
 def start_camera(shift_s: float = 0.0):
     """A 10 Hz camera in its own process, as realsense-ros publishes: colour, aligned depth and camera_info with one
@@ -206,8 +208,13 @@ def test_the_rollout_records_the_frame_set_the_plan_was_made_on(vlm, tmp_path, r
         spin_until(
             probe.executor,
             lambda: all(
-                probe.node.count_subscribers(f"/grounded_planner/{topic}") > 0
-                for topic in ("plan_frames/color", "plan_frames/depth", "plan_frames/camera_info", "last_plan")
+                probe.node.count_subscribers(topic) > 0
+                for topic in (
+                    names.PLAN_FRAMES_COLOR,
+                    names.PLAN_FRAMES_DEPTH,
+                    names.PLAN_FRAMES_CAMERA_INFO,
+                    names.LAST_PLAN,
+                )
             ),
             30.0,
             "the logger to subscribe",

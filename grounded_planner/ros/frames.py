@@ -22,7 +22,7 @@ from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.exceptions import InvalidHandle
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from rclpy.subscription import Subscription
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
@@ -47,6 +47,12 @@ from grounded_planner.ros.params import Param, extrinsics_file, non_empty, non_n
 MESSAGE_CLASSES = {IMAGE_MSGTYPE: Image, COMPRESSED_MSGTYPE: CompressedImage, CAMERA_INFO_MSGTYPE: CameraInfo}
 # how often a subscription's type is checked against what the topic's publishers advertise, seconds
 TYPE_CHECK_PERIOD_S = 1.0
+# the frame set each plan was made on (names.PLAN_FRAMES_*), from planner_node to the rollout logger: latched, as the
+# plan is, so a subscription the middleware matched a moment late (a logger just started, or restarted) still gets
+# the last plan's depth and camera_info (seen in CI); two deep, so a second plan answered at once cannot push the
+# first's set out before it was delivered. One profile for both ends: a latched subscription matches no volatile
+# publisher.
+PLAN_FRAMES_QOS = QoSProfile(depth=2, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 # how often wait_for looks again for an image that is taken on demand, while none has arrived yet, seconds
 ON_DEMAND_POLL_S = 0.005
 _WHAT = {

@@ -29,6 +29,7 @@ from grounded_planner.ros.convert import numpy_to_image, plan_to_msg
 from grounded_planner.ros.frames import (
     BACKPROJECTION_PARAMS,
     FRESHNESS_PARAMS,
+    PLAN_FRAMES_QOS,
     LatestFrames,
     Snapshot,
     backproject,
@@ -211,15 +212,11 @@ class PlannerNode(StackNode, Node):
         # for the rollout logger: every request's outcome, and the 3D targets of back-projected plans
         self._status_pub = self.create_publisher(PlannerStatus, names.PLANNER_STATUS, QoSProfile(depth=10))
         self._targets_pub = self.create_publisher(GroundedPlanMsg, names.TARGETS, QoSProfile(depth=10))
-        # the frame set each plan was made on, for the rollout logger (published only while someone subscribes),
-        # latched as the plan is: a subscription the middleware matched a moment late (a logger just started, or
-        # restarted) still gets the last plan's depth and camera_info, not the plan without them (seen in CI)
-        # (two deep: a second plan answered at once must not push the first's set out before it was delivered)
-        frames_qos = QoSProfile(depth=2, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        # the frame set each plan was made on, for the rollout logger (published only while someone subscribes)
         self._frames_pubs = (
-            self.create_publisher(Image, names.PLAN_FRAMES_COLOR, frames_qos),
-            self.create_publisher(Image, names.PLAN_FRAMES_DEPTH, frames_qos),
-            self.create_publisher(CameraInfo, names.PLAN_FRAMES_CAMERA_INFO, frames_qos),
+            self.create_publisher(Image, names.PLAN_FRAMES_COLOR, PLAN_FRAMES_QOS),
+            self.create_publisher(Image, names.PLAN_FRAMES_DEPTH, PLAN_FRAMES_QOS),
+            self.create_publisher(CameraInfo, names.PLAN_FRAMES_CAMERA_INFO, PLAN_FRAMES_QOS),
         )
         self._gate = RequestGate(p["max_concurrent_requests"])
         self.executor_threads = p["max_concurrent_requests"] + SPARE_THREADS  # read by run_node

@@ -28,7 +28,7 @@ from grounded_planner.geometry.errors import CameraModelError
 from grounded_planner.msgs.camera_info import raw_calibration
 from grounded_planner.msgs.images import ImageDecodeError, color_to_rgb, depth_to_numpy, describe
 from grounded_planner.ros.convert import plan_from_msg
-from grounded_planner.ros.frames import TypedSubscription, camera_model, stamp_ns as msg_stamp_ns
+from grounded_planner.ros.frames import PLAN_FRAMES_QOS, TypedSubscription, camera_model, stamp_ns as msg_stamp_ns
 from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros.params import (
     Param,
@@ -208,13 +208,12 @@ class RolloutLoggerNode(StackNode, Node):
         self.create_subscription(
             CameraInfo, p["camera_info_topic"], lambda m: self._on_sensor("camera_info", m), sensor_qos
         )
-        plan_frames_qos = QoSProfile(depth=2, durability=DurabilityPolicy.TRANSIENT_LOCAL)  # latched, as the planner's
         for key, msg_type, topic in (
             ("color", Image, names.PLAN_FRAMES_COLOR),
             ("depth", Image, names.PLAN_FRAMES_DEPTH),
             ("camera_info", CameraInfo, names.PLAN_FRAMES_CAMERA_INFO),
         ):
-            self.create_subscription(msg_type, topic, lambda m, key=key: self._on_plan_frame(key, m), plan_frames_qos)
+            self.create_subscription(msg_type, topic, lambda m, key=key: self._on_plan_frame(key, m), PLAN_FRAMES_QOS)
         self.create_subscription(GroundedPlanMsg, names.LAST_PLAN, self._on_plan, events_qos)
         self.create_subscription(PlannerStatus, names.PLANNER_STATUS, self._on_planner_status, events_qos)
         self.create_subscription(GroundedPlanMsg, names.TARGETS, self._on_targets, events_qos)

@@ -114,8 +114,8 @@ def fault_message(exc: BaseException) -> str:
     meaning = _RUCKIG_RESULTS.get(int(found.group(1)), "an error code this backend does not know")
     return (
         f"{text} (Ruckig, franky's trajectory generator, failed in {meaning}; a known cause is a control loop "
-        "that missed ticks, after which franky extrapolates the motion: run on a real-time kernel with realtime: true and nothing "
-        "else loading the CPUs, then move again from where the arm stopped)"
+        "that missed ticks, after which franky extrapolates the motion: run on a real-time kernel with realtime: "
+        "true and nothing else loading the CPUs, then move again from where the arm stopped)"
     )
 
 
