@@ -331,21 +331,17 @@ class Bringup:
         from rclpy.executors import ExternalShutdownException  # lazy: ROS package (rclpy), absent without a ROS install
 
         # lazy: a ROS command; the CLI runs without rclpy
-        from grounded_planner.ros.node_main import rcl_error_line, response_not_delivered
+        from grounded_planner.ros.node_main import survivable_rcl_error
 
         try:
             while self.context.ok() and not self._stop.is_set():
                 try:
                     self.executor.spin_once(timeout_sec=0.1)
-                except Exception as exc:  # a response rmw could not deliver is the client's loss, not the graph's
-                    if not response_not_delivered(exc):
+                except Exception as exc:  # an undeliverable response, an entity gone: not the graph's end
+                    warning = survivable_rcl_error(exc)
+                    if not warning:
                         raise
-                    print(
-                        f"bringup: a client did not get its response (not discovered yet, or gone): "
-                        f"{rcl_error_line(exc)}",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                    print(f"bringup: {warning}", file=sys.stderr, flush=True)
         except ExternalShutdownException:
             pass
 
