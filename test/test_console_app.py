@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+import time
 from pathlib import Path
 
 import numpy as np
@@ -45,14 +46,28 @@ PLAN = {
 }
 
 
-class RecordingGraph:
-    """Test double of ConsoleGraph: answers with a fixed plan and records what the app asked of the graph."""
+class SentGoal:
+    """Test double of console.graph.SentGoal: ``ended`` is set by the test (the executor ended the goal)."""
 
-    def __init__(self, require_approval=False, verdicts=("ok", "ok")):
+    def __init__(self):
+        self.is_ended = False
+
+    def ended(self):
+        return self.is_ended
+
+
+class RecordingGraph:
+    """Test double of ConsoleGraph: answers with a fixed plan and records what the app asked of the graph (a goal
+    sent to be held for approval is recorded as ``hold``). ``busy``: the executor rejects every goal, as it does
+    while it holds or runs another client's plan."""
+
+    def __init__(self, require_approval=False, verdicts=("ok", "ok"), busy=False):
         self.require_approval = require_approval
         self.verdicts = verdicts
+        self.busy = busy
         self.calls: list[tuple] = []
         self.frames: list[Frame] = []
+        self.goals: list[SentGoal] = []
 
     def plan(self, instruction, timeout_s):
         self.calls.append(("plan", instruction))
@@ -62,8 +77,12 @@ class RecordingGraph:
     def requires_approval(self):
         return self.require_approval
 
-    def execute(self, plan):
-        self.calls.append(("execute", plan["instruction"]))
+    def execute(self, plan, hold=False):
+        if self.busy:
+            raise GraphError("the executor rejected the goal (busy with another plan, or not active)")
+        self.calls.append(("hold" if hold else "execute", plan["instruction"]))
+        self.goals.append(SentGoal())
+        return self.goals[-1]
 
     def answer_approval(self, approved, wait_s):
         self.calls.append(("approve", approved))
@@ -79,6 +98,15 @@ class RecordingGraph:
 
     def did(self, kind):
         return [c for c in self.calls if c[0] == kind]
+
+
+async def held(graph, count=1):
+    """Wait (up to 5 s) until the app has sent ``count`` goals to be held: it sends them after the plan's answer."""
+    for _ in range(500):
+        if len(graph.did("hold")) >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no goal sent to be held for approval: {graph.calls}")
 
 
 def serve(app: ConsoleApp, body, **server_kwargs):
@@ -132,21 +160,73 @@ def test_one_plan_gets_one_decision_and_a_late_approve_is_refused_with_the_reaso
     assert any("refused approve of plan 1 from 127.0.0.1" in n for n in notes)
 
 
-def test_with_require_approval_the_plan_is_held_by_the_executor_and_approved_on_its_service(tmp_path):
+def test_with_require_approval_the_preview_is_held_by_the_executor_and_approve_answers_its_service(tmp_path):
     graph = RecordingGraph(require_approval=True)
-    app, _ = make_app(tmp_path, graph)
+    app, notes = make_app(tmp_path, graph)
 
     async def body(client):
         plan = (await (await client.post("/api/plan", json={"instruction": "a"})).json())["plan"]
+        await held(graph)  # sent ahead, before any click: the executor holds it
         answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
-        assert answer.status == 200 and "approved on /grounded_planner/approve" in (await answer.json())["message"]
+        assert answer.status == 200
+        assert "held by the executor, and approved on /grounded_planner/approve" in (await answer.json())["message"]
 
     serve(app, body)
-    assert graph.calls[1:] == [("execute", "a"), ("approve", True)]
+    assert graph.calls[1:] == [("hold", "a"), ("approve", True)]  # the click answers the gate; nothing sent again
+    assert any("plan 1 sent to /grounded_planner/execute; the executor holds it for approval" in n for n in notes)
+
+
+def test_a_held_goal_that_ended_before_the_approve_is_sent_again_and_one_the_executor_refused_is_sent_by_it(tmp_path):
+    graph = RecordingGraph(require_approval=True)
+    app, notes = make_app(tmp_path, graph)
+
+    async def body(client):
+        plan = (await (await client.post("/api/plan", json={"instruction": "a"})).json())["plan"]
+        await held(graph)
+        graph.goals[-1].is_ended = True  # the executor's approval_timeout_s passed: it refused the held goal
+        answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
+        assert "sent to /grounded_planner/execute and approved" in (await answer.json())["message"]
+
+    serve(app, body)
+    assert graph.calls[1:] == [("hold", "a"), ("execute", "a"), ("approve", True)]
+
+    busy = RecordingGraph(require_approval=True, busy=True)  # another client's plan is held: nothing sent ahead
+    app, notes = make_app(tmp_path, busy)
+
+    async def refused(client):
+        await client.post("/api/plan", json={"instruction": "b"})
+        for _ in range(500):
+            if any("not sent ahead" in n for n in notes):
+                break
+            await asyncio.sleep(0.01)
+
+    serve(app, refused)
+    assert any(
+        "plan 1 not sent ahead to be held for approval (the executor rejected the goal (busy" in n
+        and "Approve will send it" in n
+        for n in notes
+    ), notes
+
+
+def test_a_new_plan_request_rejects_the_held_one_first(tmp_path):
+    graph = RecordingGraph(require_approval=True)
+    app, notes = make_app(tmp_path, graph)
+
+    async def body(client):
+        first = (await (await client.post("/api/plan", json={"instruction": "a"})).json())["plan"]
+        await held(graph)
+        await client.post("/api/plan", json={"instruction": "b"})
+        await held(graph, 2)
+        late = await client.post("/api/decision", json={"plan_id": first["id"], "approve": True})
+        assert late.status == 409 and "is not the current plan" in (await late.json())["error"]
+
+    serve(app, body)
+    assert graph.calls == [("plan", "a"), ("hold", "a"), ("approve", False), ("plan", "b"), ("hold", "b")]
 
 
 def test_a_plan_the_envelope_refuses_cannot_be_approved_and_nothing_moves(tmp_path):
-    graph = RecordingGraph(verdicts=("ok", "outside_workspace"))
+    # approval on: not even sent ahead to be held
+    graph = RecordingGraph(require_approval=True, verdicts=("ok", "outside_workspace"))
     app, _ = make_app(tmp_path, graph)
 
     async def body(client):
@@ -156,7 +236,7 @@ def test_a_plan_the_envelope_refuses_cannot_be_approved_and_nothing_moves(tmp_pa
         assert answer.status == 409 and "safety envelope refuses step(s) [1]" in (await answer.json())["error"]
 
     serve(app, body)
-    assert graph.did("execute") == []
+    assert graph.did("execute") == [] and graph.did("hold") == []
 
 
 def test_a_graph_failure_is_shown_on_the_plan(tmp_path):
@@ -303,8 +383,8 @@ def test_two_pages_get_every_state_change_and_frames_follow_the_browser(tmp_path
         for ws in (a, b):
             assert json.loads((await ws.receive()).data)["state"]["plan"] is None
         await client.post("/api/plan", json={"instruction": "stack the cups"})
-        for ws in (a, b):
-            state = json.loads((await ws.receive(timeout=5)).data)["state"]
+        for ws in (a, b):  # (the live view's pause while the plan was asked came before: its own message)
+            state = (await next_message(ws, "state"))["state"]
             assert state["plan"]["instruction"] == "stack the cups"
         await a.send_str(json.dumps({"type": "frames"}))
         message = await a.receive(timeout=5)
@@ -406,24 +486,39 @@ def test_a_taken_port_is_a_one_line_error_naming_the_address(tmp_path):
         taken.close()
 
 
-def test_reject_refuses_a_plan_the_executor_holds_and_sends_nothing_otherwise(tmp_path):
+def test_reject_refuses_the_plan_the_executor_holds_and_sends_nothing_otherwise(tmp_path):
     graph = RecordingGraph(require_approval=True)
     app, notes = make_app(tmp_path, graph)
 
     async def body(client):
         plan = (await (await client.post("/api/plan", json={"instruction": "a"})).json())["plan"]
+        await held(graph)
+        answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": False})
+        assert "answered /grounded_planner/approve: rejected" in (await answer.json())["message"]
+        graph.require_approval = False  # no approval gate: Reject sends nothing
+        plan = (await (await client.post("/api/plan", json={"instruction": "b"})).json())["plan"]
         answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": False})
         assert (await answer.json())["message"] == "nothing was sent to the executor"
-        # a plan another client sent is held by the executor (its awaiting_approval event): Reject refuses it
-        plan = (await (await client.post("/api/plan", json={"instruction": "b"})).json())["plan"]
-        app.state.on_feedback({"step": 0, "state": "awaiting_approval", "message": "'b': grasp cube"})
+
+    serve(app, body)
+    assert graph.did("approve") == [("approve", False)] and graph.did("execute") == []
+    assert any("plan 1 rejected by 127.0.0.1" in n for n in notes)
+    assert any("plan 2 rejected by 127.0.0.1: nothing was sent" in n for n in notes)
+
+    # another client's plan is held by the executor (its awaiting_approval event; ours could not be sent ahead):
+    # Reject refuses that one
+    other = RecordingGraph(require_approval=True, busy=True)
+    app, notes = make_app(tmp_path, other)
+
+    async def another(client):
+        plan = (await (await client.post("/api/plan", json={"instruction": "c"})).json())["plan"]
+        app.state.on_feedback({"step": 0, "state": "awaiting_approval", "message": "'x': grasp cube"})
         assert (await (await client.get("/api/state")).json())["executor"]["state"] == "waiting_approval"
         answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": False})
         assert "answered /grounded_planner/approve: rejected" in (await answer.json())["message"]
 
-    serve(app, body)
-    assert graph.did("approve") == [("approve", False)] and graph.did("execute") == []
-    assert any("plan 2 rejected by 127.0.0.1" in n for n in notes)
+    serve(app, another)
+    assert other.did("approve") == [("approve", False)] and other.did("hold") == []
 
 
 class CountingGraph(RecordingGraph):
@@ -540,3 +635,73 @@ def test_the_push_channel_does_not_deflate_the_jpeg_frames_again(tmp_path):
         await ws.close()
 
     serve(app, body)
+
+
+async def next_message(ws, kind):
+    """The next push of ``kind`` ("live", "state") or a frame ("frame"), skipping others (5 s at most)."""
+    while True:
+        message = await ws.receive(timeout=5)
+        if kind == "frame" and message.type == WSMsgType.BINARY:
+            return message
+        if message.type == WSMsgType.TEXT and json.loads(message.data)["type"] == kind:
+            return json.loads(message.data)
+
+
+def test_the_live_view_pauses_while_the_planner_answers_and_the_arm_is_still(tmp_path):
+    """Any client's plan request (the graph reports them from the plan service's introspection events): no frame is
+    taken or sent until it is answered, and the pages are told; while a goal runs, frames always flow."""
+    graph = CountingGraph()
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        ws = await client.ws_connect("/ws")
+        await next_message(ws, "state")
+        await ws.send_str(json.dumps({"type": "frames"}))
+        await next_message(ws, "frame")
+        app.plan_requests.started(("a client", 1))  # the planner took a request
+        assert (await next_message(ws, "live"))["paused"] is True
+        asked = graph.asked
+        await ws.send_str(json.dumps({"type": "ack"}))
+        await asyncio.sleep(0.4)
+        assert graph.asked == asked  # paused: no image taken, none encoded, none sent
+        app.plan_requests.answered(("a client", 1))
+        assert (await next_message(ws, "live"))["paused"] is False
+        await next_message(ws, "frame")  # the page's ack was kept: frames flow again at once
+
+        app.state.on_feedback({"step": 0, "state": "approach"})  # a goal runs (a closed loop asks for plans)
+        app.plan_requests.started(("the executor", 7))
+        await ws.send_str(json.dumps({"type": "ack"}))
+        await next_message(ws, "frame")
+        await ws.close()
+
+    serve(app, body)
+
+
+def test_the_consoles_own_plan_request_pauses_the_live_view_and_live_while_planning_keeps_it(tmp_path):
+    for live_while_planning in (False, True):
+        seen = []
+
+        class Watching(RecordingGraph):
+            def plan(self, instruction, timeout_s):
+                seen.append(app.live_paused())
+                return super().plan(instruction, timeout_s)
+
+        app, _ = make_app(tmp_path, Watching(), live_while_planning=live_while_planning)
+
+        async def body(client):
+            await client.post("/api/plan", json={"instruction": "a"})
+            assert app.live_paused() is False  # answered: frames flow again
+
+        serve(app, body)
+        assert seen == [not live_while_planning]
+
+
+def test_a_plan_request_never_answered_pauses_the_live_view_no_longer_than_its_timeout():
+    from grounded_planner.console.state import PlanRequests
+
+    flips = []
+    requests = PlanRequests(0.2, listener=flips.append)
+    requests.started("lost")  # the planner died before it answered
+    assert requests.busy() and flips == [True]
+    time.sleep(0.3)
+    assert not requests.busy() and flips == [True, False]

@@ -10,6 +10,8 @@ import importlib.util
 import json
 import re
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -40,6 +42,7 @@ pytestmark = [
 
 # the sim arm paced to the wall clock: a plan takes seconds, so Stop can land in the middle of it
 REALTIME = 1.0
+VLM = []  # the stack's local VLM server (a test may script a slow answer)
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +57,7 @@ def stack(tmp_path_factory):
     make_cards(session, [("relational_placement", "id", 0), ("relational_placement", "ood", 1)], INSTRUCTION)
     rollouts = session / "rollouts"
     with ros_domain_of_its_own(), FakeVLMServer(SCENE_COLORS) as vlm:
+        VLM[:] = [vlm]
         overrides = workcell_overrides(cell, vlm.base_url, rollouts)
         overrides.update({"planner.timeout_s": 20, "executor.approval_timeout_s": 30, "console.session_dir": session})
         graph = StackProcess(tmp, overrides)
@@ -356,8 +360,8 @@ def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop
         assert re.search(r"STOP from 127\.0\.0\.1: the running goal was cancelled", output.text())
         assert "refused approve of plan" in output.text()
         assert re.search(
-            r"approved by 127\.0\.0\.1: sent to /grounded_planner/execute and approved on "
-            r"/grounded_planner/approve",
+            r"approved by 127\.0\.0\.1: sent to /grounded_planner/execute at its preview, held by the executor, and "
+            r"approved on /grounded_planner/approve",
             output.text(),
         )
     finally:
@@ -436,6 +440,44 @@ def test_the_live_view_is_sent_no_wider_than_the_window_shows_it(stack, browser)
         browser.set_window_size(1400, 1000)
     browser.get(url)
     wait_until(lambda: browser.execute_script(shown)[0] == W, 30, "the camera's own width in a wide window", browser)
+
+
+def test_the_live_view_pauses_while_another_clients_plan_is_answered(stack, browser):
+    """A plan request from another node (the console hears of it from the plan service's introspection events): the
+    page says the live view is paused and gets no frame until the planner answers, then frames flow again."""
+    from grounded_planner.ros.client import GroundedPlannerClient
+    from grounded_planner.vlm.fake_server import Reply
+
+    url, rollouts, output = stack
+    browser.get(url)
+    wait_until(lambda: camera_shown(browser), 30, "the camera image", browser)
+
+    def last_shown() -> float:
+        return browser.execute_script("const s = window.gpShown; return s.length ? s[s.length - 1].shown_ms : 0")
+
+    def paused() -> bool:
+        return browser.execute_script("return !document.getElementById('camera-paused').hidden")
+
+    assert not paused()
+    VLM[0].script.append(Reply(delay_s=4.0))  # the model takes 4 s over this request
+    answers = []
+    with graph_node() as (node, executor):
+        client = GroundedPlannerClient(node, executor=executor)
+        asking = threading.Thread(target=lambda: answers.append(client.plan(INSTRUCTION, timeout_s=30.0)))
+        asking.start()
+        try:
+            wait_until(paused, 10, "the page to say the live view is paused", browser, "live_not_paused")
+            time.sleep(0.5)  # a frame already on its way when the pause began may still land
+            before = last_shown()
+            time.sleep(1.5)
+            assert last_shown() == before, "frames were shown while the planner answered"
+            screenshot(browser, "live_paused")
+        finally:
+            asking.join(40)
+    assert answers and answers[0].succeeded, client.last_error
+    wait_until(lambda: not paused(), 10, "the pause note to go once the plan is answered", browser)
+    shown = last_shown()
+    wait_until(lambda: last_shown() > shown, 10, "frames again after the answer", browser, "live_not_resumed")
 
 
 def test_a_rollout_path_leaving_the_folder_is_404_and_logged(stack, browser):

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO, requires_ros
 from helpers.ros_wait import spin_until, stop_process
 from helpers.sim_executor import start_sim_executor
-from test_ros_executor_node import ActionClientSide, sim_plan_msg
+from test_ros_executor_node import ActionClientSide, executor_child, sim_plan_msg  # noqa: F401 (a fixture)
 
 pytestmark = [
     requires_ros,
@@ -100,4 +100,33 @@ def test_rejected_and_unanswered_plans_move_nothing_an_approved_one_runs(approvi
     results = side.results  # typed ExecutionResult messages
     assert ["not approved" in r.message for r in results] == [True, True, False]
     assert results[-1].scene_success_known and results[-1].scene_success
+    side.node.destroy_node()
+
+
+@pytest.mark.usefixtures("executor_child")
+def test_a_goal_that_asks_to_be_held_waits_for_approval_where_the_executor_requires_none(rclpy_context):
+    """The console sends a preview ahead as such a goal: it must move nothing until approved, dry run or not (the
+    executor here has require_approval off, its default)."""
+    from action_msgs.msg import GoalStatus
+
+    _plan, msg = sim_plan_msg()
+    side = ActionClientSide(rclpy_context)
+    feedback = []
+
+    handle = side.send(
+        side.Goal(plan=msg, dry_run=True, require_approval=True), feedback=lambda f: feedback.append(f.feedback.state)
+    )
+    assert handle.accepted
+    rejected = answer_when_held("--reject", "not this one")
+    assert rejected.returncode == 0 and "rejected" in rejected.stdout, rejected.stdout + rejected.stderr
+    outcome = side.result(handle)
+    assert outcome.status == GoalStatus.STATUS_ABORTED and "not approved" in outcome.result.message
+    assert feedback == [], f"a held dry run went ahead: {feedback}"
+
+    handle = side.send(side.Goal(plan=msg, require_approval=True), feedback=lambda f: feedback.append(f.feedback.state))
+    approved = answer_when_held(spin=side.executor)
+    assert approved.returncode == 0 and "approved" in approved.stdout
+    outcome = side.result(handle)
+    assert outcome.status == GoalStatus.STATUS_SUCCEEDED, outcome.result.message
+    assert "close_gripper" in feedback
     side.node.destroy_node()

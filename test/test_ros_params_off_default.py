@@ -427,7 +427,8 @@ def test_camera_node_plays_a_recording_once_without_loop_playback_under_its_fram
         node.destroy_node()
 
 
-# -- console_node: host, token, executor_config_file, plan_timeout_s, max_frame_rate, max_image_width, jpeg_quality
+# -- console_node: host, token, executor_config_file, plan_timeout_s, max_frame_rate, max_image_width, jpeg_quality,
+#    live_while_planning
 
 
 def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_frame_settings(rclpy_context, tmp_path):
@@ -465,6 +466,7 @@ def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_fra
                 "jpeg_quality": 5,
                 "plan_timeout_s": 7.5,
                 "max_frame_rate": 4.0,
+                "live_while_planning": True,
                 "token": "sixteen-chars-tok",
             }
         ),
@@ -490,6 +492,21 @@ def test_console_node_takes_host_token_executor_config_file_plan_timeout_and_fra
         assert node.app.plan_timeout_s == 7.5
         # max_frame_rate: the cap the app's frame thread keeps (test_console_app checks the spacing it makes)
         assert node.app.max_frame_rate == 4.0
+        # live_while_planning: a plan request being answered does not pause the live view (by default it does:
+        # test_console_app); plan_timeout_s is also how long a request with no answer keeps it paused
+        node.app.plan_requests.started(("a client", 1))
+        assert node.app.live_paused() is False and node.app.plan_requests.lost_after_s == 7.5
+        # both can be set while the console runs (`ros2 param set /console live_while_planning false`)
+        from rclpy.parameter import Parameter
+
+        results = node.set_parameters(
+            [Parameter("live_while_planning", value=False), Parameter("plan_timeout_s", value=9.0)]
+        )
+        assert all(r.successful for r in results), results
+        assert node.app.live_paused() is True
+        assert node.app.plan_timeout_s == node.app.plan_requests.lost_after_s == 9.0
+        node.app.plan_requests.answered(("a client", 1))
+        assert node.app.live_paused() is False
 
         # max_image_width: a 320 px frame is shown 160 px wide (the aspect kept)
         executor = SingleThreadedExecutor(context=rclpy_context)

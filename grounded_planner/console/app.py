@@ -20,10 +20,10 @@ from typing import Any, Callable
 from aiohttp import WSMsgType, web
 
 from grounded_planner.console import auth
-from grounded_planner.console.graph import ConsoleGraph, Frame, GraphError
+from grounded_planner.console.graph import ConsoleGraph, Frame, GraphError, SentGoal
 from grounded_planner.console.rollouts import NotARolloutError, OutsideFolderError, RolloutStore
 from grounded_planner.console.session import EvalSession, SessionError
-from grounded_planner.console.state import ConsoleState, DecisionError
+from grounded_planner.console.state import ConsoleState, DecisionError, PlanRequests, why_not_runnable
 from grounded_planner.rollout.record import RolloutError
 from grounded_planner.rollout.taxonomy import FAILURE_MODES, FailureModeError
 
@@ -66,11 +66,18 @@ class FramePump:
     ``max_frame_rate`` a second, 0 = no limit) and hands it to every waiting browser at once, with one wake-up of the
     event loop. No browser waiting: the thread sleeps and the graph is never asked (no image taken, none encoded).
     Each browser says how wide it shows the image (device pixels); one encoding serves them all, at the widest of
-    those (as the camera gives it where one browser did not say)."""
+    those (as the camera gives it where one browser did not say). While ``paused()``, no frame is taken."""
 
-    def __init__(self, graph: ConsoleGraph, loop: asyncio.AbstractEventLoop, max_frame_rate: float = 0.0):
+    def __init__(
+        self,
+        graph: ConsoleGraph,
+        loop: asyncio.AbstractEventLoop,
+        max_frame_rate: float = 0.0,
+        paused: Callable[[], bool] = lambda: False,
+    ):
         self.graph, self.loop = graph, loop
         self.min_period_s = 1.0 / max_frame_rate if max_frame_rate > 0 else 0.0
+        self.paused = paused  # while True, no frame is taken (the browsers keep the last one)
         self._lock = threading.Lock()
         # (the last seq the browser got, the width it shows frames at (0 = as they come), its future)
         self._waiting: list[tuple[int, int, asyncio.Future]] = []
@@ -120,6 +127,9 @@ class FramePump:
             pause = last_taken + self.min_period_s - time.monotonic()
             if pause > 0:
                 self._stop.wait(pause)
+            if self.paused():
+                self._stop.wait(FRAME_POLL_S)
+                continue
             frame = self.graph.latest_frame(oldest, width)
             if frame is None:
                 self._stop.wait(FRAME_POLL_S)
@@ -141,7 +151,10 @@ class FramePump:
 class ConsoleApp:
     """The app for one graph. ``token``: '' (loopback bind, none needed) or the token every request must carry.
     ``note(line)``: where approve, execute, stop and refused requests are logged (with the client's address).
-    ``max_frame_rate``: camera frames a second to each page at most (0 = as many as the page takes)."""
+    ``max_frame_rate``: camera frames a second to each page at most (0 = as many as the page takes).
+    ``live_while_planning``: keep sending camera frames while the planner answers a request and the arm is still
+    (False: the live view pauses then, and the pages' decoding and the console's encoding leave the CPUs to the
+    planner; frames always flow while a goal runs). The graph reports the planner's requests to ``plan_requests``."""
 
     def __init__(
         self,
@@ -154,8 +167,11 @@ class ConsoleApp:
         note: Callable[[str], None] | None = None,
         state: ConsoleState | None = None,
         max_frame_rate: float = 0.0,
+        live_while_planning: bool = False,
     ):
         self.graph = graph
+        self.live_while_planning = live_while_planning
+        self.plan_requests = PlanRequests(plan_timeout_s, listener=self._planning_changed)
         self.state = state or ConsoleState()
         self.rollouts = RolloutStore(rollouts_dir)
         self.token = token
@@ -170,6 +186,8 @@ class ConsoleApp:
         self._sockets: set[web.WebSocketResponse] = set()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console")
         self._graph_lock = threading.Lock()  # one graph action (execute, approve, stop aside) at a time
+        # (plan id, goal): the current plan, sent to the executor at its preview to be held for approval
+        self._held: tuple[int, SentGoal] | None = None
         self.state.set_listener(self._state_changed)
         self.state.set_tally(self._tally())
         if self.session is not None:
@@ -206,7 +224,7 @@ class ConsoleApp:
     async def _on_startup(self, app: web.Application) -> None:
         self._loop = asyncio.get_running_loop()
         self._dirty = asyncio.Event()
-        self._frames = FramePump(self.graph, self._loop, self.max_frame_rate)
+        self._frames = FramePump(self.graph, self._loop, self.max_frame_rate, paused=self.live_paused)
         app[BROADCASTER] = asyncio.create_task(self._broadcast())
 
     async def _on_shutdown(self, app: web.Application) -> None:
@@ -216,6 +234,30 @@ class ConsoleApp:
         if self._frames is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._frames.stop)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def live_paused(self) -> bool:
+        """The live view waits: the planner is answering a request and the arm is still (no goal running)."""
+        if self.live_while_planning or self.state.executor.get("state") == "running":
+            return False
+        return self.plan_requests.busy()
+
+    def _planning_changed(self, busy: bool) -> None:
+        """The planner became busy or idle: the pages say whether the live view is paused (a message of its own, not
+        the whole state: nothing else is drawn again while the planner works)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._send_live()))
+
+    async def _send_live(self) -> None:
+        await self._send_to_pages(json.dumps({"type": "live", "paused": self.live_paused()}))
+
+    async def _send_to_pages(self, text: str) -> None:
+        for ws in list(self._sockets):
+            if not ws.closed:
+                try:
+                    await ws.send_str(text)
+                except ConnectionError:
+                    self._sockets.discard(ws)
 
     def _state_changed(self) -> None:
         loop, dirty = self._loop, self._dirty
@@ -230,13 +272,7 @@ class ConsoleApp:
             self._dirty.clear()
             if not self._sockets:  # no page open: nothing to encode (a new page gets the state when it connects)
                 continue
-            text = json.dumps({"type": "state", "state": self.state.snapshot()})
-            for ws in list(self._sockets):
-                if not ws.closed:
-                    try:
-                        await ws.send_str(text)
-                    except ConnectionError:
-                        self._sockets.discard(ws)
+            await self._send_to_pages(json.dumps({"type": "state", "state": self.state.snapshot()}))
 
     async def _run(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
@@ -308,6 +344,8 @@ class ConsoleApp:
         sender = asyncio.create_task(self._send_frames(ws, ready, shown_width))
         try:
             await ws.send_str(json.dumps({"type": "state", "state": self.state.snapshot()}))
+            if self.live_paused():
+                await ws.send_str(json.dumps({"type": "live", "paused": True}))
             async for message in ws:
                 if message.type != WSMsgType.TEXT:
                     continue
@@ -366,24 +404,67 @@ class ConsoleApp:
         if not instruction:
             return self._error("type an instruction first")
         client = request.remote or "?"
-        self._supersede(client)
-        answer = await self._run(self.graph.plan, instruction, self.plan_timeout_s)
+        if self._held is not None or self.state.snapshot()["executor"]["state"] == "waiting_approval":
+            await self._run(self._supersede, client)
+        request = object()  # busy from here: the planner hears of it a moment later
+        self.plan_requests.started(request)
+        try:
+            answer = await self._run(self.graph.plan, instruction, self.plan_timeout_s)
+        finally:
+            self.plan_requests.answered(request)
         plan = self.state.new_plan(instruction, answer, client)
         self.note(
             f"plan {plan['id']} for {instruction!r} requested by {client}: "
             f"{len((answer.plan or {}).get('actions') or [])} step(s)"
             f"{'' if answer.success else ', failed: ' + answer.message}"
         )
+        if not why_not_runnable(plan):
+            self._pool.submit(self._hold, plan["id"])  # after the answer: the preview is not kept waiting for it
         return web.json_response({"plan": plan})
+
+    def _hold(self, plan_id: int) -> None:
+        """Where the executor requires approval, a runnable preview goes to it at once, as a goal it must hold for
+        /grounded_planner/approve (nothing moves without that answer, whatever the executor's parameter is by the
+        time the goal arrives). The goal's round trip and the executor's preparation happen while the person reads
+        the preview, so that their Approve is one service call away from motion. Never raises: a goal the executor
+        does not take (busy, gone) is sent again by Approve."""
+        with self._graph_lock:
+            plan = self.state.snapshot()["plan"]
+            if plan is None or plan["id"] != plan_id or plan["decision"] is not None:
+                return  # decided (or replaced) before it could be sent ahead: the decision did what was needed
+            try:
+                if not self.graph.requires_approval():
+                    return
+            except GraphError:  # no executor answers: Approve says so, if it is clicked
+                return
+            try:
+                self._held = (plan_id, self.graph.execute(plan["plan"], hold=True))
+            except GraphError as exc:
+                self.note(f"plan {plan_id} not sent ahead to be held for approval ({exc}); Approve will send it")
+                return
+        self.note(f"plan {plan_id} sent to /grounded_planner/execute; the executor holds it for approval")
+
+    def _take_held(self, plan_id: int) -> SentGoal | None:
+        """The goal the executor holds for plan ``plan_id`` (None when that plan was not sent ahead, or its goal
+        ended, as when the executor's approval_timeout_s passed); the console holds it no longer either way."""
+        held, self._held = self._held, None
+        if held is None or held[0] != plan_id or held[1].ended():
+            return None
+        return held[1]
 
     def _supersede(self, client: str) -> None:
         """A new request replaces an undecided plan: one the executor holds for approval is rejected first."""
-        snap = self.state.snapshot()
-        plan = snap["plan"]
-        if plan is not None and plan["decision"] is None and snap["executor"]["state"] == "waiting_approval":
+        with self._graph_lock:
+            snap = self.state.snapshot()
+            plan = snap["plan"]
+            held = None if plan is None else self._take_held(plan["id"])
+            if plan is None or plan["decision"] is not None:
+                return
+            if held is None and snap["executor"]["state"] != "waiting_approval":
+                return
             try:
                 self.state.decide(plan["id"], False, f"{client} (new plan requested)")
-                self.graph.answer_approval(False, 0.0)
+                self.graph.answer_approval(False, APPROVAL_WAIT_S if held is not None else 0.0)
             except (DecisionError, GraphError):
                 pass
 
@@ -412,16 +493,31 @@ class ConsoleApp:
         return web.json_response({"plan_id": plan_id, "decision": verb, "message": message})
 
     def _carry_out(self, plan: dict[str, Any], approved: bool) -> str:
-        """Approve: the executor's approval gate when it has one (the plan is sent, then approved once it is held),
-        else the plan goes to /grounded_planner/execute. Reject: the held plan is refused, or nothing is sent."""
+        """Approve: the executor's approval gate when it has one (the plan, held since its preview, is approved; one
+        not held yet is sent, then approved once it is held), else the plan goes to /grounded_planner/execute.
+        Reject: the held plan is refused, or nothing is sent."""
         with self._graph_lock:
+            held = self._take_held(plan["id"])
+            if held is not None:
+                if approved:
+                    self._start_trial()
+                taken, message = self.graph.answer_approval(approved, APPROVAL_WAIT_S)
+                if taken or not approved:
+                    if approved:
+                        return (
+                            "sent to /grounded_planner/execute at its preview, held by the executor, and approved "
+                            f"on /grounded_planner/approve ({message})"
+                        )
+                    return f"answered {'' if taken else '(not taken) '}/grounded_planner/approve: {message}"
+                if not held.ended():
+                    raise GraphError(f"the executor did not take the approval: {message}")
+                # the held goal ended meanwhile (the executor's approval timeout): it is sent again below
             if not approved:
                 if self.state.snapshot()["executor"]["state"] == "waiting_approval" and self.graph.requires_approval():
                     taken, message = self.graph.answer_approval(False, 0.0)
                     return f"answered {'' if taken else '(not taken) '}/grounded_planner/approve: {message}"
                 return "nothing was sent to the executor"
-            if self._trial is not None and self._trial.get("trial_id") and not self._trial.get("started_at"):
-                self._trial["started_at"], self._trial["t0"] = _now_iso(), time.monotonic()
+            self._start_trial()
             self.graph.execute(plan["plan"])
             # asked after the goal went out: the answer comes while the executor prepares to hold the plan
             if not self.graph.requires_approval():
@@ -430,6 +526,11 @@ class ConsoleApp:
             if not taken:
                 raise GraphError(f"the executor did not take the approval: {message}")
             return f"sent to /grounded_planner/execute and approved on /grounded_planner/approve ({message})"
+
+    def _start_trial(self) -> None:
+        """The session's trial starts with its Approve."""
+        if self._trial is not None and self._trial.get("trial_id") and not self._trial.get("started_at"):
+            self._trial["started_at"], self._trial["t0"] = _now_iso(), time.monotonic()
 
     async def _post_stop(self, request: web.Request) -> web.Response:
         client = request.remote or "?"

@@ -55,6 +55,13 @@ class Frame:
     jpeg: bytes
 
 
+class SentGoal(Protocol):
+    """An execute goal the executor accepted."""
+
+    def ended(self) -> bool:
+        """True once the executor ended the goal (succeeded, aborted, cancelled, or refused at the approval gate)."""
+
+
 class ConsoleGraph(Protocol):
     """The graph seen from the console. Calls may block (the app runs them on worker threads); the graph reports
     topics (planner status, executor feedback and results, closed rollouts) to ``ConsoleState``'s ``on_*``
@@ -66,9 +73,11 @@ class ConsoleGraph(Protocol):
     def requires_approval(self) -> bool:
         """The executor's ``require_approval`` parameter (GraphError when the executor does not answer)."""
 
-    def execute(self, plan: dict[str, Any]) -> None:
+    def execute(self, plan: dict[str, Any], hold: bool = False) -> SentGoal:
         """Send ``plan`` to ``/grounded_planner/execute``; returns once the executor accepted the goal
-        (GraphError when it rejects it or is not there). Progress arrives on the feedback topic."""
+        (GraphError when it rejects it or is not there). Progress arrives on the feedback topic. ``hold``: the goal
+        asks the executor to hold it for ``/grounded_planner/approve`` before anything runs (whatever the executor's
+        own ``require_approval``): a preview that nothing can move without an Approve."""
 
     def answer_approval(self, approved: bool, wait_s: float) -> tuple[bool, str]:
         """Answer ``/grounded_planner/approve`` (waiting up to ``wait_s`` for a plan to be held):

@@ -26,6 +26,57 @@ class DecisionError(InputError):
     """A decision the console refuses: the plan is not the current one, or it was already decided."""
 
 
+class PlanRequests:
+    """The plan requests the planner is answering now: any client's (from the plan service's introspection events)
+    and the console's own. The live view leaves the CPUs to the planner while there are any. A request with no answer
+    after ``lost_after_s`` is taken as lost (a planner that died mid-request). ``listener(busy)`` is called, from
+    the thread that noticed, each time the planner becomes busy or idle. Thread-safe."""
+
+    def __init__(self, lost_after_s: float, listener: Callable[[bool], None] | None = None):
+        self.lost_after_s = lost_after_s
+        self.listener = listener
+        self._lock = threading.Lock()
+        self._open: dict[Any, float] = {}  # request key -> when it started (time.monotonic())
+        self._busy = False
+
+    def started(self, key: Any) -> None:
+        with self._lock:
+            self._open[key] = time.monotonic()
+        self._update()
+
+    def answered(self, key: Any) -> None:
+        with self._lock:
+            self._open.pop(key, None)
+        self._update()
+
+    def busy(self) -> bool:
+        return self._update()
+
+    def _update(self) -> bool:
+        with self._lock:
+            lost = time.monotonic() - self.lost_after_s
+            for key in [k for k, t in self._open.items() if t < lost]:
+                del self._open[key]
+            busy, flipped = bool(self._open), bool(self._open) != self._busy
+            self._busy = busy
+        if flipped and self.listener is not None:
+            self.listener(busy)
+        return busy
+
+
+def why_not_runnable(plan: dict[str, Any]) -> str:
+    """Why a previewed plan (ConsoleState.plan) cannot be approved, or '' when it can: it failed, it has no step, or
+    the safety envelope refuses a step."""
+    if not plan["success"] or not (plan["plan"] or {}).get("actions"):
+        return f"plan {plan['id']} has nothing to run ({plan['message'] or 'empty plan'})"
+    if plan["refused_steps"]:
+        return (
+            f"plan {plan['id']}: the safety envelope refuses step(s) {plan['refused_steps']}; the executor would move "
+            "nothing"
+        )
+    return ""
+
+
 class ConsoleState:
     """Thread-safe; ``listener()`` is called (from whichever thread changed the state) after every change."""
 
@@ -110,13 +161,8 @@ class ConsoleState:
                     f"plan {plan_id} was already {plan['decision']} by {plan['decided_by']} at "
                     f"{plan['decided_at']}: one plan gets one decision"
                 )
-            if approved and (not plan["success"] or not (plan["plan"] or {}).get("actions")):
-                raise DecisionError(f"plan {plan_id} has nothing to run ({plan['message'] or 'empty plan'})")
-            if approved and plan["refused_steps"]:
-                raise DecisionError(
-                    f"plan {plan_id}: the safety envelope refuses step(s) "
-                    f"{plan['refused_steps']}; the executor would move nothing"
-                )
+            if approved and why_not_runnable(plan):
+                raise DecisionError(why_not_runnable(plan))
             plan["decision"] = "approved" if approved else "rejected"
             plan["decided_by"], plan["decided_at"] = client, _now_iso()
             self._changed()

@@ -15,12 +15,15 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import DurabilityPolicy, QoSProfile
+from action_msgs.msg import GoalStatus
 from action_msgs.srv import CancelGoal
 from std_msgs.msg import String
+from service_msgs.msg import ServiceEventInfo
 from std_srvs.srv import SetBool
 
 from grounded_planner.errors import InputError
 from grounded_planner_interfaces.action import ExecutePlan
+from grounded_planner_interfaces.srv import GetGroundedPlan
 from grounded_planner_interfaces.msg import ExecutionEvent, ExecutionResult as ExecutionResultMsg, PlannerStatus
 
 from grounded_planner.console.app import ConsoleApp
@@ -110,7 +113,19 @@ PARAMS = [
         non_empty,
         read_only=True,
     ),
-    Param("plan_timeout_s", 60.0, "how long a plan request from the console may take, seconds", positive),
+    Param(
+        "plan_timeout_s",
+        60.0,
+        "how long a plan request from the console may take, seconds (any client's request unanswered this long is "
+        "taken as lost)",
+        positive,
+    ),
+    Param(
+        "live_while_planning",
+        False,
+        "keep sending live camera frames while the planner answers a request and no goal runs (false: the live view "
+        "pauses then, leaving the CPUs to the planner; frames always flow while a goal runs)",
+    ),
     Param("jpeg_quality", 80, "JPEG quality of the live camera frames (1-100)", quality),
     Param(
         "max_image_width",
@@ -131,13 +146,25 @@ SERVICE_WAIT_S = 5.0  # how long an action waits for the service or action serve
 APPROVAL_RETRY_S = 0.005  # how often an approval is offered again until the executor holds the goal, s
 
 
+class _SentGoal:
+    """A goal the executor accepted (console.graph.SentGoal): ended once the action's status topic says so."""
+
+    ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_ABORTED, GoalStatus.STATUS_CANCELED)
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def ended(self) -> bool:
+        return self._handle.status in self.ENDED
+
+
 class ConsoleNode(StackNode, Node):
     """The console's :class:`~grounded_planner.console.graph.ConsoleGraph`, and the web server that uses it."""
 
     def __init__(self, node_name: str = "console", **kwargs):
         super().__init__(node_name, **kwargs)
         self._server = None
-        declare_all(self, PARAMS)
+        declare_all(self, PARAMS, on_change=self._on_params_changed)
         p = values(self, PARAMS)
         self._p = p
         config_file = p["executor_config_file"]
@@ -190,6 +217,7 @@ class ConsoleNode(StackNode, Node):
             plan_timeout_s=p["plan_timeout_s"],
             note=lambda line: self.get_logger().info(line),
             max_frame_rate=p["max_frame_rate"],
+            live_while_planning=p["live_while_planning"],
         )
         events = MutuallyExclusiveCallbackGroup()
         qos = QoSProfile(depth=20)
@@ -198,6 +226,13 @@ class ConsoleNode(StackNode, Node):
             names.PLANNER_STATUS,
             lambda m: self.app.state.on_planner_status(planner_status_from_msg(m)),
             qos,
+            callback_group=events,
+        )
+        self.create_subscription(  # any client's plan request: when the planner got it and answered it
+            GetGroundedPlan.Event,
+            names.PLAN_SERVICE_EVENTS,
+            self._on_plan_event,
+            QoSProfile(depth=50),
             callback_group=events,
         )
         self.create_subscription(
@@ -229,6 +264,22 @@ class ConsoleNode(StackNode, Node):
             f"console on {url}{' (token required)' if token else ''}; rollouts from "
             f"{p['rollouts_dir']}{'; session ' + p['session_dir'] if p['session_dir'] else ''}"
         )
+
+    def _on_params_changed(self, changed: dict) -> None:
+        app = getattr(self, "app", None)
+        if app is None:
+            return
+        if "live_while_planning" in changed:
+            app.live_while_planning = bool(changed["live_while_planning"])
+        if "plan_timeout_s" in changed:
+            app.plan_timeout_s = app.plan_requests.lost_after_s = float(changed["plan_timeout_s"])
+
+    def _on_plan_event(self, event) -> None:
+        key = (bytes(event.info.client_gid), event.info.sequence_number)
+        if event.info.event_type == ServiceEventInfo.REQUEST_RECEIVED:
+            self.app.plan_requests.started(key)
+        elif event.info.event_type == ServiceEventInfo.RESPONSE_SENT:
+            self.app.plan_requests.answered(key)
 
     @property
     def url(self) -> str:
@@ -291,15 +342,16 @@ class ConsoleNode(StackNode, Node):
         values_ = future.result().values
         return bool(values_ and values_[0].bool_value)
 
-    def execute(self, plan: dict) -> None:
+    def execute(self, plan: dict, hold: bool = False) -> _SentGoal:
         if not self._execute.wait_for_server(timeout_sec=SERVICE_WAIT_S):
             raise GraphError(f"no executor offers {names.EXECUTE_ACTION}")
-        goal = ExecutePlan.Goal(plan=plan_to_msg(GroundedPlan.from_dict(plan)))
+        goal = ExecutePlan.Goal(plan=plan_to_msg(GroundedPlan.from_dict(plan)), require_approval=bool(hold))
         future = self._execute.send_goal_async(goal)
         if not self._wait(future, SERVICE_WAIT_S):
             raise GraphError("the executor did not answer the goal")
         if not future.result().accepted:
             raise GraphError("the executor rejected the goal (busy with another plan, or not active)")
+        return _SentGoal(future.result())
 
     def answer_approval(self, approved: bool, wait_s: float) -> tuple[bool, str]:
         if not self._approve.wait_for_service(timeout_sec=SERVICE_WAIT_S):

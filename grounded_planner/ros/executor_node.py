@@ -348,11 +348,15 @@ class ExecutorNode(DeviceNode):
                 self._publish_result(ExecutionResult(False, refusal, []), plan.instruction, False)
                 goal_handle.abort()
                 return result
-        if not dry_run and self.get_parameter("require_approval").value:
+        # the goal may ask to be held (a console's preview): it never loosens the executor's own rule
+        held = bool(goal_handle.request.require_approval)
+        if held or (not dry_run and self.get_parameter("require_approval").value):
             refusal = self._await_approval(plan, goal_handle)
             if refusal:
                 result.success, result.message = False, refusal
-                self._publish_result(ExecutionResult(False, refusal, []), plan.instruction, False, approved=False)
+                self._publish_result(
+                    ExecutionResult(False, refusal, []), plan.instruction, bool(dry_run), approved=False
+                )
                 goal_handle.abort()
                 return result
         started = time.monotonic()

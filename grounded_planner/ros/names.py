@@ -10,6 +10,8 @@ from grounded_planner.errors import InputError
 
 PLAN_SERVICE = "grounded_planner/plan"  # GetGroundedPlan (planner_node)
 EXECUTE_ACTION = "grounded_planner/execute"  # ExecutePlan (executor_node)
+# the plan service's introspection events (metadata only: when each request came and was answered, no contents)
+PLAN_SERVICE_EVENTS = PLAN_SERVICE + "/_service_event"
 RECONNECT_SERVICE = "grounded_planner/reconnect"  # std_srvs/Trigger (executor_node): reconnect a robot that dropped out
 APPROVE_SERVICE = "grounded_planner/approve"  # std_srvs/SetBool (executor_node, require_approval): true approves
 

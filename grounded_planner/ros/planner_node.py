@@ -13,6 +13,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
+from rclpy.service_introspection import ServiceIntrospectionState
 from sensor_msgs.msg import CameraInfo, Image
 from visualization_msgs.msg import MarkerArray
 
@@ -227,6 +228,9 @@ class PlannerNode(StackNode, Node):
             qos_profile=QoSProfile(depth=p["request_queue_depth"]),
             callback_group=ReentrantCallbackGroup(),
         )
+        # when each request came and was answered (metadata, no contents), on PLAN_SERVICE_EVENTS: the console pauses
+        # its live view meanwhile
+        service.configure_introspection(self.get_clock(), QoSProfile(depth=10), ServiceIntrospectionState.METADATA)
         self._visuals = AfterResponse(service, thread_name_prefix="planner_visuals")
         self.requests_served = 0
         self.get_logger().info(f"serving {names.PLAN_SERVICE} with backend {p['backend']} {p['model'] or ''}".rstrip())

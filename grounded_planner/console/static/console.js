@@ -85,6 +85,8 @@ function connect() {
     if (typeof event.data === "string") {
       const message = JSON.parse(event.data);
       if (message.type === "state") { state = message.state; render(); }
+      // the planner is answering with the arm still: no frames come meanwhile (one element changes, nothing redrawn)
+      if (message.type === "live") { livePaused = message.paused; showLivePaused(); }
       return;
     }
     const view = new DataView(event.data);
@@ -103,9 +105,15 @@ function connect() {
   };
 }
 
+let livePaused = false;
+function showLivePaused() {
+  $("#camera-paused").hidden = !livePaused || (state && state.executor && state.executor.state === "running");
+}
+
 // -- rendering the shared state ----------------------------------------------------------------------------------
 function render() {
   if (!state) return;
+  showLivePaused();
   const ex = state.executor || {};
   $("#exec-badge").textContent = "executor: " + (ex.state || "?").replace("_", " ");
   $("#exec-badge").className = "badge " + (ex.state || "");
