@@ -13,11 +13,16 @@
    of its own), one without a console (the baseline: GroundedPlannerClient.plan from this process) and one with its
    console, where the plan is asked as the page asks it (POST /api/plan: the plan service, back-projected, the
    envelope's verdict per step, the push to the page) and, interleaved, directly (what the console's presence costs
-   the rest of the graph): with no page open; with the live page open on a 1280x720 30 Hz stream in this machine's
-   browser; and with it open in a browser at nice 19 (a stand-in for the operator's tablet: it takes the CPUs only
-   when the stack leaves them). Blocks of each condition alternate round after round (the stream on only while a
-   page shows it), so that the machine's load drifts over all alike; the CPU the browser and the console process
-   used meanwhile is printed. Goal: <= 2 ms.
+   the rest of the graph): with no page open; with the live page open on the 1280x720 30 Hz stream in this machine's
+   browser, the live view pausing while the planner answers (the console's default) and with live_while_planning
+   true (frames all the while, set on the running console); and with the page open in a browser at nice 19 (a
+   stand-in for the operator's tablet: it takes the CPUs only when the stack leaves them); and with the page on
+   the operator's tablet as this machine sees it (RemotePage: a WebSocket client that takes frames as the page does
+   and acknowledges each 80 ms later, ~12 frames/s, the drawing done elsewhere). The camera streams
+   through every block, as a robot's does whether a page is open or not (runs before 2026-12-02 09:00 streamed only
+   while a page was open, so their page-open figures also held the camera's own publishing). Blocks of each
+   condition alternate round after round, so that the machine's load drifts over all alike; the CPU the browser
+   and the console process used meanwhile is printed. Goal: <= 2 ms.
 
 Both clocks are this machine's wall clock (the browser's performance.timeOrigin + now() and the nodes' ROS clock).
 The browser runs on this machine too (on a robot it runs on the operator's tablet), so its rendering takes CPU
@@ -112,6 +117,43 @@ while not done.is_set():
     tick = max(tick + 1.0 / {fps}, time.monotonic())
     time.sleep(max(0.0, tick - time.monotonic()))
 """
+
+
+REMOTE_PAGE = """
+import asyncio, json, sys, aiohttp
+
+async def main():
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect("{url}ws") as ws:
+            await ws.send_str(json.dumps({{"type": "frames", "width": {width}}}))
+            print("remote page connected", flush=True)
+            async for message in ws:
+                if message.type == aiohttp.WSMsgType.BINARY:
+                    await asyncio.sleep({ack_s})  # the tablet decodes and shows it, then asks for the next
+                    await ws.send_str(json.dumps({{"type": "ack", "width": {width}}}))
+
+asyncio.run(main())
+"""
+REMOTE_ACK_S = 0.08  # a frame shown 80 ms after it came: ~12 frames/s, what this machine's browser shows
+REMOTE_WIDTH = 832  # the page's camera width in this benchmark's 1400 px browser window
+
+
+class RemotePage:
+    """The live page as the robot's computer sees it when it is open on the operator's tablet: a WebSocket client in a
+    process of its own that asks for frames as the page does and acknowledges each REMOTE_ACK_S after it came, as
+    wide as the page shows them; the decoding and drawing happen elsewhere, so none of their CPU is on this
+    machine."""
+
+    def __init__(self, url: str):
+        code = REMOTE_PAGE.format(url=url, width=REMOTE_WIDTH, ack_s=REMOTE_ACK_S)
+        self.output = Output(
+            subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        )
+        self.output.wait_for(re.compile("remote page connected"), 30)
+
+    def close(self) -> None:
+        self.output.child.kill()
+        self.output.child.wait(timeout=10)
 
 
 def scene_image(noise: bool) -> np.ndarray:
@@ -248,15 +290,19 @@ class Condition:
         self.ms: list[float] = []
         self.call_ms: list[float] = []  # through the console: the plan call as the console timed it
         self.wall_s = self.browser_cpu_s = self.console_cpu_s = 0.0
+        # while the requests themselves were answered (the pauses between them left out): the console's CPU
+        self.request_wall_s = self.request_console_cpu_s = 0.0
 
 
 def plan_overhead(
-    pages: dict, url: str, console_pid: int, on, off, stream: CameraStream, plans: int
+    pages: dict, url: str, console_pid: int, on, off, stream: CameraStream, plans: int, live_while_planning
 ) -> dict[str, Condition]:
-    """Plan requests in blocks, round after round (the first round warms up): the graph without a console; the graph
-    with one, no page open; with its live page open in this machine's browser, the 1280x720 stream on (through the
-    console, and direct); the same with the page in a browser at nice 19 (which takes the CPUs only when the stack
-    leaves them: a stand-in for the operator's tablet)."""
+    """Plan requests in blocks, round after round (the first round warms up), the 1280x720 camera streaming all the
+    while (as a robot's camera does, whether a page is open or not): the graph without a console; the graph with one,
+    no page open; with its live page open in this machine's browser (through the console, and direct), the live view
+    pausing while the planner answers (the default) and with ``live_while_planning(True)`` (frames all the while); the
+    default with the page in a browser at nice 19 (which takes the CPUs only when the stack leaves them: a stand-in
+    for the operator's tablet)."""
     http = httpx.Client(base_url=url, timeout=60.0)
     out = {
         k: Condition(w)
@@ -266,6 +312,10 @@ def plan_overhead(
             ("idle_console", "through the console, no page open"),
             ("console", "through the console, its page open"),
             ("on", "direct, the console's page open"),
+            ("live_console", "through the console, page, frames throughout"),
+            ("live_on", "direct, page open, frames throughout"),
+            ("remote_console", "through the console, page on a tablet"),
+            ("remote_on", "direct, page on a tablet"),
             ("tablet_console", "through the console, page at nice 19"),
             ("tablet_on", "direct, page at nice 19"),
         )
@@ -273,6 +323,7 @@ def plan_overhead(
 
     def ask(key: str, record: bool) -> None:
         time.sleep(PLAN_GAP_S)
+        cpu0 = cpu_s([console_pid])
         t0 = time.perf_counter()
         if key.endswith("console"):
             answer = http.post("/api/plan", json={"instruction": INSTRUCTION})
@@ -283,16 +334,25 @@ def plan_overhead(
             assert client.plan(INSTRUCTION, backproject=True, timeout_s=60.0).succeeded, client.last_error
         if record:
             out[key].ms.append((time.perf_counter() - t0) * 1000)
+            out[key].request_wall_s += time.perf_counter() - t0
+            out[key].request_console_cpu_s += cpu_s([console_pid]) - cpu0
             if key.endswith("console"):
                 out[key].call_ms.append(call_ms)
 
-    def block(keys: tuple[str, ...], page: str | None, record: bool) -> None:
+    live = [False]
+
+    def block(keys: tuple[str, ...], page: str | None, record: bool, live_during_plans: bool = False) -> None:
         for driver in pages.values():
             driver.get("about:blank")
-        stream.on.clear()
-        browser = []
-        if page is not None:
-            stream.on.set()
+        if live_during_plans != live[0]:
+            live_while_planning(live_during_plans)
+            live[0] = live_during_plans
+        browser, remote = [], None
+        if page == "remote":
+            remote = RemotePage(url)
+            time.sleep(1.0)  # frames flowing
+            browser = [remote.output.child.pid]
+        elif page is not None:
             open_live_page(pages[page], url)
             wait_until(lambda: pages[page].execute_script("return window.gpShown.length") > 5, 30, "frames shown")
             browser = descendants(pages[page].service.process.pid)
@@ -305,14 +365,21 @@ def plan_overhead(
                 out[key].wall_s += time.monotonic() - t0
                 out[key].browser_cpu_s += cpu_s(browser) - b0
                 out[key].console_cpu_s += cpu_s([console_pid]) - c0
+        if remote is not None:
+            remote.close()
 
+    stream.on.set()
     for round_ in range(1 + -(-plans // BLOCK)):
         record = round_ > 0
         block(("off",), None, record)
         block(("idle", "idle_console"), None, record)
         block(("console", "on"), "here", record)
+        block(("live_console", "live_on"), "here", record, live_during_plans=True)
+        block(("remote_console", "remote_on"), "remote", record)
         block(("tablet_console", "tablet_on"), "tablet", record)
     stream.on.clear()
+    if live[0]:
+        live_while_planning(False)
     return out
 
 
@@ -433,7 +500,16 @@ def main() -> int:
                 assert c.wait_until_ready(30.0, execute=False), "the plan service"
             console_pid = int(re.search(r"console in a process of its own \(pid (\d+)\)", graphs[-1].output.text())[1])
             pages = {"here": driver, "tablet": tablet}
-            conditions = plan_overhead(pages, url, console_pid, client, off_client, stream, args.plans)
+            conditions = plan_overhead(
+                pages,
+                url,
+                console_pid,
+                client,
+                off_client,
+                stream,
+                args.plans,
+                lambda value: set_parameter(node, executor, "console", "live_while_planning", value),
+            )
             base = statistics.median(conditions["off"].ms)
             for key, c in conditions.items():
                 extra = "" if key == "off" else f"\n    adds: {statistics.median(c.ms) - base:+.2f} ms (medians)"
@@ -443,16 +519,21 @@ def main() -> int:
                         f"; the plan call timed inside the console: median {statistics.median(c.call_ms):.2f} ms, "
                         f"the rest (HTTP, preview, state push, JSON) {statistics.median(own):.2f} ms"
                     )
-                if key in ("on", "tablet_on"):
+                if key in ("on", "live_on", "tablet_on", "remote_on"):
                     extra += (
-                        f"\n    meanwhile (% of a core): browser {100 * c.browser_cpu_s / c.wall_s:.0f} %, "
+                        f"\n    meanwhile (% of a core): the page (browser, or the remote page client) {100 * c.browser_cpu_s / c.wall_s:.0f} %, "
                         f"console process {100 * c.console_cpu_s / c.wall_s:.0f} %"
                     )
+                extra += (
+                    f"\n    the console process while these requests were answered: "
+                    f"{100 * c.request_console_cpu_s / c.request_wall_s:.0f} % of a core"
+                )
                 print(f"plan request, {c.what:38}: {stats_ms(c.ms)}{extra}")
             print(f"  {load()}")
 
             # 2. camera frame -> shown, 1280x720 at 30 Hz, to a console of its own
-            frame_to_screen(driver, node, tmp, args.frames_s, stream)
+            if args.frames_s > 0:
+                frame_to_screen(driver, node, tmp, args.frames_s, stream)
         finally:
             driver.quit()
             tablet.quit()
