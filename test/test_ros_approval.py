@@ -60,14 +60,23 @@ def test_rejected_and_unanswered_plans_move_nothing_an_approved_one_runs(approvi
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from visualization_msgs.msg import MarkerArray
 
+    from grounded_planner_interfaces.msg import GroundedPlan as GroundedPlanMsg
+
     _plan, msg = sim_plan_msg()
     side = ActionClientSide(rclpy_context)
-    feedback, markers = [], []
+    feedback, markers, republished = [], [], []
     side.node.create_subscription(
         MarkerArray,
         "/grounded_planner/plan_markers",
         markers.append,
         QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL),
+    )
+    # no planner runs here: any plan on last_plan would be the executor's (each one there opens a rollout)
+    side.node.create_subscription(
+        GroundedPlanMsg,
+        "/grounded_planner/last_plan",
+        republished.append,
+        QoSProfile(depth=10, durability=DurabilityPolicy.TRANSIENT_LOCAL),
     )
 
     # rejected from a terminal in another process
@@ -100,6 +109,9 @@ def test_rejected_and_unanswered_plans_move_nothing_an_approved_one_runs(approvi
     results = side.results  # typed ExecutionResult messages
     assert ["not approved" in r.message for r in results] == [True, True, False]
     assert results[-1].scene_success_known and results[-1].scene_success
+    # three plans held for approval, none published again as a new plan: the planner's one rollout per plan stands
+    # (it did: the logger closed the planner's episode as aborted and recorded a second one without its frames)
+    assert republished == [], f"the executor published {len(republished)} held plan(s) on last_plan"
     side.node.destroy_node()
 
 

@@ -24,7 +24,6 @@ from grounded_planner_interfaces.action import ExecutePlan
 from grounded_planner_interfaces.msg import (
     ExecutionEvent,
     ExecutionResult as ExecutionResultMsg,
-    GroundedPlan as GroundedPlanMsg,
 )
 
 from grounded_planner.execution.approval import ApprovalGate
@@ -157,9 +156,9 @@ class ExecutorNode(DeviceNode):
         qos = QoSProfile(depth=10)
         self._feedback_pub = self.create_publisher(ExecutionEvent, names.EXECUTION_FEEDBACK, qos)
         self._result_pub = self.create_publisher(ExecutionResultMsg, names.EXECUTION_RESULT, qos)
-        # the approval preview: the goal's plan and its 3D markers, latched for a late RViz
+        # the approval preview: the goal's 3D markers, latched for a late RViz (not the plan on last_plan: that
+        # topic is the planner's answers, and each message there opens a rollout in the logger)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self._preview_plan_pub = self.create_publisher(GroundedPlanMsg, names.LAST_PLAN, latched)
         self._preview_markers_pub = self.create_publisher(MarkerArray, names.PLAN_MARKERS, latched)
         self.last_result: dict | None = None
         self._cancel_notes: dict[bytes, str] = {}  # goal id -> the logged cancel request, told to the goal's owner
@@ -518,9 +517,10 @@ class ExecutorNode(DeviceNode):
     def _await_approval(self, plan, goal_handle) -> str:
         """Hold the plan until someone approves it; returns '' when approved, else the refusal (logged).
 
-        The plan is previewed first: the goal's plan on ``last_plan`` and its 3D markers on ``plan_markers``
-        (latched; the planner's overlay of the same plan is already on ``overlay``)."""
-        self._preview_plan_pub.publish(goal_handle.request.plan)
+        The plan is previewed first: its 3D markers on ``plan_markers`` (latched; the planner's overlay of the same
+        plan is already on ``overlay``). It is not published again on ``last_plan``: the rollout logger opens an
+        episode for each plan there, and did for this one too (the planner's episode closed as aborted, a second
+        one recorded without the plan's frames)."""
         self._preview_markers_pub.publish(plan_markers(plan, stamp=self.get_clock().now().to_msg()))
         timeout_s = float(self.get_parameter("approval_timeout_s").value)
         steps = ", ".join(f"{a.type} {a.object or a.target}".strip() for a in plan.actions)
