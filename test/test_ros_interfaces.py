@@ -79,7 +79,7 @@ def test_interfaces_have_the_documented_fields():
     }
     assert set(GetGroundedPlan.Request.get_fields_and_field_types()) == {"instruction", "image", "backproject"}
     assert set(GetGroundedPlan.Response.get_fields_and_field_types()) == {"success", "message", "plan"}
-    assert set(ExecutePlan.Goal.get_fields_and_field_types()) == {"plan", "dry_run"}
+    assert set(ExecutePlan.Goal.get_fields_and_field_types()) == {"plan", "dry_run", "require_approval"}
     assert set(ExecutePlan.Result.get_fields_and_field_types()) == {
         "success",
         "message",
