@@ -227,24 +227,75 @@ def test_the_rollout_records_the_frame_set_the_plan_was_made_on(vlm, tmp_path, r
         wanted = (topics.color_compressed, topics.depth_compressed, topics.camera_info)  # the logger's default
 
         def logged():
-            folders = list((tmp_path / "rollouts").glob("*/rollout.mcap"))
-            if not folders:
-                return {}
+            # every rollout: a request that failed before the model was asked ("nothing received", retried by
+            # probe.plan) has a rollout of its own, before the plan's (reading only the first found lost a CI run)
             found = {}
-            for m in read_bag(folders[0].parent, topics=list(wanted)):
-                found.setdefault(m.topic, []).append(stamp_to_ns(m.msg.header.stamp))
+            for bag in sorted((tmp_path / "rollouts").glob("*/rollout.mcap")):
+                for m in read_bag(bag.parent, topics=list(wanted)):
+                    found.setdefault(m.topic, []).append(stamp_to_ns(m.msg.header.stamp))
             return found
 
-        spin_until(
-            probe.executor,
-            lambda: all(plan_ns in logged().get(t, []) for t in wanted),
-            20.0,
-            "the plan's colour, depth and camera_info in the rollout",
-        )
+        try:
+            spin_until(
+                probe.executor,
+                lambda: all(plan_ns in logged().get(t, []) for t in wanted),
+                20.0,
+                "the plan's colour, depth and camera_info in the rollout",
+            )
+        except AssertionError as exc:  # say what was logged instead, and what the logger and the planner said
+            raise AssertionError(
+                f"{exc}; the plan's stamp {plan_ns}, the rollout's {logged()}; logger: "
+                f"{stop_process(logger)[-3000:]}; planner: {stop_process(child)[-3000:]}"
+            ) from None
     finally:
         probe.close()
         out = stop_process(child)
         stop_process(logger)
+        stop_process(camera)
+    assert "Traceback" not in out, out
+
+
+def test_a_logger_matched_after_the_plan_still_gets_the_plans_frame_set(vlm, tmp_path, rclpy_context):
+    """The planner publishes a plan's frame set only while someone subscribes; a subscriber the middleware matches
+    after the plan (a logger that just started, or one discovery had not matched yet: a CI run lost a rollout's frames
+    so) still gets the newest set, the plan's own."""
+    from sensor_msgs.msg import CameraInfo, Image
+
+    from grounded_planner.rollout.bag import stamp_to_ns
+    from grounded_planner.ros.frames import PLAN_FRAMES_QOS
+
+    camera = start_camera()
+    child = start_planner(vlm.base_url, tmp_path)
+    probe = Probe(rclpy_context)
+    try:
+        response = probe.plan()  # nobody subscribes to the frame set yet
+        assert response.success, response.message
+        plan_ns = stamp_to_ns(response.plan.header.stamp)
+        got: dict[str, list[int]] = {}
+        for topic, kind in (
+            (names.PLAN_FRAMES_COLOR, Image),
+            (names.PLAN_FRAMES_DEPTH, Image),
+            (names.PLAN_FRAMES_CAMERA_INFO, CameraInfo),
+        ):
+            probe.node.create_subscription(
+                kind,
+                "/" + topic,
+                lambda m, t=topic: got.setdefault(t, []).append(stamp_to_ns(m.header.stamp)),
+                PLAN_FRAMES_QOS,
+            )
+        spin_until(
+            probe.executor,
+            lambda: (
+                plan_ns in got.get(names.PLAN_FRAMES_COLOR, [])
+                and got.get(names.PLAN_FRAMES_DEPTH)
+                and got.get(names.PLAN_FRAMES_CAMERA_INFO)
+            ),
+            20.0,
+            "the plan's frame set for a subscriber matched after the plan",
+        )
+    finally:
+        probe.close()
+        out = stop_process(child)
         stop_process(camera)
     assert "Traceback" not in out, out
 
