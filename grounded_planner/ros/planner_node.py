@@ -213,9 +213,17 @@ class PlannerNode(StackNode, Node):
         # for the rollout logger: every request's outcome, and the 3D targets of back-projected plans
         self._status_pub = self.create_publisher(PlannerStatus, names.PLANNER_STATUS, QoSProfile(depth=10))
         self._targets_pub = self.create_publisher(GroundedPlanMsg, names.TARGETS, QoSProfile(depth=10))
-        # the frame set each plan was made on, for the rollout logger (published only while someone subscribes)
+        # the frame set each plan was made on, for the rollout logger (published only while someone subscribes; the
+        # newest set nobody was matched for yet goes out when a subscriber matches)
+        self._frames_lock = threading.Lock()
+        self._frames_unsent = None  # (image_rgb, header, frames) of the newest answer, while no subscriber matched
         self._frames_pubs = (
-            self.create_publisher(Image, names.PLAN_FRAMES_COLOR, PLAN_FRAMES_QOS),
+            self.create_publisher(
+                Image,
+                names.PLAN_FRAMES_COLOR,
+                PLAN_FRAMES_QOS,
+                event_callbacks=PublisherEventCallbacks(matched=self._on_frames_matched),
+            ),
             self.create_publisher(Image, names.PLAN_FRAMES_DEPTH, PLAN_FRAMES_QOS),
             self.create_publisher(CameraInfo, names.PLAN_FRAMES_CAMERA_INFO, PLAN_FRAMES_QOS),
         )
@@ -410,8 +418,29 @@ class PlannerNode(StackNode, Node):
         """The frame set the plan was made on, for the rollout logger: colour as rgb8 (the image the model saw),
         depth as an Image (compressedDepth decoded), camera_info as it came; only while someone subscribes."""
         color_pub, depth_pub, info_pub = self._frames_pubs
-        if color_pub.get_subscription_count() == 0:
+        with self._frames_lock:
+            if color_pub.get_subscription_count() == 0:
+                # nobody, or a logger the middleware has not matched yet (seen in CI: the logger was in the graph,
+                # the publisher not matched with it when the plan came): kept for _on_frames_matched
+                self._frames_unsent = (image_rgb, header, frames)
+                return
+            self._frames_unsent = None
+            self._send_frames(image_rgb, header, frames)
+
+    def _on_frames_matched(self, info) -> None:
+        if info.current_count_change <= 0:
             return
+        with self._frames_lock:
+            unsent, self._frames_unsent = self._frames_unsent, None
+            if unsent is None:
+                return
+            try:
+                self._send_frames(*unsent)
+            except Exception as exc:  # noqa: BLE001 - an event callback must never take the planner down
+                self.get_logger().error(f"plan frame set not published: {type(exc).__name__}: {exc}")
+
+    def _send_frames(self, image_rgb, header, frames: Snapshot | None) -> None:
+        color_pub, depth_pub, info_pub = self._frames_pubs
         color_pub.publish(numpy_to_image(image_rgb, "rgb8", header=header))
         depth = frames.depth if frames is not None else None
         if depth is not None:
