@@ -498,26 +498,24 @@ class ConsoleApp:
         Reject: the held plan is refused, or nothing is sent."""
         with self._graph_lock:
             held = self._take_held(plan["id"])
+            if not approved:
+                if held is None and not (
+                    self.state.snapshot()["executor"]["state"] == "waiting_approval" and self.graph.requires_approval()
+                ):
+                    return "nothing was sent to the executor"
+                taken, message = self.graph.answer_approval(False, APPROVAL_WAIT_S if held is not None else 0.0)
+                return f"answered {'' if taken else '(not taken) '}/grounded_planner/approve: {message}"
+            self._start_trial()
             if held is not None:
-                if approved:
-                    self._start_trial()
-                taken, message = self.graph.answer_approval(approved, APPROVAL_WAIT_S)
-                if taken or not approved:
-                    if approved:
-                        return (
-                            "sent to /grounded_planner/execute at its preview, held by the executor, and approved "
-                            f"on /grounded_planner/approve ({message})"
-                        )
-                    return f"answered {'' if taken else '(not taken) '}/grounded_planner/approve: {message}"
+                taken, message = self.graph.answer_approval(True, APPROVAL_WAIT_S)
+                if taken:
+                    return (
+                        "sent to /grounded_planner/execute at its preview, held by the executor, and approved "
+                        f"on /grounded_planner/approve ({message})"
+                    )
                 if not held.ended():
                     raise GraphError(f"the executor did not take the approval: {message}")
                 # the held goal ended meanwhile (the executor's approval timeout): it is sent again below
-            if not approved:
-                if self.state.snapshot()["executor"]["state"] == "waiting_approval" and self.graph.requires_approval():
-                    taken, message = self.graph.answer_approval(False, 0.0)
-                    return f"answered {'' if taken else '(not taken) '}/grounded_planner/approve: {message}"
-                return "nothing was sent to the executor"
-            self._start_trial()
             self.graph.execute(plan["plan"])
             # asked after the goal went out: the answer comes while the executor prepares to hold the plan
             if not self.graph.requires_approval():

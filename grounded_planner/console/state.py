@@ -161,8 +161,9 @@ class ConsoleState:
                     f"plan {plan_id} was already {plan['decision']} by {plan['decided_by']} at "
                     f"{plan['decided_at']}: one plan gets one decision"
                 )
-            if approved and why_not_runnable(plan):
-                raise DecisionError(why_not_runnable(plan))
+            refusal = why_not_runnable(plan) if approved else ""
+            if refusal:
+                raise DecisionError(refusal)
             plan["decision"] = "approved" if approved else "rejected"
             plan["decided_by"], plan["decided_at"] = client, _now_iso()
             self._changed()
