@@ -100,13 +100,21 @@ class RecordingGraph:
         return [c for c in self.calls if c[0] == kind]
 
 
-async def held(graph, count=1):
-    """Wait (up to 5 s) until the app has sent ``count`` goals to be held: it sends them after the plan's answer."""
+async def eventually(predicate, what) -> None:
+    """Wait (up to 5 s) for ``predicate()``: what the app does on its worker threads after an answer went out.
+    ``what()``: what was waited for, said when it did not come (called then: it may show what did happen)."""
     for _ in range(500):
-        if len(graph.did("hold")) >= count:
+        if predicate():
             return
         await asyncio.sleep(0.01)
-    raise AssertionError(f"no goal sent to be held for approval: {graph.calls}")
+    raise AssertionError(f"timed out waiting for {what()}")
+
+
+async def held(graph, count=1):
+    """Wait until the app has sent ``count`` goals to be held: it sends them after the plan's answer."""
+    await eventually(
+        lambda: len(graph.did("hold")) >= count, lambda: f"a goal sent to be held for approval: {graph.calls}"
+    )
 
 
 def serve(app: ConsoleApp, body, **server_kwargs):
@@ -195,10 +203,9 @@ def test_a_held_goal_that_ended_before_the_approve_is_sent_again_and_one_the_exe
 
     async def refused(client):
         await client.post("/api/plan", json={"instruction": "b"})
-        for _ in range(500):
-            if any("not sent ahead" in n for n in notes):
-                break
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: any("not sent ahead" in n for n in notes), lambda: f"the note on the refused goal: {notes}"
+        )
 
     serve(app, refused)
     assert any(
