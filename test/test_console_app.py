@@ -684,6 +684,19 @@ def test_the_live_view_pauses_while_the_planner_answers_and_the_arm_is_still(tmp
     serve(app, body)
 
 
+def test_a_page_that_connects_while_the_planner_answers_is_told_the_live_view_is_paused(tmp_path):
+    app, _ = make_app(tmp_path, CountingGraph())
+
+    async def body(client):
+        app.plan_requests.started(("a client", 1))
+        ws = await client.ws_connect("/ws")
+        await next_message(ws, "state")
+        assert (await next_message(ws, "live"))["paused"] is True
+        await ws.close()
+
+    serve(app, body)
+
+
 def test_the_consoles_own_plan_request_pauses_the_live_view_and_live_while_planning_keeps_it(tmp_path):
     for live_while_planning in (False, True):
         seen = []

@@ -77,6 +77,7 @@ function connect() {
   socket = new WebSocket(`${scheme}://${location.host}/ws`);
   socket.binaryType = "arraybuffer";
   socket.onopen = () => {
+    livePaused = false;  // as of now: a console still paused says so right after the state
     $("#conn").textContent = "online"; $("#conn").className = "conn on";
     if (currentView() === "live") socket.send(JSON.stringify({ type: "frames", width: shownWidth() }));
   };
