@@ -417,11 +417,10 @@ class PlannerNode(StackNode, Node):
     def _publish_frames(self, image_rgb, header, frames: Snapshot | None) -> None:
         """The frame set the plan was made on, for the rollout logger: colour as rgb8 (the image the model saw),
         depth as an Image (compressedDepth decoded), camera_info as it came; only while someone subscribes."""
-        color_pub, depth_pub, info_pub = self._frames_pubs
         with self._frames_lock:
-            if color_pub.get_subscription_count() == 0:
-                # nobody, or a logger the middleware has not matched yet (seen in CI: the logger was in the graph,
-                # the publisher not matched with it when the plan came): kept for _on_frames_matched
+            if self._frames_pubs[0].get_subscription_count() == 0:
+                # nobody, or a logger the middleware has not matched yet (one that just started: the latched topics
+                # keep only what was published): kept for _on_frames_matched
                 self._frames_unsent = (image_rgb, header, frames)
                 return
             self._frames_unsent = None
