@@ -23,6 +23,9 @@
    while a page was open, so their page-open figures also held the camera's own publishing). Blocks of each
    condition alternate round after round, so that the machine's load drifts over all alike; the CPU the browser
    and the console process used meanwhile is printed. Goal: <= 2 ms.
+4. The console's HTTP round trip on its own, first, before anything else loads the machine: ConsoleApp on its
+   server with a graph that answers at once (InstantGraph), from httpx: GET /api/taxonomy and POST /api/plan. A plan
+   asked through the console cannot add less than this.
 
 Both clocks are this machine's wall clock (the browser's performance.timeOrigin + now() and the nodes' ROS clock).
 The browser runs on this machine too (on a robot it runs on the operator's tablet), so its rendering takes CPU
@@ -436,6 +439,50 @@ def frame_to_screen(driver, node, tmp: Path, frames_s: float, stream: CameraStre
         child.child.wait(timeout=30)
 
 
+class InstantGraph:
+    """A console graph that answers at once, with no ROS graph behind it: what is left of a plan request through the
+    console is its own HTTP round trip (a plan with no step, so nothing is sent ahead to be held)."""
+
+    def plan(self, instruction: str, timeout_s: float):
+        from grounded_planner.console.graph import PlanAnswer
+
+        return PlanAnswer(True, "", {"instruction": instruction, "image_size": [64, 48], "actions": []}, [], 0.0)
+
+    def requires_approval(self) -> bool:
+        return False
+
+    def latest_frame(self, after_seq: int, width: int = 0):
+        return None
+
+
+def http_floor(tmp: Path, runs: int = 200) -> None:
+    """4. The console's HTTP round trip on its own (ConsoleApp on its server, InstantGraph, from httpx as the plan
+    requests through the console are asked): a trivial GET /api/taxonomy, and POST /api/plan."""
+    from grounded_planner.console.app import ConsoleApp
+    from grounded_planner.console.server import ConsoleServer
+
+    server = ConsoleServer(
+        ConsoleApp(InstantGraph(), rollouts_dir=tmp / "floor", note=lambda _line: None), "127.0.0.1", 0
+    )
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=10.0) as http:
+            for label, call in (
+                ("GET /api/taxonomy", lambda: http.get("/api/taxonomy")),
+                ("POST /api/plan, an instant graph", lambda: http.post("/api/plan", json={"instruction": "a"})),
+            ):
+                ms = []
+                for k in range(runs + 20):  # the first 20 warm up
+                    t0 = time.perf_counter()
+                    assert call().status_code == 200
+                    if k >= 20:
+                        ms.append((time.perf_counter() - t0) * 1000)
+                    time.sleep(0.01)
+                print(f"the console's HTTP round trip, {label:34}: {stats_ms(ms)}; {load()}")
+    finally:
+        server.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--approvals", type=int, default=10)
@@ -454,6 +501,7 @@ def main() -> int:
     cell = write_workcell(tmp)
     from grounded_planner_interfaces.msg import ExecutionEvent
 
+    http_floor(tmp)  # first, before the graphs and browsers load the machine
     driver, tablet = chromium(), chromium(nice=19)
     graphs: list[StackProcess] = []
     with FakeVLMServer(SCENE_COLORS) as vlm, contextlib.ExitStack() as stack:
@@ -495,41 +543,44 @@ def main() -> int:
             set_parameter(node, executor, "executor", "require_approval", False)
 
             # 3. what the console adds to a plan request
-            client = GroundedPlannerClient(node, executor=executor)
-            for c in (client, off_client):
-                assert c.wait_until_ready(30.0, execute=False), "the plan service"
-            console_pid = int(re.search(r"console in a process of its own \(pid (\d+)\)", graphs[-1].output.text())[1])
-            pages = {"here": driver, "tablet": tablet}
-            conditions = plan_overhead(
-                pages,
-                url,
-                console_pid,
-                client,
-                off_client,
-                stream,
-                args.plans,
-                lambda value: set_parameter(node, executor, "console", "live_while_planning", value),
-            )
-            base = statistics.median(conditions["off"].ms)
-            for key, c in conditions.items():
-                extra = "" if key == "off" else f"\n    adds: {statistics.median(c.ms) - base:+.2f} ms (medians)"
-                if c.call_ms:
-                    own = [total - call for total, call in zip(c.ms, c.call_ms)]
-                    extra += (
-                        f"; the plan call timed inside the console: median {statistics.median(c.call_ms):.2f} ms, "
-                        f"the rest (HTTP, preview, state push, JSON) {statistics.median(own):.2f} ms"
-                    )
-                if key in ("on", "live_on", "tablet_on", "remote_on"):
-                    extra += (
-                        f"\n    meanwhile (% of a core): the page (browser, or the remote page client) {100 * c.browser_cpu_s / c.wall_s:.0f} %, "
-                        f"console process {100 * c.console_cpu_s / c.wall_s:.0f} %"
-                    )
-                extra += (
-                    f"\n    the console process while these requests were answered: "
-                    f"{100 * c.request_console_cpu_s / c.request_wall_s:.0f} % of a core"
+            if args.plans:
+                client = GroundedPlannerClient(node, executor=executor)
+                for c in (client, off_client):
+                    assert c.wait_until_ready(30.0, execute=False), "the plan service"
+                console_pid = int(
+                    re.search(r"console in a process of its own \(pid (\d+)\)", graphs[-1].output.text())[1]
                 )
-                print(f"plan request, {c.what:38}: {stats_ms(c.ms)}{extra}")
-            print(f"  {load()}")
+                pages = {"here": driver, "tablet": tablet}
+                conditions = plan_overhead(
+                    pages,
+                    url,
+                    console_pid,
+                    client,
+                    off_client,
+                    stream,
+                    args.plans,
+                    lambda value: set_parameter(node, executor, "console", "live_while_planning", value),
+                )
+                base = statistics.median(conditions["off"].ms)
+                for key, c in conditions.items():
+                    extra = "" if key == "off" else f"\n    adds: {statistics.median(c.ms) - base:+.2f} ms (medians)"
+                    if c.call_ms:
+                        own = [total - call for total, call in zip(c.ms, c.call_ms)]
+                        extra += (
+                            f"; the plan call timed inside the console: median {statistics.median(c.call_ms):.2f} ms, "
+                            f"the rest (HTTP, preview, state push, JSON) {statistics.median(own):.2f} ms"
+                        )
+                    if key in ("on", "live_on", "tablet_on", "remote_on"):
+                        extra += (
+                            f"\n    meanwhile (% of a core): the page (browser, or the remote page client) {100 * c.browser_cpu_s / c.wall_s:.0f} %, "
+                            f"console process {100 * c.console_cpu_s / c.wall_s:.0f} %"
+                        )
+                    extra += (
+                        f"\n    the console process while these requests were answered: "
+                        f"{100 * c.request_console_cpu_s / c.request_wall_s:.0f} % of a core"
+                    )
+                    print(f"plan request, {c.what:38}: {stats_ms(c.ms)}{extra}")
+                print(f"  {load()}")
 
             # 2. camera frame -> shown, 1280x720 at 30 Hz, to a console of its own
             if args.frames_s > 0:
