@@ -483,11 +483,48 @@ def http_floor(tmp: Path, runs: int = 200) -> None:
         server.stop()
 
 
+def tally_at_scale(tmp: Path, rollouts: int, runs: int = 20) -> None:
+    """5. The tally the console recomputes after each episode, in a campaign's rollouts folder (``rollouts`` of
+    them, each a RolloutRecorder folder with two frames): the whole folder walked (as before, and still at the
+    console's start, a label and the rollouts page) against the known rollouts and the closed one
+    (``tally_after_close``). The cache of records is warm in both: what is left is the walk, the stat of each
+    rollout.json and the counting."""
+    import shutil
+
+    from grounded_planner.console.rollouts import RolloutStore
+    from grounded_planner.rollout.record import RolloutRecorder
+
+    root = tmp / "campaign"
+    with RolloutRecorder(root / "r00000", instruction="pick", task="pick", condition="id", fsync_every_s=None) as rec:
+        rec.log_color(np.full((24, 32, 3), 120, np.uint8))
+        rec.log_color(np.full((24, 32, 3), 200, np.uint8))
+        rec.set_label(True, None, source="human")
+    for k in range(1, rollouts):
+        shutil.copytree(root / "r00000", root / f"r{k:05d}")
+    store = RolloutStore(root)
+    store.tally()  # reads every record once (the console's start)
+    closed = root / f"r{rollouts - 1:05d}"
+    for label, fn in (
+        ("the folder walked", store.tally),
+        ("after a close, no walk", lambda: store.tally_after_close(closed)),
+    ):
+        ms = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            (group,) = fn()
+            ms.append((time.perf_counter() - t0) * 1000)
+            assert group["n"] == rollouts
+        print(f"the tally over {rollouts} rollouts, {label:24}: {stats_ms(ms)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--approvals", type=int, default=10)
     parser.add_argument("--plans", type=int, default=30)
     parser.add_argument("--frames-s", type=float, default=10.0)
+    parser.add_argument(
+        "--tally-rollouts", type=int, default=3000, help="the campaign for the tally's figure (0 skips it)"
+    )
     parser.add_argument(
         "--noise", action="store_true", help="a camera of random pixels (JPEG's worst case) instead of a real scene"
     )
@@ -502,6 +539,8 @@ def main() -> int:
     from grounded_planner_interfaces.msg import ExecutionEvent
 
     http_floor(tmp)  # first, before the graphs and browsers load the machine
+    if args.tally_rollouts:
+        tally_at_scale(tmp, args.tally_rollouts)
     driver, tablet = chromium(), chromium(nice=19)
     graphs: list[StackProcess] = []
     with FakeVLMServer(SCENE_COLORS) as vlm, contextlib.ExitStack() as stack:

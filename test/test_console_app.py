@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import struct
 import time
 from pathlib import Path
@@ -339,6 +340,31 @@ def test_a_rollout_path_that_leaves_the_folder_is_404_and_logged(tmp_path, query
 
     serve(app, body)
     assert sum("leaves" in n or "not a path relative" in n for n in notes) == 2
+
+
+def test_a_closed_rollout_joins_the_tally_without_a_walk_of_the_folder(tmp_path, monkeypatch):
+    """After each episode the tally counts the closed rollout and the known ones as they are now (a label written by
+    `rollouts label` meanwhile, a rollout deleted), each once, even where the logger names the rollout through
+    another path to the folder (a symlink); the folder is not walked: in a campaign of thousands of trials the walk
+    reads every file name of every rollout, after every episode."""
+    root = tmp_path / "rollouts"
+    record_rollout(root, "r1", success=True)
+    record_rollout(root, "r2")
+    record_rollout(root, "r3", success=True)
+    app, _ = make_app(tmp_path)
+    assert {(g["n"], g["unlabelled"]) for g in app.state.snapshot()["tally"]} == {(2, 1)}  # n: the labelled ones
+    load_rollout(root / "r2").save_label(False, "grasp_failure", source="human")  # another terminal's label
+    shutil.rmtree(root / "r3")
+    closed = record_rollout(root, "r4", success=False, mode="wrong_object")
+    (tmp_path / "elsewhere").symlink_to(root)
+    walks = []
+    real_rglob = Path.rglob
+    monkeypatch.setattr(Path, "rglob", lambda self, pattern: walks.append(self) or real_rglob(self, pattern))
+    app.on_rollout_closed(str(tmp_path / "elsewhere" / closed.name))
+    (group,) = app.state.snapshot()["tally"]
+    assert (group["n"], group["successes"], group["unlabelled"]) == (3, 1, 0)  # r1 ok, r2 and r4 failed, r3 gone
+    assert walks == []
+    assert app.state.snapshot()["episode"]["id"] == "r4"
 
 
 def test_rollouts_list_filters_and_a_label_changes_the_tally(tmp_path):

@@ -537,9 +537,9 @@ class ConsoleApp:
         return web.json_response({"cancelled": cancelled})
 
     # -- API: labels, tally, rollouts ----------------------------------------------------------------------------
-    def _tally(self) -> list[dict[str, Any]]:
+    def _tally(self, closed: str | None = None) -> list[dict[str, Any]]:
         try:
-            return self.rollouts.tally()
+            return self.rollouts.tally() if closed is None else self.rollouts.tally_after_close(closed)
         except (OSError, ValueError) as exc:
             log.warning("tally not computed: %s", exc)
             return []
@@ -547,7 +547,7 @@ class ConsoleApp:
     def on_rollout_closed(self, path: str) -> None:
         """From the graph: a rollout folder was closed; the label panel shows it with the stack's own label."""
         self.state.on_episode(self.rollouts.episode(path))
-        self.state.set_tally(self._tally())
+        self.state.set_tally(self._tally(closed=path))
 
     async def _get_taxonomy(self, request: web.Request) -> web.Response:
         return web.json_response({"failure_modes": FAILURE_MODES})

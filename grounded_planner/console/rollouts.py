@@ -55,16 +55,20 @@ class RolloutStore:
         self.root = Path(root).expanduser()
         self.topics = topics or RolloutTopics()
         self._frame_cache: dict[tuple[str, float], list[int]] = {}
-        self._cache: dict[Path, tuple[tuple[int, int], RolloutRecord]] = {}  # rollout.json -> (mtime, size), record
+        # rollout.json -> (mtime, size), the record, its content as a dict (the tally's input, made once per change)
+        self._cache: dict[Path, tuple[tuple[int, int], RolloutRecord, dict[str, Any]]] = {}
 
-    def _records(self) -> list[RolloutRecord]:
-        """Every rollout under the folder, sorted by path. A rollout.json is read again only when it changed: an
-        evaluation of thousands of trials recomputes the tally after each episode. An unreadable one is skipped
-        with a warning (it must not hide the others)."""
+    def _records(self, paths: list[Path] | None = None) -> list[RolloutRecord]:
+        """Every rollout under the folder sorted by path (or those of the rollout.json ``paths``, in their order,
+        without walking the folder). A rollout.json is read again only when it changed: an evaluation of thousands of trials recomputes
+        the tally after each episode. An unreadable one is skipped with a warning (it must not hide the others)."""
+        return [entry[1] for entry in self._entries(paths)]
+
+    def _entries(self, paths: list[Path] | None = None) -> list[tuple[tuple[int, int], RolloutRecord, dict[str, Any]]]:
         if not self.root.exists():
             return []
         out, seen = [], set()
-        for path in sorted(self.root.rglob(JSON_NAME)):
+        for path in sorted(self.root.rglob(JSON_NAME)) if paths is None else paths:  # given: any order
             try:
                 stat = path.stat()
             except OSError:
@@ -74,15 +78,15 @@ class RolloutStore:
             cached = self._cache.get(path)
             if cached is None or cached[0] != key:
                 try:
-                    cached = (key, load_rollout(path.parent))
+                    record = load_rollout(path.parent)
                 except RolloutError as exc:
                     log.warning("rollouts folder %s: skipping %s", self.root, exc)
                     self._cache.pop(path, None)
                     continue
-                self._cache[path] = cached
-            out.append(cached[1])
-        for gone in set(self._cache) - seen:
-            del self._cache[gone]
+                cached = self._cache[path] = (key, record, record.data)
+            out.append(cached)
+        for gone in (set(self._cache) if paths is None else set(paths)) - seen:
+            self._cache.pop(gone, None)
         return out
 
     def rel(self, record: RolloutRecord) -> str:
@@ -186,7 +190,22 @@ class RolloutStore:
 
     def tally(self, by: Iterable[str] = ("task", "condition")) -> list[dict[str, Any]]:
         """Success rate per task and condition with its Wilson 95% interval (labelled rollouts count)."""
-        return [g.to_dict() for g in group_stats([r.data for r in self._records()], tuple(by))]
+        return [g.to_dict() for g in group_stats([entry[2] for entry in self._entries()], tuple(by))]
+
+    def tally_after_close(self, path: str | Path, by: Iterable[str] = ("task", "condition")) -> list[dict[str, Any]]:
+        """The tally once the logger closed the rollout at ``path``: the rollouts known from the last walk of the
+        folder (each read again if its rollout.json changed, as a label from `rollouts label` changes it) and this
+        one, without walking the folder again. The walk reads every file name of every rollout; in a campaign of
+        thousands of trials it would run after each episode. A rollout another logger adds shows in the tally at the
+        next walk (the rollouts page, a label, the console's start)."""
+        paths = set(self._cache)
+        try:
+            relative = Path(path).resolve().relative_to(self.root.resolve())
+        except ValueError:
+            log.warning("closed rollout %s is outside %s: not counted", path, self.root)
+        else:
+            paths.add(self.root / relative / JSON_NAME)  # as the walk names it: one rollout, one cache entry
+        return [g.to_dict() for g in group_stats([entry[2] for entry in self._entries(list(paths))], tuple(by))]
 
     def episode(self, path: str | Path) -> dict[str, Any] | None:
         """A closed rollout as the label panel shows it (None when it lies outside the folder or is unreadable)."""

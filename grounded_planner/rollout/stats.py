@@ -107,7 +107,9 @@ def group_stats(rollouts: Iterable[dict[str, Any]], by: Sequence[str] = ("task",
     groups: dict[tuple, GroupStats] = {}
     for data in rollouts:
         k = _key(data, by)
-        g = groups.setdefault(k, GroupStats(dict(zip(by, k))))
+        g = groups.get(k)
+        if g is None:  # not setdefault: its default would be built for every rollout
+            g = groups[k] = GroupStats(dict(zip(by, k)))
         if data.get("status") in ("in_progress", "cut_short"):
             g.cut_short += 1
         success = data.get("success")
