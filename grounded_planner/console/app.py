@@ -398,12 +398,12 @@ class ConsoleApp:
     async def _get_state(self, request: web.Request) -> web.Response:
         return web.json_response(self.state.snapshot())
 
-    async def _post_plan(self, request: web.Request) -> web.Response:
-        body = await self._json(request)
+    async def _post_plan(self, http_request: web.Request) -> web.Response:
+        body = await self._json(http_request)
         instruction = str(body.get("instruction") or "").strip()
         if not instruction:
             return self._error("type an instruction first")
-        client = request.remote or "?"
+        client = http_request.remote or "?"
         if self._held is not None or self.state.snapshot()["executor"]["state"] == "waiting_approval":
             await self._run(self._supersede, client)
         request = object()  # busy from here: the planner hears of it a moment later
@@ -413,14 +413,22 @@ class ConsoleApp:
         finally:
             self.plan_requests.answered(request)
         plan = self.state.new_plan(instruction, answer, client)
+        # the answer goes out first; the log line and the goal sent ahead (a parameter round trip on another thread)
+        # would otherwise take the GIL from the thread writing it
+        response = web.json_response({"plan": plan})
+        try:
+            await response.prepare(http_request)
+            await response.write_eof()
+        except ConnectionError:  # the page went: the plan is on every other page, and logged and held all the same
+            pass
         self.note(
             f"plan {plan['id']} for {instruction!r} requested by {client}: "
             f"{len((answer.plan or {}).get('actions') or [])} step(s)"
             f"{'' if answer.success else ', failed: ' + answer.message}"
         )
         if not why_not_runnable(plan):
-            self._pool.submit(self._hold, plan["id"])  # after the answer: the preview is not kept waiting for it
-        return web.json_response({"plan": plan})
+            self._pool.submit(self._hold, plan["id"])
+        return response
 
     def _hold(self, plan_id: int) -> None:
         """Where the executor requires approval, a runnable preview goes to it at once, as a goal it must hold for
