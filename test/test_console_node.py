@@ -36,7 +36,13 @@ def console(rclpy_context, tmp_path):
 
     from grounded_planner.ros.console_node import ConsoleNode
 
-    values = {"port": 0, "rollouts_dir": str(tmp_path), "color_topic": TOPIC, "max_image_width": 320}
+    values = {
+        "port": 0,
+        "rollouts_dir": str(tmp_path),
+        "color_topic": TOPIC,
+        "max_image_width": 320,
+        "camera_idle_s": 1.0,  # the default is 30 s
+    }
     node = ConsoleNode(context=rclpy_context, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
     probe = rclpy.create_node("console_camera", context=rclpy_context)
     executor = SingleThreadedExecutor(context=rclpy_context)
@@ -61,6 +67,7 @@ def console(rclpy_context, tmp_path):
         spin_until(executor, taken, 30.0, "the console to take the frame")
         return shown[-1]
 
+    show.publisher, show.executor = pub, executor
     try:
         yield node, show
     finally:
@@ -125,3 +132,19 @@ def test_a_still_camera_s_image_is_encoded_again_for_a_wider_page_never_for_a_na
     assert sharper is not None and sharper.seq > last.seq and sharper.stamp_ns == small.stamp_ns
     assert sharper.width == 320 and sharper.jpeg == data  # the camera's own JPEG, as wide as the page shows it
     assert node.latest_frame(sharper.seq, 192) is None and node.latest_frame(sharper.seq, 0) is None
+
+
+def test_the_console_leaves_the_camera_topic_while_no_page_asks_for_frames(console):
+    """With no page showing the live view the camera's images do not reach the console at all (it has no
+    subscription, so the middleware delivers nothing: a 1280x720 stream's receive alone cost 3.8 % of a core); the
+    first page that asks subscribes it again and is shown frames. ``camera_idle_s`` is 1 s here."""
+    node, show = console
+    publisher, executor = show.publisher, show.executor
+    assert publisher.get_subscription_count() == 0 and not node.camera_subscribed  # no page asked yet
+    data = jpeg_of(np.random.default_rng(11).integers(0, 255, (240, 320, 3), dtype=np.uint8))
+    assert show(data).jpeg == data
+    assert node.camera_subscribed and publisher.get_subscription_count() == 1
+    spin_until(executor, lambda: publisher.get_subscription_count() == 0, 15.0, "the console to leave the topic")
+    assert not node.camera_subscribed
+    assert show(data).jpeg == data  # a page asks again
+    assert publisher.get_subscription_count() == 1

@@ -304,6 +304,13 @@ class TypedSubscription:
         sub = self._sub
         return None if sub is None else take_newest(sub)
 
+    def destroy(self) -> None:
+        """Leave the topic: the subscription and its type check go (the middleware delivers nothing more)."""
+        self._node.destroy_timer(self._timer)
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            self._node.destroy_subscription(sub)
+
     def check(self) -> None:
         try:
             publishers = self._node.get_publishers_info_by_topic(self.topic)
