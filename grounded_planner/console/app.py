@@ -245,7 +245,7 @@ class ConsoleApp:
         """The planner became busy or idle: the pages say whether the live view is paused (a message of its own, not
         the whole state: nothing else is drawn again while the planner works)."""
         loop = self._loop
-        if loop is not None and not loop.is_closed():
+        if self._sockets and loop is not None and not loop.is_closed():  # no page: a page that connects is told
             loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._send_live()))
 
     async def _send_live(self) -> None:
@@ -260,8 +260,10 @@ class ConsoleApp:
                     self._sockets.discard(ws)
 
     def _state_changed(self) -> None:
+        """(any thread) The state changed: the event loop sends it to the open pages. With none open the loop is not
+        woken at all (a page that connects is sent the state then; it joins ``_sockets`` before that)."""
         loop, dirty = self._loop, self._dirty
-        if loop is not None and dirty is not None and not loop.is_closed():
+        if self._sockets and loop is not None and dirty is not None and not loop.is_closed():
             loop.call_soon_threadsafe(dirty.set)
 
     async def _broadcast(self) -> None:

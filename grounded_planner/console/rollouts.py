@@ -58,13 +58,11 @@ class RolloutStore:
         # rollout.json -> (mtime, size), the record, its content as a dict (the tally's input, made once per change)
         self._cache: dict[Path, tuple[tuple[int, int], RolloutRecord, dict[str, Any]]] = {}
 
-    def _records(self, paths: list[Path] | None = None) -> list[RolloutRecord]:
-        """Every rollout under the folder sorted by path (or those of the rollout.json ``paths``, in their order,
-        without walking the folder). A rollout.json is read again only when it changed: an evaluation of thousands of trials recomputes
-        the tally after each episode. An unreadable one is skipped with a warning (it must not hide the others)."""
-        return [entry[1] for entry in self._entries(paths)]
-
     def _entries(self, paths: list[Path] | None = None) -> list[tuple[tuple[int, int], RolloutRecord, dict[str, Any]]]:
+        """Every rollout under the folder sorted by path (or those of the rollout.json ``paths``, in their order,
+        without walking the folder): (rollout.json's (mtime, size), the record, its dict). A rollout.json is read
+        again only when it changed: an evaluation of thousands of trials recomputes the tally after each episode. An
+        unreadable one is skipped with a warning (it must not hide the others)."""
         if not self.root.exists():
             return []
         out, seen = [], set()
@@ -92,8 +90,8 @@ class RolloutStore:
     def rel(self, record: RolloutRecord) -> str:
         return record.directory.resolve().relative_to(self.root.resolve()).as_posix()
 
-    def summary(self, record: RolloutRecord) -> dict[str, Any]:
-        d = record.data
+    def summary(self, record: RolloutRecord, data: dict[str, Any] | None = None) -> dict[str, Any]:
+        d = record.data if data is None else data  # data: record.data as the cache keeps it
         return {
             "id": self.rel(record),
             "episode_id": record.episode_id,
@@ -113,7 +111,7 @@ class RolloutStore:
         """Rollouts (newest first) matching the filters, and the values each filter can take."""
         if outcome and outcome not in OUTCOMES:
             raise InputError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
-        rows = [self.summary(r) for r in self._records()]
+        rows = [self.summary(record, data) for _, record, data in self._entries()]
         tasks = sorted({r["task"] for r in rows})
         conditions = sorted({r["condition"] for r in rows})
         rows = [
@@ -211,13 +209,17 @@ class RolloutStore:
         """A closed rollout as the label panel shows it (None when it lies outside the folder or is unreadable)."""
         try:
             relative = Path(path).resolve().relative_to(self.root.resolve()).as_posix()
-            record = self.record(relative)
+            inside(self.root, relative)
         except (ValueError, LookupError) as exc:
             log.warning("closed rollout %s not shown: %s", path, exc)
             return None
-        d = record.data
+        entries = self._entries([self.root / relative / JSON_NAME])  # read once, for the tally after it too
+        if not entries:
+            log.warning("closed rollout %s not shown: no readable %s", path, JSON_NAME)
+            return None
+        _, record, d = entries[0]
         return {
-            **self.summary(record),
+            **self.summary(record, d),
             "auto": {
                 "success": d.get("success"),
                 "failure_mode": d.get("failure_mode"),

@@ -149,7 +149,7 @@ PARAMS = [
         read_only=True,
     ),
 ]
-CAMERA_CHECK_S = 1.0  # how often the console looks whether pages still ask for camera frames, s
+CAMERA_CHECK_S = 5.0  # how often the console looks whether pages still ask for camera frames, s
 SERVICE_WAIT_S = 5.0  # how long an action waits for the service or action server to be there, s
 APPROVAL_RETRY_S = 0.005  # how often an approval is offered again until the executor holds the goal, s
 
