@@ -386,6 +386,131 @@ def plan_overhead(
     return out
 
 
+def median_ci(diffs_ms: list[float], seed: int = 0, resamples: int = 4000) -> tuple[float, float, float]:
+    """The median of paired differences and its 95% bootstrap interval (percentile method)."""
+    d = np.asarray(diffs_ms)
+    medians = np.median(np.random.default_rng(seed).choice(d, (resamples, len(d))), axis=1)
+    return float(np.median(d)), float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))
+
+
+class PlanEvents:
+    """The planner's plan-service introspection events (names.PLAN_SERVICE_EVENTS): when it received each request
+    and sent its answer, by its own clock. A request's total minus that is what the path around the planner took."""
+
+    def __init__(self, node, executor):
+        from grounded_planner_interfaces.srv import GetGroundedPlan
+
+        self._executor = executor
+        self.seen: dict[tuple, dict[int, float]] = {}
+        node.create_subscription(GetGroundedPlan.Event, names.PLAN_SERVICE_EVENTS, self._on_event, QoSProfile(depth=50))
+
+    def _on_event(self, event) -> None:
+        stamp = event.info.stamp.sec + event.info.stamp.nanosec * 1e-9
+        self.seen.setdefault((bytes(event.info.client_gid), event.info.sequence_number), {})[event.info.event_type] = (
+            stamp
+        )
+
+    def server_ms_since(self, count: int) -> float | None:
+        """The planner's own time (received -> answered) of the one request that came after the first ``count``
+        events' requests (None unless exactly one came, answered)."""
+        from service_msgs.msg import ServiceEventInfo
+
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:
+            self._executor.spin_once(timeout_sec=0.02)
+        new = [v for v in list(self.seen.values())[count:] if len(v) == 2]
+        if len(new) != 1:
+            return None
+        return 1000 * (new[0][ServiceEventInfo.RESPONSE_SENT] - new[0][ServiceEventInfo.REQUEST_RECEIVED])
+
+
+def run_ns(pid: int) -> int:
+    """CPU time of all of a process's threads so far, ns (/proc/PID/task/*/schedstat: exact, where /proc/PID/stat
+    counts 10 ms ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total
+
+
+def plan_paired(url: str, console_pid: int, node, executor, client, off_client, pairs: int, page: str | None) -> None:
+    """What the console adds to a plan request, paired request by request, each pair in a random order (seeded), so
+    that the machine's drift falls on both halves alike:
+
+    * its presence: a direct request (GroundedPlannerClient from this process) to the graph with the console, against
+      one to the graph without (the other ROS domain), and the console process's CPU time while each request to its
+      graph was answered (all its threads, exact). A process that the planner never waits on slows a request only
+      by the CPU it takes from it meanwhile, so that CPU time bounds what the console adds, with no spread from
+      the planner at all.
+    * a request through the console's API (POST /api/plan, as the page asks) against a direct one: each request's
+      total minus the planner's own time (its introspection events: received -> answered), so the planner's and the
+      VLM's spread drop out; the difference is the console's path (HTTP, the pool, the preview, JSON).
+    """
+    import random
+
+    rng = random.Random(7)
+    events = PlanEvents(node, executor)
+    http = httpx.Client(base_url=url, timeout=60.0)
+    remote = RemotePage(url) if page == "remote" else None
+    where = "the page on a tablet" if remote else "no page open"
+
+    def direct(c=client) -> float:
+        t0 = time.perf_counter()
+        assert c.plan(INSTRUCTION, backproject=True, timeout_s=60.0).succeeded, c.last_error
+        return (time.perf_counter() - t0) * 1000
+
+    def without_console() -> float:
+        return direct(off_client)
+
+    def through_console() -> float:
+        t0 = time.perf_counter()
+        answer = http.post("/api/plan", json={"instruction": INSTRUCTION})
+        assert answer.status_code == 200, answer.text
+        return (time.perf_counter() - t0) * 1000
+
+    try:
+        for label, a, b in (
+            ("its presence: direct, the graph with the console - the graph without", direct, without_console),
+            ("through the console - direct, each less the planner's own time", through_console, direct),
+        ):
+            totals, diffs, cpu_ms = {a: [], b: []}, [], []
+            for k in range(pairs + 3):  # the first 3 pairs warm up
+                result = {}
+                for ask in rng.sample([a, b], 2):
+                    time.sleep(PLAN_GAP_S)
+                    count, cpu0 = len(events.seen), run_ns(console_pid)
+                    total = ask()
+                    cpu = run_ns(console_pid) - cpu0
+                    server = None if ask is without_console else events.server_ms_since(count)
+                    result[ask] = (total, server, cpu / 1e6)
+                if k < 3 or any(r[1] is None for ask, r in result.items() if ask is not without_console):
+                    continue
+                for ask in (a, b):
+                    totals[ask].append(result[ask][0])
+                if b is without_console:
+                    diffs.append(result[a][0] - result[b][0])
+                    cpu_ms.append(result[a][2])
+                else:
+                    diffs.append((result[a][0] - result[a][1]) - (result[b][0] - result[b][1]))
+            median, low, high = median_ci(diffs)
+            cpu = sorted(cpu_ms)
+            print(
+                f"plan request, paired, {where}, {label}:\n    {median:+.2f} ms (95% CI {low:+.2f} .. {high:+.2f}; "
+                f"{len(diffs)} pairs); totals: {stats_ms(totals[a])} | {stats_ms(totals[b])}"
+                + (
+                    f"\n    the console process's CPU while a request was answered: mean {statistics.mean(cpu):.2f} ms, "
+                    f"median {statistics.median(cpu):.2f}, p95 {cpu[int(0.95 * (len(cpu) - 1))]:.2f}"
+                    if cpu
+                    else ""
+                )
+                + f"; {load()}"
+            )
+    finally:
+        if remote is not None:
+            remote.close()
+
+
 def frame_to_screen(driver, node, tmp: Path, frames_s: float, stream: CameraStream) -> None:
     """Camera frame -> shown, 1280x720 at 30 Hz, to a console process of its own; its CPU per displayed frame."""
     child = Output(
@@ -522,6 +647,7 @@ def main() -> int:
     parser.add_argument("--approvals", type=int, default=10)
     parser.add_argument("--plans", type=int, default=30)
     parser.add_argument("--frames-s", type=float, default=10.0)
+    parser.add_argument("--pairs", type=int, default=100, help="plan requests paired one by one (0 skips them)")
     parser.add_argument(
         "--tally-rollouts", type=int, default=3000, help="the campaign for the tally's figure (0 skips it)"
     )
@@ -582,13 +708,18 @@ def main() -> int:
             set_parameter(node, executor, "executor", "require_approval", False)
 
             # 3. what the console adds to a plan request
-            if args.plans:
+            if args.plans or args.pairs:
                 client = GroundedPlannerClient(node, executor=executor)
                 for c in (client, off_client):
                     assert c.wait_until_ready(30.0, execute=False), "the plan service"
                 console_pid = int(
                     re.search(r"console in a process of its own \(pid (\d+)\)", graphs[-1].output.text())[1]
                 )
+                stream.on.set()  # the camera streams, as a robot's does
+                for page in (None, "remote") if args.pairs else ():
+                    plan_paired(url, console_pid, node, executor, client, off_client, args.pairs, page)
+                stream.on.clear()
+            if args.plans:
                 pages = {"here": driver, "tablet": tablet}
                 conditions = plan_overhead(
                     pages,
