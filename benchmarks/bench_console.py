@@ -23,14 +23,22 @@
    while a page was open, so their page-open figures also held the camera's own publishing). Blocks of each
    condition alternate round after round, so that the machine's load drifts over all alike; the CPU the browser
    and the console process used meanwhile is printed. Goal: <= 2 ms.
+   Before the blocks, the same graphs paired request by request (--pairs, each pair in a seeded random order):
+   through the console against direct, each request's total less the planner's own time (received -> answered, from
+   its introspection events), and the graph with the console against the graph without; the median difference with
+   its 95% bootstrap interval, and the console process's exact CPU time (schedstat) while each request was answered,
+   with no page open and with the page on a tablet.
 4. The console's HTTP round trip on its own, first, before anything else loads the machine: ConsoleApp on its
    server with a graph that answers at once (InstantGraph), from httpx: GET /api/taxonomy and POST /api/plan. A plan
    asked through the console cannot add less than this.
+5. The tally the console recomputes after each episode, over a campaign's rollouts folder (--tally-rollouts, 3,000):
+   the folder walked against the known rollouts and the closed one.
 
 Both clocks are this machine's wall clock (the browser's performance.timeOrigin + now() and the nodes' ROS clock).
 The browser runs on this machine too (on a robot it runs on the operator's tablet), so its rendering takes CPU
 from the stack in every figure here.
-Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 30] [--frames-s 10]
+Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 30] [--frames-s 10] [--pairs 100]
+     [--tally-rollouts 3000] (0 skips a part)
 """
 
 from __future__ import annotations
