@@ -723,6 +723,8 @@ def main() -> int:
                 console_pid = int(
                     re.search(r"console in a process of its own \(pid (\d+)\)", graphs[-1].output.text())[1]
                 )
+                for d in (driver, tablet):  # the approvals' page is closed: "no page open" means none
+                    d.get("about:blank")
                 stream.on.set()  # the camera streams, as a robot's does
                 for page in (None, "remote") if args.pairs else ():
                     plan_paired(url, console_pid, node, executor, client, off_client, args.pairs, page)
