@@ -244,8 +244,8 @@ class ConsoleApp:
     def _planning_changed(self, busy: bool) -> None:
         """The planner became busy or idle: the pages say whether the live view is paused (a message of its own, not
         the whole state: nothing else is drawn again while the planner works)."""
-        loop = self._loop
-        if self._sockets and loop is not None and not loop.is_closed():  # no page: a page that connects is told
+        loop = self._loop_for_pages()
+        if loop is not None:
             loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._send_live()))
 
     async def _send_live(self) -> None:
@@ -259,11 +259,17 @@ class ConsoleApp:
                 except ConnectionError:
                     self._sockets.discard(ws)
 
+    def _loop_for_pages(self) -> asyncio.AbstractEventLoop | None:
+        """(any thread) The running event loop where some page is open to be told of a change, else None: with none
+        open the loop is not woken at all (a page that connects is sent the state and the pause then; it joins
+        ``_sockets`` before that)."""
+        loop = self._loop
+        return loop if self._sockets and loop is not None and not loop.is_closed() else None
+
     def _state_changed(self) -> None:
-        """(any thread) The state changed: the event loop sends it to the open pages. With none open the loop is not
-        woken at all (a page that connects is sent the state then; it joins ``_sockets`` before that)."""
-        loop, dirty = self._loop, self._dirty
-        if self._sockets and loop is not None and dirty is not None and not loop.is_closed():
+        """(any thread) The state changed: the event loop sends it to the open pages."""
+        loop, dirty = self._loop_for_pages(), self._dirty
+        if loop is not None and dirty is not None:
             loop.call_soon_threadsafe(dirty.set)
 
     async def _broadcast(self) -> None:

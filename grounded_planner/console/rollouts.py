@@ -190,6 +190,11 @@ class RolloutStore:
         """Success rate per task and condition with its Wilson 95% interval (labelled rollouts count)."""
         return [g.to_dict() for g in group_stats([entry[2] for entry in self._entries()], tuple(by))]
 
+    def _json_path(self, directory: str | Path) -> Path:
+        """The rollout.json of the rollout folder ``directory`` as the folder's walk names it (one rollout, one cache
+        entry, whichever path to the folder the logger used); ValueError where it lies outside the folder."""
+        return self.root / Path(directory).resolve().relative_to(self.root.resolve()) / JSON_NAME
+
     def tally_after_close(self, path: str | Path, by: Iterable[str] = ("task", "condition")) -> list[dict[str, Any]]:
         """The tally once the logger closed the rollout at ``path``: the rollouts known from the last walk of the
         folder (each read again if its rollout.json changed, as a label from `rollouts label` changes it) and this
@@ -198,22 +203,19 @@ class RolloutStore:
         next walk (the rollouts page, a label, the console's start)."""
         paths = set(self._cache)
         try:
-            relative = Path(path).resolve().relative_to(self.root.resolve())
+            paths.add(self._json_path(path))
         except ValueError:
             log.warning("closed rollout %s is outside %s: not counted", path, self.root)
-        else:
-            paths.add(self.root / relative / JSON_NAME)  # as the walk names it: one rollout, one cache entry
         return [g.to_dict() for g in group_stats([entry[2] for entry in self._entries(list(paths))], tuple(by))]
 
     def episode(self, path: str | Path) -> dict[str, Any] | None:
         """A closed rollout as the label panel shows it (None when it lies outside the folder or is unreadable)."""
         try:
-            relative = Path(path).resolve().relative_to(self.root.resolve()).as_posix()
-            inside(self.root, relative)
-        except (ValueError, LookupError) as exc:
+            json_path = self._json_path(path)
+        except ValueError as exc:
             log.warning("closed rollout %s not shown: %s", path, exc)
             return None
-        entries = self._entries([self.root / relative / JSON_NAME])  # read once, for the tally after it too
+        entries = self._entries([json_path])  # read once, for the tally after it too
         if not entries:
             log.warning("closed rollout %s not shown: no readable %s", path, JSON_NAME)
             return None
