@@ -195,18 +195,19 @@ class RolloutStore:
         entry, whichever path to the folder the logger used); ValueError where it lies outside the folder."""
         return self.root / Path(directory).resolve().relative_to(self.root.resolve()) / JSON_NAME
 
-    def tally_after_close(self, path: str | Path, by: Iterable[str] = ("task", "condition")) -> list[dict[str, Any]]:
-        """The tally once the logger closed the rollout at ``path``: the rollouts known from the last walk of the
-        folder (each read again if its rollout.json changed, as a label from `rollouts label` changes it) and this
-        one, without walking the folder again. The walk reads every file name of every rollout; in a campaign of
+    def tally_after_close(self, *paths: str | Path, by: Iterable[str] = ("task", "condition")) -> list[dict[str, Any]]:
+        """The tally once the logger closed the rollouts at ``paths``: the rollouts known from the last walk of the
+        folder (each read again if its rollout.json changed, as a label from `rollouts label` changes it) and these,
+        without walking the folder again. The walk reads every file name of every rollout; in a campaign of
         thousands of trials it would run after each episode. A rollout another logger adds shows in the tally at the
         next walk (the rollouts page, a label, the console's start)."""
-        paths = set(self._cache)
-        try:
-            paths.add(self._json_path(path))
-        except ValueError:
-            log.warning("closed rollout %s is outside %s: not counted", path, self.root)
-        return [g.to_dict() for g in group_stats([entry[2] for entry in self._entries(list(paths))], tuple(by))]
+        known = set(self._cache)
+        for path in paths:
+            try:
+                known.add(self._json_path(path))
+            except ValueError:
+                log.warning("closed rollout %s is outside %s: not counted", path, self.root)
+        return [g.to_dict() for g in group_stats([entry[2] for entry in self._entries(list(known))], tuple(by))]
 
     def episode(self, path: str | Path) -> dict[str, Any] | None:
         """A closed rollout as the label panel shows it (None when it lies outside the folder or is unreadable)."""

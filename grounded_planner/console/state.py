@@ -223,6 +223,13 @@ class ConsoleState:
             self.episode = episode
             self._changed()
 
+    def on_closed(self, episode: dict[str, Any] | None, tally: list[dict[str, Any]]) -> None:
+        """A rollout closed: the label panel's episode and the tally that counts it, as one change (a page is never
+        sent the one without the other)."""
+        with self._lock:
+            self.episode, self.tally = episode, tally
+            self._changed()
+
     def set_tally(self, tally: list[dict[str, Any]]) -> None:
         with self._lock:
             self.tally = tally
