@@ -80,6 +80,7 @@ from grounded_planner.vlm.fake_server import FakeVLMServer  # noqa: E402
 
 FRAME_TOPIC = "/bench/camera/color/image_raw"
 WIDTH, HEIGHT, FPS = 1280, 720, 30
+IDLE_S = 3.0  # the console's idle CPU is measured over this long before the paired requests, s
 PLAN_GAP_S = 0.5  # between plan requests: the planner's and the logger's work after an answer is done by then
 BLOCK = 5  # plan requests per block before the other graph's turn
 
@@ -482,12 +483,27 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
             ("its presence: direct, the graph with the console - the graph without", direct, without_console),
             ("through the console - direct, each less the planner's own time", through_console, direct),
         ):
-            totals, diffs, cpu_ms = {a: [], b: []}, [], []
+            totals, diffs, cpu_ms, all_ms = {a: [], b: []}, [], [], []
+            since, idle_ns_per_s = (
+                None,
+                0.0,
+            )  # (CPU, time) at the start of the last direct request to the console's graph
             for k in range(pairs + 3):  # the first 3 pairs warm up
                 result = {}
+                if k == 3:  # the console's idle CPU, once the warm-up's discovery and first requests are over
+                    time.sleep(PLAN_GAP_S)
+                    idle_cpu0, idle_t0 = run_ns(console_pid), time.monotonic()
+                    time.sleep(IDLE_S)
+                    idle_ns_per_s = (run_ns(console_pid) - idle_cpu0) / (time.monotonic() - idle_t0)
                 for ask in rng.sample([a, b], 2):
                     time.sleep(PLAN_GAP_S)
                     count, cpu0 = len(events.seen), run_ns(console_pid)
+                    if since is not None:  # the last one's messages have all come by now (PLAN_GAP_S)
+                        all_ms.append((cpu0 - since[0] - idle_ns_per_s * (time.monotonic() - since[1])) / 1e6)
+                        since = None
+                    # (not with a page open: its live view, paused while the planner works, is most of the idle)
+                    if ask is direct and b is without_console and k >= 3 and remote is None:
+                        since = (cpu0, time.monotonic())
                     total = ask()
                     cpu = run_ns(console_pid) - cpu0
                     server = None if ask is without_console else events.server_ms_since(count)
@@ -501,6 +517,9 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
                     cpu_ms.append(result[a][2])
                 else:
                     diffs.append((result[a][0] - result[a][1]) - (result[b][0] - result[b][1]))
+            if since is not None:
+                time.sleep(PLAN_GAP_S)
+                all_ms.append((run_ns(console_pid) - since[0] - idle_ns_per_s * (time.monotonic() - since[1])) / 1e6)
             median, low, high = median_ci(diffs)
             cpu = sorted(cpu_ms)
             print(
@@ -510,6 +529,13 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
                     f"\n    the console process's CPU while a request was answered: mean {statistics.mean(cpu):.2f} ms, "
                     f"median {statistics.median(cpu):.2f}, p95 {cpu[int(0.95 * (len(cpu) - 1))]:.2f}"
                     if cpu
+                    else ""
+                )
+                + (
+                    f"\n    all of the console's CPU per request (from its start to the next one, less the console's "
+                    f"idle {idle_ns_per_s / 1e6:.2f} ms/s): mean {statistics.mean(all_ms):.2f} ms, "
+                    f"median {statistics.median(all_ms):.2f}"
+                    if all_ms
                     else ""
                 )
                 + f"; {load()}"
