@@ -568,8 +568,8 @@ class ConsoleApp:
     def on_rollout_closed(self, path: str) -> None:
         """From the graph: a rollout folder was closed; the label panel shows it with the stack's own label, and the
         tally counts it. With no page open it is only noted, and read when a page connects or asks for the state:
-        the tally stats every known rollout again (1.6 ms of the console's CPU per episode at 100 rollouts, on the
-        thread that takes the graph's messages, while the planner answers the next request), for nobody to see."""
+        the tally stats every known rollout again (1.6-1.8 ms of the console's CPU per episode at 100 rollouts, on
+        the thread that takes the graph's news), for nobody to see."""
         with self._closed_lock:
             self._closed.append(path)
         if self._loop_for_pages() is not None:
