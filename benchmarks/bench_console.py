@@ -80,7 +80,7 @@ from grounded_planner.vlm.fake_server import FakeVLMServer  # noqa: E402
 
 FRAME_TOPIC = "/bench/camera/color/image_raw"
 WIDTH, HEIGHT, FPS = 1280, 720, 30
-IDLE_S = 3.0  # the console's idle CPU is measured over this long before the paired requests, s
+IDLE_S = 3.0  # the console's idle CPU is measured over this long, after the paired requests' warm-up, s
 PLAN_GAP_S = 0.5  # between plan requests: the planner's and the logger's work after an answer is done by then
 BLOCK = 5  # plan requests per block before the other graph's turn
 
@@ -484,10 +484,13 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
             ("through the console - direct, each less the planner's own time", through_console, direct),
         ):
             totals, diffs, cpu_ms, all_ms = {a: [], b: []}, [], [], []
-            since, idle_ns_per_s = (
-                None,
-                0.0,
-            )  # (CPU, time) at the start of the last direct request to the console's graph
+            since = None  # (CPU, time) at the start of the last direct request to the console's graph
+            idle_ns_per_s = 0.0
+
+            def all_since(cpu_now: int) -> float:
+                """The console's CPU since ``since`` less its idle rate, ms."""
+                return (cpu_now - since[0] - idle_ns_per_s * (time.monotonic() - since[1])) / 1e6
+
             for k in range(pairs + 3):  # the first 3 pairs warm up
                 result = {}
                 if k == 3:  # the console's idle CPU, once the warm-up's discovery and first requests are over
@@ -499,7 +502,7 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
                     time.sleep(PLAN_GAP_S)
                     count, cpu0 = len(events.seen), run_ns(console_pid)
                     if since is not None:  # the last one's messages have all come by now (PLAN_GAP_S)
-                        all_ms.append((cpu0 - since[0] - idle_ns_per_s * (time.monotonic() - since[1])) / 1e6)
+                        all_ms.append(all_since(cpu0))
                         since = None
                     # (not with a page open: its live view, paused while the planner works, is most of the idle)
                     if ask is direct and b is without_console and k >= 3 and remote is None:
@@ -519,7 +522,7 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
                     diffs.append((result[a][0] - result[a][1]) - (result[b][0] - result[b][1]))
             if since is not None:
                 time.sleep(PLAN_GAP_S)
-                all_ms.append((run_ns(console_pid) - since[0] - idle_ns_per_s * (time.monotonic() - since[1])) / 1e6)
+                all_ms.append(all_since(run_ns(console_pid)))
             median, low, high = median_ci(diffs)
             cpu = sorted(cpu_ms)
             print(
