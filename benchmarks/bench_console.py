@@ -27,7 +27,8 @@
    through the console against direct, each request's total less the planner's own time (received -> answered, from
    its introspection events), and the graph with the console against the graph without; the median difference with
    its 95% bootstrap interval, and the console process's exact CPU time (schedstat) while each request was answered,
-   with no page open and with the page on a tablet.
+   with no page open and with the page on a tablet; and, its threads sampled every 4 ms (CpuTrace), the CPU it took
+   while the planner itself worked on each direct request (the planner's received -> answered stamps), by thread.
 4. The console's HTTP round trip on its own, first, before anything else loads the machine: ConsoleApp on its
    server with a graph that answers at once (InstantGraph), from httpx: GET /api/taxonomy and POST /api/plan. A plan
    asked through the console cannot add less than this.
@@ -44,6 +45,7 @@ Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 30] 
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import os
 import platform
@@ -52,6 +54,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -411,6 +414,7 @@ class PlanEvents:
 
         self._executor = executor
         self.seen: dict[tuple, dict[int, float]] = {}
+        self.last: tuple[float, float] | None = None  # the last server_ms_since's (received, answered), wall clock
         node.create_subscription(GetGroundedPlan.Event, names.PLAN_SERVICE_EVENTS, self._on_event, QoSProfile(depth=50))
 
     def _on_event(self, event) -> None:
@@ -429,8 +433,10 @@ class PlanEvents:
             self._executor.spin_once(timeout_sec=0.02)
         new = [v for v in list(self.seen.values())[count:] if len(v) == 2]
         if len(new) != 1:
+            self.last = None
             return None
-        return 1000 * (new[0][ServiceEventInfo.RESPONSE_SENT] - new[0][ServiceEventInfo.REQUEST_RECEIVED])
+        self.last = (new[0][ServiceEventInfo.REQUEST_RECEIVED], new[0][ServiceEventInfo.RESPONSE_SENT])
+        return 1000 * (self.last[1] - self.last[0])
 
 
 def run_ns(pid: int) -> int:
@@ -441,6 +447,87 @@ def run_ns(pid: int) -> int:
         with contextlib.suppress(OSError):
             total += int((task / "schedstat").read_text().split()[0])
     return total
+
+
+class CpuTrace:
+    """The CPU time of each thread of process ``pid``, sampled every PERIOD_S by a thread of this process while the
+    ``with`` block runs (/proc/PID/task/TID/schedstat, each file held open), so that the CPU the process took in any
+    window inside the block (the planner's own time, from its introspection stamps) is read by interpolation, thread
+    by thread. The sampling costs this process a few per cent of a core; it runs around every request of a pair,
+    so that both sides pay it alike."""
+
+    PERIOD_S = 0.004
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.samples: list[tuple[float, dict[str, int]]] = []  # (wall clock, {thread: ns so far})
+        self.names: dict[str, str] = {}  # thread id -> its name (comm)
+        self._files: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-trace", daemon=True)
+
+    def __enter__(self) -> CpuTrace:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        for fd in self._files.values():
+            os.close(fd)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.PERIOD_S):
+            self._sample()
+
+    def _sample(self) -> None:
+        now, ns = time.time(), {}
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            with contextlib.suppress(OSError, ValueError):
+                if tid not in self._files:
+                    self.names[tid] = Path(f"/proc/{self.pid}/task/{tid}/comm").read_text().strip()
+                    self._files[tid] = os.open(f"/proc/{self.pid}/task/{tid}/schedstat", os.O_RDONLY)
+                ns[tid] = int(os.pread(self._files[tid], 128, 0).split()[0])
+        self.samples.append((now, ns))
+
+    def _at(self, tid: str, t: float) -> float:
+        """Thread ``tid``'s CPU so far at wall-clock time ``t``, ns (linear between the samples around it)."""
+        times = [s[0] for s in self.samples]
+        i = min(max(0, bisect.bisect_right(times, t) - 1), len(times) - 2)
+        (t_a, a), (t_b, b) = self.samples[i], self.samples[i + 1]
+        ns_a, ns_b = a.get(tid, 0), b.get(tid, a.get(tid, 0))
+        share = min(1.0, max(0.0, (t - t_a) / max(t_b - t_a, 1e-9)))
+        return ns_a + share * (ns_b - ns_a)
+
+    def ms_between(self, t0: float, t1: float) -> dict[str, float]:
+        """The CPU each thread took from ``t0`` to ``t1`` (wall clock), ms, by thread name."""
+        out: dict[str, float] = {}
+        for tid, name in self.names.items():
+            out[name] = out.get(name, 0.0) + (self._at(tid, t1) - self._at(tid, t0)) / 1e6
+        return out
+
+
+def planner_working(working: list[dict[str, float]]) -> str:
+    """The console's CPU while the planner worked on each direct request (its received -> answered stamps): in all,
+    and the part in Fast DDS's own threads (dds.*: receiving what the console subscribes to) and the threads that
+    took most."""
+    if not working:
+        return ""
+    in_all = sorted(sum(w.values()) for w in working)
+    dds = [sum(ms for name, ms in w.items() if name.startswith("dds.")) for w in working]
+    by_name: dict[str, float] = {}
+    for w in working:
+        for name, ms in w.items():
+            by_name[name] = by_name.get(name, 0.0) + ms / len(working)
+    top = ", ".join(f"{name} {ms:.2f}" for name, ms in sorted(by_name.items(), key=lambda kv: -kv[1])[:4])
+    return (
+        f"\n    the console's CPU while the planner worked on the request (its received -> answered stamps; "
+        f"sampled every {CpuTrace.PERIOD_S * 1000:.0f} ms): mean {statistics.mean(in_all):.2f} ms, "
+        f"median {statistics.median(in_all):.2f}, p95 {in_all[int(0.95 * (len(in_all) - 1))]:.2f}; in Fast DDS's "
+        f"threads {statistics.mean(dds):.2f}; by thread (mean ms): {top}"
+    )
 
 
 def plan_paired(url: str, console_pid: int, node, executor, client, off_client, pairs: int, page: str | None) -> None:
@@ -484,6 +571,7 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
             ("through the console - direct, each less the planner's own time", through_console, direct),
         ):
             totals, diffs, cpu_ms, all_ms = {a: [], b: []}, [], [], []
+            working: list[dict[str, float]] = []  # the console's CPU by thread while the planner worked, ms
             since = None  # (CPU, time) at the start of the last direct request to the console's graph
             idle_ns_per_s = 0.0
 
@@ -507,10 +595,13 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
                     # (not with a page open: its live view, paused while the planner works, is most of the idle)
                     if ask is direct and b is without_console and k >= 3 and remote is None:
                         since = (cpu0, time.monotonic())
-                    total = ask()
+                    with CpuTrace(console_pid) as trace:
+                        total = ask()
                     cpu = run_ns(console_pid) - cpu0
                     server = None if ask is without_console else events.server_ms_since(count)
                     result[ask] = (total, server, cpu / 1e6)
+                    if ask is direct and b is without_console and k >= 3 and events.last is not None:
+                        working.append(trace.ms_between(*events.last))
                 if k < 3 or any(r[1] is None for ask, r in result.items() if ask is not without_console):
                     continue
                 for ask in (a, b):
@@ -541,6 +632,7 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
                     if all_ms
                     else ""
                 )
+                + planner_working(working)
                 + f"; {load()}"
             )
     finally:
