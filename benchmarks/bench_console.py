@@ -708,6 +708,9 @@ class InstantGraph:
     def latest_frame(self, after_seq: int, width: int = 0):
         return None
 
+    def frames_paused(self) -> None:
+        pass
+
 
 def http_floor(tmp: Path, runs: int = 200) -> None:
     """4. The console's HTTP round trip on its own (ConsoleApp on its server, InstantGraph, from httpx as the plan

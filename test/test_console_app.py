@@ -97,6 +97,9 @@ class RecordingGraph:
         newer = [f for f in self.frames if f.seq > after_seq]
         return newer[-1] if newer else None
 
+    def frames_paused(self):
+        self.calls.append(("frames_paused",))
+
     def did(self, kind):
         return [c for c in self.calls if c[0] == kind]
 
@@ -740,9 +743,16 @@ def test_the_live_view_pauses_while_the_planner_answers_and_the_arm_is_still(tmp
         await ws.send_str(json.dumps({"type": "ack"}))
         await asyncio.sleep(0.4)
         assert graph.asked == asked  # paused: no image taken, none encoded, none sent
+        assert graph.did("frames_paused") == [("frames_paused",)]  # told once: it may leave the camera meanwhile
         app.plan_requests.answered(("a client", 1))
         assert (await next_message(ws, "live"))["paused"] is False
         await next_message(ws, "frame")  # the page's ack was kept: frames flow again at once
+        app.plan_requests.started(("a client", 2))  # the next request: the graph is told of that pause too
+        await next_message(ws, "live")
+        await ws.send_str(json.dumps({"type": "ack"}))
+        await eventually(lambda: len(graph.did("frames_paused")) == 2, lambda: f"told {graph.calls}")
+        app.plan_requests.answered(("a client", 2))
+        await next_message(ws, "frame")
 
         app.state.on_feedback({"step": 0, "state": "approach"})  # a goal runs (a closed loop asks for plans)
         app.plan_requests.started(("the executor", 7))

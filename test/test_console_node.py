@@ -148,3 +148,34 @@ def test_the_console_leaves_the_camera_topic_while_no_page_asks_for_frames(conso
     assert not node.camera_subscribed
     assert show(data).jpeg == data  # a page asks again
     assert publisher.get_subscription_count() == 1
+
+
+def test_the_console_leaves_the_camera_topic_while_the_live_view_is_paused(console):
+    """While the planner works (the live view paused) the console receives no camera images: it leaves the topic
+    (with a page open, the raw stream's receive was most of its CPU while the planner worked), and the next frame a
+    page asks for subscribes again and is shown."""
+    from sensor_msgs.msg import CompressedImage
+
+    node, show = console
+    publisher = show.publisher
+    first = jpeg_of(np.random.default_rng(12).integers(0, 255, (240, 320, 3), dtype=np.uint8))
+    shown = show(first)
+    assert shown.jpeg == first
+    assert node.camera_subscribed and publisher.get_subscription_count() == 1
+    node.frames_paused()
+    assert not node.camera_subscribed
+    spin_until(show.executor, lambda: publisher.get_subscription_count() == 0, 15.0, "the console to leave the topic")
+    node.frames_paused()  # told again (a second pause before any frame): nothing to leave, no error
+    second = jpeg_of(np.random.default_rng(13).integers(0, 255, (240, 320, 3), dtype=np.uint8))
+    msg = CompressedImage(format="rgb8; jpeg compressed bgr8", data=second)
+    after = []
+
+    def newer_shown() -> bool:  # a page that has the first frame asks for a newer one, as the frame pump does
+        show.publisher.publish(msg)
+        show.executor.spin_once(timeout_sec=0.02)
+        after.append(node.latest_frame(shown.seq))
+        return after[-1] is not None
+
+    spin_until(show.executor, newer_shown, 30.0, "a frame after the pause")
+    assert after[-1].jpeg == second  # the live view goes on: subscribed again, the new image shown
+    assert node.camera_subscribed and publisher.get_subscription_count() == 1

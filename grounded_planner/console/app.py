@@ -66,7 +66,8 @@ class FramePump:
     ``max_frame_rate`` a second, 0 = no limit) and hands it to every waiting browser at once, with one wake-up of the
     event loop. No browser waiting: the thread sleeps and the graph is never asked (no image taken, none encoded).
     Each browser says how wide it shows the image (device pixels); one encoding serves them all, at the widest of
-    those (as the camera gives it where one browser did not say). While ``paused()``, no frame is taken."""
+    those (as the camera gives it where one browser did not say). While ``paused()``, no frame is taken, and the
+    graph hears once per pause that none is wanted (``frames_paused``), so that it can stop receiving them."""
 
     def __init__(
         self,
@@ -115,6 +116,7 @@ class FramePump:
     def _run(self) -> None:
         self._lower_priority()
         last_taken = 0.0
+        told = False  # the graph was told of this pause
         while not self._stop.is_set():
             self._wanted.wait()
             with self._lock:
@@ -128,8 +130,12 @@ class FramePump:
             if pause > 0:
                 self._stop.wait(pause)
             if self.paused():
+                if not told:
+                    told = True
+                    self.graph.frames_paused()
                 self._stop.wait(FRAME_POLL_S)
                 continue
+            told = False
             frame = self.graph.latest_frame(oldest, width)
             if frame is None:
                 self._stop.wait(FRAME_POLL_S)

@@ -90,3 +90,7 @@ class ConsoleGraph(Protocol):
         """The newest camera image when it is newer than frame ``after_seq``, else None (never blocks long).
         ``width``: the pixels across that the pages show it at (0 = as it came); an image wider than that is scaled
         down to it before it is encoded (never up)."""
+
+    def frames_paused(self) -> None:
+        """The live view paused (the planner answers a request and the arm is still): no frame is wanted until the
+        next ``latest_frame``, so the graph may stop receiving camera images meanwhile (never blocks long)."""

@@ -416,6 +416,16 @@ class ConsoleNode(StackNode, Node):
                 self._camera.destroy()
                 self._camera = None
 
+    def frames_paused(self) -> None:
+        """The live view paused while the planner works: the console leaves the camera topic until a page next asks
+        for a frame. Subscribed, the middleware goes on receiving every image (a raw 1280x720 30 Hz stream: 2.7 MB
+        each), which was three quarters of the console's CPU while the planner worked with a page open (15 of 21 ms
+        per request in Fast DDS's receive threads, benchmarks/bench_console.py --pairs)."""
+        with self._frame_lock:
+            if self._camera is not None:
+                self._camera.destroy()
+                self._camera = None
+
     @property
     def camera_subscribed(self) -> bool:
         return self._camera is not None
