@@ -492,9 +492,9 @@ class CpuTrace:
                 ns[tid] = int(os.pread(self._files[tid], 128, 0).split()[0])
         self.samples.append((now, ns))
 
-    def _at(self, tid: str, t: float) -> float:
-        """Thread ``tid``'s CPU so far at wall-clock time ``t``, ns (linear between the samples around it)."""
-        times = [s[0] for s in self.samples]
+    def _at(self, times: list[float], tid: str, t: float) -> float:
+        """Thread ``tid``'s CPU so far at wall-clock time ``t``, ns (linear between the samples around it; ``times``:
+        the samples' times)."""
         i = min(max(0, bisect.bisect_right(times, t) - 1), len(times) - 2)
         (t_a, a), (t_b, b) = self.samples[i], self.samples[i + 1]
         ns_a, ns_b = a.get(tid, 0), b.get(tid, a.get(tid, 0))
@@ -504,8 +504,9 @@ class CpuTrace:
     def ms_between(self, t0: float, t1: float) -> dict[str, float]:
         """The CPU each thread took from ``t0`` to ``t1`` (wall clock), ms, by thread name."""
         out: dict[str, float] = {}
+        times = [s[0] for s in self.samples]
         for tid, name in self.names.items():
-            out[name] = out.get(name, 0.0) + (self._at(tid, t1) - self._at(tid, t0)) / 1e6
+            out[name] = out.get(name, 0.0) + (self._at(times, tid, t1) - self._at(times, tid, t0)) / 1e6
         return out
 
 

@@ -409,12 +409,16 @@ class ConsoleNode(StackNode, Node):
             )
         return self._camera
 
+    def _leave_camera(self) -> None:
+        """Leave the camera topic, where subscribed (caller holds the frame lock); the next ask subscribes again."""
+        if self._camera is not None:
+            self._camera.destroy()
+            self._camera = None
+
     def _leave_idle_camera(self) -> None:
         with self._frame_lock:
-            idle_s = time.monotonic() - self._frames_asked_at
-            if self._camera is not None and idle_s > self.get_parameter("camera_idle_s").value:
-                self._camera.destroy()
-                self._camera = None
+            if time.monotonic() - self._frames_asked_at > self.get_parameter("camera_idle_s").value:
+                self._leave_camera()
 
     def frames_paused(self) -> None:
         """The live view paused while the planner works: the console leaves the camera topic until a page next asks
@@ -422,9 +426,7 @@ class ConsoleNode(StackNode, Node):
         each), which was three quarters of the console's CPU while the planner worked with a page open (15 of 21 ms
         per request in Fast DDS's receive threads, benchmarks/bench_console.py --pairs)."""
         with self._frame_lock:
-            if self._camera is not None:
-                self._camera.destroy()
-                self._camera = None
+            self._leave_camera()
 
     @property
     def camera_subscribed(self) -> bool:
