@@ -34,12 +34,16 @@
    asked through the console cannot add less than this.
 5. The tally the console recomputes after each episode, over a campaign's rollouts folder (--tally-rollouts, 3,000):
    the folder walked against the known rollouts and the closed one.
+6. The console leaving the camera topic while the live view is paused (--pause-rounds, ConsoleNode.frames_paused),
+   beside the 1280x720 30 Hz stream: what leaving costs the calling thread, the process's CPU over PAUSE_WINDOW_S
+   subscribed and taking nothing (the baseline: the middleware still receives every image) against the same time
+   with the topic left, and how long the first newer frame takes once a page asks again (subscribed anew).
 
 Both clocks are this machine's wall clock (the browser's performance.timeOrigin + now() and the nodes' ROS clock).
 The browser runs on this machine too (on a robot it runs on the operator's tablet), so its rendering takes CPU
 from the stack in every figure here.
 Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 30] [--frames-s 10] [--pairs 100]
-     [--tally-rollouts 3000] (0 skips a part)
+     [--tally-rollouts 3000] [--pause-rounds 10] (0 skips a part)
 """
 
 from __future__ import annotations
@@ -641,6 +645,71 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
             remote.close()
 
 
+PAUSE_WINDOW_S = 0.3  # each window of the camera-pause part: about a plan request's planner time here
+
+
+def camera_pause(tmp: Path, scene: Path, rounds: int) -> None:
+    """6. ConsoleNode.frames_paused beside the 1280x720 30 Hz stream (CameraStream, a process of its own): a console
+    node in this process (its HTTP server idle, no page), frames taken by calling latest_frame as the frame pump
+    does (as wide as the tablet's page shows them). Round after round: a frame taken (subscribed), PAUSE_WINDOW_S
+    subscribed and taking nothing, frames_paused() (the calling thread's CPU), PAUSE_WINDOW_S with the topic left,
+    then the wait for a newer frame. This process's CPU (all its threads: the executor and Fast DDS's receive)."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from grounded_planner.ros.console_node import ConsoleNode
+
+    stream = CameraStream(scene)
+    stream.on.set()
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    values = {"port": 0, "rollouts_dir": str(tmp / "pause"), "color_topic": FRAME_TOPIC}
+    node = ConsoleNode(context=context, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    threading.Thread(target=executor.spin, name="pause-executor", daemon=True).start()
+    seq = [0]
+
+    def newer_frame() -> float:
+        """Ask as the frame pump does until a frame newer than the last comes; the wait, ms."""
+        t0 = time.perf_counter()
+        while (frame := node.latest_frame(seq[0], REMOTE_WIDTH)) is None:
+            if time.perf_counter() - t0 > 10.0:
+                raise RuntimeError(f"no camera frame on {FRAME_TOPIC} within 10 s")
+            time.sleep(0.005)
+        seq[0] = frame.seq
+        return (time.perf_counter() - t0) * 1000
+
+    def cpu_ms_over(window_s: float) -> float:
+        c0 = time.process_time()
+        time.sleep(window_s)
+        return (time.process_time() - c0) * 1000
+
+    try:
+        newer_frame()
+        leave, subscribed, left, back = [], [], [], []
+        for _ in range(rounds):
+            newer_frame()
+            subscribed.append(cpu_ms_over(PAUSE_WINDOW_S))
+            t0 = time.thread_time()
+            node.frames_paused()
+            leave.append((time.thread_time() - t0) * 1000)
+            left.append(cpu_ms_over(PAUSE_WINDOW_S))
+            back.append(newer_frame())
+        print(
+            f"the camera left while the live view is paused ({rounds} rounds, {PAUSE_WINDOW_S * 1000:.0f} ms windows, "
+            f"1280x720 {FPS} Hz raw): leaving: {stats_ms(leave)}\n"
+            f"    this process's CPU per window: subscribed, taking nothing (baseline) {stats_ms(subscribed)} | "
+            f"left {stats_ms(left)}\n    the first newer frame once asked again: {stats_ms(back)}; {load()}"
+        )
+    finally:
+        stream.stop()
+        executor.shutdown()
+        node.destroy_node()
+        context.try_shutdown()
+
+
 def frame_to_screen(driver, node, tmp: Path, frames_s: float, stream: CameraStream) -> None:
     """Camera frame -> shown, 1280x720 at 30 Hz, to a console process of its own; its CPU per displayed frame."""
     child = Output(
@@ -785,6 +854,9 @@ def main() -> int:
         "--tally-rollouts", type=int, default=3000, help="the campaign for the tally's figure (0 skips it)"
     )
     parser.add_argument(
+        "--pause-rounds", type=int, default=10, help="rounds of the camera left while paused (0 skips them)"
+    )
+    parser.add_argument(
         "--noise", action="store_true", help="a camera of random pixels (JPEG's worst case) instead of a real scene"
     )
     args = parser.parse_args()
@@ -800,6 +872,10 @@ def main() -> int:
     http_floor(tmp)  # first, before the graphs and browsers load the machine
     if args.tally_rollouts:
         tally_at_scale(tmp, args.tally_rollouts)
+    scene = tmp / "scene.npy"
+    np.save(scene, scene_image(args.noise))
+    if args.pause_rounds:  # before the graphs: the stream and this console alone on the machine
+        camera_pause(tmp, scene, args.pause_rounds)
     driver, tablet = chromium(), chromium(nice=19)
     graphs: list[StackProcess] = []
     with FakeVLMServer(SCENE_COLORS) as vlm, contextlib.ExitStack() as stack:
@@ -824,8 +900,6 @@ def main() -> int:
             lambda m: events.append((m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec, m.state)),
             QoSProfile(depth=50),
         )
-        scene = tmp / "scene.npy"
-        np.save(scene, scene_image(args.noise))
         stream = CameraStream(scene)
         stack.callback(stream.stop)
         try:
