@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -50,6 +53,14 @@ def episodes(tmp_path: Path, n: int) -> Path:
     path = tmp_path / "episodes.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in chosen))
     return path
+
+
+def answered(base_url: str) -> int:
+    """Requests a stand-in server has answered, read from its vLLM-style ``/metrics``."""
+    root = base_url.removesuffix("/v1")
+    with urllib.request.urlopen(f"{root}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return int(sum(float(v) for v in re.findall(r"^vllm:request_success_total\{[^}]*\} (\S+)$", text, re.M)))
 
 
 def request() -> VLMRequest:
@@ -97,6 +108,21 @@ def test_an_erroring_server_is_retried_elsewhere_but_a_rejected_request_is_not()
             counts = planner.backend.server_counts()
         # the 503s count as failures of the server that sent them; the rejected request counts nowhere
         assert sum(c["served"] for c in counts.values()) == 1 and sum(c["failed"] for c in counts.values()) == 2
+
+
+def test_the_stand_in_counts_only_answered_requests_on_its_metrics_page_as_vllm_does():
+    with FakeVLMServer(scene=SCENE) as srv:
+        config = PlannerConfig(backend="openai", model=MODEL, base_url=srv.base_url, max_retries=0)
+        with make_planner(config) as planner:
+            assert answered(srv.base_url) == 0
+            planner.backend.generate(request())
+            srv.script.append(Reply(status=503))
+            with pytest.raises(VLMUnavailableError):
+                planner.backend.generate(request())
+            planner.backend.generate(request())
+        assert answered(srv.base_url) == 2  # the 503 is not a finished request
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(f"{srv.root_url}/v1/metrics", timeout=5)
 
 
 def test_the_pool_stops_at_the_request_deadline():
@@ -165,11 +191,12 @@ def test_bench_run_with_two_servers_one_killed_mid_run_plans_every_episode(tmp_p
             text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )
+        # A dies in the middle of the run, once it has answered 3 (it then holds more, or gets more: the run has 24)
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 6):
+        while time.monotonic() < deadline and answered(url_a) < 3:
             assert run.poll() is None, run.stderr.read()
-            time.sleep(0.05)
-        a.send_signal(signal.SIGKILL)  # server A dies with requests in flight
+            time.sleep(0.02)
+        a.send_signal(signal.SIGKILL)
         stdout, stderr = run.communicate(timeout=240)
     finally:
         for p in (a, b):

@@ -1,7 +1,8 @@
 """A stand-in VLM server on 127.0.0.1 for tests, demos and benchmarks: real HTTP, no model.
 
 It speaks the OpenAI chat-completions API (``POST /v1/chat/completions``) and Gemini's REST API
-(``POST /v1beta/models/{model}:generateContent``). It "sees" by colour: a scene maps object names to RGB
+(``POST /v1beta/models/{model}:generateContent``), and, like vLLM, counts the requests it answered on
+``GET /metrics`` (Prometheus text: ``vllm:request_success_total``). It "sees" by colour: a scene maps object names to RGB
 colours, and the server finds each object as the pixels of its colour in the image it received. It answers
 in the style of the model family named in the request (``qwen3`` in the model name: relative 0-1000
 ``bbox_2d`` after a ``<think>`` block; ``gemini``: ``box_2d`` [ymin, xmin, ymax, xmax] in a fence;
@@ -136,6 +137,8 @@ class FakeVLMServer:
         self._slots = threading.BoundedSemaphore(capacity) if capacity > 0 else None
         self.script: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
+        #: requests answered with a completion, by model name (GET /metrics serves it)
+        self.answered: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         server = self
@@ -154,6 +157,12 @@ class FakeVLMServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 server._handle(self, body)
+
+            def do_GET(self):
+                if self.path.split("?")[0] != "/metrics":
+                    server._send(self, 404, b'{"detail": "Not Found"}', {})
+                    return
+                server._send_metrics(self)
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True
@@ -252,6 +261,30 @@ class FakeVLMServer:
                 ],
             }
         self._send(handler, 200, json.dumps(out).encode(), reply.headers if reply else {})
+        with self._lock:  # counted once the answer is sent, as vLLM counts a finished request
+            self.answered[model] = self.answered.get(model, 0) + 1
+
+    def _send_metrics(self, handler: BaseHTTPRequestHandler) -> None:
+        """vLLM's counter of finished requests (``/metrics``, Prometheus text format; vLLM 0.6-0.10 name it so),
+        one sample per model; other metrics of vLLM are not kept here."""
+        with self._lock:
+            counts = dict(self.answered)
+        lines = [
+            "# HELP vllm:request_success_total Count of successfully processed requests.",
+            "# TYPE vllm:request_success_total counter",
+        ] + [
+            f'vllm:request_success_total{{finished_reason="stop",model_name={json.dumps(m)}}} {float(n)}'
+            for m, n in sorted(counts.items())
+        ]
+        data = ("\n".join(lines) + "\n").encode()
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+        except OSError:  # the client went away
+            pass
 
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, status: int, data: bytes, headers: dict[str, str]) -> None:
