@@ -334,6 +334,9 @@ def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop
             second,
             "second_not_running",
         )
+        # the decided plan's buttons are dimmed in the second browser too, and still answer (with the refusal)
+        late = second.find_element("id", "approve-btn")
+        assert "decided" in late.get_attribute("class") and "refuses a second decision" in late.get_attribute("title")
         click(second, "#approve-btn")  # late: the plan was approved in the first browser
         refused = wait_until(
             lambda: second.find_element("id", "decision-msg").text.startswith("Approve refused"),

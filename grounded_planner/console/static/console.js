@@ -167,11 +167,15 @@ function renderPlan(plan) {
       el("td", {}, s.width_m !== null && s.width_m !== undefined ? (s.width_m * 100).toFixed(1) + " cm" : "—"),
       verdictCell(s), progressCell(plan, i)));
   });
-  // a decided plan keeps its buttons: the console (not this page) says whether a decision is still open, so a late
-  // click from a second browser gets the refusal and its reason
+  // a decided plan keeps its buttons, dimmed: the console (not this page) says whether a decision is still open, so
+  // a late click from a second browser gets the refusal and its reason
   const runnable = plan.success && plan.steps.length > 0;
   approve.disabled = !runnable || plan.refused_steps.length > 0;
   reject.disabled = !runnable;
+  for (const b of [approve, reject]) {
+    b.classList.toggle("decided", Boolean(plan.decision));
+    b.title = plan.decision ? `${plan.decision} by ${plan.decided_by}: the console refuses a second decision` : "";
+  }
   const dm = $("#decision-msg");
   if (plan.decision) {
     let text = `${plan.decision} by ${plan.decided_by} at ${plan.decided_at}`;
