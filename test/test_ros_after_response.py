@@ -11,7 +11,7 @@ from helpers.ros_wait import call, spin_until
 pytestmark = [requires_ros, pytest.mark.ros]
 
 
-def test_the_work_after_an_answer_waits_until_the_answer_is_sent(rclpy_context):
+def test_the_work_after_an_answer_waits_until_the_answer_is_sent(rclpy_context, monkeypatch):
     """planner_node publishes the plan and draws the overlay after answering, on a worker thread. Started while the
     executor was still sending the response, that Python work took the GIL from it and delayed every answer by
     2-3 ms (bench_latency.py); it now starts once rclpy has sent the response, or after a bounded wait."""
@@ -21,7 +21,12 @@ def test_the_work_after_an_answer_waits_until_the_answer_is_sent(rclpy_context):
     from rclpy.executors import SingleThreadedExecutor
     from std_srvs.srv import Trigger
 
+    from grounded_planner.ros import after_response
     from grounded_planner.ros.after_response import RESPONSE_SENT_WAIT_S, AfterResponse
+
+    # first, the bounded wait made long: only the response being sent may release the work (with the default 0.2 s,
+    # a handler thread descheduled for 0.1 s on a loaded machine would let the fallback run it first)
+    monkeypatch.setattr(after_response, "RESPONSE_SENT_WAIT_S", 30.0)
 
     node = rclpy.create_node("after_response_probe", context=rclpy_context)
     events: list[str] = []
@@ -31,7 +36,7 @@ def test_the_work_after_an_answer_waits_until_the_answer_is_sent(rclpy_context):
 
         def on_request(request, response):
             after.submit(response, lambda: events.append("after-work"))
-            time.sleep(RESPONSE_SENT_WAIT_S / 2)  # the rest of the handler: the work must not start meanwhile
+            time.sleep(0.1)  # the rest of the handler: the work must not start meanwhile
             events.append("handler returned")
             response.success = True
             return response
@@ -43,6 +48,7 @@ def test_the_work_after_an_answer_waits_until_the_answer_is_sent(rclpy_context):
         assert events == ["handler returned", "after-work"]
 
         # a response that is never sent (the executor sends otherwise) holds the work back for a bounded time only
+        monkeypatch.setattr(after_response, "RESPONSE_SENT_WAIT_S", RESPONSE_SENT_WAIT_S)
         ran = threading.Event()
         started = time.monotonic()
         after.submit(Trigger.Response(), ran.set)

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -69,6 +70,11 @@ def request() -> VLMRequest:
 
 def test_two_servers_share_the_load_and_a_dead_one_is_routed_around():
     with FakeVLMServer(scene=SCENE, latency_s=0.05) as a, FakeVLMServer(scene=SCENE, latency_s=0.05) as b:
+        # each server holds its first two requests until released: the first four requests are all in flight at
+        # once, whatever the machine's scheduling, and least-loaded routing must put two on each
+        release = threading.Event()
+        for srv in (a, b):
+            srv.script += [Reply(release=release), Reply(release=release)]
         dead = free_port_url()
         config = PlannerConfig(
             backend="openai", model=MODEL, base_url=a.base_url, base_urls=[dead, b.base_url], max_retries=0
@@ -77,11 +83,17 @@ def test_two_servers_share_the_load_and_a_dead_one_is_routed_around():
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(4) as pool:
-                answers = list(pool.map(lambda _: planner.backend.generate(request()), range(12)))
+                running = pool.map(lambda _: planner.backend.generate(request()), range(12))
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and len(a.requests) + len(b.requests) < 4:
+                    time.sleep(0.01)
+                first_wave = (len(a.requests), len(b.requests))
+                release.set()
+                answers = list(running)
             counts = planner.backend.server_counts()
+    assert first_wave == (2, 2)  # spread by what is in flight, not all on one
     assert answers == ["I need an image to answer."] * 12
     assert counts[a.base_url]["served"] + counts[b.base_url]["served"] == 12
-    assert min(counts[a.base_url]["served"], counts[b.base_url]["served"]) >= 4  # spread, not all on one
     # the dead server was tried once, then skipped while it is marked down
     assert counts[dead]["served"] == 0 and 1 <= counts[dead]["failed"] <= 2
     assert "Connect" in str(counts[dead]["last_error"])

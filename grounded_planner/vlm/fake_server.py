@@ -47,6 +47,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # wait before answering (a slow or hanging server)
     raw_body: bytes | None = None  # sent as is instead of a JSON body
+    release: threading.Event | None = None  # held until this is set (a test decides when the server answers)
 
 
 def find_color(
@@ -211,6 +212,9 @@ class FakeVLMServer:
         gemini = ":generateContent" in handler.path
         if reply is not None and reply.delay_s:
             self._stop.wait(reply.delay_s)
+        if reply is not None and reply.release is not None:
+            while not reply.release.wait(0.05) and not self._stop.is_set():
+                pass
         if reply is not None and (reply.status != 200 or reply.raw_body is not None):
             self._send(
                 handler,
