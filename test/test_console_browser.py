@@ -462,7 +462,8 @@ def test_the_live_view_pauses_while_another_clients_plan_is_answered(stack, brow
         return browser.execute_script("return !document.getElementById('camera-paused').hidden")
 
     assert not paused()
-    VLM[0].script.append(Reply(delay_s=4.0))  # the model takes 4 s over this request
+    release = threading.Event()
+    VLM[0].script.append(Reply(release=release))  # the model answers this request once the page has been checked
     answers = []
     with graph_node() as (node, executor):
         client = GroundedPlannerClient(node, executor=executor)
@@ -476,6 +477,7 @@ def test_the_live_view_pauses_while_another_clients_plan_is_answered(stack, brow
             assert last_shown() == before, "frames were shown while the planner answered"
             screenshot(browser, "live_paused")
         finally:
+            release.set()
             asking.join(40)
     assert answers and answers[0].succeeded, client.last_error
     wait_until(lambda: not paused(), 10, "the pause note to go once the plan is answered", browser)
