@@ -2,9 +2,9 @@
 
 It speaks the OpenAI chat-completions API (``POST /v1/chat/completions``) and Gemini's REST API
 (``POST /v1beta/models/{model}:generateContent``), and, like vLLM, counts the requests it answered on
-``GET /metrics`` (Prometheus text: ``vllm:request_success_total``). It "sees" by colour: a scene maps object names to RGB
-colours, and the server finds each object as the pixels of its colour in the image it received. It answers
-in the style of the model family named in the request (``qwen3`` in the model name: relative 0-1000
+``GET /metrics`` (Prometheus text: ``vllm:request_success_total``). It "sees" by colour: a scene maps object
+names to RGB colours, and the server finds each object as the pixels of its colour in the image it received.
+It answers in the style of the model family named in the request (``qwen3`` in the model name: relative 0-1000
 ``bbox_2d`` after a ``<think>`` block; ``gemini``: ``box_2d`` [ymin, xmin, ymax, xmax] in a fence;
 anything else: GPT-like prose around pixel JSON), so the whole planner path (resize, convention, parse,
 scale back) is exercised against what real models write. Scripted replies (broken answers, 429/5xx,
@@ -163,7 +163,7 @@ class FakeVLMServer:
                 if self.path.split("?")[0] != "/metrics":
                     server._send(self, 404, b'{"detail": "Not Found"}', {})
                     return
-                server._send_metrics(self)
+                server._send(self, 200, server._metrics(), {}, "text/plain; version=0.0.4; charset=utf-8")
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True
@@ -268,7 +268,7 @@ class FakeVLMServer:
         with self._lock:  # counted once the answer is sent, as vLLM counts a finished request
             self.answered[model] = self.answered.get(model, 0) + 1
 
-    def _send_metrics(self, handler: BaseHTTPRequestHandler) -> None:
+    def _metrics(self) -> bytes:
         """vLLM's counter of finished requests (``/metrics``, Prometheus text format; vLLM 0.6-0.10 name it so),
         one sample per model; other metrics of vLLM are not kept here."""
         with self._lock:
@@ -280,21 +280,19 @@ class FakeVLMServer:
             f'vllm:request_success_total{{finished_reason="stop",model_name={json.dumps(m)}}} {float(n)}'
             for m, n in sorted(counts.items())
         ]
-        data = ("\n".join(lines) + "\n").encode()
-        try:
-            handler.send_response(200)
-            handler.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            handler.send_header("Content-Length", str(len(data)))
-            handler.end_headers()
-            handler.wfile.write(data)
-        except OSError:  # the client went away
-            pass
+        return ("\n".join(lines) + "\n").encode()
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, data: bytes, headers: dict[str, str]) -> None:
+    def _send(
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        data: bytes,
+        headers: dict[str, str],
+        content_type: str = "application/json",
+    ) -> None:
         try:
             handler.send_response(status)
-            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Type", content_type)
             handler.send_header("Content-Length", str(len(data)))
             for k, v in headers.items():
                 handler.send_header(k, v)
