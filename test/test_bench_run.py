@@ -130,8 +130,12 @@ def test_response_cache_makes_a_repeated_run_free(server, episodes_file, tmp_pat
 
 
 def test_requests_run_concurrently(server, episodes_file, tmp_path):
-    """A counting wrapper around the real planner records how many plan() calls overlap."""
-    server.script.extend(Reply(delay_s=0.4) for _ in range(3))
+    """A counting wrapper around the real planner records how many plan() calls overlap. The server holds each answer
+    until all three are in flight (or 10 s have passed: a runner that plans one at a time fails, it does not hang)."""
+    all_in = threading.Event()
+    server.script.extend(Reply(release=all_in) for _ in range(3))
+    fallback = threading.Timer(10.0, all_in.set)
+    fallback.start()
     planner = make_planner(PlannerConfig(backend="openai", model="gpt-stand-in", base_url=server.base_url))
     state = {"now": 0, "max": 0}
     lock = threading.Lock()
@@ -141,6 +145,8 @@ def test_requests_run_concurrently(server, episodes_file, tmp_path):
             with lock:
                 state["now"] += 1
                 state["max"] = max(state["max"], state["now"])
+                if state["now"] == 3:
+                    all_in.set()
             try:
                 return planner.plan(image, instruction)
             finally:
@@ -152,6 +158,7 @@ def test_requests_run_concurrently(server, episodes_file, tmp_path):
         summary = run_bench(
             eps, Counting(), tmp_path / "p.jsonl", concurrency=3, progress_stream=open("/dev/null", "w")
         )
+    fallback.cancel()
     assert (summary.done, summary.failed) == (3, 0)
     assert state["max"] == 3
 
