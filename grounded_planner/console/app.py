@@ -26,6 +26,7 @@ from grounded_planner.console.session import EvalSession, SessionError
 from grounded_planner.console.state import ConsoleState, DecisionError, PlanRequests, why_not_runnable
 from grounded_planner.rollout.record import RolloutError
 from grounded_planner.rollout.taxonomy import FAILURE_MODES, FailureModeError
+from grounded_planner.threads import name_native_thread
 
 log = logging.getLogger("grounded_planner.console")
 
@@ -114,6 +115,7 @@ class FramePump:
             pass
 
     def _run(self) -> None:
+        name_native_thread()
         self._lower_priority()
         last_taken = 0.0
         told = False  # the graph was told of this pause
@@ -190,7 +192,7 @@ class ConsoleApp:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._dirty: asyncio.Event | None = None
         self._sockets: set[web.WebSocketResponse] = set()
-        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console")
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console", initializer=name_native_thread)
         self._graph_lock = threading.Lock()  # one graph action (execute, approve, stop aside) at a time
         # (plan id, goal): the current plan, sent to the executor at its preview to be held for approval
         self._held: tuple[int, SentGoal] | None = None

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from grounded_planner.console.app import ConsoleApp
 from grounded_planner.errors import RunFailure
+from grounded_planner.threads import name_native_thread
 
 
 class ConsoleBindError(RunFailure):
@@ -48,9 +49,13 @@ class ConsoleServer:
             raise ConsoleBindError(
                 f"the console cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
             ) from exc
-        self._thread = threading.Thread(target=self._loop.run_forever, name="console-http", daemon=True)
+        self._thread = threading.Thread(target=self._serve_forever, name="console-http", daemon=True)
         self._thread.start()
         return self
+
+    def _serve_forever(self) -> None:
+        name_native_thread()
+        self._loop.run_forever()
 
     def stop(self) -> None:
         if self._thread is None:

@@ -3,7 +3,6 @@ process of its own beside it)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import signal
@@ -30,6 +29,7 @@ from grounded_planner.ros.shutdown import (
     shutdown_executor,
     spinning,
 )
+from grounded_planner.threads import PR_SET_PDEATHSIG, PRCTL
 from grounded_planner.yamlfile import read_yaml
 import importlib
 
@@ -124,22 +124,10 @@ class NodeProcess:
         self._folder.cleanup()
 
 
-def _prctl():
-    """libc's prctl, looked up here before any fork (the child may only call it: no import, no lock)."""
-    try:
-        return ctypes.CDLL(None).prctl
-    except (OSError, AttributeError):  # not Linux
-        return None
-
-
-_PRCTL = _prctl()
-PR_SET_PDEATHSIG = 1
-
-
 def _die_with_parent() -> None:
     """In the child before it runs: end it (SIGTERM) when the thread that started it ends, however that ends."""
-    if _PRCTL is not None:
-        _PRCTL(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    if PRCTL is not None:
+        PRCTL(PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 def node_of_key(key: str) -> str:

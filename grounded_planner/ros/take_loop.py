@@ -20,6 +20,8 @@ from typing import Any, Callable
 from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
+from grounded_planner.threads import name_native_thread
+
 CHECK_S = 1.0  # how often the loop looks whether the context is still up while no message comes, s
 
 
@@ -52,6 +54,7 @@ class TakeLoop:
         return ended
 
     def _run(self) -> None:
+        name_native_thread()
         try:
             with contextlib.ExitStack() as held:  # the handles stay valid while the loop may wait on them
                 for sub in self._subs:
