@@ -43,7 +43,7 @@ Both clocks are this machine's wall clock (the browser's performance.timeOrigin 
 The browser runs on this machine too (on a robot it runs on the operator's tablet), so its rendering takes CPU
 from the stack in every figure here.
 Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 30] [--frames-s 10] [--pairs 100]
-     [--tally-rollouts 3000] [--pause-rounds 10] (0 skips a part)
+     [--tally-rollouts 3000] [--pause-rounds 10] (0 skips a part) [--vlm-latency-s 0] (a served model's time)
 """
 
 from __future__ import annotations
@@ -857,12 +857,19 @@ def main() -> int:
         "--pause-rounds", type=int, default=10, help="rounds of the camera left while paused (0 skips them)"
     )
     parser.add_argument(
+        "--vlm-latency-s",
+        type=float,
+        default=0.0,
+        help="each answer of the stand-in VLM takes this long (a served model takes 0.5-5 s; 0: at once)",
+    )
+    parser.add_argument(
         "--noise", action="store_true", help="a camera of random pixels (JPEG's worst case) instead of a real scene"
     )
     args = parser.parse_args()
     print(
         f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}; {load()}; camera: {'random pixels' if args.noise else 'a real scene'}"
+        f"Python {platform.python_version()}; {load()}; camera: {'random pixels' if args.noise else 'a real scene'}; "
+        f"the stand-in VLM answers in {args.vlm_latency_s:g} s"
     )
     os.environ["PYTHONPATH"] = str(REPO)
     tmp = Path(tempfile.mkdtemp(prefix="bench_console_"))
@@ -878,7 +885,7 @@ def main() -> int:
         camera_pause(tmp, scene, args.pause_rounds)
     driver, tablet = chromium(), chromium(nice=19)
     graphs: list[StackProcess] = []
-    with FakeVLMServer(SCENE_COLORS) as vlm, contextlib.ExitStack() as stack:
+    with FakeVLMServer(SCENE_COLORS, latency_s=args.vlm_latency_s) as vlm, contextlib.ExitStack() as stack:
         # the graph without a console, in a ROS domain of its own
         off_domain = stack.enter_context(ros_domain_of_its_own())
         (tmp / "off").mkdir()
