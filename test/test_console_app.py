@@ -19,7 +19,8 @@ pytest.importorskip("aiohttp")
 from aiohttp import WSMsgType  # noqa: E402
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
-from grounded_planner.console.app import ConsoleApp  # noqa: E402
+from grounded_planner.console import app as console_app  # noqa: E402
+from grounded_planner.console.app import ConsoleApp, FramePump  # noqa: E402
 from grounded_planner.console.auth import TokenError, console_token, is_loopback  # noqa: E402
 from grounded_planner.console.graph import Frame, GraphError, PlanAnswer, StepPreview  # noqa: E402
 from grounded_planner.rollout.record import RolloutRecorder, load_rollout  # noqa: E402
@@ -761,6 +762,64 @@ def test_the_live_view_pauses_while_the_planner_answers_and_the_arm_is_still(tmp
         await ws.close()
 
     serve(app, body)
+
+
+def test_the_graph_hears_of_a_pause_when_it_begins_not_at_the_pages_next_ask(tmp_path):
+    """A page (a tablet) still showing its last frame has not asked for the next one when the planner takes a
+    request: the graph is told at once that no frame is wanted, so that it leaves the camera while the planner works
+    (it used to hear only at the page's next ask, up to a frame period later, the camera's images arriving
+    meanwhile). With no page open the console does nothing at all for a pause."""
+    graph = CountingGraph()
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        app.plan_requests.started(("a client", 1))
+        await asyncio.sleep(0.3)
+        assert graph.did("frames_paused") == []  # no page: nothing to pause, no thread woken
+        app.plan_requests.answered(("a client", 1))
+        ws = await client.ws_connect("/ws")
+        await next_message(ws, "state")
+        await ws.send_str(json.dumps({"type": "frames"}))
+        await next_message(ws, "frame")  # shown; no ack: the page asks for nothing now
+        app.plan_requests.started(("a client", 2))
+        await eventually(lambda: graph.did("frames_paused") == [("frames_paused",)], lambda: f"told {graph.calls}")
+        assert (await next_message(ws, "live"))["paused"] is True
+        await ws.send_str(json.dumps({"type": "ack"}))  # the page asks during the pause: not told twice
+        await asyncio.sleep(0.3)
+        assert graph.did("frames_paused") == [("frames_paused",)]
+        app.plan_requests.answered(("a client", 2))
+        await next_message(ws, "frame")  # and frames flow again once it is answered
+        await ws.close()
+
+    serve(app, body)
+
+
+def test_a_paused_frame_thread_sleeps_until_the_pause_ends(monkeypatch):
+    """While the live view is paused and a page waits for a frame, the frame thread sleeps until it is told the pause
+    may have ended (it looked every FRAME_POLL_S, 100 times a second: 18-20 ms of the console's CPU per second of the
+    planner's work). The fallback look is set to 30 s here, so only the wake-up can bring the frame in time."""
+    monkeypatch.setattr(console_app, "PAUSED_POLL_S", 30.0)
+    graph = CountingGraph()
+    paused, looked = [True], []
+
+    def is_paused() -> bool:
+        looked.append(time.monotonic())
+        return paused[0]
+
+    async def main():
+        pump = FramePump(graph, asyncio.get_running_loop(), paused=is_paused)
+        try:
+            waiting = asyncio.ensure_future(pump.next_frame(0))
+            await asyncio.sleep(1.0)
+            assert graph.asked == 0 and graph.did("frames_paused") == [("frames_paused",)]
+            assert len(looked) <= 5, f"looked {len(looked)} times in a second of pause"
+            paused[0] = False
+            pump.pause_may_have_ended()
+            assert (await asyncio.wait_for(waiting, 5.0)).seq == 1
+        finally:
+            await asyncio.get_running_loop().run_in_executor(None, pump.stop)
+
+    asyncio.run(main())
 
 
 def test_a_page_that_connects_while_the_planner_answers_is_told_the_live_view_is_paused(tmp_path):

@@ -33,6 +33,11 @@ log = logging.getLogger("grounded_planner.console")
 STATIC = resources.files("grounded_planner.console") / "static"
 PAGES = ("/", "/rollouts", "/rollout", "/session")
 FRAME_POLL_S = 0.01  # how often the frame thread looks for a newer camera image while a browser waits for one, s
+# While the live view is paused the frame thread sleeps until woken (pause_may_have_ended) or this long at most: a
+# pause that ends on another path (live_while_planning set on the running console, a request lost to its timeout)
+# ends within it. Polled every FRAME_POLL_S, the pause itself took the console 18-20 ms of CPU per second of the
+# planner's work with a page on a tablet (bench_console.py --pairs 20 --vlm-latency-s 1.0).
+PAUSED_POLL_S = 0.25
 FRAME_NICE = 10  # the frame thread's nice increment: JPEG work for a screen yields the CPU to the planner and executor
 FRAME_HEADER = struct.Struct(">qII")  # stamp_ns, width, height, then the JPEG
 WIDTH_STEP = 64  # the widths frames are encoded at for the pages are multiples of this, pixels
@@ -68,7 +73,9 @@ class FramePump:
     event loop. No browser waiting: the thread sleeps and the graph is never asked (no image taken, none encoded).
     Each browser says how wide it shows the image (device pixels); one encoding serves them all, at the widest of
     those (as the camera gives it where one browser did not say). While ``paused()``, no frame is taken, and the
-    graph hears once per pause that none is wanted (``frames_paused``), so that it can stop receiving them."""
+    graph hears once per pause that none is wanted (``frames_paused``), so that it can stop receiving them: at once
+    when the pause begins (``pause_began``), not when a browser next asks for a frame (a tablet that took the last
+    one asks up to a frame period later, and the camera's images went on arriving meanwhile)."""
 
     def __init__(
         self,
@@ -84,6 +91,8 @@ class FramePump:
         # (the last seq the browser got, the width it shows frames at (0 = as they come), its future)
         self._waiting: list[tuple[int, int, asyncio.Future]] = []
         self._wanted = threading.Event()
+        self._pause_news = False  # pause_began() since the thread last looked (under the lock)
+        self._resume = threading.Event()  # pause_may_have_ended()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="console-frames", daemon=True)
         self._thread.start()
@@ -101,9 +110,20 @@ class FramePump:
             with self._lock:
                 self._waiting = [w for w in self._waiting if w[2] is not future]
 
+    def pause_began(self) -> None:
+        """(any thread) ``paused()`` just became true: the thread tells the graph now, whether a browser waits or not."""
+        with self._lock:
+            self._pause_news = True
+        self._wanted.set()
+
+    def pause_may_have_ended(self) -> None:
+        """(any thread) Something ``paused()`` reads changed: a thread asleep in a pause looks again now."""
+        self._resume.set()
+
     def stop(self) -> None:
         self._stop.set()
         self._wanted.set()
+        self._resume.set()
         self._thread.join(timeout=5.0)
 
     @staticmethod
@@ -122,8 +142,15 @@ class FramePump:
         while not self._stop.is_set():
             self._wanted.wait()
             with self._lock:
+                # read and cleared under the lock that pause_began() sets it under: no news is lost to the clear
+                news, self._pause_news = self._pause_news, False
                 if not self._waiting:
                     self._wanted.clear()
+            if news and not told and self.paused():
+                told = True
+                self.graph.frames_paused()
+            with self._lock:
+                if not self._waiting:
                     continue
                 oldest = min(seq for seq, _, _ in self._waiting)
                 widths = [width for _, width, _ in self._waiting]
@@ -135,7 +162,9 @@ class FramePump:
                 if not told:
                     told = True
                     self.graph.frames_paused()
-                self._stop.wait(FRAME_POLL_S)
+                self._resume.clear()
+                if self.paused() and not self._stop.is_set():  # looked again after the clear: no wake-up is lost
+                    self._resume.wait(PAUSED_POLL_S)
                 continue
             told = False
             frame = self.graph.latest_frame(oldest, width)
@@ -255,8 +284,12 @@ class ConsoleApp:
     def _planning_changed(self, busy: bool) -> None:
         """The planner became busy or idle: the pages say whether the live view is paused (a message of its own, not
         the whole state: nothing else is drawn again while the planner works)."""
+        if not busy and self._frames is not None:
+            self._frames.pause_may_have_ended()
         loop = self._loop_for_pages()
         if loop is not None:
+            if busy and self._frames is not None and self.live_paused():
+                self._frames.pause_began()  # the graph may leave the camera now, before the pages hear of it
             loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._send_live()))
 
     async def _send_live(self) -> None:
@@ -278,7 +311,10 @@ class ConsoleApp:
         return loop if self._sockets and loop is not None and not loop.is_closed() else None
 
     def _state_changed(self) -> None:
-        """(any thread) The state changed: the event loop sends it to the open pages."""
+        """(any thread) The state changed: the event loop sends it to the open pages (and a paused frame thread looks
+        again: a goal that started running ends the pause)."""
+        if self._frames is not None:
+            self._frames.pause_may_have_ended()
         loop, dirty = self._loop_for_pages(), self._dirty
         if loop is not None and dirty is not None:
             loop.call_soon_threadsafe(dirty.set)
