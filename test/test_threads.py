@@ -69,13 +69,13 @@ class InstantGraph:
 def test_the_consoles_threads_show_their_names_to_the_system(tmp_path):
     """The console's web server, frame and worker threads, each under its own name in /proc (they all showed as
     "python", so the benchmark's CPU by thread could not say which of them took it)."""
-    before = set(task_names().values())
+    before = set(task_names())  # by thread id: an earlier test's console may have left threads of the same names
     server = ConsoleServer(ConsoleApp(InstantGraph(), rollouts_dir=tmp_path, note=lambda _: None), "127.0.0.1", 0)
     server.start()
     try:
         response = httpx.post(server.url + "api/plan", json={"instruction": "pick the cube"}, timeout=10.0)
         assert response.status_code == 200, response.text  # answered from a worker thread
-        names = set(task_names().values()) - before
+        names = {name for tid, name in task_names().items() if tid not in before}
     finally:
         server.stop()
     assert {"console-http", "console-frames"} <= names, names
