@@ -71,6 +71,7 @@ sys.path.insert(0, str(REPO / "test"))  # the browser tests' stack and browser h
 from helpers.browser import chromium, wait_until  # noqa: E402
 from helpers.console_stack import (  # noqa: E402
     CONSOLE_URL,
+    InstantGraph,
     Output,
     StackProcess,
     graph_node,
@@ -761,25 +762,6 @@ def frame_to_screen(driver, node, tmp: Path, frames_s: float, stream: CameraStre
         driver.get("about:blank")
         child.child.send_signal(2)
         child.child.wait(timeout=30)
-
-
-class InstantGraph:
-    """A console graph that answers at once, with no ROS graph behind it: what is left of a plan request through the
-    console is its own HTTP round trip (a plan with no step, so nothing is sent ahead to be held)."""
-
-    def plan(self, instruction: str, timeout_s: float):
-        from grounded_planner.console.graph import PlanAnswer
-
-        return PlanAnswer(True, "", {"instruction": instruction, "image_size": [64, 48], "actions": []}, [], 0.0)
-
-    def requires_approval(self) -> bool:
-        return False
-
-    def latest_frame(self, after_seq: int, width: int = 0):
-        return None
-
-    def frames_paused(self) -> None:
-        pass
 
 
 def http_floor(tmp: Path, runs: int = 200) -> None:

@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from grounded_planner.console.app import ConsoleApp
-from grounded_planner.console.graph import PlanAnswer
 from grounded_planner.console.server import ConsoleServer
 from grounded_planner.threads import name_native_thread
+from helpers.console_stack import InstantGraph
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="task names in /proc are Linux's")
 
@@ -48,22 +48,6 @@ def test_a_thread_names_itself_for_the_kernel_cut_to_fifteen_bytes():
     assert named_in(None) == "py-name-of-the-"  # its Python name, as much as the kernel keeps
     # the caller's own name is untouched
     assert task_names()[threading.get_native_id()] != "py-name-of-the-"
-
-
-class InstantGraph:
-    """A console graph that answers a plan at once (no ROS graph behind it)."""
-
-    def plan(self, instruction, timeout_s):
-        return PlanAnswer(True, "", {"instruction": instruction, "image_size": [64, 48], "actions": []}, [], 0.0)
-
-    def requires_approval(self):
-        return False
-
-    def latest_frame(self, after_seq, width=0):
-        return None
-
-    def frames_paused(self):
-        pass
 
 
 def test_the_consoles_threads_show_their_names_to_the_system(tmp_path):

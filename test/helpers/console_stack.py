@@ -222,3 +222,22 @@ def set_parameter(node, executor, target: str, name: str, value) -> None:
     future = client.set_parameters([Parameter(name, value=value)])
     executor.spin_until_future_complete(future, timeout_sec=20.0)
     assert future.done() and all(r.successful for r in future.result().results), future.result()
+
+
+class InstantGraph:
+    """A console graph that answers a plan at once, with no ROS graph behind it (a plan with no step, so nothing is
+    sent ahead to be held): what is left of a plan request through the console is its own HTTP round trip."""
+
+    def plan(self, instruction: str, timeout_s: float):
+        from grounded_planner.console.graph import PlanAnswer
+
+        return PlanAnswer(True, "", {"instruction": instruction, "image_size": [64, 48], "actions": []}, [], 0.0)
+
+    def requires_approval(self) -> bool:
+        return False
+
+    def latest_frame(self, after_seq: int, width: int = 0):
+        return None
+
+    def frames_paused(self) -> None:
+        pass
