@@ -144,17 +144,18 @@ class FramePump:
             with self._lock:
                 # read and cleared under the lock that pause_began() sets it under: no news is lost to the clear
                 news, self._pause_news = self._pause_news, False
-                if not self._waiting:
-                    self._wanted.clear()
+                idle = not self._waiting
+                if idle:
+                    self._wanted.clear()  # a browser that asks from here sets it again
+                else:
+                    oldest = min(seq for seq, _, _ in self._waiting)
+                    widths = [width for _, width, _ in self._waiting]
+                    width = 0 if 0 in widths else max(widths)
             if news and not told and self.paused():
                 told = True
                 self.graph.frames_paused()
-            with self._lock:
-                if not self._waiting:
-                    continue
-                oldest = min(seq for seq, _, _ in self._waiting)
-                widths = [width for _, width, _ in self._waiting]
-                width = 0 if 0 in widths else max(widths)
+            if idle:
+                continue
             pause = last_taken + self.min_period_s - time.monotonic()
             if pause > 0:
                 self._stop.wait(pause)
