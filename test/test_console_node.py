@@ -5,6 +5,7 @@ pages show it is scaled and encoded again, and data that is no JPEG shows nothin
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -44,7 +45,7 @@ def console(rclpy_context, tmp_path):
         "camera_idle_s": 1.0,  # the default is 30 s
     }
     node = ConsoleNode(context=rclpy_context, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
-    probe = rclpy.create_node("console_camera", context=rclpy_context)
+    probe = rclpy.create_node("camera_probe", context=rclpy_context)
     executor = SingleThreadedExecutor(context=rclpy_context)
     executor.add_node(node)
     executor.add_node(probe)
@@ -169,3 +170,25 @@ def test_the_console_leaves_the_camera_topic_while_the_live_view_is_paused(conso
     # subscribed again, the new image shown
     assert show(second, after_seq=shown.seq).jpeg == second
     assert node.camera_subscribed and publisher.get_subscription_count() == 1
+
+
+def test_with_no_page_and_no_news_the_console_does_not_wake(console):
+    """A console that nobody watches costs the robot's computer nothing: no timer of its node wakes the executor
+    (the camera's idle watch and type check are off it: each tick built the executor's wait set of 34 entities
+    again), and the news thread sleeps until a message or a shutdown comes (it used to look at the context once a
+    second). This holds with the camera subscribed (a page asked a moment ago) and after the console left it."""
+    from rclpy.executors import TimeoutException
+
+    node, show = console
+    executor = show.executor
+    data = jpeg_of(np.random.default_rng(14).integers(0, 255, (240, 320, 3), dtype=np.uint8))
+    assert show(data).jpeg == data and node.camera_subscribed
+    with pytest.raises(TimeoutException):  # 1.5 s: the camera's type check was due every 1 s
+        executor.wait_for_ready_callbacks(timeout_sec=1.5)
+    spin_until(executor, lambda: not node.camera_subscribed, 15.0, "the console to leave the camera (1 s idle)")
+    news = node._news._thread.native_id  # noqa: SLF001 - its wake-ups, as the kernel counts them
+    slices = Path(f"/proc/self/task/{news}/schedstat")
+    before = int(slices.read_text().split()[2])
+    with pytest.raises(TimeoutException):  # the camera's idle check was due every 5 s
+        executor.wait_for_ready_callbacks(timeout_sec=5.5)
+    assert int(slices.read_text().split()[2]) - before <= 1, "the news thread woke with no news"

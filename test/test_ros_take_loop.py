@@ -83,6 +83,10 @@ def test_an_incompatible_qos_reaches_the_event_handler_and_a_shutdown_ends_the_l
 
     from grounded_planner.ros.take_loop import CHECK_S, TakeLoop
 
+    assert CHECK_S > 10.0, (
+        "the loop's fallback check would end it by itself: this test would not see the shutdown's wake-up"
+    )
+
     node = rclpy.create_node("take_loop_qos", context=rclpy_context)
     incompatible = []
     node.create_subscription(
@@ -99,7 +103,7 @@ def test_an_incompatible_qos_reaches_the_event_handler_and_a_shutdown_ends_the_l
         assert incompatible[0].total_count >= 1
         rclpy.shutdown(context=rclpy_context)
         thread = next(t for t in threading.enumerate() if t.name == "take-loop-qos")
-        thread.join(CHECK_S + 2.0)
+        thread.join(2.0)  # woken by the shutdown, not by its fallback check (CHECK_S)
         assert not thread.is_alive(), "the loop outlived its context"
     finally:
         loop.stop(2.0)

@@ -10,7 +10,7 @@ import time
 import rclpy
 from PIL import Image as PILImage
 from rclpy.action import ActionClient
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
@@ -42,6 +42,7 @@ from grounded_planner.ros.convert import plan_to_msg
 from grounded_planner.ros.frames import TypedSubscription
 from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros.take_loop import TakeLoop
+from grounded_planner.threads import name_native_thread
 from grounded_planner.ros.params import (
     Param,
     declare_all,
@@ -150,8 +151,7 @@ PARAMS = [
         read_only=True,
     ),
 ]
-CAMERA_CHECK_S = 5.0  # how often the console looks whether pages still ask for camera frames, s
-NEWS_STOP_S = 2.0  # how long the console waits for its news thread to end at shutdown, s
+NEWS_STOP_S = 2.0  # how long the console waits for its news and camera threads to end at shutdown, s
 SERVICE_WAIT_S = 5.0  # how long an action waits for the service or action server to be there, s
 APPROVAL_RETRY_S = 0.005  # how often an approval is offered again until the executor holds the goal, s
 
@@ -210,12 +210,18 @@ class ConsoleNode(StackNode, Node):
         self._seq = 0
         # the camera: subscribed while pages ask for frames (latest_frame), its images taken on demand; left
         # camera_idle_s after the last ask, so that with no page showing it the stream costs the console nothing (a
-        # 1280x720 rgb8 stream's receive alone was 3.8 % of a core, a subscription whose images nobody took)
+        # 1280x720 rgb8 stream's receive alone was 3.8 % of a core, a subscription whose images nobody took). Its
+        # subscription is in a node that no executor spins, its type checked at a page's ask and its idle time watched
+        # by a thread of its own: as a timer or an entity of this node, each check, each subscribing and each leaving
+        # (twice per plan request with a page open: the live view pauses) woke the executor to build its wait set of
+        # 34 entities again, about 1.4 ms of CPU each time (0.3 ms a second with nothing to do)
+        self._camera_node = self._quiet_node("camera")
         self._camera: TypedSubscription | None = None
         self._frames_asked_at = 0.0
-        self._camera_timer = self.create_timer(
-            CAMERA_CHECK_S, self._leave_idle_camera, callback_group=MutuallyExclusiveCallbackGroup()
-        )
+        self._closing = False
+        self._camera_changed = threading.Condition(self._frame_lock)
+        self._camera_watch = threading.Thread(target=self._watch_camera, name="console-camera", daemon=True)
+        self._camera_watch.start()
         token, generated = console_token(p["host"], p["token"])
         self.app = ConsoleApp(
             self,
@@ -231,14 +237,7 @@ class ConsoleNode(StackNode, Node):
         # node of its own, taken on a thread of its own by a TakeLoop: under rclpy's executor, which builds its wait
         # set anew from every entity of its nodes two or three times per message, it cost the console 6.5 ms of CPU
         # per plan request any client made (4.6 ms in a node of its own); see ros/take_loop.py
-        self._news_node = rclpy.create_node(
-            f"{self.get_name()}_news",
-            namespace=self.get_namespace(),
-            context=self.context,
-            use_global_arguments=False,
-            start_parameter_services=False,  # nothing to set on it
-            parameter_overrides=[Parameter("start_type_description_service", value=False)],
-        )
+        self._news_node = self._quiet_node("news")
         news = self._news_node
         qos = QoSProfile(depth=20)
         news.create_subscription(
@@ -278,6 +277,19 @@ class ConsoleNode(StackNode, Node):
         self.get_logger().info(
             f"console on {url}{' (token required)' if token else ''}; rollouts from "
             f"{p['rollouts_dir']}{'; session ' + p['session_dir'] if p['session_dir'] else ''}"
+        )
+
+    def _quiet_node(self, role: str) -> Node:
+        """A node of the console's, ``<name>_<role>``, that no executor spins and nothing sets parameters on (its name
+        and namespace as given: a `-r __node:=console` that ros2 launch or the bringup passes the process would
+        otherwise rename it too)."""
+        return rclpy.create_node(
+            f"{self.get_name()}_{role}",
+            namespace=self.get_namespace(),
+            context=self.context,
+            use_global_arguments=False,
+            start_parameter_services=False,  # nothing to set on it
+            parameter_overrides=[Parameter("start_type_description_service", value=False)],
         )
 
     def _on_params_changed(self, changed: dict) -> None:
@@ -395,18 +407,22 @@ class ConsoleNode(StackNode, Node):
         return cancelled
 
     def _subscribed_camera(self) -> TypedSubscription:
-        """The camera subscription, made at the first ask after none (caller holds the frame lock)."""
+        """The camera subscription, made at the first ask after none, its type checked where due (caller holds the
+        frame lock)."""
         self._frames_asked_at = time.monotonic()
         if self._camera is None:
             self._camera = TypedSubscription(
-                self,
+                self._camera_node,
                 self._p["color_topic"],
                 "colour image",
                 lambda _msg: None,
                 QoSProfile(depth=2),
-                MutuallyExclusiveCallbackGroup(),
                 on_demand=True,
+                checked_by_owner=True,
             )
+            self._camera_changed.notify()  # the watch counts camera_idle_s from now
+        else:
+            self._camera.check_if_due()
         return self._camera
 
     def _leave_camera(self) -> None:
@@ -415,10 +431,19 @@ class ConsoleNode(StackNode, Node):
             self._camera.destroy()
             self._camera = None
 
-    def _leave_idle_camera(self) -> None:
+    def _watch_camera(self) -> None:
+        """Leaves the camera topic camera_idle_s after the last ask; sleeps while the console is not subscribed."""
+        name_native_thread()
         with self._frame_lock:
-            if time.monotonic() - self._frames_asked_at > self.get_parameter("camera_idle_s").value:
-                self._leave_camera()
+            while not self._closing:
+                if self._camera is None:
+                    self._camera_changed.wait()
+                    continue
+                left_s = self._frames_asked_at + self.get_parameter("camera_idle_s").value - time.monotonic()
+                if left_s <= 0:
+                    self._leave_camera()
+                else:
+                    self._camera_changed.wait(left_s)
 
     def frames_paused(self) -> None:
         """The live view paused while the planner works: the console leaves the camera topic until a page next asks
@@ -502,6 +527,15 @@ class ConsoleNode(StackNode, Node):
             if news is not None and not news.stop(NEWS_STOP_S):  # in a callback: rclpy frees its handles after it
                 self.get_logger().warning(f"the console's news thread did not end within {NEWS_STOP_S:g} s")
             news_node.destroy_node()
+        camera_node = getattr(self, "_camera_node", None)
+        if camera_node is not None:
+            with self._frame_lock:
+                self._closing = True
+                self._camera_changed.notify()
+                self._leave_camera()
+            self._camera_watch.join(NEWS_STOP_S)
+            camera_node.destroy_node()
+            self._camera_node = None
         plan_node = getattr(self, "_plan_node", None)
         if plan_node is not None:
             with self._plan_lock:

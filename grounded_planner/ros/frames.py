@@ -285,9 +285,23 @@ class TypedSubscription:
     :class:`TakenOnDemand`). Such a subscription has no QoS event handlers, so instead of a warning about
     incompatible QoS it follows the publishers' reliability: best effort as soon as one publishes best effort
     (a best-effort reader matches every writer), ``qos``'s own otherwise.
+
+    The type is checked every TYPE_CHECK_PERIOD_S by a timer of ``node`` (its executor runs it), or, with
+    ``checked_by_owner``, by whoever owns the subscription calling :meth:`check_if_due` (for a node that no executor
+    spins: the console's camera, whose every timer tick made its executor build a wait set of 34 entities again).
     """
 
-    def __init__(self, node: Node, topic: str, what: str, callback, qos, callback_group=None, on_demand: bool = False):
+    def __init__(
+        self,
+        node: Node,
+        topic: str,
+        what: str,
+        callback,
+        qos,
+        callback_group=None,
+        on_demand: bool = False,
+        checked_by_owner: bool = False,
+    ):
         self._node, self.topic, self.what = node, topic, what
         self._callback, self._qos = callback, qos
         self._group = TakenOnDemand() if on_demand else callback_group
@@ -296,8 +310,18 @@ class TypedSubscription:
         self.msgtype = ""
         self.best_effort = False  # the on-demand subscription's reliability follows the publishers'
         self.error = ""
+        self._checked_at = 0.0
         self.check()
-        self._timer = node.create_timer(TYPE_CHECK_PERIOD_S, self.check, callback_group=callback_group)
+        self._timer = (
+            None
+            if checked_by_owner
+            else node.create_timer(TYPE_CHECK_PERIOD_S, self.check, callback_group=callback_group)
+        )
+
+    def check_if_due(self) -> None:
+        """:meth:`check` where TYPE_CHECK_PERIOD_S has passed since the last check (``checked_by_owner``)."""
+        if time.monotonic() - self._checked_at >= TYPE_CHECK_PERIOD_S:
+            self.check()
 
     def take(self):
         """The newest message waiting for an ``on_demand`` subscription (None when none is waiting)."""
@@ -306,12 +330,14 @@ class TypedSubscription:
 
     def destroy(self) -> None:
         """Leave the topic: the subscription and its type check go (the middleware delivers nothing more)."""
-        self._node.destroy_timer(self._timer)
+        if self._timer is not None:
+            self._node.destroy_timer(self._timer)
         sub, self._sub = self._sub, None
         if sub is not None:
             self._node.destroy_subscription(sub)
 
     def check(self) -> None:
+        self._checked_at = time.monotonic()
         try:
             publishers = self._node.get_publishers_info_by_topic(self.topic)
         except _rclpy.RCLError:
