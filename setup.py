@@ -72,8 +72,9 @@ EXTRAS = {
     ],
     # the operator console's web server and push channel (console_node): aiohttp, ~2 MB with its small pure-Python
     # deps (multidict, yarl, frozenlist, aiosignal, propcache, attrs), already pulled in by datasets' fsspec[http];
-    # OpenCV (as the geometry extra's) encodes the live JPEGs with the GIL released (Pillow's encoder holds it)
-    "console": ["aiohttp>=3.9,<4", "opencv-python-headless>=4.10,<5"],
+    # OpenCV (as the geometry extra's) encodes the live JPEGs with the GIL released (Pillow's encoder holds it);
+    # rosbags (as the nodes extra's) reads the live camera images from their CDR bytes (ros.frames.read_cdr)
+    "console": ["aiohttp>=3.9,<4", "opencv-python-headless>=4.10,<5", "rosbags>=0.10"],
     "sim": ["mujoco>=3.2,<5"],  # physics + headless EGL rendering of the simulated workcell
     # bags without rclpy; plots; mcap: the bag writer and reference reader; zlib-ng: the same CRC-32 as zlib, ~4x
     # faster (one ~0.3 MB wheel), for the CRC of every chunk the writer computes (bag_write.fast_crc)
