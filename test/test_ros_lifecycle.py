@@ -34,6 +34,47 @@ def test_the_executor_disconnects_its_robot_on_cleanup_and_on_shutdown(rclpy_con
         node.destroy_node()
 
 
+def test_an_executor_with_no_robot_says_so_on_diagnostics_and_its_link_check_does_not_end_the_node(rclpy_context):
+    """Before configure and after cleanup the executor has no backend, and its idle link check still runs: it
+    says "not configured" on /diagnostics. It used to raise (AttributeError on the missing backend's name), which
+    in a bringup ended every node of the process (seen in CI: the executor reconfigured while the timer was due)."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from rclpy.qos import QoSProfile
+
+    from grounded_planner.ros.executor_node import ExecutorNode
+    from helpers.ros_wait import spin_until
+
+    node = ExecutorNode(
+        context=rclpy_context,
+        backend_factory=lambda name, config: KinematicArm(),
+        parameter_overrides=[Parameter("link_check_period_s", value=0.05)],
+    )
+    links: list = []
+    node.create_subscription(
+        DiagnosticArray,
+        "/diagnostics",
+        lambda m: links.extend(s for s in m.status if s.name.endswith("robot link")),
+        QoSProfile(depth=50),
+    )
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(node)
+    try:
+        spin_until(executor, lambda: len(links) >= 3, 20.0, "the link check's diagnostics before configure")
+        assert links[-1].level == DiagnosticStatus.WARN and "not configured" in links[-1].message, links[-1]
+        assert links[-1].hardware_id == "" and links[-1].values[0].value == "false"
+        node.trigger_configure()
+        spin_until(executor, lambda: links[-1].level == DiagnosticStatus.OK, 20.0, "a reachable robot")
+        node.trigger_cleanup()
+        seen = len(links)
+        spin_until(executor, lambda: len(links) >= seen + 3, 20.0, "the link check to go on after cleanup")
+        assert "not configured" in links[-1].message, links[-1]
+    finally:
+        executor.remove_node(node)
+        node.destroy_node()
+
+
 class _ClosedRecorder:
     """A camera source that says whether it was closed (and reads from the software device meanwhile)."""
 

@@ -415,7 +415,8 @@ class ExecutorNode(DeviceNode):
     @property
     def robot_reachable(self) -> bool:
         """The node's word on the robot: connected and answering its last state read."""
-        return self._backend is not None and self._backend.is_reachable
+        backend = self._backend  # once: a cleanup on another thread may clear it between a check and a use
+        return backend is not None and backend.is_reachable
 
     def _ensure_robot(self) -> str:
         """Before a goal moves anything: '' when the robot answers (reconnected first if it had dropped out), else
@@ -481,9 +482,10 @@ class ExecutorNode(DeviceNode):
             name=f"{self.get_name()}: robot link",
             level=level,
             message=message,
-            hardware_id=backend.name,
+            hardware_id="" if backend is None else backend.name,
         )
-        status.values = [KeyValue(key="reachable", value=str(self.robot_reachable).lower())]
+        reachable = backend is not None and backend.is_reachable  # the backend read once: cleanup may clear it
+        status.values = [KeyValue(key="reachable", value=str(reachable).lower())]
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()
         self._diagnostics_pub.publish(array)
