@@ -102,6 +102,24 @@ def test_data_that_is_no_jpeg_shows_nothing_and_the_next_frame_is_shown(console)
     assert (frame.width, frame.height) == (320, 240)
 
 
+def test_bytes_that_do_not_read_as_an_image_show_nothing_and_the_next_frame_is_shown(console):
+    """A publisher sends CDR bytes cut short on the camera topic (rclpy publishes raw bytes unchecked; the middleware
+    delivers them as they are): the console reads them with rosbags, shows nothing, and the next good frame is shown.
+    Before, rosbags' SerdeError came out of latest_frame and ended the thread that serves the live view."""
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import CompressedImage
+
+    node, show = console
+    good = jpeg_of(np.zeros((240, 320, 3), np.uint8))
+    raw = serialize_message(CompressedImage(format="jpeg", data=good))
+    for _ in range(20):
+        show.publisher.publish(raw[: len(raw) // 2])
+        show.executor.spin_once(timeout_sec=0.02)
+        assert node.latest_frame(0, 0) is None
+    frame = show(good)
+    assert (frame.width, frame.height) == (320, 240) and frame.jpeg == good
+
+
 def test_a_frame_goes_to_the_pages_no_wider_than_they_show_it(console):
     """The pages show the camera 192 px wide: a 320 px JPEG is scaled to that (the aspect kept) and encoded again; a
     page wider than ``max_image_width`` (320 here) still gets 320 px."""

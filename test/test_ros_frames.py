@@ -199,3 +199,20 @@ def test_an_image_read_from_its_cdr_bytes_by_rosbags_is_the_image_rclpy_reads(en
     jpeg = CompressedImage(format="rgb8; jpeg compressed bgr8", data=b"\xff\xd8\xff\xe0 not really a jpeg \xff\xd9")
     back = read_cdr(serialize_message(jpeg), "sensor_msgs/msg/CompressedImage")
     assert back.format == jpeg.format and bytes(back.data) == bytes(jpeg.data)
+
+
+def test_bytes_that_do_not_read_as_an_image_raise_an_error_that_names_the_type_and_the_fault():
+    """Cut short, a camera image's CDR bytes give CdrError (an InputError) naming the message type and where the
+    bytes ran out; not rosbags' own SerdeError, which a caller of ros.frames would not know to catch."""
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import Image
+
+    from grounded_planner.errors import InputError
+    from grounded_planner.ros.frames import CdrError, read_cdr
+
+    raw = serialize_message(Image(height=2, width=2, encoding="rgb8", step=6, data=bytes(12)))
+    with pytest.raises(CdrError, match=r"sensor_msgs/msg/Image: 49 bytes do not read as one .*sequence length 12"):
+        read_cdr(raw[:49], "sensor_msgs/msg/Image")
+    with pytest.raises(CdrError, match=r"sensor_msgs/msg/Image: 2 bytes .*CDR encapsulation"):
+        read_cdr(raw[:2], "sensor_msgs/msg/Image")
+    assert issubclass(CdrError, InputError)

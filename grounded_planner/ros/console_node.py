@@ -39,7 +39,7 @@ from grounded_planner.plan import GroundedPlan
 from grounded_planner.ros import names
 from grounded_planner.ros.client import GroundedPlannerClient
 from grounded_planner.ros.convert import plan_to_msg
-from grounded_planner.ros.frames import TypedSubscription
+from grounded_planner.ros.frames import CdrError, TypedSubscription
 from grounded_planner.ros.node_main import StackNode, run_node
 from grounded_planner.ros.take_loop import TakeLoop
 from grounded_planner.threads import name_native_thread
@@ -460,18 +460,20 @@ class ConsoleNode(StackNode, Node):
 
     def latest_frame(self, after_seq: int, width: int = 0) -> Frame | None:
         with self._frame_lock:
-            msg = self._subscribed_camera().take()
-            if msg is None and self._sharper_wanted(width):
-                # a still camera, and a page wider than the last frame was encoded for (a window made wider, a
-                # second page): the same image again at that width. Never narrower: a narrower page scales it down
-                # itself, so two pages of different widths never take turns encoding one image
-                msg = self._frame_msg
-            if msg is not None:
-                try:
+            try:
+                msg = self._subscribed_camera().take()
+                if msg is None and self._sharper_wanted(width):
+                    # a still camera, and a page wider than the last frame was encoded for (a window made wider, a
+                    # second page): the same image again at that width. Never narrower: a narrower page scales it
+                    # down itself, so two pages of different widths never take turns encoding one image
+                    msg = self._frame_msg
+                if msg is not None:
                     self._frame = self._passed_through(msg, width) or self._encoded(msg, width)
-                except ImageDecodeError as exc:  # an encoding the console cannot show; the rest goes on
-                    self.get_logger().error(f"camera frame not shown: {exc}", throttle_duration_sec=10.0)
-                    return None
+            except (ImageDecodeError, CdrError) as exc:  # an image the console cannot read or show; the rest goes on
+                self.get_logger().error(
+                    f"camera frame not shown: {type(exc).__name__}: {exc}", throttle_duration_sec=10.0
+                )
+                return None
             frame = self._frame
         return frame if frame is not None and frame.seq > after_seq else None
 

@@ -471,10 +471,11 @@ class ExecutorNode(DeviceNode):
     def _send_diagnostics(self) -> None:
         if not self.context.ok():
             return
-        backend = self._backend
+        backend = self._backend  # read once: a cleanup on another thread may clear it
+        reachable = backend is not None and backend.is_reachable  # once: the level and the value always agree
         if backend is None:
             level, message = DiagnosticStatus.WARN, "not configured: no robot backend"
-        elif backend.is_reachable:
+        elif reachable:
             level, message = DiagnosticStatus.OK, "robot reachable"
         else:
             level, message = DiagnosticStatus.ERROR, f"robot unreachable: {backend.link_lost or 'not connected'}"
@@ -484,7 +485,6 @@ class ExecutorNode(DeviceNode):
             message=message,
             hardware_id="" if backend is None else backend.name,
         )
-        reachable = backend is not None and backend.is_reachable  # the backend read once: cleanup may clear it
         status.values = [KeyValue(key="reachable", value=str(reachable).lower())]
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()

@@ -77,6 +77,11 @@ class UnmatchedFramesError(NoFrameError):
     """Colour, depth and camera_info whose stamps lie further apart than the tolerance: not one instant."""
 
 
+class CdrError(InputError):
+    """Bytes from the middleware that do not read as the message type they came as (truncated, or written for
+    another definition): ``sensor_msgs/msg/Image: 49 bytes do not read as one (Invalid sequence length 12 ...)``."""
+
+
 # An age beyond this says the stamps and the node's clock count from different origins (a bag's stamps against
 # the wall clock, or no stamps at all), not that the camera is slow.
 CLOCK_MISMATCH_S = 24 * 3600.0
@@ -269,8 +274,15 @@ def read_cdr(serialized: bytes, msgtype: str):
     """A message from the CDR bytes the middleware delivered, read by rosbags (``msgtype``: 'sensor_msgs/msg/Image'):
     the same fields as rclpy's message, its uint8 arrays as numpy arrays. For a 1280x720 rgb8 Image that is one copy
     of the data, 0.47 ms here, where rclpy's conversion builds an array.array with the GIL held (1.46 ms idle, 2.6 ms
-    on a busy machine): for a live view, the frames nobody plans on."""
-    return _cdr_store().deserialize_cdr(serialized, msgtype)
+    on a busy machine): for a live view, the frames nobody plans on. CdrError for bytes that do not read as
+    ``msgtype``."""
+    from rosbags.serde import SerdeError  # lazy: optional SDK (rosbags), as in _cdr_store
+
+    store = _cdr_store()
+    try:
+        return store.deserialize_cdr(serialized, msgtype)
+    except SerdeError as exc:  # rosbags wraps struct, Unicode and value errors of a bad payload in it
+        raise CdrError(f"{msgtype}: {len(serialized)} bytes do not read as one ({exc})") from exc
 
 
 def take_newest(subscription: Subscription, read: Callable[[bytes], Any] | None = None):
