@@ -15,11 +15,18 @@ JPEG_QUALITY = 80
 @functools.cache
 def _cv2():
     """OpenCV (the console and geometry extras), or None. Its calls run without the GIL; Pillow's JPEG encoder into
-    memory holds it throughout (about 10 ms a 1280x720 frame: every other thread of the process waits)."""
+    memory holds it throughout (about 10 ms a 1280x720 frame: every other thread of the process waits).
+
+    OpenCV's work is kept on the thread that asks for it (``cv2.setNumThreads(1)``, for the process: only the
+    console encodes with this module). With its own pool, a resize ran on both CPUs of this machine at the
+    process's priority, beside the console's frame thread, whose nice value it did not share: scaling a 1280x720
+    frame to 832 px and encoding it cost 2.3-2.9 ms of CPU on two threads, 1.5-1.6 ms on one (the wall time 1.3-1.7
+    ms either way; benchmarks/bench_console.py gives the CPU per displayed frame)."""
     try:
         import cv2  # lazy: optional SDK (cv2), not in install_requires; Pillow does the work without it
     except ImportError:
         return None
+    cv2.setNumThreads(1)
     return cv2
 
 
