@@ -234,3 +234,44 @@ def test_a_cancelled_exit_watchdog_lets_the_process_live_on():
     child = spawn_python(["-c", code])
     out, _ = child.communicate(timeout=30)
     assert child.returncode == 0 and "lived on" in out, out
+
+
+def test_ctrl_c_ends_a_node_whose_interpreter_exit_hangs_and_says_where():
+    """The node shut down cleanly, but the interpreter's exit waits on a thread that does not end (a device SDK's
+    thread, a finalizer): the process still ends, EXIT_LIMIT_S later (1 s here), with exit 1 and every thread's
+    stack. A camera node in CI lived on for 40 s after Ctrl-C, printing nothing: the watchdog had been cancelled
+    once the nodes were down, so nothing bounded the exit."""
+    import signal
+    import time
+
+    code = (
+        "import threading, time\n"
+        "import rclpy\n"
+        "from grounded_planner.ros import shutdown\n"
+        "from grounded_planner.ros.node_main import run_node\n"
+        "shutdown.EXIT_LIMIT_S = 1.0\n"
+        "def make_node():\n"
+        "    threading.Thread(target=time.sleep, args=(120,), name='never_ends').start()\n"
+        "    node = rclpy.create_node('exit_probe')\n"
+        "    node.create_timer(0.2, lambda: print('spinning', flush=True))\n"
+        "    return node\n"
+        "run_node(make_node, 'exit_probe')\n"
+        "print('run_node returned', flush=True)\n"
+    )
+    child = spawn_python(["-c", code])
+    try:
+        early = []
+        while (line := child.stdout.readline()) and line.strip() != "spinning":
+            early.append(line)
+        assert line, "".join(early)  # it spins
+        child.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, _ = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    took = time.monotonic() - sent
+    assert child.returncode == 1, out
+    assert "run_node returned" in out and "Timeout" in out and "most recent call first" in out, out
+    assert took < 1.0 + 10.0, f"the exit took {took:.1f} s"

@@ -417,6 +417,6 @@ def run(
             spinning(False)
             ignore_sigint()  # shutting down: a second Ctrl-C (ros2 launch forwards one) must not cut it short
         watchdog = exit_watchdog(SHUTDOWN_LIMIT_S, "bringup")
-    watchdog.cancel()  # shut down (Bringup.__exit__)
+    watchdog.through_exit()  # shut down (Bringup.__exit__); the process ends next, its interpreter's exit bounded too
     leave_stuck_callbacks(bringup.stuck_callbacks, "bringup")
     return 0

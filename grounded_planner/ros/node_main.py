@@ -157,7 +157,8 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
     (the planner: one per VLM request it lets into flight) says so in its ``executor_threads`` attribute.
     Freed image buffers stay in the process (:func:`keep_image_buffers`), set before rclpy starts. Ctrl-C ends the
     process within :data:`CALLBACK_WAIT_S` even while a callback runs on (it is left behind, named on stderr), and
-    any shutdown still going after :data:`SHUTDOWN_LIMIT_S` prints every thread's stack and exits 1.
+    any shutdown still going after :data:`SHUTDOWN_LIMIT_S` prints every thread's stack and exits 1; so does the
+    interpreter's exit after it, past :data:`EXIT_LIMIT_S` (run_node is a process's main: the process ends after it).
     """
     memory = keep_image_buffers()
     stop_on_sigint()
@@ -200,5 +201,5 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
         except Exception as exc:  # noqa: BLE001 - a half-built node failing to clean up must not hide the error that ended the run
             print(f"{name}: while shutting down: {one_line(exc)}", file=sys.stderr, flush=True)
         if watchdog is not None:
-            watchdog.cancel()
+            watchdog.through_exit()  # the process ends next: its interpreter's exit is bounded too
     leave_stuck_callbacks(stuck, name)

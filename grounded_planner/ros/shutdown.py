@@ -24,6 +24,9 @@ SHUTDOWN_LIMIT_S = 20.0
 # after SHUTDOWN_LIMIT_S when exit_watchdog's Python timer could not run: a call into a C library that hangs while
 # holding the GIL stops every Python thread, the timer's too
 BACKSTOP_S = 2.0
+# Once a process's nodes are shut down, how long the interpreter's own exit may take (joining threads that are not
+# daemons, atexit, the finalizers of device SDKs) before faulthandler prints every thread's stack and ends it
+EXIT_LIMIT_S = 10.0
 
 
 _SPINNING: list = []  # [on_sigint] while rclpy spins this process's nodes (see spinning())
@@ -153,6 +156,15 @@ class ExitWatchdog:
     def cancel(self) -> None:
         self.timer.cancel()
         faulthandler.cancel_dump_traceback_later()
+
+    def through_exit(self, limit_s: float | None = None) -> None:
+        """The shutdown is done and the process ends next (a process's main only): the Python timer is stopped and
+        faulthandler's backstop armed again for ``limit_s``, which lasts through the interpreter's exit. Cancelled
+        before it, nothing bounded that exit: a camera node playing a recording lived on for 40 s after two SIGINTs
+        in CI, printing nothing (a thread or a librealsense finalizer that did not end, most likely). ``limit_s``:
+        :data:`EXIT_LIMIT_S` when None."""
+        self.timer.cancel()
+        _arm_backstop(EXIT_LIMIT_S if limit_s is None else limit_s)
 
 
 def exit_watchdog(limit_s: float, name: str) -> ExitWatchdog:
