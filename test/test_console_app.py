@@ -9,6 +9,7 @@ import asyncio
 import json
 import shutil
 import struct
+import threading
 import time
 from pathlib import Path
 
@@ -94,7 +95,7 @@ class RecordingGraph:
         self.calls.append(("stop",))
         return True
 
-    def latest_frame(self, after_seq, width=0):
+    def latest_frame(self, after_seq, width=0, wanted=None):
         newer = [f for f in self.frames if f.seq > after_seq]
         return newer[-1] if newer else None
 
@@ -610,7 +611,7 @@ class CountingGraph(RecordingGraph):
         self.widths = []  # the width each frame was asked for
         self.held = False  # True: the camera has no newer image (nothing asked is counted)
 
-    def latest_frame(self, after_seq, width=0):
+    def latest_frame(self, after_seq, width=0, wanted=None):
         if self.held:
             return None
         self.asked += 1
@@ -789,6 +790,54 @@ def test_the_graph_hears_of_a_pause_when_it_begins_not_at_the_pages_next_ask(tmp
         assert graph.did("frames_paused") == [("frames_paused",)]
         app.plan_requests.answered(("a client", 2))
         await next_message(ws, "frame")  # and frames flow again once it is answered
+        await ws.close()
+
+    serve(app, body)
+
+
+class SlowReadingGraph(RecordingGraph):
+    """RecordingGraph whose next image is read and scaled until the test says ``go`` (a frame under way on a busy
+    machine); before encoding it, it asks ``wanted`` as ConsoleNode does."""
+
+    def __init__(self):
+        super().__init__()
+        self.reading, self.go = threading.Event(), threading.Event()
+        self.encoded = 0
+
+    def latest_frame(self, after_seq, width=0, wanted=None):
+        self.reading.set()
+        assert self.go.wait(10.0), "the test never said go"
+        if wanted is not None and not wanted():
+            self.calls.append(("dropped before encoding",))
+            return None
+        self.encoded += 1
+        return Frame(self.encoded, self.encoded, 4, 2, b"\xff\xd8%d" % self.encoded)
+
+
+def test_a_frame_under_way_when_the_planner_takes_a_request_is_not_encoded(tmp_path):
+    """The page asked for a frame and the console is reading the camera's image when the planner takes a request: the
+    image is dropped before its encoding (the larger part of a frame's CPU), not encoded and sent while the planner
+    works; once the request is answered the next frame is encoded and sent."""
+    graph = SlowReadingGraph()
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        ws = await client.ws_connect("/ws")
+        await next_message(ws, "state")
+        graph.go.set()
+        await ws.send_str(json.dumps({"type": "frames"}))
+        await next_message(ws, "frame")
+        graph.go.clear()
+        graph.reading.clear()
+        await ws.send_str(json.dumps({"type": "ack"}))
+        await eventually(graph.reading.is_set, lambda: "the frame thread to read the next image")
+        app.plan_requests.started(("a client", 1))  # while that image is read
+        assert (await next_message(ws, "live"))["paused"] is True
+        graph.go.set()
+        await eventually(lambda: graph.did("frames_paused"), lambda: f"told {graph.calls}")
+        assert graph.did("dropped before encoding") == [("dropped before encoding",)] and graph.encoded == 1
+        app.plan_requests.answered(("a client", 1))
+        assert (await next_message(ws, "frame")).data[16:] == b"\xff\xd82" and graph.encoded == 2
         await ws.close()
 
     serve(app, body)

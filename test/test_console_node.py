@@ -120,6 +120,36 @@ def test_bytes_that_do_not_read_as_an_image_show_nothing_and_the_next_frame_is_s
     assert (frame.width, frame.height) == (320, 240) and frame.jpeg == good
 
 
+def test_an_image_the_pages_stopped_wanting_while_it_was_scaled_is_not_encoded(console, monkeypatch):
+    """``wanted`` (the live view not paused) is asked once the image is read and scaled, before the encoding: False
+    drops it there (no frame, no JPEG encoded); the camera's next image is encoded and shown."""
+    from sensor_msgs.msg import CompressedImage
+
+    from grounded_planner.ros import console_node
+
+    node, show = console
+    encoded = []
+    real_encode = console_node.encode_jpeg
+    monkeypatch.setattr(console_node, "encode_jpeg", lambda *a, **k: encoded.append(1) or real_encode(*a, **k))
+    data = jpeg_of(np.random.default_rng(12).integers(0, 255, (480, 640, 3), dtype=np.uint8))  # wider: encoded again
+    asked = []
+
+    def paused_meanwhile() -> bool:
+        asked.append(1)
+        return False
+
+    def dropped() -> bool:
+        show.publisher.publish(CompressedImage(format="rgb8; jpeg compressed bgr8", data=data))
+        show.executor.spin_once(timeout_sec=0.02)
+        assert node.latest_frame(0, 0, wanted=paused_meanwhile) is None
+        return bool(asked)
+
+    spin_until(show.executor, dropped, 30.0, "the console to take an image and ask whether it is still wanted")
+    assert encoded == []
+    frame = show(data)
+    assert (frame.width, frame.height) == (320, 240) and encoded == [1]
+
+
 def test_a_frame_goes_to_the_pages_no_wider_than_they_show_it(console):
     """The pages show the camera 192 px wide: a 320 px JPEG is scaled to that (the aspect kept) and encoded again; a
     page wider than ``max_image_width`` (320 here) still gets 320 px."""

@@ -4,7 +4,7 @@ web app (``console/app.py``) is written and tested against it without a ROS grap
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from grounded_planner.errors import RunFailure
 
@@ -86,10 +86,11 @@ class ConsoleGraph(Protocol):
     def stop(self) -> bool:
         """Cancel every running execute goal (and reject one held for approval); True when a goal was cancelled."""
 
-    def latest_frame(self, after_seq: int, width: int = 0) -> Frame | None:
+    def latest_frame(self, after_seq: int, width: int = 0, wanted: Callable[[], bool] | None = None) -> Frame | None:
         """The newest camera image when it is newer than frame ``after_seq``, else None (never blocks long).
         ``width``: the pixels across that the pages show it at (0 = as it came); an image wider than that is scaled
-        down to it before it is encoded (never up)."""
+        down to it before it is encoded (never up). ``wanted``: asked before the image is encoded; False (the live
+        view paused meanwhile) drops it there, and None is returned."""
 
     def frames_paused(self) -> None:
         """The live view paused (the planner answers a request and the arm is still): no frame is wanted until the

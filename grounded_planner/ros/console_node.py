@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import threading
 import time
+from typing import Callable
 
 import rclpy
 from PIL import Image as PILImage
@@ -458,7 +459,7 @@ class ConsoleNode(StackNode, Node):
     def camera_subscribed(self) -> bool:
         return self._camera is not None
 
-    def latest_frame(self, after_seq: int, width: int = 0) -> Frame | None:
+    def latest_frame(self, after_seq: int, width: int = 0, wanted: Callable[[], bool] | None = None) -> Frame | None:
         with self._frame_lock:
             try:
                 msg = self._subscribed_camera().take()
@@ -468,7 +469,10 @@ class ConsoleNode(StackNode, Node):
                     # down itself, so two pages of different widths never take turns encoding one image
                     msg = self._frame_msg
                 if msg is not None:
-                    self._frame = self._passed_through(msg, width) or self._encoded(msg, width)
+                    frame = self._passed_through(msg, width) or self._encoded(msg, width, wanted)
+                    if frame is None:  # the live view paused while the image was read and scaled: not encoded
+                        return None
+                    self._frame = frame
             except (ImageDecodeError, CdrError) as exc:  # an image the console cannot read or show; the rest goes on
                 self.get_logger().error(
                     f"camera frame not shown: {type(exc).__name__}: {exc}", throttle_duration_sec=10.0
@@ -510,12 +514,16 @@ class ConsoleNode(StackNode, Node):
         self._frame_msg, self._frame_source_width = msg, width
         return self._stamped(msg, width, height, jpeg)
 
-    def _encoded(self, msg, shown: int) -> Frame:
+    def _encoded(self, msg, shown: int, wanted: Callable[[], bool] | None = None) -> Frame | None:
+        """``msg`` scaled to the pages' width and encoded; None when ``wanted()`` says, before the encoding (the
+        larger part of a frame's CPU), that the live view paused meanwhile."""
         rgb = color_to_rgb(msg)
         self._frame_msg, self._frame_source_width = msg, rgb.shape[1]
         limit = self._width_limit(shown)
         if limit and rgb.shape[1] > limit:
             rgb = scale_to_width(rgb, limit)
+        if wanted is not None and not wanted():
+            return None
         jpeg = encode_jpeg(rgb, self.get_parameter("jpeg_quality").value)
         return self._stamped(msg, rgb.shape[1], rgb.shape[0], jpeg)
 

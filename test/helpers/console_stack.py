@@ -236,7 +236,7 @@ class InstantGraph:
     def requires_approval(self) -> bool:
         return False
 
-    def latest_frame(self, after_seq: int, width: int = 0):
+    def latest_frame(self, after_seq: int, width: int = 0, wanted=None):
         return None
 
     def frames_paused(self) -> None:
