@@ -236,6 +236,19 @@ def test_a_cancelled_exit_watchdog_lets_the_process_live_on():
     assert child.returncode == 0 and "lived on" in out, out
 
 
+def _spawn_until_spinning(code: str):
+    """A child running ``code``, once it has printed ``spinning``."""
+    child = spawn_python(["-c", code])
+    early = []
+    while (line := child.stdout.readline()) and line.strip() != "spinning":
+        early.append(line)
+    if not line:
+        child.kill()
+        child.communicate()
+    assert line, "".join(early)
+    return child
+
+
 def test_ctrl_c_ends_a_node_whose_interpreter_exit_hangs_and_says_where():
     """The node shut down cleanly, but the interpreter's exit waits on a thread that does not end (a device SDK's
     thread, a finalizer): the process still ends, EXIT_LIMIT_S later (1 s here), with exit 1 and every thread's
@@ -258,12 +271,8 @@ def test_ctrl_c_ends_a_node_whose_interpreter_exit_hangs_and_says_where():
         "run_node(make_node, 'exit_probe')\n"
         "print('run_node returned', flush=True)\n"
     )
-    child = spawn_python(["-c", code])
+    child = _spawn_until_spinning(code)
     try:
-        early = []
-        while (line := child.stdout.readline()) and line.strip() != "spinning":
-            early.append(line)
-        assert line, "".join(early)  # it spins
         child.send_signal(signal.SIGINT)
         sent = time.monotonic()
         out, _ = child.communicate(timeout=60)
@@ -275,3 +284,59 @@ def test_ctrl_c_ends_a_node_whose_interpreter_exit_hangs_and_says_where():
     assert child.returncode == 1, out
     assert "run_node returned" in out and "Timeout" in out and "most recent call first" in out, out
     assert took < 1.0 + 10.0, f"the exit took {took:.1f} s"
+
+
+def test_ctrl_c_ends_a_spin_whose_executor_woke_before_rclpy_shut_the_context_down(ros_domain):
+    """rclpy's signal thread wakes the executors first and shuts the contexts down after: an executor that woke in
+    between found its context still up and waited again, for ever (a console node under ros2 launch in CI: killed
+    10 s after SIGINT, its main thread in rcl_wait with no timeout). Here the child plays that thread's part with
+    the pause between its two steps made long (300 ms): test double of rclpy 9.1's deferred signal handler
+    (signal_handler.cpp: ``trigger_guard_conditions(); rclpy::shutdown_contexts();``), told of the signal through
+    Python's wakeup fd as rclpy's is through a semaphore; rclpy's own handlers are uninstalled so that the timing is
+    the test's. The node has nothing that would wake its executor by itself (no timer after the first)."""
+    import signal
+    import time
+
+    code = (
+        "import os, signal, threading, time\n"
+        "import rclpy\n"
+        "from grounded_planner.ros import node_main\n"
+        "executors = []\n"
+        "class Recorded(node_main.SingleThreadedExecutor):\n"
+        "    def __init__(self, *args, **kwargs):\n"
+        "        super().__init__(*args, **kwargs)\n"
+        "        executors.append(self)\n"
+        "node_main.SingleThreadedExecutor = Recorded\n"
+        "told, tell = os.pipe()\n"
+        "os.set_blocking(tell, False)\n"
+        "def rclpy_signal_thread():\n"
+        "    os.read(told, 1)\n"
+        "    executors[0]._sigint_gc.trigger()  # trigger_guard_conditions()\n"
+        "    time.sleep(0.3)  # a loaded machine: the thread waits for a CPU\n"
+        "    rclpy.get_default_context().handle.shutdown()  # rclpy::shutdown_contexts(): rcl_shutdown only\n"
+        "def make_node():\n"
+        "    rclpy.signals.uninstall_signal_handlers()\n"
+        "    signal.set_wakeup_fd(tell)\n"
+        "    threading.Thread(target=rclpy_signal_thread, daemon=True).start()\n"
+        "    node = rclpy.create_node('race_probe')\n"
+        "    def once():\n"
+        "        first.cancel()\n"
+        "        print('spinning', flush=True)\n"
+        "    first = node.create_timer(0.1, once)\n"
+        "    return node\n"
+        "node_main.run_node(make_node, 'race_probe')\n"
+        "print('run_node returned', flush=True)\n"
+    )
+    child = _spawn_until_spinning(code)  # it spins, with nothing left to wake it
+    try:
+        time.sleep(0.2)
+        child.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, _ = child.communicate(timeout=20)
+    except Exception:
+        child.kill()
+        out, _ = child.communicate()
+        pytest.fail(f"the node did not end within 20 s of Ctrl-C:\n{out}")
+    took = time.monotonic() - sent
+    assert child.returncode == 0 and "run_node returned" in out, out
+    assert took < 5.0, f"the node took {took:.1f} s to end"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from functools import partial
 from typing import Callable
 
 import rclpy
@@ -25,6 +26,7 @@ from grounded_planner.ros.shutdown import (
     sigint_held,
     spinning,
     stop_once_on_sigint,
+    wake_once_shut_down,
 )
 
 
@@ -177,7 +179,9 @@ def run_node(make_node: Callable[[], Node], name: str, *, num_threads: int = 1, 
             threads = max(num_threads, int(_stack_view(node).executor_threads))
             executor = MultiThreadedExecutor(num_threads=threads) if threads > 1 else SingleThreadedExecutor()
             executor.add_node(node)
-            spinning(True)
+            # rclpy's handler shuts the context down after it woke the executor, not before: on_sigint makes sure the
+            # executor wakes once the context is down, else it may wait for ever (wake_once_shut_down)
+            spinning(True, on_sigint=partial(wake_once_shut_down, node.context.ok, executor.wake))
             spin_serving(executor, node)
         finally:
             spinning(False)

@@ -27,6 +27,9 @@ BACKSTOP_S = 2.0
 # Once a process's nodes are shut down, how long the interpreter's own exit may take (joining threads that are not
 # daemons, atexit, the finalizers of device SDKs) before faulthandler prints every thread's stack and ends it
 EXIT_LIMIT_S = 10.0
+# How long a SIGINT handler waits for rclpy's signal thread to shut the context down (wake_once_shut_down), s: a
+# millisecond or two, longer on a loaded machine where that thread waits for a CPU
+SIGNAL_SHUTDOWN_WAIT_S = 2.0
 
 
 _SPINNING: list = []  # [on_sigint] while rclpy spins this process's nodes (see spinning())
@@ -34,11 +37,11 @@ _HELD: list = []  # [name] while a startup step that must not be cut short runs 
 
 
 def _first_sigint(signum, frame) -> None:
-    """The first SIGINT: every later one is ignored from here on. While rclpy spins, the spin is told to end
-    (rclpy's own handler, which ran just before this one, has shut the default context down and woken its
-    executor; a bringup's private context is stopped by ``on_sigint``), and the executor stops once the running
-    callback returns: raising here would cut that callback short (a rollout half-opened, never closed). Before
-    spinning (starting up), the process stops as Python's default handler stops it (KeyboardInterrupt)."""
+    """The first SIGINT: every later one is ignored from here on. While rclpy spins, the spin is told to end by
+    ``on_sigint`` (a node of the default context: :func:`wake_once_shut_down`; a bringup's private context, which
+    rclpy's handler leaves running: a flag), and the executor stops once the running callback returns: raising here
+    would cut that callback short (a rollout half-opened, never closed). Before spinning (starting up), the process
+    stops as Python's default handler stops it (KeyboardInterrupt)."""
     ignore_sigint()
     if _HELD:
         if len(_HELD) == 1:
@@ -72,6 +75,26 @@ def sigint_held(name: str) -> Iterator[None]:
         _HELD.clear()
     if came:
         raise KeyboardInterrupt
+
+
+def wake_once_shut_down(ok: Callable[[], bool], wake: Callable[[], None], limit_s: float | None = None) -> None:
+    """``on_sigint`` for an executor that spins the default context with no timeout (:func:`spinning`): wait until
+    ``ok()`` turns false (the context is shut down), at most ``limit_s`` (:data:`SIGNAL_SHUTDOWN_WAIT_S` when None),
+    then ``wake()`` the executor.
+
+    rclpy's handler does not end such a spin by itself. It hands the signal to a thread of its own, which first wakes
+    the executors (their SIGINT guard conditions) and then shuts the contexts down (``trigger_guard_conditions();
+    rclpy::shutdown_contexts();`` in rclpy 9's signal_handler.cpp); and Python's handler, this module's, does not
+    raise while a spin runs. An executor that woke between the two steps found its context still up and waited
+    again, with nothing left to wake it: a console node under ros2 launch lived on after SIGINT until launch killed
+    it (CI, 2026-12-03; the main thread in rcl_wait with no timeout, every other thread idle). This handler runs on
+    the main thread after rclpy's handler has passed the signal on, so the shutdown is under way: waiting for it
+    here, then waking the executor, makes it find the context down. Bounded, for a context that no one shuts down
+    (rclpy's handlers uninstalled)."""
+    deadline = time.monotonic() + (SIGNAL_SHUTDOWN_WAIT_S if limit_s is None else limit_s)
+    while ok() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    wake()
 
 
 def spinning(on: bool = True, on_sigint: Callable[[], None] | None = None) -> None:
