@@ -249,6 +249,16 @@ def _spawn_until_spinning(code: str):
     return child
 
 
+def _output_once_ended(child, timeout_s: float) -> str:
+    """All the child printed, once it ended; one still running after ``timeout_s`` is killed (never left behind)."""
+    try:
+        return child.communicate(timeout=timeout_s)[0]
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+
+
 def test_ctrl_c_ends_a_node_whose_interpreter_exit_hangs_and_says_where():
     """The node shut down cleanly, but the interpreter's exit waits on a thread that does not end (a device SDK's
     thread, a finalizer): the process still ends, EXIT_LIMIT_S later (1 s here), with exit 1 and every thread's
@@ -272,28 +282,26 @@ def test_ctrl_c_ends_a_node_whose_interpreter_exit_hangs_and_says_where():
         "print('run_node returned', flush=True)\n"
     )
     child = _spawn_until_spinning(code)
-    try:
-        child.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        out, _ = child.communicate(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.communicate()
+    child.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    out = _output_once_ended(child, 60)
     took = time.monotonic() - sent
     assert child.returncode == 1, out
     assert "run_node returned" in out and "Timeout" in out and "most recent call first" in out, out
     assert took < 1.0 + 10.0, f"the exit took {took:.1f} s"
 
 
-def test_ctrl_c_ends_a_spin_whose_executor_woke_before_rclpy_shut_the_context_down(ros_domain):
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_ends_a_spin_whose_executor_woke_before_rclpy_shut_the_context_down(ros_domain, signame):
     """rclpy's signal thread wakes the executors first and shuts the contexts down after: an executor that woke in
     between found its context still up and waited again, for ever (a console node under ros2 launch in CI: killed
     10 s after SIGINT, its main thread in rcl_wait with no timeout). Here the child plays that thread's part with
     the pause between its two steps made long (300 ms): test double of rclpy 9.1's deferred signal handler
-    (signal_handler.cpp: ``trigger_guard_conditions(); rclpy::shutdown_contexts();``), told of the signal through
-    Python's wakeup fd as rclpy's is through a semaphore; rclpy's own handlers are uninstalled so that the timing is
-    the test's. The node has nothing that would wake its executor by itself (no timer after the first)."""
+    (signal_handler.cpp: ``trigger_guard_conditions(); rclpy::shutdown_contexts();``, for SIGINT and SIGTERM alike),
+    told of the signal through Python's wakeup fd as rclpy's is through a semaphore; rclpy's own handlers are
+    uninstalled so that the timing is the test's. The node has nothing that would wake its executor by itself (no
+    timer after the first). SIGTERM (docker stop, systemd) ends the node as Ctrl-C does: before, run_node left it to
+    rclpy's handler alone, with the same race."""
     import signal
     import time
 
@@ -330,13 +338,49 @@ def test_ctrl_c_ends_a_spin_whose_executor_woke_before_rclpy_shut_the_context_do
     child = _spawn_until_spinning(code)  # it spins, with nothing left to wake it
     try:
         time.sleep(0.2)
-        child.send_signal(signal.SIGINT)
+        child.send_signal(getattr(signal, signame))
         sent = time.monotonic()
         out, _ = child.communicate(timeout=20)
     except Exception:
         child.kill()
         out, _ = child.communicate()
-        pytest.fail(f"the node did not end within 20 s of Ctrl-C:\n{out}")
+        pytest.fail(f"the node did not end within 20 s of {signame}:\n{out}")
     took = time.monotonic() - sent
     assert child.returncode == 0 and "run_node returned" in out, out
     assert took < 5.0, f"the node took {took:.1f} s to end"
+
+
+def test_a_sigterm_during_a_stuck_shutdown_prints_where_and_ends_the_node():
+    """ros2 launch follows its SIGINT with SIGTERM after 5 s and SIGKILL 5 s later. A node whose shutdown hangs (here
+    its destroy_node) now answers the SIGTERM with every thread's stack and ends as SIGTERM ends a process; before,
+    rclpy's handler took it and did nothing, and launch's SIGKILL ended the node without a word about where."""
+    import signal
+    import time
+
+    code = (
+        "import time\n"
+        "import rclpy\n"
+        "from rclpy.node import Node\n"
+        "from grounded_planner.ros.node_main import run_node\n"
+        "class Stuck(Node):\n"
+        "    def __init__(self):\n"
+        "        super().__init__('stuck_probe')\n"
+        "        self.create_timer(0.2, lambda: print('spinning', flush=True))\n"
+        "    def destroy_node(self):\n"
+        "        print('destroying', flush=True)\n"
+        "        time.sleep(60)\n"
+        "        return super().destroy_node()\n"
+        "run_node(Stuck, 'stuck_probe')\n"
+    )
+    child = _spawn_until_spinning(code)
+    child.send_signal(signal.SIGINT)
+    while (line := child.stdout.readline()) and line.strip() != "destroying":
+        pass
+    child.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    out = _output_once_ended(child, 30)
+    assert line, "the node never began to shut down"
+    took = time.monotonic() - sent
+    assert child.returncode == -signal.SIGTERM, out
+    assert "most recent call first" in out and "in destroy_node" in out, out  # where it was stuck
+    assert took < 5.0, f"the node took {took:.1f} s to end after SIGTERM"

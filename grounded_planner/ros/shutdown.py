@@ -18,7 +18,8 @@ from typing import Callable, Iterator
 
 # How long Ctrl-C waits for callbacks that are still running, and how long the whole shutdown may take before the
 # process prints every thread's stack and leaves anyway, seconds.
-CALLBACK_WAIT_S = 5.0
+# (below ros2 launch's sigterm_timeout, 5 s: its SIGTERM must not land in this wait, see dump_on_sigterm)
+CALLBACK_WAIT_S = 3.0
 SHUTDOWN_LIMIT_S = 20.0
 # faulthandler's own watchdog (a C thread, which needs neither the GIL nor a Python lock) ends the process this long
 # after SHUTDOWN_LIMIT_S when exit_watchdog's Python timer could not run: a call into a C library that hangs while
@@ -37,7 +38,7 @@ _HELD: list = []  # [name] while a startup step that must not be cut short runs 
 
 
 def _first_sigint(signum, frame) -> None:
-    """The first SIGINT: every later one is ignored from here on. While rclpy spins, the spin is told to end by
+    """The first SIGINT (or SIGTERM): every later SIGINT is ignored from here on. While rclpy spins, the spin is told to end by
     ``on_sigint`` (a node of the default context: :func:`wake_once_shut_down`; a bringup's private context, which
     rclpy's handler leaves running: a flag), and the executor stops once the running callback returns: raising here
     would cut that callback short (a rollout half-opened, never closed). Before spinning (starting up), the process
@@ -106,24 +107,46 @@ def spinning(on: bool = True, on_sigint: Callable[[], None] | None = None) -> No
 
 
 def ignore_sigint() -> None:
-    """Ignore SIGINT from now on (the process is shutting down). SIG_IGN, not a Python handler: Python puts its own
-    handlers back to SIG_DFL when the interpreter finalizes, and a SIGINT landing then killed a node that had
-    already closed everything (exit -2, "process has died" under ros2 launch). Main thread only."""
+    """Ignore SIGINT from now on (the process is shutting down), and let a SIGTERM end it with every thread's stack
+    (:func:`dump_on_sigterm`). SIG_IGN, not a Python handler: Python puts its own handlers back to SIG_DFL when the
+    interpreter finalizes, and a SIGINT landing then killed a node that had already closed everything (exit -2,
+    "process has died" under ros2 launch). Main thread only."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        dump_on_sigterm()
+
+
+def dump_on_sigterm() -> None:
+    """From now on (a shutdown under way) a SIGTERM prints every thread's stack to stderr and ends the process as
+    SIGTERM does (exit -15). ``ros2 launch`` sends one when a process has not ended 5 s after its SIGINT
+    (sigterm_timeout) and SIGKILL 5 s later: rclpy's handler took that SIGTERM and did nothing more, and a node stuck
+    in its shutdown died of the SIGKILL without a word about where. faulthandler's handler is a C one: it prints even
+    while a C call holds the GIL, and after it the default action ends the process. Main thread only."""
+    # an earlier call's registration first: register() again would keep it without putting its handler back
+    faulthandler.unregister(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the action after the stacks, in place of rclpy's handler
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            faulthandler.register(signal.SIGTERM, file=stream, all_threads=True, chain=True)
+            return
+        except (AttributeError, OSError, ValueError):  # no file descriptor (a test runner's capture): the next one
+            continue
 
 
 def stop_once_on_sigint() -> None:
-    """Let the first SIGINT stop this process and ignore every later one while it shuts down.
+    """Let the first SIGINT or SIGTERM stop this process and ignore every later SIGINT while it shuts down (a SIGTERM
+    then ends it with every thread's stack, :func:`dump_on_sigterm`).
 
     A terminal's Ctrl-C reaches every node of ``ros2 launch``, which forwards a SIGINT of its own a moment later:
     the second one used to land in the middle of shutting down (a KeyboardInterrupt out of destroy_node, exit code
     -2, a rollout left open). Call it from the main thread before ``rclpy.init``: rclpy's handler (which wakes the
     executor and shuts the context down) runs first and then calls this one; call :func:`spinning` around the spin
     so that a callback in progress is not interrupted. It also stops a process whose parent left SIGINT ignored (a
-    background job of a script), which rclpy alone kept ignored.
+    background job of a script), which rclpy alone kept ignored. SIGTERM (``docker stop``, systemd, ``kill``) stops
+    it the same way: rclpy's handler alone had the race of :func:`wake_once_shut_down`, with nothing to mend it.
     """
     signal.signal(signal.SIGINT, _first_sigint)
+    signal.signal(signal.SIGTERM, _first_sigint)
 
 
 def shutdown_executor(executor, timeout_s: float) -> list[str]:

@@ -11,7 +11,8 @@ including its awkward parts: each string value of a parameters dict is read as Y
 ``""`` stays an empty string, a list must hold one type) and written under ``/**``; a parameters file that does not
 exist is left out with a warning. Output lines are prefixed ``[<executable>-<n>]`` as launch prints them, a process
 that dies before the end is reported ``[ERROR] [<executable>-<n>]: process has died [pid P, exit code C, ...]``, and
-after SECONDS (or on SIGINT) every process gets SIGINT (then SIGKILL after a grace period), as ``Shutdown`` does.
+after SECONDS (or on SIGINT) every process gets SIGINT, then SIGTERM 5 s later and SIGKILL 5 s after that where it
+still runs, announced as launch 3.7.1 announces them (``Shutdown`` and ExecuteLocal's shutdown timers).
 
 The executable is the console script pip puts beside the interpreter (colcon puts it in lib/grounded_planner/).
 """
@@ -32,7 +33,10 @@ import yaml
 
 from helpers.fake_moveit_configs import launch_modules
 
-SIGINT_GRACE_S = 10.0  # launch's sigterm_timeout default (5 s) + sigkill_timeout default (5 s)
+# launch's defaults (LaunchConfiguration 'sigterm_timeout' and 'sigkill_timeout', launch/actions/execute_local.py):
+# SIGTERM this long after SIGINT, SIGKILL this long after SIGTERM, s
+SIGTERM_TIMEOUT_S = 5.0
+SIGKILL_TIMEOUT_S = 5.0
 
 
 def evaluate(launch_file: str, assignments: dict[str, str]) -> list[dict]:
@@ -91,6 +95,32 @@ def _pump(stream, prefix: str) -> None:
         sys.stdout.flush()
 
 
+def _escalate(processes: list, sigint_at: float) -> None:
+    """Wait for every process after its SIGINT as launch 3.7.1's ExecuteLocal does (its shutdown timers): one still
+    running SIGTERM_TIMEOUT_S later gets SIGTERM, one still running SIGKILL_TIMEOUT_S after that gets SIGKILL, each
+    step announced with launch's own line."""
+    sent: dict[str, str] = {}
+    while any(proc.poll() is None for _, proc, _, _ in processes):
+        waited = time.monotonic() - sigint_at
+        for label, proc, _, _ in processes:
+            if proc.poll() is not None:
+                continue
+            if waited >= SIGTERM_TIMEOUT_S + SIGKILL_TIMEOUT_S and sent.get(label) == "SIGTERM":
+                after, to, timeout = "SIGTERM", "SIGKILL", f"{SIGTERM_TIMEOUT_S + SIGKILL_TIMEOUT_S:g}"
+            elif waited >= SIGTERM_TIMEOUT_S and label not in sent:
+                after, to, timeout = "SIGINT", "SIGTERM", f"{SIGTERM_TIMEOUT_S:g}"
+            else:
+                continue
+            print(
+                f"[ERROR] [{label}]: process[{label}] failed to terminate '{timeout}' seconds after receiving "
+                f"'{after}', escalating to '{to}'",
+                flush=True,
+            )
+            sent[label] = to
+            proc.send_signal(getattr(signal, to))
+        time.sleep(0.05)
+
+
 def main(argv: list[str]) -> int:
     launch_file, seconds, *rest = argv
     assignments = dict(a.split(":=", 1) for a in rest)
@@ -122,12 +152,8 @@ def main(argv: list[str]) -> int:
     for _, proc, _, _ in processes:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
+    _escalate(processes, time.monotonic())
     for label, proc, reader, _ in processes:
-        try:
-            proc.wait(timeout=SIGINT_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
         reader.join(timeout=5.0)
         if label not in reported:
             print(
