@@ -38,11 +38,11 @@ _HELD: list = []  # [name] while a startup step that must not be cut short runs 
 
 
 def _first_sigint(signum, frame) -> None:
-    """The first SIGINT (or SIGTERM): every later SIGINT is ignored from here on. While rclpy spins, the spin is told to end by
-    ``on_sigint`` (a node of the default context: :func:`wake_once_shut_down`; a bringup's private context, which
-    rclpy's handler leaves running: a flag), and the executor stops once the running callback returns: raising here
-    would cut that callback short (a rollout half-opened, never closed). Before spinning (starting up), the process
-    stops as Python's default handler stops it (KeyboardInterrupt)."""
+    """The first SIGINT (or SIGTERM): every later SIGINT is ignored from here on. While rclpy spins, the spin is told
+    to end by ``on_sigint`` (a node of the default context: :func:`wake_once_shut_down`; a bringup's private
+    context, which rclpy's handler leaves running: a flag), and the executor stops once the running callback
+    returns: raising here would cut that callback short (a rollout half-opened, never closed). Before spinning
+    (starting up), the process stops as Python's default handler stops it (KeyboardInterrupt)."""
     ignore_sigint()
     if _HELD:
         if len(_HELD) == 1:
@@ -100,7 +100,8 @@ def wake_once_shut_down(ok: Callable[[], bool], wake: Callable[[], None], limit_
 
 def spinning(on: bool = True, on_sigint: Callable[[], None] | None = None) -> None:
     """Say that rclpy spins this process's nodes now (``on``) or no longer. ``on_sigint`` (called in the main
-    thread, from the signal handler: keep it to setting a flag) ends a spin that rclpy's handler does not end."""
+    thread, from the signal handler: keep it short and bounded, a flag or :func:`wake_once_shut_down`, and start no
+    thread) ends a spin that rclpy's handler does not end."""
     _SPINNING.clear()
     if on:
         _SPINNING.append(on_sigint)
