@@ -206,10 +206,9 @@ class ExitWatchdog:
 
     def through_exit(self, limit_s: float | None = None) -> None:
         """The shutdown is done and the process ends next (a process's main only): the Python timer is stopped and
-        faulthandler's backstop armed again for ``limit_s``, which lasts through the interpreter's exit. Cancelled
-        before it, nothing bounded that exit: a camera node playing a recording lived on for 40 s after two SIGINTs
-        in CI, printing nothing (a thread or a librealsense finalizer that did not end, most likely). ``limit_s``:
-        :data:`EXIT_LIMIT_S` when None."""
+        faulthandler's backstop armed again for ``limit_s``, which lasts through the interpreter's exit (joining
+        threads that are not daemons, atexit, a device SDK's finalizers); cancelled before it, nothing bounded that
+        exit. ``limit_s``: :data:`EXIT_LIMIT_S` when None."""
         self.timer.cancel()
         _arm_backstop(EXIT_LIMIT_S if limit_s is None else limit_s)
 

@@ -106,7 +106,8 @@ def _escalate(processes: list, sigint_at: float) -> None:
             if proc.poll() is not None:
                 continue
             if waited >= SIGTERM_TIMEOUT_S + SIGKILL_TIMEOUT_S and sent.get(label) == "SIGTERM":
-                after, to, timeout = "SIGTERM", "SIGKILL", f"{SIGTERM_TIMEOUT_S + SIGKILL_TIMEOUT_S:g}"
+                # launch's timer period here is PythonExpression('float(5) + float(5)'): printed '10.0'
+                after, to, timeout = "SIGTERM", "SIGKILL", str(float(SIGTERM_TIMEOUT_S + SIGKILL_TIMEOUT_S))
             elif waited >= SIGTERM_TIMEOUT_S and label not in sent:
                 after, to, timeout = "SIGINT", "SIGTERM", f"{SIGTERM_TIMEOUT_S:g}"
             else:
