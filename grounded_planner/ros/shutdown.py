@@ -126,12 +126,7 @@ def dump_on_sigterm() -> None:
     # an earlier call's registration first: register() again would keep it without putting its handler back
     faulthandler.unregister(signal.SIGTERM)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the action after the stacks, in place of rclpy's handler
-    for stream in (sys.stderr, sys.__stderr__):
-        try:
-            faulthandler.register(signal.SIGTERM, file=stream, all_threads=True, chain=True)
-            return
-        except (AttributeError, OSError, ValueError):  # no file descriptor (a test runner's capture): the next one
-            continue
+    _on_stderr(lambda stream: faulthandler.register(signal.SIGTERM, file=stream, all_threads=True, chain=True))
 
 
 def stop_once_on_sigint() -> None:
@@ -183,15 +178,20 @@ def shutdown_executor(executor, timeout_s: float) -> list[str]:
     return stuck
 
 
-def _arm_backstop(seconds: float) -> None:
-    """faulthandler's watchdog: after ``seconds`` every thread's stack to stderr and exit 1, from a C thread. It needs
-    a file descriptor: where sys.stderr has none (a test runner's capture), the process's own stderr."""
+def _on_stderr(arm: Callable[[object], None]) -> None:
+    """``arm(stream)`` a faulthandler call that writes to ``stream`` from C and so needs a file descriptor: where
+    sys.stderr has none (a test runner's capture), the process's own stderr."""
     for stream in (sys.stderr, sys.__stderr__):
         try:
-            faulthandler.dump_traceback_later(seconds, exit=True, file=stream)
+            arm(stream)
             return
         except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both OSError and ValueError
             continue
+
+
+def _arm_backstop(seconds: float) -> None:
+    """faulthandler's watchdog: after ``seconds`` every thread's stack to stderr and exit 1, from a C thread."""
+    _on_stderr(lambda stream: faulthandler.dump_traceback_later(seconds, exit=True, file=stream))
 
 
 class ExitWatchdog:
