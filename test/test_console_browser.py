@@ -256,6 +256,9 @@ def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
         browser,
     )
     assert [r[2] for r in rows(browser, "rollout-steps")] == ["ok", "ok"]
+    assert not browser.find_element("id", "rollout-steps-empty").is_displayed()
+    # an open-loop episode tried each step once: the attempts panel says why it is empty
+    assert "None recorded" in browser.find_element("id", "rollout-attempts-empty").text
     screenshot(browser, "rollout")
     # the label is editable there too: the person changes their mind, a success after all
     click(browser, "#rollout-label button[data-outcome='true']")
@@ -604,3 +607,32 @@ def test_a_closed_loop_rollout_page_shows_every_attempt(stack, browser):
         ["1", "1", "grasp_failure", "grasp_failed", "the gripper closed on nothing"],
         ["1", "2", "ok", "ok", ""],
     ]
+    assert not browser.find_element("id", "rollout-attempts-empty").is_displayed()
+
+
+def test_an_empty_tally_says_so_until_the_first_episode_ends(browser, tmp_path):
+    """The console's own server on an empty rollouts folder (a graph that answers at once: no bringup needed): the
+    tally says there are no rollouts yet; once an episode is closed the tally counts it and the note goes."""
+    import numpy as np
+
+    from grounded_planner.console.app import ConsoleApp
+    from grounded_planner.console.server import ConsoleServer
+    from grounded_planner.rollout.record import RolloutRecorder
+    from helpers.console_stack import InstantGraph
+
+    rollouts = tmp_path / "rollouts"
+    rollouts.mkdir()
+    app = ConsoleApp(InstantGraph(), rollouts_dir=rollouts, note=lambda _line: None)
+    server = ConsoleServer(app, "127.0.0.1", 0).start()
+    try:
+        browser.get(server.url)
+        empty = browser.find_element("id", "tally-empty")
+        wait_until(empty.is_displayed, 10, "the empty tally's note", browser, "tally_empty")
+        assert "No rollouts yet" in empty.text and rows(browser, "tally") == []
+        with RolloutRecorder(rollouts / "first", instruction=INSTRUCTION, fsync_every_s=None) as rec:
+            rec.log_color(np.full((48, 64, 3), 90, np.uint8))
+        app.on_rollout_closed(str(rollouts / "first"))
+        wait_until(lambda: len(rows(browser, "tally")) == 1, 10, "the episode in the tally", browser, "tally_first")
+        assert not empty.is_displayed()
+    finally:
+        server.stop()

@@ -190,6 +190,7 @@ function renderPlan(plan) {
 function renderTally(tally) {
   const body = $("#tally tbody");
   body.replaceChildren();
+  $("#tally-empty").hidden = Boolean(tally && tally.length);
   for (const g of tally || []) {
     body.append(el("tr", {}, el("td", {}, g.task || "—"), el("td", {}, g.condition || "—"), el("td", {}, `${g.successes}/${g.n}`),
       el("td", {}, g.rate === null ? "—" : (100 * g.rate).toFixed(0) + " %"),
@@ -331,6 +332,8 @@ async function loadRollout() {
     el("td", {}, s.index + 1), el("td", {}, s.type), el("td", { class: s.outcome === "ok" ? "ok" : "bad" }, s.outcome), el("td", {}, s.message))));
   $("#rollout-attempts tbody").replaceChildren(...(d.attempts || []).map((a) => el("tr", {},
     el("td", {}, (a.step ?? 0) + 1), el("td", {}, a.attempt ?? ""), el("td", {}, a.check ?? ""), el("td", {}, a.outcome ?? ""), el("td", {}, a.message ?? ""))));
+  $("#rollout-steps-empty").hidden = Boolean(d.steps && d.steps.length);
+  $("#rollout-attempts-empty").hidden = Boolean(d.attempts && d.attempts.length);
   labelWidget($("#rollout-label"), data.id, { success: d.success, failure_mode: d.failure_mode, source: d.label_source }, () => loadRollout());
 }
 
