@@ -608,6 +608,7 @@ def test_a_closed_loop_rollout_page_shows_every_attempt(stack, browser):
         ["1", "2", "ok", "ok", ""],
     ]
     assert not browser.find_element("id", "rollout-attempts-empty").is_displayed()
+    assert browser.find_element("id", "rollout-steps-empty").text == "No step ran."  # only attempts were logged
 
 
 def test_an_empty_tally_says_so_until_the_first_episode_ends(browser, tmp_path):
