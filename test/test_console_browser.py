@@ -6,6 +6,7 @@ token answers 401 and moves nothing; a path leaving the rollouts folder is 404. 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import re
@@ -74,6 +75,21 @@ def browser():
     driver = chromium()
     yield driver
     driver.quit()
+
+
+@contextlib.contextmanager
+def console_alone(rollouts):
+    """The console's own server on ``rollouts`` with a graph that answers at once (no bringup): its app."""
+    from grounded_planner.console.app import ConsoleApp
+    from grounded_planner.console.server import ConsoleServer
+    from helpers.console_stack import InstantGraph
+
+    app = ConsoleApp(InstantGraph(), rollouts_dir=rollouts, note=lambda _line: None)
+    server = ConsoleServer(app, "127.0.0.1", 0).start()
+    try:
+        yield app, server.url
+    finally:
+        server.stop()
 
 
 def rows(driver, table: str):
@@ -424,27 +440,26 @@ def test_a_non_local_bind_without_the_token_answers_401_and_moves_nothing(stack,
 
 
 def test_the_live_view_is_sent_no_wider_than_the_window_shows_it(stack, browser):
-    """In a window as narrow as a phone's the camera arrives at the width the page shows it, rounded up to 64 px:
-    fewer pixels to encode, send and decode; in a wide window, as the camera gives it (its W = 320 px)."""
+    """Where the page shows the camera narrower than the camera is, its frames arrive at the width shown, rounded up
+    to 64 px: fewer pixels to encode, send and decode; shown wider, as the camera gives it (its W = 320 px). The
+    camera's box is made 200 px wide here: on a phone the camera fills the page's width, 500 px at the least in
+    this browser, wider than this stack's camera."""
     from helpers.tabletop import W
 
     url, rollouts, output = stack
     shown = "const i = document.getElementById('camera'); return [i.naturalWidth, i.clientWidth * devicePixelRatio]"
-    try:
-        browser.set_window_size(600, 900)
-        browser.get(url)
-        wait_until(lambda: camera_shown(browser), 30, "the camera image", browser, "live_narrow_no_camera")
-        natural, width = wait_until(
-            lambda: (got := browser.execute_script(shown))[0] == -(-got[1] // 64) * 64 and got,
-            10,
-            "a frame as wide as the narrow page shows it",
-            browser,
-            "live_narrow",
-        )
-        assert width <= natural < min(W, width + 64), (natural, width)
-    finally:
-        browser.set_window_size(1400, 1000)
     browser.get(url)
+    wait_until(lambda: camera_shown(browser), 30, "the camera image", browser, "live_narrow_no_camera")
+    browser.execute_script("document.getElementById('camera-box').style.width = '200px'")
+    natural, width = wait_until(
+        lambda: (got := browser.execute_script(shown))[0] == -(-got[1] // 64) * 64 and got,
+        10,
+        "a frame as wide as the narrow box shows it",
+        browser,
+        "live_narrow",
+    )
+    assert width <= natural < min(W, width + 64), (natural, width)
+    browser.get(url)  # a new page: the box as wide as the layout makes it
     wait_until(lambda: browser.execute_script(shown)[0] == W, 30, "the camera's own width in a wide window", browser)
 
 
@@ -616,17 +631,12 @@ def test_an_empty_tally_says_so_until_the_first_episode_ends(browser, tmp_path):
     tally says there are no rollouts yet; once an episode is closed the tally counts it and the note goes."""
     import numpy as np
 
-    from grounded_planner.console.app import ConsoleApp
-    from grounded_planner.console.server import ConsoleServer
     from grounded_planner.rollout.record import RolloutRecorder
-    from helpers.console_stack import InstantGraph
 
     rollouts = tmp_path / "rollouts"
     rollouts.mkdir()
-    app = ConsoleApp(InstantGraph(), rollouts_dir=rollouts, note=lambda _line: None)
-    server = ConsoleServer(app, "127.0.0.1", 0).start()
-    try:
-        browser.get(server.url)
+    with console_alone(rollouts) as (app, url):
+        browser.get(url)
         empty = browser.find_element("id", "tally-empty")
         wait_until(empty.is_displayed, 10, "the empty tally's note", browser, "tally_empty")
         assert "No rollouts yet" in empty.text and rows(browser, "tally") == []
@@ -635,5 +645,52 @@ def test_an_empty_tally_says_so_until_the_first_episode_ends(browser, tmp_path):
         app.on_rollout_closed(str(rollouts / "first"))
         wait_until(lambda: len(rows(browser, "tally")) == 1, 10, "the episode in the tally", browser, "tally_first")
         assert not empty.is_displayed()
+
+
+@pytest.mark.parametrize("size", [(500, 900), (820, 1180)], ids=["phone", "tablet_upright"])
+def test_on_a_phone_or_an_upright_tablet_stop_stays_on_screen_and_nothing_scrolls_sideways(size, tmp_path):
+    """The console on a narrow screen (500 px, this browser's narrowest window, and an upright tablet's 820 px): one
+    column, the camera on top; the STOP button whole on screen, also scrolled to the page's end (the header stays);
+    no page scrolls sideways (a table wider than its panel scrolls inside it). The console's own server with a
+    graph that answers at once, a rollout with a long instruction in the folder."""
+    import numpy as np
+
+    from grounded_planner.rollout.record import RolloutRecorder
+
+    rollouts = tmp_path / "rollouts"
+    with RolloutRecorder(
+        rollouts / "narrow", instruction="put the red cube in the bowl left of the tallest mug", fsync_every_s=None
+    ) as rec:
+        rec.log_color(np.full((48, 64, 3), 90, np.uint8))
+    driver = chromium(*size)
+    layout = """
+        window.scrollTo(0, document.documentElement.scrollHeight);
+        const stop = document.getElementById('stop-btn').getBoundingClientRect();
+        const camera = document.getElementById('camera-box');
+        return {sideways: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+                stop: [stop.left, stop.top, stop.right, stop.bottom], view: [innerWidth, innerHeight],
+                camera: camera ? camera.getBoundingClientRect().width : 0};"""
+    try:
+        with console_alone(rollouts) as (_app, url):
+            for page in ("", "rollouts", "rollout?id=narrow"):
+                driver.get(url + page)
+                wait_until(
+                    lambda: driver.find_element("id", "conn").text == "online",
+                    10,
+                    "the console",
+                    driver,
+                    "narrow_offline",
+                )
+                if page == "rollouts":
+                    wait_until(lambda: rows(driver, "rollout-list"), 10, "the rollouts list", driver, "narrow_no_list")
+                got = driver.execute_script(layout)
+                name = f"narrow_{size[0]}_{page.split('?')[0] or 'live'}"
+                screenshot(driver, name)
+                assert got["sideways"] <= 0, (page, got)  # nothing scrolls sideways
+                left, top, right, bottom = got["stop"]
+                width, height = got["view"]
+                assert 0 <= left and right <= width and 0 <= top and bottom <= height, (page, got)
+                if page == "":  # one column: the camera as wide as the page, less its margins
+                    assert got["camera"] >= width - 40, got
     finally:
-        server.stop()
+        driver.quit()
