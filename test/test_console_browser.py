@@ -439,7 +439,7 @@ def test_a_non_local_bind_without_the_token_answers_401_and_moves_nothing(stack,
         child.wait(timeout=30)
 
 
-def test_the_live_view_is_sent_no_wider_than_the_window_shows_it(stack, browser):
+def test_the_live_view_is_sent_no_wider_than_the_page_shows_it(stack, browser):
     """Where the page shows the camera narrower than the camera is, its frames arrive at the width shown, rounded up
     to 64 px: fewer pixels to encode, send and decode; shown wider, as the camera gives it (its W = 320 px). The
     camera's box is made 200 px wide here: on a phone the camera fills the page's width, 500 px at the least in
@@ -460,7 +460,7 @@ def test_the_live_view_is_sent_no_wider_than_the_window_shows_it(stack, browser)
     )
     assert width <= natural < min(W, width + 64), (natural, width)
     browser.get(url)  # a new page: the box as wide as the layout makes it
-    wait_until(lambda: browser.execute_script(shown)[0] == W, 30, "the camera's own width in a wide window", browser)
+    wait_until(lambda: browser.execute_script(shown)[0] == W, 30, "the camera's own width, shown wider", browser)
 
 
 def test_the_live_view_pauses_while_another_clients_plan_is_answered(stack, browser):
