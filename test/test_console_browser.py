@@ -694,3 +694,39 @@ def test_on_a_phone_or_an_upright_tablet_stop_stays_on_screen_and_nothing_scroll
                     assert got["camera"] >= width - 40, got
     finally:
         driver.quit()
+
+
+def test_on_a_touch_screen_every_button_is_a_finger_wide(tmp_path):
+    """On a touch screen (Chromium's touch emulation: the pointer is coarse, as on the operator's tablet) every button
+    the live page and a rollout's page show, the label's failure modes included, and the instruction box are at
+    least 44 px high and wide (WCAG 2.5.5): with a mouse they are 24-40 px high."""
+    import numpy as np
+
+    from grounded_planner.rollout.record import RolloutRecorder
+
+    rollouts = tmp_path / "rollouts"
+    with RolloutRecorder(rollouts / "touch", instruction=INSTRUCTION, fsync_every_s=None) as rec:
+        rec.log_color(np.full((48, 64, 3), 90, np.uint8))
+    driver = chromium(820, 1180)
+    sizes = """return Array.from(document.querySelectorAll('button, #instruction')).filter(b => b.offsetParent)
+        .map(b => [b.id || b.textContent.trim(), b.getBoundingClientRect().width, b.getBoundingClientRect().height]);"""
+    try:
+        driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
+        with console_alone(rollouts) as (_app, url):
+            for page, expected in (("", "stop-btn"), ("rollout?id=touch", "refused")):
+                driver.get(url + page)
+                assert driver.execute_script("return matchMedia('(pointer: coarse)').matches")
+                shown = wait_until(
+                    lambda: (
+                        (got := driver.execute_script(sizes)) and any(name == expected for name, _w, _h in got) and got
+                    ),
+                    10,
+                    f"the buttons of {page or 'the live page'}",
+                    driver,
+                    "touch_no_buttons",
+                )
+                screenshot(driver, f"touch_{page.split('?')[0] or 'live'}")
+                small = [(name, round(w), round(h)) for name, w, h in shown if w < 44 or h < 44]
+                assert not small, small
+    finally:
+        driver.quit()
