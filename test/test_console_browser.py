@@ -79,7 +79,7 @@ def browser():
 
 @contextlib.contextmanager
 def console_alone(rollouts):
-    """The console's own server on ``rollouts`` with a graph that answers at once (no bringup): its app."""
+    """The console's own server on ``rollouts`` with a graph that answers at once (no bringup): (its app, its URL)."""
     from grounded_planner.console.app import ConsoleApp
     from grounded_planner.console.server import ConsoleServer
     from helpers.console_stack import InstantGraph
@@ -90,6 +90,16 @@ def console_alone(rollouts):
         yield app, server.url
     finally:
         server.stop()
+
+
+def one_frame_rollout(folder, instruction: str = INSTRUCTION) -> None:
+    """A closed rollout in ``folder`` with one grey frame and nothing else (no plan, no step, no attempt)."""
+    import numpy as np
+
+    from grounded_planner.rollout.record import RolloutRecorder
+
+    with RolloutRecorder(folder, instruction=instruction, fsync_every_s=None) as rec:
+        rec.log_color(np.full((48, 64, 3), 90, np.uint8))
 
 
 def rows(driver, table: str):
@@ -629,10 +639,6 @@ def test_a_closed_loop_rollout_page_shows_every_attempt(stack, browser):
 def test_an_empty_tally_says_so_until_the_first_episode_ends(browser, tmp_path):
     """The console's own server on an empty rollouts folder (a graph that answers at once: no bringup needed): the
     tally says there are no rollouts yet; once an episode is closed the tally counts it and the note goes."""
-    import numpy as np
-
-    from grounded_planner.rollout.record import RolloutRecorder
-
     rollouts = tmp_path / "rollouts"
     rollouts.mkdir()
     with console_alone(rollouts) as (app, url):
@@ -640,8 +646,7 @@ def test_an_empty_tally_says_so_until_the_first_episode_ends(browser, tmp_path):
         empty = browser.find_element("id", "tally-empty")
         wait_until(empty.is_displayed, 10, "the empty tally's note", browser, "tally_empty")
         assert "No rollouts yet" in empty.text and rows(browser, "tally") == []
-        with RolloutRecorder(rollouts / "first", instruction=INSTRUCTION, fsync_every_s=None) as rec:
-            rec.log_color(np.full((48, 64, 3), 90, np.uint8))
+        one_frame_rollout(rollouts / "first")
         app.on_rollout_closed(str(rollouts / "first"))
         wait_until(lambda: len(rows(browser, "tally")) == 1, 10, "the episode in the tally", browser, "tally_first")
         assert not empty.is_displayed()
@@ -653,15 +658,8 @@ def test_on_a_phone_or_an_upright_tablet_stop_stays_on_screen_and_nothing_scroll
     column, the camera on top; the STOP button whole on screen, also scrolled to the page's end (the header stays);
     no page scrolls sideways (a table wider than its panel scrolls inside it). The console's own server with a
     graph that answers at once, a rollout with a long instruction in the folder."""
-    import numpy as np
-
-    from grounded_planner.rollout.record import RolloutRecorder
-
     rollouts = tmp_path / "rollouts"
-    with RolloutRecorder(
-        rollouts / "narrow", instruction="put the red cube in the bowl left of the tallest mug", fsync_every_s=None
-    ) as rec:
-        rec.log_color(np.full((48, 64, 3), 90, np.uint8))
+    one_frame_rollout(rollouts / "narrow", "put the red cube in the bowl left of the tallest mug")
     driver = chromium(*size)
     layout = """
         window.scrollTo(0, document.documentElement.scrollHeight);
@@ -700,13 +698,8 @@ def test_on_a_touch_screen_every_button_is_a_finger_wide(tmp_path):
     """On a touch screen (Chromium's touch emulation: the pointer is coarse, as on the operator's tablet) every button
     the live page and a rollout's page show, the label's failure modes included, and the instruction box are at
     least 44 px high and wide (WCAG 2.5.5): with a mouse they are 24-40 px high."""
-    import numpy as np
-
-    from grounded_planner.rollout.record import RolloutRecorder
-
     rollouts = tmp_path / "rollouts"
-    with RolloutRecorder(rollouts / "touch", instruction=INSTRUCTION, fsync_every_s=None) as rec:
-        rec.log_color(np.full((48, 64, 3), 90, np.uint8))
+    one_frame_rollout(rollouts / "touch")
     driver = chromium(820, 1180)
     sizes = """return Array.from(document.querySelectorAll('button, #instruction')).filter(b => b.offsetParent)
         .map(b => [b.id || b.textContent.trim(), b.getBoundingClientRect().width, b.getBoundingClientRect().height]);"""
