@@ -912,3 +912,122 @@ def test_a_plan_request_never_answered_pauses_the_live_view_no_longer_than_its_t
     assert requests.busy() and flips == [True]
     time.sleep(0.3)
     assert not requests.busy() and flips == [True, False]
+
+
+class BlockingGraph(RecordingGraph):
+    """RecordingGraph whose ``plan`` (a planner that does not answer: a dead VLM server, up to ``plan_timeout_s``)
+    and ``execute`` (the executor's answer to the goal still on its way) wait until the test releases them. ``stop``
+    cancels what the executor has accepted and not ended, as the real action's cancel-all request does: a goal still
+    on its way is not there to cancel."""
+
+    def __init__(self, block_plan=False, block_execute=False, **kwargs):
+        super().__init__(**kwargs)
+        self.release = threading.Event()
+        self.block_plan, self.block_execute = block_plan, block_execute
+        self.waiting = 0  # calls waiting for the release
+        self._lock = threading.Lock()
+
+    def _wait(self):
+        with self._lock:
+            self.waiting += 1
+        self.release.wait(30)
+
+    def plan(self, instruction, timeout_s):
+        if self.block_plan:
+            self._wait()
+        return super().plan(instruction, timeout_s)
+
+    def execute(self, plan, hold=False):
+        if self.block_execute:
+            self._wait()
+        return super().execute(plan, hold)
+
+    def stop(self):
+        running = [g for g in self.goals if not g.is_ended]
+        for goal in running:
+            goal.is_ended = True
+        self.calls.append(("stop", len(running)))
+        return bool(running)
+
+
+def test_stop_is_answered_at_once_while_every_worker_waits_on_a_planner_that_does_not_answer(tmp_path):
+    graph = BlockingGraph(block_plan=True)
+    app, notes = make_app(tmp_path, graph)
+
+    async def body(client):
+        # more plan requests than the console has workers (pages, reloads, other clients of its API)
+        plans = [asyncio.ensure_future(client.post("/api/plan", json={"instruction": f"p{i}"})) for i in range(10)]
+        try:
+            await eventually(lambda: graph.waiting >= 8, lambda: f"8 plans waiting, not {graph.waiting}")
+            started = time.monotonic()
+            stop = await asyncio.wait_for(client.post("/api/stop"), 3.0)
+            assert stop.status == 200, await stop.text()
+            assert time.monotonic() - started < 1.0
+            assert graph.did("stop"), graph.calls
+        finally:
+            graph.release.set()
+            await asyncio.gather(*plans)
+
+    serve(app, body)
+    assert any(n.startswith("STOP from 127.0.0.1") for n in notes), notes
+
+
+def test_a_stop_while_an_approved_plan_is_on_its_way_cancels_it_once_the_executor_takes_it(tmp_path):
+    graph = BlockingGraph(block_execute=True)  # require_approval off: Approve sends the goal
+    app, notes = make_app(tmp_path, graph)
+
+    async def body(client):
+        plan = (await (await client.post("/api/plan", json={"instruction": "put the cube in the bowl"})).json())["plan"]
+        decision = asyncio.ensure_future(client.post("/api/decision", json={"plan_id": plan["id"], "approve": True}))
+        await eventually(lambda: graph.waiting == 1, lambda: "the goal on its way")
+        stop = await client.post("/api/stop")  # the operator changed their mind: the goal is not accepted yet
+        assert stop.status == 200
+        graph.release.set()  # the executor accepts the goal now
+        answer = await decision
+        return stop, answer, await answer.json()
+
+    stop, answer, data = serve(app, body)
+    # the first cancel found nothing; the goal the executor took afterwards was cancelled as soon as it was taken
+    assert graph.calls[-3:] == [("stop", 0), ("execute", "put the cube in the bowl"), ("stop", 1)], graph.calls
+    assert all(goal.is_ended for goal in graph.goals)
+    assert answer.status == 409, data
+    assert "STOP" in data["error"] and "cancelled" in data["error"], data
+    assert app.state.snapshot()["plan"]["error"] == data["error"]
+    assert any("STOP" in n and "cancelled" in n and "plan 1" in n for n in notes), notes
+
+
+def test_an_approve_that_waited_behind_a_stop_sends_nothing(tmp_path):
+    graph = BlockingGraph(block_execute=True, require_approval=True)  # the preview's goal is held on its way
+    app, notes = make_app(tmp_path, graph)
+
+    async def body(client):
+        plan = (await (await client.post("/api/plan", json={"instruction": "put the cube in the bowl"})).json())["plan"]
+        await eventually(lambda: graph.waiting == 1, lambda: "the preview's goal on its way to be held")
+        # Approve waits for the preview's send (one graph action at a time); STOP comes meanwhile
+        decision = asyncio.ensure_future(client.post("/api/decision", json={"plan_id": plan["id"], "approve": True}))
+        await asyncio.sleep(0.1)
+        assert (await client.post("/api/stop")).status == 200
+        graph.release.set()
+        answer = await decision
+        return answer, await answer.json()
+
+    answer, data = serve(app, body)
+    assert answer.status == 409 and "STOP" in data["error"], data
+    assert not graph.did("approve") or graph.did("approve") == [("approve", False)], graph.calls
+    assert all(goal.is_ended for goal in graph.goals), graph.calls  # the held goal was cancelled once it was taken
+
+
+def test_a_stop_with_no_executor_there_says_so_and_is_logged(tmp_path):
+    class NoExecutor(RecordingGraph):
+        def stop(self):
+            raise GraphError("no executor offers /grounded_planner/execute")
+
+    app, notes = make_app(tmp_path, NoExecutor())
+
+    async def body(client):
+        response = await client.post("/api/stop")
+        return response.status, await response.json()
+
+    status, data = serve(app, body)
+    assert status == 502 and data["error"] == "no executor offers /grounded_planner/execute", data
+    assert any(n.startswith("STOP from 127.0.0.1 failed: no executor offers") for n in notes), notes

@@ -11,7 +11,7 @@ import os
 import struct
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -64,6 +64,27 @@ def page_width(width: Any) -> int:
 
 def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+async def _on_own_thread(fn: Callable[[], Any]) -> Any:
+    """``fn()`` on a new thread (named for the operating system), awaited from the event loop."""
+    future: Future = Future()
+
+    def run() -> None:
+        name_native_thread()
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine, which raises it
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="console-stop", daemon=True).start()
+    return await asyncio.wrap_future(future)
+
+
+class StoppedError(GraphError):
+    """An approved plan not carried out, or cancelled as soon as the executor took it: STOP came after its Approve."""
+
+    rule = "stopped"
 
 
 class FramePump:
@@ -226,6 +247,9 @@ class ConsoleApp:
         self._sockets: set[web.WebSocketResponse] = set()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console", initializer=name_native_thread)
         self._graph_lock = threading.Lock()  # one graph action (execute, approve, stop aside) at a time
+        # STOPs so far (counted on the event loop as each arrives, before its cancel goes out): a goal sent while this
+        # changed may have been on its way when the cancel reached the executor, and is cancelled once it is taken
+        self._stops = 0
         # (plan id, goal): the current plan, sent to the executor at its preview to be held for approval
         self._held: tuple[int, SentGoal] | None = None
         # rollouts closed while no page was open, not read yet (_settle_closed); the lock keeps their order
@@ -497,6 +521,7 @@ class ConsoleApp:
         the preview, so that their Approve is one service call away from motion. Never raises: a goal the executor
         does not take (busy, gone) is sent again by Approve."""
         with self._graph_lock:
+            stops = self._stops
             plan = self.state.snapshot()["plan"]
             if plan is None or plan["id"] != plan_id or plan["decision"] is not None:
                 return  # decided (or replaced) before it could be sent ahead: the decision did what was needed
@@ -506,11 +531,32 @@ class ConsoleApp:
             except GraphError:  # no executor answers: Approve says so, if it is clicked
                 return
             try:
-                self._held = (plan_id, self.graph.execute(plan["plan"], hold=True))
+                goal = self.graph.execute(plan["plan"], hold=True)
+                if self._cancelled_as_stopped(stops):
+                    self.note(
+                        f"plan {plan_id}: STOP came while it was sent ahead to be held; the executor's goal "
+                        "was cancelled as soon as it was taken (Approve sends it again)"
+                    )
+                    return
+                self._held = (plan_id, goal)
             except GraphError as exc:
                 self.note(f"plan {plan_id} not sent ahead to be held for approval ({exc}); Approve will send it")
                 return
         self.note(f"plan {plan_id} sent to /grounded_planner/execute; the executor holds it for approval")
+
+    def _cancelled_as_stopped(self, stops: int) -> bool:
+        """(graph lock held, a goal just taken by the executor) True, and the goal cancelled, where a STOP came since
+        ``stops`` was read: its cancel may have reached the executor before the goal did, and found nothing."""
+        if self._stops == stops:
+            return False
+        try:
+            self.graph.stop()
+        except GraphError as exc:
+            raise StoppedError(
+                f"STOP came while a goal was on its way to the executor, and cancelling it once taken failed ({exc}): "
+                "press STOP again, or use the robot's own stop"
+            ) from exc
+        return True
 
     def _take_held(self, plan_id: int) -> SentGoal | None:
         """The goal the executor holds for plan ``plan_id`` (None when that plan was not sent ahead, or its goal
@@ -552,7 +598,11 @@ class ConsoleApp:
             return self._error(str(exc), 409)
         verb = "approved" if approved else "rejected"
         try:
-            message = await self._run(self._carry_out, plan, approved)
+            message = await self._run(self._carry_out, plan, approved, self._stops)
+        except StoppedError as exc:
+            self.state.plan_error(plan_id, str(exc))
+            self.note(f"plan {plan_id} {verb} by {client}, but: {exc}")
+            return self._error(str(exc), 409)
         except GraphError as exc:
             self.state.plan_error(plan_id, str(exc))
             self.note(f"plan {plan_id} {verb} by {client}, but: {exc}")
@@ -560,12 +610,16 @@ class ConsoleApp:
         self.note(f"plan {plan_id} {verb} by {client}: {message}")
         return web.json_response({"plan_id": plan_id, "decision": verb, "message": message})
 
-    def _carry_out(self, plan: dict[str, Any], approved: bool) -> str:
+    def _carry_out(self, plan: dict[str, Any], approved: bool, stops: int) -> str:
         """Approve: the executor's approval gate when it has one (the plan, held since its preview, is approved; one
         not held yet is sent, then approved once it is held), else the plan goes to /grounded_planner/execute.
-        Reject: the held plan is refused, or nothing is sent."""
+        Reject: the held plan is refused, or nothing is sent. ``stops``: the STOPs counted when the click came; one
+        since then wins over the Approve (StoppedError): nothing more is sent, and a goal the executor took after
+        that STOP's cancel is cancelled at once."""
         with self._graph_lock:
             held = self._take_held(plan["id"])
+            if approved and self._stops != stops:  # a held goal was cancelled by that STOP
+                raise StoppedError(f"STOP came after plan {plan['id']} was approved: nothing was sent to move")
             if not approved:
                 if held is None and not (
                     self.state.snapshot()["executor"]["state"] == "waiting_approval" and self.graph.requires_approval()
@@ -585,6 +639,11 @@ class ConsoleApp:
                     raise GraphError(f"the executor did not take the approval: {message}")
                 # the held goal ended meanwhile (the executor's approval timeout): it is sent again below
             self.graph.execute(plan["plan"])
+            if self._cancelled_as_stopped(stops):
+                raise StoppedError(
+                    f"STOP came while plan {plan['id']} was on its way to the executor: its goal was cancelled as "
+                    "soon as the executor took it"
+                )
             # asked after the goal went out: the answer comes while the executor prepares to hold the plan
             if not self.graph.requires_approval():
                 return "sent to /grounded_planner/execute"
@@ -599,8 +658,15 @@ class ConsoleApp:
             self._trial["started_at"], self._trial["t0"] = _now_iso(), time.monotonic()
 
     async def _post_stop(self, request: web.Request) -> web.Response:
+        """Cancel the running goal, on a thread of its own: never queued behind the workers (all of them may be
+        waiting on a planner that does not answer, up to ``plan_timeout_s``)."""
         client = request.remote or "?"
-        cancelled = await self._run(self.graph.stop)
+        self._stops += 1  # before the cancel goes out: a goal on its way meanwhile is cancelled once it is taken
+        try:
+            cancelled = await _on_own_thread(self.graph.stop)
+        except GraphError as exc:
+            self.note(f"STOP from {client} failed: {exc}")
+            return self._error(str(exc), 502)
         self.note(f"STOP from {client}: {'the running goal was cancelled' if cancelled else 'no goal was running'}")
         return web.json_response({"cancelled": cancelled})
 
