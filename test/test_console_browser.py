@@ -78,16 +78,17 @@ def browser():
 
 
 @contextlib.contextmanager
-def console_alone(rollouts):
-    """The console's own server on ``rollouts`` with a graph that answers at once (no bringup): (its app, its URL)."""
+def console_alone(rollouts, graph=None):
+    """The console's own server on ``rollouts`` with ``graph``, by default one that answers at once (no bringup):
+    (its app, its server)."""
     from grounded_planner.console.app import ConsoleApp
     from grounded_planner.console.server import ConsoleServer
     from helpers.console_stack import InstantGraph
 
-    app = ConsoleApp(InstantGraph(), rollouts_dir=rollouts, note=lambda _line: None)
+    app = ConsoleApp(graph or InstantGraph(), rollouts_dir=rollouts, note=lambda _line: None)
     server = ConsoleServer(app, "127.0.0.1", 0).start()
     try:
-        yield app, server.url
+        yield app, server
     finally:
         server.stop()
 
@@ -641,8 +642,8 @@ def test_an_empty_tally_says_so_until_the_first_episode_ends(browser, tmp_path):
     tally says there are no rollouts yet; once an episode is closed the tally counts it and the note goes."""
     rollouts = tmp_path / "rollouts"
     rollouts.mkdir()
-    with console_alone(rollouts) as (app, url):
-        browser.get(url)
+    with console_alone(rollouts) as (app, server):
+        browser.get(server.url)
         empty = browser.find_element("id", "tally-empty")
         wait_until(empty.is_displayed, 10, "the empty tally's note", browser, "tally_empty")
         assert "No rollouts yet" in empty.text and rows(browser, "tally") == []
@@ -669,7 +670,8 @@ def test_on_a_phone_or_an_upright_tablet_stop_stays_on_screen_and_nothing_scroll
                 stop: [stop.left, stop.top, stop.right, stop.bottom], view: [innerWidth, innerHeight],
                 camera: camera ? camera.getBoundingClientRect().width : 0};"""
     try:
-        with console_alone(rollouts) as (_app, url):
+        with console_alone(rollouts) as (_app, server):
+            url = server.url
             for page in ("", "rollouts", "rollout?id=narrow"):
                 driver.get(url + page)
                 wait_until(
@@ -705,7 +707,8 @@ def test_on_a_touch_screen_every_button_is_a_finger_wide(tmp_path):
         .map(b => [b.id || b.textContent.trim(), b.getBoundingClientRect().width, b.getBoundingClientRect().height]);"""
     try:
         driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
-        with console_alone(rollouts) as (_app, url):
+        with console_alone(rollouts) as (_app, server):
+            url = server.url
             for page, expected in (("", "stop-btn"), ("rollout?id=touch", "refused")):
                 driver.get(url + page)
                 assert driver.execute_script("return matchMedia('(pointer: coarse)').matches")
@@ -723,3 +726,73 @@ def test_on_a_touch_screen_every_button_is_a_finger_wide(tmp_path):
                 assert not small, small
     finally:
         driver.quit()
+
+
+class ScriptedStopGraph:
+    """Test double of the console's graph (ConsoleGraph, as InstantGraph) whose STOP is scripted: it raises
+    ``fails_with`` where set (as ConsoleNode.stop raises GraphError when no executor offers the action), else waits
+    for ``release`` (the executor's cancel answering late) and reports a goal cancelled."""
+
+    def __init__(self):
+        from helpers.console_stack import InstantGraph
+
+        self._instant = InstantGraph()
+        self.fails_with: Exception | None = None
+        self.release = threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self._instant, name)
+
+    def stop(self) -> bool:
+        if self.fails_with is not None:
+            raise self.fails_with
+        self.release.wait(30)
+        return True
+
+
+def test_a_stop_the_console_does_not_confirm_stays_on_screen_with_its_reason(browser, tmp_path):
+    """A STOP that fails (no executor), that the console has not answered after 2 s, or that cannot reach the console
+    at all is said so in the header, which stays on screen, with the reason and the robot's own emergency stop, until
+    a STOP is confirmed (a toast that fades is not enough for a STOP that did not happen)."""
+    from grounded_planner.console.graph import GraphError
+
+    graph = ScriptedStopGraph()
+    graph.fails_with = GraphError("no executor offers /grounded_planner/execute")
+    alert, alert_text = "stop-alert", "stop-alert-text"
+    with console_alone(tmp_path / "rollouts", graph) as (_app, server):
+        browser.get(server.url)
+        wait_until(lambda: browser.find_element("id", "conn").text == "online", 10, "the page online", browser)
+        click(browser, "#stop-btn")
+        wait_until(
+            browser.find_element("id", alert).is_displayed, 10, "the failed STOP's alert", browser, "stop_failed"
+        )
+        text = browser.find_element("id", alert_text).text
+        assert "STOP NOT CONFIRMED" in text and "502: no executor offers /grounded_planner/execute" in text, text
+        assert "emergency stop" in text, text
+        # the alert is in the sticky header: on screen wherever the page is scrolled
+        browser.execute_script("window.scrollTo(0, document.body.scrollHeight)")
+        box = browser.execute_script(f"return document.getElementById('{alert}').getBoundingClientRect().toJSON()")
+        assert box["top"] >= 0 and box["bottom"] <= browser.execute_script("return innerHeight"), box
+        screenshot(browser, "stop_not_confirmed")
+
+        graph.fails_with = None  # the next STOP's cancel answers only once released
+        click(browser, "#stop-btn")
+        wait_until(
+            lambda: "no answer from the console after 2 s" in browser.find_element("id", alert_text).text,
+            10,
+            "the unanswered STOP said so",
+            browser,
+            "stop_unanswered",
+        )
+        assert browser.find_element("id", alert).is_displayed()
+        graph.release.set()
+        wait_until(
+            lambda: not browser.find_element("id", alert).is_displayed(), 10, "the alert gone", browser, "stop_ok"
+        )
+        assert browser.find_element("id", "toast").text == "STOP: the running goal was cancelled"
+
+        server.stop()  # the console is gone: the page's STOP cannot reach it
+        click(browser, "#stop-btn")
+        wait_until(browser.find_element("id", alert).is_displayed, 10, "the unreachable STOP's alert", browser)
+        text = browser.find_element("id", alert_text).text
+        assert "the console cannot be reached" in text and "emergency stop" in text, text

@@ -337,6 +337,30 @@ async function loadRollout() {
   labelWidget($("#rollout-label"), data.id, { success: d.success, failure_mode: d.failure_mode, source: d.label_source }, () => loadRollout());
 }
 
+// -- STOP: a STOP the console does not confirm says so, on screen, until one is confirmed ---------------------------
+const STOP_CONFIRM_MS = 2000;  // a STOP unanswered this long is shown as not confirmed (the answer may still come)
+let stopSeq = 0;
+function stopAlert(text) {
+  $("#stop-alert-text").textContent = `STOP NOT CONFIRMED: ${text}. Use the robot's own emergency stop if it moves.`;
+  $("#stop-alert").hidden = false;
+}
+async function stop() {
+  const seq = ++stopSeq, button = $("#stop-btn");
+  button.classList.add("sending");
+  const slow = setTimeout(() => { if (seq === stopSeq) stopAlert(`no answer from the console after ${STOP_CONFIRM_MS / 1000} s (still waiting)`); }, STOP_CONFIRM_MS);
+  try {
+    const r = await api("POST", "/api/stop");
+    if (seq !== stopSeq) return;  // a later STOP's answer says what holds now
+    $("#stop-alert").hidden = true;
+    toast(r.cancelled ? "STOP: the running goal was cancelled" : "STOP: nothing was running");
+  } catch (e) {
+    if (seq === stopSeq) stopAlert(e.status ? `the console answered ${e.status}: ${e.message}` : `the console cannot be reached (${e.message})`);
+  } finally {
+    clearTimeout(slow);
+    if (seq === stopSeq) button.classList.remove("sending");
+  }
+}
+
 // -- views ------------------------------------------------------------------------------------------------------------
 function currentView() {
   const path = location.pathname.replace(/\/+$/, "") || "/";
@@ -348,10 +372,8 @@ async function start() {
   for (const v of ["live", "rollouts", "rollout", "session"]) $("#view-" + v).hidden = v !== view;
   for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.view === view);
   try { taxonomy = (await api("GET", "/api/taxonomy")).failure_modes; } catch (e) { toast("console: " + e.message); }
-  $("#stop-btn").addEventListener("click", async () => {
-    try { const r = await api("POST", "/api/stop"); toast(r.cancelled ? "STOP: the running goal was cancelled" : "STOP: nothing was running"); }
-    catch (e) { toast("STOP failed: " + e.message, 8000); }
-  });
+  $("#stop-btn").addEventListener("click", stop);
+  $("#stop-alert-close").addEventListener("click", () => { $("#stop-alert").hidden = true; });
   $("#plan-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const instruction = $("#instruction").value.trim();
