@@ -796,3 +796,65 @@ def test_a_stop_the_console_does_not_confirm_stays_on_screen_with_its_reason(bro
         wait_until(browser.find_element("id", alert).is_displayed, 10, "the unreachable STOP's alert", browser)
         text = browser.find_element("id", alert_text).text
         assert "the console cannot be reached" in text and "emergency stop" in text, text
+
+
+class FrameGraph:
+    """Test double of the console's graph (ConsoleGraph, as InstantGraph) with a camera the test turns on and off:
+    while ``streaming`` is set, each ask gets a newer grey JPEG (20 a second at most), as the real graph's
+    ``latest_frame`` gives the newest image it took, or None when none came since ``after_seq``."""
+
+    def __init__(self):
+        import cv2
+        import numpy as np
+
+        from helpers.console_stack import InstantGraph
+
+        self._instant = InstantGraph()
+        self.streaming = threading.Event()
+        self._jpeg = cv2.imencode(".jpg", np.full((48, 64, 3), 120, np.uint8))[1].tobytes()
+        self._t0 = time.monotonic()
+        self._last = 0
+
+    def __getattr__(self, name):
+        return getattr(self._instant, name)
+
+    def latest_frame(self, after_seq: int, width: int = 0, wanted=None):
+        from grounded_planner.console.graph import Frame
+
+        if self.streaming.is_set():
+            self._last = max(self._last, int((time.monotonic() - self._t0) * 20))
+        if self._last <= after_seq:
+            return None
+        return Frame(self._last, time.time_ns(), 64, 48, self._jpeg)
+
+
+def test_a_camera_that_stops_is_said_so_on_the_image_and_a_paused_live_view_is_not(browser, tmp_path):
+    """The live view keeps the last image when the camera stops: after 3 s with none newer the page says on the image
+    that the camera may have stopped and the image is old, and stops saying so when images come again. While the live
+    view is paused for the planner no image is expected, and none is flagged missing."""
+    graph = FrameGraph()
+    graph.streaming.set()
+    stale = "camera-stale"
+    with console_alone(tmp_path / "rollouts", graph) as (app, server):
+        browser.get(server.url)
+        wait_until(
+            lambda: browser.execute_script("return window.gpShown.length") > 5, 10, "frames shown", browser, "no_frames"
+        )
+        graph.streaming.clear()  # the camera died
+        wait_until(browser.find_element("id", stale).is_displayed, 10, "the stale camera said so", browser, "no_stale")
+        text = browser.find_element("id", stale).text
+        assert re.fullmatch(r"no new camera image for [3-9] s: the camera may have stopped, this image is old", text)
+        screenshot(browser, "camera_stale")
+        graph.streaming.set()
+        wait_until(lambda: not browser.find_element("id", stale).is_displayed(), 10, "the note gone", browser)
+
+        request = object()  # another client's plan request: the live view pauses, and no frame comes meanwhile
+        graph.streaming.clear()
+        app.plan_requests.started(request)
+        paused = browser.find_element("id", "camera-paused")
+        wait_until(paused.is_displayed, 10, "the live view paused", browser, "not_paused")
+        time.sleep(4.0)  # longer than a stopped camera takes to be flagged
+        assert paused.is_displayed() and not browser.find_element("id", stale).is_displayed()
+        app.plan_requests.answered(request)  # the pause ends, and still no image comes: flagged again
+        wait_until(browser.find_element("id", stale).is_displayed, 10, "the stale camera after the pause", browser)
+        assert not paused.is_displayed()

@@ -79,7 +79,7 @@ function connect() {
   socket.onopen = () => {
     livePaused = false;  // as of now: a console still paused says so right after the state
     $("#conn").textContent = "online"; $("#conn").className = "conn on";
-    if (currentView() === "live") socket.send(JSON.stringify({ type: "frames", width: shownWidth() }));
+    if (currentView() === "live") askFrame("frames");
   };
   socket.onclose = () => { $("#conn").textContent = "offline"; $("#conn").className = "conn off"; setTimeout(connect, 1000); };
   socket.onmessage = (event) => {
@@ -90,6 +90,7 @@ function connect() {
       if (message.type === "live") { livePaused = message.paused; showLivePaused(); }
       return;
     }
+    askedAt = 0; framesCame += 1;
     const view = new DataView(event.data);
     const stampNs = view.getBigInt64(0);
     const img = $("#camera");
@@ -100,15 +101,35 @@ function connect() {
       if (frameUrl) URL.revokeObjectURL(frameUrl);
       frameUrl = url;
       $("#camera-empty").hidden = true;
-      requestAnimationFrame(() => { if (socket.readyState === 1) socket.send(JSON.stringify({ type: "ack", width: shownWidth() })); });
+      requestAnimationFrame(() => { if (socket.readyState === 1) askFrame("ack"); });
     };
     img.src = url;
   };
 }
 
-let livePaused = false;
+// the page asks for the next frame once it showed the last: asked and nothing came for CAMERA_STALE_MS while frames
+// should flow, and the camera has likely stopped (the image on screen is old): the page says so on the image
+const CAMERA_STALE_MS = 3000;
+let askedAt = 0, framesCame = 0;
+function askFrame(type) { socket.send(JSON.stringify({ type, width: shownWidth() })); askedAt = performance.now(); }
+function showCameraStale() {
+  const waitedMs = askedAt && socket && socket.readyState === 1 && !livePausedNow() ? performance.now() - askedAt : 0;
+  const note = $("#camera-stale");
+  note.hidden = waitedMs < CAMERA_STALE_MS;
+  if (note.hidden) return;
+  const s = Math.floor(waitedMs / 1000);
+  note.textContent = framesCame ? `no new camera image for ${s} s: the camera may have stopped, this image is old`
+                                 : `no camera image after ${s} s: is the camera publishing?`;
+}
+setInterval(showCameraStale, 500);
+
+let livePaused = false, wasPaused = false;
+const livePausedNow = () => livePaused && !(state && state.executor && state.executor.state === "running");
 function showLivePaused() {
-  $("#camera-paused").hidden = !livePaused || (state && state.executor && state.executor.state === "running");
+  const paused = livePausedNow();
+  if (paused !== wasPaused && askedAt) askedAt = performance.now();  // no frames come in a pause: count from its end
+  wasPaused = paused;
+  $("#camera-paused").hidden = !paused;
 }
 
 // -- rendering the shared state ----------------------------------------------------------------------------------
