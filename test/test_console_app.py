@@ -1031,3 +1031,35 @@ def test_a_stop_with_no_executor_there_says_so_and_is_logged(tmp_path):
     status, data = serve(app, body)
     assert status == 502 and data["error"] == "no executor offers /grounded_planner/execute", data
     assert any(n.startswith("STOP from 127.0.0.1 failed: no executor offers") for n in notes), notes
+
+
+def test_an_executor_that_left_is_shown_gone_once_with_what_it_was_doing_until_it_is_back(tmp_path):
+    app, _ = make_app(tmp_path)
+    state = app.state
+    assert state.on_executor_presence(False) == "the executor left the graph: nothing can run until it is back"
+    assert state.on_executor_presence(False) == ""  # said once
+    assert state.snapshot()["executor"]["state"] == "gone"
+    assert state.on_executor_presence(True) == "the executor is back on the graph"
+    assert state.snapshot()["executor"] == {
+        "state": "idle",
+        "step": None,
+        "motion": "",
+        "message": "the executor is back",
+    }
+    assert state.on_executor_presence(True) == ""  # another executor matched, or the same one again: nothing new
+
+    state.on_feedback({"step": 0, "state": "awaiting_approval", "message": ""})
+    assert "held a plan for approval: nothing was approved" in state.on_executor_presence(False)
+    state.on_executor_presence(True)
+
+    plan = state.new_plan("put the cube in the bowl", RecordingGraph().plan("put the cube in the bowl", 1.0), "me")
+    state.decide(plan["id"], True, "me")
+    state.on_feedback({"step": 1, "state": "approach", "message": ""})
+    line = state.on_executor_presence(False)
+    assert line == (
+        "the executor left the graph while step 2 ran (approach): what the arm did after that is not known; "
+        "check the robot"
+    )
+    shown = state.snapshot()
+    assert shown["executor"]["state"] == "gone" and shown["executor"]["step"] == 1
+    assert shown["plan"]["error"] == line and shown["plan"]["result"] is None  # the page says why no result came

@@ -858,3 +858,22 @@ def test_a_camera_that_stops_is_said_so_on_the_image_and_a_paused_live_view_is_n
         app.plan_requests.answered(request)  # the pause ends, and still no image comes: flagged again
         wait_until(browser.find_element("id", stale).is_displayed, 10, "the stale camera after the pause", browser)
         assert not paused.is_displayed()
+
+
+def test_an_executor_that_left_the_graph_is_shown_gone_in_red_until_it_is_back(browser, tmp_path):
+    """What the console's state says of an executor that left (test_console_node.py kills a real one) reaches the
+    page: the header's badge and the executor's line say GONE, in red, with the reason; back, they say idle."""
+    with console_alone(tmp_path / "rollouts") as (app, server):
+        browser.get(server.url)
+        badge, line = browser.find_element("id", "exec-badge"), browser.find_element("id", "executor-state")
+        wait_until(lambda: badge.text == "executor: idle", 10, "the page's first state", browser)
+        app.state.on_executor_presence(False)
+        wait_until(lambda: badge.text == "executor: gone", 10, "the executor shown gone", browser, "executor_gone")
+        assert "gone" in badge.get_attribute("class").split()
+        assert line.text == "GONE: the executor left the graph: nothing can run until it is back"
+        assert line.get_attribute("class") == "bad"
+        red = browser.execute_script("return getComputedStyle(arguments[0]).backgroundColor", badge)
+        assert red == "rgb(185, 28, 28)", red  # --bad
+        app.state.on_executor_presence(True)
+        wait_until(lambda: badge.text == "executor: idle", 10, "the executor shown back", browser, "executor_back")
+        assert line.text == "idle — the executor is back" and line.get_attribute("class") == ""

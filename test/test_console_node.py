@@ -4,14 +4,16 @@ pages show it is scaled and encoded again, and data that is no JPEG shows nothin
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import requires_ros
-from helpers.ros_wait import spin_until
+from helpers.ros_wait import LEASE_S, spin_until
 
 pytestmark = [requires_ros, pytest.mark.ros]
 pytest.importorskip("aiohttp")
@@ -240,3 +242,53 @@ def test_with_no_page_and_no_news_the_console_does_not_wake(console):
     with pytest.raises(TimeoutException):  # the camera's idle check was due every 5 s
         executor.wait_for_ready_callbacks(timeout_sec=5.5)
     assert int(slices.read_text().split()[2]) - before <= 1, "the news thread woke with no news"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")
+def test_an_executor_killed_mid_goal_is_shown_gone_with_its_step_and_back_once_it_returns(tmp_path, rclpy_context):
+    """The executor's process dies while the arm moves (SIGKILL: no result, no goodbye): the console shows the
+    executor gone, with the step it was in and that what the arm did since is not known, and logs it; it no longer
+    shows the step running. A new executor on the graph shows it back, idle. The real executor_node on the simulator
+    in other processes; DDS notices a killed process within its participant lease."""
+    import rclpy
+    from rclpy.action import ActionClient
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from grounded_planner.ros.console_node import ConsoleNode
+    from grounded_planner_interfaces.action import ExecutePlan
+    from helpers.sim_executor import EXECUTE_ACTION, plan_msg, send_goal, start_sim_executor
+
+    child = start_sim_executor(tmp_path, realtime_factor=1.0)  # paced: the kill after the first motion is mid-plan
+    node = ConsoleNode(
+        context=rclpy_context,
+        parameter_overrides=[Parameter("port", value=0), Parameter("rollouts_dir", value=str(tmp_path / "rollouts"))],
+    )
+    probe = rclpy.create_node("goal_probe", context=rclpy_context)
+    executor = SingleThreadedExecutor(context=rclpy_context)
+    executor.add_node(probe)
+    shown = lambda: node.app.state.snapshot()["executor"]  # noqa: E731
+    children = [child]
+    try:
+        client = ActionClient(probe, ExecutePlan, EXECUTE_ACTION)
+        assert send_goal(executor, probe, client, ExecutePlan.Goal(plan=plan_msg())).accepted
+        spin_until(executor, lambda: shown()["state"] == "running", 60.0, "the console to show the goal running")
+        child.kill()
+        spin_until(executor, lambda: shown()["state"] == "gone", LEASE_S + 15.0, "the console to show it gone")
+        gone = shown()
+        assert re.fullmatch(
+            r"the executor left the graph while step [12] ran \(\w+\): what the arm did after that is not known; "
+            r"check the robot",
+            gone["message"],
+        ), gone
+        assert any(line.endswith(gone["message"]) for line in node.app.state.snapshot()["log"])
+        children.append(start_sim_executor(tmp_path))
+        spin_until(executor, lambda: shown()["state"] == "idle", 60.0, "the console to show the executor back")
+        assert shown()["message"] == "the executor is back"
+    finally:
+        probe.destroy_node()
+        node.destroy_node()
+        for c in children:
+            if c.poll() is None:
+                c.kill()
+            c.wait(10)

@@ -17,8 +17,7 @@ pytestmark = [requires_ros, pytest.mark.ros]
 pytest.importorskip("httpx")
 
 from helpers.tabletop import INSTRUCTION, SCENE_COLORS, scene_messages  # noqa: E402
-
-LEASE_S = 20.0  # rmw_fastrtps' participant lease: a SIGKILLed process leaves the graph within it (+ announcements)
+from helpers.ros_wait import LEASE_S  # noqa: E402
 
 
 def test_a_planner_killed_mid_request_is_reported_at_once(tmp_path, rclpy_context):

@@ -15,6 +15,7 @@ from grounded_planner.errors import InputError
 OK = "ok"
 CANCELLED = "cancelled"  # the step outcome of a cancelled goal (execution.outcomes.Outcome.CANCELLED)
 AWAITING_APPROVAL = "awaiting_approval"  # the event executor_node publishes while it holds a goal for approval
+GONE = "gone"  # the executor's state in the console while its node is not on the graph (it stopped, or died)
 LOG_LINES = 30
 
 
@@ -216,6 +217,35 @@ class ConsoleState:
             if self.plan is not None and self.plan["decision"] == "approved" and self.plan["result"] is None:
                 self.plan["result"] = {**result, "outcome": outcome}
             self._changed()
+
+    def on_executor_presence(self, present: bool) -> str:
+        """The executor left the graph (its node stopped, or its process died: no result will come for a goal it ran)
+        or came back. Returns the line to log ('' when nothing changed): the executor is shown ``gone`` until it is
+        back, with the step it was in, since what the arm did after the last news is not known."""
+        with self._lock:
+            was = self.executor
+            if present:
+                if was["state"] != GONE:
+                    return ""
+                self.executor = {"state": "idle", "step": None, "motion": "", "message": "the executor is back"}
+                self._changed()
+                return "the executor is back on the graph"
+            if was["state"] == GONE:
+                return ""
+            if was["state"] == "running":
+                line = (
+                    f"the executor left the graph while step {was['step'] + 1} ran ({was['motion']}): what the arm "
+                    "did after that is not known; check the robot"
+                )
+            elif was["state"] == "waiting_approval":
+                line = "the executor left the graph while it held a plan for approval: nothing was approved"
+            else:
+                line = "the executor left the graph: nothing can run until it is back"
+            self.executor = {"state": GONE, "step": was["step"], "motion": "", "message": line}
+            if self.plan is not None and self.plan["decision"] == "approved" and self.plan["result"] is None:
+                self.plan["error"] = line
+            self._changed()
+            return line
 
     def on_episode(self, episode: dict[str, Any] | None) -> None:
         """The last closed rollout (``{id, task, condition, instruction, auto: {success, failure_mode}, label}``)."""

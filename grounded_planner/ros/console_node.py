@@ -15,6 +15,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from action_msgs.msg import GoalStatus
 from action_msgs.srv import CancelGoal
@@ -250,11 +251,12 @@ class ConsoleNode(StackNode, Node):
         news.create_subscription(  # any client's plan request: when the planner got it and answered it
             GetGroundedPlan.Event, names.PLAN_SERVICE_EVENTS, self._on_plan_event, QoSProfile(depth=50)
         )
-        news.create_subscription(
+        news.create_subscription(  # only the executor publishes it: its publisher gone, the executor is gone
             ExecutionEvent,
             names.EXECUTION_FEEDBACK,
             lambda m: self.app.state.on_feedback(execution_event_from_msg(m)),
             qos,
+            event_callbacks=SubscriptionEventCallbacks(matched=self._on_executor_matched),
         )
         news.create_subscription(
             ExecutionResultMsg,
@@ -292,6 +294,16 @@ class ConsoleNode(StackNode, Node):
             start_parameter_services=False,  # nothing to set on it
             parameter_overrides=[Parameter("start_type_description_service", value=False)],
         )
+
+    def _on_executor_matched(self, info) -> None:
+        """The executor's feedback publisher matched or left (DDS tells at once of a node that stopped, within its
+        participant lease, 20 s, of a process that was killed): the console shows the executor gone or back."""
+        if info.current_count_change == 0:
+            return
+        line = self.app.state.on_executor_presence(info.current_count > 0)
+        if line:
+            (self.get_logger().warning if info.current_count == 0 else self.get_logger().info)(line)
+            self.app.state.note(line)
 
     def _on_params_changed(self, changed: dict) -> None:
         app = getattr(self, "app", None)

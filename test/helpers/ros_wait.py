@@ -4,6 +4,8 @@ or a deadline passes."""
 import time
 from typing import Callable
 
+LEASE_S = 20.0  # rmw_fastrtps' participant lease: a SIGKILLed process leaves the graph within it (+ announcements)
+
 
 def spin_until(executor, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
     """Spin ``executor`` until ``predicate()`` is true; AssertionError naming ``what`` after ``timeout_s``."""

@@ -149,7 +149,9 @@ function renderLive() {
   $("#planner-status").textContent = p ? `${p.success ? "ok" : "FAILED"}: ${p.instruction} — ${p.num_actions} action(s) in ${Number(p.duration_s).toFixed(2)} s${p.message ? " (" + p.message + ")" : ""}` : "no plan yet";
   const ex = state.executor;
   $("#executor-state").textContent = ex.state === "running" ? `running step ${ex.step + 1}: ${ex.motion}` :
-    ex.state === "waiting_approval" ? "holding the plan for approval" : `idle${ex.message ? " — " + ex.message : ""}`;
+    ex.state === "waiting_approval" ? "holding the plan for approval" : ex.state === "gone" ? `GONE: ${ex.message}` :
+    `idle${ex.message ? " — " + ex.message : ""}`;
+  $("#executor-state").className = ex.state === "gone" ? "bad" : "";
   renderPlan(state.plan);
   renderEpisode(state.episode);
   renderTally(state.tally);
