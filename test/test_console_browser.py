@@ -389,6 +389,8 @@ def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop
         )
         progress = [s[5] for s in rows(browser, "steps")]
         assert "cancelled" in progress and progress != ["ok", "ok"], progress
+        # a step after the cancelled one never ran: it says so (it said "waiting", as if it still might)
+        assert all(p == "not run" for p in progress[progress.index("cancelled") + 1 :]), progress
         screenshot(browser, "stopped")
         assert re.search(r"STOP from 127\.0\.0\.1: the running goal was cancelled", output.text())
         assert "refused approve of plan" in output.text()

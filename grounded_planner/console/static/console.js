@@ -168,7 +168,7 @@ function progressCell(plan, i) {
   const s = (plan.progress || {})[String(i)];
   const done = plan.result && (plan.result.steps || []).find((r) => r.index === i);
   if (done) return el("td", { class: done.outcome === "ok" ? "ok" : "bad" }, done.outcome);
-  if (!s) return el("td", { class: "muted" }, plan.decision === "approved" ? "waiting" : "—");
+  if (!s) return el("td", { class: "muted" }, plan.result ? "not run" : plan.decision === "approved" ? "waiting" : "—");
   return el("td", { class: s === "ok" ? "ok" : (/^[a-z_]+$/.test(s) && s.endsWith("ed") ? "bad" : "run") }, s);
 }
 
