@@ -22,6 +22,7 @@ from conftest import REPO, requires_ros
 from helpers.bringup import CLI
 from helpers.browser import chromium, requires_browser, screenshot, wait_until
 from helpers.console_stack import (
+    InstantGraph,
     Output,
     StackProcess,
     graph_node,
@@ -83,7 +84,6 @@ def console_alone(rollouts, graph=None):
     (its app, its server)."""
     from grounded_planner.console.app import ConsoleApp
     from grounded_planner.console.server import ConsoleServer
-    from helpers.console_stack import InstantGraph
 
     app = ConsoleApp(graph or InstantGraph(), rollouts_dir=rollouts, note=lambda _line: None)
     server = ConsoleServer(app, "127.0.0.1", 0).start()
@@ -730,20 +730,14 @@ def test_on_a_touch_screen_every_button_is_a_finger_wide(tmp_path):
         driver.quit()
 
 
-class ScriptedStopGraph:
-    """Test double of the console's graph (ConsoleGraph, as InstantGraph) whose STOP is scripted: it raises
-    ``fails_with`` where set (as ConsoleNode.stop raises GraphError when no executor offers the action), else waits
-    for ``release`` (the executor's cancel answering late) and reports a goal cancelled."""
+class ScriptedStopGraph(InstantGraph):
+    """Test double of the console's graph (ConsoleGraph) whose STOP is scripted: it raises ``fails_with`` where set
+    (as ConsoleNode.stop raises GraphError when no executor offers the action), else waits for ``release`` (the
+    executor's cancel answering late) and reports a goal cancelled."""
 
     def __init__(self):
-        from helpers.console_stack import InstantGraph
-
-        self._instant = InstantGraph()
         self.fails_with: Exception | None = None
         self.release = threading.Event()
-
-    def __getattr__(self, name):
-        return getattr(self._instant, name)
 
     def stop(self) -> bool:
         if self.fails_with is not None:
@@ -800,25 +794,19 @@ def test_a_stop_the_console_does_not_confirm_stays_on_screen_with_its_reason(bro
         assert "the console cannot be reached" in text and "emergency stop" in text, text
 
 
-class FrameGraph:
-    """Test double of the console's graph (ConsoleGraph, as InstantGraph) with a camera the test turns on and off:
-    while ``streaming`` is set, each ask gets a newer grey JPEG (20 a second at most), as the real graph's
-    ``latest_frame`` gives the newest image it took, or None when none came since ``after_seq``."""
+class FrameGraph(InstantGraph):
+    """Test double of the console's graph (ConsoleGraph) with a camera the test turns on and off: while
+    ``streaming`` is set, each ask gets a newer grey JPEG (20 a second at most), as the real graph's ``latest_frame``
+    gives the newest image it took, or None when none came since ``after_seq``."""
 
     def __init__(self):
         import cv2
         import numpy as np
 
-        from helpers.console_stack import InstantGraph
-
-        self._instant = InstantGraph()
         self.streaming = threading.Event()
         self._jpeg = cv2.imencode(".jpg", np.full((48, 64, 3), 120, np.uint8))[1].tobytes()
         self._t0 = time.monotonic()
         self._last = 0
-
-    def __getattr__(self, name):
-        return getattr(self._instant, name)
 
     def latest_frame(self, after_seq: int, width: int = 0, wanted=None):
         from grounded_planner.console.graph import Frame
@@ -879,3 +867,58 @@ def test_an_executor_that_left_the_graph_is_shown_gone_in_red_until_it_is_back(b
         app.state.on_executor_presence(True)
         wait_until(lambda: badge.text == "executor: idle", 10, "the executor shown back", browser, "executor_back")
         assert line.text == "idle — the executor is back" and line.get_attribute("class") == ""
+
+
+class OneStepGraph(InstantGraph):
+    """Test double of the console's graph (ConsoleGraph) that answers every instruction at once with a one-step plan
+    the envelope passes, so the page's Approve is on; nothing is sent to an executor (``require_approval`` off, and
+    the test never approves)."""
+
+    def plan(self, instruction: str, timeout_s: float):
+        from grounded_planner.console.graph import PlanAnswer, StepPreview
+
+        plan = {
+            "instruction": instruction,
+            "image_size": [64, 48],
+            "actions": [{"type": "grasp", "object": "cube", "bbox": [10, 10, 30, 30]}],
+        }
+        return PlanAnswer(True, "", plan, [StepPreview(0, "grasp", object="cube", verdict="ok")], 0.01)
+
+
+def test_while_the_console_cannot_be_reached_approve_is_off_and_a_restarted_console_s_page_keeps_no_old_plan(
+    browser, tmp_path
+):
+    """The page's view of a plan may be out of date while its push channel is down: Approve and Reject are off and
+    the page says why. A console started again on the same address knows no earlier plan, and the page, back
+    online, shows none (no title, no steps, no decision) rather than the old one."""
+    from grounded_planner.console.app import ConsoleApp
+    from grounded_planner.console.server import ConsoleServer
+
+    with console_alone(tmp_path / "rollouts", OneStepGraph()) as (_app, server):
+        browser.get(server.url)
+        plan_in(browser, "pick up the cube")
+        approve = browser.find_element("id", "approve-btn")
+        wait_until(approve.is_enabled, 10, "Approve on for the plan", browser, "offline_no_plan")
+        port = server.port
+        server.stop()  # the console went (a crash, a restart)
+        wait_until(lambda: not approve.is_enabled(), 10, "Approve off while offline", browser, "offline_approve_on")
+        assert not browser.find_element("id", "reject-btn").is_enabled()
+        message = browser.find_element("id", "plan-message").text
+        assert message.startswith("offline: the console cannot be reached"), message
+        colour = browser.find_element("id", "plan-message").value_of_css_property("color")
+        assert colour == "rgba(185, 28, 28, 1)", colour  # --bad: said in red, not as the muted hint
+        screenshot(browser, "offline")
+        again = ConsoleServer(ConsoleApp(OneStepGraph(), rollouts_dir=tmp_path / "rollouts"), "127.0.0.1", port).start()
+        try:
+            wait_until(lambda: browser.find_element("id", "conn").text == "online", 15, "the page back online", browser)
+            wait_until(
+                lambda: browser.find_element("id", "plan-message").text.startswith("Type an instruction"),
+                10,
+                "no plan shown once back",
+                browser,
+                "offline_old_plan",
+            )
+            assert browser.find_element("id", "plan-title").text == "" and rows(browser, "steps") == []
+            assert not approve.is_enabled()
+        finally:
+            again.stop()

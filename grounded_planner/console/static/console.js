@@ -81,7 +81,12 @@ function connect() {
     $("#conn").textContent = "online"; $("#conn").className = "conn on";
     if (currentView() === "live") askFrame("frames");
   };
-  socket.onclose = () => { $("#conn").textContent = "offline"; $("#conn").className = "conn off"; setTimeout(connect, 1000); };
+  socket.onclose = () => {
+    $("#conn").textContent = "offline"; $("#conn").className = "conn off";
+    // what the page shows may be out of date (a console that restarted knows no plan of before): no decision from it
+    if (state) { state = null; showOffline(); }
+    setTimeout(connect, 1000);
+  };
   socket.onmessage = (event) => {
     if (typeof event.data === "string") {
       const message = JSON.parse(event.data);
@@ -172,12 +177,24 @@ function progressCell(plan, i) {
   return el("td", { class: s === "ok" ? "ok" : (/^[a-z_]+$/.test(s) && s.endsWith("ed") ? "bad" : "run") }, s);
 }
 
+const NO_PLAN = "Type an instruction: the plan is shown here before anything moves.";
+function showOffline() {
+  $("#approve-btn").disabled = $("#reject-btn").disabled = true;
+  $("#plan-message").textContent = "offline: the console cannot be reached; Approve and Reject are off until it is back";
+  $("#plan-message").className = "bad";
+}
+
 function renderPlan(plan) {
   const body = $("#steps tbody");
   body.replaceChildren();
   drawPlan($("#overlay"), plan && plan.plan);
   const approve = $("#approve-btn"), reject = $("#reject-btn");
-  if (!plan) { approve.disabled = reject.disabled = true; return; }
+  if (!plan) {  // none (yet, or since the console started again): nothing of an earlier plan stays on the page
+    approve.disabled = reject.disabled = true;
+    $("#plan-title").textContent = ""; $("#plan-message").textContent = NO_PLAN; $("#plan-message").className = "muted";
+    $("#decision-msg").textContent = ""; $("#decision-msg").className = "";
+    return;
+  }
   $("#plan-title").textContent = `#${plan.id}: ${plan.instruction}`;
   const msg = plan.success ? (plan.steps.length ? `${plan.steps.length} step(s) in ${plan.duration_s.toFixed(2)} s${plan.message ? " — " + plan.message : ""}`
                                                : `empty plan: ${plan.message || "nothing to do"}`) : `planning failed: ${plan.message}`;
