@@ -903,6 +903,7 @@ def test_while_the_console_cannot_be_reached_approve_is_off_and_a_restarted_cons
         server.stop()  # the console went (a crash, a restart)
         wait_until(lambda: not approve.is_enabled(), 10, "Approve off while offline", browser, "offline_approve_on")
         assert not browser.find_element("id", "reject-btn").is_enabled()
+        assert browser.find_element("id", "exec-badge").text == "executor: ?"  # no longer known: not "idle"
         message = browser.find_element("id", "plan-message").text
         assert message.startswith("offline: the console cannot be reached"), message
         colour = browser.find_element("id", "plan-message").value_of_css_property("color")

@@ -180,6 +180,7 @@ function progressCell(plan, i) {
 const NO_PLAN = "Type an instruction: the plan is shown here before anything moves.";
 function showOffline() {
   $("#approve-btn").disabled = $("#reject-btn").disabled = true;
+  $("#exec-badge").textContent = "executor: ?"; $("#exec-badge").className = "badge";  // not known from here now
   $("#plan-message").textContent = "offline: the console cannot be reached; Approve and Reject are off until it is back";
   $("#plan-message").className = "bad";
 }
