@@ -1063,3 +1063,21 @@ def test_an_executor_that_left_is_shown_gone_once_with_what_it_was_doing_until_i
     shown = state.snapshot()
     assert shown["executor"]["state"] == "gone" and shown["executor"]["step"] == 1
     assert shown["plan"]["error"] == line and shown["plan"]["result"] is None  # the page says why no result came
+
+
+def test_the_rollouts_pages_and_the_state_answer_while_every_plan_request_waits_on_a_planner(tmp_path):
+    graph = BlockingGraph(block_plan=True)
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        plans = [asyncio.ensure_future(client.post("/api/plan", json={"instruction": f"p{i}"})) for i in range(10)]
+        try:
+            await eventually(lambda: graph.waiting >= 8, lambda: f"8 plans waiting, not {graph.waiting}")
+            for path in ("/api/rollouts", "/api/state"):
+                answer = await asyncio.wait_for(client.get(path), 3.0)
+                assert answer.status == 200, (path, await answer.text())
+        finally:
+            graph.release.set()
+            await asyncio.gather(*plans)
+
+    serve(app, body)

@@ -246,6 +246,11 @@ class ConsoleApp:
         self._dirty: asyncio.Event | None = None
         self._sockets: set[web.WebSocketResponse] = set()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console", initializer=name_native_thread)
+        # plan requests wait on the planner (up to plan_timeout_s, a dead VLM server): on workers of their own, so that
+        # decisions, labels and the rollouts pages never queue behind them (STOP has a thread of its own)
+        self._plan_pool = ThreadPoolExecutor(
+            max_workers=8, thread_name_prefix="console-plan", initializer=name_native_thread
+        )
         self._graph_lock = threading.Lock()  # one graph action (execute, approve, stop aside) at a time
         # STOPs so far (counted on the event loop as each arrives, before its cancel goes out): a goal sent while this
         # changed may have been on its way when the cancel reached the executor, and is cancelled once it is taken
@@ -301,6 +306,7 @@ class ConsoleApp:
         if self._frames is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._frames.stop)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._plan_pool.shutdown(wait=False, cancel_futures=True)
 
     def live_paused(self) -> bool:
         """The live view waits: the planner is answering a request and the arm is still (no goal running)."""
@@ -493,7 +499,9 @@ class ConsoleApp:
         request = object()  # busy from here: the planner hears of it a moment later
         self.plan_requests.started(request)
         try:
-            answer = await self._run(self.graph.plan, instruction, self.plan_timeout_s)
+            answer = await asyncio.get_running_loop().run_in_executor(
+                self._plan_pool, self.graph.plan, instruction, self.plan_timeout_s
+            )
         finally:
             self.plan_requests.answered(request)
         plan = self.state.new_plan(instruction, answer, client)
