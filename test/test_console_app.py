@@ -1078,3 +1078,40 @@ def test_the_rollouts_pages_and_the_state_answer_while_every_plan_request_waits_
             assert answer.status == 200, (path, await answer.text())
 
     serve(app, lambda client: while_every_plan_waits(client, graph, lambda: check(client)))
+
+
+def test_an_approve_is_carried_out_while_every_worker_reads_rollout_frames_from_a_slow_disk(tmp_path):
+    """A rollouts page loading its thumbnails from a slow disk (a network share) takes every general worker; the plan
+    sent ahead to be held and the Approve on it do not wait behind those reads."""
+    record_rollout(tmp_path / "rollouts", "r1")
+    graph = RecordingGraph(require_approval=True)
+    app, notes = make_app(tmp_path, graph)
+    release, reading = threading.Event(), []
+    read_frame = app.rollouts.frame_jpeg
+
+    def slow_frame_jpeg(relative, k):  # test double: the real read, after a disk that answers when the test says
+        reading.append(k)
+        release.wait(30.0)
+        return read_frame(relative, k)
+
+    app.rollouts.frame_jpeg = slow_frame_jpeg
+
+    async def body(client):
+        frames = [asyncio.ensure_future(client.get("/api/rollout/frame?id=r1&k=1")) for _ in range(10)]
+        try:
+            await eventually(lambda: len(reading) >= 8, lambda: f"8 frame reads waiting, not {len(reading)}")
+            answer = await asyncio.wait_for(client.post("/api/plan", json={"instruction": "pick the cube"}), 3.0)
+            plan = (await answer.json())["plan"]
+            await eventually(lambda: ("hold", "pick the cube") in graph.calls, lambda: f"the plan held: {graph.calls}")
+            decision = await asyncio.wait_for(
+                client.post("/api/decision", json={"plan_id": plan["id"], "approve": True}), 3.0
+            )  # the frame reads wait 30 s
+            assert decision.status == 200, await decision.text()
+        finally:
+            release.set()
+            shown = await asyncio.gather(*frames)
+        assert all(frame.status == 200 for frame in shown)  # the slow reads were answered too, once the disk did
+
+    serve(app, body)
+    assert ("approve", True) in graph.calls, graph.calls
+    assert any(n.startswith("plan 1 approved by 127.0.0.1") for n in notes), notes

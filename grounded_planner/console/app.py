@@ -251,6 +251,11 @@ class ConsoleApp:
         self._plan_pool = ThreadPoolExecutor(
             max_workers=8, thread_name_prefix="console-plan", initializer=name_native_thread
         )
+        # Approve/Reject (and the reject of a superseded plan) on workers of their own too: the rollouts pages' file
+        # reads (a page of thumbnails, a rollouts folder on a network share) must not hold up a decision on the arm
+        self._decide_pool = ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix="console-decide", initializer=name_native_thread
+        )
         self._graph_lock = threading.Lock()  # one graph action (execute, approve, stop aside) at a time
         # STOPs so far (counted on the event loop as each arrives, before its cancel goes out): a goal sent while this
         # changed may have been on its way when the cancel reached the executor, and is cancelled once it is taken
@@ -307,6 +312,7 @@ class ConsoleApp:
             await asyncio.get_running_loop().run_in_executor(None, self._frames.stop)
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._plan_pool.shutdown(wait=False, cancel_futures=True)
+        self._decide_pool.shutdown(wait=False, cancel_futures=True)
 
     def live_paused(self) -> bool:
         """The live view waits: the planner is answering a request and the arm is still (no goal running)."""
@@ -364,6 +370,9 @@ class ConsoleApp:
 
     async def _run(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def _decide(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._decide_pool, fn, *args)
 
     # -- guard: token, origin -----------------------------------------------------------------------------------
     @web.middleware
@@ -495,7 +504,7 @@ class ConsoleApp:
             return self._error("type an instruction first")
         client = http_request.remote or "?"
         if self._held is not None or self.state.snapshot()["executor"]["state"] == "waiting_approval":
-            await self._run(self._supersede, client)
+            await self._decide(self._supersede, client)
         request = object()  # busy from here: the planner hears of it a moment later
         self.plan_requests.started(request)
         try:
@@ -519,7 +528,7 @@ class ConsoleApp:
             f"{'' if answer.success else ', failed: ' + answer.message}"
         )
         if not why_not_runnable(plan):
-            self._pool.submit(self._hold, plan["id"])
+            self._decide_pool.submit(self._hold, plan["id"])
         return response
 
     def _hold(self, plan_id: int) -> None:
@@ -606,7 +615,7 @@ class ConsoleApp:
             return self._error(str(exc), 409)
         verb = "approved" if approved else "rejected"
         try:
-            message = await self._run(self._carry_out, plan, approved, self._stops)
+            message = await self._decide(self._carry_out, plan, approved, self._stops)
         except StoppedError as exc:
             self.state.plan_error(plan_id, str(exc))
             self.note(f"plan {plan_id} {verb} by {client}, but: {exc}")
