@@ -51,14 +51,17 @@ def test_a_thread_names_itself_for_the_kernel_cut_to_fifteen_bytes():
 
 
 def test_the_consoles_threads_show_their_names_to_the_system(tmp_path):
-    """The console's web server, frame and both worker pools' threads, each under its own name in /proc (they all showed as
-    "python", so the benchmark's CPU by thread could not say which of them took it)."""
+    """The console's web server, frame and worker threads (each pool's), each under its own name in /proc (they all
+    showed as "python", so the benchmark's CPU by thread could not say which of them took it)."""
     before = set(task_names())  # by thread id: an earlier test's console may have left threads of the same names
     server = ConsoleServer(ConsoleApp(InstantGraph(), rollouts_dir=tmp_path, note=lambda _: None), "127.0.0.1", 0)
     server.start()
     try:
         response = httpx.post(server.url + "api/plan", json={"instruction": "pick the cube"}, timeout=10.0)
         assert response.status_code == 200, response.text  # answered from a plan worker
+        plan_id = response.json()["plan"]["id"]
+        response = httpx.post(server.url + "api/decision", json={"plan_id": plan_id, "approve": False}, timeout=10.0)
+        assert response.status_code == 200, response.text  # carried out by a decision worker
         response = httpx.get(server.url + "api/rollouts", timeout=10.0)
         assert response.status_code == 200, response.text  # listed from a general worker
         names = {name for tid, name in task_names().items() if tid not in before}
@@ -66,4 +69,5 @@ def test_the_consoles_threads_show_their_names_to_the_system(tmp_path):
         server.stop()
     assert {"console-http", "console-frames"} <= names, names
     assert any(name.startswith("console-plan_") for name in names), names  # the plan requests' own pool
+    assert any(name.startswith("console-decide_") for name in names), names  # Approve/Reject's own pool
     assert any(name.startswith("console_") for name in names), names  # the pool for everything else

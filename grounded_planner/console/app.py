@@ -66,6 +66,11 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def _workers(count: int, name: str) -> ThreadPoolExecutor:
+    """A pool of ``count`` threads named ``name_N``, each under that name for the operating system too."""
+    return ThreadPoolExecutor(max_workers=count, thread_name_prefix=name, initializer=name_native_thread)
+
+
 async def _on_own_thread(fn: Callable[[], Any]) -> Any:
     """``fn()`` on a new thread (named for the operating system), awaited from the event loop."""
     future: Future = Future()
@@ -245,17 +250,13 @@ class ConsoleApp:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._dirty: asyncio.Event | None = None
         self._sockets: set[web.WebSocketResponse] = set()
-        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console", initializer=name_native_thread)
+        self._pool = _workers(8, "console")
         # plan requests wait on the planner (up to plan_timeout_s, a dead VLM server): on workers of their own, so that
         # decisions, labels and the rollouts pages never queue behind them (STOP has a thread of its own)
-        self._plan_pool = ThreadPoolExecutor(
-            max_workers=8, thread_name_prefix="console-plan", initializer=name_native_thread
-        )
+        self._plan_pool = _workers(8, "console-plan")
         # Approve/Reject (and the reject of a superseded plan) on workers of their own too: the rollouts pages' file
         # reads (a page of thumbnails, a rollouts folder on a network share) must not hold up a decision on the arm
-        self._decide_pool = ThreadPoolExecutor(
-            max_workers=4, thread_name_prefix="console-decide", initializer=name_native_thread
-        )
+        self._decide_pool = _workers(4, "console-decide")
         self._graph_lock = threading.Lock()  # one graph action (execute, approve, stop aside) at a time
         # STOPs so far (counted on the event loop as each arrives, before its cancel goes out): a goal sent while this
         # changed may have been on its way when the cancel reached the executor, and is cancelled once it is taken
@@ -310,9 +311,8 @@ class ConsoleApp:
             await ws.close()
         if self._frames is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._frames.stop)
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._plan_pool.shutdown(wait=False, cancel_futures=True)
-        self._decide_pool.shutdown(wait=False, cancel_futures=True)
+        for pool in (self._pool, self._plan_pool, self._decide_pool):
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def live_paused(self) -> bool:
         """The live view waits: the planner is answering a request and the arm is still (no goal running)."""
@@ -368,11 +368,9 @@ class ConsoleApp:
                 continue
             await self._send_to_pages(json.dumps({"type": "state", "state": self.state.snapshot()}))
 
-    async def _run(self, fn, *args):
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
-    async def _decide(self, fn, *args):
-        return await asyncio.get_running_loop().run_in_executor(self._decide_pool, fn, *args)
+    async def _run(self, fn, *args, pool: ThreadPoolExecutor | None = None):
+        """``fn(*args)`` on ``pool``'s workers (the general ones unless said), awaited from the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(pool or self._pool, fn, *args)
 
     # -- guard: token, origin -----------------------------------------------------------------------------------
     @web.middleware
@@ -504,13 +502,11 @@ class ConsoleApp:
             return self._error("type an instruction first")
         client = http_request.remote or "?"
         if self._held is not None or self.state.snapshot()["executor"]["state"] == "waiting_approval":
-            await self._decide(self._supersede, client)
+            await self._run(self._supersede, client, pool=self._decide_pool)
         request = object()  # busy from here: the planner hears of it a moment later
         self.plan_requests.started(request)
         try:
-            answer = await asyncio.get_running_loop().run_in_executor(
-                self._plan_pool, self.graph.plan, instruction, self.plan_timeout_s
-            )
+            answer = await self._run(self.graph.plan, instruction, self.plan_timeout_s, pool=self._plan_pool)
         finally:
             self.plan_requests.answered(request)
         plan = self.state.new_plan(instruction, answer, client)
@@ -615,7 +611,7 @@ class ConsoleApp:
             return self._error(str(exc), 409)
         verb = "approved" if approved else "rejected"
         try:
-            message = await self._decide(self._carry_out, plan, approved, self._stops)
+            message = await self._run(self._carry_out, plan, approved, self._stops, pool=self._decide_pool)
         except StoppedError as exc:
             self.state.plan_error(plan_id, str(exc))
             self.note(f"plan {plan_id} {verb} by {client}, but: {exc}")
