@@ -543,6 +543,157 @@ def test_an_evaluation_session_runs_card_by_card_into_trials_jsonl(tmp_path):
     assert resumed.state.snapshot()["session"]["card"]["trial_id"] == cards[1]["trial_id"]
 
 
+def trial_line(session: Path, card: dict) -> str:
+    """``card``'s trial as another process records it in trials.jsonl (a second console, `spabench session`)."""
+    from grounded_planner.console.session import EvalSession
+
+    EvalSession(session).record(
+        card["trial_id"],
+        success=True,
+        failure_mode=None,
+        planner="other-terminal",
+        rollout_dir=None,
+        grasp_attempted=True,
+        error=None,
+        started_at=None,
+        wall_s=None,
+    )
+    return (session / "trials.jsonl").read_text().splitlines()[-1]
+
+
+def test_a_bad_line_in_trials_jsonl_is_shown_with_its_line_and_the_trial_is_recorded_once_it_is_fixed(tmp_path):
+    """A crash mid-write (a full disk, a power cut) leaves trials.jsonl with half a line: the console still starts,
+    the session says which line is bad and starts no trial, and a trial labelled meanwhile is recorded once the line
+    is fixed and the label saved again: nothing is lost, nothing is appended to a file whose trials cannot be
+    counted."""
+    session = tmp_path / "session"
+    cards = make_cards(session, [("relational_placement", "id", k) for k in range(3)])
+    good = trial_line(session, cards[0])
+    trials = session / "trials.jsonl"
+    trials.write_text(good + "\n" + good[: len(good) // 2])  # the second line cut short
+    app, notes = make_app(tmp_path, RecordingGraph(), session_dir=str(session))
+    app.rollouts.root = session / "rollouts"
+    shown = app.state.snapshot()["session"]
+    assert shown["card"] is None and shown["done"] is None
+    assert f"{trials} line 2: not JSON" in shown["error"], shown
+
+    async def body(client):
+        answer = await (await client.get("/api/session")).json()
+        assert "line 2: not JSON" in answer["session"]["error"] and answer["session"]["card"] is None
+        start = await client.post("/api/session/start", json={"trial_id": cards[1]["trial_id"]})
+        assert start.status == 409 and "line 2: not JSON" in (await start.json())["error"]
+        trials.write_text(good + "\n")  # the operator removes the half line
+        answer = await (await client.get("/api/session")).json()
+        assert answer["session"]["error"] is None and answer["session"]["done"] == 1
+        assert answer["session"]["card"]["trial_id"] == cards[1]["trial_id"]
+        assert app.state.snapshot()["session"] == answer["session"]  # the pages are shown it too
+        start = await client.post("/api/session/start", json={"trial_id": cards[1]["trial_id"]})
+        assert start.status == 200, await start.text()
+        with trials.open("a") as f:  # the disk fills while the trial runs: half a line again
+            f.write(good[:20])
+        app.on_rollout_closed(str(record_rollout(session / "rollouts", "trial1", task="relational_placement")))
+        label = {"rollout": "trial1", "success": False, "failure_mode": "wrong_object"}
+        labelled = await (await client.post("/api/label", json=label)).json()
+        assert labelled["trial"] is None and "line 2: not JSON" in labelled["trial_error"], labelled
+        assert load_rollout(session / "rollouts" / "trial1").failure_mode == "wrong_object"  # the label is kept
+        trials.write_text(good + "\n")
+        labelled = await (await client.post("/api/label", json=label)).json()  # saved again, once fixed
+        assert labelled["trial_error"] is None and labelled["trial"]["trial_id"] == cards[1]["trial_id"], labelled
+
+    serve(app, body)
+    recorded = [json.loads(line) for line in trials.read_text().splitlines()]
+    assert [r["trial_id"] for r in recorded] == [cards[0]["trial_id"], cards[1]["trial_id"]]
+    assert (recorded[1]["success"], recorded[1]["failure_mode"]) == (False, "wrong_object")
+    assert any(f"trial {cards[1]['trial_id']} not started" in n and "line 2" in n for n in notes), notes
+    assert any(f"trial {cards[1]['trial_id']} not recorded" in n and "line 2" in n for n in notes), notes
+
+
+def test_trials_jsonl_is_read_again_only_when_another_process_changed_it(tmp_path, monkeypatch):
+    """Every page's session panel and every trial ask for the session's progress; a campaign's trials.jsonl took
+    110-180 ms to read and check (2,892 lines), so it is read again only when it changed: not for a page's ask, not
+    for this console's own trial, and at once for a trial another terminal recorded."""
+    from grounded_planner.console import session as console_session
+
+    session = tmp_path / "session"
+    cards = make_cards(session, [("relational_placement", "id", k) for k in range(3)])
+    reads = []
+    real_load_trials = console_session.load_trials
+    monkeypatch.setattr(console_session, "load_trials", lambda folder: reads.append(folder) or real_load_trials(folder))
+    trial_line(session, cards[0])
+    reads.clear()
+    app, _ = make_app(tmp_path, RecordingGraph(), session_dir=str(session))
+    app.rollouts.root = session / "rollouts"
+    assert len(reads) == 1 and app.state.snapshot()["session"]["done"] == 1
+
+    async def body(client):
+        for _ in range(3):
+            assert (await (await client.get("/api/session")).json())["session"]["done"] == 1
+        assert len(reads) == 1, "trials.jsonl was read again for a page's ask, unchanged"
+        await client.post("/api/session/start", json={"trial_id": cards[1]["trial_id"]})
+        app.on_rollout_closed(str(record_rollout(session / "rollouts", "trial1", task="relational_placement")))
+        labelled = await (await client.post("/api/label", json={"rollout": "trial1", "success": True})).json()
+        assert labelled["trial"]["trial_id"] == cards[1]["trial_id"]
+        assert app.state.snapshot()["session"]["done"] == 2 and len(reads) == 1, "read again for its own trial"
+        trial_line(session, cards[2])  # another terminal records the last card
+        answer = await (await client.get("/api/session")).json()
+        assert answer["session"]["done"] == 3 and answer["session"]["card"] is None
+
+    serve(app, body)
+    assert len(reads) >= 2  # the other terminal's trial was read (by its own EvalSession and this console's)
+    assert len((session / "trials.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_trial_after_a_last_line_with_no_newline_is_recorded_on_a_line_of_its_own(tmp_path):
+    """An editor that strips the file's last newline must not make the next trial run into the line before."""
+    session = tmp_path / "session"
+    cards = make_cards(session, [("relational_placement", "id", k) for k in range(2)])
+    trials = session / "trials.jsonl"
+    trials.write_text(trial_line(session, cards[0]))  # the same line, its newline gone
+    trial_line(session, cards[1])
+    assert [json.loads(line)["trial_id"] for line in trials.read_text().splitlines()] == [
+        cards[0]["trial_id"],
+        cards[1]["trial_id"],
+    ]
+
+
+def test_stop_and_the_state_answer_while_trials_jsonl_is_read_from_a_slow_disk(tmp_path, monkeypatch):
+    """The session's progress is read on a worker: a trials.jsonl on a slow disk (a network share) holds up neither
+    STOP nor the state while a page asks for the session."""
+    from grounded_planner.console import session as console_session
+
+    session = tmp_path / "session"
+    cards = make_cards(session, [("relational_placement", "id", k) for k in range(2)])
+    graph = RecordingGraph()
+    app, _ = make_app(tmp_path, graph, session_dir=str(session))
+    release, reading, unreleased = threading.Event(), [], []
+    real_load_trials = console_session.load_trials
+
+    def slow_load_trials(folder):  # test double: the real read, after a disk that answers when the test says
+        reading.append(folder)
+        if not release.wait(10.0):  # read on the event loop, the test could not get to say
+            unreleased.append(folder)
+        return real_load_trials(folder)
+
+    monkeypatch.setattr(console_session, "load_trials", slow_load_trials)
+    trial_line(session, cards[0])  # trials.jsonl changed: the next ask reads it
+
+    async def body(client):
+        asking = asyncio.ensure_future(client.get("/api/session"))
+        try:
+            await eventually(lambda: len(reading) >= 1, lambda: "the session's read under way")
+            stop = await asyncio.wait_for(client.post("/api/stop"), 3.0)  # the read waits 30 s
+            assert stop.status == 200, await stop.text()
+            state = await asyncio.wait_for(client.get("/api/state"), 3.0)
+            assert state.status == 200
+        finally:
+            release.set()
+        assert (await (await asyncio.wait_for(asking, 15.0)).json())["session"]["done"] == 1
+
+    serve(app, body)
+    assert not unreleased, "the read held the console's event loop: STOP and the state waited 10 s behind it"
+    assert graph.did("stop"), graph.calls
+
+
 def test_a_taken_port_is_a_one_line_error_naming_the_address(tmp_path):
     import socket
 
@@ -1080,12 +1231,9 @@ def test_the_rollouts_pages_and_the_state_answer_while_every_plan_request_waits_
     serve(app, lambda client: while_every_plan_waits(client, graph, lambda: check(client)))
 
 
-def test_an_approve_is_carried_out_while_every_worker_reads_rollout_frames_from_a_slow_disk(tmp_path):
-    """A rollouts page loading its thumbnails from a slow disk (a network share) takes every general worker; the plan
-    sent ahead to be held and the Approve on it do not wait behind those reads."""
-    record_rollout(tmp_path / "rollouts", "r1")
-    graph = RecordingGraph(require_approval=True)
-    app, notes = make_app(tmp_path, graph)
+def slow_frame_reads(app: ConsoleApp) -> tuple[threading.Event, list[int]]:
+    """The app's rollout frames read from a slow disk (a network share): (the event that lets the reads go on, the
+    frames being read)."""
     release, reading = threading.Event(), []
     read_frame = app.rollouts.frame_jpeg
 
@@ -1095,6 +1243,16 @@ def test_an_approve_is_carried_out_while_every_worker_reads_rollout_frames_from_
         return read_frame(relative, k)
 
     app.rollouts.frame_jpeg = slow_frame_jpeg
+    return release, reading
+
+
+def test_an_approve_is_carried_out_while_every_worker_reads_rollout_frames_from_a_slow_disk(tmp_path):
+    """A rollouts page loading its thumbnails from a slow disk (a network share) takes every general worker; the plan
+    sent ahead to be held and the Approve on it do not wait behind those reads."""
+    record_rollout(tmp_path / "rollouts", "r1")
+    graph = RecordingGraph(require_approval=True)
+    app, notes = make_app(tmp_path, graph)
+    release, reading = slow_frame_reads(app)
 
     async def body(client):
         frames = [asyncio.ensure_future(client.get("/api/rollout/frame?id=r1&k=1")) for _ in range(10)]
@@ -1115,3 +1273,59 @@ def test_an_approve_is_carried_out_while_every_worker_reads_rollout_frames_from_
     serve(app, body)
     assert ("approve", True) in graph.calls, graph.calls
     assert any(n.startswith("plan 1 approved by 127.0.0.1") for n in notes), notes
+
+
+def test_a_label_is_saved_while_every_worker_reads_rollout_frames_from_a_slow_disk(tmp_path):
+    """The label that ends a trial (and moves an evaluation session to its next card) does not wait behind a rollouts
+    page's thumbnails from a slow disk."""
+    record_rollout(tmp_path / "rollouts", "r1")
+    app, notes = make_app(tmp_path, RecordingGraph())
+    release, reading = slow_frame_reads(app)
+
+    async def body(client):
+        frames = [asyncio.ensure_future(client.get("/api/rollout/frame?id=r1&k=1")) for _ in range(10)]
+        try:
+            await eventually(lambda: len(reading) >= 8, lambda: f"8 frame reads waiting, not {len(reading)}")
+            label = {"rollout": "r1", "success": False, "failure_mode": "wrong_object"}
+            answer = await asyncio.wait_for(client.post("/api/label", json=label), 3.0)  # the frame reads wait 30 s
+            assert answer.status == 200, await answer.text()
+        finally:
+            release.set()
+            await asyncio.gather(*frames)
+
+    serve(app, body)
+    assert load_rollout(tmp_path / "rollouts" / "r1").failure_mode == "wrong_object"
+    assert any(n.startswith("rollout r1 labelled failure: wrong_object by 127.0.0.1") for n in notes), notes
+
+
+def test_stop_answers_while_a_label_s_tally_walks_a_campaign_s_rollouts_folder(tmp_path):
+    """A label recounts the tally with a walk of the rollouts folder (100-120 ms at 3,000 rollouts, longer on a slow
+    disk): on a worker, so a STOP pressed meanwhile is not held up behind it."""
+    record_rollout(tmp_path / "rollouts", "r1")
+    graph = RecordingGraph()
+    app, _ = make_app(tmp_path, graph)
+    release, walking, unreleased = threading.Event(), [], []
+    real_tally = app.rollouts.tally
+
+    def slow_tally(*args, **kwargs):  # test double: the real walk, on a disk that answers when the test says
+        walking.append(True)
+        if not release.wait(10.0):  # walked on the event loop, the test could not get to say
+            unreleased.append(True)
+        return real_tally(*args, **kwargs)
+
+    app.rollouts.tally = slow_tally
+
+    async def body(client):
+        labelling = asyncio.ensure_future(client.post("/api/label", json={"rollout": "r1", "success": True}))
+        try:
+            await eventually(lambda: walking, lambda: "the label's walk under way")
+            stop = await asyncio.wait_for(client.post("/api/stop"), 3.0)  # the walk waits 10 s
+            assert stop.status == 200, await stop.text()
+        finally:
+            release.set()
+        assert (await asyncio.wait_for(labelling, 15.0)).status == 200
+
+    serve(app, body)
+    assert not unreleased, "the walk held the console's event loop: STOP waited 10 s behind it"
+    assert graph.did("stop"), graph.calls
+    assert app.state.snapshot()["tally"][0]["successes"] == 1

@@ -79,13 +79,13 @@ def browser():
 
 
 @contextlib.contextmanager
-def console_alone(rollouts, graph=None):
-    """The console's own server on ``rollouts`` with ``graph``, by default one that answers at once (no bringup):
-    (its app, its server)."""
+def console_alone(rollouts, graph=None, session_dir: str = ""):
+    """The console's own server on ``rollouts`` with ``graph``, by default one that answers at once (no bringup), and
+    the evaluation session ``session_dir`` if given: (its app, its server)."""
     from grounded_planner.console.app import ConsoleApp
     from grounded_planner.console.server import ConsoleServer
 
-    app = ConsoleApp(graph or InstantGraph(), rollouts_dir=rollouts, note=lambda _line: None)
+    app = ConsoleApp(graph or InstantGraph(), rollouts_dir=rollouts, session_dir=session_dir, note=lambda _line: None)
     server = ConsoleServer(app, "127.0.0.1", 0).start()
     try:
         yield app, server
@@ -606,6 +606,41 @@ def test_an_evaluation_session_card_by_card(stack, browser):
     )
     assert line["rollout"].startswith("rollouts/") and (session / line["rollout"] / "rollout.json").is_file()
     assert line["grasp_attempted"] is True and line["planner"] == "qwen3-vl-test" and line["wall_s"] > 0
+
+
+def test_a_bad_line_in_trials_jsonl_is_shown_in_the_session_panel_until_it_is_fixed(browser, tmp_path):
+    """The console's own server on a session whose trials.jsonl ends in half a line (a full disk): the panel says
+    which line, in red, with no Run button; once the line is gone, the page opened again shows the next card."""
+    session = tmp_path / "session"
+    cards = make_cards(session, [("relational_placement", "id", 0), ("relational_placement", "ood", 1)])
+    trials = session / "trials.jsonl"
+    trials.write_text('{"trial_id": "' + cards[0]["trial_id"] + '", "task": "relat')
+    with console_alone(tmp_path / "rollouts", session_dir=str(session)) as (_app, server):
+        browser.get(server.url)
+        wait_until(lambda: browser.find_element("id", "session-error").is_displayed(), 10, "the error", browser)
+        error = browser.find_element("id", "session-error")
+        assert "trials.jsonl line 1: not JSON" in error.text and "Fix or remove that line" in error.text
+        colour = "return getComputedStyle(arguments[0]).color"
+        red, text = (
+            browser.execute_script(colour, error),
+            browser.execute_script(colour, browser.find_element("tag name", "body")),
+        )
+        assert red != text and red.startswith("rgb(185,"), (red, text)  # console.css's .bad, not the text's colour
+        assert browser.find_element("id", "session-progress").text == "?/2"
+        assert not browser.find_elements("id", "session-start")
+        browser.execute_script("document.getElementById('session-panel').scrollIntoView()")
+        screenshot(browser, "session_error")
+        trials.write_text("")
+        browser.get(server.url)
+        wait_until(
+            lambda: cards[0]["trial_id"] in browser.find_element("id", "session-card").text,
+            10,
+            "the first card once the line is gone",
+            browser,
+            "session_error_fixed",
+        )
+        assert browser.find_element("id", "session-progress").text == "0/2"
+        assert browser.find_elements("id", "session-start") and not browser.find_elements("id", "session-error")
 
 
 def test_a_closed_loop_rollout_page_shows_every_attempt(stack, browser):

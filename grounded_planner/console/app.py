@@ -254,8 +254,9 @@ class ConsoleApp:
         # plan requests wait on the planner (up to plan_timeout_s, a dead VLM server): on workers of their own, so that
         # decisions, labels and the rollouts pages never queue behind them (STOP has a thread of its own)
         self._plan_pool = _workers(8, "console-plan")
-        # Approve/Reject (and the reject of a superseded plan) on workers of their own too: the rollouts pages' file
-        # reads (a page of thumbnails, a rollouts folder on a network share) must not hold up a decision on the arm
+        # Approve/Reject (and the reject of a superseded plan) and labels on workers of their own too: the rollouts
+        # pages' file reads (a page of thumbnails, a rollouts folder on a network share) must not hold up a decision
+        # on the arm, nor the label that moves an evaluation session on to its next card
         self._decide_pool = _workers(4, "console-decide")
         self._graph_lock = threading.Lock()  # one graph action (execute, approve, stop aside) at a time
         # STOPs so far (counted on the event loop as each arrives, before its cancel goes out): a goal sent while this
@@ -268,8 +269,7 @@ class ConsoleApp:
         self._closed_lock = threading.Lock()
         self.state.set_listener(self._state_changed)
         self.state.set_tally(self._tally())
-        if self.session is not None:
-            self.state.set_session(self.session.progress())
+        self._session_progress()
 
     # -- logging -----------------------------------------------------------------------------------------------
     def note(self, line: str) -> None:
@@ -435,6 +435,8 @@ class ConsoleApp:
         await ws.prepare(request)
         self._sockets.add(ws)  # from here on, a closed rollout is read as it comes
         await self._run(self._settle_closed)
+        if self.session is not None:  # trials.jsonl may have changed since (a fixed line, another terminal's trial)
+            await self._run(self._session_progress)
         ready = asyncio.Event()  # the browser showed the last frame it was sent (or asked for frames)
         shown_width = [0]  # how wide the page shows the camera, device pixels (0: it did not say)
         sender = asyncio.create_task(self._send_frames(ws, ready, shown_width))
@@ -720,8 +722,15 @@ class ConsoleApp:
         if not isinstance(success, bool):
             return self._error("'success' must be true or false")
         try:
-            record = await self._run(
-                self.rollouts.save_label, rollout, success, mode, None if notes is None else str(notes)
+            # the operator's decision too: on the decision workers, never behind the rollouts pages' file reads
+            trial, trial_error = await self._run(
+                self._label,
+                client,
+                rollout,
+                success,
+                mode,
+                None if notes is None else str(notes),
+                pool=self._decide_pool,
             )
         except OutsideFolderError as exc:
             self.note(f"refused label from {client}: {exc}")
@@ -730,21 +739,32 @@ class ConsoleApp:
             return self._error(str(exc), 404)
         except (RolloutError, FailureModeError) as exc:
             return self._error(str(exc))
+        return web.json_response(
+            {"rollout": rollout, "success": success, "failure_mode": mode, "trial": trial, "trial_error": trial_error}
+        )
+
+    def _label(
+        self, client: str, rollout: str, success: bool, mode: str | None, notes: str | None
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """(a worker) The label into the rollout, the label panel, the session's trial and the tally (a walk of the
+        rollouts folder: 100-120 ms at 3,000 rollouts, which on the event loop held up STOP and every page)."""
+        record = self.rollouts.save_label(rollout, success, mode, notes)
         self.note(f"rollout {rollout} labelled {'success' if success else 'failure: ' + str(mode)} by {client}")
-        await self._run(self._settle_closed)
+        self._settle_closed()
         episode = self.state.snapshot()["episode"]
         if episode is not None and episode["id"] == rollout:
             self.state.on_episode(self.rollouts.episode(record.directory))
-        trial = await self._run(self._record_trial, record, success, mode)
+        trial = self._record_trial(record, success, mode)
         self.state.set_tally(self._tally())
-        return web.json_response({"rollout": rollout, "success": success, "failure_mode": mode, "trial": trial})
+        return trial
 
-    def _record_trial(self, record, success: bool, mode: str | None) -> dict[str, Any] | None:
-        """The session's running trial ends with its label: one line in trials.jsonl, then the next card."""
+    def _record_trial(self, record, success: bool, mode: str | None) -> tuple[dict[str, Any] | None, str | None]:
+        """The session's running trial ends with its label: one line in trials.jsonl, then the next card. Returns the
+        line, or why the running trial was not recorded (None, None with no trial running)."""
         trial, self._trial = self._trial, None
         if self.session is None or trial is None:
             self._trial = trial
-            return None
+            return None, None
         d = record.data
         steps = d.get("steps") or []
         grasp_attempted = (
@@ -768,9 +788,11 @@ class ConsoleApp:
             )
         except SessionError as exc:
             self.note(f"trial {trial['trial_id']} not recorded: {exc}")
-            return None
-        self.state.set_session(self.session.progress())
-        return line
+            if (self._session_progress() or {}).get("error") and self._trial is None:
+                self._trial = trial  # trials.jsonl cannot be read: once it is fixed, labelling again records the trial
+            return None, f"trial {trial['trial_id']} not recorded: {exc}"
+        self._session_progress()
+        return line, None
 
     def _filters(self, request: web.Request) -> dict[str, str]:
         return {k: request.query.get(k, "") for k in ("task", "condition", "outcome")}
@@ -807,10 +829,18 @@ class ConsoleApp:
         return web.Response(body=jpeg, content_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
 
     # -- API: evaluation session -----------------------------------------------------------------------------------
+    def _session_progress(self) -> dict[str, Any] | None:
+        """(a worker: trials.jsonl is read when it changed) The session's progress, as the pages are shown it."""
+        if self.session is None:
+            return None
+        progress = self.session.progress()
+        self.state.set_session(progress)
+        return progress
+
     async def _get_session(self, request: web.Request) -> web.Response:
         if self.session is None:
             return web.json_response({"session": None})
-        return web.json_response({"session": self.session.progress(), "trial": self._trial})
+        return web.json_response({"session": await self._run(self._session_progress), "trial": self._trial})
 
     async def _post_session_start(self, request: web.Request) -> web.Response:
         if self.session is None:
@@ -820,7 +850,13 @@ class ConsoleApp:
             card = self.session.card(str(body.get("trial_id") or ""))
         except SessionError as exc:
             return self._error(str(exc), 404)
-        if card["trial_id"] in self.session.done():
+        try:
+            done = await self._run(self.session.done)
+        except SessionError as exc:  # a bad line in trials.jsonl: no trial starts until it is fixed
+            self.note(f"trial {card['trial_id']} not started: {exc}")
+            await self._run(self._session_progress)
+            return self._error(f"trial {card['trial_id']} not started: {exc}", 409)
+        if card["trial_id"] in done:
             return self._error(f"trial {card['trial_id']} is already recorded", 409)
         self._trial = {"trial_id": card["trial_id"], "started_at": None, "t0": None}
         self.note(f"trial {card['trial_id']} started by {request.remote}")

@@ -27,19 +27,38 @@ class EvalSession:
         self.cards: list[dict[str, Any]] = load_cards(self.folder)  # SessionError naming the file and line
         if not self.cards:
             raise SessionError(f"{self.folder}/cards.jsonl holds no card")
+        # trials.jsonl as last read: (its stat key, the trial ids in it, or the error its bad line gave). Read again
+        # only when the file changed (this console's own append excepted): a campaign's file (Spa-Bench ran 2,892
+        # trials) took 110-180 ms to read and check, and every page's session panel and every trial asked for it
+        self._read: tuple[tuple[int, int, int] | None, frozenset[str] | SessionError] | None = None
 
     @property
     def trials_path(self) -> Path:
         return trials_path(self.folder)
 
-    def done(self) -> set[str]:
-        """Trial ids already in trials.jsonl (the same checked reader as `spabench report` and `spabench session`)."""
-        if not self.trials_path.exists():
-            return set()
+    def _key(self) -> tuple[int, int, int] | None:
+        """trials.jsonl's inode, size and modification time (None while there is no such file)."""
         try:
-            return {r["trial_id"] for r in load_trials(self.folder)}
-        except SpaBenchError as exc:
-            raise SessionError(str(exc)) from exc
+            st = os.stat(self.trials_path)
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def done(self) -> set[str]:
+        """Trial ids already in trials.jsonl (the same checked reader as `spabench report` and `spabench session`),
+        read again only when the file changed (another process's append, an edit); SessionError naming the file and
+        line while a line of it is bad."""
+        key = self._key()
+        if self._read is None or self._read[0] != key:
+            try:
+                ids = frozenset() if key is None else frozenset(r["trial_id"] for r in load_trials(self.folder))
+                self._read = (key, ids)
+            except SpaBenchError as exc:
+                self._read = (key, SessionError(str(exc)))
+        read = self._read[1]
+        if isinstance(read, SessionError):
+            raise SessionError(str(read))
+        return set(read)
 
     def next_card(self) -> dict[str, Any] | None:
         done = self.done()
@@ -52,8 +71,13 @@ class EvalSession:
         raise SessionError(f"no card {trial_id!r} in {self.folder}/cards.jsonl")
 
     def progress(self) -> dict[str, Any]:
-        """What the page shows: how far the session is and the next card (without its bulky fields)."""
-        done = self.done()
+        """What the page shows: how far the session is and the next card (without its bulky fields); while trials.jsonl
+        cannot be read, ``error`` says why (its file and line) and there is no next card: nothing is recorded on a
+        file whose trials cannot be counted."""
+        try:
+            done = self.done()
+        except SessionError as exc:
+            return {"folder": str(self.folder), "total": len(self.cards), "done": None, "card": None, "error": str(exc)}
         card = next((c for c in self.cards if c["trial_id"] not in done), None)
         shown = (
             None
@@ -79,6 +103,7 @@ class EvalSession:
             "total": len(self.cards),
             "done": sum(c["trial_id"] in done for c in self.cards),
             "card": shown,
+            "error": None,
         }
 
     def file(self, relative: str) -> Path:
@@ -103,7 +128,9 @@ class EvalSession:
         ``rollout_dir``: the trial's rollout folder, written relative to the session folder when it lies inside it
         (the contract's ``DIR/rollouts/``), else as given. SessionError for a trial already recorded or unknown."""
         card = self.card(trial_id)
-        if trial_id in self.done():
+        done = self.done()
+        read_key = self._read[0] if self._read is not None else None
+        if trial_id in done:
             raise SessionError(f"trial {trial_id} is already in {self.trials_path}: one outcome per trial")
         rollout = None
         if rollout_dir:
@@ -129,8 +156,18 @@ class EvalSession:
             line = json.dumps(record.to_dict(), ensure_ascii=False)
         except SpaBenchError as exc:
             raise SessionError(str(exc)) from exc
-        with open(self.trials_path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        data = (line + "\n").encode("utf-8")
+        with open(self.trials_path, "a+b") as f:
+            if f.tell() > 0:  # a last line with no newline (an editor that strips it) would run into this one
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    data = b"\n" + data
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        after = self._key()
+        before_size = 0 if read_key is None else read_key[1]
+        same_file = read_key is None or (after is not None and after[0] == read_key[0])
+        if same_file and after is not None and after[1] == before_size + len(data):  # only this line was added
+            self._read = (after, frozenset(done | {trial_id}))
         return json.loads(line)

@@ -267,5 +267,6 @@ class ConsoleState:
 
     def set_session(self, session: dict[str, Any] | None) -> None:
         with self._lock:
-            self.session = session
-            self._changed()
+            if session != self.session:  # a page's ask for the unchanged progress pushes nothing
+                self.session = session
+                self._changed()

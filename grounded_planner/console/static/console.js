@@ -266,8 +266,9 @@ function labelWidget(container, rolloutId, current, onSaved) {
   save.addEventListener("click", async () => {
     try {
       const answer = await api("POST", "/api/label", { rollout: rolloutId, success, failure_mode: success ? null : mode, notes: notes.value || null });
-      info.textContent = `saved: ${success ? "success" : "failure, " + mode}` + (answer.trial ? ` — trial ${answer.trial.trial_id} recorded` : "");
-      info.className = "ok label-info";
+      info.textContent = `saved: ${success ? "success" : "failure, " + mode}` + (answer.trial ? ` — trial ${answer.trial.trial_id} recorded` : "")
+        + (answer.trial_error ? ` — but ${answer.trial_error}` : "");
+      info.className = (answer.trial_error ? "bad" : "ok") + " label-info";
       if (onSaved) onSaved(answer);
     } catch (e) { toast("label not saved: " + e.message); }
   });
@@ -286,6 +287,9 @@ function renderEpisode(episode) {
 // -- evaluation session ----------------------------------------------------------------------------------------------
 function cardView(session, withStart) {
   const card = session.card;
+  if (session.error) return el("div", { class: "bad", id: "session-error" },
+    "The session's trials cannot be read, so no trial can be run or recorded: " + session.error +
+    ". Fix or remove that line, then open this page again.");
   if (!card) return el("div", { class: "ok" }, `session complete: ${session.done}/${session.total} trials recorded`);
   const img = card.card_png ? el("img", { src: "/api/session/file?path=" + encodeURIComponent(card.card_png), alt: card.trial_id }) : el("div");
   const start = el("button", { class: "approve", id: "session-start", onclick: async () => {
@@ -308,14 +312,14 @@ function cardView(session, withStart) {
 function renderSessionPanel(session) {
   $("#session-panel").hidden = !session;
   if (!session) return;
-  $("#session-progress").textContent = `${session.done}/${session.total}`;
-  const key = JSON.stringify([session.done, session.card && session.card.trial_id]);
+  $("#session-progress").textContent = `${session.error ? "?" : session.done}/${session.total}`;
+  const key = JSON.stringify([session.done, session.card && session.card.trial_id, session.error]);
   if ($("#session-card").dataset.key !== key) { $("#session-card").dataset.key = key; $("#session-card").replaceChildren(cardView(session, true)); }
 }
 
 function renderSessionPage() {
   const s = state && state.session;
-  $("#session-detail").replaceChildren(s ? el("div", {}, el("p", {}, `${s.folder}: ${s.done} of ${s.total} trials recorded`), cardView(s, false))
+  $("#session-detail").replaceChildren(s ? el("div", {}, el("p", {}, `${s.folder}: ${s.error ? "?" : s.done} of ${s.total} trials recorded`), cardView(s, false))
                                           : el("p", {}, "No session: start the console with --session DIR (a scene-card folder)."));
 }
 
