@@ -38,12 +38,15 @@
    beside the 1280x720 30 Hz stream: what leaving costs the calling thread, the process's CPU over PAUSE_WINDOW_S
    subscribed and taking nothing (the baseline: the middleware still receives every image) against the same time
    with the topic left, and how long the first newer frame takes once a page asks again (subscribed anew).
+7. An evaluation session's progress over a campaign's trials.jsonl (--session-trials, 2,892, Spa-Bench's count): read
+   and checked at every ask (before) against the unchanged file's stat and a trial recorded (now).
 
 Both clocks are this machine's wall clock (the browser's performance.timeOrigin + now() and the nodes' ROS clock).
 The browser runs on this machine too (on a robot it runs on the operator's tablet), so its rendering takes CPU
 from the stack in every figure here.
 Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 30] [--frames-s 10] [--pairs 100]
-     [--tally-rollouts 3000] [--pause-rounds 10] (0 skips a part) [--vlm-latency-s 0] (a served model's time)
+     [--tally-rollouts 3000] [--pause-rounds 10] [--session-trials 2892] (0 skips a part) [--vlm-latency-s 0]
+     (a served model's time)
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import json
 import os
 import platform
 import re
@@ -826,6 +830,50 @@ def tally_at_scale(tmp: Path, rollouts: int, runs: int = 20) -> None:
         print(f"the tally over {rollouts} rollouts, {label:24}: {stats_ms(ms)}")
 
 
+def session_at_scale(tmp: Path, trials: int, runs: int = 20) -> None:
+    """7. An evaluation session's progress (what every page's session panel, every page load and every trial asks for)
+    with ``trials`` of its cards already in trials.jsonl (Spa-Bench ran 2,892): the file read and checked at each ask
+    (as before, the baseline: the read the console now makes only when the file changed) against an unchanged file
+    (a stat), and recording one more trial (its append, and the progress after it, with no read of the file)."""
+    from helpers.spabench_cards import make_cards
+
+    from grounded_planner.console.session import EvalSession
+
+    folder = tmp / "session"
+    cards = make_cards(folder, [("relational_placement", ("id", "ood")[k % 2], k) for k in range(trials + runs)])
+    session = EvalSession(folder)
+    kwargs = dict(failure_mode=None, planner="bench", rollout_dir=None, grasp_attempted=True, error=None)
+    session.record(cards[0]["trial_id"], success=True, started_at=None, wall_s=1.0, **kwargs)
+    line = json.loads((folder / "trials.jsonl").read_text())
+    with open(folder / "trials.jsonl", "a", encoding="utf-8") as f:  # the rest of the campaign, as it was recorded
+        for card in cards[1:trials]:
+            f.write(json.dumps({**line, **{k: card[k] for k in ("trial_id", "task", "condition", "seed")}}) + "\n")
+
+    def read_every_ask() -> None:
+        session._read = None  # noqa: SLF001 - the baseline: what every ask cost before the file's stat was kept
+        session.progress()
+
+    pending = iter(cards[trials:])
+
+    def record_one() -> None:
+        session.record(next(pending)["trial_id"], success=True, started_at=None, wall_s=1.0, **kwargs)
+        session.progress()
+
+    session.progress()
+    for label, fn in (
+        ("read at every ask (before)", read_every_ask),
+        ("unchanged file (now)", session.progress),
+        ("one trial recorded (now)", record_one),
+    ):
+        ms = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            fn()
+            ms.append((time.perf_counter() - t0) * 1000)
+        print(f"the session's progress at {trials} trials, {label:27}: {stats_ms(ms)}")
+    assert session.progress()["done"] == trials + runs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--approvals", type=int, default=10)
@@ -837,6 +885,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--pause-rounds", type=int, default=10, help="rounds of the camera left while paused (0 skips them)"
+    )
+    parser.add_argument(
+        "--session-trials", type=int, default=2892, help="trials.jsonl for the session's figure (0 skips it)"
     )
     parser.add_argument(
         "--vlm-latency-s",
@@ -861,6 +912,8 @@ def main() -> int:
     http_floor(tmp)  # first, before the graphs and browsers load the machine
     if args.tally_rollouts:
         tally_at_scale(tmp, args.tally_rollouts)
+    if args.session_trials:
+        session_at_scale(tmp, args.session_trials)
     scene = tmp / "scene.npy"
     np.save(scene, scene_image(args.noise))
     if args.pause_rounds:  # before the graphs: the stream and this console alone on the machine
