@@ -1,4 +1,5 @@
-"""Atomic file writes: a crash (or a concurrent writer) leaves the old file or the new one, never half of one."""
+"""Atomic file writes: a crash (or a concurrent writer) leaves the old file or the new one, never half of one; and
+the one append the JSONL logs share (trials.jsonl's three writers)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,18 @@ def write_json_atomic(path: str | Path, data: Any, *, indent: int | None = 2, fs
 def write_jsonl_atomic(path: str | Path, records: list[Any]) -> Path:
     """One JSON object per line, written atomically."""
     return write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+
+def append_line(path: str | Path, line: str) -> int:
+    """Append ``line`` and a newline to ``path`` (created if missing), flushed to disk; the bytes written. A file whose
+    last line has no newline (an editor that strips it) gets one first, so the new line never runs into it."""
+    data = (line + "\n").encode("utf-8")
+    with open(path, "a+b") as f:
+        if f.tell() > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                data = b"\n" + data
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return len(data)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from grounded_planner.console.rollouts import inside
+from grounded_planner.fileio import append_line
 from grounded_planner.spabench.errors import SpaBenchError
 from grounded_planner.spabench.report import load_trials, trials_path
 from grounded_planner.spabench.session import SessionError, load_cards
@@ -156,18 +157,10 @@ class EvalSession:
             line = json.dumps(record.to_dict(), ensure_ascii=False)
         except SpaBenchError as exc:
             raise SessionError(str(exc)) from exc
-        data = (line + "\n").encode("utf-8")
-        with open(self.trials_path, "a+b") as f:
-            if f.tell() > 0:  # a last line with no newline (an editor that strips it) would run into this one
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":
-                    data = b"\n" + data
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        written = append_line(self.trials_path, line)
         after = self._key()
         before_size = 0 if read_key is None else read_key[1]
         same_file = read_key is None or (after is not None and after[0] == read_key[0])
-        if same_file and after is not None and after[1] == before_size + len(data):  # only this line was added
+        if same_file and after is not None and after[1] == before_size + written:  # only this line was added
             self._read = (after, frozenset(done | {trial_id}))
         return json.loads(line)

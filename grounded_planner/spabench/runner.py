@@ -24,7 +24,7 @@ import numpy as np
 from grounded_planner.execution.closed_loop import ClosedLoop, Observation
 from grounded_planner.execution.config import ExecutorConfig
 from grounded_planner.execution.executor import Executor
-from grounded_planner.fileio import write_text_atomic
+from grounded_planner.fileio import append_line, write_text_atomic
 from grounded_planner.geometry.errors import GeometryError
 from grounded_planner.geometry.targets import TargetSet, compute_targets
 from grounded_planner.plan import GroundedPlan, PlanError
@@ -416,10 +416,7 @@ def done_trials(out: str | Path, warn: Callable[[str], None] | None = None) -> d
 
 
 def _append(out: Path, record: dict[str, Any]) -> None:
-    with open(trials_path(out), "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    append_line(trials_path(out), json.dumps(record, ensure_ascii=False))
 
 
 def _progress_line(i: int, total: int, rec: dict[str, Any]) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any, Callable, Protocol, Sequence, TextIO
 
 import numpy as np
 
+from grounded_planner.fileio import append_line
 from grounded_planner.plan import GroundedPlan
 from grounded_planner.rollout.record import ABORTED, RolloutRecorder
 from grounded_planner.rollout.taxonomy import FAILURE_MODES, auto_failure_mode
@@ -358,8 +358,5 @@ class Session:
             }
         )
         out = TrialRecord.from_dict(record, where=card["trial_id"]).to_dict()
-        with open(trials_path(self.folder), "a", encoding="utf-8") as f:
-            f.write(json.dumps(out, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(trials_path(self.folder), json.dumps(out, ensure_ascii=False))
         return out
