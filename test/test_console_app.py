@@ -484,6 +484,28 @@ def test_two_pages_get_every_state_change_and_frames_follow_the_browser(tmp_path
     serve(app, body)
 
 
+@pytest.mark.parametrize("path", ["/api/plan", "/api/decision", "/api/label", "/api/session/start"])
+def test_a_body_that_is_not_a_json_object_or_too_large_is_refused_with_the_reason_and_changes_nothing(tmp_path, path):
+    session = tmp_path / "session"
+    make_cards(session, [("relational_placement", "id", 0)])
+    graph = RecordingGraph()
+    app, _ = make_app(tmp_path, graph, session_dir=str(session))
+    before = app.state.snapshot()
+
+    async def body(client):
+        for data, status, reason in (
+            (b'{"instruction": "pick', 400, "the body must be a JSON object"),
+            (b'["pick the cube"]', 400, "the body must be a JSON object"),
+            (json.dumps({"instruction": "x" * 70_000}).encode(), 413, "larger than the console takes (64 KiB)"),
+        ):
+            answer = await client.post(path, data=data, headers={"Content-Type": "application/json"})
+            assert answer.status == status and answer.content_type == "application/json", (data[:20], answer)
+            assert reason in (await answer.json())["error"]
+
+    serve(app, body)
+    assert graph.calls == [] and app.state.snapshot() == before
+
+
 def test_console_token_rules():
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and is_loopback("127.0.0.2")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.20")

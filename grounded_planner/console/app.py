@@ -479,6 +479,13 @@ class ConsoleApp:
     async def _json(self, request: web.Request) -> dict[str, Any]:
         try:
             body = await request.json()
+        except web.HTTPRequestEntityTooLarge:  # aiohttp's own answer is text/plain: the page shows JSON's "error"
+            raise web.HTTPRequestEntityTooLarge(
+                max_size=MAX_BODY_BYTES,
+                actual_size=request.content_length or 0,
+                text=json.dumps({"error": f"the body is larger than the console takes ({MAX_BODY_BYTES // 1024} KiB)"}),
+                content_type="application/json",
+            ) from None
         except ValueError:
             raise web.HTTPBadRequest(
                 text=json.dumps({"error": "the body must be a JSON object"}), content_type="application/json"
