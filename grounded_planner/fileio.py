@@ -44,14 +44,22 @@ def write_jsonl_atomic(path: str | Path, records: list[Any]) -> Path:
 
 def append_line(path: str | Path, line: str) -> int:
     """Append ``line`` and a newline to ``path`` (created if missing), flushed to disk; the bytes written. A file whose
-    last line has no newline (an editor that strips it) gets one first, so the new line never runs into it."""
+    last line has no newline (an editor that strips it) gets one first, so the new line never runs into it. A write
+    the file system cuts short (a full disk takes what fits, then refuses) raises its OSError with the file as it
+    was: the part written is truncated away, so no half line is left for the next reader."""
     data = (line + "\n").encode("utf-8")
-    with open(path, "a+b") as f:
-        if f.tell() > 0:
+    with open(path, "a+b", buffering=0) as f:
+        size = f.seek(0, os.SEEK_END)
+        if size > 0:
             f.seek(-1, os.SEEK_END)
             if f.read(1) != b"\n":
                 data = b"\n" + data
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        try:
+            view = memoryview(data)
+            while view:  # write(2) may take part of it: the rest follows, or the refusal comes
+                view = view[f.write(view) :]
+            os.fsync(f.fileno())
+        except OSError as exc:
+            f.truncate(size)
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc  # a write's error names no file
     return len(data)

@@ -14,10 +14,7 @@ does not permit that mount.
 from __future__ import annotations
 
 import errno
-import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -26,7 +23,7 @@ from mcap.reader import make_reader
 from rosbags.highlevel import AnyReader
 
 from grounded_planner.rollout import bag as B
-from helpers.tmpfs import require_tmpfs_mount
+from helpers.tmpfs import run_in_namespace
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -196,22 +193,8 @@ TMPFS_SCRIPT = textwrap.dedent("""
 """)
 
 
-def run_on_tmpfs(tmp_path: Path) -> tuple[dict, str]:
-    require_tmpfs_mount(tmp_path)
-    proc = subprocess.run(
-        ["unshare", "-rm", sys.executable, "-c", TMPFS_SCRIPT, str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT ")]
-    assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
-    return json.loads(lines[-1][len("REPORT ") :]), proc.stderr
-
-
 def test_a_real_full_tmpfs_cuts_no_record_in_half_and_recover_exits_1(tmp_path):
-    report, stderr = run_on_tmpfs(tmp_path)
+    report, stderr = run_in_namespace(TMPFS_SCRIPT, tmp_path)
     assert report["errno"] == errno.ENOSPC and "full.mcap" in report["message"]
     assert report["written_before_full"] > 5
     assert report["scan_on_full_disk"] == [report["written_before_full"], 0]  # nothing half-written left

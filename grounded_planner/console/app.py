@@ -746,6 +746,9 @@ class ConsoleApp:
             return self._error(str(exc), 404)
         except (RolloutError, FailureModeError) as exc:
             return self._error(str(exc))
+        except OSError as exc:  # a full disk, a folder gone read-only: rollout.json is as it was (an atomic write)
+            self.note(f"label of rollout {rollout} from {client} not saved: {exc}")
+            return self._error(f"label of rollout {rollout} not saved: {exc}", 507)
         return web.json_response(
             {"rollout": rollout, "success": success, "failure_mode": mode, "trial": trial, "trial_error": trial_error}
         )
@@ -793,10 +796,11 @@ class ConsoleApp:
                 started_at=trial.get("started_at"),
                 wall_s=None if trial.get("t0") is None else time.monotonic() - trial["t0"],
             )
-        except SessionError as exc:
+        except (SessionError, OSError) as exc:  # OSError: a full disk (append_line leaves no half line)
             self.note(f"trial {trial['trial_id']} not recorded: {exc}")
-            if (self._session_progress() or {}).get("error") and self._trial is None:
-                self._trial = trial  # trials.jsonl cannot be read: once it is fixed, labelling again records the trial
+            unreadable = isinstance(exc, SessionError) and (self._session_progress() or {}).get("error")
+            if (unreadable or isinstance(exc, OSError)) and self._trial is None:
+                self._trial = trial  # once the file is fixed or there is room, labelling again records the trial
             return None, f"trial {trial['trial_id']} not recorded: {exc}"
         self._session_progress()
         return line, None
