@@ -690,6 +690,32 @@ def test_an_empty_tally_says_so_until_the_first_episode_ends(browser, tmp_path):
         assert not empty.is_displayed()
 
 
+def test_a_label_that_is_not_saved_says_why_on_the_panel_and_keeps_the_choice(browser, tmp_path):
+    """The console's own server; the episode's rollout folder goes (moved away by hand, a disk unmounted) after the
+    label panel showed it: the panel says in red that the label was not saved and why, not only in a passing toast,
+    and the operator's choice stays to be saved again."""
+    import shutil
+
+    rollouts = tmp_path / "rollouts"
+    rollouts.mkdir()
+    with console_alone(rollouts) as (app, server):
+        browser.get(server.url)
+        one_frame_rollout(rollouts / "episode")
+        app.on_rollout_closed(str(rollouts / "episode"))
+        wait_until(lambda: labelled_rollout(browser) == "episode", 10, "the episode's label panel", browser)
+        shutil.rmtree(rollouts / "episode")
+        click(browser, "#live-label button[data-outcome='true']")
+        click(browser, "#live-label .save-label")
+        info = browser.find_element("css selector", "#live-label .label-info")
+        wait_until(lambda: "label not saved:" in info.text, 10, "the refusal on the panel", browser, "label_not_saved")
+        assert "episode" in info.text and "bad" in info.get_attribute("class").split()
+        assert "chosen" in browser.find_element(
+            "css selector", "#live-label button[data-outcome='true']"
+        ).get_attribute("class")
+        assert not browser.find_element("css selector", "#live-label .save-label").get_attribute("disabled")
+        screenshot(browser, "label_not_saved")
+
+
 @pytest.mark.parametrize("size", [(500, 900), (820, 1180)], ids=["phone", "tablet_upright"])
 def test_on_a_phone_or_an_upright_tablet_stop_stays_on_screen_and_nothing_scrolls_sideways(size, tmp_path):
     """The console on a narrow screen (500 px, this browser's narrowest window, and an upright tablet's 820 px): one

@@ -104,7 +104,7 @@ def test_a_full_disk_refuses_the_label_or_the_trial_with_the_reason_and_leaves_n
     assert report["started"] == 200, report
     status, content_type, error = report["rollouts_full"]
     assert (status, content_type) == (507, "application/json")
-    assert error.startswith("label of rollout trial0 not saved:") and "No space left on device" in error
+    assert error.startswith(f"rollout trial0: [Errno {errno.ENOSPC}] No space left on device"), error
     assert report["label_source_after_refusal"] == "simulator"  # rollout.json as it was
     trial, trial_error = report["session_full"]
     assert trial is None and trial_error.startswith(f"trial {card} not recorded:"), report

@@ -748,7 +748,7 @@ class ConsoleApp:
             return self._error(str(exc))
         except OSError as exc:  # a full disk, a folder gone read-only: rollout.json is as it was (an atomic write)
             self.note(f"label of rollout {rollout} from {client} not saved: {exc}")
-            return self._error(f"label of rollout {rollout} not saved: {exc}", 507)
+            return self._error(f"rollout {rollout}: {exc}", 507)
         return web.json_response(
             {"rollout": rollout, "success": success, "failure_mode": mode, "trial": trial, "trial_error": trial_error}
         )

@@ -270,7 +270,11 @@ function labelWidget(container, rolloutId, current, onSaved) {
         + (answer.trial_error ? ` — but ${answer.trial_error}` : "");
       info.className = (answer.trial_error ? "bad" : "ok") + " label-info";
       if (onSaved) onSaved(answer);
-    } catch (e) { toast("label not saved: " + e.message); }
+    } catch (e) {  // on the panel until the next save, not only a toast: the operator may look away
+      info.textContent = "label not saved: " + e.message + " — the choice is kept here: save again";
+      info.className = "bad label-info";
+      toast("label not saved: " + e.message);
+    }
   });
   container.replaceChildren(outcomeRow, modeRow, notes, el("div", { class: "row" }, save), info);
   paint();
