@@ -454,6 +454,25 @@ def test_rollouts_list_filters_and_a_label_changes_the_tally(tmp_path):
     assert any("rollout r3 labelled success by 127.0.0.1" in n for n in notes)
 
 
+def test_the_rollouts_listing_goes_compressed_to_a_browser_that_takes_it(tmp_path):
+    """A campaign's listing is loaded over the Wi-Fi of a tablet beside the cell at every filter: compressed where the
+    browser takes it (every browser takes deflate and gzip), the same listing as a client that takes it plain gets."""
+    for k in range(60):
+        record_rollout(tmp_path / "rollouts", f"r{k:02d}", task=("pick", "place")[k % 2])
+    app, _ = make_app(tmp_path)
+
+    async def body(client):
+        plain = await client.get("/api/rollouts?task=pick", headers={"Accept-Encoding": "identity"})
+        zipped = await client.get("/api/rollouts?task=pick", headers={"Accept-Encoding": "gzip, deflate, br"})
+        assert "Content-Encoding" not in plain.headers and zipped.headers["Content-Encoding"] in ("deflate", "gzip")
+        sent_plain, sent_zipped = int(plain.headers["Content-Length"]), int(zipped.headers["Content-Length"])
+        assert sent_zipped * 5 < sent_plain, (sent_zipped, sent_plain)
+        listing = await plain.json()
+        assert await zipped.json() == listing and len(listing["rollouts"]) == 30
+
+    serve(app, body)
+
+
 def test_two_pages_get_every_state_change_and_frames_follow_the_browser(tmp_path):
     graph = RecordingGraph()
     graph.frames = [Frame(1, 111, 4, 2, b"\xff\xd8one"), Frame(2, 222, 4, 2, b"\xff\xd8two")]

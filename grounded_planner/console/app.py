@@ -809,11 +809,17 @@ class ConsoleApp:
         return {k: request.query.get(k, "") for k in ("task", "condition", "outcome")}
 
     async def _get_rollouts(self, request: web.Request) -> web.Response:
-        try:
-            listing = await self._run(lambda: self.rollouts.list(**self._filters(request)))
+        filters = self._filters(request)
+        try:  # made into JSON on the worker too: 0.9 MB at 3,000 rollouts
+            text = await self._run(lambda: json.dumps(self.rollouts.list(**filters)))
         except ValueError as exc:
             return self._error(str(exc))
-        return web.json_response(listing)
+        response = web.Response(text=text, content_type="application/json")
+        # compressed where the browser takes it (deflate or gzip: every browser does; aiohttp compresses off the event
+        # loop): a campaign's listing, 0.9 MB at 3,000 rollouts, is what a tablet beside the cell loads over Wi-Fi at
+        # each filter
+        response.enable_compression()
+        return response
 
     def _outside(self, request: web.Request, exc: Exception):
         self.note(f"refused {request.path}?{request.query_string} from {request.remote}: {exc}")
