@@ -139,10 +139,12 @@ def make_app(tmp_path, graph=None, **kwargs):
     return app, notes
 
 
-def record_rollout(root: Path, name: str, task="pick", condition="id", success=None, mode=None) -> Path:
+def record_rollout(
+    root: Path, name: str, task="pick", condition="id", success=None, mode=None, instruction: str = ""
+) -> Path:
     folder = root / name
     with RolloutRecorder(
-        folder, instruction=f"{task} {name}", task=task, condition=condition, fsync_every_s=None
+        folder, instruction=instruction or f"{task} {name}", task=task, condition=condition, fsync_every_s=None
     ) as rec:
         rec.log_color(np.full((24, 32, 3), 120, np.uint8))
         rec.log_color(np.full((24, 32, 3), 200, np.uint8))
@@ -553,10 +555,7 @@ def test_an_evaluation_session_runs_card_by_card_into_trials_jsonl(tmp_path):
         assert (await client.get("/api/session/file?path=../../etc/passwd")).status == 404
         started = await (await client.post("/api/session/start", json={"trial_id": cards[0]["trial_id"]})).json()
         assert started["instruction"] == cards[0]["instruction"]
-        plan = (await (await client.post("/api/plan", json={"instruction": started["instruction"]})).json())["plan"]
-        await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
-        folder = record_rollout(session / "rollouts", "trial0", task="relational_placement")
-        app.on_rollout_closed(str(folder))
+        await run_trial(client, app, session, cards[0], "trial0")
         state = await (await client.get("/api/state")).json()
         assert state["episode"]["id"] == "trial0"
         labelled = await (
@@ -602,6 +601,18 @@ def trial_line(session: Path, card: dict) -> str:
     return (session / "trials.jsonl").read_text().splitlines()[-1]
 
 
+async def run_trial(client, app: ConsoleApp, session: Path, card: dict, name: str, instruction: str = "") -> Path:
+    """The started trial of ``card`` run as the page runs it: its instruction (or ``instruction``, the box edited)
+    planned and approved, then its episode recorded as ``session/rollouts/name`` and closed by the logger."""
+    asked = instruction or card["instruction"]
+    plan = (await (await client.post("/api/plan", json={"instruction": asked})).json())["plan"]
+    decision = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
+    assert decision.status == 200, await decision.text()
+    folder = record_rollout(session / "rollouts", name, task=card["task"], instruction=asked)
+    app.on_rollout_closed(str(folder))
+    return folder
+
+
 def test_a_bad_line_in_trials_jsonl_is_shown_with_its_line_and_the_trial_is_recorded_once_it_is_fixed(tmp_path):
     """A crash mid-write (a full disk, a power cut) leaves trials.jsonl with half a line: the console still starts,
     the session says which line is bad and starts no trial, and a trial labelled meanwhile is recorded once the line
@@ -632,7 +643,7 @@ def test_a_bad_line_in_trials_jsonl_is_shown_with_its_line_and_the_trial_is_reco
         assert start.status == 200, await start.text()
         with trials.open("a") as f:  # the disk fills while the trial runs: half a line again
             f.write(good[:20])
-        app.on_rollout_closed(str(record_rollout(session / "rollouts", "trial1", task="relational_placement")))
+        await run_trial(client, app, session, cards[1], "trial1")
         label = {"rollout": "trial1", "success": False, "failure_mode": "wrong_object"}
         labelled = await (await client.post("/api/label", json=label)).json()
         assert labelled["trial"] is None and "line 2: not JSON" in labelled["trial_error"], labelled
@@ -647,6 +658,76 @@ def test_a_bad_line_in_trials_jsonl_is_shown_with_its_line_and_the_trial_is_reco
     assert (recorded[1]["success"], recorded[1]["failure_mode"]) == (False, "wrong_object")
     assert any(f"trial {cards[1]['trial_id']} not started" in n and "line 2" in n for n in notes), notes
     assert any(f"trial {cards[1]['trial_id']} not recorded" in n and "line 2" in n for n in notes), notes
+
+
+def test_only_the_rollout_of_the_plan_approved_for_a_trial_records_it(tmp_path):
+    """While a trial runs, the operator corrects an older rollout's label on the rollouts page: that records no trial
+    (it used to be recorded as the running trial's outcome). The trial's own rollout, the first to close after its
+    Approve, records it. A trial whose plan asked another instruction than the card's (the box edited) is not
+    recorded: the label panel says why, and the card waits to be run again."""
+    session = tmp_path / "session"
+    cards = make_cards(session, [("relational_placement", "id", k) for k in range(2)])
+    app, notes = make_app(tmp_path, RecordingGraph(), session_dir=str(session))
+    app.rollouts.root = session / "rollouts"
+    older = record_rollout(session / "rollouts", "older", instruction=cards[0]["instruction"])
+
+    async def body(client):
+        async def label(name, success=True):
+            sent = {"rollout": name, "success": success, "failure_mode": None if success else "wrong_object"}
+            return await (await client.post("/api/label", json=sent)).json()
+
+        await client.post("/api/session/start", json={"trial_id": cards[0]["trial_id"]})
+        app.on_rollout_closed(str(older))  # closed before the trial's Approve: not its rollout
+        answer = await label("older")
+        assert answer["trial"] is None and answer["trial_error"] is None
+        await run_trial(client, app, session, cards[0], "trial0")
+        assert (await label("older", success=False))["trial"] is None  # relabelled while the trial waits for its own
+        recorded = await label("trial0", success=False)
+        assert (
+            recorded["trial"]["trial_id"] == cards[0]["trial_id"] and recorded["trial"]["rollout"] == "rollouts/trial0"
+        )
+        await client.post("/api/session/start", json={"trial_id": cards[1]["trial_id"]})
+        await run_trial(client, app, session, cards[1], "trial1", instruction="put the blue cube in the bowl")
+        refused = await label("trial1")
+        assert refused["trial"] is None and "not the card's" in refused["trial_error"], refused
+        assert "'put the blue cube in the bowl'" in refused["trial_error"]
+        progress = (await (await client.get("/api/session")).json())["session"]
+        assert progress["done"] == 1 and progress["card"]["trial_id"] == cards[1]["trial_id"]
+        again = await client.post("/api/session/start", json={"trial_id": cards[1]["trial_id"]})
+        assert again.status == 200, await again.text()
+
+    serve(app, body)
+    (line,) = [json.loads(x) for x in (session / "trials.jsonl").read_text().splitlines()]
+    assert (line["trial_id"], line["success"], line["failure_mode"]) == (cards[0]["trial_id"], False, "wrong_object")
+    assert load_rollout(session / "rollouts" / "older").failure_mode == "wrong_object"  # its label was saved
+    assert any(n.startswith(f"trial {cards[1]['trial_id']} not recorded: its plan asked") for n in notes), notes
+
+
+def test_an_approve_the_executor_refused_does_not_start_the_trial_and_the_plan_s_episode_is_not_its_rollout(tmp_path):
+    """The executor refuses the trial's first Approve (busy with another client's plan): nothing ran, so the episode
+    of that plan, closed when the next plan arrives, is not the trial's rollout; the next Approve starts the trial."""
+    session = tmp_path / "session"
+    (card,) = make_cards(session, [("relational_placement", "id", 0)])
+    graph = RecordingGraph(busy=True)
+    app, _ = make_app(tmp_path, graph, session_dir=str(session))
+    app.rollouts.root = session / "rollouts"
+
+    async def body(client):
+        await client.post("/api/session/start", json={"trial_id": card["trial_id"]})
+        plan = (await (await client.post("/api/plan", json={"instruction": card["instruction"]})).json())["plan"]
+        refused = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
+        assert refused.status == 502 and "rejected the goal" in (await refused.json())["error"]
+        graph.busy = False
+        # the next plan request: the logger closes the unrun plan's episode as the new plan arrives, before its Approve
+        app.on_rollout_closed(str(record_rollout(session / "rollouts", "unrun", instruction=card["instruction"])))
+        await run_trial(client, app, session, card, "trial0")
+        assert (await (await client.post("/api/label", json={"rollout": "unrun", "success": True})).json())[
+            "trial"
+        ] is None
+        answer = await (await client.post("/api/label", json={"rollout": "trial0", "success": True})).json()
+        assert answer["trial"]["trial_id"] == card["trial_id"] and answer["trial"]["rollout"] == "rollouts/trial0"
+
+    serve(app, body)
 
 
 def test_trials_jsonl_is_read_again_only_when_another_process_changed_it(tmp_path, monkeypatch):
@@ -671,7 +752,7 @@ def test_trials_jsonl_is_read_again_only_when_another_process_changed_it(tmp_pat
             assert (await (await client.get("/api/session")).json())["session"]["done"] == 1
         assert len(reads) == 1, "trials.jsonl was read again for a page's ask, unchanged"
         await client.post("/api/session/start", json={"trial_id": cards[1]["trial_id"]})
-        app.on_rollout_closed(str(record_rollout(session / "rollouts", "trial1", task="relational_placement")))
+        await run_trial(client, app, session, cards[1], "trial1")
         labelled = await (await client.post("/api/label", json={"rollout": "trial1", "success": True})).json()
         assert labelled["trial"]["trial_id"] == cards[1]["trial_id"]
         assert app.state.snapshot()["session"]["done"] == 2 and len(reads) == 1, "read again for its own trial"

@@ -9,8 +9,9 @@ for the rollouts folder and one for the session folder, each filled to its last 
   answer says why, and trials.jsonl is as it was (no half line);
 - space again: the label saved again records the trial.
 
-The console runs in the namespace's own process (its web app on aiohttp's test server, no ROS graph: a label asks
-nothing of it) and prints what it saw as one JSON line."""
+The console runs in the namespace's own process (its web app on aiohttp's test server; the graph is
+test_console_app's RecordingGraph, a test double that answers the trial's plan and Approve) and prints what it saw as
+one JSON line."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, sys.argv[2])
     from aiohttp.test_utils import TestClient, TestServer
     from helpers.spabench_cards import make_cards
+    from test_console_app import RecordingGraph
     from grounded_planner.console.app import ConsoleApp
     from grounded_planner.rollout.record import RolloutRecorder
 
@@ -66,14 +68,17 @@ SCRIPT = textwrap.dedent("""
         return json.load(open(os.path.join(episode, "rollout.json"))).get("label_source")
 
     notes = []
-    app = ConsoleApp(object(), rollouts_dir=rollouts, session_dir=session, note=notes.append)
+    app = ConsoleApp(RecordingGraph(), rollouts_dir=rollouts, session_dir=session, note=notes.append)
     report = {}
 
     async def main():
         async with TestClient(TestServer(app.make_app())) as client:
             started = await client.post("/api/session/start", json={"trial_id": cards[0]["trial_id"]})
             report["started"] = started.status
-            app.on_rollout_closed(episode)
+            plan = (await (await client.post("/api/plan", json={"instruction": cards[0]["instruction"]})).json())
+            approved = await client.post("/api/decision", json={"plan_id": plan["plan"]["id"], "approve": True})
+            report["approved"] = approved.status
+            app.on_rollout_closed(episode)  # the trial's episode, recorded above, closed after its Approve
             label = {"rollout": "trial0", "success": False, "failure_mode": "wrong_object"}
             filler = fill(rollouts)
             answer = await client.post("/api/label", json=label)
@@ -101,7 +106,7 @@ SCRIPT = textwrap.dedent("""
 def test_a_full_disk_refuses_the_label_or_the_trial_with_the_reason_and_leaves_no_half_line(tmp_path):
     report, _ = run_in_namespace(SCRIPT, tmp_path, str(REPO / "test"))
     card = report["card"]
-    assert report["started"] == 200, report
+    assert report["started"] == 200 and report["approved"] == 200, report
     status, content_type, error = report["rollouts_full"]
     assert (status, content_type) == (507, "application/json")
     assert error.startswith(f"rollout trial0: [Errno {errno.ENOSPC}] No space left on device"), error

@@ -246,7 +246,9 @@ class ConsoleApp:
         self._frames: FramePump | None = None
         self.session = EvalSession(session_dir) if session_dir else None
         self._note = note or log.info
-        self._trial: dict[str, Any] | None = None  # the session's trial being run (its card, start time)
+        # the session's trial being run: its card's id and instruction, when its Approve came, and its rollout (the
+        # first that closed after that Approve: the one its label records)
+        self._trial: dict[str, Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._dirty: asyncio.Event | None = None
         self._sockets: set[web.WebSocketResponse] = set()
@@ -621,14 +623,11 @@ class ConsoleApp:
         verb = "approved" if approved else "rejected"
         try:
             message = await self._run(self._carry_out, plan, approved, self._stops, pool=self._decide_pool)
-        except StoppedError as exc:
+        except (StoppedError, GraphError) as exc:
+            self._trial_not_started()
             self.state.plan_error(plan_id, str(exc))
             self.note(f"plan {plan_id} {verb} by {client}, but: {exc}")
-            return self._error(str(exc), 409)
-        except GraphError as exc:
-            self.state.plan_error(plan_id, str(exc))
-            self.note(f"plan {plan_id} {verb} by {client}, but: {exc}")
-            return self._error(str(exc), 502)
+            return self._error(str(exc), 409 if isinstance(exc, StoppedError) else 502)
         self.note(f"plan {plan_id} {verb} by {client}: {message}")
         return web.json_response({"plan_id": plan_id, "decision": verb, "message": message})
 
@@ -679,6 +678,13 @@ class ConsoleApp:
         if self._trial is not None and self._trial.get("trial_id") and not self._trial.get("started_at"):
             self._trial["started_at"], self._trial["t0"] = _now_iso(), time.monotonic()
 
+    def _trial_not_started(self) -> None:
+        """The Approve did not set the arm going (the executor refused it, a STOP came first): the trial starts with
+        the next Approve, and the episode that closes meanwhile (the plan that did not run) is not its rollout."""
+        trial = self._trial
+        if trial is not None and not trial.get("rollout"):
+            trial["started_at"], trial["t0"] = None, None
+
     async def _post_stop(self, request: web.Request) -> web.Response:
         """Cancel the running goal, on a thread of its own: never queued behind the workers (all of them may be
         waiting on a planner that does not answer, up to ``plan_timeout_s``)."""
@@ -707,6 +713,9 @@ class ConsoleApp:
         the thread that takes the graph's news), for nobody to see."""
         with self._closed_lock:
             self._closed.append(path)
+        trial = self._trial
+        if trial is not None and trial.get("started_at") and not trial.get("rollout"):
+            trial["rollout"] = str(path)  # the episode of the plan approved for it (an earlier plan's closed before)
         if self._loop_for_pages() is not None:
             self._settle_closed()
 
@@ -769,13 +778,25 @@ class ConsoleApp:
         return trial
 
     def _record_trial(self, record, success: bool, mode: str | None) -> tuple[dict[str, Any] | None, str | None]:
-        """The session's running trial ends with its label: one line in trials.jsonl, then the next card. Returns the
-        line, or why the running trial was not recorded (None, None with no trial running)."""
-        trial, self._trial = self._trial, None
-        if self.session is None or trial is None:
-            self._trial = trial
+        """The session's running trial ends with the label of its rollout: one line in trials.jsonl, then the next
+        card. Returns the line, or why the trial was not recorded; (None, None) for a label of any other rollout (an
+        older one, relabelled on the rollouts page while the trial runs), which records no trial."""
+        trial = self._trial
+        if self.session is None or trial is None or not trial.get("rollout"):
+            return None, None
+        if Path(trial["rollout"]).resolve() != Path(record.directory).resolve():
             return None, None
         d = record.data
+        asked = str(d.get("instruction") or "")
+        if asked != trial["instruction"]:  # the box edited before the Approve: not this card's trial
+            if self._trial is trial:
+                self._trial = None
+            why = (
+                f"trial {trial['trial_id']} not recorded: its plan asked {asked!r}, not the card's "
+                f"{trial['instruction']!r}; run the trial again with the card's instruction"
+            )
+            self.note(why)
+            return None, why
         steps = d.get("steps") or []
         grasp_attempted = (
             any(
@@ -799,9 +820,12 @@ class ConsoleApp:
         except (SessionError, OSError) as exc:  # OSError: a full disk (append_line leaves no half line)
             self.note(f"trial {trial['trial_id']} not recorded: {exc}")
             unreadable = isinstance(exc, SessionError) and (self._session_progress() or {}).get("error")
-            if (unreadable or isinstance(exc, OSError)) and self._trial is None:
-                self._trial = trial  # once the file is fixed or there is room, labelling again records the trial
+            if not (unreadable or isinstance(exc, OSError)) and self._trial is trial:
+                self._trial = None  # recorded meanwhile by another terminal: this run of it is over
+            # else it runs on: once the file is fixed or there is room, labelling again records it
             return None, f"trial {trial['trial_id']} not recorded: {exc}"
+        if self._trial is trial:
+            self._trial = None
         self._session_progress()
         return line, None
 
@@ -875,7 +899,7 @@ class ConsoleApp:
             return self._error(f"trial {card['trial_id']} not started: {exc}", 409)
         if card["trial_id"] in done:
             return self._error(f"trial {card['trial_id']} is already recorded", 409)
-        self._trial = {"trial_id": card["trial_id"], "started_at": None, "t0": None}
+        self._trial = {"trial_id": card["trial_id"], "instruction": card["instruction"], "started_at": None, "t0": None}
         self.note(f"trial {card['trial_id']} started by {request.remote}")
         return web.json_response({"trial": self._trial, "instruction": card["instruction"]})
 
