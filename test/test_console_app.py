@@ -681,6 +681,8 @@ def test_only_the_rollout_of_the_plan_approved_for_a_trial_records_it(tmp_path):
         answer = await label("older")
         assert answer["trial"] is None and answer["trial_error"] is None
         await run_trial(client, app, session, cards[0], "trial0")
+        again = await client.post("/api/session/start", json={"trial_id": cards[0]["trial_id"]})  # a second tap
+        assert again.status == 200 and (await again.json())["trial"]["rollout"].endswith("trial0")
         assert (await label("older", success=False))["trial"] is None  # relabelled while the trial waits for its own
         recorded = await label("trial0", success=False)
         assert (

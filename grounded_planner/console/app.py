@@ -899,6 +899,10 @@ class ConsoleApp:
             return self._error(f"trial {card['trial_id']} not started: {exc}", 409)
         if card["trial_id"] in done:
             return self._error(f"trial {card['trial_id']} is already recorded", 409)
+        running = self._trial
+        if running is not None and running["trial_id"] == card["trial_id"] and running.get("started_at"):
+            # Run this trial pressed again (a second page, a second tap) after its Approve: the same run goes on
+            return web.json_response({"trial": running, "instruction": card["instruction"]})
         self._trial = {"trial_id": card["trial_id"], "instruction": card["instruction"], "started_at": None, "t0": None}
         self.note(f"trial {card['trial_id']} started by {request.remote}")
         return web.json_response({"trial": self._trial, "instruction": card["instruction"]})
