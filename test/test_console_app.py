@@ -732,6 +732,38 @@ def test_an_approve_the_executor_refused_does_not_start_the_trial_and_the_plan_s
     serve(app, body)
 
 
+def test_a_reject_that_fails_while_a_trial_runs_leaves_the_trial_and_its_rollout(tmp_path):
+    """With approval on, a trial's plan is approved and runs; the operator plans again and rejects that plan, and the
+    executor does not answer the refusal. The trial that runs is still started: its rollout, closing after, records
+    it."""
+    session = tmp_path / "session"
+    (card,) = make_cards(session, [("relational_placement", "id", 0)])
+    graph = RecordingGraph(require_approval=True)
+    app, _ = make_app(tmp_path, graph, session_dir=str(session))
+    app.rollouts.root = session / "rollouts"
+
+    def no_refusal(approved, wait_s):  # test double: the executor's approve service does not answer a Reject
+        if not approved:
+            raise GraphError("/grounded_planner/approve did not answer")
+        return True, "approved"
+
+    async def body(client):
+        await client.post("/api/session/start", json={"trial_id": card["trial_id"]})
+        plan = (await (await client.post("/api/plan", json={"instruction": card["instruction"]})).json())["plan"]
+        await held(graph)
+        assert (await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})).status == 200
+        graph.answer_approval = no_refusal
+        other = (await (await client.post("/api/plan", json={"instruction": "look around"})).json())["plan"]
+        await held(graph, 2)
+        refused = await client.post("/api/decision", json={"plan_id": other["id"], "approve": False})
+        assert refused.status == 502, await refused.text()
+        app.on_rollout_closed(str(record_rollout(session / "rollouts", "trial0", instruction=card["instruction"])))
+        answer = await (await client.post("/api/label", json={"rollout": "trial0", "success": True})).json()
+        assert answer["trial"]["trial_id"] == card["trial_id"], answer
+
+    serve(app, body)
+
+
 def test_trials_jsonl_is_read_again_only_when_another_process_changed_it(tmp_path, monkeypatch):
     """Every page's session panel and every trial ask for the session's progress; a campaign's trials.jsonl took
     110-180 ms to read and check (2,892 lines), so it is read again only when it changed: not for a page's ask, not

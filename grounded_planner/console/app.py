@@ -624,7 +624,8 @@ class ConsoleApp:
         try:
             message = await self._run(self._carry_out, plan, approved, self._stops, pool=self._decide_pool)
         except (StoppedError, GraphError) as exc:
-            self._trial_not_started()
+            if approved:  # (a Reject that failed leaves a trial approved before it as it was)
+                self._trial_not_started()
             self.state.plan_error(plan_id, str(exc))
             self.note(f"plan {plan_id} {verb} by {client}, but: {exc}")
             return self._error(str(exc), 409 if isinstance(exc, StoppedError) else 502)
