@@ -76,10 +76,10 @@ class EvalSession:
         cannot be read, ``error`` says why (its file and line) and there is no next card: nothing is recorded on a
         file whose trials cannot be counted."""
         try:
-            done = self.done()
+            done, error = self.done(), None
         except SessionError as exc:
-            return {"folder": str(self.folder), "total": len(self.cards), "done": None, "card": None, "error": str(exc)}
-        card = next((c for c in self.cards if c["trial_id"] not in done), None)
+            done, error = None, str(exc)
+        card = None if done is None else next((c for c in self.cards if c["trial_id"] not in done), None)
         shown = (
             None
             if card is None
@@ -102,9 +102,9 @@ class EvalSession:
         return {
             "folder": str(self.folder),
             "total": len(self.cards),
-            "done": sum(c["trial_id"] in done for c in self.cards),
+            "done": None if done is None else sum(c["trial_id"] in done for c in self.cards),
             "card": shown,
-            "error": None,
+            "error": error,
         }
 
     def file(self, relative: str) -> Path:
@@ -130,7 +130,7 @@ class EvalSession:
         (the contract's ``DIR/rollouts/``), else as given. SessionError for a trial already recorded or unknown."""
         card = self.card(trial_id)
         done = self.done()
-        read_key = self._read[0] if self._read is not None else None
+        read_key = self._read[0]  # done() has just read it, or found it unchanged
         if trial_id in done:
             raise SessionError(f"trial {trial_id} is already in {self.trials_path}: one outcome per trial")
         rollout = None
