@@ -8,21 +8,11 @@ import json
 
 from grounded_planner.fileio import append_line
 from grounded_planner.spabench.report import load_trials, trials_path
-from grounded_planner.spabench.trial import TrialRecord, TrialSpec
+from helpers.spabench_cards import trial_record
 
 
 def trial(seed: int) -> str:
-    record = TrialRecord(
-        task="relational_placement",
-        condition="id",
-        seed=seed,
-        robot="gp5",
-        planner="p",
-        instruction="put the red cube in the tray",
-        expects_action=True,
-        spec=TrialSpec(target="red_cube", receptacle="tray", receptacle_radius_m=0.085),
-        initial_positions={"red_cube": (0.3, 0.0, 0.025), "tray": (0.5, 0.0, 0.015)},
-    )
+    record = trial_record("relational_placement", "id", seed, "put the red cube in the tray", planner="p")
     return json.dumps({**record.to_dict(), "success": True})
 
 

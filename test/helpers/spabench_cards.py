@@ -9,24 +9,29 @@ from pathlib import Path
 from PIL import Image
 
 
-def make_cards(folder: Path, trials, instruction: str = "put two blocks in the bowl") -> list[dict]:
-    """``trials``: (task, condition, seed) triples; every card asks ``instruction``."""
+def trial_record(task: str, condition: str, seed: int, instruction: str = "put two blocks in the bowl", planner=""):
+    """A trial record of the red cube and the tray (the cards' scene), as the contract checks it."""
     from grounded_planner.spabench.trial import TrialRecord, TrialSpec
 
+    return TrialRecord(
+        task=task,
+        condition=condition,
+        seed=seed,
+        robot="gp5",
+        planner=planner,
+        instruction=instruction,
+        expects_action=True,
+        spec=TrialSpec(target="red_cube", receptacle="tray", receptacle_radius_m=0.085),
+        initial_positions={"red_cube": (0.308, 0.0, 0.025), "tray": (0.5, 0.0, 0.015)},
+    )
+
+
+def make_cards(folder: Path, trials, instruction: str = "put two blocks in the bowl") -> list[dict]:
+    """``trials``: (task, condition, seed) triples; every card asks ``instruction``."""
     (folder / "cards").mkdir(parents=True)
     cards = []
     for task, condition, seed in trials:
-        record = TrialRecord(
-            task=task,
-            condition=condition,
-            seed=seed,
-            robot="gp5",
-            planner="",
-            instruction=instruction,
-            expects_action=True,
-            spec=TrialSpec(target="red_cube", receptacle="tray", receptacle_radius_m=0.085),
-            initial_positions={"red_cube": (0.308, 0.0, 0.025), "tray": (0.5, 0.0, 0.015)},
-        )
+        record = trial_record(task, condition, seed, instruction)
         png = f"cards/{task}_{condition}_{seed}.png"
         Image.new("RGB", (160, 120), (200, 180, 20)).save(folder / png)
         cards.append(
