@@ -812,6 +812,26 @@ def test_a_trial_after_a_last_line_with_no_newline_is_recorded_on_a_line_of_its_
     ]
 
 
+class SlowDisk:
+    """Test double of a slow disk (a network share): ``wrap(read)`` is the real ``read``, called once the test sets
+    ``release``. Each call is counted in ``calls``; one still waiting after ``wait_s`` goes on anyway and is counted in
+    ``unreleased``: it held the thread the test releases from (the console's event loop, in these tests)."""
+
+    def __init__(self, wait_s: float = 10.0):
+        self.release, self.wait_s = threading.Event(), wait_s
+        self.calls: list[tuple] = []
+        self.unreleased: list[tuple] = []
+
+    def wrap(self, read):
+        def slow(*args, **kwargs):
+            self.calls.append(args)
+            if not self.release.wait(self.wait_s):
+                self.unreleased.append(args)
+            return read(*args, **kwargs)
+
+        return slow
+
+
 def test_stop_and_the_state_answer_while_trials_jsonl_is_read_from_a_slow_disk(tmp_path, monkeypatch):
     """The session's progress is read on a worker: a trials.jsonl on a slow disk (a network share) holds up neither
     STOP nor the state while a page asks for the session."""
@@ -821,32 +841,24 @@ def test_stop_and_the_state_answer_while_trials_jsonl_is_read_from_a_slow_disk(t
     cards = make_cards(session, [("relational_placement", "id", k) for k in range(2)])
     graph = RecordingGraph()
     app, _ = make_app(tmp_path, graph, session_dir=str(session))
-    release, reading, unreleased = threading.Event(), [], []
-    real_load_trials = console_session.load_trials
-
-    def slow_load_trials(folder):  # test double: the real read, after a disk that answers when the test says
-        reading.append(folder)
-        if not release.wait(10.0):  # read on the event loop, the test could not get to say
-            unreleased.append(folder)
-        return real_load_trials(folder)
-
-    monkeypatch.setattr(console_session, "load_trials", slow_load_trials)
+    disk = SlowDisk()
+    monkeypatch.setattr(console_session, "load_trials", disk.wrap(console_session.load_trials))
     trial_line(session, cards[0])  # trials.jsonl changed: the next ask reads it
 
     async def body(client):
         asking = asyncio.ensure_future(client.get("/api/session"))
         try:
-            await eventually(lambda: len(reading) >= 1, lambda: "the session's read under way")
-            stop = await asyncio.wait_for(client.post("/api/stop"), 3.0)  # the read waits 30 s
+            await eventually(lambda: len(disk.calls) >= 1, lambda: "the session's read under way")
+            stop = await asyncio.wait_for(client.post("/api/stop"), 3.0)  # the read waits 10 s
             assert stop.status == 200, await stop.text()
             state = await asyncio.wait_for(client.get("/api/state"), 3.0)
             assert state.status == 200
         finally:
-            release.set()
+            disk.release.set()
         assert (await (await asyncio.wait_for(asking, 15.0)).json())["session"]["done"] == 1
 
     serve(app, body)
-    assert not unreleased, "the read held the console's event loop: STOP and the state waited 10 s behind it"
+    assert not disk.unreleased, "the read held the console's event loop: STOP and the state waited 10 s behind it"
     assert graph.did("stop"), graph.calls
 
 
@@ -1387,19 +1399,12 @@ def test_the_rollouts_pages_and_the_state_answer_while_every_plan_request_waits_
     serve(app, lambda client: while_every_plan_waits(client, graph, lambda: check(client)))
 
 
-def slow_frame_reads(app: ConsoleApp) -> tuple[threading.Event, list[int]]:
+def slow_frame_reads(app: ConsoleApp) -> tuple[threading.Event, list[tuple]]:
     """The app's rollout frames read from a slow disk (a network share): (the event that lets the reads go on, the
-    frames being read)."""
-    release, reading = threading.Event(), []
-    read_frame = app.rollouts.frame_jpeg
-
-    def slow_frame_jpeg(relative, k):  # test double: the real read, after a disk that answers when the test says
-        reading.append(k)
-        release.wait(30.0)
-        return read_frame(relative, k)
-
-    app.rollouts.frame_jpeg = slow_frame_jpeg
-    return release, reading
+    reads under way)."""
+    disk = SlowDisk(wait_s=30.0)
+    app.rollouts.frame_jpeg = disk.wrap(app.rollouts.frame_jpeg)
+    return disk.release, disk.calls
 
 
 def test_an_approve_is_carried_out_while_every_worker_reads_rollout_frames_from_a_slow_disk(tmp_path):
@@ -1460,28 +1465,20 @@ def test_stop_answers_while_a_label_s_tally_walks_a_campaign_s_rollouts_folder(t
     record_rollout(tmp_path / "rollouts", "r1")
     graph = RecordingGraph()
     app, _ = make_app(tmp_path, graph)
-    release, walking, unreleased = threading.Event(), [], []
-    real_tally = app.rollouts.tally
-
-    def slow_tally(*args, **kwargs):  # test double: the real walk, on a disk that answers when the test says
-        walking.append(True)
-        if not release.wait(10.0):  # walked on the event loop, the test could not get to say
-            unreleased.append(True)
-        return real_tally(*args, **kwargs)
-
-    app.rollouts.tally = slow_tally
+    disk = SlowDisk()
+    app.rollouts.tally = disk.wrap(app.rollouts.tally)
 
     async def body(client):
         labelling = asyncio.ensure_future(client.post("/api/label", json={"rollout": "r1", "success": True}))
         try:
-            await eventually(lambda: walking, lambda: "the label's walk under way")
+            await eventually(lambda: disk.calls, lambda: "the label's walk under way")
             stop = await asyncio.wait_for(client.post("/api/stop"), 3.0)  # the walk waits 10 s
             assert stop.status == 200, await stop.text()
         finally:
-            release.set()
+            disk.release.set()
         assert (await asyncio.wait_for(labelling, 15.0)).status == 200
 
     serve(app, body)
-    assert not unreleased, "the walk held the console's event loop: STOP waited 10 s behind it"
+    assert not disk.unreleased, "the walk held the console's event loop: STOP waited 10 s behind it"
     assert graph.did("stop"), graph.calls
     assert app.state.snapshot()["tally"][0]["successes"] == 1
