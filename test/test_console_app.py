@@ -248,7 +248,10 @@ def test_a_plan_the_envelope_refuses_cannot_be_approved_and_nothing_moves(tmp_pa
         plan = (await (await client.post("/api/plan", json={"instruction": "a"})).json())["plan"]
         assert plan["refused_steps"] == [1]
         answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
-        assert answer.status == 409 and "safety envelope refuses step(s) [1]" in (await answer.json())["error"]
+        assert (
+            answer.status == 409
+            and "safety envelope refuses step(s) 2 (counted from 1" in (await answer.json())["error"]
+        )
 
     serve(app, body)
     assert graph.did("execute") == [] and graph.did("hold") == []

@@ -72,8 +72,9 @@ def why_not_runnable(plan: dict[str, Any]) -> str:
         return f"plan {plan['id']} has nothing to run ({plan['message'] or 'empty plan'})"
     if plan["refused_steps"]:
         return (
-            f"plan {plan['id']}: the safety envelope refuses step(s) {plan['refused_steps']}; the executor would move "
-            "nothing"
+            f"plan {plan['id']}: the safety envelope refuses step(s) "
+            f"{', '.join(str(i + 1) for i in plan['refused_steps'])} (counted from 1, as the page's table counts them); "
+            "the executor would move nothing"
         )
     return ""
 
