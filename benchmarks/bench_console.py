@@ -40,6 +40,8 @@
    with the topic left, and how long the first newer frame takes once a page asks again (subscribed anew).
 7. An evaluation session's progress over a campaign's trials.jsonl (--session-trials, 2,892, Spa-Bench's count): read
    and checked at every ask (before) against the unchanged file's stat and a trial recorded (now).
+8. The rollouts page over part 5's campaign folder: the listing's every row (before) against a page of 100 (now), as
+   the console answers it, and the page in Chromium drawing its first page and the next.
 
 Both clocks are this machine's wall clock (the browser's performance.timeOrigin + now() and the nodes' ROS clock).
 The browser runs on this machine too (on a robot it runs on the operator's tablet), so its rendering takes CPU
@@ -830,6 +832,68 @@ def tally_at_scale(tmp: Path, rollouts: int, runs: int = 20) -> None:
         print(f"the tally over {rollouts} rollouts, {label:24}: {stats_ms(ms)}")
 
 
+def rollouts_page_at_scale(tmp: Path, rollouts: int, runs: int = 20) -> None:
+    """8. The rollouts page over the campaign's folder of part 5: the listing as the page asked it before (every row)
+    against one page of it (100 rows, as the page asks now), the console's HTTP answer from httpx (time and bytes,
+    uncompressed); and in headless Chromium, the page opened until its first 100 rows are drawn, and "older" clicked
+    until the next 100 are."""
+    from grounded_planner.console.app import ConsoleApp
+    from grounded_planner.console.server import ConsoleServer
+
+    server = ConsoleServer(
+        ConsoleApp(InstantGraph(), rollouts_dir=tmp / "campaign", note=lambda _line: None), "127.0.0.1", 0
+    )
+    server.start()
+    driver = None
+    try:
+        with httpx.Client(base_url=server.url, timeout=30.0, headers={"Accept-Encoding": "identity"}) as http:
+            for label, query in (("every row (before)", ""), ("one page of 100 (now)", "?offset=0&limit=100")):
+                ms, size = [], 0
+                for k in range(runs + 2):  # the first two warm up (the first reads every rollout.json)
+                    t0 = time.perf_counter()
+                    reply = http.get("/api/rollouts" + query)
+                    if k >= 2:
+                        ms.append((time.perf_counter() - t0) * 1000)
+                    assert reply.status_code == 200 and reply.json()["total"] == rollouts
+                    size = len(reply.content)
+                print(f"GET /api/rollouts at {rollouts} rollouts, {label:22}: {stats_ms(ms)}; {size / 1000:.0f} kB")
+        driver = chromium()
+        drawn = """const done = arguments[arguments.length - 1], want = arguments[0];
+            (function poll() { const a = document.querySelector('#rollout-list tbody a');
+              if (a && document.getElementById('rollout-count').textContent.startsWith(want)) done(performance.now());
+              else requestAnimationFrame(poll); })();"""
+        # before pages: the whole listing asked and every row drawn, by the page's own row builder
+        every = """const done = arguments[arguments.length - 1], t0 = performance.now();
+            fetch('/api/rollouts').then(r => r.json()).then(data => {
+              document.querySelector('#rollout-list tbody').replaceChildren(...data.rollouts.map(rolloutRow));
+              requestAnimationFrame(() => done([data.rollouts.length, performance.now() - t0])); });"""
+        opened, older, whole = [], [], []
+        for k in range(max(3, runs // 4) + 1):
+            driver.get(server.url + "rollouts")  # performance.now() counts from this navigation's start
+            t = driver.execute_async_script(drawn, "1–100 of")
+            t0 = driver.execute_script("document.getElementById('rollouts-older').click(); return performance.now()")
+            t1 = driver.execute_async_script(drawn, "101–200 of")
+            n, t_every = driver.execute_async_script(every)
+            assert n == rollouts
+            if k:  # the first warms up
+                opened.append(t)
+                older.append(t1 - t0)
+                whole.append(t_every)
+        print(
+            f"the rollouts page at {rollouts} rollouts in Chromium, opened -> 100 rows drawn      : {stats_ms(opened)}"
+        )
+        print(
+            f"the rollouts page at {rollouts} rollouts in Chromium, older clicked -> drawn        : {stats_ms(older)}"
+        )
+        print(
+            f"the rollouts page at {rollouts} rollouts in Chromium, every row asked -> drawn (before): {stats_ms(whole)}"
+        )
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.stop()
+
+
 def session_at_scale(tmp: Path, trials: int, runs: int = 20) -> None:
     """7. An evaluation session's progress (what every page's session panel, every page load and every trial asks for)
     with ``trials`` of its cards already in trials.jsonl (Spa-Bench ran 2,892): the file read and checked at each ask
@@ -881,7 +945,10 @@ def main() -> int:
     parser.add_argument("--frames-s", type=float, default=10.0)
     parser.add_argument("--pairs", type=int, default=100, help="plan requests paired one by one (0 skips them)")
     parser.add_argument(
-        "--tally-rollouts", type=int, default=3000, help="the campaign for the tally's figure (0 skips it)"
+        "--tally-rollouts",
+        type=int,
+        default=3000,
+        help="the campaign for the tally's and the rollouts page's figures (0 skips them)",
     )
     parser.add_argument(
         "--pause-rounds", type=int, default=10, help="rounds of the camera left while paused (0 skips them)"
@@ -912,6 +979,7 @@ def main() -> int:
     http_floor(tmp)  # first, before the graphs and browsers load the machine
     if args.tally_rollouts:
         tally_at_scale(tmp, args.tally_rollouts)
+        rollouts_page_at_scale(tmp, args.tally_rollouts)
     if args.session_trials:
         session_at_scale(tmp, args.session_trials)
     scene = tmp / "scene.npy"

@@ -459,6 +459,37 @@ def test_rollouts_list_filters_and_a_label_changes_the_tally(tmp_path):
     assert any("rollout r3 labelled success by 127.0.0.1" in n for n in notes)
 
 
+def test_the_rollouts_listing_is_served_a_page_at_a_time_with_how_many_match(tmp_path):
+    """The rollouts page asks for 100 rows at a time of a campaign's thousands: ``offset`` and ``limit`` give a page
+    of the filtered listing, newest first, with how many rollouts match; without them, every one (as before); a bad
+    page is refused with the reason."""
+    root = tmp_path / "rollouts"
+    for k in range(7):
+        record_rollout(root, f"r{k}", success=k % 3 != 0, mode=None if k % 3 else "grasp_failure")
+    app, _ = make_app(tmp_path)
+
+    async def body(client):
+        every = await (await client.get("/api/rollouts")).json()
+        assert every["total"] == 7 and every["limit"] is None and len(every["rollouts"]) == 7
+        newest_first = [r["id"] for r in every["rollouts"]]
+        page = await (await client.get("/api/rollouts?offset=2&limit=3")).json()
+        assert [r["id"] for r in page["rollouts"]] == newest_first[2:5]
+        assert (page["total"], page["offset"], page["limit"]) == (7, 2, 3)
+        last = await (await client.get("/api/rollouts?outcome=failure&offset=2&limit=2")).json()
+        assert last["total"] == 3 and [r["outcome"] for r in last["rollouts"]] == ["failure"]
+        past = await (await client.get("/api/rollouts?offset=50&limit=10")).json()
+        assert past["rollouts"] == [] and past["total"] == 7
+        for query, reason in (
+            ("limit=ten", "limit must be a whole number, got 'ten'"),
+            ("limit=0", "limit 1 or more"),
+            ("offset=-1&limit=5", "offset must be 0 or more"),
+        ):
+            refused = await client.get("/api/rollouts?" + query)
+            assert refused.status == 400 and reason in (await refused.json())["error"], query
+
+    serve(app, body)
+
+
 def test_the_rollouts_listing_goes_compressed_to_a_browser_that_takes_it(tmp_path):
     """A campaign's listing is loaded over the Wi-Fi of a tablet beside the cell at every filter: compressed where the
     browser takes it (every browser takes deflate and gzip), the same listing as a client that takes it plain gets."""

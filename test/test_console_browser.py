@@ -103,6 +103,14 @@ def one_frame_rollout(folder, instruction: str = INSTRUCTION) -> None:
         rec.log_color(np.full((48, 64, 3), 90, np.uint8))
 
 
+def copies(folder, n: int) -> None:
+    """``n`` copies of the rollout ``folder`` beside it (a campaign's folder: more than a page of the rollouts list)."""
+    import shutil
+
+    for k in range(n):
+        shutil.copytree(folder, folder.with_name(f"{folder.name}_{k:03d}"))
+
+
 def rows(driver, table: str):
     """The cells of a table's rows, read in the page in one go (a state push rebuilds the rows at any moment)."""
     return driver.execute_script(
@@ -724,6 +732,7 @@ def test_on_a_phone_or_an_upright_tablet_stop_stays_on_screen_and_nothing_scroll
     graph that answers at once, a rollout with a long instruction in the folder."""
     rollouts = tmp_path / "rollouts"
     one_frame_rollout(rollouts / "narrow", "put the red cube in the bowl left of the tallest mug")
+    copies(rollouts / "narrow", 100)  # the rollouts list with its pager
     driver = chromium(*size)
     layout = """
         window.scrollTo(0, document.documentElement.scrollHeight);
@@ -746,6 +755,7 @@ def test_on_a_phone_or_an_upright_tablet_stop_stays_on_screen_and_nothing_scroll
                 )
                 if page == "rollouts":
                     wait_until(lambda: rows(driver, "rollout-list"), 10, "the rollouts list", driver, "narrow_no_list")
+                    assert driver.find_element("id", "rollouts-older").is_displayed()
                 got = driver.execute_script(layout)
                 name = f"narrow_{size[0]}_{page.split('?')[0] or 'live'}"
                 screenshot(driver, name)
@@ -761,10 +771,11 @@ def test_on_a_phone_or_an_upright_tablet_stop_stays_on_screen_and_nothing_scroll
 
 def test_on_a_touch_screen_every_button_is_a_finger_wide(tmp_path):
     """On a touch screen (Chromium's touch emulation: the pointer is coarse, as on the operator's tablet) every button
-    the live page and a rollout's page show, the label's failure modes included, and the instruction box are at
+    the live page, the rollouts list (its pager) and a rollout's page show, the label's failure modes included, and the instruction box are at
     least 44 px high and wide (WCAG 2.5.5): with a mouse they are 24-40 px high."""
     rollouts = tmp_path / "rollouts"
     one_frame_rollout(rollouts / "touch")
+    copies(rollouts / "touch", 100)  # the rollouts list with its pager
     driver = chromium(820, 1180)
     sizes = """return Array.from(document.querySelectorAll('button, #instruction')).filter(b => b.offsetParent)
         .map(b => [b.id || b.textContent.trim(), b.getBoundingClientRect().width, b.getBoundingClientRect().height]);"""
@@ -772,7 +783,7 @@ def test_on_a_touch_screen_every_button_is_a_finger_wide(tmp_path):
         driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
         with console_alone(rollouts) as (_app, server):
             url = server.url
-            for page, expected in (("", "stop-btn"), ("rollout?id=touch", "refused")):
+            for page, expected in (("", "stop-btn"), ("rollout?id=touch", "refused"), ("rollouts", "rollouts-older")):
                 driver.get(url + page)
                 assert driver.execute_script("return matchMedia('(pointer: coarse)').matches")
                 shown = wait_until(
@@ -984,3 +995,63 @@ def test_while_the_console_cannot_be_reached_approve_is_off_and_a_restarted_cons
             assert not approve.is_enabled()
         finally:
             again.stop()
+
+
+def test_a_campaign_s_rollouts_are_listed_a_page_at_a_time_and_the_page_stays_in_the_address(browser, tmp_path):
+    """A campaign's rollouts folder (250 rollouts, every tenth a failure): the list shows 100 rows at a time, newest
+    first, with how many there are; older and newer move by a page, the page stays in the address (a reload keeps
+    it), a filter starts again at its first page with no pager when one page holds it, "all" lifts the filter the
+    address had, and a page past the end shows the last one."""
+    import shutil
+
+    from selenium.webdriver.support.ui import Select
+
+    rollouts = tmp_path / "rollouts"
+    one_frame_rollout(rollouts / "r000")
+    for k in range(250):
+        folder = rollouts / f"r{k:03d}"
+        if k:
+            shutil.copytree(rollouts / "r000", folder)
+        data = json.loads((folder / "rollout.json").read_text())
+        failed = k % 10 == 0
+        data.update(task="pick", success=not failed, failure_mode="grasp_failure" if failed else None)
+        (folder / "rollout.json").write_text(json.dumps(data))
+
+    def shown() -> tuple[str, str, list[str]]:
+        pager = browser.find_element("id", "rollout-pager")
+        return (
+            browser.find_element("id", "rollout-count").text,
+            browser.find_element("id", "rollout-page").text if pager.is_displayed() else "",
+            browser.execute_script(
+                "return Array.from(document.querySelectorAll('#rollout-list tbody a'))"
+                ".map(a => new URL(a.href).searchParams.get('id'))"
+            ),
+        )
+
+    def showing(count: str, page: str, first: str, n: int, what: str) -> None:
+        wait_until(lambda: shown()[:2] == (count, page) and shown()[2][:1] == [first], 10, what, browser)
+        assert len(shown()[2]) == n, shown()
+
+    with console_alone(rollouts) as (_app, server):
+        browser.get(server.url + "rollouts")
+        showing("1–100 of 250 rollouts", "page 1 of 3", "r249", 100, "the first page, newest first")
+        assert shown()[2][-1] == "r150"
+        assert not browser.find_element("id", "rollouts-newer").is_enabled()
+        screenshot(browser, "rollouts_paged")
+        click(browser, "#rollouts-older")
+        showing("101–200 of 250 rollouts", "page 2 of 3", "r149", 100, "the second page")
+        assert browser.current_url.endswith("/rollouts?page=2")
+        browser.get(browser.current_url)  # a reload (or the address sent to a colleague) opens the same page
+        showing("101–200 of 250 rollouts", "page 2 of 3", "r149", 100, "the second page after a reload")
+        click(browser, "#rollouts-older")
+        showing("201–250 of 250 rollouts", "page 3 of 3", "r049", 50, "the last page")
+        assert not browser.find_element("id", "rollouts-older").is_enabled()
+        Select(browser.find_element("id", "f-outcome")).select_by_value("failure")
+        showing("25 rollout(s)", "", "r240", 25, "the failures, on one page and no pager")
+        assert browser.current_url.endswith("/rollouts?outcome=failure")
+        Select(browser.find_element("id", "f-outcome")).select_by_value("")
+        showing("1–100 of 250 rollouts", "page 1 of 3", "r249", 100, "every rollout again, the filter lifted")
+        assert browser.current_url.endswith("/rollouts")
+        browser.get(server.url + "rollouts?task=pick&page=9")
+        showing("201–250 of 250 rollouts", "page 3 of 3", "r049", 50, "a page past the end: the last one")
+        assert browser.current_url.endswith("/rollouts?task=pick&page=3")

@@ -107,22 +107,38 @@ class RolloutStore:
             "steps": len(d.get("steps") or []),
         }
 
-    def list(self, task: str = "", condition: str = "", outcome: str = "") -> dict[str, Any]:
-        """Rollouts (newest first) matching the filters, and the values each filter can take."""
+    def list(
+        self, task: str = "", condition: str = "", outcome: str = "", offset: int = 0, limit: int | None = None
+    ) -> dict[str, Any]:
+        """Rollouts (newest first) matching the filters, from the ``offset``-th on, at most ``limit`` of them (None:
+        all), with how many match (``total``) and the values each filter can take. A page's rows only are summarised:
+        a campaign's listing is thousands of rows, of which a page shows one screen."""
         if outcome and outcome not in OUTCOMES:
             raise InputError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
-        rows = [self.summary(record, data) for _, record, data in self._entries()]
-        tasks = sorted({r["task"] for r in rows})
-        conditions = sorted({r["condition"] for r in rows})
-        rows = [
-            r
-            for r in rows
-            if (not task or r["task"] == task)
-            and (not condition or r["condition"] == condition)
-            and (not outcome or r["outcome"] == outcome)
+        if offset < 0 or (limit is not None and limit < 1):
+            raise InputError(f"offset must be 0 or more and limit 1 or more, got offset {offset}, limit {limit}")
+        entries = [(record, data) for _, record, data in self._entries()]
+        tasks = sorted({data.get("task") or "" for _, data in entries})
+        conditions = sorted({data.get("condition") or "" for _, data in entries})
+        matched = [
+            (record, data)
+            for record, data in entries
+            if (not task or (data.get("task") or "") == task)
+            and (not condition or (data.get("condition") or "") == condition)
+            and (not outcome or outcome_of(data) == outcome)
         ]
-        rows.sort(key=lambda r: (r["started_at"] or "", r["id"]), reverse=True)
-        return {"rollouts": rows, "tasks": tasks, "conditions": conditions, "outcomes": list(OUTCOMES)}
+        # newest first; rollouts started at the same time in the order of their folders' names, newest name first
+        matched.sort(key=lambda e: (e[1].get("started_at") or "", e[0].directory.as_posix()), reverse=True)
+        shown = matched[offset:] if limit is None else matched[offset : offset + limit]
+        return {
+            "rollouts": [self.summary(record, data) for record, data in shown],
+            "total": len(matched),
+            "offset": offset,
+            "limit": limit,
+            "tasks": tasks,
+            "conditions": conditions,
+            "outcomes": list(OUTCOMES),
+        }
 
     def record(self, relative: str) -> RolloutRecord:
         path = inside(self.root, relative)

@@ -328,12 +328,22 @@ function renderSessionPage() {
 }
 
 // -- rollouts pages --------------------------------------------------------------------------------------------------
-async function loadRollouts() {
-  const params = new URLSearchParams(location.search);
-  for (const f of ["task", "condition", "outcome"]) if (params.get(f)) $("#f-" + f).dataset.want = params.get(f);
+// a campaign is thousands of rollouts (Spa-Bench ran 2,892): the list shows one page of them, newest first, and its
+// page number stays in the address with the filters (a page past the end, as a filter leaves fewer, shows the last)
+const PAGE_ROWS = 100;
+let rolloutsPage = 1;
+async function loadRollouts(page) {
+  if (page === undefined) {  // the page opened: its filters and page from the address (the menus fill in later)
+    const params = new URLSearchParams(location.search);
+    for (const f of ["task", "condition", "outcome"]) if (params.get(f)) $("#f-" + f).dataset.want = params.get(f);
+    page = Math.max(1, parseInt(params.get("page") || "1", 10) || 1);
+  }
   const query = new URLSearchParams();
   for (const f of ["task", "condition", "outcome"]) { const v = $("#f-" + f).value || $("#f-" + f).dataset.want || ""; if (v) query.set(f, v); }
-  const data = await api("GET", "/api/rollouts?" + query);
+  const data = await api("GET", `/api/rollouts?${query}${query.toString() ? "&" : ""}offset=${(page - 1) * PAGE_ROWS}&limit=${PAGE_ROWS}`);
+  const pages = Math.max(1, Math.ceil(data.total / PAGE_ROWS));
+  if (page > pages) return loadRollouts(pages);
+  rolloutsPage = page;
   for (const [f, values] of [["task", data.tasks], ["condition", data.conditions]]) {
     const sel = $("#f-" + f), want = query.get(f) || "";
     sel.replaceChildren(el("option", { value: "" }, "all"), ...values.map((v) => el("option", { value: v }, v || "(none)")));
@@ -341,15 +351,24 @@ async function loadRollouts() {
   }
   $("#f-outcome").value = query.get("outcome") || "";
   for (const f of ["task", "condition", "outcome"]) delete $("#f-" + f).dataset.want;
+  if (page > 1) query.set("page", page);
   history.replaceState(null, "", "/rollouts" + (query.toString() ? "?" + query : ""));
-  $("#rollout-count").textContent = `${data.rollouts.length} rollout(s)`;
-  const body = $("#rollout-list tbody");
-  body.replaceChildren(...data.rollouts.map((r) => el("tr", {},
+  const first = data.offset + 1, last = data.offset + data.rollouts.length;
+  $("#rollout-count").textContent = data.total > data.rollouts.length ? `${first}–${last} of ${data.total} rollouts` : `${data.total} rollout(s)`;
+  $("#rollout-page").textContent = `page ${page} of ${pages}`;
+  $("#rollout-pager").hidden = pages === 1;
+  $("#rollouts-newer").disabled = page === 1;
+  $("#rollouts-older").disabled = page === pages;
+  $("#rollout-list tbody").replaceChildren(...data.rollouts.map(rolloutRow));
+}
+
+function rolloutRow(r) {
+  return el("tr", {},
     el("td", {}, (r.started_at || "").replace("T", " ").slice(0, 19)),
     el("td", {}, el("a", { href: "/rollout?id=" + encodeURIComponent(r.id) }, r.instruction || r.id)),
     el("td", {}, r.task), el("td", {}, r.condition), el("td", {}, r.status),
     el("td", { class: r.outcome === "success" ? "ok" : r.outcome === "failure" ? "bad" : "muted" },
-       r.outcome + (r.failure_mode ? ": " + r.failure_mode : "")))));
+       r.outcome + (r.failure_mode ? ": " + r.failure_mode : "")));
 }
 
 async function loadRollout() {
@@ -442,7 +461,9 @@ async function start() {
   };
   $("#approve-btn").addEventListener("click", decide(true));
   $("#reject-btn").addEventListener("click", decide(false));
-  for (const f of ["task", "condition", "outcome"]) $("#f-" + f).addEventListener("change", () => loadRollouts());
+  for (const f of ["task", "condition", "outcome"]) $("#f-" + f).addEventListener("change", () => loadRollouts(1));
+  $("#rollouts-newer").addEventListener("click", () => loadRollouts(rolloutsPage - 1));
+  $("#rollouts-older").addEventListener("click", () => loadRollouts(rolloutsPage + 1));
   connect();
   if (view === "rollouts") loadRollouts();
   if (view === "rollout") loadRollout();
