@@ -42,12 +42,14 @@
    and checked at every ask (before) against the unchanged file's stat and a trial recorded (now).
 8. The rollouts page over part 5's campaign folder: the listing's every row (before) against a page of 100 (now), as
    the console answers it, and the page in Chromium drawing its first page and the next.
+9. A rollout page's frames (--rollout-frames, 300): frame k read by scanning every frame before it (before) against
+   found by its log time through the bag's chunk index, whole and as the strip's 240 px thumbnail (now).
 
 Both clocks are this machine's wall clock (the browser's performance.timeOrigin + now() and the nodes' ROS clock).
 The browser runs on this machine too (on a robot it runs on the operator's tablet), so its rendering takes CPU
 from the stack in every figure here.
 Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 30] [--frames-s 10] [--pairs 100]
-     [--tally-rollouts 3000] [--pause-rounds 10] [--session-trials 2892] (0 skips a part) [--vlm-latency-s 0]
+     [--tally-rollouts 3000] [--pause-rounds 10] [--session-trials 2892] [--rollout-frames 300] (0 skips a part) [--vlm-latency-s 0]
      (a served model's time)
 """
 
@@ -894,6 +896,50 @@ def rollouts_page_at_scale(tmp: Path, rollouts: int, runs: int = 20) -> None:
         server.stop()
 
 
+def rollout_frames(tmp: Path, frames: int, runs: int = 10) -> None:
+    """9. A rollout page's frames: a rollout of ``frames`` 1280x720 colour frames with their depth (the logger's 2 Hz
+    over 2.5 minutes at 300), the page asking each frame of its strip. Frame k as the console served it before
+    (every colour frame up to the k-th read and decoded, the k-th encoded whole) against now (found by its log time
+    through the bag's chunk index, and scaled to the strip's 240 px)."""
+    from grounded_planner.console.jpeg import encode_jpeg
+    from grounded_planner.console.rollouts import RolloutStore
+    from grounded_planner.rollout.bag import image_to_rgb
+    from grounded_planner.rollout.record import RolloutRecorder
+
+    root = tmp / "long_rollout"
+    scene = (np.random.default_rng(0).random((720, 1280, 3)) * 40 + 100).astype(np.uint8)
+    with RolloutRecorder(root / "ep", instruction="pick", fsync_every_s=None) as rec:
+        for k in range(frames):
+            rec.log_color(np.roll(scene, 7 * k, axis=1))
+            rec.log_depth(np.full((720, 1280), 800 + k, np.uint16))
+    store = RolloutStore(root)
+    record = store.record("ep")
+
+    def before(k: int) -> bytes:
+        for seen, message in enumerate(m for m in store._colour_messages(record) if m.msg is not None):
+            if seen == k:
+                return encode_jpeg(image_to_rgb(message.msg))
+        raise AssertionError(k)
+
+    store.frame_jpeg("ep", 0)  # the frames' log times, read once per bag
+    size = (root / "ep" / "rollout.mcap").stat().st_size / 1e6
+    for label, fn in (
+        ("every frame up to k (before)", before),
+        ("by its log time, whole (now)", lambda k: store.frame_jpeg("ep", k)),
+        ("by its log time, 240 px (now)", lambda k: store.frame_jpeg("ep", k, 240)),
+    ):
+        for k in (0, frames // 2, frames - 1):
+            ms = []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                jpeg = fn(k)
+                ms.append((time.perf_counter() - t0) * 1000)
+            print(
+                f"a rollout of {frames} frames ({size:.0f} MB), frame {k:3d}, {label:30}: {stats_ms(ms)}; "
+                f"{len(jpeg) / 1000:.0f} kB"
+            )
+
+
 def session_at_scale(tmp: Path, trials: int, runs: int = 20) -> None:
     """7. An evaluation session's progress (what every page's session panel, every page load and every trial asks for)
     with ``trials`` of its cards already in trials.jsonl (Spa-Bench ran 2,892): the file read and checked at each ask
@@ -957,6 +1003,9 @@ def main() -> int:
         "--session-trials", type=int, default=2892, help="trials.jsonl for the session's figure (0 skips it)"
     )
     parser.add_argument(
+        "--rollout-frames", type=int, default=300, help="the long rollout for the frames' figure (0 skips it)"
+    )
+    parser.add_argument(
         "--vlm-latency-s",
         type=float,
         default=0.0,
@@ -982,6 +1031,8 @@ def main() -> int:
         rollouts_page_at_scale(tmp, args.tally_rollouts)
     if args.session_trials:
         session_at_scale(tmp, args.session_trials)
+    if args.rollout_frames:
+        rollout_frames(tmp, args.rollout_frames)
     scene = tmp / "scene.npy"
     np.save(scene, scene_image(args.noise))
     if args.pause_rounds:  # before the graphs: the stream and this console alone on the machine

@@ -6,7 +6,9 @@ console's own ConsoleGraph protocol (the real one, ros/console_node.py, is teste
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import os
 import shutil
 import struct
 import threading
@@ -459,6 +461,68 @@ def test_rollouts_list_filters_and_a_label_changes_the_tally(tmp_path):
     assert any("rollout r3 labelled success by 127.0.0.1" in n for n in notes)
 
 
+async def refused_with_reasons(client, path: str, reasons: dict[str, str]) -> None:
+    """GET ``path`` + each query of ``reasons``: refused (400), the error naming its reason."""
+    for query, reason in reasons.items():
+        refused = await client.get(path + query)
+        assert refused.status == 400 and reason in (await refused.json())["error"], query
+
+
+def test_a_rollout_s_frames_are_served_each_as_logged_and_thumbnails_at_the_width_asked(tmp_path):
+    """The rollout page asks for each frame of its strip by number, as a thumbnail (``w``): frame k is the k-th the
+    logger wrote (two logged at the same time included, in their order), in a closed bag and in one whose writer
+    died before its footer; a thumbnail comes at the width asked; a bad number is refused with the reason."""
+    from PIL import Image
+
+    from grounded_planner.console.rollouts import RolloutStore
+    from grounded_planner.rollout.bag import ScanResult, has_footer, iter_mcap
+
+    levels = [40, 80, 120, 160, 200]
+    now = [1_700_000_000_000_000_000]  # the recorder's clock (its log times)
+    with RolloutRecorder(
+        tmp_path / "rollouts" / "closed", instruction="x", fsync_every_s=None, clock_ns=lambda: now[0]
+    ) as rec:
+        for level, ms in zip(levels, [1, 2, 2, 3, 4]):  # frames 1 and 2 logged at the same time
+            now[0] = 1_700_000_000_000_000_000 + ms * 1_000_000
+            rec.log_color(np.full((240, 320, 3), level, np.uint8), stamp_ns=now[0])
+    stamps = RolloutStore(tmp_path / "rollouts").frame_stamps(load_rollout(tmp_path / "rollouts" / "closed"))
+    assert len(stamps) == 5 and stamps[1] == stamps[2], stamps
+    # the same rollout cut where its data ends (the writer killed): no summary, no footer
+    shutil.copytree(tmp_path / "rollouts" / "closed", tmp_path / "rollouts" / "cut")
+    scan = ScanResult()
+    list(iter_mcap(tmp_path / "rollouts" / "cut" / "rollout.mcap", decode=False, result=scan))
+    os.truncate(tmp_path / "rollouts" / "cut" / "rollout.mcap", scan.data_end_pos)
+    assert not has_footer(tmp_path / "rollouts" / "cut" / "rollout.mcap")
+    app, _ = make_app(tmp_path)
+
+    def image(body: bytes) -> np.ndarray:
+        return np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
+
+    async def body(client):
+        for rollout in ("closed", "cut"):
+            shown = []
+            for k in range(len(levels)):
+                reply = await client.get(f"/api/rollout/frame?id={rollout}&k={k}")
+                assert reply.status == 200, (rollout, k, await reply.text())
+                shown.append(int(round(image(await reply.read()).mean())))
+            assert shown == pytest.approx(levels, abs=2), rollout
+            thumb = image(await (await client.get(f"/api/rollout/frame?id={rollout}&k=3&w=80")).read())
+            assert thumb.shape == (60, 80, 3) and abs(thumb.mean() - 160) <= 2
+        missing = await client.get("/api/rollout/frame?id=closed&k=5")
+        assert missing.status == 404 and "has 5 frames, no frame 5" in (await missing.json())["error"]
+        await refused_with_reasons(
+            client,
+            "/api/rollout/frame?id=closed&",
+            {
+                "k=two": "k and w must be whole numbers, got k='two'",
+                "k=0&w=big": "w='big'",
+                "k=0&w=8": "w (a thumbnail's width) must be 16-4096 pixels, got 8",
+            },
+        )
+
+    serve(app, body)
+
+
 def test_the_rollouts_listing_is_served_a_page_at_a_time_with_how_many_match(tmp_path):
     """The rollouts page asks for 100 rows at a time of a campaign's thousands: ``offset`` and ``limit`` give a page
     of the filtered listing, newest first, with how many rollouts match; without them, every one (as before); a bad
@@ -479,13 +543,15 @@ def test_the_rollouts_listing_is_served_a_page_at_a_time_with_how_many_match(tmp
         assert last["total"] == 3 and [r["outcome"] for r in last["rollouts"]] == ["failure"]
         past = await (await client.get("/api/rollouts?offset=50&limit=10")).json()
         assert past["rollouts"] == [] and past["total"] == 7
-        for query, reason in (
-            ("limit=ten", "limit must be a whole number, got 'ten'"),
-            ("limit=0", "limit 1 or more"),
-            ("offset=-1&limit=5", "offset must be 0 or more"),
-        ):
-            refused = await client.get("/api/rollouts?" + query)
-            assert refused.status == 400 and reason in (await refused.json())["error"], query
+        await refused_with_reasons(
+            client,
+            "/api/rollouts?",
+            {
+                "limit=ten": "limit must be a whole number, got 'ten'",
+                "limit=0": "limit 1 or more",
+                "offset=-1&limit=5": "offset must be 0 or more",
+            },
+        )
 
     serve(app, body)
 

@@ -867,10 +867,15 @@ class ConsoleApp:
 
     async def _get_frame(self, request: web.Request) -> web.Response:
         try:
-            k = int(request.query.get("k", "0"))
-            jpeg = await self._run(self.rollouts.frame_jpeg, request.query.get("id", ""), k)
+            k, width = int(request.query.get("k", "0")), int(request.query.get("w", "0")) or None
         except ValueError:
-            return self._error("k must be an integer")
+            return self._error(
+                f"k and w must be whole numbers, got k={request.query.get('k')!r}, w={request.query.get('w')!r}"
+            )
+        if width is not None and not 16 <= width <= 4096:
+            return self._error(f"w (a thumbnail's width) must be 16-4096 pixels, got {width}")
+        try:
+            jpeg = await self._run(self.rollouts.frame_jpeg, request.query.get("id", ""), k, width)
         except OutsideFolderError as exc:
             raise self._outside(request, exc) from None
         except NotARolloutError as exc:

@@ -371,6 +371,8 @@ function rolloutRow(r) {
        r.outcome + (r.failure_mode ? ": " + r.failure_mode : "")));
 }
 
+// the frames strip's thumbnails (64 px high, twice that on a tablet's screen) are asked at this width, not whole
+const THUMB_WIDTH = 240;
 async function loadRollout() {
   const id = new URLSearchParams(location.search).get("id") || "";
   let data;
@@ -390,7 +392,7 @@ async function loadRollout() {
   };
   drawPlan($("#rollout-overlay"), plan);
   $("#frames").replaceChildren(...Array.from({ length: data.frames }, (_, k) =>
-    el("img", { src: `/api/rollout/frame?id=${encodeURIComponent(id)}&k=${k}`, "data-k": k, loading: "lazy", onclick: () => showFrame(k) })));
+    el("img", { src: `/api/rollout/frame?id=${encodeURIComponent(id)}&k=${k}&w=${THUMB_WIDTH}`, "data-k": k, loading: "lazy", onclick: () => showFrame(k) })));
   if (data.frames) showFrame(0);
   $("#rollout-plan tbody").replaceChildren(...((plan && plan.actions) || []).map((a, i) => el("tr", {},
     el("td", {}, i + 1), el("td", {}, stepText(a)),
