@@ -470,8 +470,9 @@ async def refused_with_reasons(client, path: str, reasons: dict[str, str]) -> No
 
 def test_a_rollout_s_frames_are_served_each_as_logged_and_thumbnails_at_the_width_asked(tmp_path):
     """The rollout page asks for each frame of its strip by number, as a thumbnail (``w``): frame k is the k-th the
-    logger wrote (two logged at the same time included, in their order), in a closed bag and in one whose writer
-    died before its footer; a thumbnail comes at the width asked; a bad number is refused with the reason."""
+    logger wrote (two logged at the same time included, in their order), in a closed bag, in one whose writer died
+    before its footer and in one whose chunk index does not read; a thumbnail comes at the width asked; a bad number
+    is refused with the reason."""
     from PIL import Image
 
     from grounded_planner.console.rollouts import RolloutStore
@@ -493,13 +494,19 @@ def test_a_rollout_s_frames_are_served_each_as_logged_and_thumbnails_at_the_widt
     list(iter_mcap(tmp_path / "rollouts" / "cut" / "rollout.mcap", decode=False, result=scan))
     os.truncate(tmp_path / "rollouts" / "cut" / "rollout.mcap", scan.data_end_pos)
     assert not has_footer(tmp_path / "rollouts" / "cut" / "rollout.mcap")
+    # and one whose summary (the chunk index) is garbled, its data and footer whole
+    shutil.copytree(tmp_path / "rollouts" / "closed", tmp_path / "rollouts" / "garbled")
+    bag = tmp_path / "rollouts" / "garbled" / "rollout.mcap"
+    data = bytearray(bag.read_bytes())
+    data[scan.data_end_pos + 20 : len(data) - 60] = b"\xab" * (len(data) - 80 - scan.data_end_pos)
+    bag.write_bytes(bytes(data))
     app, _ = make_app(tmp_path)
 
     def image(body: bytes) -> np.ndarray:
         return np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
 
     async def body(client):
-        for rollout in ("closed", "cut"):
+        for rollout in ("closed", "cut", "garbled"):
             shown = []
             for k in range(len(levels)):
                 reply = await client.get(f"/api/rollout/frame?id={rollout}&k={k}")

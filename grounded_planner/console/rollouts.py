@@ -183,12 +183,17 @@ class RolloutStore:
             raise NotARolloutError(f"rollout {relative} has {len(stamps)} frames, no frame {k}")
         stamp = stamps[k]
         bag, topics = record.bag_path, list(self.topics.color_topics)
+
+        def logged_at(found) -> list[Any]:
+            return [m.msg for m in found if m.topic in topics and m.msg is not None]
+
         try:
-            if has_footer(bag):
-                found = read_bag(bag, topics, start_ns=stamp, end_ns=stamp + 1)
-            else:
-                found = iter_mcap(bag, topics=topics, start_ns=stamp, end_ns=stamp + 1)
-            at_stamp = [m.msg for m in found if m.topic in topics and m.msg is not None]
+            try:
+                if not has_footer(bag):
+                    raise BagError(f"{bag} has no footer")
+                at_stamp = logged_at(read_bag(bag, topics, start_ns=stamp, end_ns=stamp + 1))
+            except BagError:  # no footer (its writer died), or a summary that does not read: its records, scanned
+                at_stamp = logged_at(iter_mcap(bag, topics=topics, start_ns=stamp, end_ns=stamp + 1))
         except (BagError, OSError) as exc:
             raise NotARolloutError(f"rollout {relative}: frame {k} cannot be read: {exc}") from exc
         nth = stamps[:k].count(stamp)  # frames logged at the same time: in file order, as frame_stamps lists them
