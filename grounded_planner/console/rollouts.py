@@ -175,8 +175,9 @@ class RolloutStore:
         """The rollout's ``k``-th colour frame as JPEG, scaled down to ``width`` pixels where given (a thumbnail).
 
         Found by its log time (``frame_stamps``, read once per bag): a closed bag is read through its chunk index,
-        only the chunk that holds the frame; one still being written is scanned, and only that frame decoded. Reading
-        every frame up to the ``k``-th took 107 ms for the last of 600 frames, and a rollout page asks for each."""
+        only the chunk that holds the frame; one still being written (or whose index does not read) is scanned, and
+        only that frame decoded. Reading every frame up to the ``k``-th took 107 ms for the last of 600 frames, and a
+        rollout page asks for each."""
         record = self.record(relative)
         stamps = self.frame_stamps(record)
         if not 0 <= k < len(stamps):
