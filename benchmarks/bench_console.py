@@ -41,9 +41,11 @@
 7. An evaluation session's progress over a campaign's trials.jsonl (--session-trials, 2,892, Spa-Bench's count): read
    and checked at every ask (before) against the unchanged file's stat and a trial recorded (now).
 8. The rollouts page over part 5's campaign folder: the listing's every row (before) against a page of 100 (now), as
-   the console answers it, and the page in Chromium drawing its first page and the next.
+   the console answers it, the folder's walk alone (pathlib, as the console walks it, and os.walk), and the page in
+   Chromium drawing its first page and the next.
 9. A rollout page's frames (--rollout-frames, 300): frame k read by scanning every frame before it (before) against
-   found by its log time through the bag's chunk index, whole and as the strip's 240 px thumbnail (now).
+   found by its log time through the bag's chunk index, whole and as the strip's 240 px thumbnail (now); and of a
+   thumbnail, the image's own work (decode, scale, encode) against decoding at a quarter of the size (not done).
 
 Both clocks are this machine's wall clock (the browser's performance.timeOrigin + now() and the nodes' ROS clock).
 The browser runs on this machine too (on a robot it runs on the operator's tablet), so its rendering takes CPU
@@ -105,6 +107,16 @@ def stats_ms(samples_ms: list[float]) -> str:
     ms = sorted(samples_ms)
     p95 = ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))]
     return f"median {statistics.median(ms):7.2f} ms   p95 {p95:7.2f} ms   max {ms[-1]:7.2f} ms   (n={len(ms)})"
+
+
+def time_ms(fn, runs: int) -> list[float]:
+    """``fn()`` called ``runs`` times: the wall time of each call in ms."""
+    ms = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        ms.append((time.perf_counter() - t0) * 1000)
+    return ms
 
 
 def load() -> str:
@@ -859,6 +871,16 @@ def rollouts_page_at_scale(tmp: Path, rollouts: int, runs: int = 20) -> None:
                     assert reply.status_code == 200 and reply.json()["total"] == rollouts
                     size = len(reply.content)
                 print(f"GET /api/rollouts at {rollouts} rollouts, {label:22}: {stats_ms(ms)}; {size / 1000:.0f} kB")
+        # what is left of a page's answer: the folder's walk (the console's, pathlib) and os.walk in its place
+        campaign = tmp / "campaign"
+        for label, walk in (
+            ("pathlib rglob (the console's)", lambda: sorted(campaign.rglob("rollout.json"))),
+            (
+                "os.walk (not used)",
+                lambda: sorted(Path(d) for d, _, files in os.walk(campaign) if "rollout.json" in files),
+            ),
+        ):
+            print(f"the rollouts folder's walk at {rollouts} rollouts, {label:29}: {stats_ms(time_ms(walk, runs))}")
         driver = chromium()
         drawn = """const done = arguments[arguments.length - 1], want = arguments[0];
             (function poll() { const a = document.querySelector('#rollout-list tbody a');
@@ -901,7 +923,11 @@ def rollout_frames(tmp: Path, frames: int, runs: int = 10) -> None:
     over 2.5 minutes at 300), the page asking each frame of its strip. Frame k as the console served it before
     (every colour frame up to the k-th read and decoded, the k-th encoded whole) against now (found by its log time
     through the bag's chunk index, and scaled to the strip's 240 px)."""
-    from grounded_planner.console.jpeg import encode_jpeg
+    import io
+
+    from PIL import Image
+
+    from grounded_planner.console.jpeg import encode_jpeg, scale_to_width
     from grounded_planner.console.rollouts import RolloutStore
     from grounded_planner.rollout.bag import image_to_rgb
     from grounded_planner.rollout.record import RolloutRecorder
@@ -929,15 +955,25 @@ def rollout_frames(tmp: Path, frames: int, runs: int = 10) -> None:
         ("by its log time, 240 px (now)", lambda k: store.frame_jpeg("ep", k, 240)),
     ):
         for k in (0, frames // 2, frames - 1):
-            ms = []
-            for _ in range(runs):
-                t0 = time.perf_counter()
-                jpeg = fn(k)
-                ms.append((time.perf_counter() - t0) * 1000)
+            ms = time_ms(lambda: fn(k), runs)
             print(
                 f"a rollout of {frames} frames ({size:.0f} MB), frame {k:3d}, {label:30}: {stats_ms(ms)}; "
-                f"{len(jpeg) / 1000:.0f} kB"
+                f"{len(fn(k)) / 1000:.0f} kB"
             )
+    # of a thumbnail's time, the image's own work (the logged JPEG decoded, scaled, encoded) against decoding it at a
+    # quarter of its size, as libjpeg can (Pillow's draft mode; not done)
+    logged = next(m.msg for m in store._colour_messages(record) if m.msg is not None)
+
+    def quarter() -> bytes:
+        image = Image.open(io.BytesIO(bytes(logged.data)))
+        image.draft("RGB", (image.width // 4, image.height // 4))
+        return encode_jpeg(scale_to_width(np.asarray(image.convert("RGB")), 240))
+
+    for label, fn in (
+        ("decoded whole (now)", lambda: encode_jpeg(scale_to_width(image_to_rgb(logged), 240))),
+        ("decoded at a quarter (not done)", quarter),
+    ):
+        print(f"a thumbnail's image work alone, 240 px, {label:31}: {stats_ms(time_ms(fn, runs))}")
 
 
 def session_at_scale(tmp: Path, trials: int, runs: int = 20) -> None:
