@@ -96,11 +96,19 @@ from grounded_planner.ros import names  # noqa: E402
 from grounded_planner.ros.client import GroundedPlannerClient  # noqa: E402
 from grounded_planner.vlm.fake_server import FakeVLMServer  # noqa: E402
 
-FRAME_TOPIC = "/bench/camera/color/image_raw"
+FRAME_TOPIC = "/bench/camera/color/image_raw"  # with --camera compressed, image_transport's FRAME_TOPIC/compressed
 WIDTH, HEIGHT, FPS = 1280, 720, 30
 IDLE_S = 3.0  # the console's idle CPU is measured over this long, after the paired requests' warm-up, s
 PLAN_GAP_S = 0.5  # between plan requests: the planner's and the logger's work after an answer is done by then
 BLOCK = 5  # plan requests per block before the other graph's turn
+
+
+CAMERA_KIND = "raw"  # --camera: "raw" (rgb8 Image) or "compressed" (JPEG CompressedImage, as realsense-ros with the
+# image_transport plugins publishes it)
+
+
+def camera_topic() -> str:
+    return FRAME_TOPIC + ("/compressed" if CAMERA_KIND == "compressed" else "")
 
 
 def stats_ms(samples_ms: list[float]) -> str:
@@ -132,7 +140,12 @@ from grounded_planner.ros.convert import numpy_to_image
 rclpy.init()
 node = rclpy.create_node("bench_camera")
 base = np.load("{scene}")  # (height, width, 3) uint8 RGB
-frames = [numpy_to_image(np.roll(base, k * 64, axis=1), "rgb8") for k in range(8)]
+if {compressed}:  # image_transport's compressed topic: JPEG at compressed_image_transport's default quality (95)
+    from sensor_msgs.msg import CompressedImage
+    from grounded_planner.msgs.images import numpy_to_compressed
+    frames = [numpy_to_compressed(np.roll(base, k * 64, axis=1), CompressedImage, quality=95) for k in range(8)]
+else:
+    frames = [numpy_to_image(np.roll(base, k * 64, axis=1), "rgb8") for k in range(8)]
 for msg in frames:
     msg.header.frame_id = "camera_color_optical_frame"
 publisher = node.create_publisher(type(frames[0]), "{topic}", QoSProfile(depth=2))
@@ -212,9 +225,9 @@ def scene_image(noise: bool) -> np.ndarray:
 
 
 class CameraStream:
-    """A 1280x720 rgb8 stream at 30 Hz on FRAME_TOPIC from a process of its own, as a camera node is (publishing from
-    this process would take this process's GIL from the clients being timed), each frame stamped with the wall clock
-    when it is published; ``on.set()`` / ``on.clear()`` switch it. ``scene``: an .npy of the image (each frame is it
+    """A 1280x720 stream at 30 Hz on camera_topic() (rgb8, or JPEG with --camera compressed) from a process of its
+    own, as a camera node is (publishing from this process would take this process's GIL from the clients being
+    timed), each frame stamped with the wall clock when it is published; ``on.set()`` / ``on.clear()`` switch it. ``scene``: an .npy of the image (each frame is it
     shifted sideways by a multiple of 64 px, so that consecutive frames differ)."""
 
     class _Switch:
@@ -230,7 +243,7 @@ class CameraStream:
             self.child.stdin.flush()
 
     def __init__(self, scene: Path):
-        code = CAMERA.format(scene=scene, topic=FRAME_TOPIC, fps=FPS)
+        code = CAMERA.format(scene=scene, topic=camera_topic(), fps=FPS, compressed=CAMERA_KIND == "compressed")
         child = subprocess.Popen(
             [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True,
@@ -685,7 +698,7 @@ def camera_pause(tmp: Path, scene: Path, rounds: int) -> None:
     stream.on.set()
     context = rclpy.Context()
     rclpy.init(context=context)
-    values = {"port": 0, "rollouts_dir": str(tmp / "pause"), "color_topic": FRAME_TOPIC}
+    values = {"port": 0, "rollouts_dir": str(tmp / "pause"), "color_topic": camera_topic()}
     node = ConsoleNode(context=context, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
@@ -697,7 +710,7 @@ def camera_pause(tmp: Path, scene: Path, rounds: int) -> None:
         t0 = time.perf_counter()
         while (frame := node.latest_frame(seq[0], REMOTE_WIDTH)) is None:
             if time.perf_counter() - t0 > 10.0:
-                raise RuntimeError(f"no camera frame on {FRAME_TOPIC} within 10 s")
+                raise RuntimeError(f"no camera frame on {camera_topic()} within 10 s")
             time.sleep(0.005)
         seq[0] = frame.seq
         return (time.perf_counter() - t0) * 1000
@@ -720,7 +733,7 @@ def camera_pause(tmp: Path, scene: Path, rounds: int) -> None:
             back.append(newer_frame())
         print(
             f"the camera left while the live view is paused ({rounds} rounds, {PAUSE_WINDOW_S * 1000:.0f} ms windows, "
-            f"1280x720 {FPS} Hz raw): leaving: {stats_ms(leave)}\n"
+            f"1280x720 {FPS} Hz {CAMERA_KIND}): leaving: {stats_ms(leave)}\n"
             f"    this process's CPU per window: subscribed, taking nothing (baseline) {stats_ms(subscribed)} | "
             f"left {stats_ms(left)}\n    the first newer frame once asked again: {stats_ms(back)}; {load()}"
         )
@@ -743,7 +756,7 @@ def frame_to_screen(driver, node, tmp: Path, frames_s: float, stream: CameraStre
                 "-p",
                 "port:=0",
                 "-p",
-                f"color_topic:={FRAME_TOPIC}",
+                f"color_topic:={camera_topic()}",
                 "-p",
                 f"rollouts_dir:={tmp / 'rollouts'}",
             ],
@@ -773,8 +786,9 @@ def frame_to_screen(driver, node, tmp: Path, frames_s: float, stream: CameraStre
         window = shown[-(len(shown) - shown0) :] if len(shown) > shown0 else []
         latency = [s["shown_ms"] - int(s["stamp_ns"]) / 1e6 for s in window]
         print(f"camera frame (1280x720, {FPS} Hz published) -> shown in the browser: {stats_ms(latency)}")
+        sent = "the camera's own JPEG" if CAMERA_KIND == "compressed" and sent_width == WIDTH else "the page's width"
         print(
-            f"  sent {sent_width} px wide (the page's width); displayed {len(window) / frames_s:.1f} frames/s; console process CPU "
+            f"  sent {sent_width} px wide ({sent}); displayed {len(window) / frames_s:.1f} frames/s; console process CPU "
             f"{cpu / max(1, len(window)) * 1000:.1f} ms per displayed frame "
             f"({cpu / frames_s * 100:.0f} % of a core; with no page open: {idle_cpu / frames_s * 100:.1f} %); {load()}"
         )
@@ -1048,12 +1062,20 @@ def main() -> int:
         help="each answer of the stand-in VLM takes this long (a served model takes 0.5-5 s; 0: at once)",
     )
     parser.add_argument(
+        "--camera",
+        choices=("raw", "compressed"),
+        default="raw",
+        help="the 1280x720 stream as rgb8 Images, or as image_transport's JPEG CompressedImages on .../compressed",
+    )
+    parser.add_argument(
         "--noise", action="store_true", help="a camera of random pixels (JPEG's worst case) instead of a real scene"
     )
     args = parser.parse_args()
+    global CAMERA_KIND
+    CAMERA_KIND = args.camera
     print(
         f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}; {load()}; camera: {'random pixels' if args.noise else 'a real scene'}; "
+        f"Python {platform.python_version()}; {load()}; camera: {'random pixels' if args.noise else 'a real scene'} ({args.camera}); "
         f"the stand-in VLM answers in {args.vlm_latency_s:g} s"
     )
     os.environ["PYTHONPATH"] = str(REPO)
@@ -1086,7 +1108,7 @@ def main() -> int:
         while stack.enter_context(ros_domain_of_its_own()) == off_domain:
             pass
         overrides = workcell_overrides(cell, vlm.base_url, tmp / "rollouts")
-        overrides["console.color_topic"] = FRAME_TOPIC
+        overrides["console.color_topic"] = camera_topic()
         graphs.append(StackProcess(tmp, overrides))
         url = graphs[-1].url
         node, executor = stack.enter_context(graph_node("bench_console"))
