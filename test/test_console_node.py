@@ -1,6 +1,7 @@
-"""console_node's live frames from image_transport's ``compressed`` topic: a JPEG the browser can show as it is goes to
-the page untouched (no decoding, no encoding: the camera's own JPEG), one wider than ``max_image_width`` or than the
-pages show it is scaled and encoded again, and data that is no JPEG shows nothing while the node goes on."""
+"""console_node's live frames from image_transport's ``compressed`` topic: a JPEG no wider than ``max_image_width``
+goes to the page untouched however narrow the page shows it (no decoding, no encoding: the camera's own JPEG), one
+wider is scaled to the width the pages show it and encoded again, and data that is no JPEG shows nothing while the
+node goes on."""
 
 from __future__ import annotations
 
@@ -152,27 +153,31 @@ def test_an_image_the_pages_stopped_wanting_while_it_was_scaled_is_not_encoded(c
     assert (frame.width, frame.height) == (320, 240) and encoded == [1]
 
 
-def test_a_frame_goes_to_the_pages_no_wider_than_they_show_it(console):
-    """The pages show the camera 192 px wide: a 320 px JPEG is scaled to that (the aspect kept) and encoded again; a
-    page wider than ``max_image_width`` (320 here) still gets 320 px."""
+def test_the_camera_s_jpeg_goes_as_it_came_to_a_narrower_page_and_one_encoded_again_no_wider_than_shown(console):
+    """The pages show the camera 192 px wide. The camera's 320 px JPEG (``max_image_width`` is 320 here) goes to them
+    as it came: the page scales it down itself, and the robot's computer neither decodes nor encodes it. A 640 px JPEG,
+    wider than ``max_image_width``, is decoded anyway: it is scaled to the 192 px the pages show (the aspect kept)
+    and encoded again; a page wider than ``max_image_width`` still gets 320 px."""
     from PIL import Image
 
     node, show = console
     data = jpeg_of(np.random.default_rng(7).integers(0, 255, (240, 320, 3), dtype=np.uint8))
     frame = show(data, width=192)
+    assert frame.jpeg == data and (frame.width, frame.height) == (320, 240)
+    wide = jpeg_of(np.random.default_rng(8).integers(0, 255, (480, 640, 3), dtype=np.uint8))
+    frame = show(wide, width=192, after_seq=frame.seq)
     assert (frame.width, frame.height) == (192, 144) and Image.open(io.BytesIO(frame.jpeg)).size == (192, 144)
-    frame = show(jpeg_of(np.random.default_rng(8).integers(0, 255, (480, 640, 3), dtype=np.uint8)), width=1024)
-    assert (frame.width, frame.height) == (320, 240)
-    frame = show(data, width=320)  # as wide as the camera's JPEG: it goes as it came
-    assert frame.jpeg == data
+    frame = show(wide, width=1024, after_seq=frame.seq)
+    assert (frame.width, frame.height) == (320, 240) and Image.open(io.BytesIO(frame.jpeg)).size == (320, 240)
 
 
 def test_a_still_camera_s_image_is_encoded_again_for_a_wider_page_never_for_a_narrower_one(console):
     """The camera publishes no new image (a still scene, a paused bag): a page wider than the last frame was made
     for gets the same image again, sharper; a narrower page gets nothing new (it scales the frame down itself), so
-    pages of two widths never take turns encoding one image."""
+    pages of two widths never take turns encoding one image. The camera's JPEG is wider than ``max_image_width``
+    (320 here), so it is encoded for the pages' width; the widest it goes is 320 px."""
     node, show = console
-    data = jpeg_of(np.random.default_rng(9).integers(0, 255, (240, 320, 3), dtype=np.uint8))
+    data = jpeg_of(np.random.default_rng(9).integers(0, 255, (480, 640, 3), dtype=np.uint8))
     small = show(data, width=192)
     assert small.width == 192
     last = small
@@ -181,7 +186,7 @@ def test_a_still_camera_s_image_is_encoded_again_for_a_wider_page_never_for_a_na
         last = newer
     sharper = node.latest_frame(last.seq, 320)
     assert sharper is not None and sharper.seq > last.seq and sharper.stamp_ns == small.stamp_ns
-    assert sharper.width == 320 and sharper.jpeg == data  # the camera's own JPEG, as wide as the page shows it
+    assert sharper.width == 320 and sharper.height == 240
     assert node.latest_frame(sharper.seq, 192) is None and node.latest_frame(sharper.seq, 0) is None
 
 
