@@ -52,7 +52,8 @@ The browser runs on this machine too (on a robot it runs on the operator's table
 from the stack in every figure here.
 Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 30] [--frames-s 10] [--pairs 100]
      [--tally-rollouts 3000] [--pause-rounds 10] [--session-trials 2892] [--rollout-frames 300] (0 skips a part) [--vlm-latency-s 0]
-     (a served model's time)
+     (a served model's time) [--camera raw|compressed] (the camera's stream as rgb8 Images, or as image_transport's
+     JPEG topic, .../compressed, which the console passes to the page as it came)
 """
 
 from __future__ import annotations
