@@ -54,11 +54,11 @@ def console(rclpy_context, tmp_path):
     executor.add_node(probe)
     pub = probe.create_publisher(CompressedImage, TOPIC, QoSProfile(depth=2))
 
-    def show(data: bytes, tries: int = 0, width: int = 0, after_seq: int = 0):
-        """Publish ``data`` (image_transport's format string for a JPEG of an rgb8 image) until the console shows a
-        frame newer than ``after_seq`` (the last a page has) to pages showing it ``width`` pixels wide (0: they do not
-        say); with ``tries``: that many times, and None when it showed nothing."""
-        msg = CompressedImage(format="rgb8; jpeg compressed bgr8", data=data)
+    def show(data: bytes, tries: int = 0, width: int = 0, after_seq: int = 0, fmt: str = "rgb8; jpeg compressed bgr8"):
+        """Publish ``data`` (``fmt``: image_transport's format string, a JPEG of an rgb8 image unless said) until the
+        console shows a frame newer than ``after_seq`` (the last a page has) to pages showing it ``width`` pixels wide
+        (0: they do not say); with ``tries``: that many times, and None when it showed nothing."""
+        msg = CompressedImage(format=fmt, data=data)
         msg.header.stamp.sec = 1_700_000_000
         shown = []
 
@@ -96,6 +96,22 @@ def test_a_jpeg_wider_than_max_image_width_is_scaled_and_encoded_again(console):
     frame = show(data)
     assert (frame.width, frame.height) == (320, 240) and frame.jpeg != data
     assert Image.open(io.BytesIO(frame.jpeg)).size == (320, 240)
+
+
+def test_a_png_from_the_compressed_topic_is_shown_as_a_jpeg(console):
+    """image_transport's ``compressed`` plugin publishes PNG where its ``format`` parameter says so: the console
+    decodes it and sends the pages a JPEG (the live view's frames are all JPEG), its pixels kept."""
+    from PIL import Image
+
+    node, show = console
+    rgb = np.zeros((240, 320, 3), np.uint8)
+    rgb[:, :160] = (200, 30, 30)
+    buffer = io.BytesIO()
+    Image.fromarray(rgb).save(buffer, format="PNG")
+    frame = show(buffer.getvalue(), fmt="rgb8; png compressed bgr8")
+    assert frame.jpeg[:2] == b"\xff\xd8" and (frame.width, frame.height) == (320, 240)
+    shown = np.asarray(Image.open(io.BytesIO(frame.jpeg)).convert("RGB")).astype(int)
+    assert np.abs(shown[120, 60] - (200, 30, 30)).max() < 12 and np.abs(shown[120, 260]).max() < 12
 
 
 def test_data_that_is_no_jpeg_shows_nothing_and_the_next_frame_is_shown(console):
