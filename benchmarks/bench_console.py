@@ -51,9 +51,9 @@ Both clocks are this machine's wall clock (the browser's performance.timeOrigin 
 The browser runs on this machine too (on a robot it runs on the operator's tablet), so its rendering takes CPU
 from the stack in every figure here.
 Run: .venv/bin/python benchmarks/bench_console.py [--approvals 10] [--plans 30] [--frames-s 10] [--pairs 100]
-     [--tally-rollouts 3000] [--pause-rounds 10] [--session-trials 2892] [--rollout-frames 300] (0 skips a part) [--vlm-latency-s 0]
-     (a served model's time) [--camera raw|compressed] (the camera's stream as rgb8 Images, or as image_transport's
-     JPEG topic, .../compressed, which the console passes to the page as it came)
+     [--tally-rollouts 3000] [--pause-rounds 10] [--session-trials 2892] [--rollout-frames 300] (0 skips a part)
+     [--vlm-latency-s 0] (a served model's time) [--camera raw|compressed] (the camera's stream as rgb8 Images, or as
+     image_transport's JPEG topic, .../compressed, which the console passes to the page as it came)
 """
 
 from __future__ import annotations
@@ -228,8 +228,9 @@ def scene_image(noise: bool) -> np.ndarray:
 class CameraStream:
     """A 1280x720 stream at 30 Hz on camera_topic() (rgb8, or JPEG with --camera compressed) from a process of its
     own, as a camera node is (publishing from this process would take this process's GIL from the clients being
-    timed), each frame stamped with the wall clock when it is published; ``on.set()`` / ``on.clear()`` switch it. ``scene``: an .npy of the image (each frame is it
-    shifted sideways by a multiple of 64 px, so that consecutive frames differ)."""
+    timed), each frame stamped with the wall clock when it is published; ``on.set()`` / ``on.clear()`` switch it.
+    ``scene``: an .npy of the image (each frame is it shifted sideways by a multiple of 64 px, so that consecutive
+    frames differ)."""
 
     class _Switch:
         def __init__(self, child: subprocess.Popen):
@@ -789,8 +790,8 @@ def frame_to_screen(driver, node, tmp: Path, frames_s: float, stream: CameraStre
         print(f"camera frame (1280x720, {FPS} Hz published) -> shown in the browser: {stats_ms(latency)}")
         sent = "the camera's own JPEG" if CAMERA_KIND == "compressed" and sent_width == WIDTH else "the page's width"
         print(
-            f"  sent {sent_width} px wide ({sent}); displayed {len(window) / frames_s:.1f} frames/s; console process CPU "
-            f"{cpu / max(1, len(window)) * 1000:.1f} ms per displayed frame "
+            f"  sent {sent_width} px wide ({sent}); displayed {len(window) / frames_s:.1f} frames/s; "
+            f"console process CPU {cpu / max(1, len(window)) * 1000:.1f} ms per displayed frame "
             f"({cpu / frames_s * 100:.0f} % of a core; with no page open: {idle_cpu / frames_s * 100:.1f} %); {load()}"
         )
     finally:
@@ -918,15 +919,12 @@ def rollouts_page_at_scale(tmp: Path, rollouts: int, runs: int = 20) -> None:
                 opened.append(t)
                 older.append(t1 - t0)
                 whole.append(t_every)
-        print(
-            f"the rollouts page at {rollouts} rollouts in Chromium, opened -> 100 rows drawn      : {stats_ms(opened)}"
-        )
-        print(
-            f"the rollouts page at {rollouts} rollouts in Chromium, older clicked -> drawn        : {stats_ms(older)}"
-        )
-        print(
-            f"the rollouts page at {rollouts} rollouts in Chromium, every row asked -> drawn (before): {stats_ms(whole)}"
-        )
+        for label, ms in (
+            ("opened -> 100 rows drawn", opened),
+            ("older clicked -> drawn", older),
+            ("every row asked -> drawn (before)", whole),
+        ):
+            print(f"the rollouts page at {rollouts} rollouts in Chromium, {label:33}: {stats_ms(ms)}")
     finally:
         if driver is not None:
             driver.quit()
@@ -1076,7 +1074,8 @@ def main() -> int:
     CAMERA_KIND = args.camera
     print(
         f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}; {load()}; camera: {'random pixels' if args.noise else 'a real scene'} ({args.camera}); "
+        f"Python {platform.python_version()}; {load()}; "
+        f"camera: {'random pixels' if args.noise else 'a real scene'} ({args.camera}); "
         f"the stand-in VLM answers in {args.vlm_latency_s:g} s"
     )
     os.environ["PYTHONPATH"] = str(REPO)
