@@ -785,12 +785,18 @@ def frame_to_screen(driver, node, tmp: Path, frames_s: float, stream: CameraStre
         shown = driver.execute_script("return window.gpShown")
         sent_width = driver.execute_script("return document.getElementById('camera').naturalWidth")
         stream.on.clear()
+        time.sleep(0.5)  # the last frame stays on screen: its blob is released only when a newer one is shown
+        sent_bytes = driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "fetch(document.getElementById('camera').src).then((r) => r.blob()).then((b) => done(b.size));"
+        )
         window = shown[-(len(shown) - shown0) :] if len(shown) > shown0 else []
         latency = [s["shown_ms"] - int(s["stamp_ns"]) / 1e6 for s in window]
         print(f"camera frame (1280x720, {FPS} Hz published) -> shown in the browser: {stats_ms(latency)}")
         sent = "the camera's own JPEG" if CAMERA_KIND == "compressed" and sent_width == WIDTH else "the page's width"
         print(
-            f"  sent {sent_width} px wide ({sent}); displayed {len(window) / frames_s:.1f} frames/s; "
+            f"  sent {sent_width} px wide ({sent}), {sent_bytes / 1000:.0f} kB a frame; "
+            f"displayed {len(window) / frames_s:.1f} frames/s; "
             f"console process CPU {cpu / max(1, len(window)) * 1000:.1f} ms per displayed frame "
             f"({cpu / frames_s * 100:.0f} % of a core; with no page open: {idle_cpu / frames_s * 100:.1f} %); {load()}"
         )
