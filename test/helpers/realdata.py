@@ -41,13 +41,22 @@ class RealFrame:
     K: np.ndarray  # (3, 3) colour intrinsics, pixels
 
 
-def real_frame() -> RealFrame:
-    """The recording's colour and depth aligned to colour, read by librealsense itself (playback + rs.align)."""
+def real_frame(timeout_s: float = 20.0) -> RealFrame:
+    """The recording's first colour and depth pair, depth aligned to colour, read by librealsense itself (playback +
+    rs.align). ``RealSenseSource.read`` gives None for a frameset that did not come in time or lacks a stream, and
+    the camera node reads on; so does this (the playback loops). A single read gave None once, late in a clean-clone
+    CI run, and the five tests on this frame errored; which of its causes it was is not known (eight playbacks
+    opened here with the CPUs held busy each gave a full pair in 0.12 s)."""
+    import time
+
     from grounded_planner.ros.realsense import RealSenseSource
 
     source = RealSenseSource.open("", "640x480", "640x480", 30, str(LIBREALSENSE_BAG), True)
+    deadline = time.monotonic() + timeout_s
     try:
-        frames = source.read(10.0)
+        while (frames := source.read(1.0)) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no colour and depth pair from {LIBREALSENSE_BAG} within {timeout_s:g} s")
     finally:
         source.close()
     i = frames.intrinsics
