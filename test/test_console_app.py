@@ -524,6 +524,8 @@ def test_a_rollout_s_frames_are_served_each_as_logged_and_thumbnails_at_the_widt
                 "k=two": "k and w must be whole numbers, got k='two'",
                 "k=0&w=big": "w='big'",
                 "k=0&w=8": "w (a thumbnail's width) must be 16-4096 pixels, got 8",
+                "k=0&w=0": "w (a thumbnail's width) must be 16-4096 pixels, got 0",
+                "k=0&w=": "k and w must be whole numbers, got k='0', w=''",
             },
         )
 

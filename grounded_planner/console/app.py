@@ -867,7 +867,8 @@ class ConsoleApp:
 
     async def _get_frame(self, request: web.Request) -> web.Response:
         try:
-            k, width = int(request.query.get("k", "0")), int(request.query.get("w", "0")) or None
+            k = int(request.query.get("k", "0"))
+            width = int(request.query["w"]) if "w" in request.query else None  # w=0 is a width, and refused
         except ValueError:
             return self._error(
                 f"k and w must be whole numbers, got k={request.query.get('k')!r}, w={request.query.get('w')!r}"
