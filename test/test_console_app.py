@@ -1496,6 +1496,46 @@ def test_an_executor_that_left_is_shown_gone_once_with_what_it_was_doing_until_i
     assert shown["plan"]["error"] == line and shown["plan"]["result"] is None  # the page says why no result came
 
 
+def test_the_page_names_the_step_that_ended_a_plan_counted_from_1_as_its_table_counts(tmp_path):
+    """The executor's abort message counts steps from 0 (``step 1 (place): fault`` for the second step, as the
+    rollout's ``index``); the page's table and its running line count from 1, so the page says ``step 2`` with what
+    stopped it. A message of another shape (a success, the closed loop's time budget) is shown as it came."""
+    from grounded_planner.execution.config import ExecutorConfig
+    from grounded_planner.execution.executor import Executor
+    from helpers.kinematic_arm import KinematicArm, fault
+    from helpers.staged_plans import plan_of, targets_of
+
+    def as_received(result) -> dict:  # what execution_result_from_msg gives the console, of the fields used here
+        return {"success": result.success, "message": result.message, "steps": [s.to_dict() for s in result.steps]}
+
+    arm = KinematicArm(fail_on={5: fault()})  # the place's first motion (the grasp sends 5 commands)
+    arm.connect()
+    targets = targets_of(("grasp", (0.5, 0.1, 0.04), {"yaw": 0.0, "width": 0.04}), ("place", (0.5, -0.2, 0.0)))
+    failed = Executor(arm, ExecutorConfig()).execute(plan_of("grasp", "place"), targets)
+    assert failed.message == "step 1 (place): fault"  # the executor's own wording, which the page translates
+
+    app, _ = make_app(tmp_path)
+    state = app.state
+    plan = state.new_plan("put the cube in the bowl", RecordingGraph().plan("put the cube in the bowl", 1.0), "me")
+    state.decide(plan["id"], True, "me")
+    state.on_result(as_received(failed))
+    shown = state.snapshot()
+    line = f"step 2 (place): fault ({failed.steps[-1].message})"
+    assert "injected controller reflex" in line
+    assert shown["executor"]["message"] == f"last plan failed: {line}"
+    assert shown["plan"]["result"]["message"] == line and shown["plan"]["result"]["outcome"] == "failed"
+    assert [s["index"] for s in shown["plan"]["result"]["steps"]] == [0, 1]  # the records: as the executor wrote them
+
+    arm = KinematicArm()
+    arm.connect()
+    done = Executor(arm, ExecutorConfig()).execute(plan_of("grasp", "place"), targets)
+    state.on_result(as_received(done))
+    assert state.snapshot()["executor"]["message"] == "last plan succeeded: all 2 steps ok"
+    budget = {"success": False, "message": "time budget of 1 s spent at step 0", "steps": failed.to_dict()["steps"]}
+    state.on_result(budget)
+    assert state.snapshot()["executor"]["message"] == "last plan failed: time budget of 1 s spent at step 0"
+
+
 def test_the_rollouts_pages_and_the_state_answer_while_every_plan_request_waits_on_a_planner(tmp_path):
     graph = BlockingGraph(block_plan=True)
     app, _ = make_app(tmp_path, graph)

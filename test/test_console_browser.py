@@ -399,6 +399,10 @@ def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop
         assert "cancelled" in progress and progress != ["ok", "ok"], progress
         # a step after the cancelled one never ran: it says so (it said "waiting", as if it still might)
         assert all(p == "not run" for p in progress[progress.index("cancelled") + 1 :]), progress
+        # the message names the cancelled step by the table's number (counted from 1), not the executor's index
+        cancelled = rows(browser, "steps")[progress.index("cancelled")]
+        said = re.search(r"stopped: step (\d+) \((\w+)\): cancelled", browser.find_element("id", "decision-msg").text)
+        assert said and said[1] == cancelled[0] and cancelled[1].split()[0] == said[2], (said, cancelled)
         screenshot(browser, "stopped")
         assert re.search(r"STOP from 127\.0\.0\.1: the running goal was cancelled", output.text())
         assert "refused approve of plan" in output.text()

@@ -23,6 +23,26 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def as_shown(result: dict[str, Any]) -> str:
+    """An execution result's message as the page shows it. The executor's abort message, ``step I (type): outcome``,
+    names the step by its ``index`` in the plan, counted from 0 as the rollout's records count them; the page's plan
+    table and its running line count from 1. That message becomes ``step I+1 (type): outcome``, with the step's own
+    message after it (what stopped it). Any other message (a success, the closed loop's ends) is shown as it came."""
+    message = str(result.get("message", ""))
+    steps = result.get("steps") or []
+    if not steps:
+        return message
+    last = steps[-1]
+    try:
+        index = int(last["index"])
+    except (KeyError, TypeError, ValueError):
+        return message
+    if message != f"step {index} ({last.get('type')}): {last.get('outcome')}":
+        return message
+    said = f"step {index + 1} ({last.get('type')}): {last.get('outcome')}"
+    return f"{said} ({last['message']})" if last.get("message") else said
+
+
 class DecisionError(InputError):
     """A decision the console refuses: the plan is not the current one, or it was already decided."""
 
@@ -202,7 +222,9 @@ class ConsoleState:
             self._changed()
 
     def on_result(self, result: dict[str, Any]) -> None:
-        """How an execute goal ended (the executor's ExecutionResult as a dict)."""
+        """How an execute goal ended (the executor's ExecutionResult as a dict). The page's message counts steps from
+        1, as its table does (``as_shown``)."""
+        result = {**result, "message": as_shown(result)}
         with self._lock:
             outcome = "succeeded" if result.get("success") else "failed"
             if any(s.get("outcome") == CANCELLED for s in result.get("steps") or []) or "cancelled" in str(
