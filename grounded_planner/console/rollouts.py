@@ -39,6 +39,11 @@ def inside(root: Path, relative: str) -> Path:
     return path
 
 
+def text_of(data: dict[str, Any], key: str) -> str:
+    """A text field of rollout.json as the listing shows it and its filters match it: absent or null is ''."""
+    return data.get(key) or ""
+
+
 def outcome_of(data: dict[str, Any]) -> str:
     """success | failure | unlabelled (a failure without its failure mode is not labelled yet)."""
     if data.get("success") is True:
@@ -95,9 +100,9 @@ class RolloutStore:
         return {
             "id": self.rel(record),
             "episode_id": record.episode_id,
-            "task": d.get("task") or "",
-            "condition": d.get("condition") or "",
-            "instruction": d.get("instruction") or "",
+            "task": text_of(d, "task"),
+            "condition": text_of(d, "condition"),
+            "instruction": text_of(d, "instruction"),
             "status": record.status,
             "started_at": d.get("started_at"),
             "outcome": outcome_of(d),
@@ -118,13 +123,13 @@ class RolloutStore:
         if offset < 0 or (limit is not None and limit < 1):
             raise InputError(f"offset must be 0 or more and limit 1 or more, got offset {offset}, limit {limit}")
         entries = [(record, data) for _, record, data in self._entries()]
-        tasks = sorted({data.get("task") or "" for _, data in entries})
-        conditions = sorted({data.get("condition") or "" for _, data in entries})
-        matched = [
+        tasks = sorted({text_of(data, "task") for _, data in entries})
+        conditions = sorted({text_of(data, "condition") for _, data in entries})
+        matched = [  # on the fields as summary() shows them, without summarising the rows no page shows
             (record, data)
             for record, data in entries
-            if (not task or (data.get("task") or "") == task)
-            and (not condition or (data.get("condition") or "") == condition)
+            if (not task or text_of(data, "task") == task)
+            and (not condition or text_of(data, "condition") == condition)
             and (not outcome or outcome_of(data) == outcome)
         ]
         # newest first; rollouts started at the same time in the order of their folders' names, newest name first
