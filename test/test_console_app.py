@@ -1468,7 +1468,10 @@ def test_an_executor_that_left_is_shown_gone_once_with_what_it_was_doing_until_i
     app, _ = make_app(tmp_path)
     state = app.state
     assert state.on_executor_presence(False) == "the executor left the graph: nothing can run until it is back"
+    # the pages get the line in their log with the change, in the same snapshot (not a push later)
+    assert state.snapshot()["log"][-1].endswith("the executor left the graph: nothing can run until it is back")
     assert state.on_executor_presence(False) == ""  # said once
+    assert len(state.snapshot()["log"]) == 1
     assert state.snapshot()["executor"]["state"] == "gone"
     assert state.on_executor_presence(True) == "the executor is back on the graph"
     assert state.snapshot()["executor"] == {
@@ -1494,6 +1497,7 @@ def test_an_executor_that_left_is_shown_gone_once_with_what_it_was_doing_until_i
     shown = state.snapshot()
     assert shown["executor"]["state"] == "gone" and shown["executor"]["step"] == 1
     assert shown["plan"]["error"] == line and shown["plan"]["result"] is None  # the page says why no result came
+    assert shown["log"][-1].endswith(line)
 
 
 def test_the_page_names_the_step_that_ended_a_plan_counted_from_1_as_its_table_counts(tmp_path):

@@ -126,8 +126,12 @@ class ConsoleState:
 
     def note(self, line: str) -> None:
         with self._lock:
-            self.log = (self.log + [f"{time.strftime('%H:%M:%S')} {line}"])[-LOG_LINES:]
+            self._note(line)
             self._changed()
+
+    def _note(self, line: str) -> None:
+        """(under the lock) A line for the pages' log."""
+        self.log = (self.log + [f"{time.strftime('%H:%M:%S')} {line}"])[-LOG_LINES:]
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -243,16 +247,19 @@ class ConsoleState:
 
     def on_executor_presence(self, present: bool) -> str:
         """The executor left the graph (its node stopped, or its process died: no result will come for a goal it ran)
-        or came back. Returns the line to log ('' when nothing changed): the executor is shown ``gone`` until it is
-        back, with the step it was in, since what the arm did after the last news is not known."""
+        or came back. Returns the line for the node's log ('' when nothing changed); the pages get it in their log with
+        the change, in one push: the executor is shown ``gone`` until it is back, with the step it was in, since what
+        the arm did after the last news is not known."""
         with self._lock:
             was = self.executor
             if present:
                 if was["state"] != GONE:
                     return ""
                 self.executor = {"state": "idle", "step": None, "motion": "", "message": "the executor is back"}
+                line = "the executor is back on the graph"
+                self._note(line)
                 self._changed()
-                return "the executor is back on the graph"
+                return line
             if was["state"] == GONE:
                 return ""
             if was["state"] == "running":
@@ -267,6 +274,7 @@ class ConsoleState:
             self.executor = {"state": GONE, "step": was["step"], "motion": "", "message": line}
             if self.plan is not None and self.plan["decision"] == "approved" and self.plan["result"] is None:
                 self.plan["error"] = line
+            self._note(line)
             self._changed()
             return line
 

@@ -300,10 +300,9 @@ class ConsoleNode(StackNode, Node):
         participant lease, 20 s, of a process that was killed): the console shows the executor gone or back."""
         if info.current_count_change == 0:
             return
-        line = self.app.state.on_executor_presence(info.current_count > 0)
+        line = self.app.state.on_executor_presence(info.current_count > 0)  # the pages' log has it with the change
         if line:
             (self.get_logger().warning if info.current_count == 0 else self.get_logger().info)(line)
-            self.app.state.note(line)
 
     def _on_params_changed(self, changed: dict) -> None:
         app = getattr(self, "app", None)
