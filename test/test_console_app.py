@@ -1539,6 +1539,16 @@ def test_the_page_names_the_step_that_ended_a_plan_counted_from_1_as_its_table_c
     state.on_result(budget)
     assert state.snapshot()["executor"]["message"] == "last plan failed: time budget of 1 s spent at step 0"
 
+    # the closed loop's stop at a step says why itself: the number changes, the rest is as it came
+    from test_execution_closed_loop import GRASP, Stage, frame, loop
+    from test_execution_closed_loop import plan as plan_of_actions
+
+    closed = loop(KinematicArm(fail_on={0: fault()}), Stage([frame()]))
+    stopped = closed.run("x", plan_of_actions(GRASP), first=frame())
+    assert stopped.message.startswith("step 0 (grasp): fault: ")  # the loop's own wording, translated
+    state.on_result(stopped.to_dict())
+    assert state.snapshot()["executor"]["message"] == "last plan failed: step 1" + stopped.message[len("step 0") :]
+
 
 def test_the_rollouts_pages_and_the_state_answer_while_every_plan_request_waits_on_a_planner(tmp_path):
     graph = BlockingGraph(block_plan=True)

@@ -24,10 +24,11 @@ def _now_iso() -> str:
 
 
 def as_shown(result: dict[str, Any]) -> str:
-    """An execution result's message as the page shows it. The executor's abort message, ``step I (type): outcome``,
-    names the step by its ``index`` in the plan, counted from 0 as the rollout's records count them; the page's plan
-    table and its running line count from 1. That message becomes ``step I+1 (type): outcome``, with the step's own
-    message after it (what stopped it). Any other message (a success, the closed loop's ends) is shown as it came."""
+    """An execution result's message as the page shows it. The message that ends a plan at a step, ``step I (type):
+    outcome`` (the executor's; the closed loop's adds ``: why``), names the step by its ``index``, counted from 0 as
+    the rollout's records count them; the page's plan table and its running line count from 1. That message becomes
+    ``step I+1 (type): outcome``, with what stopped the step after it (the executor's step message, in brackets).
+    Any other message (a success, a spent time or replan budget) is shown as it came."""
     message = str(result.get("message", ""))
     steps = result.get("steps") or []
     if not steps:
@@ -37,9 +38,12 @@ def as_shown(result: dict[str, Any]) -> str:
         index = int(last["index"])
     except (KeyError, TypeError, ValueError):
         return message
-    if message != f"step {index} ({last.get('type')}): {last.get('outcome')}":
-        return message
+    head = f"step {index} ({last.get('type')}): {last.get('outcome')}"
     said = f"step {index + 1} ({last.get('type')}): {last.get('outcome')}"
+    if message.startswith(head + ": "):  # the closed loop's, which says why itself
+        return said + message[len(head) :]
+    if message != head:
+        return message
     return f"{said} ({last['message']})" if last.get("message") else said
 
 
