@@ -33,13 +33,12 @@ def as_shown(result: dict[str, Any]) -> str:
     steps = result.get("steps") or []
     if not steps:
         return message
-    last = steps[-1]
-    try:
-        index = int(last["index"])
-    except (KeyError, TypeError, ValueError):
-        return message
-    head = f"step {index} ({last.get('type')}): {last.get('outcome')}"
-    said = f"step {index + 1} ({last.get('type')}): {last.get('outcome')}"
+    last = steps[-1]  # execution_result_from_msg's step dict: index, type, outcome, message
+
+    def named(number: int) -> str:
+        return f"step {number} ({last['type']}): {last['outcome']}"
+
+    head, said = named(last["index"]), named(last["index"] + 1)
     if message.startswith(head + ": "):  # the closed loop's, which says why itself
         return said + message[len(head) :]
     if message != head:
