@@ -84,6 +84,9 @@ class _ClosedRecorder:
     def read(self, timeout_s: float = 1.0):
         return self.source.read(timeout_s)
 
+    def __getattr__(self, name: str):  # restarts, ended: the source's own
+        return getattr(self.source, name)
+
     def close(self) -> None:
         self.closed = True
         self.source.close()

@@ -322,6 +322,9 @@ class _ReadRecorder:
         self.timeouts.append(timeout_s)
         return self.source.read(timeout_s)
 
+    def __getattr__(self, name: str):  # restarts, ended: the source's own
+        return getattr(self.source, name)
+
     def close(self) -> None:
         self.source.close()
 
@@ -381,7 +384,7 @@ def test_camera_node_opens_the_camera_serial_profiles_and_fps_name(rclpy_context
         node.destroy_node()
 
 
-def test_camera_node_plays_a_recording_once_without_loop_playback_under_its_frame_id(rclpy_context, tmp_path):
+def test_camera_node_plays_a_recording_once_without_loop_playback_under_its_frame_id(rclpy_context, tmp_path, capfd):
     pytest.importorskip("pyrealsense2")
     from grounded_planner.ros.camera_node import CameraNode
     import rclpy
@@ -422,6 +425,10 @@ def test_camera_node_plays_a_recording_once_without_loop_playback_under_its_fram
             executor.spin_once(timeout_sec=0.05)
         assert 0 < node.frames_published <= frames
         assert got and {m.header.frame_id for m in got} == {"d405_optical"}  # frame_id: on every image
+        # it says the recording ended, once, instead of warning every 5 s that no frames come
+        logged = capfd.readouterr().err
+        assert f"recording {recording} ended after {node.frames_published} frames (played once)" in logged, logged
+        assert "no aligned frames" not in logged
     finally:
         probe.destroy_node()
         node.destroy_node()

@@ -44,7 +44,12 @@ PARAMS = [
         existing_path,
         read_only=True,
     ),
-    Param("loop_playback", True, "restart playback_file at its end", read_only=True),
+    Param(
+        "loop_playback",
+        True,
+        "restart playback_file at its end (and when its playback stops early); false: play it once, log that it ended",
+        read_only=True,
+    ),
     Param(
         "camera_namespace",
         names.CAMERA_PREFIX,
@@ -177,7 +182,7 @@ class CameraNode(DeviceNode):
             self._source = None
 
     def _publish_loop(self) -> None:
-        missed = 0
+        missed, restarts = 0, self._source.restarts if self._source is not None else 0
         while self._running.is_set() and self._source is not None and self.context.ok():
             timeout_s = self.get_parameter("read_timeout_s").value
             try:
@@ -186,6 +191,15 @@ class CameraNode(DeviceNode):
                 self.get_logger().error(f"camera read failed: {exc}", throttle_duration_sec=5.0)
                 continue
             if frames is None:
+                if self._source.restarts > restarts:
+                    restarts = self._source.restarts
+                    self.get_logger().warning("the recording's playback stopped: started it again")
+                if self._source.ended:
+                    where = self.get_parameter("playback_file").value
+                    self.get_logger().info(
+                        f"recording {where} ended after {self.frames_published} frames (played once)"
+                    )
+                    return
                 missed += 1
                 if missed * timeout_s >= 5.0:
                     self.get_logger().warning(f"no aligned frames for {missed * timeout_s:.0f} s")

@@ -68,19 +68,63 @@ def _ros_distortion(rs: Any, model: Any) -> str:
     return "plumb_bob"
 
 
+class Playback:
+    """A ``.bag`` recording played by a started ``pyrealsense2.pipeline``: whether its playback stopped, and a restart.
+
+    librealsense's own looping (``repeat_playback``) does not always loop: of 250 starts of the unit-test recording
+    (0.17 s long) on two CPUs held busy, one reported its playback ``stopped`` at position 0 and gave no frame for the
+    next 12 s (pyrealsense2 2.59; a clean-clone CI run lost eight tests to it). Stopping and starting the pipeline
+    plays it again.
+
+    No ``pyrealsense2.config`` is kept: one that outlived its pipeline's stop crashed the interpreter (SIGSEGV, the
+    next pipeline start or the process's end) within 50 starts on a busy machine; dropped while the pipeline runs, as
+    :meth:`RealSenseSource.open` does, 250 starts went by without one.
+    """
+
+    def __init__(self, rs: Any, pipeline: Any, path: str, loop: bool):
+        self._rs = rs
+        self._pipeline = pipeline
+        self.path = path
+        self.loop = loop
+
+    def config(self) -> Any:
+        """A config that plays the recording's colour and depth streams, whatever their size."""
+        config = self._rs.config()
+        config.enable_device_from_file(self.path, repeat_playback=self.loop)
+        config.enable_stream(self._rs.stream.color)
+        config.enable_stream(self._rs.stream.depth)
+        return config
+
+    def stopped(self) -> bool:
+        # asked of the pipeline's device each time: no playback handle outlives a stop and start of the pipeline
+        device = self._pipeline.get_active_profile().get_device().as_playback()
+        return device.current_status() == self._rs.playback_status.stopped
+
+    def restart(self) -> None:
+        self._pipeline.stop()
+        self._pipeline.start(self.config())
+
+
 class RealSenseSource:
     """Aligned colour + depth from anything with ``wait_for_frames``/``try_wait_for_frames``.
 
     A ``pyrealsense2.pipeline`` (camera or ``.bag`` recording, see :meth:`open`) or a ``pyrealsense2.syncer``
-    fed by a ``software_device`` (tests) both work.
+    fed by a ``software_device`` (tests) both work. For a recording (``playback``), a read that times out looks at
+    the playback: stopped while it should loop, it is started again (``restarts`` counts it); stopped when played
+    once, the recording has ended (``ended``) and every later read gives None at once; stopped before it gave a
+    frame, it is started again either way.
     """
 
-    def __init__(self, frames: Any, depth_scale_m: float, stop: Any = None):
+    def __init__(self, frames: Any, depth_scale_m: float, stop: Any = None, playback: Playback | None = None):
         import pyrealsense2 as rs  # lazy: optional SDK (pyrealsense2), not in install_requires
 
         self._rs = rs
         self._frames = frames
         self._stop = stop
+        self._playback = playback
+        self.restarts = 0
+        self.ended = False
+        self.frames_read = 0
         self.depth_scale_m = float(depth_scale_m)
         if not self.depth_scale_m > 0:
             raise CameraError(f"depth scale must be > 0 m per unit, got {depth_scale_m}")
@@ -105,22 +149,22 @@ class RealSenseSource:
         """
         import pyrealsense2 as rs  # lazy: optional SDK (pyrealsense2), not in install_requires
 
-        config = rs.config()
+        pipeline = rs.pipeline()
+        playback = None
         if playback_file:
             if not os.path.isfile(playback_file):
                 raise CameraError(f"playback_file {playback_file!r} does not exist")
-            config.enable_device_from_file(playback_file, repeat_playback=loop_playback)
             # a recording carries its own profiles: enable the streams it has, whatever their size
-            config.enable_stream(rs.stream.color)
-            config.enable_stream(rs.stream.depth)
+            playback = Playback(rs, pipeline, playback_file, loop_playback)
+            config = playback.config()
         else:
+            config = rs.config()
             if serial:
                 config.enable_device(serial)
             cw, ch = parse_profile(color_profile, "color_profile")
             dw, dh = parse_profile(depth_profile, "depth_profile")
             config.enable_stream(rs.stream.color, cw, ch, rs.format.rgb8, fps)
             config.enable_stream(rs.stream.depth, dw, dh, rs.format.z16, fps)
-        pipeline = rs.pipeline()
         try:
             profile = pipeline.start(config)
         except RuntimeError as exc:
@@ -128,14 +172,28 @@ class RealSenseSource:
             raise CameraError(
                 f"cannot start {where} with color {color_profile}, depth {depth_profile} @ {fps} fps: {exc}"
             ) from exc
+        del config  # dropped while the pipeline runs (see Playback)
         depth_sensor = profile.get_device().first_depth_sensor()
-        return cls(pipeline, depth_sensor.get_depth_scale(), stop=pipeline.stop)
+        return cls(pipeline, depth_sensor.get_depth_scale(), stop=pipeline.stop, playback=playback)
 
     def read(self, timeout_s: float = 1.0) -> AlignedFrames | None:
-        """The next aligned pair, or None when none came within ``timeout_s`` or the set lacked a stream."""
+        """The next aligned pair, or None when none came within ``timeout_s``, the set lacked a stream or the
+        recording has ended.
+
+        Raises
+        ------
+        CameraError
+            When a recording whose playback stopped cannot be started again.
+        """
         rs = self._rs
+        if self.ended:
+            return None
         ok, frameset = self._frames.try_wait_for_frames(int(timeout_s * 1000))
-        if not ok or frameset.size() < 2:
+        if not ok:
+            self._look_at_playback()
+            return None
+        self.frames_read += 1
+        if frameset.size() < 2:
             return None
         aligned = self._align.process(frameset)
         color = aligned.get_color_frame()
@@ -173,6 +231,19 @@ class RealSenseSource:
             timestamp_ms=float(color.get_timestamp()),
             frame_number=int(color.get_frame_number()),
         )
+
+    def _look_at_playback(self) -> None:
+        playback = self._playback
+        if playback is None or not playback.stopped():
+            return
+        if not playback.loop and (self.frames_read or self.restarts >= 3):
+            self.ended = True  # played through (or it stopped before its first frame three times running)
+            return
+        try:
+            playback.restart()
+        except RuntimeError as exc:
+            raise CameraError(f"the recording's playback stopped and could not be started again: {exc}") from exc
+        self.restarts += 1
 
     def close(self) -> None:
         if self._stop is not None:

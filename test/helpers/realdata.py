@@ -44,9 +44,9 @@ class RealFrame:
 def real_frame(timeout_s: float = 20.0) -> RealFrame:
     """The recording's first colour and depth pair, depth aligned to colour, read by librealsense itself (playback +
     rs.align). ``RealSenseSource.read`` gives None for a frameset that did not come in time or lacks a stream, and
-    the camera node reads on; so does this (the playback loops). A single read gave None once, late in a clean-clone
-    CI run, and the five tests on this frame errored; which of its causes it was is not known (eight playbacks
-    opened here with the CPUs held busy each gave a full pair in 0.12 s)."""
+    the camera node reads on; so does this (the playback loops). Twice in clean-clone CI runs no pair came for 20 s:
+    librealsense's looping had left the playback stopped at its start (1 start in 250 with the CPUs held busy);
+    ``RealSenseSource`` now starts such a playback again, and the pair comes about 1 s later."""
     import time
 
     from grounded_planner.ros.realsense import RealSenseSource
