@@ -1059,3 +1059,39 @@ def test_a_campaign_s_rollouts_are_listed_a_page_at_a_time_and_the_page_stays_in
         browser.get(server.url + "rollouts?task=pick&page=9")
         showing("201–250 of 250 rollouts", "page 3 of 3", "r049", 50, "a page past the end: the last one")
         assert browser.current_url.endswith("/rollouts?task=pick&page=3")
+
+
+class CountingStopGraph(InstantGraph):
+    """Test double of the console's graph (ConsoleGraph) that counts its STOPs and reports a goal cancelled, as
+    ConsoleNode.stop does when the executor cancels one."""
+
+    def __init__(self):
+        self.stops = 0
+
+    def stop(self) -> bool:
+        self.stops += 1
+        return True
+
+
+def test_escape_is_stop_on_every_page_even_while_an_instruction_is_typed(browser, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    graph = CountingStopGraph()
+    with console_alone(tmp_path / "rollouts", graph) as (_app, server):
+        browser.get(server.url)
+        wait_until(lambda: browser.find_element("id", "conn").text == "online", 10, "the page online", browser)
+        box = browser.find_element(By.ID, "instruction")
+        box.send_keys("put the red blo")
+        box.send_keys(Keys.ESCAPE)
+        wait_until(lambda: graph.stops == 1, 10, "the STOP from Esc in the instruction box", browser, "esc_typing")
+        assert browser.find_element(By.ID, "toast").text == "STOP: the running goal was cancelled"
+        assert box.get_attribute("value") == "put the red blo"  # what was typed stays
+        browser.get(server.url + "rollouts")  # another page, the focus on nothing in particular
+        wait_until(lambda: browser.find_element("id", "conn").text == "online", 10, "the rollouts page", browser)
+        ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+        wait_until(lambda: graph.stops == 2, 10, "the STOP from Esc on the rollouts page", browser, "esc_rollouts")
+        ActionChains(browser).send_keys("x").perform()  # any other key is not STOP
+        time.sleep(0.5)
+        assert graph.stops == 2

@@ -443,6 +443,13 @@ async function start() {
   for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.view === view);
   try { taxonomy = (await api("GET", "/api/taxonomy")).failure_modes; } catch (e) { toast("console: " + e.message); }
   $("#stop-btn").addEventListener("click", stop);
+  // Escape is STOP on every page, with the focus anywhere (typing an instruction too): a stop without the mouse.
+  // A key held down sends one STOP, not one per repeat.
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || event.repeat) return;
+    event.preventDefault();
+    stop();
+  });
   $("#stop-alert-close").addEventListener("click", () => { $("#stop-alert").hidden = true; });
   $("#plan-form").addEventListener("submit", async (event) => {
     event.preventDefault();
