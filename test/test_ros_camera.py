@@ -196,3 +196,38 @@ def test_a_recording_played_once_ends_and_later_reads_do_not_wait():
         source.close()
     assert source.ended and 1 <= got < 100, got  # it did not loop
     assert after is None and waited_s < 1.0
+
+
+def test_a_recording_that_cannot_be_started_again_is_a_camera_error_on_every_read_until_it_can(tmp_path):
+    """The file of a looping recording moved away while it played: each read says so with a CameraError (which the
+    camera node logs and reads on; a bare RuntimeError from the stopped pipeline would end its frame thread), after
+    waiting as long as a read that got nothing; the file back, frames come again."""
+    import shutil
+    import time
+
+    import pyrealsense2 as rs
+
+    from grounded_planner.ros.realsense import CameraError, Playback, RealSenseSource
+    from helpers.realdata import LIBREALSENSE_BAG
+
+    recording = tmp_path / "scene.bag"
+    shutil.copy(LIBREALSENSE_BAG, recording)
+    pipeline = rs.pipeline()
+    playback = Playback(rs, pipeline, str(recording), loop=False)
+    profile = pipeline.start(playback.config())
+    playback.loop = True  # the stop of a recording played once stands in for librealsense's (see the test above)
+    scale = profile.get_device().first_depth_sensor().get_depth_scale()
+    source = RealSenseSource(pipeline, scale, stop=pipeline.stop, playback=playback)
+    try:
+        assert _read_pairs(source, 1) == 1
+        recording.rename(tmp_path / "moved.bag")
+        for _ in range(2):  # the restart fails, and so does the next read's try
+            t0 = time.monotonic()
+            with pytest.raises(CameraError, match=r"could not be started again: .*scene\.bag"):
+                while source.read(0.25) is not None:
+                    pass
+            assert time.monotonic() - t0 >= 0.25  # it waited, as a read that got nothing does
+        (tmp_path / "moved.bag").rename(recording)
+        assert _read_pairs(source, 2) == 2
+    finally:
+        source.close()

@@ -101,7 +101,10 @@ class Playback:
         return device.current_status() == self._rs.playback_status.stopped
 
     def restart(self) -> None:
-        self._pipeline.stop()
+        try:
+            self._pipeline.stop()
+        except RuntimeError:
+            pass  # stopped already: the last restart's start failed
         self._pipeline.start(self.config())
 
 
@@ -124,6 +127,7 @@ class RealSenseSource:
         self._playback = playback
         self.restarts = 0
         self.ended = False
+        self._restart_failed = False  # the pipeline is stopped: the next read tries the restart again
         self.frames_read = 0
         self.depth_scale_m = float(depth_scale_m)
         if not self.depth_scale_m > 0:
@@ -183,14 +187,17 @@ class RealSenseSource:
         Raises
         ------
         CameraError
-            When a recording whose playback stopped cannot be started again.
+            When a recording whose playback stopped cannot be started again (each read tries again).
         """
         rs = self._rs
         if self.ended:
             return None
+        if self._restart_failed:
+            self._restart(timeout_s)
+            return None
         ok, frameset = self._frames.try_wait_for_frames(int(timeout_s * 1000))
         if not ok:
-            self._look_at_playback()
+            self._look_at_playback(timeout_s)
             return None
         self.frames_read += 1
         if frameset.size() < 2:
@@ -232,17 +239,25 @@ class RealSenseSource:
             frame_number=int(color.get_frame_number()),
         )
 
-    def _look_at_playback(self) -> None:
+    def _look_at_playback(self, timeout_s: float) -> None:
         playback = self._playback
         if playback is None or not playback.stopped():
             return
         if not playback.loop and (self.frames_read or self.restarts >= 3):
             self.ended = True  # played through (or it stopped before its first frame three times running)
             return
+        self._restart(timeout_s)
+
+    def _restart(self, timeout_s: float) -> None:
         try:
-            playback.restart()
+            self._playback.restart()
         except RuntimeError as exc:
+            # the pipeline is left stopped: every read tries again (a file moved back plays on), each after waiting
+            # as a read that got nothing does, so that a caller reading in a loop does not spin
+            self._restart_failed = True
+            time.sleep(timeout_s)
             raise CameraError(f"the recording's playback stopped and could not be started again: {exc}") from exc
+        self._restart_failed = False
         self.restarts += 1
 
     def close(self) -> None:
