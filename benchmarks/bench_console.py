@@ -29,6 +29,8 @@
    its 95% bootstrap interval, and the console process's exact CPU time (schedstat) while each request was answered,
    with no page open and with the page on a tablet; and, its threads sampled every 4 ms (CpuTrace), the CPU it took
    while the planner itself worked on each direct request (the planner's received -> answered stamps), by thread.
+   Each request through the console is split by its Server-Timing header: HTTP outside the console's handler, the
+   handler's own parts (body, pool, preview, state), and its plan call beyond the planner's own time.
 4. The console's HTTP round trip on its own, first, before anything else loads the machine: ConsoleApp on its
    server with a graph that answers at once (InstantGraph), from httpx: GET /api/taxonomy and POST /api/plan. A plan
    asked through the console cannot add less than this.
@@ -571,6 +573,46 @@ def planner_working(working: list[dict[str, float]]) -> str:
     )
 
 
+def server_timing(header: str) -> dict[str, float]:
+    """A Server-Timing header's metrics (the console's /api/plan names its phases), name -> dur in ms."""
+    out = {}
+    for metric in header.split(","):
+        name, *params = (p.strip() for p in metric.split(";"))
+        out[name] = float(next((p for p in params if p.startswith("dur=")), "dur=0")[4:])
+    return out
+
+
+def request_split(timing: dict[str, float], total_ms: float, planner_ms: float, direct_beyond_ms: float) -> dict:
+    """One request through the console, from httpx's total, the console's Server-Timing and the planner's own
+    received -> answered time: HTTP (all outside the console's handler: httpx, the connection, aiohttp's parsing,
+    the body's writing), the console's own parts in its handler, and its plan service call beyond the planner's
+    time, against the same for the direct request it was paired with."""
+    own = {k: v for k, v in timing.items() if k not in ("call", "total")}
+    return {
+        "http": total_ms - timing["total"],
+        "handler": timing["total"] - timing["call"],
+        "call": timing["call"] - planner_ms,
+        "direct_call": direct_beyond_ms,
+        **{f"handler.{k}": v for k, v in own.items()},
+    }
+
+
+def console_split(split: list[dict[str, float]]) -> str:
+    """Medians of request_split over the requests through the console."""
+    if not split:
+        return ""
+
+    def med(key: str) -> float:
+        return statistics.median(s.get(key, 0.0) for s in split)
+
+    parts = ", ".join(f"{k[len('handler.') :]} {med(k):.2f}" for k in split[0] if k.startswith("handler."))
+    return (
+        f"\n    where a request through the console went (medians, ms; its Server-Timing header): HTTP outside the "
+        f"handler {med('http'):.2f}; the console's handler less its plan call {med('handler'):.2f} ({parts}); the "
+        f"plan call beyond the planner's own time {med('call'):.2f} (a direct request's {med('direct_call'):.2f})"
+    )
+
+
 def plan_paired(url: str, console_pid: int, node, executor, client, off_client, pairs: int, page: str | None) -> None:
     """What the console adds to a plan request, paired request by request, each pair in a random order (seeded), so
     that the machine's drift falls on both halves alike:
@@ -600,11 +642,15 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
     def without_console() -> float:
         return direct(off_client)
 
+    timings: list[dict[str, float]] = []  # each request through the console: its Server-Timing header
+
     def through_console() -> float:
         t0 = time.perf_counter()
         answer = http.post("/api/plan", json={"instruction": INSTRUCTION})
+        total = (time.perf_counter() - t0) * 1000
         assert answer.status_code == 200, answer.text
-        return (time.perf_counter() - t0) * 1000
+        timings.append(server_timing(answer.headers["Server-Timing"]))
+        return total
 
     try:
         for label, a, b in (
@@ -613,6 +659,7 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
         ):
             totals, diffs, cpu_ms, all_ms = {a: [], b: []}, [], [], []
             working: list[dict[str, float]] = []  # the console's CPU by thread while the planner worked, ms
+            split: list[dict[str, float]] = []  # each request through the console, where its time went, ms
             since = None  # (CPU, time) at the start of the last direct request to the console's graph
             idle_ns_per_s = 0.0
 
@@ -652,6 +699,7 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
                     cpu_ms.append(result[a][2])
                 else:
                     diffs.append((result[a][0] - result[a][1]) - (result[b][0] - result[b][1]))
+                    split.append(request_split(timings[-1], result[a][0], result[a][1], result[b][0] - result[b][1]))
             if since is not None:
                 time.sleep(PLAN_GAP_S)
                 all_ms.append(all_since(run_ns(console_pid)))
@@ -674,6 +722,7 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
                     else ""
                 )
                 + planner_working(working)
+                + console_split(split)
                 + f"; {load()}"
             )
     finally:

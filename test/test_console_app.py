@@ -241,6 +241,49 @@ def test_a_new_plan_request_rejects_the_held_one_first(tmp_path):
     assert graph.calls == [("plan", "a"), ("hold", "a"), ("approve", False), ("plan", "b"), ("hold", "b")]
 
 
+class TimedGraph(RecordingGraph):
+    """RecordingGraph whose plan service call takes ``call_s`` (as the answer's duration says) and whose preview
+    then takes ``preview_s``, as ConsoleNode.plan times them."""
+
+    def __init__(self, call_s, preview_s, **kwargs):
+        super().__init__(**kwargs)
+        self.call_s, self.preview_s = call_s, preview_s
+
+    def plan(self, instruction, timeout_s):
+        time.sleep(self.call_s)
+        answer = super().plan(instruction, timeout_s)
+        answer.duration_s = self.call_s
+        time.sleep(self.preview_s)
+        return answer
+
+
+def server_timing(header: str) -> dict[str, float]:
+    """A Server-Timing header's metrics, name -> dur (ms)."""
+    out = {}
+    for metric in header.split(","):
+        name, *params = (p.strip() for p in metric.split(";"))
+        out[name] = float(next(p for p in params if p.startswith("dur="))[4:])
+    return out
+
+
+def test_a_plan_answer_says_where_its_time_went_in_a_server_timing_header(tmp_path):
+    graph = TimedGraph(call_s=0.12, preview_s=0.05, require_approval=True)
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        first = await client.post("/api/plan", json={"instruction": "a"})
+        await held(graph)
+        second = await client.post("/api/plan", json={"instruction": "b"})  # rejects the held one first
+        return server_timing(first.headers["Server-Timing"]), server_timing(second.headers["Server-Timing"])
+
+    first, second = serve(app, body)
+    assert list(first) == ["body", "pool", "call", "preview", "state", "total"]
+    assert list(second) == ["body", "supersede", "pool", "call", "preview", "state", "total"]
+    for parts in (first, second):
+        assert parts["call"] == pytest.approx(120.0) and 50.0 <= parts["preview"] < 120.0
+        assert parts["total"] >= sum(v for k, v in parts.items() if k != "total") - 0.01
+
+
 def test_a_plan_the_envelope_refuses_cannot_be_approved_and_nothing_moves(tmp_path):
     # approval on: not even sent ahead to be held
     graph = RecordingGraph(require_approval=True, verdicts=("ok", "outside_workspace"))
@@ -594,9 +637,15 @@ def test_two_pages_get_every_state_change_and_frames_follow_the_browser(tmp_path
         for ws in (a, b):
             assert json.loads((await ws.receive()).data)["state"]["plan"] is None
         await client.post("/api/plan", json={"instruction": "stack the cups"})
-        for ws in (a, b):  # (the live view's pause while the plan was asked came before: its own message)
-            state = (await next_message(ws, "state"))["state"]
-            assert state["plan"]["instruction"] == "stack the cups"
+        for ws in (a, b):  # the plan's state, and the live view resumed once its answer was written (its own message)
+            seen = {}
+            while len(seen) < 2:
+                message = json.loads((await ws.receive(timeout=5)).data)
+                if message["type"] == "state" and message["state"]["plan"] is not None:
+                    seen["state"] = message["state"]
+                elif message["type"] == "live" and not message["paused"]:
+                    seen["live"] = message
+            assert seen["state"]["plan"]["instruction"] == "stack the cups"
         await a.send_str(json.dumps({"type": "frames"}))
         message = await a.receive(timeout=5)
         seq_stamp, width, height = struct.unpack(">qII", message.data[:16])
@@ -1329,6 +1378,35 @@ def test_the_consoles_own_plan_request_pauses_the_live_view_and_live_while_plann
 
         serve(app, body)
         assert seen == [not live_while_planning]
+
+
+def test_the_live_view_resumes_only_once_the_plan_s_answer_is_written(tmp_path, monkeypatch):
+    """The frame thread subscribing to the camera again and the pages' news would otherwise take the GIL from the
+    handler before it wrote the answer (docs/console.md, Performance: where a request through the console goes)."""
+    from aiohttp import web
+
+    order = []
+    app, _ = make_app(tmp_path)
+    listener = app.plan_requests.listener
+
+    def heard(busy):
+        order.append("paused" if busy else "resumed")
+        listener(busy)
+
+    app.plan_requests.listener = heard
+    write_eof = web.StreamResponse.write_eof
+
+    async def written(self, data=b""):
+        await write_eof(self, data)
+        order.append("answer written")
+
+    monkeypatch.setattr(web.StreamResponse, "write_eof", written)
+
+    async def body(client):
+        assert (await client.post("/api/plan", json={"instruction": "a"})).status == 200
+
+    serve(app, body)
+    assert order[:3] == ["paused", "answer written", "resumed"]
 
 
 def test_a_plan_request_never_answered_pauses_the_live_view_no_longer_than_its_timeout():

@@ -62,6 +62,38 @@ def page_width(width: Any) -> int:
     return -(-int(width) // WIDTH_STEP) * WIDTH_STEP
 
 
+def _timed(fn: Callable, *args) -> tuple[Any, float]:
+    """``fn(*args)`` and the seconds it took, on the calling thread."""
+    t0 = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - t0
+
+
+class ServerTiming:
+    """Where a request's time went inside the console, for its ``Server-Timing`` response header (W3C Server Timing:
+    browsers' developer tools show it beside the request; the bench reads it). ``lap(name)`` ends a phase that
+    started at the last lap (or at the start); ``add`` names a part measured elsewhere; ``total`` is from the start to
+    the header's writing: the HTTP parsing before the handler and the writing of the body after it are not in it."""
+
+    def __init__(self):
+        self._t0 = self._last = time.perf_counter()
+        self._parts: list[tuple[str, float]] = []
+
+    def lap(self, name: str = "") -> float:
+        now = time.perf_counter()
+        took, self._last = now - self._last, now
+        if name:
+            self.add(name, took)
+        return took
+
+    def add(self, name: str, seconds: float) -> None:
+        self._parts.append((name, max(seconds, 0.0)))
+
+    def header(self) -> str:
+        parts = [*self._parts, ("total", time.perf_counter() - self._t0)]
+        return ", ".join(f"{name};dur={s * 1000:.3f}" for name, s in parts)
+
+
 def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -507,28 +539,41 @@ class ConsoleApp:
         return web.json_response(self.state.snapshot())
 
     async def _post_plan(self, http_request: web.Request) -> web.Response:
+        marks = ServerTiming()
         body = await self._json(http_request)
+        marks.lap("body")
         instruction = str(body.get("instruction") or "").strip()
         if not instruction:
             return self._error("type an instruction first")
         client = http_request.remote or "?"
         if self._held is not None or self.state.snapshot()["executor"]["state"] == "waiting_approval":
             await self._run(self._supersede, client, pool=self._decide_pool)
+            marks.lap("supersede")
         request = object()  # busy from here: the planner hears of it a moment later
         self.plan_requests.started(request)
         try:
-            answer = await self._run(self.graph.plan, instruction, self.plan_timeout_s, pool=self._plan_pool)
+            answer, worker_s = await self._run(
+                _timed, self.graph.plan, instruction, self.plan_timeout_s, pool=self._plan_pool
+            )
+            waited_s = marks.lap()
+            marks.add("pool", waited_s - worker_s)
+            marks.add("call", answer.duration_s)
+            marks.add("preview", worker_s - answer.duration_s)
+            plan = self.state.new_plan(instruction, answer, client)
+            # the answer goes out first; the log line and the goal sent ahead (a parameter round trip on another
+            # thread) would otherwise take the GIL from the thread writing it
+            response = web.json_response({"plan": plan})
+            marks.lap("state")
+            response.headers["Server-Timing"] = marks.header()
+            try:
+                await response.prepare(http_request)
+                await response.write_eof()
+            except ConnectionError:  # the page went: the plan is on every other page, and logged and held all the same
+                pass
         finally:
+            # and the live view resumes once it is out: the frame thread subscribing to the camera again and the
+            # pages told would otherwise take the GIL from the handler before it wrote the answer
             self.plan_requests.answered(request)
-        plan = self.state.new_plan(instruction, answer, client)
-        # the answer goes out first; the log line and the goal sent ahead (a parameter round trip on another thread)
-        # would otherwise take the GIL from the thread writing it
-        response = web.json_response({"plan": plan})
-        try:
-            await response.prepare(http_request)
-            await response.write_eof()
-        except ConnectionError:  # the page went: the plan is on every other page, and logged and held all the same
-            pass
         self.note(
             f"plan {plan['id']} for {instruction!r} requested by {client}: "
             f"{len((answer.plan or {}).get('actions') or [])} step(s)"
