@@ -284,6 +284,28 @@ def test_a_plan_answer_says_where_its_time_went_in_a_server_timing_header(tmp_pa
         assert parts["total"] >= sum(v for k, v in parts.items() if k != "total") - 0.01
 
 
+def test_an_approve_s_answer_says_how_long_the_executor_took_in_a_server_timing_header(tmp_path):
+    class SlowGate(RecordingGraph):  # the executor's approval gate answers in 80 ms
+        def answer_approval(self, approved, wait_s):
+            time.sleep(0.08)
+            return super().answer_approval(approved, wait_s)
+
+    graph = SlowGate(require_approval=True)
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        plan = (await (await client.post("/api/plan", json={"instruction": "a"})).json())["plan"]
+        await held(graph)
+        answer = await client.post("/api/decision", json={"plan_id": plan["id"], "approve": True})
+        assert answer.status == 200
+        return server_timing(answer.headers["Server-Timing"])
+
+    parts = serve(app, body)
+    assert list(parts) == ["body", "decide", "pool", "executor", "total"]
+    assert 80.0 <= parts["executor"] < 1000.0
+    assert parts["total"] >= sum(v for k, v in parts.items() if k != "total") - 0.01
+
+
 def test_a_plan_the_envelope_refuses_cannot_be_approved_and_nothing_moves(tmp_path):
     # approval on: not even sent ahead to be held
     graph = RecordingGraph(require_approval=True, verdicts=("ok", "outside_workspace"))

@@ -652,7 +652,9 @@ class ConsoleApp:
                 pass
 
     async def _post_decision(self, request: web.Request) -> web.Response:
+        marks = ServerTiming()
         body = await self._json(request)
+        marks.lap("body")
         client = request.remote or "?"
         try:
             plan_id, approved = int(body["plan_id"]), body["approve"]
@@ -666,16 +668,23 @@ class ConsoleApp:
             self.note(f"refused {'approve' if approved else 'reject'} of plan {plan_id} from {client}: {exc}")
             return self._error(str(exc), 409)
         verb = "approved" if approved else "rejected"
+        marks.lap("decide")
         try:
-            message = await self._run(self._carry_out, plan, approved, self._stops, pool=self._decide_pool)
+            message, worker_s = await self._run(
+                _timed, self._carry_out, plan, approved, self._stops, pool=self._decide_pool
+            )
         except (StoppedError, GraphError) as exc:
             if approved:  # (a Reject that failed leaves a trial approved before it as it was)
                 self._trial_not_started()
             self.state.plan_error(plan_id, str(exc))
             self.note(f"plan {plan_id} {verb} by {client}, but: {exc}")
             return self._error(str(exc), 409 if isinstance(exc, StoppedError) else 502)
+        marks.add("pool", marks.lap() - worker_s)
+        marks.add("executor", worker_s)
+        response = web.json_response({"plan_id": plan_id, "decision": verb, "message": message})
+        response.headers["Server-Timing"] = marks.header()
         self.note(f"plan {plan_id} {verb} by {client}: {message}")
-        return web.json_response({"plan_id": plan_id, "decision": verb, "message": message})
+        return response
 
     def _carry_out(self, plan: dict[str, Any], approved: bool, stops: int) -> str:
         """Approve: the executor's approval gate when it has one (the plan, held since its preview, is approved; one
