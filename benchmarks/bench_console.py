@@ -89,6 +89,7 @@ from helpers.console_stack import (  # noqa: E402
     StackProcess,
     graph_node,
     ros_domain_of_its_own,
+    server_timing,
     set_parameter,
     workcell_overrides,
     write_workcell,
@@ -571,15 +572,6 @@ def planner_working(working: list[dict[str, float]]) -> str:
         f"median {statistics.median(in_all):.2f}, p95 {in_all[int(0.95 * (len(in_all) - 1))]:.2f}; in Fast DDS's "
         f"threads {statistics.mean(dds):.2f}; by thread (mean ms): {top}"
     )
-
-
-def server_timing(header: str) -> dict[str, float]:
-    """A Server-Timing header's metrics (the console's /api/plan names its phases), name -> dur in ms."""
-    out = {}
-    for metric in header.split(","):
-        name, *params = (p.strip() for p in metric.split(";"))
-        out[name] = float(next((p for p in params if p.startswith("dur=")), "dur=0")[4:])
-    return out
 
 
 def request_split(timing: dict[str, float], total_ms: float, planner_ms: float, direct_beyond_ms: float) -> dict:

@@ -28,6 +28,7 @@ from grounded_planner.console.auth import TokenError, console_token, is_loopback
 from grounded_planner.console.graph import Frame, GraphError, PlanAnswer, StepPreview  # noqa: E402
 from grounded_planner.rollout.record import RolloutRecorder, load_rollout  # noqa: E402
 from grounded_planner.rollout.stats import wilson_interval  # noqa: E402
+from helpers.console_stack import server_timing  # noqa: E402
 from helpers.spabench_cards import make_cards  # noqa: E402
 
 PLAN = {
@@ -255,15 +256,6 @@ class TimedGraph(RecordingGraph):
         answer.duration_s = self.call_s
         time.sleep(self.preview_s)
         return answer
-
-
-def server_timing(header: str) -> dict[str, float]:
-    """A Server-Timing header's metrics, name -> dur (ms)."""
-    out = {}
-    for metric in header.split(","):
-        name, *params = (p.strip() for p in metric.split(";"))
-        out[name] = float(next(p for p in params if p.startswith("dur="))[4:])
-    return out
 
 
 def test_a_plan_answer_says_where_its_time_went_in_a_server_timing_header(tmp_path):

@@ -406,6 +406,13 @@ class ConsoleApp:
         """``fn(*args)`` on ``pool``'s workers (the general ones unless said), awaited from the event loop."""
         return await asyncio.get_running_loop().run_in_executor(pool or self._pool, fn, *args)
 
+    async def _run_timed(self, marks: ServerTiming, fn, *args, pool: ThreadPoolExecutor) -> tuple[Any, float]:
+        """``_run``, with the hand-over to the worker and back (all but ``fn``'s own time) added to ``marks`` as
+        ``pool``: ``fn``'s result and the seconds it took on the worker."""
+        result, worker_s = await self._run(_timed, fn, *args, pool=pool)
+        marks.add("pool", marks.lap() - worker_s)
+        return result, worker_s
+
     # -- guard: token, origin -----------------------------------------------------------------------------------
     @web.middleware
     async def _guard(self, request: web.Request, handler):
@@ -552,11 +559,9 @@ class ConsoleApp:
         request = object()  # busy from here: the planner hears of it a moment later
         self.plan_requests.started(request)
         try:
-            answer, worker_s = await self._run(
-                _timed, self.graph.plan, instruction, self.plan_timeout_s, pool=self._plan_pool
+            answer, worker_s = await self._run_timed(
+                marks, self.graph.plan, instruction, self.plan_timeout_s, pool=self._plan_pool
             )
-            waited_s = marks.lap()
-            marks.add("pool", waited_s - worker_s)
             marks.add("call", answer.duration_s)
             marks.add("preview", worker_s - answer.duration_s)
             plan = self.state.new_plan(instruction, answer, client)
@@ -670,8 +675,8 @@ class ConsoleApp:
         verb = "approved" if approved else "rejected"
         marks.lap("decide")
         try:
-            message, worker_s = await self._run(
-                _timed, self._carry_out, plan, approved, self._stops, pool=self._decide_pool
+            message, worker_s = await self._run_timed(
+                marks, self._carry_out, plan, approved, self._stops, pool=self._decide_pool
             )
         except (StoppedError, GraphError) as exc:
             if approved:  # (a Reject that failed leaves a trial approved before it as it was)
@@ -679,7 +684,6 @@ class ConsoleApp:
             self.state.plan_error(plan_id, str(exc))
             self.note(f"plan {plan_id} {verb} by {client}, but: {exc}")
             return self._error(str(exc), 409 if isinstance(exc, StoppedError) else 502)
-        marks.add("pool", marks.lap() - worker_s)
         marks.add("executor", worker_s)
         response = web.json_response({"plan_id": plan_id, "decision": verb, "message": message})
         response.headers["Server-Timing"] = marks.header()

@@ -224,6 +224,15 @@ def set_parameter(node, executor, target: str, name: str, value) -> None:
     assert future.done() and all(r.successful for r in future.result().results), future.result()
 
 
+def server_timing(header: str) -> dict[str, float]:
+    """The console's ``Server-Timing`` header (``name;dur=ms, ...``): its metrics in order, name -> dur in ms."""
+    out = {}
+    for metric in header.split(","):
+        name, *params = (p.strip() for p in metric.split(";"))
+        out[name] = float(next(p for p in params if p.startswith("dur="))[4:])
+    return out
+
+
 class InstantGraph:
     """A console graph that answers a plan at once, with no ROS graph behind it (a plan with no step, so nothing is
     sent ahead to be held): what is left of a plan request through the console is its own HTTP round trip."""
