@@ -31,8 +31,12 @@
    while the planner itself worked on each direct request (the planner's received -> answered stamps), by thread.
    Each request through the console is split by its Server-Timing header: HTTP outside the console's handler, the
    handler's own parts (body, pool, preview, state), and its plan call beyond the planner's own time.
+   The requests through the console are asked with the standard library's http.client over one kept-alive
+   connection (PlainClient: as little client of its own as Python has, as a browser's native network stack), or
+   with httpx (--client httpx; every run before 2026-12-05 04:00 asked with httpx, whose own time was in their HTTP).
 4. The console's HTTP round trip on its own, first, before anything else loads the machine: ConsoleApp on its
-   server with a graph that answers at once (InstantGraph), from httpx: GET /api/taxonomy and POST /api/plan. A plan
+   server with a graph that answers at once (InstantGraph), from each client (http.client, httpx): GET
+   /api/taxonomy and POST /api/plan 10 ms apart, and POST /api/plan 1 s apart (as the plan requests come). A plan
    asked through the console cannot add less than this.
 5. The tally the console recomputes after each episode, over a campaign's rollouts folder (--tally-rollouts, 3,000):
    the folder walked against the known rollouts and the closed one.
@@ -63,6 +67,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import http.client
 import json
 import os
 import platform
@@ -74,6 +79,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -133,6 +139,62 @@ def time_ms(fn, runs: int) -> list[float]:
 
 def load() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class PlainAnswer:
+    """An answer read by PlainClient, with the parts of httpx's Response the benchmark reads."""
+
+    def __init__(self, status_code: int, headers, body: bytes):
+        self.status_code, self.headers, self.content = status_code, headers, body
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.content)
+
+
+class PlainClient:
+    """The console's API asked through the standard library's http.client, over one connection kept alive: as little
+    client of its own as a Python program has, so that what is left of a request through the console is the
+    console's (a browser's network stack is native code too). httpx spent 0.25 ms of its own around each request here
+    back to back and 0.57 ms after an idle second (part 4 prints both clients). ``post(path, json=...)`` as httpx's.
+    A request that finds the connection closed by the server meanwhile (aiohttp closes one idle for 75 s, before it
+    reads anything more from it) is sent once more on a new one."""
+
+    def __init__(self, url: str, timeout_s: float = 60.0):
+        parts = urlsplit(url)
+        self._conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
+
+    _dumps = staticmethod(json.dumps)
+
+    def _once(self, method: str, path: str, body: bytes | None) -> PlainAnswer:
+        self._conn.request(
+            method, path, body=body, headers={} if body is None else {"Content-Type": "application/json"}
+        )
+        response = self._conn.getresponse()
+        return PlainAnswer(response.status, response.headers, response.read())
+
+    def _request(self, method: str, path: str, body: bytes | None) -> PlainAnswer:
+        try:
+            return self._once(method, path, body)
+        except (BrokenPipeError, ConnectionResetError):  # http.client's RemoteDisconnected is one
+            self._conn.close()  # closed by the server while idle: a new connection
+            return self._once(method, path, body)
+
+    def get(self, path: str) -> PlainAnswer:
+        return self._request("GET", path, None)
+
+    def post(self, path: str, json: dict) -> PlainAnswer:  # noqa: A002 - httpx's name for it
+        return self._request("POST", path, self._dumps(json).encode())
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+API_CLIENTS = {"plain": PlainClient, "httpx": lambda url: httpx.Client(base_url=url, timeout=60.0)}
+API_CLIENT = "plain"  # --client: how the benchmark asks the console's API (plan requests through the console)
 
 
 CAMERA = """
@@ -361,7 +423,7 @@ def plan_overhead(
     pausing while the planner answers (the default) and with ``live_while_planning(True)`` (frames all the while); the
     default with the page in a browser at nice 19 (which takes the CPUs only when the stack leaves them: a stand-in
     for the operator's tablet)."""
-    http = httpx.Client(base_url=url, timeout=60.0)
+    api = API_CLIENTS[API_CLIENT](url)
     out = {
         k: Condition(w)
         for k, w in (
@@ -384,7 +446,7 @@ def plan_overhead(
         cpu0 = cpu_s([console_pid])
         t0 = time.perf_counter()
         if key.endswith("console"):
-            answer = http.post("/api/plan", json={"instruction": INSTRUCTION})
+            answer = api.post("/api/plan", json={"instruction": INSTRUCTION})
             assert answer.status_code == 200, answer.text
             call_ms = answer.json()["plan"]["duration_s"] * 1000
         else:
@@ -575,8 +637,8 @@ def planner_working(working: list[dict[str, float]]) -> str:
 
 
 def request_split(timing: dict[str, float], total_ms: float, planner_ms: float, direct_beyond_ms: float) -> dict:
-    """One request through the console, from httpx's total, the console's Server-Timing and the planner's own
-    received -> answered time: HTTP (all outside the console's handler: httpx, the connection, aiohttp's parsing,
+    """One request through the console, from the client's total, the console's Server-Timing and the planner's own
+    received -> answered time: HTTP (all outside the console's handler: the client, the connection, aiohttp's parsing,
     the body's writing), the console's own parts in its handler, and its plan service call beyond the planner's
     time, against the same for the direct request it was paired with."""
     own = {k: v for k, v in timing.items() if k not in ("call", "total")}
@@ -622,7 +684,7 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
 
     rng = random.Random(7)
     events = PlanEvents(node, executor)
-    http = httpx.Client(base_url=url, timeout=60.0)
+    api = API_CLIENTS[API_CLIENT](url)
     remote = RemotePage(url) if page == "remote" else None
     where = "the page on a tablet" if remote else "no page open"
 
@@ -638,7 +700,7 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
 
     def through_console() -> float:
         t0 = time.perf_counter()
-        answer = http.post("/api/plan", json={"instruction": INSTRUCTION})
+        answer = api.post("/api/plan", json={"instruction": INSTRUCTION})
         total = (time.perf_counter() - t0) * 1000
         assert answer.status_code == 200, answer.text
         timings.append(server_timing(answer.headers["Server-Timing"]))
@@ -847,9 +909,10 @@ def frame_to_screen(driver, node, tmp: Path, frames_s: float, stream: CameraStre
         child.child.wait(timeout=30)
 
 
-def http_floor(tmp: Path, runs: int = 200) -> None:
-    """4. The console's HTTP round trip on its own (ConsoleApp on its server, InstantGraph, from httpx as the plan
-    requests through the console are asked): a trivial GET /api/taxonomy, and POST /api/plan."""
+def http_floor(tmp: Path, runs: int = 200, idle_runs: int = 20) -> None:
+    """4. The console's HTTP round trip on its own (ConsoleApp on its server, InstantGraph), from each client the plan
+    requests through the console can be asked with (--client): a trivial GET /api/taxonomy and POST /api/plan, 10 ms
+    apart, and POST /api/plan after an idle second (as the plan requests come)."""
     from grounded_planner.console.app import ConsoleApp
     from grounded_planner.console.server import ConsoleServer
 
@@ -858,19 +921,27 @@ def http_floor(tmp: Path, runs: int = 200) -> None:
     )
     server.start()
     try:
-        with httpx.Client(base_url=server.url, timeout=10.0) as http:
-            for label, call in (
-                ("GET /api/taxonomy", lambda: http.get("/api/taxonomy")),
-                ("POST /api/plan, an instant graph", lambda: http.post("/api/plan", json={"instruction": "a"})),
+        for kind, make in API_CLIENTS.items():
+            api = make(server.url)
+            for label, call, n, gap_s in (
+                ("GET /api/taxonomy", lambda: api.get("/api/taxonomy"), runs, 0.01),
+                (
+                    "POST /api/plan, an instant graph",
+                    lambda: api.post("/api/plan", json={"instruction": "a"}),
+                    runs,
+                    0.01,
+                ),
+                ("the same, 1 s apart", lambda: api.post("/api/plan", json={"instruction": "a"}), idle_runs, 1.0),
             ):
                 ms = []
-                for k in range(runs + 20):  # the first 20 warm up
+                for k in range(n + 3):  # the first 3 warm up
+                    time.sleep(gap_s)
                     t0 = time.perf_counter()
                     assert call().status_code == 200
-                    if k >= 20:
+                    if k >= 3:
                         ms.append((time.perf_counter() - t0) * 1000)
-                    time.sleep(0.01)
-                print(f"the console's HTTP round trip, {label:34}: {stats_ms(ms)}; {load()}")
+                print(f"the console's HTTP round trip from {kind:6}, {label:34}: {stats_ms(ms)}; {load()}")
+            api.close()
     finally:
         server.stop()
 
@@ -1116,14 +1187,22 @@ def main() -> int:
     parser.add_argument(
         "--noise", action="store_true", help="a camera of random pixels (JPEG's worst case) instead of a real scene"
     )
+    parser.add_argument(
+        "--client",
+        choices=tuple(API_CLIENTS),
+        default="plain",
+        help="plan requests through the console asked with the standard library's http.client (as little client "
+        "of its own as Python has) or with httpx (runs before 2026-12-05 04:00)",
+    )
     args = parser.parse_args()
-    global CAMERA_KIND
-    CAMERA_KIND = args.camera
+    global CAMERA_KIND, API_CLIENT
+    CAMERA_KIND, API_CLIENT = args.camera, args.client
     print(
         f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}; {load()}; "
         f"camera: {'random pixels' if args.noise else 'a real scene'} ({args.camera}); "
-        f"the stand-in VLM answers in {args.vlm_latency_s:g} s"
+        f"the stand-in VLM answers in {args.vlm_latency_s:g} s; plan requests through the console from "
+        f"{'http.client' if API_CLIENT == 'plain' else API_CLIENT}"
     )
     os.environ["PYTHONPATH"] = str(REPO)
     tmp = Path(tempfile.mkdtemp(prefix="bench_console_"))
