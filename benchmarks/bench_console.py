@@ -197,6 +197,11 @@ API_CLIENTS = {"plain": PlainClient, "httpx": lambda url: httpx.Client(base_url=
 API_CLIENT = "plain"  # --client: how the benchmark asks the console's API (plan requests through the console)
 
 
+def client_name(kind: str) -> str:
+    """The printed name of an API_CLIENTS key."""
+    return "http.client" if kind == "plain" else kind
+
+
 CAMERA = """
 import sys, threading, time
 import numpy as np, rclpy
@@ -923,15 +928,14 @@ def http_floor(tmp: Path, runs: int = 200, idle_runs: int = 20) -> None:
     try:
         for kind, make in API_CLIENTS.items():
             api = make(server.url)
+
+            def plan():
+                return api.post("/api/plan", json={"instruction": "a"})
+
             for label, call, n, gap_s in (
                 ("GET /api/taxonomy", lambda: api.get("/api/taxonomy"), runs, 0.01),
-                (
-                    "POST /api/plan, an instant graph",
-                    lambda: api.post("/api/plan", json={"instruction": "a"}),
-                    runs,
-                    0.01,
-                ),
-                ("the same, 1 s apart", lambda: api.post("/api/plan", json={"instruction": "a"}), idle_runs, 1.0),
+                ("POST /api/plan, an instant graph", plan, runs, 0.01),
+                ("the same, 1 s apart", plan, idle_runs, 1.0),
             ):
                 ms = []
                 for k in range(n + 3):  # the first 3 warm up
@@ -940,7 +944,9 @@ def http_floor(tmp: Path, runs: int = 200, idle_runs: int = 20) -> None:
                     assert call().status_code == 200
                     if k >= 3:
                         ms.append((time.perf_counter() - t0) * 1000)
-                print(f"the console's HTTP round trip from {kind:6}, {label:34}: {stats_ms(ms)}; {load()}")
+                print(
+                    f"the console's HTTP round trip from {client_name(kind):11}, {label:34}: {stats_ms(ms)}; {load()}"
+                )
             api.close()
     finally:
         server.stop()
@@ -1202,7 +1208,7 @@ def main() -> int:
         f"Python {platform.python_version()}; {load()}; "
         f"camera: {'random pixels' if args.noise else 'a real scene'} ({args.camera}); "
         f"the stand-in VLM answers in {args.vlm_latency_s:g} s; plan requests through the console from "
-        f"{'http.client' if API_CLIENT == 'plain' else API_CLIENT}"
+        f"{client_name(API_CLIENT)}"
     )
     os.environ["PYTHONPATH"] = str(REPO)
     tmp = Path(tempfile.mkdtemp(prefix="bench_console_"))
