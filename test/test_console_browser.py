@@ -1086,7 +1086,14 @@ def test_escape_is_stop_on_every_page_even_while_an_instruction_is_typed(browser
         box.send_keys("put the red blo")
         box.send_keys(Keys.ESCAPE)
         wait_until(lambda: graph.stops == 1, 10, "the STOP from Esc in the instruction box", browser, "esc_typing")
-        assert browser.find_element(By.ID, "toast").text == "STOP: the running goal was cancelled"
+        # the graph heard the STOP before the page read the answer: the toast comes a moment later
+        wait_until(
+            lambda: browser.find_element(By.ID, "toast").text == "STOP: the running goal was cancelled",
+            10,
+            "the STOP's answer on the page",
+            browser,
+            "esc_typing_answer",
+        )
         assert box.get_attribute("value") == "put the red blo"  # what was typed stays
         browser.get(server.url + "rollouts")  # another page, the focus on nothing in particular
         wait_until(lambda: browser.find_element("id", "conn").text == "online", 10, "the rollouts page", browser)
