@@ -75,7 +75,8 @@ class RecordingGraph:
         self.frames: list[Frame] = []
         self.goals: list[SentGoal] = []
 
-    def plan(self, instruction, timeout_s):
+    def plan(self, instruction, timeout_s, sent):
+        sent()  # the request is on its way (a real graph calls it once the service request went out)
         self.calls.append(("plan", instruction))
         steps = [StepPreview(i, a["type"], verdict=v) for i, (a, v) in enumerate(zip(PLAN["actions"], self.verdicts))]
         return PlanAnswer(True, "", {**PLAN, "instruction": instruction}, steps, 0.01)
@@ -250,9 +251,10 @@ class TimedGraph(RecordingGraph):
         super().__init__(**kwargs)
         self.call_s, self.preview_s = call_s, preview_s
 
-    def plan(self, instruction, timeout_s):
+    def plan(self, instruction, timeout_s, sent):
+        sent()
         time.sleep(self.call_s)
-        answer = super().plan(instruction, timeout_s)
+        answer = super().plan(instruction, timeout_s, lambda: None)
         answer.duration_s = self.call_s
         time.sleep(self.preview_s)
         return answer
@@ -1219,6 +1221,15 @@ async def next_message(ws, kind):
             return json.loads(message.data)
 
 
+async def live_page(client):
+    """A live page's push channel: connected, its state read, and the first frame it asked for shown (no ack yet)."""
+    ws = await client.ws_connect("/ws")
+    await next_message(ws, "state")
+    await ws.send_str(json.dumps({"type": "frames"}))
+    await next_message(ws, "frame")
+    return ws
+
+
 def test_the_live_view_pauses_while_the_planner_answers_and_the_arm_is_still(tmp_path):
     """Any client's plan request (the graph reports them from the plan service's introspection events): no frame is
     taken or sent until it is answered, and the pages are told; while a goal runs, frames always flow."""
@@ -1226,10 +1237,7 @@ def test_the_live_view_pauses_while_the_planner_answers_and_the_arm_is_still(tmp
     app, _ = make_app(tmp_path, graph)
 
     async def body(client):
-        ws = await client.ws_connect("/ws")
-        await next_message(ws, "state")
-        await ws.send_str(json.dumps({"type": "frames"}))
-        await next_message(ws, "frame")
+        ws = await live_page(client)
         app.plan_requests.started(("a client", 1))  # the planner took a request
         assert (await next_message(ws, "live"))["paused"] is True
         asked = graph.asked
@@ -1269,10 +1277,7 @@ def test_the_graph_hears_of_a_pause_when_it_begins_not_at_the_pages_next_ask(tmp
         await asyncio.sleep(0.3)
         assert graph.did("frames_paused") == []  # no page: nothing to pause, no thread woken
         app.plan_requests.answered(("a client", 1))
-        ws = await client.ws_connect("/ws")
-        await next_message(ws, "state")
-        await ws.send_str(json.dumps({"type": "frames"}))
-        await next_message(ws, "frame")  # shown; no ack: the page asks for nothing now
+        ws = await live_page(client)  # shown; no ack: the page asks for nothing now
         app.plan_requests.started(("a client", 2))
         await eventually(lambda: graph.did("frames_paused") == [("frames_paused",)], lambda: f"told {graph.calls}")
         assert (await next_message(ws, "live"))["paused"] is True
@@ -1380,9 +1385,8 @@ def test_the_consoles_own_plan_request_pauses_the_live_view_and_live_while_plann
         seen = []
 
         class Watching(RecordingGraph):
-            def plan(self, instruction, timeout_s):
-                seen.append(app.live_paused())
-                return super().plan(instruction, timeout_s)
+            def plan(self, instruction, timeout_s, sent):
+                return super().plan(instruction, timeout_s, lambda: (sent(), seen.append(app.live_paused())))
 
         app, _ = make_app(tmp_path, Watching(), live_while_planning=live_while_planning)
 
@@ -1392,6 +1396,43 @@ def test_the_consoles_own_plan_request_pauses_the_live_view_and_live_while_plann
 
         serve(app, body)
         assert seen == [not live_while_planning]
+
+
+def test_the_consoles_own_plan_request_is_on_its_way_before_the_live_view_pauses(tmp_path):
+    """With a page open, the live view pauses (the graph told it may leave the camera topic, the pages told) once the
+    console's request is on its way to the planner (the graph's ``sent()``), not while the request is being made:
+    leaving the camera holds the GIL for about a millisecond (rclpy's subscription destroy), which held up the
+    request's sending on the plan worker (docs/console.md, Performance)."""
+    seen = []
+
+    class Sending(CountingGraph):
+        def plan(self, instruction, timeout_s, sent):
+            seen.append(("making the request", app.live_paused()))
+            time.sleep(0.3)  # long enough for the frame thread to have been told of a pause, had one begun
+            seen.append(("made", len(self.did("frames_paused"))))
+
+            def on_its_way():
+                sent()
+                seen.append(("sent", app.live_paused()))
+
+            answer = super().plan(instruction, timeout_s, on_its_way)
+            deadline = time.monotonic() + 5.0
+            while not self.did("frames_paused") and time.monotonic() < deadline:  # the planner works meanwhile
+                time.sleep(0.01)
+            seen.append(("answered", len(self.did("frames_paused"))))
+            return answer
+
+    graph = Sending()
+    app, _ = make_app(tmp_path, graph)
+
+    async def body(client):
+        ws = await live_page(client)
+        assert (await client.post("/api/plan", json={"instruction": "a"})).status == 200
+        assert (await next_message(ws, "live"))["paused"] is True
+        await ws.close()
+
+    serve(app, body)
+    assert seen == [("making the request", False), ("made", 0), ("sent", True), ("answered", 1)]
 
 
 def test_the_live_view_resumes_only_once_the_plan_s_answer_is_written(tmp_path, monkeypatch):
@@ -1452,10 +1493,11 @@ class BlockingGraph(RecordingGraph):
             self.waiting += 1
         self.release.wait(30)
 
-    def plan(self, instruction, timeout_s):
+    def plan(self, instruction, timeout_s, sent):
+        sent()
         if self.block_plan:
             self._wait()
-        return super().plan(instruction, timeout_s)
+        return super().plan(instruction, timeout_s, lambda: None)
 
     def execute(self, plan, hold=False):
         if self.block_execute:
@@ -1578,7 +1620,9 @@ def test_an_executor_that_left_is_shown_gone_once_with_what_it_was_doing_until_i
     assert "held a plan for approval: nothing was approved" in state.on_executor_presence(False)
     state.on_executor_presence(True)
 
-    plan = state.new_plan("put the cube in the bowl", RecordingGraph().plan("put the cube in the bowl", 1.0), "me")
+    plan = state.new_plan(
+        "put the cube in the bowl", RecordingGraph().plan("put the cube in the bowl", 1.0, lambda: None), "me"
+    )
     state.decide(plan["id"], True, "me")
     state.on_feedback({"step": 1, "state": "approach", "message": ""})
     line = state.on_executor_presence(False)
@@ -1612,7 +1656,9 @@ def test_the_page_names_the_step_that_ended_a_plan_counted_from_1_as_its_table_c
 
     app, _ = make_app(tmp_path)
     state = app.state
-    plan = state.new_plan("put the cube in the bowl", RecordingGraph().plan("put the cube in the bowl", 1.0), "me")
+    plan = state.new_plan(
+        "put the cube in the bowl", RecordingGraph().plan("put the cube in the bowl", 1.0, lambda: None), "me"
+    )
     state.decide(plan["id"], True, "me")
     state.on_result(as_received(failed))
     shown = state.snapshot()

@@ -950,9 +950,10 @@ class OneStepGraph(InstantGraph):
     the envelope passes, so the page's Approve is on; nothing is sent to an executor (``require_approval`` off, and
     the test never approves)."""
 
-    def plan(self, instruction: str, timeout_s: float):
+    def plan(self, instruction: str, timeout_s: float, sent):
         from grounded_planner.console.graph import PlanAnswer, StepPreview
 
+        sent()
         plan = {
             "instruction": instruction,
             "image_size": [64, 48],

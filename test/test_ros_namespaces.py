@@ -153,15 +153,24 @@ def test_two_complete_stacks_side_by_side_each_plan_and_goal_reach_only_their_ow
 
         nowhere = GroundedPlannerClient(node, executor=executor)  # the root namespace has no planner now
         assert nowhere.plan_service == "/grounded_planner/plan"
-        assert nowhere.plan("anything", service_wait_s=1.0).status is PlanStatus.UNAVAILABLE
+        went_out = []  # GroundedPlannerClient.plan's on_sent: called once its request is on its way, never without one
+        nowhere_plan = nowhere.plan("anything", service_wait_s=1.0, on_sent=lambda: went_out.append("nowhere"))
+        assert nowhere_plan.status is PlanStatus.UNAVAILABLE and went_out == []
 
         for ns, other in (("robot1", "robot2"), ("robot2", "robot1")):
             client = GroundedPlannerClient(node, namespace=ns, executor=executor)
             assert client.plan_service == f"/{ns}/grounded_planner/plan"
             before = {key: len(value) for key, value in heard.items()}
             # the replay planner answers only for the image it recorded: a stack fed the other's bag would fail here
-            planned = client.plan(instructions[ns], backproject=True, timeout_s=60.0, service_wait_s=30.0)
+            planned = client.plan(
+                instructions[ns],
+                backproject=True,
+                timeout_s=60.0,
+                service_wait_s=30.0,
+                on_sent=lambda ns=ns: went_out.append(ns),
+            )
             assert planned.succeeded, client.last_error
+            assert went_out[-1:] == [ns] and went_out.count(ns) == 1
             assert planned.plan.actions and all(a.target_3d is not None for a in planned.plan.actions)
             done = client.execute(planned.msg, timeout_s=120.0, server_wait_s=30.0)
             assert done.succeeded, (done.status, done.message)

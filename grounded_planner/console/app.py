@@ -556,11 +556,18 @@ class ConsoleApp:
         if self._held is not None or self.state.snapshot()["executor"]["state"] == "waiting_approval":
             await self._run(self._supersede, client, pool=self._decide_pool)
             marks.lap("supersede")
-        request = object()  # busy from here: the planner hears of it a moment later
-        self.plan_requests.started(request)
+        request = object()
         try:
+            # busy once the request is on its way (the planner hears of it a moment later): the live view's pause
+            # (the frame thread leaving the camera topic, the pages told) then overlaps the planner's work instead of
+            # holding up the request's sending, on the plan worker, for the GIL
             answer, worker_s = await self._run_timed(
-                marks, self.graph.plan, instruction, self.plan_timeout_s, pool=self._plan_pool
+                marks,
+                self.graph.plan,
+                instruction,
+                self.plan_timeout_s,
+                lambda: self.plan_requests.started(request),
+                pool=self._plan_pool,
             )
             marks.add("call", answer.duration_s)
             marks.add("preview", worker_s - answer.duration_s)

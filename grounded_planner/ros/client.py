@@ -196,11 +196,13 @@ class GroundedPlannerClient:
         backproject: bool = True,
         timeout_s: float = 60.0,
         service_wait_s: float = 5.0,
+        on_sent: Callable[[], None] | None = None,
     ) -> GetGroundedPlanResponse:
         """A grounded plan for ``instruction``.
 
         ``image``: an (H, W, 3) uint8 RGB array or a sensor_msgs/Image; None = the planner's latest camera frame.
         ``backproject``: fill each action's 3D target (pose, width, normal, method) from depth + extrinsics.
+        ``on_sent()``: called from this thread once the request is on its way (not where the service is not there).
         """
         started = time.monotonic()
         if not self._plan_client.wait_for_service(timeout_sec=service_wait_s):
@@ -214,6 +216,8 @@ class GroundedPlannerClient:
         if image is not None:
             request.image = numpy_to_image(np.asarray(image)) if isinstance(image, np.ndarray) else image
         future = self._plan_client.call_async(request)
+        if on_sent is not None:
+            on_sent()
         done, gone = self._wait_watching(future, timeout_s, self.plan_service)
         if not done:
             self._plan_client.remove_pending_request(future)

@@ -332,10 +332,10 @@ class ConsoleNode(StackNode, Node):
         return done.wait(timeout_s) or future.done()
 
     # -- ConsoleGraph -----------------------------------------------------------------------------------------------
-    def plan(self, instruction: str, timeout_s: float) -> PlanAnswer:
+    def plan(self, instruction: str, timeout_s: float, sent: Callable[[], None]) -> PlanAnswer:
         with self._plan_lock:
             result = self._client.plan(
-                instruction, backproject=True, timeout_s=timeout_s, service_wait_s=SERVICE_WAIT_S
+                instruction, backproject=True, timeout_s=timeout_s, service_wait_s=SERVICE_WAIT_S, on_sent=sent
             )
         plan = result.plan
         if plan is None:

@@ -237,9 +237,10 @@ class InstantGraph:
     """A console graph that answers a plan at once, with no ROS graph behind it (a plan with no step, so nothing is
     sent ahead to be held): what is left of a plan request through the console is its own HTTP round trip."""
 
-    def plan(self, instruction: str, timeout_s: float):
+    def plan(self, instruction: str, timeout_s: float, sent):
         from grounded_planner.console.graph import PlanAnswer
 
+        sent()
         return PlanAnswer(True, "", {"instruction": instruction, "image_size": [64, 48], "actions": []}, [], 0.0)
 
     def requires_approval(self) -> bool:
