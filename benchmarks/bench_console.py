@@ -43,7 +43,9 @@
 6. The console leaving the camera topic while the live view is paused (--pause-rounds, ConsoleNode.frames_paused),
    beside the 1280x720 30 Hz stream: what leaving costs the calling thread, the process's CPU over PAUSE_WINDOW_S
    subscribed and taking nothing (the baseline: the middleware still receives every image) against the same time
-   with the topic left, and how long the first newer frame takes once a page asks again (subscribed anew).
+   with the topic left, and how long the first newer frame takes once a page asks again (subscribed anew); and how
+   long the leaving holds the GIL (GilWatch: a pure-Python thread's longest gap while it runs, against its longest
+   gap while the calling thread waits as long in a call that lets the GIL go).
 7. An evaluation session's progress over a campaign's trials.jsonl (--session-trials, 2,892, Spa-Bench's count): read
    and checked at every ask (before) against the unchanged file's stat and a trial recorded (now).
 8. The rollouts page over part 5's campaign folder: the listing's every row (before) against a page of 100 (now), as
@@ -790,14 +792,45 @@ def plan_paired(url: str, console_pid: int, node, executor, client, off_client, 
 
 
 PAUSE_WINDOW_S = 0.3  # each window of the camera-pause part: about a plan request's planner time here
+GIL_AFTER_S = 0.05  # how long GilWatch goes on watching after frames_paused returned
+
+
+class GilWatch:
+    """While open, a pure-Python thread of this process turns as fast as it can and keeps its longest gap between two
+    turns: how long some other thread of the process held the GIL meanwhile (a C call that does not let it go).
+    ``longest_ms`` once closed."""
+
+    def __init__(self):
+        self.longest_ms = 0.0
+        self._stop = threading.Event()
+        self._turning = threading.Event()
+        self._thread = threading.Thread(target=self._turn, name="gil-watch", daemon=True)
+
+    def _turn(self) -> None:
+        longest, last = 0.0, time.perf_counter()
+        self._turning.set()
+        while not self._stop.is_set():
+            now = time.perf_counter()
+            longest, last = max(longest, now - last), now
+        self.longest_ms = longest * 1000
+
+    def __enter__(self) -> GilWatch:
+        self._thread.start()
+        self._turning.wait()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def camera_pause(tmp: Path, scene: Path, rounds: int) -> None:
     """6. ConsoleNode.frames_paused beside the 1280x720 30 Hz stream (CameraStream, a process of its own): a console
     node in this process (its HTTP server idle, no page), frames taken by calling latest_frame as the frame pump
     does (as wide as the tablet's page shows them). Round after round: a frame taken (subscribed), PAUSE_WINDOW_S
-    subscribed and taking nothing, frames_paused() (the calling thread's CPU), PAUSE_WINDOW_S with the topic left,
-    then the wait for a newer frame. This process's CPU (all its threads: the executor and Fast DDS's receive)."""
+    subscribed and taking nothing, frames_paused() (the calling thread's CPU, and the GIL held: GilWatch's longest
+    gap, against the same watch while the calling thread sleeps as long), PAUSE_WINDOW_S with the topic left, then
+    the wait for a newer frame. This process's CPU (all its threads: the executor and Fast DDS's receive)."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
@@ -832,18 +865,27 @@ def camera_pause(tmp: Path, scene: Path, rounds: int) -> None:
 
     try:
         newer_frame()
-        leave, subscribed, left, back = [], [], [], []
+        leave, subscribed, left, back, held, slept = [], [], [], [], [], []
         for _ in range(rounds):
             newer_frame()
             subscribed.append(cpu_ms_over(PAUSE_WINDOW_S))
-            t0 = time.thread_time()
-            node.frames_paused()
-            leave.append((time.thread_time() - t0) * 1000)
+            with GilWatch() as watch:
+                t0, w0 = time.thread_time(), time.perf_counter()
+                node.frames_paused()
+                leave.append((time.thread_time() - t0) * 1000)
+                took_s = time.perf_counter() - w0
+                time.sleep(GIL_AFTER_S)  # rclpy may finish the destroy on the executor's thread, once its wait ends
+            held.append(watch.longest_ms)
+            with GilWatch() as watch:  # the baseline: as long a wait that lets the GIL go
+                time.sleep(took_s + GIL_AFTER_S)
+            slept.append(watch.longest_ms)
             left.append(cpu_ms_over(PAUSE_WINDOW_S))
             back.append(newer_frame())
         print(
             f"the camera left while the live view is paused ({rounds} rounds, {PAUSE_WINDOW_S * 1000:.0f} ms windows, "
             f"1280x720 {FPS} Hz {CAMERA_KIND}): leaving: {stats_ms(leave)}\n"
+            f"    the GIL held meanwhile (another thread's longest wait): {stats_ms(held)} | "
+            f"while the caller sleeps as long (baseline) {stats_ms(slept)}\n"
             f"    this process's CPU per window: subscribed, taking nothing (baseline) {stats_ms(subscribed)} | "
             f"left {stats_ms(left)}\n    the first newer frame once asked again: {stats_ms(back)}; {load()}"
         )

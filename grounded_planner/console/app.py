@@ -560,7 +560,7 @@ class ConsoleApp:
         try:
             # busy once the request is on its way (the planner hears of it a moment later): the live view's pause
             # (the frame thread leaving the camera topic, the pages told) then overlaps the planner's work instead of
-            # holding up the request's sending, on the plan worker, for the GIL
+            # taking the CPUs and the GIL from the plan worker while it sends the request
             answer, worker_s = await self._run_timed(
                 marks,
                 self.graph.plan,

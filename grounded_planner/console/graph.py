@@ -70,8 +70,9 @@ class ConsoleGraph(Protocol):
     def plan(self, instruction: str, timeout_s: float, sent: Callable[[], None]) -> PlanAnswer:
         """Ask ``/grounded_planner/plan`` (back-projected) and check each step against the safety envelope.
         ``sent()`` is called from the calling thread as soon as the request is on its way to the planner (not at all
-        where none went out: no planner); the live view pauses from then, not before, so that nothing the pause
-        does (the graph leaving the camera topic holds the GIL for about a millisecond) delays the request."""
+        where none went out: no planner); the live view pauses from then, not before, so that what the pause does
+        (the graph leaving the camera topic, the pages told) runs while the planner works, not before the request
+        went out."""
 
     def requires_approval(self) -> bool:
         """The executor's ``require_approval`` parameter (GraphError when the executor does not answer)."""
