@@ -358,6 +358,10 @@ class ExecutorNode(DeviceNode):
                 )
                 goal_handle.abort()
                 return result
+        # the simulator's verdict is the scene's state once the goal ends: where the scene met its success check
+        # before the goal began (an earlier episode did the task and nothing set the scene back), it says nothing of
+        # this goal, which may have done nothing at all (stopped, missed): no automatic label for it then
+        done_before = None if dry_run else self._backend.scene_success()
         started = time.monotonic()
 
         def on_feedback(step_index: int, state: str, action=None) -> None:
@@ -385,6 +389,12 @@ class ExecutorNode(DeviceNode):
             cancel.set()  # also ends the watcher
             self._send_diagnostics()
         scene_success = None if dry_run else self._backend.scene_success()  # the simulator knows; a robot cannot
+        if done_before and scene_success:
+            self.get_logger().warning(
+                f"{plan.instruction!r}: the scene met its success check before this goal began, so its success is "
+                "not this goal's: no automatic label (set the scene back between episodes, or label it by hand)"
+            )
+            scene_success = None
         self._publish_result(outcome, plan.instruction, bool(dry_run), scene_success)
         data = self.last_result
         result.success = bool(outcome.success)
