@@ -443,6 +443,61 @@ def test_a_closed_rollout_joins_the_tally_without_a_walk_of_the_folder(tmp_path,
     assert state["episode"]["id"] == "r4"
 
 
+def ended_rollout(root: Path, name: str, result: dict | None, status: str = "complete") -> Path:
+    """A rollout of "put the red cube in the tray" whose execution ended with ``result`` (None: no plan ran),
+    closed with ``status``."""
+    rec = RolloutRecorder(root / name, instruction="put the red cube in the tray", fsync_every_s=None)
+    rec.log_color(np.full((24, 32, 3), 120, np.uint8))
+    if result is not None:
+        rec.log_result(result)
+    rec.close(status)
+    return root / name
+
+
+def test_the_label_panel_says_how_the_episode_ended_counting_steps_from_1(tmp_path):
+    """A stopped episode's recording is "complete" too: the panel said "(complete)" above a stopped episode's label.
+    It says how the episode ended, as the live view did (steps counted from 1, as the plan table counts them), and
+    the recording's status only where it is not complete."""
+    root = tmp_path / "rollouts"
+    grasp = {"index": 0, "type": "grasp", "outcome": "cancelled", "message": "cancelled during pre_grasp"}
+    place = {"index": 1, "type": "place", "outcome": "ok", "message": ""}
+    episodes = {
+        "stopped": (
+            {"success": False, "message": "step 0 (grasp): cancelled", "steps": [grasp]},
+            "stopped: step 1 (grasp): cancelled (cancelled during pre_grasp)",
+        ),
+        "missed": (
+            {
+                "success": False,
+                "message": "step 1 (place): timeout",
+                "steps": [{**grasp, "outcome": "ok"}] + [{**place, "outcome": "timeout", "message": ""}],
+            },
+            "failed: step 2 (place): timeout",
+        ),
+        "done": (
+            {"success": True, "message": "all 2 steps ok", "steps": [{**grasp, "outcome": "ok"}, place]},
+            "succeeded: all 2 steps ok",
+        ),
+        "rehearsed": (
+            {"success": True, "message": "dry run: every step passes the checks", "dry_run": True, "steps": [place]},
+            "succeeded: dry run: every step passes the checks",
+        ),
+        "unrun": (None, "no plan ran"),
+    }
+    app, _ = make_app(tmp_path)
+
+    async def body(client):
+        said = {}
+        for name, (result, _) in episodes.items():
+            app.on_rollout_closed(str(ended_rollout(root, name, result)))
+            episode = (await (await client.get("/api/state")).json())["episode"]
+            said[name] = (episode["id"], episode["status"], episode["ended"])
+        return said
+
+    said = serve(app, body)
+    assert said == {name: (name, "complete", ended) for name, (_, ended) in episodes.items()}
+
+
 def test_a_rollout_closed_with_no_page_open_is_read_when_a_page_connects_and_at_once_while_one_is_open(tmp_path):
     """With no page open, a closed rollout costs the console nothing but a note (the tally stats every known rollout:
     1.6 ms of CPU per episode at 100 rollouts, for nobody to see); the page that connects gets the last episode and

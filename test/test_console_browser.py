@@ -404,6 +404,16 @@ def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop
         said = re.search(r"stopped: step (\d+) \((\w+)\): cancelled", browser.find_element("id", "decision-msg").text)
         assert said and said[1] == cancelled[0] and cancelled[1].split()[0] == said[2], (said, cancelled)
         screenshot(browser, "stopped")
+        # its episode is up for a label, saying how it ended (its recording is complete: not said, not "(complete)")
+        ended = f"stopped: step {said[1]} ({said[2]}): cancelled"
+        wait_until(
+            lambda: browser.find_element("id", "label-ended").text.startswith(ended),
+            30,
+            "the stopped episode on the label panel",
+            browser,
+            "stopped_not_for_label",
+        )
+        assert browser.find_element("id", "label-title").text == INSTRUCTION
         assert re.search(r"STOP from 127\.0\.0\.1: the running goal was cancelled", output.text())
         assert "refused approve of plan" in output.text()
         assert re.search(

@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 
 from grounded_planner.console.jpeg import encode_jpeg, scale_to_width
+from grounded_planner.console.state import how_it_ended
 from grounded_planner.errors import GroundedPlannerError, InputError
 from grounded_planner.rollout.bag import BagError, has_footer, image_to_rgb, iter_mcap, read_bag
 from grounded_planner.rollout.record import JSON_NAME, RolloutError, RolloutRecord, RolloutTopics, load_rollout
@@ -265,6 +266,7 @@ class RolloutStore:
         _, record, d = entries[0]
         return {
             **self.summary(record, d),
+            "ended": _ended(d),
             "auto": {
                 "success": d.get("success"),
                 "failure_mode": d.get("failure_mode"),
@@ -272,3 +274,14 @@ class RolloutStore:
             },
             "labelled_by_person": d.get("label_source") == "human",
         }
+
+
+def _ended(d: dict[str, Any]) -> str:
+    """How a rollout's episode ended, as the label panel says it above the label: the execution's outcome and message
+    as the live view showed them (steps counted from 1), or why no plan ran."""
+    execution = d.get("execution")
+    if isinstance(execution, dict) and (execution.get("steps") or execution.get("message")):
+        outcome, message = how_it_ended(execution)
+        return f"{outcome}: {message}"  # a dry run's message says so ("dry run: every step passes the checks")
+    planner_error = text_of(d, "planner_error")
+    return f"no plan ran: planner error: {planner_error}" if planner_error else "no plan ran"

@@ -46,6 +46,17 @@ def as_shown(result: dict[str, Any]) -> str:
     return f"{said} ({last['message']})" if last.get("message") else said
 
 
+def how_it_ended(result: dict[str, Any]) -> tuple[str, str]:
+    """An execution result's outcome as the page names it (``succeeded``, ``failed``, or ``stopped`` where a step was
+    cancelled) and its message as the page shows it (``as_shown``)."""
+    outcome = "succeeded" if result.get("success") else "failed"
+    if any(s.get("outcome") == CANCELLED for s in result.get("steps") or []) or "cancelled" in str(
+        result.get("message", "")
+    ):
+        outcome = "stopped"
+    return outcome, as_shown(result)
+
+
 class DecisionError(InputError):
     """A decision the console refuses: the plan is not the current one, or it was already decided."""
 
@@ -231,13 +242,9 @@ class ConsoleState:
     def on_result(self, result: dict[str, Any]) -> None:
         """How an execute goal ended (the executor's ExecutionResult as a dict). The page's message counts steps from
         1, as its table does (``as_shown``)."""
-        result = {**result, "message": as_shown(result)}
+        outcome, message = how_it_ended(result)
+        result = {**result, "message": message}
         with self._lock:
-            outcome = "succeeded" if result.get("success") else "failed"
-            if any(s.get("outcome") == CANCELLED for s in result.get("steps") or []) or "cancelled" in str(
-                result.get("message", "")
-            ):
-                outcome = "stopped"
             self.executor = {
                 "state": "idle",
                 "step": None,

@@ -284,7 +284,10 @@ function renderEpisode(episode) {
   const panel = $("#label-panel");
   panel.hidden = !episode;
   if (!episode) return;
-  $("#label-title").textContent = `${episode.instruction || episode.id} (${episode.status})`;
+  // the recording's status only where it is not "complete" (a stopped episode's recording is complete too)
+  $("#label-title").textContent = (episode.instruction || episode.id)
+    + (episode.status === "complete" ? "" : ` (recording ${episode.status.replace("_", " ")})`);
+  $("#label-ended").textContent = episode.ended || "";
   labelWidget($("#live-label"), episode.id, { success: episode.success, failure_mode: episode.failure_mode, source: episode.label_source });
 }
 
