@@ -383,7 +383,7 @@ async function loadRollout() {
   catch (e) { $("#rollout-title").textContent = "Rollout not found"; $("#rollout-meta").textContent = e.message; return; }
   const d = data.record;
   $("#rollout-title").textContent = d.instruction || data.id;
-  $("#rollout-meta").replaceChildren(el("div", {}, `${data.id} — status ${d.status}, task ${d.task || "—"}, condition ${d.condition || "—"}, model ${d.model || "—"}`),
+  $("#rollout-meta").replaceChildren(el("div", {}, `${data.id} — recording ${d.status}, task ${d.task || "—"}, condition ${d.condition || "—"}, model ${d.model || "—"}`),
     d.planner_error ? el("div", { class: "bad" }, "planner error: " + d.planner_error) : "",
     d.error ? el("div", { class: "bad" }, d.error) : "", d.notes ? el("div", {}, "notes: " + d.notes) : "");
   const plan = d.plan;  // the plan in pixels, each action's 3D target inside once back-projected
