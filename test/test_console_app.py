@@ -144,14 +144,24 @@ def make_app(tmp_path, graph=None, **kwargs):
 
 
 def record_rollout(
-    root: Path, name: str, task="pick", condition="id", success=None, mode=None, instruction: str = ""
+    root: Path,
+    name: str,
+    task="pick",
+    condition="id",
+    success=None,
+    mode=None,
+    instruction: str = "",
+    result: dict | None = None,
 ) -> Path:
+    """A closed rollout of two frames; ``result``: the execution's (None: no plan ran)."""
     folder = root / name
     with RolloutRecorder(
         folder, instruction=instruction or f"{task} {name}", task=task, condition=condition, fsync_every_s=None
     ) as rec:
         rec.log_color(np.full((24, 32, 3), 120, np.uint8))
         rec.log_color(np.full((24, 32, 3), 200, np.uint8))
+        if result is not None:
+            rec.log_result(result)
         if success is not None:
             rec.set_label(success, mode, source="human")
     return folder
@@ -443,17 +453,6 @@ def test_a_closed_rollout_joins_the_tally_without_a_walk_of_the_folder(tmp_path,
     assert state["episode"]["id"] == "r4"
 
 
-def ended_rollout(root: Path, name: str, result: dict | None, status: str = "complete") -> Path:
-    """A rollout of "put the red cube in the tray" whose execution ended with ``result`` (None: no plan ran),
-    closed with ``status``."""
-    rec = RolloutRecorder(root / name, instruction="put the red cube in the tray", fsync_every_s=None)
-    rec.log_color(np.full((24, 32, 3), 120, np.uint8))
-    if result is not None:
-        rec.log_result(result)
-    rec.close(status)
-    return root / name
-
-
 def test_the_label_panel_says_how_the_episode_ended_counting_steps_from_1(tmp_path):
     """A stopped episode's recording is "complete" too: the panel said "(complete)" above a stopped episode's label.
     It says how the episode ended, as the live view did (steps counted from 1, as the plan table counts them), and
@@ -489,7 +488,7 @@ def test_the_label_panel_says_how_the_episode_ended_counting_steps_from_1(tmp_pa
     async def body(client):
         said = {}
         for name, (result, _) in episodes.items():
-            app.on_rollout_closed(str(ended_rollout(root, name, result)))
+            app.on_rollout_closed(str(record_rollout(root, name, result=result)))
             episode = (await (await client.get("/api/state")).json())["episode"]
             said[name] = (episode["id"], episode["status"], episode["ended"])
         return said

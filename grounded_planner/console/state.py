@@ -49,12 +49,11 @@ def as_shown(result: dict[str, Any]) -> str:
 def how_it_ended(result: dict[str, Any]) -> tuple[str, str]:
     """An execution result's outcome as the page names it (``succeeded``, ``failed``, or ``stopped`` where a step was
     cancelled) and its message as the page shows it (``as_shown``)."""
+    shown = as_shown(result)
     outcome = "succeeded" if result.get("success") else "failed"
-    if any(s.get("outcome") == CANCELLED for s in result.get("steps") or []) or "cancelled" in str(
-        result.get("message", "")
-    ):
+    if any(s.get("outcome") == CANCELLED for s in result.get("steps") or []) or "cancelled" in shown:
         outcome = "stopped"
-    return outcome, as_shown(result)
+    return outcome, shown
 
 
 class DecisionError(InputError):
