@@ -491,9 +491,21 @@ def test_the_label_panel_says_how_the_episode_ended_counting_steps_from_1(tmp_pa
             app.on_rollout_closed(str(record_rollout(root, name, result=result)))
             episode = (await (await client.get("/api/state")).json())["episode"]
             said[name] = (episode["id"], episode["status"], episode["ended"])
+        # a rollout.json another tool wrote, its steps not steps: said so, and the state is still served
+        garbled = record_rollout(root, "garbled")
+        record = json.loads((garbled / "rollout.json").read_text())
+        record["execution"] = {"success": False, "message": "m", "steps": ["grasp", {"outcome": "cancelled"}]}
+        (garbled / "rollout.json").write_text(json.dumps(record))
+        app.on_rollout_closed(str(garbled))
+        answer = await client.get("/api/state")
+        assert answer.status == 200
+        said["garbled"] = (await answer.json())["episode"]["ended"]
         return said
 
     said = serve(app, body)
+    assert (
+        said.pop("garbled") == "how it ended cannot be read: its execution's steps are not steps (index, type, outcome)"
+    )
     assert said == {name: (name, "complete", ended) for name, (_, ended) in episodes.items()}
 
 

@@ -281,6 +281,11 @@ def _ended(d: dict[str, Any]) -> str:
     as the live view showed them (steps counted from 1), or why no plan ran."""
     execution = d.get("execution")
     if isinstance(execution, dict) and (execution.get("steps") or execution.get("message")):
+        steps = execution.get("steps") or []
+        if not isinstance(steps, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("index"), int) and {"type", "outcome"} <= s.keys() for s in steps
+        ):  # a rollout.json edited by hand, or by another tool: the panel says so, the label can still be given
+            return "how it ended cannot be read: its execution's steps are not steps (index, type, outcome)"
         outcome, message = how_it_ended(execution)
         return f"{outcome}: {message}"  # a dry run's message says so ("dry run: every step passes the checks")
     planner_error = text_of(d, "planner_error")
