@@ -294,6 +294,26 @@ def test_closed_loop_attempts_and_the_result_share_the_step_outcome_message(tmp_
     assert [(s.index, s.attempts, s.outcome, s.check) for s in result.steps] == [(0, 2, "ok", "ok")]
 
 
+def test_a_result_whose_steps_are_not_all_steps_still_closes_the_record_and_says_so(tmp_path):
+    # an executor in another process may send anything; the record must still close on disk, labelled from the
+    # steps it can read, and say which entries it could not
+    with RolloutRecorder(tmp_path / "ep", instruction="put the spoon on the plate") as rec:
+        rec.log_result(
+            {
+                "success": False,
+                "message": "grasp failed",
+                "steps": ["step 1 went wrong", {"index": 0, "type": "grasp", "outcome": "grasp_failed"}, None],
+            }
+        )
+    data = json.loads((tmp_path / "ep" / "rollout.json").read_text())
+    assert data["status"] == "complete" and data["ended_at"]
+    assert (data["success"], data["failure_mode"], data["label_source"]) == (False, "grasp_failure", "auto")
+    assert data["steps"][0] == "step 1 went wrong"  # kept as it came
+    assert any("2 of its 3 steps are not steps" in w and "step 1 went wrong" in w for w in data["warnings"])
+    result = next(m.msg for m in B.read_bag(tmp_path / "ep") if m.topic == RolloutTopics().result)
+    assert [s.outcome for s in result.steps] == ["grasp_failed"]
+
+
 def test_exception_in_episode_closes_record_as_aborted(tmp_path):
     with pytest.raises(RuntimeError):
         with RolloutRecorder(tmp_path / "ep", instruction="x") as rec:

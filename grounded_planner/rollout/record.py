@@ -537,6 +537,13 @@ class RolloutRecorder:
             self._info.execution = payload
             if isinstance(payload.get("steps"), list):
                 self._info.steps = payload["steps"]
+                others = [s for s in payload["steps"] if not isinstance(s, Mapping)]
+                if others:
+                    self._info.warnings.append(
+                        f"execution result: {len(others)} of its {len(payload['steps'])} steps are not steps "
+                        f"(index, type, outcome), kept as they came but left out of the bag and the auto label: "
+                        f"{others[:3]!r}"
+                    )
             if execution_time_s is not None:
                 self._info.timings_s["execute"] = float(execution_time_s)
             self._flush_json()

@@ -60,7 +60,9 @@ def auto_failure_mode(
     if planner_error:
         return False, "planner_error"
     steps = (execution or {}).get("steps") or []
-    for step in steps:
+    for step in steps if isinstance(steps, list) else []:
+        if not isinstance(step, Mapping):
+            continue  # not a step (index, type, outcome): it tells nothing about how the episode ended
         mode = _OUTCOME_TO_MODE.get(str(step.get("outcome", "")))
         if mode:
             return False, mode
