@@ -74,6 +74,7 @@ def executor_child(ros_domain, tmp_path, request):
 
 def test_plan_runs_on_the_simulator_with_feedback_per_step(executor_child, rclpy_context):
     from action_msgs.msg import GoalStatus
+    from std_srvs.srv import SetBool
 
     plan, msg = sim_plan_msg()
     side = ActionClientSide(rclpy_context)
@@ -105,9 +106,28 @@ def test_plan_runs_on_the_simulator_with_feedback_per_step(executor_child, rclpy
     spin_until(side.executor, lambda: len(side.results) >= 3, 30.0, "the second run's result")
     second = side.results[-1]
     assert not second.dry_run and not second.scene_success_known, (again.result.message, second.scene_success)
+
+    # the scene set back by the service: the box is where the camera saw it, and the same plan does the task again
+    from std_srvs.srv import Trigger
+
+    reset = side.node.create_client(Trigger, "/grounded_planner/reset_scene")
+    held = side.send(side.Goal(plan=msg, require_approval=True))  # a plan waiting for approval: no reset under it
+    spin_until(side.executor, lambda: any(e.state == "awaiting_approval" for e in side.events), 30.0, "the hold")
+    refused = call(side.executor, reset, Trigger.Request(), 30.0, "/grounded_planner/reset_scene")
+    assert not refused.success and "awaiting approval" in refused.message, refused.message
+    approve = side.node.create_client(SetBool, "/grounded_planner/approve")
+    assert call(side.executor, approve, SetBool.Request(data=False), 30.0, "a rejection").success
+    assert not side.result(held).result.success
+    answer = call(side.executor, reset, Trigger.Request(), 30.0, "/grounded_planner/reset_scene")
+    assert answer.success and "back at its start" in answer.message, answer.message
+    third = side.result(side.send(side.Goal(plan=msg)))
+    assert third.result.success, third.result.message
+    spin_until(side.executor, lambda: len(side.results) >= 5, 30.0, "the run after the reset")
+    assert side.results[-1].scene_success_known and side.results[-1].scene_success
     side.node.destroy_node()
     out = stop_process(executor_child)
     assert "the scene met its success check before this goal began" in out and "Traceback" not in out, out
+    assert "scene reset (grounded_planner/reset_scene)" in out, out
 
 
 @pytest.mark.parametrize("executor_child", [1.0], indirect=True)

@@ -78,6 +78,10 @@ def test_franky_executor_reconnects_after_the_robot_comes_back(tmp_path, rclpy_c
 
             first = run()
             assert moved(first), first.message
+            # a real robot's scene is set back by a person: the reset service says so and changes nothing
+            reset = node.create_client(Trigger, "/grounded_planner/reset_scene")
+            answer = call(executor, reset, Trigger.Request(), 60.0, "/grounded_planner/reset_scene")
+            assert not answer.success and "set back by a person" in answer.message, answer.message
             spin_until(executor, lambda: links and links[-1][0] == DiagnosticStatus.OK, 30.0, "a reachable robot")
 
             processes[0].kill()  # the robot drops out

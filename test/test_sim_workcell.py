@@ -145,6 +145,34 @@ def test_backend_puts_box_in_bowl_from_true_poses():
         assert cell.held_body is None
 
 
+def test_reset_scene_puts_a_solved_scene_and_a_held_object_back_where_they_started():
+    with SimWorkcell.from_scenario(BOX_IN_BOWL, seed=3) as cell, SimBackend(cell) as backend:
+        box0, q0, width0 = cell.object_pose("red_box")[0], cell.arm_q(), cell.gripper_width()
+        pos, rot = cell.object_pose("red_box")
+        bowl, _ = cell.object_pose("blue_bowl")
+        _top_down_pick_place(backend, cell.grasp_point("red_box"), math.atan2(rot[1, 0], rot[0, 0]), bowl)
+        cell.step(300)
+        assert cell.success()
+        t_solved = cell.time_s
+        backend.reset_scene()
+        assert not cell.success(), cell.evaluate()
+        np.testing.assert_allclose(cell.object_pose("red_box")[0], box0, atol=1e-6)
+        np.testing.assert_allclose(cell.arm_q(), q0, atol=1e-9)
+        assert cell.time_s >= t_solved  # the clock goes on: stamps never run backwards
+        # a box held in the hand is let go and put back on the table where it began; it stays there
+        backend.gripper_open()
+        backend.move_to_pose(cell.grasp_point("red_box") + [0, 0, 0.12], math.atan2(rot[1, 0], rot[0, 0]), 0.5)
+        backend.move_to_pose(cell.grasp_point("red_box"), math.atan2(rot[1, 0], rot[0, 0]), 0.2)
+        backend.gripper_close(20.0)
+        backend.move_to_pose(cell.grasp_point("red_box") + [0, 0, 0.15], math.atan2(rot[1, 0], rot[0, 0]), 0.5)
+        assert cell.held_body == "obj:red_box" and cell.object_pose("red_box")[0][2] > box0[2] + 0.1
+        backend.reset_scene()
+        cell.step(500)
+        assert cell.held_body is None and abs(cell.gripper_width() - width0) < 1e-3
+        np.testing.assert_allclose(cell.object_pose("red_box")[0], box0, atol=1e-3)
+        np.testing.assert_allclose(cell.arm_q(), q0, atol=1e-3)
+
+
 def test_closing_on_empty_space_holds_nothing():
     with SimWorkcell.from_scenario(BOX_IN_BOWL, seed=0) as cell, SimBackend(cell) as backend:
         before, _ = cell.object_pose("red_box")

@@ -152,6 +152,13 @@ class RobotBackend(abc.ABC):
         """Whether the scene's task is done, for a backend that can tell (the simulator can); None: it cannot."""
         return None
 
+    def reset_scene(self) -> None:
+        """Put the scene back as it started, for a backend that can (the simulator); a robot's cannot: raises
+        :class:`BackendError` saying so, nothing changed."""
+        raise BackendError(
+            f"{self.name}: a real robot's scene is set back by a person, not by the stack; nothing changed"
+        )
+
     def read_state(self) -> None:
         """Read the robot's state once (raises :class:`BackendFault` when the robot does not answer).
 

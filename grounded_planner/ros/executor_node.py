@@ -188,6 +188,9 @@ class ExecutorNode(DeviceNode):
         self.create_service(
             Trigger, names.RECONNECT_SERVICE, self._on_reconnect, callback_group=MutuallyExclusiveCallbackGroup()
         )
+        self.create_service(
+            Trigger, names.RESET_SCENE_SERVICE, self._on_reset_scene, callback_group=MutuallyExclusiveCallbackGroup()
+        )
         period_s = self.get_parameter("link_check_period_s").value
         if period_s > 0:
             self.create_timer(period_s, self._check_link, callback_group=MutuallyExclusiveCallbackGroup())
@@ -392,7 +395,8 @@ class ExecutorNode(DeviceNode):
         if done_before and scene_success:
             self.get_logger().warning(
                 f"{plan.instruction!r}: the scene met its success check before this goal began, so its success is "
-                "not this goal's: no automatic label (set the scene back between episodes, or label it by hand)"
+                "not this goal's: no automatic label (set the scene back between episodes with "
+                f"{names.RESET_SCENE_SERVICE}, or label it by hand)"
             )
             scene_success = None
         self._publish_result(outcome, plan.instruction, bool(dry_run), scene_success)
@@ -476,6 +480,25 @@ class ExecutorNode(DeviceNode):
         finally:
             self._backend_lock.release()
             self._send_diagnostics()
+        return response
+
+    def _on_reset_scene(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        backend = self._backend
+        if backend is None:
+            response.success, response.message = False, "no robot backend: the executor is not configured"
+            return response
+        if not self._busy.acquire(blocking=False):  # a goal holds it from acceptance (approval wait included) to end
+            response.success, response.message = False, "a plan is executing or awaiting approval: reset refused"
+            return response
+        try:
+            with self._backend_lock:  # a link check may be reading the robot: a moment
+                backend.reset_scene()
+            response.success, response.message = True, f"{backend.name}: the scene is back at its start"
+            self.get_logger().info(f"scene reset ({names.RESET_SCENE_SERVICE})")
+        except BackendError as exc:
+            response.success, response.message = False, str(exc)
+        finally:
+            self._busy.release()
         return response
 
     def _send_diagnostics(self) -> None:

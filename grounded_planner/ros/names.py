@@ -13,6 +13,8 @@ EXECUTE_ACTION = "grounded_planner/execute"  # ExecutePlan (executor_node)
 # the plan service's introspection events (metadata only: when each request came and was answered, no contents)
 PLAN_SERVICE_EVENTS = PLAN_SERVICE + "/_service_event"
 RECONNECT_SERVICE = "grounded_planner/reconnect"  # std_srvs/Trigger (executor_node): reconnect a robot that dropped out
+# std_srvs/Trigger (executor_node): the simulator's scene back at its start between episodes (a robot's: refused)
+RESET_SCENE_SERVICE = "grounded_planner/reset_scene"
 APPROVE_SERVICE = "grounded_planner/approve"  # std_srvs/SetBool (executor_node, require_approval): true approves
 
 LAST_PLAN = "grounded_planner/last_plan"  # GroundedPlan, latched: every plan planner_node returned

@@ -18,6 +18,7 @@ from grounded_planner.execution.backend import (
     BackendFault,
     MotionStoppedError,
     MotionTimeoutError,
+    NotConnectedError,
     RobotBackend,
     UnreachableError,
     check_pose_args,
@@ -108,6 +109,15 @@ class SimBackend(RobotBackend):
     def scene_success(self) -> bool | None:
         """The workcell's own check of the scenario's success predicates (None before a workcell is loaded)."""
         return None if self.workcell is None else bool(self.workcell.success())
+
+    def reset_scene(self) -> None:
+        """The workcell back at its start (arm home, gripper open and empty, objects where the scenario put them);
+        the perturbations fire again in the next episode. Waits for a command in progress to end."""
+        if self.workcell is None:
+            raise NotConnectedError("sim backend: no scene loaded yet (connect first)")
+        with self._command_lock:
+            self.workcell.reset()
+            self._fired.clear()
 
     def move_to_pose(self, position_xyz: Sequence[float], yaw_rad: float, speed_scale: float) -> None:
         position = check_pose_args(position_xyz, yaw_rad, speed_scale)

@@ -144,6 +144,30 @@ class SimWorkcell(WorkcellCamera):
                 self.data.qpos[self.model.jnt_qposadr[j]] = obj.drawer_open_m
         mj.mj_forward(self.model, self.data)
         self.step(int(round(settle_s / self.model.opt.timestep)))
+        # the settled start, for reset(): MuJoCo's own integration state (qpos, qvel, ctrl, eq_active, ...)
+        self._start_state = self._get_state()
+        self._start_forcerange = self.model.actuator_forcerange.copy()
+
+    def _get_state(self) -> np.ndarray:
+        mj, spec = self.mujoco, self.mujoco.mjtState.mjSTATE_INTEGRATION
+        state = np.empty(mj.mj_stateSize(self.model, spec))
+        mj.mj_getState(self.model, self.data, state, spec)
+        return state
+
+    def reset(self) -> None:
+        """Put the scene back as it was loaded and settled: arm at home, gripper open and empty, every object (and
+        drawer) where the scenario placed it. The simulated clock goes on (stamps never run backwards). Call it
+        between motions, not during one."""
+        mj = self.mujoco
+        with self.lock:
+            now = self.data.time
+            mj.mj_setState(self.model, self.data, self._start_state, mj.mjtState.mjSTATE_INTEGRATION)
+            self.data.time = now
+            self.model.actuator_forcerange[:] = self._start_forcerange
+            self.held_body = None
+            mj.mj_forward(self.model, self.data)
+        self._stop.clear()
+        log.info("scene reset to its start (%s)", self.scenario.name)
 
     @classmethod
     def from_scenario(
