@@ -74,6 +74,7 @@ class RecordingGraph:
         self.calls: list[tuple] = []
         self.frames: list[Frame] = []
         self.goals: list[SentGoal] = []
+        self.reset_answer = (True, "sim: the scene is back at its start")
 
     def plan(self, instruction, timeout_s, sent):
         sent()  # the request is on its way (a real graph calls it once the service request went out)
@@ -98,6 +99,10 @@ class RecordingGraph:
     def stop(self):
         self.calls.append(("stop",))
         return True
+
+    def reset_scene(self):
+        self.calls.append(("reset_scene",))
+        return self.reset_answer
 
     def latest_frame(self, after_seq, width=0, wanted=None):
         newer = [f for f in self.frames if f.seq > after_seq]
@@ -358,6 +363,7 @@ def test_without_the_token_every_request_gets_401_and_changes_nothing(tmp_path):
             ("POST", "/api/plan", {"instruction": "a"}),
             ("POST", "/api/stop", None),
             ("POST", "/api/decision", {"plan_id": 1, "approve": True}),
+            ("POST", "/api/reset_scene", None),
         ):
             response = await client.request(method, path, json=payload)
             assert response.status == 401, path
@@ -378,7 +384,7 @@ def test_without_the_token_every_request_gets_401_and_changes_nothing(tmp_path):
 
     serve(app, body)
     assert graph.calls == []  # nothing planned, nothing stopped, nothing sent
-    assert sum("no valid token" in n for n in notes) == 7
+    assert sum("no valid token" in n for n in notes) == 8
 
 
 def test_requests_from_another_site_are_refused_and_there_is_no_cors_wildcard(tmp_path):
@@ -1662,6 +1668,43 @@ def test_a_stop_with_no_executor_there_says_so_and_is_logged(tmp_path):
     status, data = serve(app, body)
     assert status == 502 and data["error"] == "no executor offers /grounded_planner/execute", data
     assert any(n.startswith("STOP from 127.0.0.1 failed: no executor offers") for n in notes), notes
+
+
+def test_reset_scene_answers_with_the_executor_s_word_and_logs_it_with_the_client(tmp_path):
+    graph = RecordingGraph()
+    app, notes = make_app(tmp_path, graph)
+    assert app.state.snapshot()["executor_backend"] == ""  # not known: the page offers no reset
+    app.state.on_executor_backend("sim")
+    assert app.state.snapshot()["executor_backend"] == "sim"
+
+    async def body(client):
+        done = await client.post("/api/reset_scene")
+        answers = [(done.status, await done.json())]
+        graph.reset_answer = (False, "a plan is executing or awaiting approval: reset refused")
+        refused = await client.post("/api/reset_scene")
+        answers.append((refused.status, await refused.json()))
+        return answers
+
+    (status, data), (refused_status, refused) = serve(app, body)
+    assert status == 200 and data == {"reset": True, "message": "sim: the scene is back at its start"}
+    assert refused_status == 409 and refused["error"] == "a plan is executing or awaiting approval: reset refused"
+    assert graph.did("reset_scene") == [("reset_scene",), ("reset_scene",)]
+    assert "scene reset from 127.0.0.1: sim: the scene is back at its start" in notes
+    assert "scene reset from 127.0.0.1 refused: a plan is executing or awaiting approval: reset refused" in notes
+    assert app.state.snapshot()["log"][-1].endswith("refused: a plan is executing or awaiting approval: reset refused")
+
+    class NoExecutor(RecordingGraph):
+        def reset_scene(self):
+            raise GraphError("no executor offers grounded_planner/reset_scene")
+
+    app, notes = make_app(tmp_path, NoExecutor())
+
+    async def gone(client):
+        response = await client.post("/api/reset_scene")
+        return response.status, await response.json()
+
+    assert serve(app, gone) == (502, {"error": "no executor offers grounded_planner/reset_scene"})
+    assert notes == ["scene reset from 127.0.0.1 failed: no executor offers grounded_planner/reset_scene"]
 
 
 def test_an_executor_that_left_is_shown_gone_once_with_what_it_was_doing_until_it_is_back(tmp_path):

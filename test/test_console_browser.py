@@ -152,9 +152,19 @@ def tally(driver) -> dict:
 
 def test_instruct_preview_approve_watch_label_and_tally(stack, browser):
     url, rollouts, output = stack
-    reset_workcell()  # the cube where the camera sees it, whichever test ran before
     browser.get(url)
     wait_until(lambda: camera_shown(browser), 30, "the camera image", browser, "live_no_camera")
+    # the cube where the camera sees it, whichever test ran before: the console offers a reset on the simulator
+    wait_until(lambda: browser.find_element("id", "reset-btn").is_displayed(), 30, "the Reset scene button", browser)
+    click(browser, "#reset-btn")
+    wait_until(
+        lambda: browser.find_element("id", "toast").text == "scene reset: sim: the scene is back at its start",
+        15,
+        "the executor's answer to the reset",
+        browser,
+        "live_no_reset",
+    )
+    assert "scene reset from 127.0.0.1: sim: the scene is back at its start" in browser.find_element("id", "log").text
     before, title = tally(browser), browser.find_element("id", "plan-title").text
     plan_in(browser, INSTRUCTION)
     steps = wait_until(
@@ -315,23 +325,16 @@ def set_executor_parameter(name: str, value) -> None:
 
 
 def reset_workcell() -> None:
-    """The executor through deactivate, cleanup, configure, activate (its lifecycle services, as `ros2 lifecycle
-    set` does): the sim backend loads its scenario again, the cube back where the camera sees it."""
-    from lifecycle_msgs.msg import Transition
-    from lifecycle_msgs.srv import ChangeState
+    """The executor's /grounded_planner/reset_scene (as `ros2 service call` does): the sim scene back at its start,
+    the cube where the camera sees it."""
+    from std_srvs.srv import Trigger
 
     with graph_node() as (node, executor):
-        client = node.create_client(ChangeState, "executor/change_state")
-        assert client.wait_for_service(timeout_sec=20.0), "the executor's lifecycle service"
-        for transition in (
-            Transition.TRANSITION_DEACTIVATE,
-            Transition.TRANSITION_CLEANUP,
-            Transition.TRANSITION_CONFIGURE,
-            Transition.TRANSITION_ACTIVATE,
-        ):
-            future = client.call_async(ChangeState.Request(transition=Transition(id=transition)))
-            executor.spin_until_future_complete(future, timeout_sec=30.0)
-            assert future.done() and future.result().success, f"lifecycle transition {transition}"
+        client = node.create_client(Trigger, "/grounded_planner/reset_scene")
+        assert client.wait_for_service(timeout_sec=20.0), "the executor's reset_scene service"
+        future = client.call_async(Trigger.Request())
+        executor.spin_until_future_complete(future, timeout_sec=30.0)
+        assert future.done() and future.result().success, future.result()
 
 
 def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop_stops_the_arm(stack, browser):
@@ -403,7 +406,6 @@ def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop
         cancelled = rows(browser, "steps")[progress.index("cancelled")]
         said = re.search(r"stopped: step (\d+) \((\w+)\): cancelled", browser.find_element("id", "decision-msg").text)
         assert said and said[1] == cancelled[0] and cancelled[1].split()[0] == said[2], (said, cancelled)
-        screenshot(browser, "stopped")
         # its episode is up for a label, saying how it ended (its recording is complete: not said, not "(complete)")
         ended = f"stopped: step {said[1]} ({said[2]}): cancelled"
         wait_until(
@@ -413,6 +415,7 @@ def test_second_browser_sees_the_same_state_its_late_approve_is_refused_and_stop
             browser,
             "stopped_not_for_label",
         )
+        screenshot(browser, "stopped")  # the plan stopped and its episode up for a label, as the docs show it
         assert browser.find_element("id", "label-title").text == INSTRUCTION
         assert re.search(r"STOP from 127\.0\.0\.1: the running goal was cancelled", output.text())
         assert "refused approve of plan" in output.text()
@@ -706,6 +709,7 @@ def test_an_empty_tally_says_so_until_the_first_episode_ends(browser, tmp_path):
         empty = browser.find_element("id", "tally-empty")
         wait_until(empty.is_displayed, 10, "the empty tally's note", browser, "tally_empty")
         assert "No rollouts yet" in empty.text and rows(browser, "tally") == []
+        assert not browser.find_element("id", "reset-btn").is_displayed()  # no simulator said: no scene reset
         one_frame_rollout(rollouts / "first")
         app.on_rollout_closed(str(rollouts / "first"))
         wait_until(lambda: len(rows(browser, "tally")) == 1, 10, "the episode in the tally", browser, "tally_first")

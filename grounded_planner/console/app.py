@@ -322,6 +322,7 @@ class ConsoleApp:
         app.router.add_post("/api/decision", self._post_decision)
         app.router.add_post("/api/stop", self._post_stop)
         app.router.add_post("/api/label", self._post_label)
+        app.router.add_post("/api/reset_scene", self._post_reset_scene)
         app.router.add_get("/api/taxonomy", self._get_taxonomy)
         app.router.add_get("/api/rollouts", self._get_rollouts)
         app.router.add_get("/api/rollout", self._get_rollout)
@@ -750,6 +751,19 @@ class ConsoleApp:
         trial = self._trial
         if trial is not None and not trial.get("rollout"):
             trial["started_at"], trial["t0"] = None, None
+
+    async def _post_reset_scene(self, request: web.Request) -> web.Response:
+        """The simulator's scene back at its start (between episodes): the executor's answer, logged with the client.
+        A refusal (a plan running or held, a robot's scene) is 409 with the executor's reason."""
+        client = request.remote or "?"
+        try:
+            done, message = await self._run(self.graph.reset_scene, pool=self._decide_pool)
+        except GraphError as exc:
+            self.note(f"scene reset from {client} failed: {exc}")
+            return self._error(str(exc), 502)
+        line = f"scene reset from {client}: {message}" if done else f"scene reset from {client} refused: {message}"
+        self.note(line)
+        return web.json_response({"reset": True, "message": message}) if done else self._error(message, 409)
 
     async def _post_stop(self, request: web.Request) -> web.Response:
         """Cancel the running goal, on a thread of its own: never queued behind the workers (all of them may be

@@ -90,6 +90,11 @@ class ConsoleGraph(Protocol):
     def stop(self) -> bool:
         """Cancel every running execute goal (and reject one held for approval); True when a goal was cancelled."""
 
+    def reset_scene(self) -> tuple[bool, str]:
+        """Ask ``/grounded_planner/reset_scene`` to put the simulator's scene back at its start: (done, the executor's
+        message; it refuses while a plan runs or is held, and on a robot). GraphError when no executor offers it or it
+        does not answer."""
+
     def latest_frame(self, after_seq: int, width: int = 0, wanted: Callable[[], bool] | None = None) -> Frame | None:
         """The newest camera image when it is newer than frame ``after_seq``, else None (never blocks long).
         ``width``: the pixels across that the pages show it at (0 = as it came); an image wider than that is scaled

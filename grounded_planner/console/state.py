@@ -127,6 +127,8 @@ class ConsoleState:
         self.tally: list[dict[str, Any]] = []
         self.session: dict[str, Any] | None = None  # an evaluation session's progress and next card
         self.log: list[str] = []
+        # the executor's robot backend (its `backend` parameter; "" until read): "sim" can set its scene back
+        self.executor_backend = ""
 
     def set_listener(self, listener: Callable[[], None] | None) -> None:
         self._listener = listener
@@ -156,8 +158,16 @@ class ConsoleState:
                 "episode": self.episode,
                 "tally": self.tally,
                 "session": self.session,
+                "executor_backend": self.executor_backend,
                 "log": list(self.log),
             }
+
+    def on_executor_backend(self, backend: str) -> None:
+        """The executor's robot backend, read from its parameters (the pages offer a scene reset on ``sim`` only)."""
+        with self._lock:
+            if backend != self.executor_backend:
+                self.executor_backend = backend
+                self._changed()
 
     # -- the plan and its one decision --------------------------------------------------------------------
     def new_plan(self, instruction: str, answer: PlanAnswer, requested_by: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from action_msgs.msg import GoalStatus
 from action_msgs.srv import CancelGoal
 from std_msgs.msg import String
 from service_msgs.msg import ServiceEventInfo
-from std_srvs.srv import SetBool
+from std_srvs.srv import SetBool, Trigger
 
 from grounded_planner.errors import InputError
 from grounded_planner_interfaces.action import ExecutePlan
@@ -155,6 +155,7 @@ PARAMS = [
 ]
 NEWS_STOP_S = 2.0  # how long the console waits for its news and camera threads to end at shutdown, s
 SERVICE_WAIT_S = 5.0  # how long an action waits for the service or action server to be there, s
+BACKEND_WAIT_S = 30.0  # how long the console waits for an executor that appeared to answer parameter requests, s
 APPROVAL_RETRY_S = 0.005  # how often an approval is offered again until the executor holds the goal, s
 
 
@@ -199,6 +200,7 @@ class ConsoleNode(StackNode, Node):
         self._client = GroundedPlannerClient(self._plan_node)
         self._execute = ActionClient(self, ExecutePlan, names.EXECUTE_ACTION, callback_group=group)
         self._approve = self.create_client(SetBool, names.APPROVE_SERVICE, callback_group=group)
+        self._reset_scene = self.create_client(Trigger, names.RESET_SCENE_SERVICE, callback_group=group)
         # the action protocol's cancel service: an empty request (zero goal id and stamp) cancels every goal, so Stop
         # works whoever sent the goal (this console, another one, a script)
         self._cancel = self.create_client(
@@ -301,8 +303,21 @@ class ConsoleNode(StackNode, Node):
         if info.current_count_change == 0:
             return
         line = self.app.state.on_executor_presence(info.current_count > 0)  # the pages' log has it with the change
+        if info.current_count > 0:  # (again: another executor may have come in its place) which robot it drives
+            threading.Thread(target=self._read_executor_backend, name="console-backend", daemon=True).start()
         if line:
             (self.get_logger().warning if info.current_count == 0 else self.get_logger().info)(line)
+
+    def _read_executor_backend(self) -> None:
+        """The executor's ``backend`` parameter, for the pages (a scene reset is offered on ``sim`` only)."""
+        try:
+            if not self._params.wait_for_services(timeout_sec=BACKEND_WAIT_S):
+                return  # no answer: the pages offer no reset (the service itself would still say what it can do)
+            future = self._params.get_parameters(["backend"])
+            if self._wait(future, SERVICE_WAIT_S) and future.result() is not None and future.result().values:
+                self.app.state.on_executor_backend(future.result().values[0].string_value)
+        except Exception as exc:  # noqa: BLE001 - the console shutting down meanwhile; nothing to show then
+            self.get_logger().debug(f"the executor's backend was not read: {exc}")
 
     def _on_params_changed(self, changed: dict) -> None:
         app = getattr(self, "app", None)
@@ -404,6 +419,14 @@ class ConsoleNode(StackNode, Node):
             if taken or time.monotonic() >= deadline:
                 return taken, message
             time.sleep(APPROVAL_RETRY_S)  # the goal was accepted; the executor holds it a moment later
+
+    def reset_scene(self) -> tuple[bool, str]:
+        if not self._reset_scene.wait_for_service(timeout_sec=SERVICE_WAIT_S):
+            raise GraphError(f"no executor offers {names.RESET_SCENE_SERVICE}")
+        future = self._reset_scene.call_async(Trigger.Request())
+        if not self._wait(future, SERVICE_WAIT_S) or future.result() is None:
+            raise GraphError(f"{names.RESET_SCENE_SERVICE} did not answer")
+        return bool(future.result().success), str(future.result().message)
 
     def stop(self) -> bool:
         if not self._cancel.wait_for_service(timeout_sec=SERVICE_WAIT_S):

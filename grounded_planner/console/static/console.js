@@ -157,6 +157,7 @@ function renderLive() {
     ex.state === "waiting_approval" ? "holding the plan for approval" : ex.state === "gone" ? `GONE: ${ex.message}` :
     `idle${ex.message ? " — " + ex.message : ""}`;
   $("#executor-state").className = ex.state === "gone" ? "bad" : "";
+  $("#reset-btn").hidden = state.executor_backend !== "sim";  // a real robot's scene is set back by a person
   renderPlan(state.plan);
   renderEpisode(state.episode);
   renderTally(state.tally);
@@ -454,6 +455,13 @@ async function start() {
     stop();
   });
   $("#stop-alert-close").addEventListener("click", () => { $("#stop-alert").hidden = true; });
+  $("#reset-btn").addEventListener("click", async () => {
+    const button = $("#reset-btn");
+    button.disabled = true;
+    try { toast("scene reset: " + (await api("POST", "/api/reset_scene")).message); }
+    catch (e) { toast("scene not reset: " + e.message, 8000); }
+    finally { button.disabled = false; }
+  });
   $("#plan-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const instruction = $("#instruction").value.trim();
