@@ -56,7 +56,12 @@ def stack(tmp_path_factory):
     cell = write_workcell(tmp, realtime_factor=REALTIME)
     # an evaluation session's card folder; the logger writes under it, where the Spa-Bench contract puts rollouts
     session = tmp / "session"
-    make_cards(session, [("relational_placement", "id", 0), ("relational_placement", "ood", 1)], INSTRUCTION)
+    make_cards(
+        session,
+        [("relational_placement", "id", 0), ("relational_placement", "ood", 1)],
+        INSTRUCTION,
+        "the red cube ends on the table, clear of the gripper",  # as the card's instruction asks
+    )
     rollouts = session / "rollouts"
     with ros_domain_of_its_own(), FakeVLMServer(SCENE_COLORS) as vlm:
         VLM[:] = [vlm]

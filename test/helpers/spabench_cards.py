@@ -26,8 +26,13 @@ def trial_record(task: str, condition: str, seed: int, instruction: str = "put t
     )
 
 
-def make_cards(folder: Path, trials, instruction: str = "put two blocks in the bowl") -> list[dict]:
-    """``trials``: (task, condition, seed) triples; every card asks ``instruction``."""
+def make_cards(
+    folder: Path,
+    trials,
+    instruction: str = "put two blocks in the bowl",
+    success_rule: str = "the red cube ends in the tray",
+) -> list[dict]:
+    """``trials``: (task, condition, seed) triples; every card asks ``instruction`` and shows ``success_rule``."""
     (folder / "cards").mkdir(parents=True)
     cards = []
     for task, condition, seed in trials:
@@ -38,7 +43,7 @@ def make_cards(folder: Path, trials, instruction: str = "put two blocks in the b
             {
                 **record.card_dict(),
                 "objects": [],
-                "success_rule": "the red cube ends in the tray",
+                "success_rule": success_rule,
                 "card_png": png,
                 "card_html": "cards.html",
             }
