@@ -159,18 +159,29 @@ def test_reset_scene_puts_a_solved_scene_and_a_held_object_back_where_they_start
         np.testing.assert_allclose(cell.object_pose("red_box")[0], box0, atol=1e-6)
         np.testing.assert_allclose(cell.arm_q(), q0, atol=1e-9)
         assert cell.time_s >= t_solved  # the clock goes on: stamps never run backwards
+        yaw = math.atan2(rot[1, 0], rot[0, 0])
+
+        def grasp_and_lift():
+            backend.gripper_open()
+            backend.move_to_pose(cell.grasp_point("red_box") + [0, 0, 0.12], yaw, 0.5)
+            backend.move_to_pose(cell.grasp_point("red_box"), yaw, 0.2)
+            backend.gripper_close(20.0)
+            backend.move_to_pose(cell.grasp_point("red_box") + [0, 0, 0.15], yaw, 0.5)
+            assert cell.held_body == "obj:red_box" and cell.object_pose("red_box")[0][2] > box0[2] + 0.1
+
         # a box held in the hand is let go and put back on the table where it began; it stays there
-        backend.gripper_open()
-        backend.move_to_pose(cell.grasp_point("red_box") + [0, 0, 0.12], math.atan2(rot[1, 0], rot[0, 0]), 0.5)
-        backend.move_to_pose(cell.grasp_point("red_box"), math.atan2(rot[1, 0], rot[0, 0]), 0.2)
-        backend.gripper_close(20.0)
-        backend.move_to_pose(cell.grasp_point("red_box") + [0, 0, 0.15], math.atan2(rot[1, 0], rot[0, 0]), 0.5)
-        assert cell.held_body == "obj:red_box" and cell.object_pose("red_box")[0][2] > box0[2] + 0.1
+        grasp_and_lift()
         backend.reset_scene()
         cell.step(500)
         assert cell.held_body is None and abs(cell.gripper_width() - width0) < 1e-3
         np.testing.assert_allclose(cell.object_pose("red_box")[0], box0, atol=1e-3)
         np.testing.assert_allclose(cell.arm_q(), q0, atol=1e-3)
+        # a slip under way (its fingers still to close again) does not close the gripper of the reset scene
+        grasp_and_lift()
+        assert cell.slip() == "obj:red_box"
+        backend.reset_scene()
+        backend.move_to_pose(cell.grasp_point("red_box") + [0, 0, 0.12], yaw, 0.5)  # control ticks run
+        assert abs(cell.gripper_width() - width0) < 1e-3, cell.gripper_width()
 
 
 def test_closing_on_empty_space_holds_nothing():

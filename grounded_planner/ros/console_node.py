@@ -113,7 +113,7 @@ PARAMS = [
     Param(
         "executor_node",
         "executor",
-        "the executor node whose require_approval parameter the console reads",
+        "the executor node whose require_approval (and backend: sim offers a scene reset) parameters the console reads",
         non_empty,
         read_only=True,
     ),

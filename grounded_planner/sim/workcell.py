@@ -99,6 +99,7 @@ class SimWorkcell(WorkcellCamera):
         self._stop = threading.Event()
         #: called after every control tick with the sim time (s); used to record videos / publish state
         self.tick_listeners: list[Callable[[float], None]] = []
+        self._pending: list[Callable[[float], None]] = []  # listeners of a perturbation still under way (slip)
         #: 0 runs as fast as the CPU allows; 1.0 paces the simulation to the wall clock (live demos)
         self.realtime_factor = 0.0
         self._rng = np.random.default_rng(seed if seed is not None else 0)
@@ -165,6 +166,9 @@ class SimWorkcell(WorkcellCamera):
             self.data.time = now
             self.model.actuator_forcerange[:] = self._start_forcerange
             self.held_body = None
+            for listener in self._pending:  # a slip's re-close still to come: not on the reset scene
+                self.tick_listeners.remove(listener)
+            self._pending.clear()
             mj.mj_forward(self.model, self.data)
         self._stop.clear()
         log.info("scene reset to its start (%s)", self.scenario.name)
@@ -483,9 +487,11 @@ class SimWorkcell(WorkcellCamera):
             if time_s >= reclose_at:
                 with self.lock:
                     self.data.ctrl[self._gripper_act] = gripper_ctrl(self.robot, 0.0)
-                self.tick_listeners.remove(reclose)
+                    self.tick_listeners.remove(reclose)
+                    self._pending.remove(reclose)
 
         self.tick_listeners.append(reclose)
+        self._pending.append(reclose)  # a reset() before it fired drops it (it would close the reset gripper)
         log.info("perturbation: %s slipped out of the gripper", body)
         return body
 
