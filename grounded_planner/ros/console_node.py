@@ -407,26 +407,29 @@ class ConsoleNode(StackNode, Node):
             raise GraphError("the executor rejected the goal (busy with another plan, or not active)")
         return _SentGoal(future.result())
 
+    def _offered(self, client, name: str) -> None:
+        if not client.wait_for_service(timeout_sec=SERVICE_WAIT_S):
+            raise GraphError(f"no executor offers {name}")
+
+    def _answer(self, client, request, name: str) -> tuple[bool, str]:
+        """One call of the executor's ``name`` service (a SetBool or a Trigger): (success, message)."""
+        future = client.call_async(request)
+        if not self._wait(future, SERVICE_WAIT_S) or future.result() is None:
+            raise GraphError(f"{name} did not answer")
+        return bool(future.result().success), str(future.result().message)
+
     def answer_approval(self, approved: bool, wait_s: float) -> tuple[bool, str]:
-        if not self._approve.wait_for_service(timeout_sec=SERVICE_WAIT_S):
-            raise GraphError(f"no executor offers {names.APPROVE_SERVICE}")
+        self._offered(self._approve, names.APPROVE_SERVICE)
         deadline = time.monotonic() + wait_s
         while True:
-            future = self._approve.call_async(SetBool.Request(data=bool(approved)))
-            if not self._wait(future, SERVICE_WAIT_S) or future.result() is None:
-                raise GraphError(f"{names.APPROVE_SERVICE} did not answer")
-            taken, message = bool(future.result().success), str(future.result().message)
+            taken, message = self._answer(self._approve, SetBool.Request(data=bool(approved)), names.APPROVE_SERVICE)
             if taken or time.monotonic() >= deadline:
                 return taken, message
             time.sleep(APPROVAL_RETRY_S)  # the goal was accepted; the executor holds it a moment later
 
     def reset_scene(self) -> tuple[bool, str]:
-        if not self._reset_scene.wait_for_service(timeout_sec=SERVICE_WAIT_S):
-            raise GraphError(f"no executor offers {names.RESET_SCENE_SERVICE}")
-        future = self._reset_scene.call_async(Trigger.Request())
-        if not self._wait(future, SERVICE_WAIT_S) or future.result() is None:
-            raise GraphError(f"{names.RESET_SCENE_SERVICE} did not answer")
-        return bool(future.result().success), str(future.result().message)
+        self._offered(self._reset_scene, names.RESET_SCENE_SERVICE)
+        return self._answer(self._reset_scene, Trigger.Request(), names.RESET_SCENE_SERVICE)
 
     def stop(self) -> bool:
         if not self._cancel.wait_for_service(timeout_sec=SERVICE_WAIT_S):
