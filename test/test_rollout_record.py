@@ -308,10 +308,19 @@ def test_a_result_whose_steps_are_not_all_steps_still_closes_the_record_and_says
     data = json.loads((tmp_path / "ep" / "rollout.json").read_text())
     assert data["status"] == "complete" and data["ended_at"]
     assert (data["success"], data["failure_mode"], data["label_source"]) == (False, "grasp_failure", "auto")
-    assert data["steps"][0] == "step 1 went wrong"  # kept as it came
+    assert data["execution"]["steps"][0] == "step 1 went wrong"  # kept as it came, in the result
+    assert data["steps"] == [{"index": 0, "type": "grasp", "outcome": "grasp_failed"}]  # what readers take as steps
     assert any("2 of its 3 steps are not steps" in w and "step 1 went wrong" in w for w in data["warnings"])
     result = next(m.msg for m in B.read_bag(tmp_path / "ep") if m.topic == RolloutTopics().result)
     assert [s.outcome for s in result.steps] == ["grasp_failed"]
+    # `rollouts label` shows the episode (it died on the string with AttributeError); "s" skips it
+    import io
+
+    from grounded_planner.rollout.label import label_rollouts
+
+    shown = io.StringIO()
+    assert label_rollouts([load_rollout(tmp_path / "ep")], io.StringIO("s\n"), shown, relabel=True).skipped == 1
+    assert "  step 0: grasp -> grasp_failed" in shown.getvalue()
 
 
 def test_exception_in_episode_closes_record_as_aborted(tmp_path):

@@ -515,10 +515,12 @@ class RolloutRecorder:
             payload = to_plain(result)
             if not isinstance(payload, dict):
                 raise RolloutError(f"execution result must be a dict or have to_dict(), got {type(result).__name__}")
+            listed = payload.get("steps")
+            # the steps every reader of rollout.json takes as (index, type, outcome); anything else stays only in
+            # ``execution``, as it came, and a warning names it
+            steps = [s for s in listed if isinstance(s, Mapping)] if isinstance(listed, list) else []
             outcome = SimpleNamespace(
-                success=bool(payload.get("success")),
-                message=str(payload.get("message", "")),
-                steps=[s for s in payload.get("steps") or [] if isinstance(s, Mapping)],
+                success=bool(payload.get("success")), message=str(payload.get("message", "")), steps=steps
             )
             scene = payload.get("scene_success")
             self._write(
@@ -535,14 +537,14 @@ class RolloutRecorder:
                 ),
             )
             self._info.execution = payload
-            if isinstance(payload.get("steps"), list):
-                self._info.steps = payload["steps"]
-                others = [s for s in payload["steps"] if not isinstance(s, Mapping)]
+            if isinstance(listed, list):
+                self._info.steps = steps
+                others = [s for s in listed if not isinstance(s, Mapping)]
                 if others:
                     self._info.warnings.append(
-                        f"execution result: {len(others)} of its {len(payload['steps'])} steps are not steps "
-                        f"(index, type, outcome), kept as they came but left out of the bag and the auto label: "
-                        f"{others[:3]!r}"
+                        f"execution result: {len(others)} of its {len(listed)} steps are not steps "
+                        f"(index, type, outcome), kept as they came in execution only, left out of the step list, "
+                        f"the bag and the auto label: {others[:3]!r}"
                     )
             if execution_time_s is not None:
                 self._info.timings_s["execute"] = float(execution_time_s)
