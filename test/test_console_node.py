@@ -265,6 +265,25 @@ def test_with_no_page_and_no_news_the_console_does_not_wake(console):
     assert int(slices.read_text().split()[2]) - before <= 1, "the news thread woke with no news"
 
 
+def test_stop_reset_and_approve_with_no_executor_on_the_graph_name_what_they_looked_for(console, monkeypatch):
+    """The page's Stop, Reset scene and Approve, with no executor on the graph: each says which of the executor's
+    services it found no one offering (the page shows it, 502), none waits longer than the console's service wait."""
+    from grounded_planner.console.graph import GraphError
+    from grounded_planner.ros import console_node, names
+
+    node, _ = console
+    monkeypatch.setattr(console_node, "SERVICE_WAIT_S", 0.3)  # 5 s by default
+    calls = {
+        names.EXECUTE_ACTION: node.stop,  # the action's cancel service
+        names.RESET_SCENE_SERVICE: node.reset_scene,
+        names.APPROVE_SERVICE: lambda: node.answer_approval(True, 1.0),
+    }
+    for name, call in calls.items():
+        with pytest.raises(GraphError) as refused:
+            call()
+        assert str(refused.value) == f"no executor offers {name}"
+
+
 @pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")
 def test_an_executor_killed_mid_goal_is_shown_gone_with_its_step_and_back_once_it_returns(tmp_path, rclpy_context):
     """The executor's process dies while the arm moves (SIGKILL: no result, no goodbye): the console shows the

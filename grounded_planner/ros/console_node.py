@@ -408,6 +408,7 @@ class ConsoleNode(StackNode, Node):
         return _SentGoal(future.result())
 
     def _offered(self, client, name: str) -> None:
+        """GraphError when no executor offers the service ``client`` calls (``name``: what the message names)."""
         if not client.wait_for_service(timeout_sec=SERVICE_WAIT_S):
             raise GraphError(f"no executor offers {name}")
 
@@ -432,8 +433,7 @@ class ConsoleNode(StackNode, Node):
         return self._answer(self._reset_scene, Trigger.Request(), names.RESET_SCENE_SERVICE)
 
     def stop(self) -> bool:
-        if not self._cancel.wait_for_service(timeout_sec=SERVICE_WAIT_S):
-            raise GraphError(f"no executor offers {names.EXECUTE_ACTION}")
+        self._offered(self._cancel, names.EXECUTE_ACTION)  # the action's cancel service
         future = self._cancel.call_async(CancelGoal.Request())
         cancelled = (
             self._wait(future, SERVICE_WAIT_S)
