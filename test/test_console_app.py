@@ -1654,11 +1654,17 @@ def test_an_approve_that_waited_behind_a_stop_sends_nothing(tmp_path):
     assert all(goal.is_ended for goal in graph.goals), graph.calls  # the held goal was cancelled once it was taken
 
 
-def test_a_stop_with_no_executor_there_says_so_and_is_logged(tmp_path):
-    class NoExecutor(RecordingGraph):
-        def stop(self):
-            raise GraphError("no executor offers /grounded_planner/execute")
+class NoExecutor(RecordingGraph):
+    """A graph whose executor left: its calls fail as ConsoleNode's do when no executor offers the service."""
 
+    def stop(self):
+        raise GraphError("no executor offers /grounded_planner/execute")
+
+    def reset_scene(self):
+        raise GraphError("no executor offers grounded_planner/reset_scene")
+
+
+def test_a_stop_with_no_executor_there_says_so_and_is_logged(tmp_path):
     app, notes = make_app(tmp_path, NoExecutor())
 
     async def body(client):
@@ -1692,10 +1698,6 @@ def test_reset_scene_answers_with_the_executor_s_word_and_logs_it_with_the_clien
     assert "scene reset from 127.0.0.1: sim: the scene is back at its start" in notes
     assert "scene reset from 127.0.0.1 refused: a plan is executing or awaiting approval: reset refused" in notes
     assert app.state.snapshot()["log"][-1].endswith("refused: a plan is executing or awaiting approval: reset refused")
-
-    class NoExecutor(RecordingGraph):
-        def reset_scene(self):
-            raise GraphError("no executor offers grounded_planner/reset_scene")
 
     app, notes = make_app(tmp_path, NoExecutor())
 
