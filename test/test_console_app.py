@@ -1658,7 +1658,7 @@ class NoExecutor(RecordingGraph):
     """A graph whose executor left: its calls fail as ConsoleNode's do when no executor offers the service."""
 
     def stop(self):
-        raise GraphError("no executor offers /grounded_planner/execute")
+        raise GraphError("no executor offers grounded_planner/execute")
 
     def reset_scene(self):
         raise GraphError("no executor offers grounded_planner/reset_scene")
@@ -1672,7 +1672,7 @@ def test_a_stop_with_no_executor_there_says_so_and_is_logged(tmp_path):
         return response.status, await response.json()
 
     status, data = serve(app, body)
-    assert status == 502 and data["error"] == "no executor offers /grounded_planner/execute", data
+    assert status == 502 and data["error"] == "no executor offers grounded_planner/execute", data
     assert any(n.startswith("STOP from 127.0.0.1 failed: no executor offers") for n in notes), notes
 
 

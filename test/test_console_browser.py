@@ -848,7 +848,7 @@ def test_a_stop_the_console_does_not_confirm_stays_on_screen_with_its_reason(bro
     from grounded_planner.console.graph import GraphError
 
     graph = ScriptedStopGraph()
-    graph.fails_with = GraphError("no executor offers /grounded_planner/execute")
+    graph.fails_with = GraphError("no executor offers grounded_planner/execute")
     alert, alert_text = "stop-alert", "stop-alert-text"
     with console_alone(tmp_path / "rollouts", graph) as (_app, server):
         browser.get(server.url)
@@ -858,7 +858,7 @@ def test_a_stop_the_console_does_not_confirm_stays_on_screen_with_its_reason(bro
             browser.find_element("id", alert).is_displayed, 10, "the failed STOP's alert", browser, "stop_failed"
         )
         text = browser.find_element("id", alert_text).text
-        assert "STOP NOT CONFIRMED" in text and "502: no executor offers /grounded_planner/execute" in text, text
+        assert "STOP NOT CONFIRMED" in text and "502: no executor offers grounded_planner/execute" in text, text
         assert "emergency stop" in text, text
         # the alert is in the sticky header: on screen wherever the page is scrolled
         browser.execute_script("window.scrollTo(0, document.body.scrollHeight)")
