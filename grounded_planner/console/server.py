@@ -35,10 +35,9 @@ class ConsoleServer:
         async def serve() -> None:
             self._runner = web.AppRunner(self.app.make_app(), access_log=None, handle_signals=False)
             await self._runner.setup()
-            site = web.TCPSite(self._runner, self.host, self.port)
-            await site.start()
+            await web.TCPSite(self._runner, self.host, self.port).start()
             if self.port == 0:  # an ephemeral port (tests, benchmarks): report the one the OS gave
-                self.port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001 - aiohttp has no public getter
+                self.port = self._runner.addresses[0][1]
 
         try:
             self._loop.run_until_complete(serve())
