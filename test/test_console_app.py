@@ -1712,7 +1712,10 @@ def test_reset_scene_answers_with_the_executor_s_word_and_logs_it_with_the_clien
 def test_an_executor_that_left_is_shown_gone_once_with_what_it_was_doing_until_it_is_back(tmp_path):
     app, _ = make_app(tmp_path)
     state = app.state
+    state.on_executor_backend("sim")
     assert state.on_executor_presence(False) == "the executor left the graph: nothing can run until it is back"
+    # which robot comes back is read again then: till that, the page offers no scene reset a click would fail on
+    assert state.snapshot()["executor_backend"] == ""
     # the pages get the line in their log with the change, in the same snapshot (not a push later)
     assert state.snapshot()["log"][-1].endswith("the executor left the graph: nothing can run until it is back")
     assert state.on_executor_presence(False) == ""  # said once

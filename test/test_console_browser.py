@@ -947,13 +947,18 @@ def test_a_camera_that_stops_is_said_so_on_the_image_and_a_paused_live_view_is_n
 
 def test_an_executor_that_left_the_graph_is_shown_gone_in_red_until_it_is_back(browser, tmp_path):
     """What the console's state says of an executor that left (test_console_node.py kills a real one) reaches the
-    page: the header's badge and the executor's line say GONE, in red, with the reason; back, they say idle."""
+    page: the header's badge and the executor's line say GONE, in red, with the reason, and the simulator's Reset scene
+    is hidden; back, they say idle."""
     with console_alone(tmp_path / "rollouts") as (app, server):
         browser.get(server.url)
         badge, line = browser.find_element("id", "exec-badge"), browser.find_element("id", "executor-state")
         wait_until(lambda: badge.text == "executor: idle", 10, "the page's first state", browser)
+        reset = browser.find_element("id", "reset-btn")
+        app.state.on_executor_backend("sim")
+        wait_until(reset.is_displayed, 10, "Reset scene offered by a simulator", browser)
         app.state.on_executor_presence(False)
         wait_until(lambda: badge.text == "executor: gone", 10, "the executor shown gone", browser, "executor_gone")
+        assert not reset.is_displayed()  # no executor to reset a scene: no button a click would fail on
         assert "gone" in badge.get_attribute("class").split()
         assert line.text == "GONE: the executor left the graph: nothing can run until it is back"
         assert line.get_attribute("class") == "bad"

@@ -291,6 +291,7 @@ class ConsoleState:
             else:
                 line = "the executor left the graph: nothing can run until it is back"
             self.executor = {"state": GONE, "step": was["step"], "motion": "", "message": line}
+            self.executor_backend = ""  # not known until one is back (read again then): the pages offer no reset
             if self.plan is not None and self.plan["decision"] == "approved" and self.plan["result"] is None:
                 self.plan["error"] = line
             self._note(line)
