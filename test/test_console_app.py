@@ -1664,6 +1664,26 @@ class NoExecutor(RecordingGraph):
         raise GraphError("no executor offers grounded_planner/reset_scene")
 
 
+def test_the_graph_doubles_offer_every_call_the_console_makes_of_its_graph():
+    """ConsoleApp may call any method of the ConsoleGraph protocol; a test double that lacks one (or names a
+    parameter otherwise than the app passes it) fails only when a test clicks that path (a 500 from the console),
+    and the real graph, ConsoleNode, must offer each of them with the protocol's parameters."""
+    import inspect
+
+    from grounded_planner.console.graph import ConsoleGraph
+    from grounded_planner.ros.console_node import ConsoleNode
+    from helpers.console_stack import InstantGraph
+
+    calls = {name: f for name, f in vars(ConsoleGraph).items() if inspect.isfunction(f) and not name.startswith("_")}
+    assert {"plan", "execute", "answer_approval", "stop", "reset_scene", "latest_frame"} <= set(calls), calls
+    for graph in (ConsoleNode, RecordingGraph, NoExecutor, InstantGraph):
+        for name, protocol_call in calls.items():
+            call = getattr(graph, name, None)
+            assert callable(call), f"{graph.__name__} has no {name}"
+            wanted = list(inspect.signature(protocol_call).parameters)
+            assert list(inspect.signature(call).parameters) == wanted, f"{graph.__name__}.{name}"
+
+
 def test_a_stop_with_no_executor_there_says_so_and_is_logged(tmp_path):
     app, notes = make_app(tmp_path, NoExecutor())
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import requires_ros
+from helpers.console_stack import InstantGraph
 from helpers.ros_wait import LEASE_S, spin_until
 
 pytestmark = [requires_ros, pytest.mark.ros]
@@ -278,10 +279,15 @@ def test_stop_reset_and_approve_with_no_executor_on_the_graph_name_what_they_loo
         names.RESET_SCENE_SERVICE: node.reset_scene,
         names.APPROVE_SERVICE: lambda: node.answer_approval(True, 1.0),
     }
-    for name, call in calls.items():
+    double = InstantGraph()  # the browser tests' and the benchmark's graph with no executor behind it
+    doubles = [double.stop, double.reset_scene, lambda: double.answer_approval(True, 1.0)]
+    for (name, call), call_double in zip(calls.items(), doubles):
         with pytest.raises(GraphError) as refused:
             call()
         assert str(refused.value) == f"no executor offers {name}"
+        with pytest.raises(GraphError) as said:
+            call_double()
+        assert str(said.value) == str(refused.value)  # the double says what the node says
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="MuJoCo not installed (sim extra)")

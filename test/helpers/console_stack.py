@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from grounded_planner.console.graph import GraphError, PlanAnswer
+from grounded_planner.ros import names
 from helpers.bringup import start_bringup
 from helpers.tabletop import CUBE_M, EXTRINSICS, TABLE_M, base_point, scene_messages
 
@@ -234,17 +236,29 @@ def server_timing(header: str) -> dict[str, float]:
 
 
 class InstantGraph:
-    """A console graph that answers a plan at once, with no ROS graph behind it (a plan with no step, so nothing is
-    sent ahead to be held): what is left of a plan request through the console is its own HTTP round trip."""
+    """Test double of the console's graph (ConsoleGraph): a planner that answers at once, with no ROS graph behind it
+    (a plan with no step, so nothing is sent ahead to be held), so what is left of a plan request through the console
+    is its own HTTP round trip. No executor is there: what would go to one is refused as ConsoleNode refuses it
+    when no executor offers the service (its messages, ros/console_node.py), and there is no camera."""
 
     def plan(self, instruction: str, timeout_s: float, sent):
-        from grounded_planner.console.graph import PlanAnswer
-
         sent()
         return PlanAnswer(True, "", {"instruction": instruction, "image_size": [64, 48], "actions": []}, [], 0.0)
 
     def requires_approval(self) -> bool:
-        return False
+        return False  # the plans that subclasses answer run (or are refused) at Approve, none is sent to be held
+
+    def execute(self, plan: dict, hold: bool = False):
+        raise GraphError(f"no executor offers {names.EXECUTE_ACTION}")
+
+    def answer_approval(self, approved: bool, wait_s: float) -> tuple[bool, str]:
+        raise GraphError(f"no executor offers {names.APPROVE_SERVICE}")
+
+    def stop(self) -> bool:
+        raise GraphError(f"no executor offers {names.EXECUTE_ACTION}")  # the action's cancel service
+
+    def reset_scene(self) -> tuple[bool, str]:
+        raise GraphError(f"no executor offers {names.RESET_SCENE_SERVICE}")
 
     def latest_frame(self, after_seq: int, width: int = 0, wanted=None):
         return None
