@@ -27,8 +27,9 @@ from grounded_planner.console.app import ConsoleApp, FramePump  # noqa: E402
 from grounded_planner.console.auth import TokenError, console_token, is_loopback  # noqa: E402
 from grounded_planner.console.graph import Frame, GraphError, PlanAnswer, StepPreview  # noqa: E402
 from grounded_planner.rollout.record import RolloutRecorder, load_rollout  # noqa: E402
+from grounded_planner.ros import names  # noqa: E402
 from grounded_planner.rollout.stats import wilson_interval  # noqa: E402
-from helpers.console_stack import server_timing  # noqa: E402
+from helpers.console_stack import no_executor, server_timing  # noqa: E402
 from helpers.spabench_cards import make_cards  # noqa: E402
 
 PLAN = {
@@ -1658,10 +1659,10 @@ class NoExecutor(RecordingGraph):
     """A graph whose executor left: its calls fail as ConsoleNode's do when no executor offers the service."""
 
     def stop(self):
-        raise GraphError("no executor offers grounded_planner/execute")
+        raise no_executor(names.EXECUTE_ACTION)
 
     def reset_scene(self):
-        raise GraphError("no executor offers grounded_planner/reset_scene")
+        raise no_executor(names.RESET_SCENE_SERVICE)
 
 
 def test_the_graph_doubles_offer_every_call_the_console_makes_of_its_graph():
