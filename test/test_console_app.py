@@ -27,8 +27,8 @@ from grounded_planner.console.app import ConsoleApp, FramePump  # noqa: E402
 from grounded_planner.console.auth import TokenError, console_token, is_loopback  # noqa: E402
 from grounded_planner.console.graph import Frame, GraphError, PlanAnswer, StepPreview  # noqa: E402
 from grounded_planner.rollout.record import RolloutRecorder, load_rollout  # noqa: E402
-from grounded_planner.ros import names  # noqa: E402
 from grounded_planner.rollout.stats import wilson_interval  # noqa: E402
+from grounded_planner.ros import names  # noqa: E402
 from helpers.console_stack import no_executor, server_timing  # noqa: E402
 from helpers.spabench_cards import make_cards  # noqa: E402
 
@@ -1656,7 +1656,8 @@ def test_an_approve_that_waited_behind_a_stop_sends_nothing(tmp_path):
 
 
 class NoExecutor(RecordingGraph):
-    """A graph whose executor left: its calls fail as ConsoleNode's do when no executor offers the service."""
+    """A graph whose executor left: its Stop and Reset scene fail as ConsoleNode's do when no executor offers the
+    service (the other calls answer as RecordingGraph's)."""
 
     def stop(self):
         raise no_executor(names.EXECUTE_ACTION)

@@ -274,19 +274,21 @@ def test_stop_reset_and_approve_with_no_executor_on_the_graph_name_what_they_loo
 
     node, _ = console
     monkeypatch.setattr(console_node, "SERVICE_WAIT_S", 0.3)  # 5 s by default
-    calls = {
-        names.EXECUTE_ACTION: node.stop,  # the action's cancel service
-        names.RESET_SCENE_SERVICE: node.reset_scene,
-        names.APPROVE_SERVICE: lambda: node.answer_approval(True, 1.0),
-    }
-    double = InstantGraph()  # the browser tests' and the benchmark's graph with no executor behind it
-    doubles = [double.stop, double.reset_scene, lambda: double.answer_approval(True, 1.0)]
-    for (name, call), call_double in zip(calls.items(), doubles):
+
+    def calls(graph):
+        return {
+            names.EXECUTE_ACTION: graph.stop,  # the action's cancel service
+            names.RESET_SCENE_SERVICE: graph.reset_scene,
+            names.APPROVE_SERVICE: lambda: graph.answer_approval(True, 1.0),
+        }
+
+    doubles = calls(InstantGraph())  # the browser tests' and the benchmark's graph with no executor behind it
+    for name, call in calls(node).items():
         with pytest.raises(GraphError) as refused:
             call()
         assert str(refused.value) == f"no executor offers {name}"
         with pytest.raises(GraphError) as said:
-            call_double()
+            doubles[name]()
         assert str(said.value) == str(refused.value)  # the double says what the node says
 
 
