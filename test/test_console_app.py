@@ -29,7 +29,7 @@ from grounded_planner.console.graph import Frame, GraphError, PlanAnswer, StepPr
 from grounded_planner.rollout.record import RolloutRecorder, load_rollout  # noqa: E402
 from grounded_planner.rollout.stats import wilson_interval  # noqa: E402
 from grounded_planner.ros import names  # noqa: E402
-from helpers.console_stack import no_executor, server_timing  # noqa: E402
+from helpers.console_stack import server_timing  # noqa: E402
 from helpers.spabench_cards import make_cards  # noqa: E402
 
 PLAN = {
@@ -1660,10 +1660,10 @@ class NoExecutor(RecordingGraph):
     service (the other calls answer as RecordingGraph's)."""
 
     def stop(self):
-        raise no_executor(names.EXECUTE_ACTION)
+        raise GraphError.no_executor(names.EXECUTE_ACTION)
 
     def reset_scene(self):
-        raise no_executor(names.RESET_SCENE_SERVICE)
+        raise GraphError.no_executor(names.RESET_SCENE_SERVICE)
 
 
 def test_the_graph_doubles_offer_every_call_the_console_makes_of_its_graph():

@@ -26,7 +26,6 @@ from helpers.console_stack import (
     Output,
     StackProcess,
     graph_node,
-    no_executor,
     ros_domain_of_its_own,
     set_parameter,
     workcell_overrides,
@@ -846,10 +845,11 @@ def test_a_stop_the_console_does_not_confirm_stays_on_screen_with_its_reason(bro
     """A STOP that fails (no executor), that the console has not answered after 2 s, or that cannot reach the console
     at all is said so in the header, which stays on screen, with the reason and the robot's own emergency stop, until
     a STOP is confirmed (a toast that fades is not enough for a STOP that did not happen)."""
+    from grounded_planner.console.graph import GraphError
     from grounded_planner.ros import names
 
     graph = ScriptedStopGraph()
-    graph.fails_with = no_executor(names.EXECUTE_ACTION)
+    graph.fails_with = GraphError.no_executor(names.EXECUTE_ACTION)
     alert, alert_text = "stop-alert", "stop-alert-text"
     with console_alone(tmp_path / "rollouts", graph) as (_app, server):
         browser.get(server.url)

@@ -12,6 +12,12 @@ from grounded_planner.errors import RunFailure
 class GraphError(RunFailure):
     """The graph could not do what the console asked (no executor, a goal rejected, a service not answering)."""
 
+    @classmethod
+    def no_executor(cls, name: str) -> GraphError:
+        """The refusal of a call that would go to an executor when none offers ``name`` (a ``ros/names.py`` service
+        or action): ConsoleNode's, and that of every console graph double with no executor behind it."""
+        return cls(f"no executor offers {name}")
+
 
 @dataclass
 class StepPreview:

@@ -398,7 +398,7 @@ class ConsoleNode(StackNode, Node):
 
     def execute(self, plan: dict, hold: bool = False) -> _SentGoal:
         if not self._execute.wait_for_server(timeout_sec=SERVICE_WAIT_S):
-            raise GraphError(f"no executor offers {names.EXECUTE_ACTION}")
+            raise GraphError.no_executor(names.EXECUTE_ACTION)
         goal = ExecutePlan.Goal(plan=plan_to_msg(GroundedPlan.from_dict(plan)), require_approval=bool(hold))
         future = self._execute.send_goal_async(goal)
         if not self._wait(future, SERVICE_WAIT_S):
@@ -410,7 +410,7 @@ class ConsoleNode(StackNode, Node):
     def _offered(self, client, name: str) -> None:
         """GraphError when no executor offers the service ``client`` calls (``name``: what the message names)."""
         if not client.wait_for_service(timeout_sec=SERVICE_WAIT_S):
-            raise GraphError(f"no executor offers {name}")
+            raise GraphError.no_executor(name)
 
     def _answer(self, client, request, name: str) -> tuple[bool, str]:
         """One call of the executor's ``name`` service (a SetBool or a Trigger): (success, message)."""

@@ -235,18 +235,11 @@ def server_timing(header: str) -> dict[str, float]:
     return out
 
 
-def no_executor(name: str) -> GraphError:
-    """What ConsoleNode raises where no executor offers ``name`` (a ``ros/names.py`` service or action), word for word
-    (test_console_node.py checks it on a real node): the refusal every console graph double gives for a call that
-    would go to an executor that is not there."""
-    return GraphError(f"no executor offers {name}")
-
-
 class InstantGraph:
     """Test double of the console's graph (ConsoleGraph): a planner that answers at once, with no ROS graph behind it
     (a plan with no step, so nothing is sent ahead to be held), so what is left of a plan request through the console
     is its own HTTP round trip. No executor is there: what would go to one is refused as ConsoleNode refuses it
-    when no executor offers the service (its messages, ros/console_node.py), and there is no camera."""
+    when no executor offers the service (GraphError.no_executor), and there is no camera."""
 
     def plan(self, instruction: str, timeout_s: float, sent):
         sent()
@@ -256,16 +249,16 @@ class InstantGraph:
         return False  # the plans that subclasses answer run (or are refused) at Approve, none is sent to be held
 
     def execute(self, plan: dict, hold: bool = False):
-        raise no_executor(names.EXECUTE_ACTION)
+        raise GraphError.no_executor(names.EXECUTE_ACTION)
 
     def answer_approval(self, approved: bool, wait_s: float) -> tuple[bool, str]:
-        raise no_executor(names.APPROVE_SERVICE)
+        raise GraphError.no_executor(names.APPROVE_SERVICE)
 
     def stop(self) -> bool:
-        raise no_executor(names.EXECUTE_ACTION)  # the action's cancel service
+        raise GraphError.no_executor(names.EXECUTE_ACTION)  # the action's cancel service
 
     def reset_scene(self) -> tuple[bool, str]:
-        raise no_executor(names.RESET_SCENE_SERVICE)
+        raise GraphError.no_executor(names.RESET_SCENE_SERVICE)
 
     def latest_frame(self, after_seq: int, width: int = 0, wanted=None):
         return None
