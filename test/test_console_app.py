@@ -1738,6 +1738,9 @@ def test_an_executor_that_left_is_shown_gone_once_with_what_it_was_doing_until_i
     assert state.on_executor_presence(False) == "the executor left the graph: nothing can run until it is back"
     # which robot comes back is read again then: till that, the page offers no scene reset a click would fail on
     assert state.snapshot()["executor_backend"] == ""
+    # nor does a read of the backend that answers after the executor left (the node reads it on a thread of its own)
+    state.on_executor_backend("sim")
+    assert state.snapshot()["executor_backend"] == ""
     # the pages get the line in their log with the change, in the same snapshot (not a push later)
     assert state.snapshot()["log"][-1].endswith("the executor left the graph: nothing can run until it is back")
     assert state.on_executor_presence(False) == ""  # said once
@@ -1750,6 +1753,8 @@ def test_an_executor_that_left_is_shown_gone_once_with_what_it_was_doing_until_i
         "motion": "",
         "message": "the executor is back",
     }
+    state.on_executor_backend("sim")  # the one that came back is read again
+    assert state.snapshot()["executor_backend"] == "sim"
     assert state.on_executor_presence(True) == ""  # another executor matched, or the same one again: nothing new
 
     state.on_feedback({"step": 0, "state": "awaiting_approval", "message": ""})

@@ -165,6 +165,8 @@ class ConsoleState:
     def on_executor_backend(self, backend: str) -> None:
         """The executor's robot backend, read from its parameters (the pages offer a scene reset on ``sim`` only)."""
         with self._lock:
+            if self.executor["state"] == GONE:
+                return  # a read that answered as its executor left: the one that comes back is read again
             if backend != self.executor_backend:
                 self.executor_backend = backend
                 self._changed()
